@@ -1,0 +1,219 @@
+"""Attention heads: score matrix ``M``, value matrix ``V``, inverse temperature, kernel, normalization.
+
+A :class:`Head` is a frozen dataclass validated on construction; presets build the head
+families of ``MODEL.md`` (scalar, orthogonal blocks, random symmetric, perturbed value
+alignment, approximately orthogonal).  Nothing here depends on the rest of the package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+KERNELS = ("exp", "relu")
+NORMALIZATIONS = ("mean", "softmax")
+
+__all__ = [
+    "KERNELS",
+    "NORMALIZATIONS",
+    "Head",
+    "scalar_heads",
+    "orthogonal_block_heads",
+    "random_symmetric_heads",
+    "perturbed_value_heads",
+    "approx_orthogonal_heads",
+    "check_heads",
+]
+
+
+def _as_matrix(name, A):
+    A = np.array(A, dtype=float, copy=True)
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 2:
+        raise ValueError(f"{name} must be a square matrix of size d x d with d >= 2; received shape {A.shape}")
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"{name} must have finite entries; received a matrix containing NaN or inf")
+    A.setflags(write=False)
+    return A
+
+
+@dataclass(frozen=True, eq=False)
+class Head:
+    """One attention head.
+
+    Parameters
+    ----------
+    M : array_like, shape (d, d)
+        Score matrix; scores are ``s_ij = <x_i, M x_j>``.
+    V : array_like, shape (d, d)
+        Value matrix.
+    beta : float
+        Inverse temperature, ``beta > 0`` (used by the ``"exp"`` kernel and its energy).
+    kernel : {"exp", "relu"}
+        Kernel profile ``k(s) = exp(beta s)`` or ``k(s) = max(s, 0)``.
+    normalization : {"mean", "softmax"}
+        Divide the aggregate by the total weight (``"mean"``) or by the row sum of the
+        kernel (``"softmax"``).
+    """
+
+    M: np.ndarray
+    V: np.ndarray
+    beta: float = 1.0
+    kernel: str = "exp"
+    normalization: str = "mean"
+    scalar: float | None = field(init=False, default=None)
+
+    def __post_init__(self):
+        M = _as_matrix("M", self.M)
+        V = _as_matrix("V", self.V)
+        if M.shape != V.shape:
+            raise ValueError(f"M and V must have the same shape; received M {M.shape} and V {V.shape}")
+        beta = self.beta
+        if isinstance(beta, bool) or not isinstance(beta, (int, float, np.integer, np.floating)):
+            raise ValueError(f"beta must be a positive finite number; received {beta!r}")
+        beta = float(beta)
+        if not (np.isfinite(beta) and beta > 0):
+            raise ValueError(f"beta must be a positive finite number; received {beta!r}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}; received {self.kernel!r}")
+        if self.normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {NORMALIZATIONS}; received {self.normalization!r}")
+        object.__setattr__(self, "M", M)
+        object.__setattr__(self, "V", V)
+        object.__setattr__(self, "beta", beta)
+        lam = M[0, 0]
+        d = M.shape[0]
+        is_scalar = np.array_equal(M, lam * np.eye(d)) and np.array_equal(V, M)
+        object.__setattr__(self, "scalar", float(lam) if is_scalar else None)
+
+    @property
+    def dim(self) -> int:
+        """Ambient dimension ``d``."""
+        return self.M.shape[0]
+
+    @property
+    def is_zonal(self) -> bool:
+        """True when ``M = V = lambda I`` (the interaction depends only on ``<x, y>``)."""
+        return self.scalar is not None
+
+    @property
+    def is_symmetric_aligned(self) -> bool:
+        """True when ``M`` is symmetric and ``V = M`` (the gradient-flow case of MODEL.md)."""
+        return bool(np.allclose(self.M, self.M.T, rtol=0, atol=1e-14 * (1 + np.abs(self.M).max()))
+                    and np.array_equal(self.M, self.V))
+
+    def to_dict(self) -> dict:
+        """Plain-Python description (lists of floats), inverse of :meth:`from_dict`."""
+        return {"M": self.M.tolist(), "V": self.V.tolist(), "beta": self.beta,
+                "kernel": self.kernel, "normalization": self.normalization}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Head":
+        return cls(**d)
+
+    def replace(self, **changes) -> "Head":
+        """A copy with some fields changed (validated again)."""
+        kw = self.to_dict()
+        unknown = set(changes) - set(kw)
+        if unknown:
+            raise ValueError(f"unknown Head fields {sorted(unknown)}; allowed {sorted(kw)}")
+        kw.update(changes)
+        return Head(**kw)
+
+
+def check_heads(heads, d: int | None = None) -> tuple[Head, ...]:
+    """Validate a non-empty sequence of heads sharing one dimension (``d`` if given)."""
+    if isinstance(heads, Head):
+        heads = (heads,)
+    heads = tuple(heads)
+    if not heads:
+        raise ValueError("heads must be a non-empty sequence of Head; received an empty sequence")
+    for h in heads:
+        if not isinstance(h, Head):
+            raise ValueError(f"heads must contain Head objects; received {type(h).__name__}")
+    dims = {h.dim for h in heads}
+    if len(dims) != 1:
+        raise ValueError(f"all heads must have the same dimension; received dimensions {sorted(dims)}")
+    if d is not None and dims != {d}:
+        raise ValueError(f"heads must have dimension d = {d}; received heads of dimension {dims.pop()}")
+    return heads
+
+
+def _rng(seed):
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+
+def scalar_heads(lambdas, d, beta=1.0, kernel="exp", normalization="mean") -> tuple[Head, ...]:
+    """Heads ``M_h = V_h = lambda_h I`` (zonal, symmetric, value-aligned)."""
+    lambdas = np.atleast_1d(np.asarray(lambdas, dtype=float))
+    if lambdas.ndim != 1 or lambdas.size == 0:
+        raise ValueError(f"lambdas must be a non-empty 1-d sequence; received shape {lambdas.shape}")
+    return tuple(Head(lam * np.eye(d), lam * np.eye(d), beta, kernel, normalization) for lam in lambdas)
+
+
+def orthogonal_block_heads(d, n_heads, strengths=1.0, beta=1.0, kernel="exp",
+                           normalization="mean") -> tuple[Head, ...]:
+    """Heads acting on disjoint coordinate blocks: ``M_h = V_h = alpha_h P_h``, ``M_h' M_h = 0``.
+
+    The ``d`` coordinates are split into ``n_heads`` contiguous blocks as evenly as possible
+    (``numpy.array_split``); each block needs at least one coordinate.
+    """
+    if not (isinstance(n_heads, (int, np.integer)) and 1 <= n_heads <= d):
+        raise ValueError(f"n_heads must be an integer in [1, d={d}]; received {n_heads!r}")
+    alphas = np.broadcast_to(np.asarray(strengths, dtype=float), (n_heads,))
+    heads = []
+    for a, block in zip(alphas, np.array_split(np.arange(d), n_heads)):
+        P = np.zeros((d, d))
+        P[block, block] = 1.0
+        heads.append(Head(a * P, a * P, beta, kernel, normalization))
+    return tuple(heads)
+
+
+def random_symmetric_heads(d, n_heads, seed=None, scale=1.0, beta=1.0, kernel="exp",
+                           normalization="mean") -> tuple[Head, ...]:
+    """Random symmetric value-aligned heads, ``M = V = scale * (G + G^T) / (2 sqrt(d))``, G Gaussian."""
+    rng = _rng(seed)
+    heads = []
+    for _ in range(n_heads):
+        G = rng.standard_normal((d, d))
+        M = scale * (G + G.T) / (2 * np.sqrt(d))
+        heads.append(Head(M, M, beta, kernel, normalization))
+    return tuple(heads)
+
+
+def perturbed_value_heads(heads, epsilon, seed=None) -> tuple[Head, ...]:
+    """Replace ``V_h`` by ``M_h + Delta_h`` with a random ``Delta_h`` of operator norm ``epsilon``."""
+    if not (np.isfinite(epsilon) and epsilon >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0; received {epsilon!r}")
+    rng = _rng(seed)
+    out = []
+    for h in check_heads(heads):
+        D = rng.standard_normal(h.M.shape)
+        D *= epsilon / np.linalg.norm(D, 2)
+        out.append(h.replace(V=h.M + D))
+    return tuple(out)
+
+
+def approx_orthogonal_heads(d, n_heads, delta, alpha=1.0, rank=1, beta=1.0, kernel="exp",
+                            normalization="mean") -> tuple[Head, ...]:
+    """Heads ``M_h = V_h = alpha U_h U_h^T`` on rank-``rank`` subspaces with ``|M_h' M_h|_op = delta``.
+
+    Head ``h`` spans ``u_{h,k} = sqrt(1-c) e_{h,k} + sqrt(c) e_{0,k}`` (k = 1..rank) with a
+    shared block ``e_0``; so ``<u_{h,k}, u_{h',k}> = c`` and ``|M_h' M_h|_op = alpha^2 c``,
+    ``c = delta / alpha^2``.  The principal angle between the head subspaces is
+    ``arccos(c)``.  Needs ``d >= (n_heads + 1) * rank`` and ``0 <= delta <= alpha^2``.
+    """
+    if d < (n_heads + 1) * rank:
+        raise ValueError(f"d must be >= (n_heads + 1) * rank = {(n_heads + 1) * rank}; received d={d}")
+    if not (0 <= delta <= alpha**2):
+        raise ValueError(f"delta must lie in [0, alpha^2 = {alpha**2}]; received {delta!r}")
+    c = delta / alpha**2
+    heads = []
+    for h in range(n_heads):
+        U = np.zeros((d, rank))
+        for k in range(rank):
+            U[(h + 1) * rank + k, k] = np.sqrt(1 - c)
+            U[k, k] = np.sqrt(c)
+        M = alpha * U @ U.T
+        heads.append(Head(M, M, beta, kernel, normalization))
+    return tuple(heads)

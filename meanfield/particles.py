@@ -1,0 +1,235 @@
+r"""Finite-n multi-head attention dynamics in any dimension (MODEL.md section 1). numpy only.
+
+Tokens ``X`` (n, d) carry weights ``w`` (n,) summing to 1 (uniform ``1/n`` by default; the
+quadrature weights ``rho * w_g`` of a density on the nodes make the same code evaluate the
+continuum velocity).  For head ``h`` with kernel ``k_h``
+
+.. math::
+
+    u_i^h = \frac{\sum_j w_j k_h(\langle x_i, M_h x_j\rangle) V_h x_j}{N_i^h},\qquad
+    N_i^h = 1 \ (\text{mean}),\quad N_i^h = \sum_j w_j k_h(s_{ij}^h) \ (\text{softmax}),
+
+and ``dx_i/dt = P_{x_i} sum_h u_i^h`` (sphere) or ``sum_h u_i^h`` (flat).  With uniform
+weights ``u_i^h = f_i^h / n`` (mean) or ``f_i^h / Z_i^h`` (softmax) in MODEL.md's notation.
+The energy is ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` with ``K = exp(beta s)/beta`` (exp) or
+``relu(s)^2 / 2`` (relu), the antiderivative of the kernel.
+
+Memory is bounded by processing rows of the n x n score matrix in chunks of about
+``chunk_bytes`` bytes, so n = 20 000 with 4 heads needs a few MiB of work space.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .heads import Head, check_heads
+
+GEOMETRIES = ("sphere", "flat")
+UNIT_NORM_TOL = 1e-8
+
+__all__ = ["GEOMETRIES", "ParticleSystem", "check_tokens", "check_weights", "project_tangent",
+           "retract_sphere"]
+
+
+def project_tangent(X, V):
+    """Tangent projection ``P_x v = v - <v, x> x`` row by row; shapes (n, d) -> (n, d)."""
+    return V - np.einsum("nd,nd->n", V, X)[:, None] * X
+
+
+def retract_sphere(X):
+    """Retraction onto the unit sphere: each row divided by its norm."""
+    return X / np.linalg.norm(X, axis=-1, keepdims=True)
+
+
+def check_tokens(X, d=None, geometry="sphere", name="X"):
+    """Validate tokens: shape (n, d) with n >= 2, finite, and unit rows on the sphere.
+
+    Nothing is renormalized: rows off the sphere by more than ``UNIT_NORM_TOL`` raise.
+    """
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2 or X.shape[0] < 2 or X.shape[1] < 2:
+        raise ValueError(f"{name} must have shape (n, d) with n >= 2 tokens and d >= 2; received shape {X.shape}")
+    if d is not None and X.shape[1] != d:
+        raise ValueError(f"{name} must have d = {d} columns to match the heads; received shape {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{name} must be finite; received {int(np.sum(~np.isfinite(X)))} NaN/inf entries")
+    if geometry == "sphere":
+        dev = np.abs(np.linalg.norm(X, axis=1) - 1).max()
+        if dev > UNIT_NORM_TOL:
+            raise ValueError(f"{name} rows must be unit vectors for spherical dynamics (tolerance {UNIT_NORM_TOL}); "
+                             f"received max | |x_i| - 1 | = {dev:.3e} (tokens are never renormalized silently)")
+    return X
+
+
+def check_weights(w, n, name="w"):
+    """Validate token weights: shape (n,), finite, nonnegative, summing to 1. None -> uniform."""
+    if w is None:
+        return np.full(n, 1.0 / n)
+    w = np.asarray(w, dtype=float)
+    if w.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) (one weight per token); received shape {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"{name} must be finite and nonnegative; received min {np.nanmin(w)!r}, "
+                         f"{int(np.sum(~np.isfinite(w)))} non-finite entries")
+    if abs(w.sum() - 1) > 1e-10:
+        raise ValueError(f"{name} must sum to 1; received sum {w.sum()!r}")
+    return w
+
+
+def _kernel(head: Head, S):
+    """Kernel values k(S), in place-friendly; returns a new array."""
+    if head.kernel == "exp":
+        return np.exp(head.beta * S)
+    return np.maximum(S, 0.0)
+
+
+def _antiderivative(head: Head, S):
+    if head.kernel == "exp":
+        return np.exp(head.beta * S) / head.beta
+    return 0.5 * np.maximum(S, 0.0) ** 2
+
+
+@dataclass(frozen=True, eq=False)
+class ParticleSystem:
+    """The n-token system for a set of heads.
+
+    Parameters
+    ----------
+    heads : sequence of Head
+        Heads sharing the dimension ``d``.
+    geometry : {"sphere", "flat"}
+        Spherical dynamics (tangent projection, tokens on ``S^{d-1}``) or flat (``R^d``).
+    chunk_bytes : int
+        Work-space budget for one block of score-matrix rows.
+    """
+
+    heads: tuple
+    geometry: str = "sphere"
+    chunk_bytes: int = 4 * 2**20
+
+    def __post_init__(self):
+        object.__setattr__(self, "heads", check_heads(self.heads))
+        if self.geometry not in GEOMETRIES:
+            raise ValueError(f"geometry must be one of {GEOMETRIES}; received {self.geometry!r}")
+        if not (isinstance(self.chunk_bytes, (int, np.integer)) and self.chunk_bytes > 0):
+            raise ValueError(f"chunk_bytes must be a positive integer; received {self.chunk_bytes!r}")
+
+    @property
+    def d(self) -> int:
+        return self.heads[0].dim
+
+    @property
+    def n_heads(self) -> int:
+        return len(self.heads)
+
+    @property
+    def retraction(self):
+        """Retraction for integrators: row normalization on the sphere, None when flat."""
+        return retract_sphere if self.geometry == "sphere" else None
+
+    # ------------------------------------------------------------------ validation
+    def check(self, X, w=None):
+        """Validated ``(X, w)``; see :func:`check_tokens` and :func:`check_weights`."""
+        X = check_tokens(X, self.d, self.geometry)
+        return X, check_weights(w, X.shape[0])
+
+    def chunks(self, n):
+        """Row slices of at most ``chunk_bytes`` of float64 score rows."""
+        step = max(1, int(self.chunk_bytes // (8 * n)))
+        return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+    # ------------------------------------------------------------------ dynamics
+    def forces(self, X, w=None, *, checked=False):
+        """Per-head aggregates ``u_i^h`` before projection, and their normalizers.
+
+        Returns
+        -------
+        U : ndarray, shape (H, n, d)
+        N : ndarray, shape (H, n)
+            Normalizer: 1 (mean) or ``Z_i^h = sum_j w_j k_h(s_ij)`` (softmax).  A softmax row
+            with ``Z = 0`` (possible only for ReLU kernels) has no attention mass: its ``u`` is 0.
+        """
+        if not checked:
+            X, w = self.check(X, w)
+        n, d = X.shape
+        U = np.empty((self.n_heads, n, d))
+        N = np.ones((self.n_heads, n))
+        for h, head in enumerate(self.heads):
+            Y = X @ head.M.T          # row j: (M x_j)^T
+            XV = X @ head.V.T         # row j: (V x_j)^T
+            softmax = head.normalization == "softmax"
+            for sl in self.chunks(n):
+                S = X[sl] @ Y.T
+                if softmax and head.kernel == "exp":
+                    # shift by the row max: u = f / Z is unchanged and nothing overflows
+                    shift = S.max(axis=1, keepdims=True)
+                    K = np.exp(head.beta * (S - shift))
+                else:
+                    K = _kernel(head, S)
+                K *= w
+                U[h, sl] = K @ XV
+                if softmax:
+                    Z = K.sum(axis=1)
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        U[h, sl] /= np.where(Z > 0, Z, np.inf)[:, None]
+                    if head.kernel == "exp":
+                        Z = Z * np.exp(head.beta * shift[:, 0])
+                    N[h, sl] = Z
+        return U, N
+
+    def velocity(self, X, w=None):
+        """Token velocities ``dx_i/dt``, shape (n, d)."""
+        X, w = self.check(X, w)
+        U, _ = self.forces(X, w, checked=True)
+        v = U.sum(axis=0)
+        return project_tangent(X, v) if self.geometry == "sphere" else v
+
+    def rhs(self, t, y):
+        """Right-hand side ``rhs(t, y)`` for the integrators (uniform weights); y shape (n, d)."""
+        return self.velocity(y)
+
+    def weighted_rhs(self, w):
+        """Right-hand side for fixed token weights ``w``."""
+        w = np.asarray(w, dtype=float)
+        return lambda t, y: self.velocity(y, w)
+
+    # ------------------------------------------------------------------ energy
+    def energies(self, X, w=None):
+        """Per-head energies ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)``, shape (H,)."""
+        X, w = self.check(X, w)
+        E = np.zeros(self.n_heads)
+        for h, head in enumerate(self.heads):
+            Y = X @ head.M.T
+            for sl in self.chunks(X.shape[0]):
+                E[h] += 0.5 * w[sl] @ (_antiderivative(head, X[sl] @ Y.T) @ w)
+        return E
+
+    def energy(self, X, w=None):
+        """Total energy ``E_multi = sum_h E_h``."""
+        return float(self.energies(X, w).sum())
+
+    def energy_gradients(self, X, w=None):
+        """Euclidean gradients ``dE_h/dx_i`` for general (non-symmetric) ``M_h``, shape (H, n, d).
+
+        .. math:: \\partial_{x_i} E_h = \\tfrac{w_i}{2} \\sum_j w_j
+                  \\big(k(s_{ij}) M x_j + k(s_{ji}) M^T x_j\\big)
+        """
+        X, w = self.check(X, w)
+        n, d = X.shape
+        G = np.empty((self.n_heads, n, d))
+        for h, head in enumerate(self.heads):
+            Y, YT = X @ head.M.T, X @ head.M      # rows (M x_j)^T and (M^T x_j)^T
+            for sl in self.chunks(n):
+                K1 = _kernel(head, X[sl] @ Y.T) * w      # k(s_ij)
+                K2 = _kernel(head, X[sl] @ YT.T) * w     # k(s_ji)
+                G[h, sl] = 0.5 * w[sl, None] * (K1 @ Y + K2 @ YT)
+        return G
+
+    def energy_rates(self, X, Xdot=None, w=None):
+        """Exact per-head ``dE_h/dt = sum_i <dE_h/dx_i, dx_i/dt>`` along ``Xdot`` (default: the flow)."""
+        X, w = self.check(X, w)
+        if Xdot is None:
+            Xdot = self.velocity(X, w)
+        return np.einsum("hnd,nd->h", self.energy_gradients(X, w), Xdot)
