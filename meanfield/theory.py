@@ -1,0 +1,595 @@
+"""Closed forms of MODEL.md sections 2-3: reduced equiangular ODEs, phi, beta*, growth rates.
+
+Pure functions of numbers and arrays (numpy and scipy only).  Three groups:
+
+* **Equiangular reduced dynamics** (scalar heads ``M_h = V_h = lambda_h I``, all
+  ``<x_i, x_j> = gamma``): :func:`equiangular_rate`, :func:`solve_equiangular`,
+  :func:`clustering_time`, :func:`linearized_clustering_time`, :func:`late_rate`.
+* **Early rate and critical temperature**: :func:`phi` and its derivatives,
+  :func:`lambda_max`, :func:`phi_inflection`, :func:`early_rate`,
+  :func:`heterogeneity_gain`, :func:`c_star`, :func:`beta_star`, :func:`radial_fraction`.
+* **Linear stability of the uniform density**: :func:`funk_hecke_exp`,
+  :func:`funk_hecke_relu`, :func:`growth_rate`, :func:`most_unstable_degree`,
+  :func:`critical_noise`.
+
+Every reduced rate is written as
+
+.. math:: \\dot\\gamma = F(\\gamma) = 2\\,C(\\gamma)\\,(1-\\gamma)\\,(1+(n-1)\\gamma),
+
+because :math:`\\dot\\gamma = 2\\langle v_i, x_k\\rangle` and
+:math:`\\langle P_{x_i}\\sum_{j\\ne i} x_j, x_k\\rangle = (1-\\gamma)(1+(n-1)\\gamma)`;
+:math:`C(\\gamma)` is the coefficient of :math:`P_{x_i}\\sum_{j\\ne i}x_j` in the velocity.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from scipy import integrate, optimize, special
+
+from .heads import KERNELS, NORMALIZATIONS
+
+__all__ = [
+    "equiangular_rate", "solve_equiangular", "clustering_time", "linearized_clustering_time",
+    "late_rate", "phi", "phi_derivative", "phi_second_derivative", "lambda_max",
+    "phi_inflection", "early_rate", "heterogeneity_gain", "c_star", "beta_star",
+    "radial_fraction", "sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate",
+    "most_unstable_degree", "critical_noise",
+]
+
+
+# ----------------------------------------------------------------------------- input checks
+def _int(name, x, lo):
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}; received {x!r}")
+    return int(x)
+
+
+def _int_array(name, x, lo):
+    a = np.asarray(x)
+    if a.dtype == bool or not np.issubdtype(a.dtype, np.number) or a.size == 0 \
+            or not np.all(np.isfinite(a)) or np.any(a != np.round(a)) or np.any(a < lo):
+        raise ValueError(f"{name} must be integer(s) >= {lo}; received {x!r}")
+    return a.astype(int)
+
+
+def _real(name, x, positive=False):
+    ok = isinstance(x, numbers.Real) and not isinstance(x, bool) and np.isfinite(x)
+    if not ok or (positive and x <= 0):
+        what = "a positive finite number" if positive else "a finite real number"
+        raise ValueError(f"{name} must be {what}; received {x!r}")
+    return float(x)
+
+
+def _real_array(name, x):
+    try:
+        a = None if isinstance(x, (str, bytes)) else np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        a = None
+    if a is None or not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite real number(s); received {x!r}")
+    return a
+
+
+def _lambdas(x):
+    try:
+        a = np.atleast_1d(np.asarray(x, dtype=float))
+    except (TypeError, ValueError):
+        a = None
+    if a is None or a.ndim != 1 or a.size == 0 or not np.all(np.isfinite(a)):
+        raise ValueError(f"lambdas must be a non-empty 1-d sequence of finite head strengths; "
+                         f"received {x!r}")
+    return a
+
+
+def _choice(name, x, allowed):
+    if x not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}; received {x!r}")
+    return x
+
+
+def _gamma(name, g, n):
+    g = _real_array(name, g)
+    lo = -1.0 / (n - 1)
+    if np.any(g < lo) or np.any(g > 1):
+        raise ValueError(f"{name} must lie in [-1/(n-1), 1] = [{lo:.6g}, 1] (an equiangular "
+                         f"configuration of n = {n} unit vectors); received {np.asarray(g)!r}")
+    return g
+
+
+def _common(lambdas, beta, n, kernel, normalization):
+    return (_lambdas(lambdas), _real("beta", beta, positive=True), _int("n", n, 2),
+            _choice("kernel", kernel, KERNELS), _choice("normalization", normalization, NORMALIZATIONS))
+
+
+# ----------------------------------------------------------------------- equiangular dynamics
+def _inv_exp_plus(u, m):
+    """``1 / (exp(u) + m)`` without overflow, ``m >= 1``."""
+    e = np.exp(-np.abs(u))
+    return np.where(u > 0, e / (1.0 + m * e), 1.0 / (e + m))
+
+
+def _coefficient(g, lam, beta, n, kernel, normalization):
+    """``C(gamma)``, summed over heads; ``g`` any shape, ``lam`` shape (H,). No checks."""
+    g = np.asarray(g, dtype=float)[..., None]
+    if kernel == "exp":
+        if normalization == "softmax":
+            c = lam * _inv_exp_plus(beta * lam * (1.0 - g), n - 1)
+        else:
+            c = lam * np.exp(beta * lam * g) / n
+    else:
+        r = np.maximum(lam * g, 0.0)
+        if normalization == "mean":
+            c = lam * r / n
+        else:
+            z = np.maximum(lam, 0.0) + (n - 1) * r
+            c = np.where(z > 0, lam * r / np.where(z > 0, z, 1.0), 0.0)
+    return c.sum(axis=-1)
+
+
+def _rate(g, lam, beta, n, kernel, normalization):
+    g = np.asarray(g, dtype=float)
+    return 2.0 * _coefficient(g, lam, beta, n, kernel, normalization) * (1 - g) * (1 + (n - 1) * g)
+
+
+def equiangular_rate(gamma, lambdas, beta, n, kernel="exp", normalization="softmax"):
+    """Rate :math:`d\\gamma/dt` of an equiangular configuration under scalar heads.
+
+    Heads ``M_h = V_h = lambda_h I``; ``F = 2 C (1-gamma)(1+(n-1)gamma)`` (module docstring) with
+
+    .. math::
+        C_{\\rm exp,softmax} &= \\sum_h \\frac{\\lambda_h}{e^{\\beta\\lambda_h(1-\\gamma)}+n-1},\\qquad
+        C_{\\rm exp,mean} = \\frac1n\\sum_h \\lambda_h e^{\\beta\\lambda_h\\gamma},\\\\
+        C_{\\rm relu,mean} &= \\frac1n\\sum_h \\lambda_h\\,(\\lambda_h\\gamma)_+,\\qquad
+        C_{\\rm relu,softmax} = \\sum_h \\frac{\\lambda_h(\\lambda_h\\gamma)_+}
+            {(\\lambda_h)_+ + (n-1)(\\lambda_h\\gamma)_+}.
+
+    For ``lambda_h > 0`` the ReLU forms reduce to ``(1/n) lambda_h^2 max(gamma, 0)`` (MODEL.md)
+    and ``max(gamma, 0) / (1 + (n-1) max(gamma, 0))``, so ReLU-softmax gives the logistic
+    ``F = 2 lambda gamma (1 - gamma)`` for ``gamma > 0``.  A ReLU-softmax head whose row sum
+    vanishes (``lambda_h < 0``, ``gamma >= 0``) attends to nothing and contributes 0; for
+    ``lambda_h < 0``, ``gamma < 0`` it contributes ``lambda_h / (n - 1)`` to ``C``.
+    ``beta`` is not used by the ReLU kernel.
+
+    Parameters
+    ----------
+    gamma : array_like, any shape
+        Common inner product, in ``[-1/(n-1), 1]``.
+    lambdas : array_like, shape (H,)
+        Head strengths (either sign).
+    beta : float
+        Inverse temperature, > 0.
+    n : int
+        Number of tokens, >= 2.
+    kernel : {"exp", "relu"}
+    normalization : {"mean", "softmax"}
+
+    Returns
+    -------
+    ndarray, shape of ``gamma``
+    """
+    lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
+    g = _gamma("gamma", gamma, n)
+    return _rate(g, lam, beta, n, kernel, normalization)
+
+
+def solve_equiangular(gamma0, lambdas, beta, n, t, kernel="exp", normalization="softmax",
+                      rtol=1e-12, atol=1e-14):
+    """Solve :math:`\\dot\\gamma = F(\\gamma)`, ``gamma(0) = gamma0`` (scipy DOP853).
+
+    Parameters
+    ----------
+    gamma0 : float
+        Initial inner product, in ``[-1/(n-1), 1]``.
+    lambdas, beta, n, kernel, normalization
+        As in :func:`equiangular_rate`.
+    t : array_like, shape (T,)
+        Output times, non-decreasing, ``t[0] >= 0``.
+    rtol, atol : float
+        Tolerances passed to :func:`scipy.integrate.solve_ivp`.
+
+    Returns
+    -------
+    ndarray, shape (T,)
+        ``gamma(t)``.
+    """
+    lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
+    g0 = float(_gamma("gamma0", _real("gamma0", gamma0), n))
+    t = _real_array("t", t)
+    if t.ndim != 1 or t.size == 0 or t[0] < 0 or np.any(np.diff(t) < 0):
+        raise ValueError(f"t must be a non-empty 1-d non-decreasing array with t[0] >= 0; received {t!r}")
+    rtol, atol = _real("rtol", rtol, True), _real("atol", atol, True)
+    if t[-1] == 0:
+        return np.full(t.shape, g0)
+    sol = integrate.solve_ivp(lambda _t, y: _rate(y, lam, beta, n, kernel, normalization),
+                              (0.0, t[-1]), [g0], method="DOP853", t_eval=t, rtol=rtol, atol=atol)
+    if sol.status < 0:
+        raise RuntimeError(f"solve_ivp failed: {sol.message}")
+    return sol.y[0]
+
+
+def clustering_time(gamma0, gamma_target, lambdas, beta, n, kernel="exp", normalization="softmax",
+                    rtol=1e-12, atol=1e-14):
+    """Time for the nonlinear reduced ODE to carry ``gamma`` from ``gamma0`` to ``gamma_target``.
+
+    The scalar ODE is monotone, so the target is reached iff ``F`` has the sign of
+    ``gamma_target - gamma0`` everywhere on the closed segment between them (checked on 4097
+    points); then
+
+    .. math:: T = \\int_{\\gamma_0}^{\\gamma_{\\rm target}} \\frac{d\\gamma}{F(\\gamma)},
+
+    computed by integrating the ODE (DOP853) up to a terminal event ``gamma = gamma_target``.
+    Otherwise ``inf`` (e.g. ``gamma_target = 1``, reached only as ``t -> inf``; ReLU from
+    ``gamma0 = 0``, a fixed point).
+
+    Returns
+    -------
+    float
+    """
+    lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
+    g0 = float(_gamma("gamma0", _real("gamma0", gamma0), n))
+    g1 = float(_gamma("gamma_target", _real("gamma_target", gamma_target), n))
+    if g1 == g0:
+        return 0.0
+    grid = np.linspace(g0, g1, 4097)
+    f = _rate(grid, lam, beta, n, kernel, normalization) * np.sign(g1 - g0)
+    if np.any(f <= 0):
+        return np.inf
+
+    def event(_t, y):
+        return y[0] - g1
+    event.terminal = True
+    horizon = 2.0 * abs(g1 - g0) / f.min() + 1.0
+    for _ in range(8):
+        sol = integrate.solve_ivp(lambda _t, y: _rate(y, lam, beta, n, kernel, normalization),
+                                  (0.0, horizon), [g0], method="DOP853", events=event,
+                                  rtol=rtol, atol=atol)
+        if sol.status < 0:
+            raise RuntimeError(f"solve_ivp failed: {sol.message}")
+        if sol.t_events[0].size:
+            return float(sol.t_events[0][0])
+        horizon *= 4.0
+    raise RuntimeError("clustering_time: target not reached although F keeps its sign")
+
+
+def linearized_clustering_time(gamma0, gamma_target, lambdas, beta, n, kernel="exp",
+                               normalization="softmax"):
+    """Clustering time of the reduced ODE linearized at ``gamma = 0`` (MODEL.md, Thm 25).
+
+    * exp kernel (softmax or mean): ``F`` frozen at its value at 0, a constant rate
+      ``F(0)`` (softmax: ``F(0) = sum_h phi(lambda_h)``; mean: ``(2/n) sum_h lambda_h``), so
+      ``T = (gamma_target - gamma0) / F(0)``.
+    * ReLU, mean: ``F(gamma) ~ k gamma`` with ``k = (2/n) sum lambda_h^2`` over the heads with
+      ``lambda_h gamma0 > 0``, so ``T = log(gamma_target / gamma0) / k``.
+    * ReLU, softmax: for ``gamma0 > 0``, ``F ~ k gamma`` with ``k = 2 sum_{lambda_h > 0}
+      lambda_h`` (no ``1/n``); for ``gamma0 < 0`` the negative heads give a constant rate
+      ``2 sum_{lambda_h < 0} lambda_h / (n - 1)``.
+
+    ``inf`` when the linearized flow never reaches the target (wrong direction, zero rate,
+    ``gamma0 = 0`` for ReLU); 0 when ``gamma_target == gamma0``.
+
+    Returns
+    -------
+    float
+    """
+    lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
+    g0 = float(_gamma("gamma0", _real("gamma0", gamma0), n))
+    g1 = float(_gamma("gamma_target", _real("gamma_target", gamma_target), n))
+    if g1 == g0:
+        return 0.0
+    if kernel == "exp" or (normalization == "softmax" and g0 < 0):
+        if kernel == "exp":
+            rate = float(_rate(0.0, lam, beta, n, kernel, normalization))
+        else:
+            rate = 2.0 * lam[lam < 0].sum() / (n - 1)
+        T = (g1 - g0) / rate if rate != 0 else np.inf
+        return float(T) if T > 0 else np.inf
+    same = lam * g0 > 0
+    k = (2.0 / n) * np.sum(lam[same] ** 2) if normalization == "mean" else 2.0 * lam[same].sum()
+    if g0 == 0 or k == 0 or g1 / g0 <= 1:
+        return np.inf
+    return float(np.log(g1 / g0) / k)
+
+
+def late_rate(lambdas, beta=None, kernel="exp", normalization="softmax"):
+    """Exponential rate of ``eps = 1 - gamma -> 0``: ``eps ~ C exp(-r t)``, ``r = -F'(1) = 2 n C(1)``.
+
+    .. math:: r_{\\rm exp,softmax} = 2\\sum_h \\lambda_h,\\quad
+              r_{\\rm exp,mean} = 2\\sum_h\\lambda_h e^{\\beta\\lambda_h},\\quad
+              r_{\\rm relu,mean} = 2\\sum_{\\lambda_h>0}\\lambda_h^2,\\quad
+              r_{\\rm relu,softmax} = 2\\sum_{\\lambda_h>0}\\lambda_h.
+
+    Independent of ``n``; ``beta`` is needed only for exp + mean.  A negative value means
+    ``gamma = 1`` is unstable.
+    """
+    lam = _lambdas(lambdas)
+    kernel = _choice("kernel", kernel, KERNELS)
+    normalization = _choice("normalization", normalization, NORMALIZATIONS)
+    if kernel == "exp" and normalization == "softmax":
+        return 2.0 * lam.sum()
+    if kernel == "exp":
+        beta = _real("beta", beta, positive=True)
+        return 2.0 * np.sum(lam * np.exp(beta * lam))
+    pos = lam[lam > 0]
+    return 2.0 * np.sum(pos ** 2 if normalization == "mean" else pos)
+
+
+# ----------------------------------------------------------------------------- phi, beta*
+def phi(lam, beta, n):
+    """Early softmax rate of one head at ``gamma = 0``.
+
+    .. math:: \\varphi(\\lambda) = \\frac{2\\lambda}{e^{\\beta\\lambda} + n - 1}
+
+    Parameters
+    ----------
+    lam : array_like, any shape
+    beta : float, > 0
+    n : int, >= 2
+
+    Returns
+    -------
+    ndarray, shape of ``lam``
+    """
+    lam = _real_array("lam", lam)
+    beta, n = _real("beta", beta, positive=True), _int("n", n, 2)
+    return 2.0 * lam * _inv_exp_plus(beta * lam, n - 1)
+
+
+def phi_derivative(lam, beta, n):
+    """:math:`\\varphi'(\\lambda) = 2\\,\\frac{e^{u}(1-u) + n - 1}{(e^{u}+n-1)^2}`, ``u = beta lam``."""
+    lam = _real_array("lam", lam)
+    beta, n = _real("beta", beta, positive=True), _int("n", n, 2)
+    u = beta * lam
+    q = _inv_exp_plus(u, n - 1)                       # 1/(e^u+m)
+    return 2.0 * q * (1.0 - u * (1.0 - (n - 1) * q))  # e^u q = 1 - m q
+
+
+def phi_second_derivative(lam, beta, n):
+    """Closed-form second derivative of :func:`phi`.
+
+    .. math:: \\varphi''(\\lambda) = 2\\beta\\,\\frac{e^{u}\\,[(u-2)e^{u} - (u+2)(n-1)]}
+              {(e^{u}+n-1)^3},\\qquad u = \\beta\\lambda .
+    """
+    lam = _real_array("lam", lam)
+    beta, n = _real("beta", beta, positive=True), _int("n", n, 2)
+    u, m = beta * lam, n - 1
+    q = _inv_exp_plus(u, m)
+    s = 1.0 - m * q                                    # e^u / (e^u + m), in (0, 1)
+    return 2.0 * beta * q * s * ((u - 2.0) * s - (u + 2.0) * m * q)
+
+
+def lambda_max(beta, n):
+    """Maximizer of :func:`phi`: :math:`\\lambda_{\\max} = (1 + W((n-1)/e))/\\beta`.
+
+    From ``phi' = 0``: ``(u - 1) e^u = n - 1``; ``W`` is the principal real branch of
+    Lambert W.
+    """
+    beta, n = _real("beta", beta, positive=True), _int("n", n, 2)
+    return float((1.0 + special.lambertw((n - 1) / np.e, 0).real) / beta)
+
+
+def phi_inflection(beta, n):
+    """Inflection point ``lambda_c > lambda_max`` beyond which :func:`phi` is convex.
+
+    Root of ``h(u) = (u - 2) e^u - (u + 2)(n - 1)`` (the sign of ``phi''``), ``u = beta lam``.
+    ``h' = (u-1) e^u - (n-1)`` vanishes at ``u_max = beta lambda_max``, so ``h`` increases on
+    ``(u_max, inf)`` from ``h(u_max) < 0``: one root there, found by brentq.  (``phi`` has a
+    second inflection at negative ``lambda``, not returned.)
+    """
+    beta, n = _real("beta", beta, positive=True), _int("n", n, 2)
+    m = n - 1.0
+
+    def h(u):   # divided by e^u to stay finite
+        return (u - 2.0) - (u + 2.0) * m * np.exp(-u)
+    lo = beta * lambda_max(beta, n)
+    hi = max(lo, 2.0) + 1.0
+    while h(hi) <= 0:
+        hi *= 2.0
+    return float(optimize.brentq(h, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps) / beta)
+
+
+def early_rate(lambdas, beta, n):
+    """Softmax :math:`d\\gamma/dt` at ``gamma = 0``: :math:`\\sum_h \\varphi(\\lambda_h)`."""
+    return float(np.sum(phi(_lambdas(lambdas), beta, n)))
+
+
+def heterogeneity_gain(lambdas, beta, n):
+    """``early_rate(lambdas) - H phi(Lambda / H)``, ``Lambda = sum lambdas`` (> 0: split helps)."""
+    lam = _lambdas(lambdas)
+    return early_rate(lam, beta, n) - lam.size * float(phi(lam.sum() / lam.size, beta, n))
+
+
+def c_star(H):
+    """Positive root of :math:`1 - c^2 = (H-1) c`: :math:`c^* = (\\sqrt{(H-1)^2+4} - (H-1))/2`.
+
+    Evaluated as ``2 / (sqrt((H-1)^2 + 4) + H - 1)`` (no cancellation).  ``H`` integer(s) >= 1.
+    """
+    h = _int_array("H", H, 1) - 1.0
+    return 2.0 / (np.sqrt(h * h + 4.0) + h)
+
+
+def beta_star(H, n, alpha=1.0):
+    """Critical inverse temperature of radial dominance (MODEL.md section 2, paper Thm 19).
+
+    .. math:: \\beta^* = \\frac{1}{2\\alpha}\\ln\\frac{c^{*2}(n-1)}{1-c^{*2}}
+              = \\frac{1}{2\\alpha}\\ln\\frac{c^*(n-1)}{H-1}
+
+    (second form used).  The value is returned as the formula gives it: negative when
+    ``n < 1 + (H-1)/c*`` (no positive beta satisfies the condition's threshold), and
+    ``inf`` for ``H = 1`` (a single head has no cross-head coupling).  Broadcasts over
+    ``H`` and ``n``.
+    """
+    Hi = _int_array("H", H, 1)
+    ni = _int_array("n", n, 2)
+    alpha = _real("alpha", alpha, positive=True)
+    c = c_star(Hi)
+    with np.errstate(divide="ignore"):
+        out = np.log(c * (ni - 1) / (Hi - 1.0)) / (2.0 * alpha)
+    return out if out.ndim else float(out)
+
+
+def radial_fraction(beta, alpha, n):
+    """Radial fraction ``a_i / |f_i|`` of a scalar head of strength ``alpha`` at orthogonal tokens.
+
+    .. math:: c = \\frac{e^{\\beta\\alpha}}{\\sqrt{e^{2\\beta\\alpha} + n - 1}}
+              = \\bigl(1 + (n-1)e^{-2\\beta\\alpha}\\bigr)^{-1/2}
+
+    ``beta`` may be any finite real (array) so that ``radial_fraction(beta_star(H, n)) ==
+    c_star(H)`` holds also where ``beta*`` is negative.
+    """
+    beta = _real_array("beta", beta)
+    alpha, n = _real("alpha", alpha, positive=True), _int("n", n, 2)
+    return 1.0 / np.sqrt(1.0 + (n - 1) * np.exp(-2.0 * beta * alpha))
+
+
+# ---------------------------------------------------------------- Funk-Hecke and stability
+def sphere_area(d):
+    """:math:`|S^{d-1}| = 2\\pi^{d/2}/\\Gamma(d/2)`."""
+    d = _int("d", d, 1)
+    return float(2.0 * np.pi ** (d / 2) / special.gamma(d / 2))
+
+
+def _fh_exp_scaled(l, a, d):
+    """``c_l(a) exp(-|a|)``; ``l`` int array, ``a`` float array (broadcast). No checks."""
+    l, a = np.broadcast_arrays(l, a)
+    b = np.abs(a)
+    nu = l + d / 2.0 - 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        val = (2 * np.pi) ** (d / 2) * b ** (1 - d / 2) * special.ive(nu, b)
+    val = np.where(b == 0, np.where(l == 0, sphere_area(d), 0.0), val)
+    return val * np.where((a < 0) & (l % 2 == 1), -1.0, 1.0)
+
+
+def funk_hecke_exp(l, a, d=3):
+    """Funk-Hecke coefficient of :math:`e^{a t}` on :math:`S^{d-1}`.
+
+    .. math:: \\int_{S^{d-1}} e^{a\\langle x,y\\rangle} Y_l(y)\\,dy = c_l(a) Y_l(x),\\qquad
+              c_l(a) = (2\\pi)^{d/2} a^{1-d/2} I_{l+d/2-1}(a)
+
+    (``d = 3``: ``4 pi i_l(a)``).  Uses the exponentially scaled ``ive`` (overflow only when
+    the value itself exceeds the float range), ``c_l(-a) = (-1)^l c_l(a)`` and
+    ``c_0(0) = |S^{d-1}|``, ``c_l(0) = 0`` for ``l >= 1``.
+
+    Parameters
+    ----------
+    l : array_like of int >= 0
+    a : array_like of float (broadcast against ``l``)
+    d : int >= 2
+
+    Returns
+    -------
+    ndarray, broadcast shape of ``l`` and ``a``
+    """
+    l, a, d = _int_array("l", l, 0), _real_array("a", a), _int("d", d, 2)
+    with np.errstate(over="ignore"):
+        return _fh_exp_scaled(l, a, d) * np.exp(np.abs(a))
+
+
+def funk_hecke_relu(l, a, d=3, power=1):
+    """Funk-Hecke coefficient of :math:`k(t) = \\max(a t, 0)^p` on :math:`S^{d-1}`.
+
+    .. math:: c_l = |S^{d-2}|\\int_{-1}^{1} k(t) P_l(t) (1-t^2)^{(d-3)/2}\\,dt
+              = |a|^p (\\pm 1)^l J_l,\\quad
+              J_l = |S^{d-2}|\\int_0^1 t^p P_l(t)(1-t^2)^{(d-3)/2} dt,
+
+    sign ``+`` for ``a > 0`` and ``(-1)^l`` for ``a < 0``; ``P_l`` is the Gegenbauer
+    polynomial normalized to ``P_l(1) = 1`` (Chebyshev ``T_l`` for ``d = 2``, Legendre for
+    ``d = 3``).  ``J_l`` by Gauss-Legendre in ``theta`` (``t = cos theta`` on ``[0, pi/2]``),
+    where the integrand is a trigonometric polynomial: exact to round-off.  ``power = 1`` is
+    the kernel (softmax row sums), ``power = 2`` gives the ReLU energy kernel ``relu^2``
+    whose gradient is the mean-normalized ReLU velocity (up to the factor 1/2).
+    """
+    l, a, d = _int_array("l", l, 0), _real_array("a", a), _int("d", d, 2)
+    p = _int("power", power, 1)
+    lb, ab = np.broadcast_arrays(l, a)
+    x, w = np.polynomial.legendre.leggauss(int(lb.max(initial=0)) + d + p + 32)
+    th = (x + 1.0) * np.pi / 4.0                     # [0, pi/2]
+    t = np.cos(th)
+    ls = np.unique(lb)
+    if d == 2:
+        P = special.eval_chebyt(ls[:, None], t)
+    else:
+        al = (d - 2) / 2.0
+        P = special.eval_gegenbauer(ls[:, None], al, t) / special.eval_gegenbauer(ls, al, 1.0)[:, None]
+    J = sphere_area(d - 1) * (P * (t ** p * np.sin(th) ** (d - 2) * w * np.pi / 4.0)).sum(axis=1)
+    Jl = J[np.searchsorted(ls, lb)]
+    sign = np.where((ab < 0) & (lb % 2 == 1), -1.0, 1.0)
+    return np.abs(ab) ** p * sign * Jl
+
+
+def growth_rate(l, lambdas, beta, normalization="mean", nu=0.0, d=3):
+    """Exact linear growth rate of ``eps Y_l`` about the uniform density (MODEL.md section 3).
+
+    Scalar value-aligned exp heads ``M_h = V_h = lambda_h I`` on :math:`S^{d-1}`:
+
+    .. math::
+        \\sigma_l^{\\rm mean} &= l(l+d-2)\\Bigl[\\frac1\\beta\\sum_h
+            \\frac{c_l(\\beta\\lambda_h)}{|S^{d-1}|} - \\nu\\Bigr],\\\\
+        \\sigma_l^{\\rm softmax} &= l(l+d-2)\\Bigl[\\frac1\\beta\\sum_h
+            \\frac{c_l(\\beta\\lambda_h)}{c_0(\\beta\\lambda_h)} - \\nu\\Bigr],
+
+    ``c_l`` from :func:`funk_hecke_exp` (``d = 3``: ``i_l`` resp. ``i_l / i_0``).
+
+    Parameters
+    ----------
+    l : array_like of int >= 0
+    lambdas : array_like, shape (H,)
+    beta : float, > 0
+    normalization : {"mean", "softmax"}
+    nu : float, >= 0
+        Token-noise (diffusion) coefficient.
+    d : int, >= 2
+
+    Returns
+    -------
+    ndarray, shape of ``l``
+    """
+    l, lam = _int_array("l", l, 0), _lambdas(lambdas)
+    beta = _real("beta", beta, positive=True)
+    normalization = _choice("normalization", normalization, NORMALIZATIONS)
+    nu, d = _real("nu", nu), _int("d", d, 2)
+    if nu < 0:
+        raise ValueError(f"nu must be a finite number >= 0; received {nu!r}")
+    return l * (l + d - 2) * (_bracket(l, lam, beta, normalization, d) - nu)
+
+
+def _bracket(l, lam, beta, normalization, d):
+    a = beta * lam
+    cl = _fh_exp_scaled(np.asarray(l)[..., None], a, d)
+    if normalization == "softmax":
+        terms = cl / _fh_exp_scaled(np.zeros_like(a, dtype=int), a, d)
+    else:
+        with np.errstate(over="ignore"):
+            terms = cl * np.exp(np.abs(a)) / sphere_area(d)
+    return terms.sum(axis=-1) / beta
+
+
+def _degrees(lambdas, beta, lmax):
+    lam = _lambdas(lambdas)
+    beta = _real("beta", beta, positive=True)
+    if lmax is None:   # c_l decays super-exponentially beyond l ~ e a / 2
+        lmax = int(np.ceil(np.e * beta * np.abs(lam).max())) + 20
+    return lam, beta, np.arange(1, _int("lmax", lmax, 1) + 1)
+
+
+def most_unstable_degree(lambdas, beta, normalization="mean", nu=0.0, d=3, lmax=None):
+    """Degree ``l >= 1`` maximizing :func:`growth_rate` over ``1..lmax``.
+
+    ``lmax`` defaults to ``ceil(e beta max|lambda|) + 20``, beyond which ``c_l`` decays
+    super-exponentially.  Returns the least stable degree also when every ``sigma_l <= 0``.
+    """
+    lam, beta, ls = _degrees(lambdas, beta, lmax)
+    return int(ls[np.argmax(growth_rate(ls, lam, beta, normalization, nu, d))])
+
+
+def critical_noise(lambdas, beta, normalization="mean", d=3, lmax=None):
+    """Critical noise ``nu_c = max_{l>=1} (1/beta) sum_h c_l(beta lambda_h) / norm``.
+
+    The uniform state is linearly stable iff ``nu >= nu_c`` (``norm = |S^{d-1}|`` for mean,
+    ``c_0`` for softmax).  For positive heads the maximum is at ``l = 1``.
+    """
+    lam, beta, ls = _degrees(lambdas, beta, lmax)
+    normalization = _choice("normalization", normalization, NORMALIZATIONS)
+    d = _int("d", d, 2)
+    return float(np.max(_bracket(ls, lam, beta, normalization, d)))
