@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .heads import Head, check_heads
+from .heads import check_heads
+from .kernels import aggregate, kernel, pair_sum, row_chunks
 
 GEOMETRIES = ("sphere", "flat")
 UNIT_NORM_TOL = 1e-8
@@ -78,19 +79,6 @@ def check_weights(w, n, name="w"):
     return w
 
 
-def _kernel(head: Head, S):
-    """Kernel values k(S), in place-friendly; returns a new array."""
-    if head.kernel == "exp":
-        return np.exp(head.beta * S)
-    return np.maximum(S, 0.0)
-
-
-def _antiderivative(head: Head, S):
-    if head.kernel == "exp":
-        return np.exp(head.beta * S) / head.beta
-    return 0.5 * np.maximum(S, 0.0) ** 2
-
-
 @dataclass(frozen=True, eq=False)
 class ParticleSystem:
     """The n-token system for a set of heads.
@@ -136,9 +124,8 @@ class ParticleSystem:
         return X, check_weights(w, X.shape[0])
 
     def chunks(self, n):
-        """Row slices of at most ``chunk_bytes`` of float64 score rows."""
-        step = max(1, int(self.chunk_bytes // (8 * n)))
-        return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+        """Row slices of at most ``chunk_bytes`` of float64 score rows (n x n scores)."""
+        return row_chunks(n, n, self.chunk_bytes)
 
     # ------------------------------------------------------------------ dynamics
     def forces(self, X, w=None, *, checked=False):
@@ -153,31 +140,8 @@ class ParticleSystem:
         """
         if not checked:
             X, w = self.check(X, w)
-        n, d = X.shape
-        U = np.empty((self.n_heads, n, d))
-        N = np.ones((self.n_heads, n))
-        for h, head in enumerate(self.heads):
-            Y = X @ head.M.T          # row j: (M x_j)^T
-            XV = X @ head.V.T         # row j: (V x_j)^T
-            softmax = head.normalization == "softmax"
-            for sl in self.chunks(n):
-                S = X[sl] @ Y.T
-                if softmax and head.kernel == "exp":
-                    # shift by the row max: u = f / Z is unchanged and nothing overflows
-                    shift = S.max(axis=1, keepdims=True)
-                    K = np.exp(head.beta * (S - shift))
-                else:
-                    K = _kernel(head, S)
-                K *= w
-                U[h, sl] = K @ XV
-                if softmax:
-                    Z = K.sum(axis=1)
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        U[h, sl] /= np.where(Z > 0, Z, np.inf)[:, None]
-                    if head.kernel == "exp":
-                        Z = Z * np.exp(head.beta * shift[:, 0])
-                    N[h, sl] = Z
-        return U, N
+        pairs = [aggregate(head, X, X, w, self.chunk_bytes) for head in self.heads]
+        return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
 
     def velocity(self, X, w=None):
         """Token velocities ``dx_i/dt``, shape (n, d)."""
@@ -199,12 +163,7 @@ class ParticleSystem:
     def energies(self, X, w=None):
         """Per-head energies ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)``, shape (H,)."""
         X, w = self.check(X, w)
-        E = np.zeros(self.n_heads)
-        for h, head in enumerate(self.heads):
-            Y = X @ head.M.T
-            for sl in self.chunks(X.shape[0]):
-                E[h] += 0.5 * w[sl] @ (_antiderivative(head, X[sl] @ Y.T) @ w)
-        return E
+        return np.array([pair_sum(head, X, w, self.chunk_bytes) for head in self.heads])
 
     def energy(self, X, w=None):
         """Total energy ``E_multi = sum_h E_h``."""
@@ -222,8 +181,8 @@ class ParticleSystem:
         for h, head in enumerate(self.heads):
             Y, YT = X @ head.M.T, X @ head.M      # rows (M x_j)^T and (M^T x_j)^T
             for sl in self.chunks(n):
-                K1 = _kernel(head, X[sl] @ Y.T) * w      # k(s_ij)
-                K2 = _kernel(head, X[sl] @ YT.T) * w     # k(s_ji)
+                K1 = kernel(head, X[sl] @ Y.T) * w      # k(s_ij)
+                K2 = kernel(head, X[sl] @ YT.T) * w     # k(s_ji)
                 G[h, sl] = 0.5 * w[sl, None] * (K1 @ Y + K2 @ YT)
         return G
 
