@@ -1,0 +1,299 @@
+r"""Token densities on S^2 as spherical-harmonic coefficients (MODEL.md section 3), and sampling.
+
+A density ``rho`` is taken w.r.t. surface measure with mass 1, so ``rho_00 = 1/sqrt(4 pi)``
+(uniform ``rho = 1/(4 pi)``).  Coefficient vectors ``rho_lm`` follow :mod:`meanfield.sphere`
+(ducc0 alm of a real field, orthonormal ``Y_lm`` with Condon-Shortley phase); only
+``grid.lmax`` matters.  The von Mises-Fisher (vMF) density and its coefficients (Funk-Hecke) are
+
+.. math:: \rho(x) = \frac{\kappa}{4\pi\sinh\kappa} e^{\kappa\langle\mu,x\rangle}, \qquad
+          \rho_{lm} = a_l(\kappa)\,\overline{Y_{lm}(\mu)}, \quad a_l = i_l(\kappa)/i_0(\kappa),
+
+with ``a_l`` computed from exp-scaled Bessel functions (``scipy.special.ive``), finite for any
+``kappa`` (tested to 1e4).  Nothing here clips a negative density silently.
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import lru_cache
+
+import numpy as np
+from scipy.special import ive
+
+from .sphere import SphereGrid
+
+__all__ = ["uniform_density", "perturbed_uniform", "vmf_density", "vmf_mixture_density",
+           "density_from_particles", "negative_mass", "sample_particles", "normalize", "check_density",
+           "vmf_multiplier", "default_kde_kappa"]
+
+_Y00 = 1.0 / np.sqrt(4.0 * np.pi)
+
+
+def _rng(seed):
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+
+def _real(x):
+    return float(x) if np.ndim(x) == 0 and isinstance(x, (int, float, np.integer, np.floating)) else np.nan
+
+
+def _kappa(kappa, name="kappa", allow_inf=False):
+    k = _real(kappa)
+    if not (k >= 0 and (np.isfinite(k) or (allow_inf and k == np.inf))):
+        allowed = "a real number >= 0 or np.inf" if allow_inf else "a finite real number >= 0"
+        raise ValueError(f"{name} must be {allowed}; received {kappa!r}")
+    return k
+
+
+def _unit(mu, name="mu"):
+    m = np.asarray(mu, dtype=float)
+    if m.shape != (3,) or not np.all(np.isfinite(m)) or abs(m @ m - 1.0) > 1e-8:
+        raise ValueError(f"{name} must be a unit 3-vector (| |mu|^2 - 1 | <= 1e-8); received {mu!r}")
+    return m / np.linalg.norm(m)
+
+
+def _prob_weights(w, n, name="w"):
+    w = np.full(n, 1.0 / n) if w is None else np.asarray(w, dtype=float)
+    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-12:
+        raise ValueError(f"{name} must be {n} finite weights >= 0 summing to 1 (to 1e-12); received "
+                         f"shape {w.shape}, sum {np.sum(w) if w.size else 0.0!r}, min {np.min(w) if w.size else None!r}")
+    return w
+
+
+def vmf_multiplier(lmax, kappa):
+    """Funk-Hecke multiplier ``a_l = i_l(kappa) / i_0(kappa)`` (lmax+1,) of the vMF kernel, ``a_0 = 1``.
+
+    ``ive(l + 1/2, kappa) / ive(1/2, kappa)``: the ``sqrt(pi / 2 kappa) e^kappa`` factors cancel, so it
+    never overflows; ``kappa = 0`` gives ``(1, 0, ..., 0)``; large kappa: ``~ exp(-l(l+1)/(2 kappa))``.
+    """
+    k, a = _kappa(kappa), (np.arange(lmax + 1) == 0).astype(float)
+    if k > 0:
+        a[1:] = ive(np.arange(1, lmax + 1) + 0.5, k) / ive(0.5, k)
+    return a
+
+
+def _coeffs(grid, rho_lm, name):
+    """Finite complex copy of shape (nalm,) and its mass ``rho_00 sqrt(4 pi)``."""
+    a = np.array(rho_lm, dtype=np.complex128) if np.shape(rho_lm) == (grid.nalm,) else None
+    if a is None or not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be a finite array of shape (nalm,) = ({grid.nalm},) for lmax = "
+                         f"{grid.lmax}; received shape {np.shape(rho_lm)}" + ("" if a is None else ", non-finite"))
+    return a, float(a[0].real) * np.sqrt(4.0 * np.pi)
+
+
+def check_density(grid, rho_lm, name="rho_lm"):
+    """Validated complex128 copy (nalm,) of a density's coefficients: finite, mass 1 (to 1e-10)."""
+    a, mass = _coeffs(grid, rho_lm, name)
+    if abs(mass - 1.0) > 1e-10:
+        raise ValueError(f"{name} must have mass 1 (rho_00 sqrt(4 pi) = 1 to 1e-10); received mass "
+                         f"{mass!r} (use normalize() to rescale explicitly)")
+    return a
+
+
+def normalize(grid, rho_lm):
+    """Rescale coefficients (nalm,) to mass 1 (only when the caller asks); mass must be > 0."""
+    a, mass = _coeffs(grid, rho_lm, "rho_lm")
+    if not mass > 0:
+        raise ValueError(f"rho_lm must have positive mass to be normalized; received mass {mass!r}")
+    a /= mass
+    a[0] = _Y00
+    return a
+
+
+_normalize = normalize  # sample_particles has an argument of the same name
+
+
+def uniform_density(grid):
+    """Uniform density ``1/(4 pi)``: coefficients (nalm,) with only ``rho_00 = 1/sqrt(4 pi)``."""
+    return np.where(np.arange(grid.nalm) == 0, _Y00, 0.0).astype(np.complex128)
+
+
+def perturbed_uniform(grid, perturbations):
+    r"""Coefficients (nalm,) of ``1/(4 pi)`` plus spherical-harmonic perturbations.
+
+    ``perturbations`` is a dict ``{(l, m): eps}`` with ``1 <= l <= lmax`` (``l = 0`` is refused: the
+    mass stays 1) and ``0 <= m <= l``; ``eps`` is added to the stored ``(l, m)`` coefficient, so the
+    field gains ``eps Y_l0`` (``m = 0``, ``eps`` real) or ``eps Y_lm + conj(eps Y_lm)`` (``m > 0``).
+    """
+    a = uniform_density(grid)
+    if not isinstance(perturbations, dict):
+        raise ValueError(f"perturbations must be a dict {{(l, m): amplitude}}; received {type(perturbations).__name__}")
+    for key, eps in perturbations.items():
+        ok = (isinstance(key, tuple) and len(key) == 2 and all(isinstance(v, (int, np.integer)) for v in key))
+        if not ok or not (1 <= key[0] <= grid.lmax and 0 <= key[1] <= key[0]):
+            raise ValueError(f"perturbations keys must be integer (l, m) with 1 <= l <= lmax = {grid.lmax}, "
+                             f"0 <= m <= l; received {key!r}")
+        e = complex(eps) if np.ndim(eps) == 0 and isinstance(eps, (int, float, complex, np.number)) else np.nan
+        if not np.isfinite(e) or (key[1] == 0 and e.imag != 0):
+            raise ValueError(f"perturbations[{key}] must be finite (real for m = 0); received {eps!r}")
+        a[grid.index(*key)] += e
+    return a
+
+
+def vmf_density(grid, mu, kappa):
+    """Coefficients (nalm,) of the vMF density about unit ``mu`` (3,), ``kappa >= 0`` (0: uniform)."""
+    mu, k = _unit(mu), _kappa(kappa)
+    a = grid.multiply_degree(grid.adjoint_at(mu[None], np.ones(1)), vmf_multiplier(grid.lmax, k))
+    a[0] = _Y00
+    return a
+
+
+def vmf_mixture_density(grid, mus, kappas, weights=None, floor=0.0):
+    """Coefficients (nalm,) of ``(1 - floor) sum_k w_k vMF(mu_k, kappa_k) + floor / (4 pi)``.
+
+    ``mus`` (K, 3) unit vectors; ``kappas`` scalar or (K,); ``weights`` (K,) nonnegative summing to
+    1 (to 1e-12), default equal; ``floor`` in [0, 1].
+    """
+    M = np.asarray(mus, dtype=float)
+    if M.ndim != 2 or M.shape[1] != 3 or M.shape[0] < 1:
+        raise ValueError(f"mus must have shape (K, 3) with K >= 1; received shape {M.shape}")
+    K, ks = M.shape[0], np.broadcast_to(kappas, M.shape[:1]) if np.ndim(kappas) == 0 else np.asarray(kappas)
+    if ks.shape != (K,):
+        raise ValueError(f"kappas must be a scalar or have shape (K,) = ({K},); received shape {ks.shape}")
+    w, f = _prob_weights(weights, K, "weights"), _real(floor)
+    if not 0.0 <= f <= 1.0:
+        raise ValueError(f"floor must be a real number in [0, 1]; received {floor!r}")
+    a = f * uniform_density(grid)
+    for j in range(K):
+        a += (1.0 - f) * w[j] * vmf_density(grid, _unit(M[j], f"mus[{j}]"), _kappa(ks[j], f"kappas[{j}]"))
+    a[0] = _Y00  # exact: a convex combination of mass-1 densities
+    return a
+
+
+def default_kde_kappa(lmax):
+    """Default KDE concentration ``lmax (lmax + 1) / 70`` (angular width ``~ 8.4 / lmax``): the kernel
+    multiplier ``a_lmax`` (``~ exp(-35)`` for large lmax) makes the truncation negligible; a one-point
+    KDE has negative mass <= 1.3e-14 for lmax <= 256, below :func:`sample_particles`' 1e-12."""
+    return lmax * (lmax + 1) / 70.0
+
+
+def density_from_particles(grid, X, w=None, kappa=None):
+    r"""Coefficients (nalm,) of the kernel density estimate ``sum_j w_j vMF(x_j, kappa)``.
+
+    ``rho_lm = a_l(kappa) sum_j w_j conj(Y_lm(x_j))`` (exact to ducc0's ``epsilon = 1e-13``) for
+    unit vectors ``X`` (n, 3) and weights ``w`` (n,) >= 0 summing to 1 (to 1e-12; default 1/n).
+    ``kappa`` defaults to :func:`default_kde_kappa` ``(lmax)``; ``kappa = np.inf`` gives the truncated
+    empirical measure, which is *not* a nonnegative density (Gibbs oscillations).
+    """
+    X = np.asarray(X, dtype=float)
+    if (X.ndim != 2 or X.shape[1] != 3 or X.shape[0] < 1 or not np.all(np.isfinite(X))
+            or np.max(np.abs(np.einsum("ij,ij->i", X, X) - 1.0)) > 1e-8):
+        raise ValueError(f"X must be finite unit vectors (| |x|^2 - 1 | <= 1e-8) of shape (n, 3), n >= 1; "
+                         f"received shape {X.shape}")
+    w = _prob_weights(w, X.shape[0])
+    k = default_kde_kappa(grid.lmax) if kappa is None else _kappa(kappa, allow_inf=True)
+    a = grid.adjoint_at(X, w)
+    if np.isfinite(k):
+        a = grid.multiply_degree(a, vmf_multiplier(grid.lmax, k))
+    a[0] = _Y00
+    return a
+
+
+@lru_cache(maxsize=16)
+def _fine(lmax, oversample):
+    return SphereGrid(lmax, nlat=oversample * (lmax + 1), nlon=2 * oversample * (lmax + 1))
+
+
+def negative_mass(grid, rho_lm, oversample=2):
+    """``-int min(rho, 0) dx`` by quadrature on ``SphereGrid(lmax, nlat=oversample (lmax+1),
+    nlon=2 oversample (lmax+1))``; ``rho_lm`` shape (nalm,)."""
+    if isinstance(oversample, bool) or not isinstance(oversample, (int, np.integer)) or oversample < 1:
+        raise ValueError(f"oversample must be an integer >= 1; received {oversample!r}")
+    fine = _fine(grid.lmax, int(oversample))
+    return 0.0 - fine.integrate(np.minimum(fine.synthesis(_coeffs(grid, rho_lm, "rho_lm")[0]), 0.0))
+
+
+def _uniform_points(z, phi):
+    s = np.sqrt(np.maximum(1.0 - z * z, 0.0))
+    return np.stack([s * np.cos(phi), s * np.sin(phi), z], axis=-1)
+
+
+def _iid(grid, rho_lm, n, rng, clip):
+    top = _fine(grid.lmax, 3).synthesis(rho_lm).max()
+    for bound in 1.2 * top * 1.5 ** np.arange(4):
+        out, violated = [], False
+        while sum(len(o) for o in out) < n:
+            m = int(min(max(1.2 * (n - sum(len(o) for o in out)) * 4 * np.pi * bound, 256), 2 ** 20))
+            x = _uniform_points(rng.uniform(-1, 1, m), rng.uniform(0, 2 * np.pi, m))
+            r = grid.evaluate(rho_lm, x)
+            if np.any(r > bound):
+                violated = True  # samples so far were drawn with a wrong bound: redo, larger
+                break
+            out.append(x[rng.uniform(0, bound, m) < (np.maximum(r, 0) if clip else r)])
+        if not violated:
+            return np.concatenate(out)[:n]
+    raise RuntimeError("rejection bound exceeded after 4 enlargements; rho_lm is under-resolved")
+
+
+def _stratified(grid, rho_lm, n, rng, clip):
+    fine = _fine(grid.lmax, 2)
+    gw = fine.ring_weights * fine.nlon / (2 * np.pi)               # GL weights, sum 2
+    zb = np.concatenate([[1.0], 1.0 - np.cumsum(gw[:-1]), [-1.0]])  # ring boundaries in cos(theta)
+    zhi, zlo, dphi = zb[:-1], zb[1:], 2 * np.pi / fine.nlon
+    t, v = np.polynomial.legendre.leggauss(3)                       # 3 x 3 Gauss rule per cell
+    zs = 0.5 * (zhi + zlo)[:, None] + 0.5 * (zhi - zlo)[:, None] * t            # (nlat, 3)
+    ps = fine.phi[:, None] + 0.5 * dphi * t                                        # (nlon, 3)
+    Z, P = np.broadcast_arrays(zs[:, :, None, None], ps[None, None])              # (nlat, 3, nlon, 3)
+    R = grid.evaluate(rho_lm, _uniform_points(Z, P).reshape(-1, 3)).reshape(Z.shape)
+    R = np.maximum(R, 0.0) if clip else R
+    W = (0.25 * dphi * (zhi - zlo)[:, None, None, None] * v[None, :, None, None] * v)
+    mass = np.einsum("iakb->ik", W * R).ravel()
+    rmax, rmin = R.max(axis=(1, 3)).ravel(), R.min(axis=(1, 3)).ravel()
+    cum = np.cumsum(np.maximum(mass, 0.0))
+    cell = np.minimum(np.searchsorted(cum / cum[-1], (rng.uniform() + np.arange(n)) / n, side="right"),
+                      mass.size - 1)
+    ring, col = np.divmod(cell, fine.nlon)
+    for slack in 0.5 * 2.0 ** np.arange(4):
+        bound = (rmax + slack * (rmax - rmin) + 2e-3 * slack * rmax.max())[cell]
+        X, todo, violated = np.empty((n, 3)), np.arange(n), False
+        while todo.size and not violated:
+            k = 8                                                    # proposals per pending point
+            i = np.repeat(todo, k)
+            z = zlo[ring[i]] + rng.uniform(size=i.size) * (zhi - zlo)[ring[i]]
+            x = _uniform_points(z, fine.phi[col[i]] + (rng.uniform(size=i.size) - 0.5) * dphi)
+            r = grid.evaluate(rho_lm, x)
+            violated = bool(np.any(r > bound[i]))
+            ok = (rng.uniform(size=i.size) * bound[i] < r).reshape(-1, k)
+            hit = ok.any(axis=1)
+            X[todo[hit]] = x.reshape(-1, k, 3)[hit, ok[hit].argmax(axis=1)]
+            todo = todo[~hit]
+        if not violated:
+            return X[rng.permutation(n)]
+    raise RuntimeError("in-cell rejection bound exceeded after 4 enlargements; rho_lm is under-resolved")
+
+
+def sample_particles(grid, rho_lm, n, method="iid", seed=None, negative="raise", normalize=False):
+    r"""Draw ``n`` unit vectors (n, 3) distributed according to the density ``rho_lm`` (nalm,).
+
+    ``rho_lm`` must have mass 1 (to 1e-10; ``normalize=True`` rescales explicitly) and negative mass
+    (:func:`negative_mass`) ``<= 1e-12``, else ValueError; ``negative="clip"`` samples ``max(rho, 0)``
+    instead and warns with the clipped mass.  ``seed``: int, None or ``numpy.random.Generator``.
+
+    ``method="iid"``: rejection sampling from uniform proposals with bound ``1.2 max rho`` on a 3x
+    oversampled grid; a proposal above the bound discards all samples and restarts with a 1.5x
+    larger bound (never silently biased).
+
+    ``method="stratified"`` (low variance): the cells are the pixels of the 2x oversampled GL grid,
+    bounded in ``cos(theta)`` by cumulative sums of the GL weights (exact equal-area ring
+    boundaries) and in ``phi`` by midpoints between nodes; cell masses come from a 3x3 Gauss rule in
+    ``(cos theta, phi)``.  The ``n`` points are allocated to cells by systematic resampling (one
+    uniform offset), then each is placed by rejection sampling within its cell (uniform in area)
+    against a per-cell bound with a safety margin (a violation restarts with a larger margin).  The
+    output is shuffled, so each row's law is ``rho`` up to the cell-mass quadrature error.
+    """
+    for name, val, allowed in (("method", method, ("iid", "stratified")), ("negative", negative, ("raise", "clip"))):
+        if not isinstance(val, str) or val not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}; received {val!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be an integer >= 1; received {n!r}")
+    if normalize:
+        rho_lm = _normalize(grid, rho_lm)
+    rho_lm = check_density(grid, rho_lm)
+    neg = negative_mass(grid, rho_lm)
+    clip = neg > 1e-12
+    if clip and negative == "raise":
+        raise ValueError(f"rho_lm must be a nonnegative density to be sampled; received negative mass "
+                         f"{neg:.3e} (> 1e-12); pass negative='clip' to sample max(rho, 0)")
+    if clip:
+        warnings.warn(f"sample_particles: clipping negative mass {neg:.3e} of rho_lm", RuntimeWarning, stacklevel=2)
+    return (_iid if method == "iid" else _stratified)(grid, rho_lm, int(n), _rng(seed), clip)
