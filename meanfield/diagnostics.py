@@ -20,6 +20,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
+from .kernels import entropy_rows, log_attention
 from .particles import ParticleSystem, project_tangent
 
 __all__ = ["dissipation", "energy_rate_terms", "radial_shadows", "radial_dominance",
@@ -89,20 +90,6 @@ def radial_dominance(system: ParticleSystem, X, w=None) -> dict:
             "exact_margin": m_exact, "norm_bounded_margin": m_norm}
 
 
-def _log_attention(head, S, w):
-    """Row log-probabilities ``log p_ij`` with ``p_ij ∝ w_j k(s_ij)`` (stable for exp)."""
-    with np.errstate(divide="ignore"):
-        logw = np.log(w)
-        if head.kernel == "exp":
-            L = head.beta * S + logw
-        else:
-            L = np.log(np.maximum(S, 0.0)) + logw
-    Lmax = L.max(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore"):
-        L = L - Lmax - np.log(np.exp(L - Lmax).sum(axis=1, keepdims=True))
-    return L
-
-
 def attention_entropy(system: ParticleSystem, X, w=None, relative=False):
     """Attention entropies per head and token, shape (H, n).
 
@@ -112,16 +99,7 @@ def attention_entropy(system: ParticleSystem, X, w=None, relative=False):
     entropy ``H_h(x)`` of MODEL.md section 3 (``<= 0``; equals ``H_i^h - log n`` for uniform weights).
     """
     X, w = system.check(X, w)
-    n = X.shape[0]
-    out = np.empty((system.n_heads, n))
-    logw = np.log(w) if relative else 0.0
-    for h, head in enumerate(system.heads):
-        Y = X @ head.M.T
-        for sl in system.chunks(n):
-            L = _log_attention(head, X[sl] @ Y.T, w)
-            P = np.exp(L)
-            out[h, sl] = -np.sum(np.where(P > 0, P * (L - logw), 0.0), axis=1)
-    return out
+    return np.stack([entropy_rows(head, X, X, w, system.chunk_bytes, relative) for head in system.heads])
 
 
 def attention_entropy_rate(system: ParticleSystem, X, Xdot=None, w=None):
@@ -147,7 +125,7 @@ def attention_entropy_rate(system: ParticleSystem, X, Xdot=None, w=None):
         for sl in system.chunks(n):
             S = X[sl] @ Y.T
             Sdot = Xdot[sl] @ Y.T + X[sl] @ Ydot.T
-            P = np.exp(_log_attention(head, S, w))
+            P = np.exp(log_attention(head, S, w))
             ms, msd = np.sum(P * S, axis=1), np.sum(P * Sdot, axis=1)
             out[h, sl] = -head.beta**2 * (np.sum(P * S * Sdot, axis=1) - ms * msd)
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["kernel", "antiderivative", "row_chunks", "aggregate", "pair_sum"]
+__all__ = ["kernel", "antiderivative", "row_chunks", "aggregate", "pair_sum", "log_attention", "entropy_rows"]
 
 
 def kernel(head, S):
@@ -68,3 +68,34 @@ def pair_sum(head, X, w, chunk_bytes):
     Y = X @ head.M.T
     return sum(0.5 * w[sl] @ (antiderivative(head, X[sl] @ Y.T) @ w)
                for sl in row_chunks(X.shape[0], X.shape[0], chunk_bytes))
+
+
+def log_attention(head, S, w):
+    """Row log-probabilities ``log p_ij`` with ``p_ij ∝ w_j k(s_ij)`` (stable for exp)."""
+    with np.errstate(divide="ignore"):
+        logw = np.log(w)
+        if head.kernel == "exp":
+            L = head.beta * S + logw
+        else:
+            L = np.log(np.maximum(S, 0.0)) + logw
+    Lmax = L.max(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        L = L - Lmax - np.log(np.exp(L - Lmax).sum(axis=1, keepdims=True))
+    return L
+
+
+def entropy_rows(head, targets, sources, w, chunk_bytes, relative=False):
+    """Attention entropy of each target row, shape (n_t,).
+
+    ``p_ij ∝ w_j k(<x_i, M y_j>)``; Shannon ``-sum_j p_ij log p_ij`` or, with ``relative=True``,
+    ``-sum_j p_ij log(p_ij / w_j)`` (the discrete continuum entropy, <= 0).
+    """
+    Y = sources @ head.M.T
+    out = np.empty(targets.shape[0])
+    with np.errstate(divide="ignore"):
+        logw = np.log(w) if relative else 0.0
+    for sl in row_chunks(targets.shape[0], sources.shape[0], chunk_bytes):
+        L = log_attention(head, targets[sl] @ Y.T, w)
+        P = np.exp(L)
+        out[sl] = -np.sum(np.where(P > 0, P * (L - logw), 0.0), axis=1)
+    return out

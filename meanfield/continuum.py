@@ -1,0 +1,232 @@
+r"""The mean-field PDE on S^2 (MODEL.md section 3), discretized in spherical harmonics.
+
+.. math:: \partial_t \rho + \mathrm{div}_S(\rho X[\rho]) = \nu \Delta_S \rho,\qquad
+          X[\rho] = \sum_h \frac{\nabla_S N_h}{D_h},
+
+with, in the zonal case (``M_h = V_h = lambda_h I``), the potential
+``N_h(x) = int K_h(lambda_h <x, y>) rho(y) dy`` (``K_h`` the kernel antiderivative, so
+``grad N_h = int k_h V_h P_x y rho``) and ``D_h = 1`` (mean) or
+``D_h = Z_h = int k_h(lambda_h <x, y>) rho(y) dy`` (softmax).  Zonal heads are diagonal in
+spherical harmonics (Funk-Hecke): ``N_h`` and ``Z_h`` cost one multiply per coefficient.
+General heads (any ``M_h``, ``V_h``) use quadrature on the grid nodes, exact to quadrature
+accuracy, through the same kernel sums as the particle system.
+
+The state is the real view (:func:`meanfield.sphere.to_real`) of the coefficients ``rho_lm``
+up to ``lmax``.  Products are formed on the dealiased grid (``3/2`` rule), so for mean
+normalization the projection of ``div(rho X)`` onto degree ``<= lmax`` is exact, the mass
+(degree 0) is conserved to round-off and the semi-discrete energy identity
+``dE/dt = int |X|^2 rho`` holds to round-off.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import eval_legendre, spherical_in
+
+from .heads import check_heads
+from .kernels import aggregate, pair_sum
+from .sphere import SphereGrid, from_real, to_real
+
+METHODS = ("auto", "spectral", "quadrature")
+
+__all__ = ["METHODS", "ContinuumPDE", "KernelResolutionWarning", "funk_hecke_multipliers"]
+
+
+class KernelResolutionWarning(UserWarning):
+    """``lmax`` truncates the Funk-Hecke expansion of a head's kernel above the requested tolerance."""
+
+
+def funk_hecke_multipliers(lmax, g=None, exp_rate=None):
+    r"""Funk-Hecke multipliers ``c_l = 2 pi int_{-1}^1 g(t) P_l(t) dt``, l = 0..lmax.
+
+    ``int_{S^2} g(<x, y>) Y_lm(y) dy = c_l Y_lm(x)``.  With ``exp_rate = a`` the profile is
+    taken to be ``exp(a t)`` and the exact ``4 pi i_l(a)`` is returned; otherwise ``g`` (a
+    vectorized callable, smooth on ``[-1, 0]`` and ``[0, 1]``) is integrated by Gauss-Legendre
+    on each half, exact for piecewise polynomials of degree ``< 2 (lmax + 8)``.
+    """
+    ell = np.arange(lmax + 1)
+    if exp_rate is not None:
+        return 4 * np.pi * spherical_in(ell, exp_rate)
+    t, wt = np.polynomial.legendre.leggauss(lmax + 8)
+    out = np.zeros(lmax + 1)
+    for lo in (-1.0, 0.0):
+        s = lo + (t + 1) / 2
+        out += 2 * np.pi * (eval_legendre(ell[:, None], s[None]) * (wt * g(s) / 2)).sum(axis=1)
+    return out
+
+
+def _zonal_profiles(head):
+    """(potential multiplier source, normalizer source) for a zonal head, as exp rates or callables."""
+    lam = head.scalar
+    if head.kernel == "exp":
+        return dict(exp_rate=head.beta * lam), dict(exp_rate=head.beta * lam)
+    return (dict(g=lambda t: 0.5 * np.maximum(lam * t, 0.0) ** 2),
+            dict(g=lambda t: np.maximum(lam * t, 0.0)))
+
+
+@dataclass(frozen=True, eq=False)
+class ContinuumPDE:
+    """Multi-head continuity equation on S^2.
+
+    Parameters
+    ----------
+    heads : sequence of Head
+        Heads of dimension 3.  If every head is zonal (``M = V = lambda I``) the spectral
+        Funk-Hecke path is used, otherwise grid quadrature.
+    lmax : int
+        Spectral truncation degree (>= 2).
+    nu : float
+        Diffusion coefficient ``nu >= 0`` (token noise).
+    kernel_tol : float
+        Warn (:class:`KernelResolutionWarning`) when the first neglected Funk-Hecke multiplier
+        of a zonal kernel, relative to the largest, exceeds this; raise ``ValueError`` above 1e-2.
+    nthreads : int
+        Threads for the spherical-harmonic transforms (1 is fastest below lmax ~ 127).
+    chunk_bytes : int
+        Work space of the quadrature path (general heads).
+    method : {"auto", "spectral", "quadrature"}
+        ``"auto"``: spectral (Funk-Hecke) when every head is zonal, else quadrature on the grid.
+    """
+
+    heads: tuple
+    lmax: int
+    nu: float = 0.0
+    kernel_tol: float = 1e-10
+    nthreads: int = 1
+    chunk_bytes: int = 4 * 2**20
+    method: str = "auto"
+    grid: SphereGrid = field(init=False)
+    zonal: bool = field(init=False)
+
+    def __post_init__(self):
+        heads = check_heads(self.heads)
+        if heads[0].dim != 3:
+            raise ValueError(f"heads must have dimension d = 3 (the PDE is on S^2); received d = {heads[0].dim}")
+        if not (np.isfinite(self.nu) and self.nu >= 0):
+            raise ValueError(f"nu must be a finite number >= 0; received {self.nu!r}")
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        set_("heads", heads)
+        set_("grid", SphereGrid.dealiased(self.lmax, nthreads=self.nthreads))
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}; received {self.method!r}")
+        all_zonal = all(h.is_zonal for h in heads)
+        if self.method == "spectral" and not all_zonal:
+            raise ValueError("method 'spectral' needs zonal heads (M = V = lambda I); received a non-zonal head")
+        set_("zonal", all_zonal and self.method != "quadrature")
+        if self.zonal:
+            num, den = [], []
+            for h in heads:
+                pot, nrm = _zonal_profiles(h)
+                full = funk_hecke_multipliers(lmax=self.lmax + 1, **pot)
+                if h.kernel == "exp":
+                    full = full / h.beta          # K(s) = exp(beta s) / beta
+                self._check_tail(h, full)
+                num.append(full[:-1])
+                den.append(funk_hecke_multipliers(lmax=self.lmax, **nrm) if h.normalization == "softmax" else None)
+            set_("_num", num)
+            set_("_den", den)
+        set_("_lap", -self.grid.l_index * (self.grid.l_index + 1.0))
+        set_("_nodes", self.grid.nodes.reshape(-1, 3))
+        set_("_w", self.grid.weights.reshape(-1))
+
+    def _check_tail(self, head, mult):
+        tail = abs(mult[-1]) / np.abs(mult).max()
+        if tail > 1e-2:
+            raise ValueError(f"lmax = {self.lmax} is far too small for a {head.kernel} head with lambda = "
+                             f"{head.scalar} and beta = {head.beta}: the first neglected Funk-Hecke "
+                             f"multiplier is {tail:.1e} of the largest (allowed <= 1e-2)")
+        if tail > self.kernel_tol:
+            warnings.warn(f"lmax = {self.lmax} truncates the {head.kernel} kernel (lambda = {head.scalar}, "
+                          f"beta = {head.beta}) at relative level {tail:.1e} > kernel_tol = {self.kernel_tol:.0e}",
+                          KernelResolutionWarning, stacklevel=3)
+
+    # ------------------------------------------------------------------ state handling
+    @property
+    def n_state(self) -> int:
+        """Length of the real state vector."""
+        return 2 * self.grid.nalm
+
+    def state(self, rho_lm):
+        """Real state vector (a copy) from coefficients ``rho_lm`` (nalm,)."""
+        return to_real(np.array(self.grid._alm(rho_lm, "rho_lm"), dtype=np.complex128))
+
+    def coefficients(self, y):
+        """Coefficients ``rho_lm`` (nalm,) from a real state vector ``y`` (a view)."""
+        y = np.asarray(y, dtype=float)
+        if y.shape != (self.n_state,):
+            raise ValueError(f"y must have shape ({self.n_state},) for lmax = {self.lmax}; received shape {y.shape}")
+        return from_real(y)
+
+    # ------------------------------------------------------------------ physics
+    def fields(self, rho_lm):
+        """Density, velocity and per-head potentials/normalizers on the grid.
+
+        Returns
+        -------
+        dict with ``rho`` (nlat, nlon), ``X`` (2, nlat, nlon) tangent components of the velocity,
+        ``N_lm`` list of per-head potential coefficients (zonal path only) and ``D`` (H, nlat, nlon)
+        normalizers (1 for mean heads).
+        """
+        g = self.grid
+        rho = g.synthesis(rho_lm)
+        D = np.ones((len(self.heads),) + g.shape)
+        if self.zonal:
+            X = np.zeros((2,) + g.shape)
+            N_lm = []
+            for h, (num, den) in enumerate(zip(self._num, self._den)):
+                N_lm.append(g.multiply_degree(rho_lm, num))
+                gradN = g.gradient(N_lm[-1])
+                if den is not None:
+                    D[h] = g.synthesis(g.multiply_degree(rho_lm, den))
+                    gradN /= D[h]
+                X += gradN
+            return {"rho": rho, "X": X, "N_lm": N_lm, "D": D}
+        W = rho.reshape(-1) * self._w
+        U = np.zeros_like(self._nodes)
+        for h, head in enumerate(self.heads):
+            u, nrm = aggregate(head, self._nodes, self._nodes, W, self.chunk_bytes)
+            U += u
+            D[h] = nrm.reshape(g.shape)
+        return {"rho": rho, "X": g.from_cartesian(U.reshape(g.shape + (3,))), "N_lm": None, "D": D}
+
+    def velocity(self, rho_lm):
+        """Velocity ``X[rho]`` at the grid nodes as Cartesian tangent vectors, shape (nlat, nlon, 3)."""
+        return self.grid.to_cartesian(self.fields(rho_lm)["X"])
+
+    def tendency(self, rho_lm):
+        """``d rho_lm / dt = -div(rho X) + nu Lap rho`` as coefficients (nalm,)."""
+        f = self.fields(rho_lm)
+        out = self.grid.divergence(f["rho"] * f["X"])
+        np.negative(out, out=out)
+        if self.nu:
+            out += self.nu * self._lap * rho_lm
+        return out
+
+    def rhs(self, t, y):
+        """Right-hand side ``rhs(t, y)`` on the real state vector."""
+        return to_real(self.tendency(from_real(np.ascontiguousarray(y))))
+
+    def energies(self, rho_lm):
+        """Per-head energies ``E_h = 1/2 int int K_h(<x, M_h y>) rho(x) rho(y)``, shape (H,)."""
+        g = self.grid
+        if self.zonal:
+            return np.array([0.5 * g.inner(rho_lm, g.multiply_degree(rho_lm, num)) for num in self._num])
+        W = g.synthesis(rho_lm).reshape(-1) * self._w
+        return np.array([pair_sum(h, self._nodes, W, self.chunk_bytes) for h in self.heads])
+
+    def max_speed(self, rho_lm) -> float:
+        """Largest speed ``|X|`` on the grid."""
+        X = self.fields(rho_lm)["X"]
+        return float(np.sqrt((X**2).sum(axis=0)).max())
+
+    def cfl_dt(self, rho_lm, cfl=0.5) -> float:
+        """A stable explicit step: ``cfl * 2.8 / (lmax max|X| + nu lmax (lmax + 1))``.
+
+        2.8 is about the reach of RK4's stability region along the imaginary and negative real axes;
+        transport of degree ``lmax`` at speed ``|X|`` has frequencies up to ``lmax |X|``.
+        """
+        rate = self.lmax * self.max_speed(rho_lm) + self.nu * self.lmax * (self.lmax + 1)
+        return float(cfl * 2.8 / max(rate, 1e-300))

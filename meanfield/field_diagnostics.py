@@ -1,0 +1,157 @@
+r"""Continuum diagnostics (MODEL.md section 3): pure functions of a :class:`ContinuumPDE` and ``rho_lm``.
+
+* :func:`mass`, :func:`negative_mass`, :func:`spectral_tail`, :func:`concentration`
+* :func:`dissipation` -- ``int |X|^2 rho`` (= dE/dt for symmetric value-aligned mean heads, nu = 0)
+* :func:`boltzmann_entropy` -- ``-int rho log rho`` over ``rho > 0``
+* :func:`free_energy_dissipation` -- ``int |X - nu grad log rho|^2 rho`` (nu > 0)
+* :func:`attention_entropy` -- ``int H_h(x) rho(x) dx`` per head, ``H_h(x) = -int p_h log p_h rho``
+* :func:`observer` and :func:`resolution_monitor` -- hooks for :func:`meanfield.integrate.integrate`
+
+Quadratures run on the PDE's dealiased grid.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import spherical_in
+
+from .continuum import ContinuumPDE
+from .kernels import entropy_rows
+
+__all__ = ["mass", "negative_mass", "spectral_tail", "concentration", "dissipation", "boltzmann_entropy",
+           "free_energy_dissipation", "attention_entropy", "observer", "resolution_monitor"]
+
+
+def mass(pde: ContinuumPDE, rho_lm) -> float:
+    """``int rho = sqrt(4 pi) Re rho_00`` (exact)."""
+    return float(np.sqrt(4 * np.pi) * np.real(rho_lm[0]))
+
+
+def negative_mass(pde: ContinuumPDE, rho_lm, rho=None) -> float:
+    """``-int min(rho, 0)`` by quadrature on the dealiased grid (>= 0)."""
+    rho = pde.grid.synthesis(rho_lm) if rho is None else rho
+    return -pde.grid.integrate(np.minimum(rho, 0.0))
+
+
+def spectral_tail(pde: ContinuumPDE, rho_lm, fraction=2 / 3) -> float:
+    """Relative L2 size of degrees ``l > fraction * lmax`` among degrees ``l >= 1``.
+
+    .. math:: \\Big(\\sum_{l > f L} S_l \\big/ \\sum_{l \\ge 1} S_l\\Big)^{1/2}
+
+    Small (spectral decay) while ``lmax`` resolves the density; it grows as the density
+    concentrates below the grid scale.
+    """
+    S = pde.grid.power_spectrum(rho_lm)
+    total = S[1:].sum()
+    return float(np.sqrt(S[int(fraction * pde.lmax) + 1:].sum() / total)) if total > 0 else 0.0
+
+
+def concentration(pde: ContinuumPDE, rho_lm, rho=None) -> dict:
+    """``max_density``, the order parameter ``|int x rho|`` and the second moment
+    ``int (1 - <x, m>^2) rho`` about the mean direction ``m``."""
+    g = pde.grid
+    rho = g.synthesis(rho_lm) if rho is None else rho
+    W = rho * g.weights
+    first = np.einsum("ij,ijk->k", W, g.nodes)
+    r = np.linalg.norm(first)
+    m = first / r if r > 0 else np.array([0.0, 0.0, 1.0])
+    second = float(np.sum(W * (1 - (g.nodes @ m) ** 2)))
+    return {"max_density": float(rho.max()), "order_parameter": float(r), "second_moment": second}
+
+
+def dissipation(pde: ContinuumPDE, rho_lm, fields=None) -> float:
+    """``int |X|^2 rho dx`` (exact quadrature for mean zonal heads: degree <= 3 lmax)."""
+    f = pde.fields(rho_lm) if fields is None else fields
+    return pde.grid.integrate(f["rho"] * np.sum(f["X"] ** 2, axis=0))
+
+
+def boltzmann_entropy(pde: ContinuumPDE, rho_lm, rho=None) -> float:
+    """``-int rho log rho`` over the set where ``rho > 0`` (see :func:`negative_mass` for the rest)."""
+    rho = pde.grid.synthesis(rho_lm) if rho is None else rho
+    pos = np.where(rho > 0, rho, 1.0)
+    return -pde.grid.integrate(np.where(rho > 0, rho * np.log(pos), 0.0))
+
+
+def free_energy_dissipation(pde: ContinuumPDE, rho_lm, fields=None) -> float:
+    """``int |X - nu grad log rho|^2 rho`` = d/dt (E - nu int rho log rho) for nu >= 0 (MODEL.md section 3).
+
+    Needs ``rho > 0``; returns NaN otherwise.
+    """
+    g = pde.grid
+    f = pde.fields(rho_lm) if fields is None else fields
+    rho = f["rho"]
+    if np.any(rho <= 0):
+        return float("nan")
+    flux = f["X"] - pde.nu * g.gradient(rho_lm) / rho
+    return g.integrate(rho * np.sum(flux**2, axis=0))
+
+
+def attention_entropy(pde: ContinuumPDE, rho_lm, rho=None):
+    """Mean continuum attention entropy per head, ``int H_h(x) rho(x) dx``, shape (H,).
+
+    ``H_h(x) = -int p_h(x, y) log p_h(x, y) rho(y) dy``, ``p_h = exp(beta <x, M y>) / Z_h(x)``
+    (<= 0, -> 0 as rho concentrates).  For zonal exp heads it is spectral:
+    ``H = log Z - beta dZ/dbeta / Z`` with multipliers ``4 pi i_l(a)`` and ``4 pi lambda i_l'(a)``,
+    ``a = beta lambda``; otherwise quadrature on the grid.  ReLU heads give NaN.
+    """
+    g = pde.grid
+    rho = g.synthesis(rho_lm) if rho is None else rho
+    ell = np.arange(pde.lmax + 1)
+    out = np.empty(len(pde.heads))
+    for h, head in enumerate(pde.heads):
+        if head.kernel != "exp":
+            out[h] = np.nan
+        elif pde.zonal:
+            a = head.beta * head.scalar
+            Z = g.synthesis(g.multiply_degree(rho_lm, 4 * np.pi * spherical_in(ell, a)))
+            Zb = g.synthesis(g.multiply_degree(rho_lm, 4 * np.pi * head.scalar * spherical_in(ell, a, derivative=True)))
+            out[h] = g.integrate(rho * (np.log(Z) - head.beta * Zb / Z))
+        else:
+            nodes, W = g.nodes.reshape(-1, 3), (rho * g.weights).reshape(-1)
+            Hx = entropy_rows(head, nodes, nodes, W, pde.chunk_bytes, relative=True)
+            out[h] = float(W @ Hx)
+    return out
+
+
+def observer(pde: ContinuumPDE, entropy=True):
+    """An ``observe(t, y)`` hook on the real state vector recording mass, energy (total and per
+    head), dissipation, attention entropy, Boltzmann entropy, negative mass, spectral tail and
+    concentration measures (and the free-energy dissipation when ``nu > 0``)."""
+
+    def observe(t, y):
+        rho_lm = pde.coefficients(y)
+        f = pde.fields(rho_lm)
+        E = pde.energies(rho_lm)
+        rec = {"mass": mass(pde, rho_lm), "energy": E.sum(), "energy_head": E,
+               "dissipation": dissipation(pde, rho_lm, f),
+               "boltzmann_entropy": boltzmann_entropy(pde, rho_lm, f["rho"]),
+               "negative_mass": negative_mass(pde, rho_lm, f["rho"]),
+               "spectral_tail": spectral_tail(pde, rho_lm), **concentration(pde, rho_lm, f["rho"])}
+        if entropy:
+            rec["entropy"] = attention_entropy(pde, rho_lm, f["rho"])
+        if pde.nu > 0:
+            rec["free_energy"] = E.sum() + pde.nu * rec["boltzmann_entropy"]
+            rec["free_energy_dissipation"] = free_energy_dissipation(pde, rho_lm, f)
+        return rec
+
+    return observe
+
+
+def resolution_monitor(pde: ContinuumPDE, tail_tol=1e-3, negative_tol=1e-4):
+    """An ``event(t, y)`` hook stopping a run once ``lmax`` no longer resolves the density.
+
+    Stops when the :func:`spectral_tail` exceeds ``tail_tol`` or the :func:`negative_mass`
+    exceeds ``negative_tol``; the message names the criterion and its value.
+    """
+
+    def event(t, y):
+        rho_lm = pde.coefficients(y)
+        tail = spectral_tail(pde, rho_lm)
+        if tail > tail_tol:
+            return f"density no longer resolved at lmax = {pde.lmax}: spectral tail {tail:.2e} > {tail_tol:.0e}"
+        neg = negative_mass(pde, rho_lm)
+        if neg > negative_tol:
+            return f"density no longer resolved at lmax = {pde.lmax}: negative mass {neg:.2e} > {negative_tol:.0e}"
+        return None
+
+    return event
