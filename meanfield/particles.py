@@ -146,18 +146,25 @@ class ParticleSystem:
     def velocity(self, X, w=None):
         """Token velocities ``dx_i/dt``, shape (n, d)."""
         X, w = self.check(X, w)
+        return self._velocity(X, w)
+
+    def _velocity(self, X, w):
         U, _ = self.forces(X, w, checked=True)
         v = U.sum(axis=0)
         return project_tangent(X, v) if self.geometry == "sphere" else v
 
     def rhs(self, t, y):
-        """Right-hand side ``rhs(t, y)`` for the integrators (uniform weights); y shape (n, d)."""
-        return self.velocity(y)
+        """Right-hand side ``rhs(t, y)`` for the integrators (uniform weights); y shape (n, d).
+
+        Runge-Kutta stages leave the sphere by O(dt^2) before the retraction, so the unit-norm
+        check is skipped here: the formula is a smooth extension of the field off the sphere.
+        """
+        return self._velocity(y, np.full(y.shape[0], 1.0 / y.shape[0]))
 
     def weighted_rhs(self, w):
-        """Right-hand side for fixed token weights ``w``."""
-        w = np.asarray(w, dtype=float)
-        return lambda t, y: self.velocity(y, w)
+        """Right-hand side for fixed token weights ``w`` (validated once here)."""
+        w = check_weights(w, len(w))
+        return lambda t, y: self._velocity(y, w)
 
     # ------------------------------------------------------------------ energy
     def energies(self, X, w=None):

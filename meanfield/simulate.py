@@ -1,0 +1,66 @@
+"""Drivers: evolve particles or the continuum with the shared integrators and diagnostics hooks.
+
+:func:`solve_particles` and :func:`solve_continuum` validate the start, wire the observe hook
+(and for the PDE the resolution monitor) into :func:`meanfield.integrate.integrate` and return
+its :class:`~meanfield.integrate.Trajectory`.  For the PDE, ``Trajectory.y`` holds real state
+vectors; :meth:`ContinuumPDE.coefficients` turns one into ``rho_lm``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import diagnostics, field_diagnostics
+from .continuum import ContinuumPDE
+from .densities import check_density, normalize as normalize_density
+from .integrate import SCHEMES, integrate
+from .particles import ParticleSystem
+
+__all__ = ["solve_particles", "solve_continuum"]
+
+
+def _times(t_final, t_eval):
+    if not (np.isfinite(t_final) and t_final > 0):
+        raise ValueError(f"t_final must be a positive finite number; received {t_final!r}")
+    return np.linspace(0.0, t_final, 11) if t_eval is None else np.asarray(t_eval, dtype=float)
+
+
+def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None, method="dopri5", dt=None,
+                    rtol=1e-8, atol=1e-10, observe=True, threshold=0.99, progress=None, **kw):
+    """Evolve tokens ``X0`` (n, d) from ``t = 0`` to ``t_final``.
+
+    ``observe=True`` records :func:`meanfield.diagnostics.observer` (energy, per-head energies,
+    dissipation, entropy, clustering); pass a callable for your own hook or False for none.
+    Other keywords go to :func:`meanfield.integrate.integrate`.
+    """
+    X0, w = system.check(X0, w)
+    rhs = system.rhs if w is None or np.all(w == w[0]) else system.weighted_rhs(w)
+    hook = diagnostics.observer(system, w, threshold) if observe is True else (observe or None)
+    return integrate(rhs, X0, (0.0, float(t_final)), t_eval=_times(t_final, t_eval), method=method, dt=dt,
+                     rtol=rtol, atol=atol, retraction=system.retraction, observe=hook, progress=progress, **kw)
+
+
+def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method="dopri5", dt=None, cfl=None,
+                    rtol=1e-8, atol=1e-12, observe=True, monitor=True, tail_tol=1e-3, negative_tol=1e-4,
+                    normalize=False, progress=None, **kw):
+    """Evolve the density with coefficients ``rho_lm0`` from ``t = 0`` to ``t_final``.
+
+    Parameters
+    ----------
+    rho_lm0 : ndarray, shape (nalm,)
+        Initial coefficients; must be finite with mass 1 unless ``normalize=True``.
+    method, dt, rtol, atol
+        Integrator settings.  A fixed-step method without ``dt`` takes the CFL step
+        ``pde.cfl_dt(rho_lm0, cfl)`` (``cfl`` default 0.5) at the initial state.
+    monitor : bool
+        Stop (status 1, with the time and the reason) once the density is no longer resolved:
+        :func:`meanfield.field_diagnostics.resolution_monitor` with ``tail_tol``, ``negative_tol``.
+    """
+    rho_lm0 = normalize_density(pde.grid, rho_lm0) if normalize else check_density(pde.grid, rho_lm0, "rho_lm0")
+    if method in SCHEMES and not SCHEMES[method].adaptive and dt is None:
+        dt = pde.cfl_dt(rho_lm0, 0.5 if cfl is None else cfl)
+    hook = field_diagnostics.observer(pde) if observe is True else (observe or None)
+    event = field_diagnostics.resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
+    return integrate(pde.rhs, pde.state(rho_lm0), (0.0, float(t_final)), t_eval=_times(t_final, t_eval),
+                     method=method, dt=dt, rtol=rtol, atol=atol, observe=hook, event=event,
+                     progress=progress, **kw)
