@@ -1,7 +1,13 @@
 """Shared fixtures: seeded random configurations."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
+
+# studies/ is a package at the repository root (not installed): make it importable in tests
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 @pytest.fixture
