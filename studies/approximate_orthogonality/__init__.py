@@ -1,0 +1,1 @@
+"""Per-head monotonicity under approximately orthogonal heads (paper Thm 39)."""

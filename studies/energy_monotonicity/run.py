@@ -1,0 +1,223 @@
+"""Energy monotonicity of multi-head self-attention (paper Thms 11-12; MODEL.md section 1).
+
+Three parts:
+
+A. **Identity.** Random symmetric value-aligned heads (``mf.random_symmetric_heads``, exp
+   kernel, mean normalization), flat and spherical dynamics (dopri5).  At every observed time
+   we compare the exact rate ``dE_multi/dt`` (``ParticleSystem.energy_rates``) with the
+   dissipation ``(1/n) sum_i |dx_i/dt|^2`` (``diagnostics.dissipation``), and check the recorded
+   energy itself: central finite differences and the cumulative Simpson integral of the
+   dissipation, at sampling steps ``h`` (their errors must fall like ``h^2`` and ``h^4``).
+B. **Defect.** ``V_h = M_h + Delta_h`` (``mf.perturbed_value_heads``, one fixed direction scaled
+   to ``|Delta_h|_op = eps``): the defect ``|dE/dt - (1/n) sum |dx/dt|^2|`` against ``eps``, at
+   the initial tokens and as a maximum along a spherical trajectory; log-log slope (expected 1).
+C. **Softmax search.** Random symmetric heads with *softmax* normalization, H = 1..4, random
+   tokens, several seeds and strengths on the sphere: fraction of runs and of observed times
+   with ``dE_multi/dt < 0`` and the most negative example.  One softmax head must stay
+   monotone (weighted identity ``dE/dt = sum_i w_i N_i |dx_i/dt|^2``, ``N_i = (1/n) sum_j k_ij``).
+
+Cost: quick about 5 s, full about 2-3 minutes on 2 cores.
+Run from the repository root: ``python -m studies.energy_monotonicity.run [--quick]``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from scipy.integrate import cumulative_simpson
+
+import meanfield as mf
+from meanfield import diagnostics as dg
+from studies._common import main, save_json
+from studies.energy_monotonicity.report import report
+
+FLAT_FRACTION = 0.6   # flat runs stop at this fraction of the detected blow-up time
+NEG_REL = 1e-8   # a rate counts as negative below -NEG_REL * max|rate| of its run (round-off guard)
+
+
+def _slope(x, y):
+    """Least-squares slope of log y against log x."""
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+def identity_run(d, n, n_heads, geometry, t_final, n_eval, seed):
+    """Energy, exact rate, dissipation and per-head rates along one value-aligned trajectory."""
+    heads = mf.random_symmetric_heads(d, n_heads, seed=seed)
+    system = mf.ParticleSystem(heads, geometry)
+
+    def observe(t, X):
+        rates = system.energy_rates(X)
+        return {"energy": system.energy(X), "rate": rates.sum(), "rate_head": rates,
+                "dissipation": dg.dissipation(system, X), "max_norm": np.linalg.norm(X, axis=1).max()}
+
+    X0 = mf.initial.uniform_sphere(n, d, seed=seed + 1)
+    t_blowup = None
+    if geometry == "flat":   # flat exp dynamics blows up in finite time: stop at a fraction of it
+        probe = mf.solve_particles(system, X0, t_final, observe=False, progress=False, rtol=1e-6)
+        if probe.status != 0:
+            t_blowup = probe.t_final
+            t_final = FLAT_FRACTION * t_blowup
+    tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval), observe=observe,
+                            progress=False)
+    o, t = tr.observables, tr.t
+    E, D, R = o["energy"], o["dissipation"], o["rate"]
+    steps, fd_err, simpson_err = [], [], []
+    for s in (1, 2, 4, 8, 16, 32):
+        tt, EE, DD = t[::s], E[::s], D[::s]
+        if tt.size < 5:
+            break
+        fd = (EE[2:] - EE[:-2]) / (tt[2:] - tt[:-2])
+        steps.append(tt[1] - tt[0])
+        fd_err.append(np.abs(fd - DD[1:-1]).max() / DD.max())
+        simpson_err.append(np.abs(EE - EE[0] - cumulative_simpson(DD, x=tt, initial=0)).max() / (EE[-1] - EE[0]))
+    return {
+        "t": t, "energy": E, "rate": R, "dissipation": D, "rate_head": o["rate_head"], "max_norm": o["max_norm"],
+        "status": tr.status, "n_steps": tr.n_steps, "t_final": t_final, "t_blowup": t_blowup,
+        "pointwise_residual": float(np.abs(R - D).max() / D.max()),
+        "min_dissipation": float(D.min()),
+        "min_energy_increment": float(np.diff(E).min() / (E[-1] - E[0])),
+        "steps": np.array(steps), "fd_error": np.array(fd_err), "simpson_error": np.array(simpson_err),
+        "fd_order": _slope(steps, fd_err), "simpson_order": _slope(steps, simpson_err),
+    }
+
+
+def defect_scan(d, n, n_heads, eps_values, t_final, n_eval, seed, eps_fit_max=0.1):
+    """Identity defect against the value-alignment perturbation ``eps = |Delta_h|_op``."""
+    base = mf.random_symmetric_heads(d, n_heads, seed=seed)
+    X0 = mf.initial.uniform_sphere(n, d, seed=seed + 1)
+    inst, inst_rel, traj, traj_rel = [], [], [], []
+    for eps in eps_values:
+        heads = mf.perturbed_value_heads(base, eps, seed=seed + 2)   # same Delta direction for every eps
+        system = mf.ParticleSystem(heads, "sphere")
+        D0 = dg.dissipation(system, X0)
+        defect0 = abs(system.energy_rates(X0).sum() - D0)
+        inst.append(defect0)
+        inst_rel.append(defect0 / D0)
+
+        def observe(t, X, system=system):
+            D = dg.dissipation(system, X)
+            return {"defect": abs(system.energy_rates(X).sum() - D), "dissipation": D}
+
+        tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval), observe=observe,
+                                progress=False)
+        traj.append(tr.observables["defect"].max())
+        traj_rel.append((tr.observables["defect"] / tr.observables["dissipation"]).max())
+    eps_values = np.asarray(eps_values, dtype=float)
+    fit = eps_values <= eps_fit_max
+    inst, traj = np.array(inst), np.array(traj)
+    return {"eps": eps_values, "defect_initial": inst, "defect_initial_rel": np.array(inst_rel),
+            "defect_traj_max": traj, "defect_traj_rel_max": np.array(traj_rel), "eps_fit_max": eps_fit_max,
+            "slope_initial": _slope(eps_values[fit], inst[fit]), "slope_traj": _slope(eps_values[fit], traj[fit])}
+
+
+def softmax_run(d, n, n_heads, scale, seed, t_final, n_eval):
+    """One softmax multi-head run: exact ``dE_multi/dt`` and the weighted-identity residual (H = 1)."""
+    heads = mf.random_symmetric_heads(d, n_heads, seed=1000 * n_heads + seed, scale=scale, normalization="softmax")
+    system = mf.ParticleSystem(heads, "sphere")
+
+    def observe(t, X):
+        v = system.velocity(X)
+        _, N = system.forces(X)
+        w = np.full(X.shape[0], 1.0 / X.shape[0])
+        weighted = np.einsum("n,hn,nd,nd->", w, N, v, v) if n_heads == 1 else np.nan
+        return {"energy": system.energy(X), "rate": system.energy_rates(X).sum(),
+                "dissipation": w @ np.einsum("nd,nd->n", v, v), "weighted": weighted}
+
+    X0 = mf.initial.uniform_sphere(n, d, seed=seed)
+    tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval), observe=observe,
+                            progress=False)
+    o = tr.observables
+    R, E = o["rate"], o["energy"]
+    scale_r = np.abs(R).max()
+    drop = np.maximum.accumulate(E) - E
+    return {"t": tr.t, "energy": E, "rate": R, "status": tr.status,
+            "negative": R < -NEG_REL * scale_r, "min_rel_rate": float(R.min() / scale_r),
+            "energy_drop_rel": float(drop.max() / max(E.max() - E.min(), 1e-300)),
+            "weighted_residual": float(np.abs(R - o["weighted"]).max() / scale_r) if n_heads == 1 else np.nan}
+
+
+def softmax_search(dims, head_counts, scales, seeds, n, t_final, n_eval):
+    """Search random softmax configurations for decreasing ``E_multi``; summary per head count."""
+    rows, worst = [], None
+    for d in dims:
+        for H in head_counts:
+            for scale in scales:
+                for seed in seeds:
+                    r = softmax_run(d, n, H, scale, seed, t_final, n_eval)
+                    rows.append({"d": d, "H": H, "scale": scale, "seed": seed, "status": r["status"],
+                                 "any_negative": bool(r["negative"].any()),
+                                 "frac_negative_times": float(r["negative"].mean()),
+                                 "min_rel_rate": r["min_rel_rate"], "energy_drop_rel": r["energy_drop_rel"],
+                                 "weighted_residual": r["weighted_residual"]})
+                    if H > 1 and (worst is None or r["min_rel_rate"] < worst["min_rel_rate"]):
+                        worst = {**r, "d": d, "H": H, "scale": scale, "seed": seed}
+    per_H = {}
+    for H in head_counts:
+        sel = [r for r in rows if r["H"] == H]
+        per_H[H] = {"runs": len(sel), "frac_runs_negative": float(np.mean([r["any_negative"] for r in sel])),
+                    "frac_times_negative": float(np.mean([r["frac_negative_times"] for r in sel])),
+                    "min_rel_rate": float(min(r["min_rel_rate"] for r in sel)),
+                    "max_energy_drop_rel": float(max(r["energy_drop_rel"] for r in sel))}
+    return rows, per_H, worst
+
+
+def run(out_dir: Path, quick: bool = False) -> dict:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if quick:
+        id_cases = [(3, 12, 3, "sphere", 3.0, 97), (3, 12, 3, "flat", 2.0, 97)]
+        eps = np.logspace(-4, -1, 4)
+        dscan = dict(d=3, n=12, n_heads=3, t_final=1.0, n_eval=6)
+        search = dict(dims=(3,), head_counts=(1, 2), scales=(1.0,), seeds=(0, 1), n=12, t_final=4.0, n_eval=21)
+    else:
+        id_cases = [(3, 32, 3, "sphere", 8.0, 1601), (3, 32, 3, "flat", 2.0, 1601),
+                    (8, 32, 3, "sphere", 8.0, 801), (8, 32, 3, "flat", 2.0, 801)]
+        eps = np.logspace(-5, 0, 11)
+        dscan = dict(d=3, n=32, n_heads=3, t_final=4.0, n_eval=21)
+        search = dict(dims=(3, 6), head_counts=(1, 2, 3, 4), scales=(1.0, 3.0), seeds=tuple(range(5)), n=16,
+                      t_final=10.0, n_eval=41)
+    arrays, summary = {}, {"identity": [], "quick": quick}
+    for k, (d, n, H, geom, T, n_eval) in enumerate(id_cases):
+        r = identity_run(d, n, H, geom, T, n_eval, seed=10 + k)
+        for key in ("t", "energy", "rate", "dissipation", "rate_head", "steps", "fd_error", "simpson_error"):
+            arrays[f"id{k}_{key}"] = r[key]
+        summary["identity"].append({"d": d, "n": n, "H": H, "geometry": geom, "n_eval": n_eval,
+                                    **{key: r[key] for key in ("status", "n_steps", "t_final", "t_blowup", "pointwise_residual",
+                                                               "min_dissipation", "min_energy_increment",
+                                                               "fd_order", "simpson_order")},
+                                    "fd_error_min": float(r["fd_error"].min()),
+                                    "simpson_error_min": float(r["simpson_error"].min()),
+                                    "max_norm_final": float(r["max_norm"][-1])})
+    ds = defect_scan(eps_values=eps, seed=3, **dscan)
+    for key in ("eps", "defect_initial", "defect_initial_rel", "defect_traj_max", "defect_traj_rel_max"):
+        arrays[f"defect_{key}"] = ds[key]
+    summary["defect"] = {**dscan, "eps_fit_max": ds["eps_fit_max"], "slope_initial": ds["slope_initial"],
+                         "slope_traj": ds["slope_traj"]}
+    rows, per_H, worst = softmax_search(**search)
+    summary["softmax"] = {**{k: list(v) if isinstance(v, tuple) else v for k, v in search.items()},
+                          "neg_rel_threshold": NEG_REL, "per_H": per_H, "runs": rows}
+    if worst is not None:
+        summary["softmax"]["worst"] = {k: worst[k] for k in ("d", "H", "scale", "seed", "min_rel_rate",
+                                                            "energy_drop_rel")}
+        for key in ("t", "energy", "rate"):
+            arrays[f"worst_{key}"] = worst[key]
+    np.savez_compressed(out_dir / "data.npz", **arrays)
+    save_json(out_dir / "data.json", summary)
+    single = [r for r in rows if r["H"] == 1]
+    multi = [r for r in rows if r["H"] > 1]
+    return {
+        "max_pointwise_residual": max(c["pointwise_residual"] for c in summary["identity"]),
+        "min_energy_increment": min(c["min_energy_increment"] for c in summary["identity"]),
+        "fd_orders": [c["fd_order"] for c in summary["identity"]],
+        "simpson_orders": [c["simpson_order"] for c in summary["identity"]],
+        "defect_slope_initial": ds["slope_initial"], "defect_slope_traj": ds["slope_traj"],
+        "single_head_negative_runs": int(sum(r["any_negative"] for r in single)),
+        "single_head_max_weighted_residual": float(max(r["weighted_residual"] for r in single)),
+        "multi_head_frac_runs_negative": float(np.mean([r["any_negative"] for r in multi])) if multi else None,
+        "most_negative_rel_rate": summary["softmax"].get("worst", {}).get("min_rel_rate"),
+    }
+
+
+if __name__ == "__main__":
+    main(run, report, Path(__file__).parent / "output", __doc__)
