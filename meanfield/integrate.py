@@ -108,8 +108,8 @@ class Trajectory:
         Last (finite) state reached, at time ``t_final``.
     t_final : float
     status : int
-        0: reached ``t_span[1]``; 1: stopped by ``event``; -1: failed (non-finite state,
-        step-size underflow, ``max_steps`` exceeded).
+        0: reached ``t_span[1]``; 1: stopped by ``event``; 2: interrupted (KeyboardInterrupt);
+        -1: failed (non-finite state, step-size underflow, ``max_steps`` exceeded).
     message : str
     method : str
     nfev, n_steps, n_rejected : int
@@ -133,7 +133,8 @@ class Trajectory:
 
     @property
     def success(self) -> bool:
-        return self.status >= 0
+        """True when the run ended normally: reached the end or stopped by its event."""
+        return self.status in (0, 1)
 
 
 def rk_step(rhs, t, y, dt, tableau, k0=None):
@@ -202,7 +203,8 @@ def _initial_step(f, t0, y0, f0, span, order, rtol, atol):
 
 def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6, atol=1e-9,
               dt_max=np.inf, retraction=None, observe=None, event=None, save_states=True,
-              progress=None, max_steps=10_000_000, adaptive=None) -> Trajectory:
+              progress=None, max_steps=10_000_000, adaptive=None, checkpoint=None, checkpoint_every=None,
+              resume=None) -> Trajectory:
     """Integrate ``y' = rhs(t, y)`` over ``t_span`` with an explicit Runge-Kutta scheme.
 
     Parameters
@@ -240,6 +242,15 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     adaptive : bool or None
         None uses error control when the scheme has an embedded pair; False runs any scheme
         at fixed ``dt`` with its main weights.
+    checkpoint : callable ``checkpoint(state: dict)``, optional
+        Called every ``checkpoint_every`` units of simulated time and when the run is
+        interrupted (Ctrl-C: status 2, the work so far is returned, not lost).  ``state`` holds
+        everything needed to continue: pass it back as ``resume``.
+    checkpoint_every : float, optional
+    resume : dict, optional
+        A checkpoint state of a run with the same scheme, ``t_span`` and ``t_eval``; the run
+        continues from it and gives the same numbers, bit for bit, as an uninterrupted run
+        (same step sequence; the rhs must be deterministic).
 
     Returns
     -------
@@ -284,6 +295,11 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     if not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
         _fail("max_steps", "a positive integer", max_steps)
 
+    if checkpoint is not None and not callable(checkpoint):
+        _fail("checkpoint", "None or a callable checkpoint(state)", checkpoint)
+    if checkpoint_every is not None:
+        _check_positive("checkpoint_every", checkpoint_every)
+
     nfev = 0
 
     def f(t, y):
@@ -291,10 +307,9 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         nfev += 1
         return rhs(t, y)
 
-    k0 = np.asarray(f(t0, y))
-    if k0.shape != y.shape:
-        _fail("rhs", f"a callable returning arrays of the shape of y0, {y.shape}", k0.shape)
-
+    targets = t_eval if t_eval[-1] == t1 else np.append(t_eval, t1)
+    is_eval = np.ones(len(targets), dtype=bool)
+    is_eval[len(t_eval):] = False
     rec_t, rec_y, rec_obs = [], [], {}
 
     def record(t, y):
@@ -304,91 +319,119 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         for key, val in (observe(t, y) if observe is not None else {}).items():
             rec_obs.setdefault(key, []).append(np.asarray(val))
 
-    targets = t_eval if t_eval[-1] == t1 else np.append(t_eval, t1)
-    is_eval = np.ones(len(targets), dtype=bool)
-    is_eval[len(t_eval):] = False
-    i_target, t, status, message = 0, t0, 0, f"reached t = {t1}"
-    if targets[0] == t0:
-        record(t0, y)
-        i_target = 1
-    n_steps = n_rejected = k_grid = 0
-    max_retraction = 0.0
-    span, scale_t = t1 - t0, max(abs(t0), abs(t1))
-    if adaptive:
-        h = min(dt if dt is not None else _initial_step(f, t0, y, k0, span, tab.err_order, rtol, atol), dt_max)
-        expo = 1.0 / (tab.err_order + 1)
-    else:
-        snap = 1e-6 * dt + 8 * np.spacing(scale_t)
-    stop = event(t0, y) if event is not None else None
-    if stop is not None:
-        status, message = 1, f"event at t = {t0}: {stop}"
-        if not rec_t:
+    status, message = 0, f"reached t = {t1}"
+    if resume is None:
+        k0 = np.asarray(f(t0, y))
+        if k0.shape != y.shape:
+            _fail("rhs", f"a callable returning arrays of the shape of y0, {y.shape}", k0.shape)
+        t, i_target, n_steps, n_rejected, k_grid, max_retraction, rejected_last = t0, 0, 0, 0, 0, 0.0, False
+        if targets[0] == t0:
             record(t0, y)
-        i_target = len(targets)
-    bar = tqdm(total=span, disable=None if progress is None else not progress, desc=tab.name,
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.4g}/{total:.4g} [{elapsed}<{remaining}]")
-    shown, last_draw, rejected_last = t0, time.monotonic(), False
-    while i_target < len(targets):
-        T = targets[i_target]
-        if n_steps + n_rejected >= max_steps:
-            status, message = -1, f"max_steps = {max_steps} step attempts exceeded at t = {t}"
-            break
+            i_target = 1
+        h = None
         if adaptive:
-            land = t + h >= T - 1e-6 * h
-            t_new = T if land else t + h
-        else:
-            t_grid = t0 + (k_grid + 1) * dt
-            land = t_grid >= T - snap
-            k_grid += 1 if (not land or abs(t_grid - T) <= snap) else 0
-            t_new = T if land else t_grid
-        step = t_new - t
-        y_new, y_err, k_last = rk_step(f, t, y, step, tab, k0)
-        bad = not np.all(np.isfinite(y_new))
-        if adaptive:
-            sc = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
-            err = _rms(y_err / sc)
-            bad = bad or not np.isfinite(err)
-            if not bad and err > 1.0:
-                n_rejected += 1
-                h = step * max(0.2, 0.9 * err ** -expo)
-                rejected_last = True
-                if h < 16 * np.finfo(float).eps * max(abs(t), span):
-                    status, message = -1, f"step size underflow at t = {t}: dt = {h:.3g}"
-                    break
-                continue
-            factor = 5.0 if err == 0 else min(5.0, 0.9 * err ** -expo)
-            factor = min(1.0, factor) if rejected_last else factor
-            h = min(max(step * factor, h) if land else step * factor, dt_max)
-            rejected_last = False
-        if bad:
-            status, message = -1, f"non-finite state or derivative in the step from t = {t} to t = {t_new} (dt = {step:.3g})"
-            break
-        if retraction is not None:
-            y_ret = np.asarray(retraction(y_new))
-            if y_ret.shape != y.shape:
-                _fail("retraction", f"a callable returning arrays of the shape of y0, {y.shape}", y_ret.shape)
-            drift = float(np.max(np.abs(y_ret - y_new))) if y_ret.size else 0.0
-            if not np.isfinite(drift):
-                status, message = -1, f"non-finite state after retraction at t = {t_new}"
-                break
-            max_retraction = max(max_retraction, drift)
-            k_last = k_last if drift == 0.0 else None
-            y_new = y_ret
-        n_steps += 1
-        t, y, k0 = t_new, y_new, k_last
-        if land:
-            if is_eval[i_target]:
-                record(t, y)
-            i_target += 1
-        stop = event(t, y) if event is not None else None
+            h = min(dt if dt is not None else _initial_step(f, t0, y, k0, t1 - t0, tab.err_order, rtol, atol), dt_max)
+        stop = event(t0, y) if event is not None else None
         if stop is not None:
-            status, message = 1, f"event at t = {t}: {stop}"
-            if not (rec_t and rec_t[-1] == t):
-                record(t, y)
-            break
-        if time.monotonic() - last_draw > 0.1:
-            bar.update(t - shown)
-            shown, last_draw = t, time.monotonic()
+            status, message = 1, f"event at t = {t0}: {stop}"
+            if not rec_t:
+                record(t0, y)
+            i_target = len(targets)
+    else:
+        _check_resume(resume, tab.name, (t0, t1), t_eval, y.shape)
+        t, y, k0, h = resume["t"], np.array(resume["y"]), resume["k0"], resume["h"]
+        i_target, n_steps, n_rejected, k_grid = resume["i_target"], resume["n_steps"], resume["n_rejected"], resume["k_grid"]
+        max_retraction, rejected_last, nfev = resume["max_retraction"], resume["rejected_last"], resume["nfev"]
+        rec_t, rec_y = list(resume["rec_t"]), list(resume["rec_y"])
+        rec_obs = {k: list(v) for k, v in resume["rec_obs"].items()}
+    span = t1 - t0
+    expo = 1.0 / (tab.err_order + 1) if adaptive else None
+    snap = None if adaptive else 1e-6 * dt + 8 * np.spacing(max(abs(t0), abs(t1)))
+    next_checkpoint = t + checkpoint_every if checkpoint_every is not None else np.inf
+
+    def state():
+        """Everything needed to continue bit for bit (see ``resume``)."""
+        return {"method": tab.name, "t_span": (t0, t1), "t_eval": t_eval, "t": t, "y": y, "k0": k0, "h": h,
+                "i_target": i_target, "n_steps": n_steps, "n_rejected": n_rejected, "k_grid": k_grid,
+                "max_retraction": max_retraction, "rejected_last": rejected_last, "nfev": nfev,
+                "rec_t": list(rec_t), "rec_y": list(rec_y), "rec_obs": {k: list(v) for k, v in rec_obs.items()}}
+
+    bar = tqdm(total=span, initial=t - t0, disable=None if progress is None else not progress, desc=tab.name,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.4g}/{total:.4g} [{elapsed}<{remaining}]")
+    shown, last_draw = t, time.monotonic()
+    try:
+        while i_target < len(targets):
+            T = targets[i_target]
+            if n_steps + n_rejected >= max_steps:
+                status, message = -1, f"max_steps = {max_steps} step attempts exceeded at t = {t}"
+                break
+            if adaptive:
+                land = t + h >= T - 1e-6 * h
+                t_new = T if land else t + h
+            else:
+                t_grid = t0 + (k_grid + 1) * dt
+                land = t_grid >= T - snap
+                k_grid_new = k_grid + (1 if (not land or abs(t_grid - T) <= snap) else 0)
+                t_new = T if land else t_grid
+            step = t_new - t
+            y_new, y_err, k_last = rk_step(f, t, y, step, tab, k0)
+            bad = not np.all(np.isfinite(y_new))
+            if adaptive:
+                sc = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
+                err = _rms(y_err / sc)
+                bad = bad or not np.isfinite(err)
+                if not bad and err > 1.0:
+                    n_rejected += 1
+                    h = step * max(0.2, 0.9 * err ** -expo)
+                    rejected_last = True
+                    if h < 16 * np.finfo(float).eps * max(abs(t), span):
+                        status, message = -1, f"step size underflow at t = {t}: dt = {h:.3g}"
+                        break
+                    continue
+                factor = 5.0 if err == 0 else min(5.0, 0.9 * err ** -expo)
+                factor = min(1.0, factor) if rejected_last else factor
+                h_next = min(max(step * factor, h) if land else step * factor, dt_max)
+            if bad:
+                status, message = -1, f"non-finite state or derivative in the step from t = {t} to t = {t_new} (dt = {step:.3g})"
+                break
+            if retraction is not None:
+                y_ret = np.asarray(retraction(y_new))
+                if y_ret.shape != y.shape:
+                    _fail("retraction", f"a callable returning arrays of the shape of y0, {y.shape}", y_ret.shape)
+                drift = float(np.max(np.abs(y_ret - y_new))) if y_ret.size else 0.0
+                if not np.isfinite(drift):
+                    status, message = -1, f"non-finite state after retraction at t = {t_new}"
+                    break
+                max_retraction = max(max_retraction, drift)
+                k_last = k_last if drift == 0.0 else None
+                y_new = y_ret
+            # commit the step (nothing above changed the state, so an interrupt there loses nothing)
+            if adaptive:
+                h, rejected_last = h_next, False
+            else:
+                k_grid = k_grid_new
+            n_steps += 1
+            t, y, k0 = t_new, y_new, k_last
+            if land:
+                if is_eval[i_target]:
+                    record(t, y)
+                i_target += 1
+            stop = event(t, y) if event is not None else None
+            if stop is not None:
+                status, message = 1, f"event at t = {t}: {stop}"
+                if not (rec_t and rec_t[-1] == t):
+                    record(t, y)
+                break
+            if checkpoint is not None and t >= next_checkpoint and i_target < len(targets):
+                checkpoint(state())
+                next_checkpoint = t + checkpoint_every
+            if time.monotonic() - last_draw > 0.1:
+                bar.update(t - shown)
+                shown, last_draw = t, time.monotonic()
+    except KeyboardInterrupt:
+        status, message = 2, f"interrupted at t = {t}"
+    if status == 2 and checkpoint is not None:
+        checkpoint(state())
     bar.update(t - shown)
     bar.close()
     return Trajectory(
@@ -397,3 +440,19 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         observables={key: np.stack(vals) for key, vals in rec_obs.items()},
         y_final=y, t_final=float(t), status=status, message=message, method=tab.name,
         nfev=nfev, n_steps=n_steps, n_rejected=n_rejected, max_retraction=max_retraction)
+
+
+def _check_resume(state, method, t_span, t_eval, shape):
+    """A checkpoint continues only the run it came from: same scheme, span, times and shape."""
+    need = {"method", "t_span", "t_eval", "t", "y", "k0", "h", "i_target", "n_steps", "n_rejected", "k_grid",
+            "max_retraction", "rejected_last", "nfev", "rec_t", "rec_y", "rec_obs"}
+    if not isinstance(state, dict) or need - set(state):
+        missing = sorted(need - set(state)) if isinstance(state, dict) else "not a dict"
+        _fail("resume", "a checkpoint state from integrate(checkpoint=...)", f"missing {missing}", True)
+    if state["method"] != method:
+        _fail("resume", f"a checkpoint of method {method!r}", f"one of method {state['method']!r}", True)
+    if tuple(map(float, state["t_span"])) != tuple(t_span) or not np.array_equal(state["t_eval"], t_eval):
+        _fail("resume", f"a checkpoint of the same t_span {t_span} and t_eval",
+              f"t_span {tuple(state['t_span'])}", True)
+    if np.shape(state["y"]) != shape:
+        _fail("resume", f"a checkpoint with states of shape {shape}", np.shape(state["y"]), True)

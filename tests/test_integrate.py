@@ -292,3 +292,56 @@ def test_adaptive_scheme_with_fixed_dt_requires_dt():
         integrate(_decay, [1.0], (0.0, 1.0), method="dopri5", adaptive=False)
     r = integrate(_decay, [1.0], (0.0, 1.0), method=replace(SCHEMES["rk4"], name="my-rk4"), dt=0.1)
     assert r.method == "my-rk4" and r.success  # a Tableau instance is accepted as method
+
+
+# ---------------------------------------------------------------- checkpoint and resume
+def _rotation_rhs(t, y):
+    return np.stack([-y[:, 1], y[:, 0]], axis=1) * (1 + 0.5 * np.sin(t)) + 0.1 * y ** 2
+
+
+@pytest.mark.parametrize("method", ["rk4", "dopri5", "bs32"])
+def test_resume_from_checkpoint_is_bit_for_bit(method):
+    y0 = np.array([[1.0, 0.0], [0.3, 0.2]])
+    kw = dict(method=method, dt=0.01 if method == "rk4" else None, t_eval=np.linspace(0, 2, 9),
+              observe=lambda t, y: {"s": y.sum()}, rtol=1e-8, atol=1e-10)
+    full = integrate(_rotation_rhs, y0, (0.0, 2.0), **kw)
+    saved = []
+    integrate(_rotation_rhs, y0, (0.0, 2.0), checkpoint=saved.append, checkpoint_every=0.3, **kw)
+    assert len(saved) >= 5
+    resumed = integrate(_rotation_rhs, y0, (0.0, 2.0), resume=saved[2], **kw)
+    # same step sequence, same arithmetic: identical floats (tolerance 0)
+    np.testing.assert_array_equal(resumed.y, full.y)
+    np.testing.assert_array_equal(resumed.observables["s"], full.observables["s"])
+    assert (resumed.nfev, resumed.n_steps) == (full.nfev, full.n_steps)
+
+
+def test_interrupt_returns_work_and_resumes():
+    calls = {"n": 0}
+
+    def rhs(t, y):
+        calls["n"] += 1
+        if calls["n"] == 150:
+            raise KeyboardInterrupt
+        return _rotation_rhs(t, y)
+
+    y0 = np.array([[1.0, 0.0]])
+    kw = dict(method="rk4", dt=0.01, t_eval=np.linspace(0, 1, 11))
+    saved = []
+    part = integrate(rhs, y0, (0.0, 1.0), checkpoint=saved.append, **kw)
+    assert part.status == 2 and "interrupted" in part.message and not part.success
+    assert 0 < part.t_final < 1 and len(part.t) >= 2 and len(saved) == 1
+    resumed = integrate(rhs, y0, (0.0, 1.0), resume=saved[0], **kw)
+    full = integrate(_rotation_rhs, y0, (0.0, 1.0), **kw)
+    np.testing.assert_array_equal(resumed.y, full.y)   # bit for bit (fixed steps)
+
+
+def test_resume_rejects_foreign_checkpoint():
+    y0 = np.array([[1.0, 0.0]])
+    saved = []
+    integrate(_rotation_rhs, y0, (0.0, 1.0), method="rk4", dt=0.01, checkpoint=saved.append, checkpoint_every=0.2)
+    with pytest.raises(ValueError, match="resume must be a checkpoint of method 'dopri5'"):
+        integrate(_rotation_rhs, y0, (0.0, 1.0), method="dopri5", resume=saved[0])
+    with pytest.raises(ValueError, match="resume must be a checkpoint of the same t_span"):
+        integrate(_rotation_rhs, y0, (0.0, 2.0), method="rk4", dt=0.01, resume=saved[0])
+    with pytest.raises(ValueError, match="checkpoint_every must be a positive finite number"):
+        integrate(_rotation_rhs, y0, (0.0, 1.0), method="rk4", dt=0.01, checkpoint_every=-1.0)
