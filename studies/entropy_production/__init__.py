@@ -1,0 +1,1 @@
+"""Attention entropy production (paper Thm 27); see run.py."""
