@@ -1,43 +1,97 @@
-"""Command line: ``meanfield run`` (the main job) and ``meanfield theory`` (closed forms).
+"""Command line ``meanfield``: the main job, configs, plots, studies and closed forms.
 
-Errors in the arguments exit with status 2 and a one-line message, never a traceback.
+* ``meanfield run [CONFIG.toml] [--out DIR]`` -- PDE and particles from one start, compared by W2
+  (no CONFIG: the built-in default, about a minute on 2 cores); writes a NetCDF dataset, PNG
+  figures and a GIF into DIR (default ``./meanfield-output``) and prints a summary.
+* ``meanfield config --default`` -- print the default config as TOML; ``meanfield config FILE``
+  validates a config file.
+* ``meanfield plot RESULT.nc [--out DIR]`` -- redraw every figure from a results file.
+* ``meanfield study NAME [--quick]`` -- run ``python -m studies.NAME.run`` from the repository.
+* ``meanfield theory {beta-star,lambda-max,growth-rates}`` -- closed forms of MODEL.md.
+
+Invalid arguments, configs and files exit with status 2 and a one-line message, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser", "studies_root", "available_studies"]
+
+DEFAULT_OUT = "meanfield-output"
 
 
-def _demo_particles(args):
-    """A small particle run on S^2 printing energy and attention entropy over time."""
-    from .diagnostics import observer
-    from .heads import scalar_heads
-    from .initial import uniform_sphere
-    from .integrate import integrate
-    from .particles import ParticleSystem
+def _run(args):
+    from .config import RunConfig, load_config
+    from .run import main_job
 
-    system = ParticleSystem(scalar_heads(args.lambdas, 3, beta=args.beta))
-    X0 = uniform_sphere(args.n, 3, seed=args.seed)
-    t_eval = np.linspace(0, args.t_final, 11)
-    traj = integrate(system.rhs, X0, (0.0, args.t_final), method="dopri5", rtol=1e-8, atol=1e-10,
-                     t_eval=t_eval, retraction=system.retraction, observe=observer(system))
-    obs = traj.observables
-    print(f"meanfield particle run: n = {args.n} tokens on S^2, heads lambda = {list(args.lambdas)}, "
-          f"beta = {args.beta}, mean normalization, seed {args.seed}")
-    print(f"{'t':>6} {'energy':>12} {'entropy/log n':>14} {'min <xi,xj>':>12} {'clusters':>8}")
-    for k, t in enumerate(traj.t):
-        print(f"{t:6.2f} {obs['energy'][k]:12.6f} {obs['entropy'][k].mean() / np.log(args.n):14.6f} "
-              f"{obs['min_inner'][k]:12.6f} {obs['n_clusters'][k]:8d}")
-    print(f"status: {traj.message} ({traj.n_steps} steps, {traj.nfev} evaluations, "
-          f"max retraction {traj.max_retraction:.1e})")
-    energy = obs["energy"]
-    print(f"energy non-decreasing: {bool(np.all(np.diff(energy) >= -1e-12 * abs(energy).max()))}")
-    return 0 if traj.success else 1
+    config = RunConfig() if args.config is None else load_config(args.config)
+    started = time.perf_counter()
+    print(f"meanfield run: {'built-in default' if args.config is None else args.config} -> {args.out}/",
+          file=sys.stderr)
+    out = main_job(config, args.out, progress=False if args.no_progress else None)
+    print(out["summary"])
+    print(f"wrote {len(out['paths'])} files to {args.out}/: {', '.join(p.name for p in out['paths'])} "
+          f"({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def _config(args):
+    from .config import RunConfig, load_config
+
+    if args.default == (args.file is not None):
+        raise ValueError("meanfield config needs exactly one of --default or FILE")
+    if args.default:
+        print(RunConfig().to_toml(), end="")
+    else:
+        load_config(args.file)
+        print(f"{args.file}: valid")
+    return 0
+
+
+def _plot(args):
+    from . import plotting, results
+
+    ds = results.load(args.result)
+    out = Path(args.out) if args.out else Path(args.result).resolve().parent
+    paths = plotting.save_figures(ds, out, dpi=results.config_of(ds).outputs.dpi, animation=not args.no_animation)
+    print(f"wrote {len(paths)} figures to {out}/: {', '.join(p.name for p in paths)}")
+    return 0
+
+
+def studies_root() -> Path:
+    """The repository's ``studies/`` folder (next to the installed ``meanfield`` package)."""
+    import meanfield
+
+    return Path(meanfield.__file__).resolve().parents[1] / "studies"
+
+
+def available_studies(root=None) -> list[str]:
+    """Names of the study packages (folders with a ``run.py``) under ``root``."""
+    root = studies_root() if root is None else Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "run.py").is_file()
+                  and not p.name.startswith(("_", ".")))
+
+
+def _study(args):
+    root = studies_root()
+    names = available_studies(root)
+    if not root.is_dir():
+        raise ValueError(f"no studies folder at {root} (studies live in the source repository, not in an "
+                         f"installed wheel)")
+    if args.name not in names:
+        raise ValueError(f"unknown study {args.name!r}; available studies: {names or 'none'}")
+    cmd = [sys.executable, "-m", f"studies.{args.name}.run"] + (["--quick"] if args.quick else [])
+    print(f"running {' '.join(cmd[1:])} in {root.parent}", file=sys.stderr)
+    return subprocess.call(cmd, cwd=root.parent)
 
 
 def _theory(args):
@@ -45,7 +99,8 @@ def _theory(args):
 
     if args.quantity == "beta-star":
         print(f"c*(H={args.H}) = {theory.c_star(args.H):.12f}")
-        print(f"beta*(H={args.H}, n={args.n}, alpha={args.alpha}) = {theory.beta_star(args.H, args.n, args.alpha):.12f}")
+        value = theory.beta_star(args.H, args.n, args.alpha)
+        print(f"beta*(H={args.H}, n={args.n}, alpha={args.alpha}) = {value:.12f}")
     elif args.quantity == "lambda-max":
         print(f"lambda_max(beta={args.beta}, n={args.n}) = {theory.lambda_max(args.beta, args.n):.12f}")
         print(f"inflection(beta={args.beta}, n={args.n}) = {theory.phi_inflection(args.beta, args.n):.12f}")
@@ -57,14 +112,20 @@ def _theory(args):
 
 
 def _positive_int(s):
-    v = int(s)
-    if v < 2:
+    try:
+        v = int(s)
+    except ValueError:
+        v = None
+    if v is None or v < 2:
         raise argparse.ArgumentTypeError(f"must be an integer >= 2; received {s}")
     return v
 
 
 def _positive_float(s):
-    v = float(s)
+    try:
+        v = float(s)
+    except ValueError:
+        v = np.nan
     if not (np.isfinite(v) and v > 0):
         raise argparse.ArgumentTypeError(f"must be a positive finite number; received {s}")
     return v
@@ -73,13 +134,24 @@ def _positive_float(s):
 def build_parser():
     p = argparse.ArgumentParser(prog="meanfield", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run the main job (default: a small particle run on S^2)")
-    r.add_argument("--n", type=_positive_int, default=200, help="number of tokens (default 200)")
-    r.add_argument("--beta", type=_positive_float, default=4.0, help="inverse temperature (default 4)")
-    r.add_argument("--lambdas", type=float, nargs="+", default=[1.0, 0.5], help="scalar head strengths")
-    r.add_argument("--t-final", type=_positive_float, default=5.0, dest="t_final")
-    r.add_argument("--seed", type=int, default=0)
-    r.set_defaults(func=_demo_particles)
+    r = sub.add_parser("run", help="run the main job: PDE and particles from one start, compared by W2")
+    r.add_argument("config", nargs="?", default=None, help="TOML config (default: the built-in demonstration)")
+    r.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
+    r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    r.set_defaults(func=_run)
+    c = sub.add_parser("config", help="print the default config (--default) or validate a config FILE")
+    c.add_argument("file", nargs="?", default=None, help="TOML config to validate")
+    c.add_argument("--default", action="store_true", help="print the default config as TOML")
+    c.set_defaults(func=_config)
+    pl = sub.add_parser("plot", help="redraw every figure from a results file")
+    pl.add_argument("result", help="NetCDF file written by meanfield run")
+    pl.add_argument("--out", default=None, help="output folder (default: the file's folder)")
+    pl.add_argument("--no-animation", action="store_true", help="skip the GIF")
+    pl.set_defaults(func=_plot)
+    s = sub.add_parser("study", help="run a study of studies/ (python -m studies.NAME.run)")
+    s.add_argument("name", help="study name (a folder of studies/)")
+    s.add_argument("--quick", action="store_true", help="the small fast version")
+    s.set_defaults(func=_study)
     t = sub.add_parser("theory", help="print closed forms of MODEL.md")
     t.add_argument("quantity", choices=["beta-star", "lambda-max", "growth-rates"])
     t.add_argument("--H", type=int, default=2)
@@ -98,8 +170,11 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as err:
+    except ValueError as err:          # ConfigError, SchemaError and library input errors
         print(f"meanfield: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:             # an output folder that cannot be written, ...
+        print(f"meanfield: error: {err.strerror or err}: {err.filename or ''}", file=sys.stderr)
         return 2
 
 

@@ -1,14 +1,103 @@
-"""The command line: main job output and argument errors."""
+"""The command line: the main job, configs, plots, studies, closed forms and argument errors."""
+
+import tomllib
 
 import pytest
 
-from meanfield.cli import main
+from meanfield.cli import available_studies, main
+from meanfield.config import RunConfig
+from meanfield.results import config_of, load
+
+SMALL_TOML = """
+seed = 2
+[pde]
+lmax = 15
+[particles]
+n = 150
+[integrator]
+t_final = 0.4
+n_frames = 3
+[outputs]
+figures = false
+animation = false
+"""
 
 
-def test_run_small(capsys):
-    assert main(["run", "--n", "30", "--t-final", "1.0"]) == 0
-    out = capsys.readouterr().out
-    assert "energy non-decreasing: True" in out and "entropy" in out
+def test_run_with_a_config_writes_the_dataset_and_a_summary(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL_TOML)
+    out = tmp_path / "out"
+    assert main(["run", str(cfg), "--out", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "W2(particles, PDE)" in text and "energy" in text and "wrote 1 files" in text
+    ds = load(out / "result.nc")
+    assert config_of(ds) == RunConfig.from_toml(SMALL_TOML) and ds.sizes["particle"] == 150
+
+
+def test_config_default_prints_the_default_toml(capsys):
+    assert main(["config", "--default"]) == 0
+    assert RunConfig.from_dict(tomllib.loads(capsys.readouterr().out)) == RunConfig()
+
+
+def test_config_validates_a_file(tmp_path, capsys):
+    good = tmp_path / "good.toml"
+    good.write_text(SMALL_TOML)
+    assert main(["config", str(good)]) == 0
+    assert "valid" in capsys.readouterr().out
+    assert main(["config"]) == 2
+    assert "exactly one of --default or FILE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[pde]\nlmx = 31\n", "unknown key pde.lmx; allowed keys in pde: ['lmax',"),
+    ("[particles]\nn = \"many\"\n", "particles.n must be an integer >= 2 and <= 1000000; received 'many'"),
+    ("[[heads]]\nbeta = 0.0\n", "heads[0].beta must be a finite number > 0; received 0.0"),
+    ("[pde\n", "invalid TOML"),
+])
+@pytest.mark.parametrize("command", ["run", "config"])
+def test_bad_config_exits_2_with_the_key_and_no_traceback(tmp_path, capsys, text, message, command):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    assert main([command, str(cfg)] + (["--out", str(tmp_path / "o")] if command == "run" else [])) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.startswith("meanfield: error:")
+    assert not (tmp_path / "o").exists()                    # nothing ran, nothing was written
+
+
+def test_missing_config_file_exits_2(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read config file" in err and "nope.toml" in err and "Traceback" not in err
+
+
+def test_unwritable_output_folder_exits_2(tmp_path, capsys):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL_TOML)
+    (tmp_path / "afile").write_text("")
+    assert main(["run", str(cfg), "--out", str(tmp_path / "afile"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "afile" in err and "Traceback" not in err
+
+
+def test_unknown_study_lists_the_available_ones(capsys):
+    assert main(["study", "no_such_study"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown study 'no_such_study'; available studies:" in err
+    for name in available_studies():
+        assert name in err
+
+
+def test_study_runs_the_study_module_from_the_repository(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "studies"
+    (root / "fake").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "fake" / "__init__.py").write_text("")
+    (root / "fake" / "run.py").write_text("import sys\nsys.exit(0 if sys.argv[1:] == ['--quick'] else 5)\n")
+    monkeypatch.setattr("meanfield.cli.studies_root", lambda: root)
+    assert available_studies(root) == ["fake"]
+    assert main(["study", "fake", "--quick"]) == 0          # the module saw --quick
+    assert main(["study", "fake"]) == 5                     # its exit status is passed on
+    assert "studies.fake.run --quick" in capsys.readouterr().err
 
 
 def test_theory_beta_star(capsys):
@@ -17,8 +106,14 @@ def test_theory_beta_star(capsys):
     assert value == pytest.approx(1.476388, abs=5e-7)     # MODEL.md reference value (6 decimals)
 
 
+def test_theory_growth_rates(capsys):
+    assert main(["theory", "growth-rates", "--beta", "6", "--lmax", "4"]) == 0
+    rates = [float(line.split("=")[1]) for line in capsys.readouterr().out.splitlines()]
+    assert rates == pytest.approx([9.34, 19.61, 23.35, 19.97], abs=5e-3)   # MODEL.md section 3, 2 decimals
+
+
 def test_bad_argument_exits_2(capsys):
     with pytest.raises(SystemExit) as err:
-        main(["run", "--beta", "-1"])
+        main(["theory", "lambda-max", "--beta", "-1"])
     assert err.value.code == 2
     assert "must be a positive finite number; received -1" in capsys.readouterr().err

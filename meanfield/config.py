@@ -1,0 +1,347 @@
+"""Configuration of the main job: frozen dataclasses, validated from plain dicts or TOML files.
+
+A :class:`RunConfig` holds everything :func:`meanfield.run.run` needs: zonal heads, the initial
+density (a von Mises-Fisher mixture), the PDE and particle settings, the integrator, the outputs
+and the seed.  ``RunConfig.from_dict`` checks every key and value; a bad one raises
+:class:`ConfigError` (a ``ValueError``) whose message names the dotted key (``heads[1].beta``),
+the allowed values and what was received.  Unknown keys are errors.
+
+>>> cfg = RunConfig.from_toml(to_toml(RunConfig().to_dict()))   # round trip of the default
+>>> cfg == RunConfig()
+True
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from .heads import KERNELS, NORMALIZATIONS
+from .integrate import SCHEMES
+
+__all__ = ["ConfigError", "HeadConfig", "InitialConfig", "PDEConfig", "ParticleConfig", "IntegratorConfig",
+           "OutputConfig", "RunConfig", "load_config", "to_toml"]
+
+W2_METHODS = ("exact", "sinkhorn", "sliced")
+SAMPLING = ("iid", "stratified")
+
+
+class ConfigError(ValueError):
+    """A configuration value or file is invalid; the message names the key."""
+
+
+# ---------------------------------------------------------------------------- value checkers
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _real(lo=-math.inf, hi=math.inf, lo_open=False, nonzero=False):
+    lo_txt = f"> {lo}" if lo_open else f">= {lo}"
+    text = "a finite number" + ("" if lo == -math.inf else f" {lo_txt}") + ("" if hi == math.inf else f" and <= {hi}")
+    text += " and != 0" if nonzero else ""
+
+    def check(path, v):
+        ok = (_is_number(v) and math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
+              and not (nonzero and v == 0))
+        if not ok:
+            raise ConfigError(f"{path} must be {text}; received {v!r}")
+        return float(v)
+    return check
+
+
+def _int(lo, hi=None):
+    text = f"an integer >= {lo}" + ("" if hi is None else f" and <= {hi}")
+
+    def check(path, v):
+        if not (isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)):
+            raise ConfigError(f"{path} must be {text}; received {v!r}")
+        return v
+    return check
+
+
+def _choice(allowed):
+    def check(path, v):
+        if not (isinstance(v, str) and v in allowed):
+            raise ConfigError(f"{path} must be one of {list(allowed)}; received {v!r}")
+        return v
+    return check
+
+
+def _bool(path, v):
+    if not isinstance(v, bool):
+        raise ConfigError(f"{path} must be true or false; received {v!r}")
+    return v
+
+
+def _optional(check):
+    def wrapped(path, v):
+        return None if v is None else check(path, v)
+    return wrapped
+
+
+def _real_list(lo=-math.inf, lo_open=False, min_len=1):
+    item = _real(lo, lo_open=lo_open)
+
+    def check(path, v):
+        if not isinstance(v, (list, tuple)) or len(v) < min_len:
+            raise ConfigError(f"{path} must be a list of at least {min_len} numbers; received {v!r}")
+        return tuple(item(f"{path}[{i}]", x) for i, x in enumerate(v))
+    return check
+
+
+def _unit_vectors(path, v):
+    if not isinstance(v, (list, tuple)) or len(v) < 1:
+        raise ConfigError(f"{path} must be a non-empty list of unit 3-vectors [x, y, z]; received {v!r}")
+    out = []
+    for i, mu in enumerate(v):
+        p = f"{path}[{i}]"
+        if not isinstance(mu, (list, tuple)) or len(mu) != 3:
+            raise ConfigError(f"{p} must be a unit 3-vector [x, y, z]; received {mu!r}")
+        mu = tuple(_real()(f"{p}[{k}]", x) for k, x in enumerate(mu))
+        norm2 = sum(x * x for x in mu)
+        if abs(norm2 - 1.0) > 1e-8:
+            raise ConfigError(f"{p} must be a unit 3-vector (| |mu|^2 - 1 | <= 1e-8; it is not renormalized); "
+                              f"received {list(mu)} with |mu|^2 = {norm2:.12g}")
+        out.append(mu)
+    return tuple(out)
+
+
+def _filename(path, v):
+    if not (isinstance(v, str) and v and "/" not in v and "\\" not in v and v not in (".", "..")):
+        raise ConfigError(f"{path} must be a plain file name (no folders); received {v!r}")
+    return v
+
+
+def _opt(check, default, doc):
+    """A dataclass field with a checker and a one-line description."""
+    return field(default=default, metadata={"check": check, "doc": doc})
+
+
+# ---------------------------------------------------------------------------- the sections
+class _Section:
+    """Shared ``to_dict`` / ``from_dict`` for the flat sections (fields with a ``check`` in metadata)."""
+
+    @classmethod
+    def from_dict(cls, d, path=None):
+        path = path or cls._path
+        if not isinstance(d, dict):
+            raise ConfigError(f"{path} must be a table of keys {[f.name for f in fields(cls)]}; received {d!r}")
+        allowed = [f.name for f in fields(cls)]
+        for key in d:
+            if key not in allowed:
+                raise ConfigError(f"unknown key {path}.{key}; allowed keys in {path}: {allowed}")
+        kw = {f.name: f.metadata["check"](f"{path}.{f.name}", d[f.name]) for f in fields(cls) if f.name in d}
+        obj = cls(**kw)
+        obj._validate(path)
+        return obj
+
+    def _validate(self, path):
+        pass
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is not None:
+                out[f.name] = [list(x) if isinstance(x, tuple) else x for x in v] if isinstance(v, tuple) else v
+        return out
+
+
+@dataclass(frozen=True)
+class HeadConfig(_Section):
+    """A zonal head ``M = V = lam I`` (see :class:`meanfield.heads.Head`)."""
+
+    _path = "heads[0]"
+    lam: float = _opt(_real(nonzero=True), 1.0, "head strength lambda (M = V = lam I), either sign")
+    beta: float = _opt(_real(0, lo_open=True), 1.0, "inverse temperature")
+    kernel: str = _opt(_choice(KERNELS), "exp", f"kernel profile, one of {list(KERNELS)}")
+    normalization: str = _opt(_choice(NORMALIZATIONS), "mean", f"one of {list(NORMALIZATIONS)}")
+
+
+@dataclass(frozen=True)
+class InitialConfig(_Section):
+    """Initial density ``(1 - floor) sum_k w_k vMF(mus[k], kappas[k]) + floor / (4 pi)``."""
+
+    _path = "initial"
+    mus: tuple = _opt(_unit_vectors, ((0.0, 0.0, 1.0), (1.0, 0.0, 0.0), (0.0, -0.6, -0.8)),
+                      "mean directions, unit 3-vectors")
+    kappas: tuple = _opt(_real_list(0.0), (3.0, 2.0, 2.0), "concentrations >= 0 (one, or one per direction)")
+    weights: tuple | None = _opt(_optional(_real_list(0.0)), None,
+                                 "mixture weights >= 0 summing to 1 (omitted: equal)")
+    floor: float = _opt(_real(0.0, 1.0), 0.25, "uniform fraction in [0, 1]")
+
+    def _validate(self, path):
+        K = len(self.mus)
+        if len(self.kappas) not in (1, K):
+            raise ConfigError(f"{path}.kappas must have 1 or len({path}.mus) = {K} entries; "
+                              f"received {len(self.kappas)}")
+        if self.weights is not None:
+            if len(self.weights) != K:
+                raise ConfigError(f"{path}.weights must have len({path}.mus) = {K} entries; "
+                                  f"received {len(self.weights)}")
+            if abs(sum(self.weights) - 1.0) > 1e-12:
+                raise ConfigError(f"{path}.weights must sum to 1 (to 1e-12); received sum {sum(self.weights)!r}")
+
+
+@dataclass(frozen=True)
+class PDEConfig(_Section):
+    """Continuum settings (:class:`meanfield.ContinuumPDE`, :func:`meanfield.solve_continuum`)."""
+
+    _path = "pde"
+    lmax: int = _opt(_int(2, 1023), 31, "spectral truncation degree")
+    tail_tol: float = _opt(_real(0, lo_open=True), 1e-3, "stop when the spectral tail exceeds this")
+    negative_tol: float = _opt(_real(0, lo_open=True), 1e-4, "stop when the negative mass exceeds this")
+
+
+@dataclass(frozen=True)
+class ParticleConfig(_Section):
+    """Particle settings: ``n`` tokens sampled from the initial density."""
+
+    _path = "particles"
+    n: int = _opt(_int(2, 10**6), 1000, "number of tokens")
+    sampling: str = _opt(_choice(SAMPLING), "iid", f"sampling of the start, one of {list(SAMPLING)}")
+
+
+@dataclass(frozen=True)
+class IntegratorConfig(_Section):
+    """Time stepping shared by both runs (:func:`meanfield.integrate.integrate`)."""
+
+    _path = "integrator"
+    t_final: float = _opt(_real(0, lo_open=True), 1.2, "final time")
+    n_frames: int = _opt(_int(2, 10**4), 25, "number of recorded times in [0, t_final]")
+    method: str = _opt(_choice(tuple(sorted(SCHEMES))), "dopri5", f"scheme, one of {sorted(SCHEMES)}")
+    rtol: float = _opt(_real(0, lo_open=True), 1e-7, "relative tolerance (adaptive schemes)")
+    atol: float = _opt(_real(0, lo_open=True), 1e-10, "absolute tolerance (adaptive schemes)")
+    dt: float | None = _opt(_optional(_real(0, lo_open=True)), None,
+                            "step size (required for fixed-step schemes)")
+
+    def _validate(self, path):
+        if not SCHEMES[self.method].adaptive and self.dt is None:
+            raise ConfigError(f"{path}.dt must be a number > 0 for the fixed-step method {self.method!r}; "
+                              f"received no value")
+
+
+@dataclass(frozen=True)
+class OutputConfig(_Section):
+    """What the main job writes into its output folder."""
+
+    _path = "outputs"
+    dataset: str = _opt(_filename, "result.nc", "NetCDF file name")
+    figures: bool = _opt(_bool, True, "write the PNG figures")
+    animation: bool = _opt(_bool, True, "write the GIF animation")
+    dpi: int = _opt(_int(30, 600), 110, "figure resolution")
+    w2_method: str = _opt(_choice(W2_METHODS), "exact", f"W2 solver, one of {list(W2_METHODS)}")
+
+
+_SECTIONS = {"initial": InitialConfig, "pde": PDEConfig, "particles": ParticleConfig,
+             "integrator": IntegratorConfig, "outputs": OutputConfig}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything the main job needs; ``RunConfig()`` is the built-in default run."""
+
+    heads: tuple = (HeadConfig(lam=1.0), HeadConfig(lam=0.5))
+    initial: InitialConfig = InitialConfig()
+    pde: PDEConfig = PDEConfig()
+    particles: ParticleConfig = ParticleConfig()
+    integrator: IntegratorConfig = IntegratorConfig()
+    outputs: OutputConfig = OutputConfig()
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        """Plain Python (dicts, lists, numbers, strings), the inverse of :meth:`from_dict`."""
+        out = {"seed": self.seed, "heads": [h.to_dict() for h in self.heads]}
+        out.update({k: getattr(self, k).to_dict() for k in _SECTIONS})
+        return out
+
+    @classmethod
+    def from_dict(cls, d) -> "RunConfig":
+        """Validated config; missing keys take the defaults, unknown keys raise :class:`ConfigError`."""
+        if not isinstance(d, dict):
+            raise ConfigError(f"the config must be a table (dict); received {type(d).__name__}")
+        allowed = ["seed", "heads", *_SECTIONS]
+        for key in d:
+            if key not in allowed:
+                raise ConfigError(f"unknown key {key}; allowed top-level keys: {allowed}")
+        kw = {k: sec.from_dict(d[k], k) for k, sec in _SECTIONS.items() if k in d}
+        if "seed" in d:
+            kw["seed"] = _int(0, 2**63 - 1)("seed", d["seed"])
+        if "heads" in d:
+            heads = d["heads"]
+            if not isinstance(heads, list) or not heads:
+                raise ConfigError(f"heads must be a non-empty list of tables ([[heads]] in TOML); received {heads!r}")
+            kw["heads"] = tuple(HeadConfig.from_dict(h, f"heads[{i}]") for i, h in enumerate(heads))
+        return cls(**kw)
+
+    @classmethod
+    def from_toml(cls, text: str) -> "RunConfig":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"invalid TOML: {err}") from None
+        return cls.from_dict(data)
+
+    def to_toml(self) -> str:
+        return to_toml(self.to_dict())
+
+
+def load_config(path) -> RunConfig:
+    """Read and validate a TOML config file; a missing or unreadable file raises :class:`ConfigError`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {err.strerror or err}") from None
+    try:
+        return RunConfig.from_toml(text)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
+# ---------------------------------------------------------------------------- TOML writer
+def _toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"to_toml cannot write {type(v).__name__} values; received {v!r}")
+
+
+def _comments(section_cls):
+    return {f.name: f.metadata.get("doc", "") for f in fields(section_cls)} if section_cls else {}
+
+
+def to_toml(d: dict) -> str:
+    """TOML text of a config dict (scalars, lists, tables, lists of tables), with key descriptions.
+
+    ``None`` values are left out (TOML has no null; absent keys take their defaults).
+    """
+    classes = {"heads": HeadConfig, **_SECTIONS}
+    lines = ["# meanfield run configuration (meanfield run CONFIG.toml); omitted keys take the defaults", ""]
+    scalars = {k: v for k, v in d.items() if not isinstance(v, (dict, list)) or (isinstance(v, list) and v
+                                                                                  and not isinstance(v[0], dict))}
+    for k, v in scalars.items():
+        if v is not None:
+            lines.append(f"{k} = {_toml_value(v)}" + ("    # seed of the particle sampling" if k == "seed" else ""))
+    for k, v in d.items():
+        if k in scalars:
+            continue
+        docs = _comments(classes.get(k))
+        tables = v if isinstance(v, list) else [v]
+        for table in tables:
+            lines += ["", f"[[{k}]]" if isinstance(v, list) else f"[{k}]"]
+            for key, val in table.items():
+                if val is not None:
+                    doc = docs.get(key)
+                    lines.append(f"{key} = {_toml_value(val)}" + (f"    # {doc}" if doc else ""))
+    return "\n".join(lines) + "\n"
+

@@ -1,0 +1,321 @@
+"""Figures of a run dataset (:mod:`meanfield.results` schema): Datasets in, Figures out.
+
+The only module of the package that imports matplotlib.  Figures are built with
+:class:`matplotlib.figure.Figure` (no pyplot state); the Agg backend is selected when no display
+is available.
+
+* :func:`density_maps` -- Mollweide maps of the density with the particles on top
+* :func:`orthographic_views` -- the density and the particles seen from one direction
+* :func:`energy_curves` -- energy, dissipation, attention and Boltzmann entropies of both runs
+* :func:`w2_curve` -- W2(particles, PDE) over time
+* :func:`growth_rate_spectrum` -- ``sigma_l`` of the uniform state (:func:`meanfield.theory.growth_rate`)
+* :func:`save_animation` -- a GIF of density and particles over time
+* :func:`save_figures` -- all of the above into a folder (what ``meanfield plot`` calls)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import matplotlib
+
+if not os.environ.get("MPLBACKEND") and (sys.platform.startswith("linux") and not os.environ.get("DISPLAY")
+                                         and not os.environ.get("WAYLAND_DISPLAY")):
+    matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
+from matplotlib.animation import PillowWriter  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from . import theory  # noqa: E402
+from .results import density_coefficients  # noqa: E402
+from .sphere import SphereGrid  # noqa: E402
+
+__all__ = ["density_maps", "orthographic_views", "energy_curves", "w2_curve", "growth_rate_spectrum",
+           "save_animation", "save_figures"]
+
+CMAP = "viridis"
+PDE_STYLE = dict(color="C0", lw=2)
+PARTICLE_STYLE = dict(color="C3", lw=1.5, ls="--", marker=".", ms=4)
+
+
+def _config(ds):
+    return json.loads(ds.attrs["config"])
+
+
+def describe(ds: xr.Dataset) -> str:
+    """One line with the run's parameters (for titles)."""
+    cfg = _config(ds)
+    heads = cfg["heads"]
+    lam = ", ".join(f"{h['lam']:g}" for h in heads)
+    beta = ", ".join(f"{h['beta']:g}" for h in heads)
+    kinds = sorted({f"{h['kernel']}/{h['normalization']}" for h in heads})
+    return (f"{len(heads)} head(s): lambda = ({lam}), beta = ({beta}), {', '.join(kinds)}; "
+            f"PDE lmax = {cfg['pde']['lmax']}; n = {ds.sizes['particle']} particles; seed {ds.attrs['seed']}")
+
+
+def _reached(ds):
+    """Time indices where both the PDE and the particles have values."""
+    ok = np.isfinite(ds["pde_energy"].values) & np.all(np.isfinite(ds["X"].values), axis=(1, 2))
+    idx = np.flatnonzero(ok)
+    if idx.size == 0:
+        raise ValueError("the dataset has no time at which both the PDE and the particles have values")
+    return idx
+
+
+def _default_times(ds, count=3):
+    idx = _reached(ds)
+    return sorted({int(idx[0]), int(idx[len(idx) // 2]), int(idx[-1])})[:count]
+
+
+def _lonlat(X):
+    """Longitude in (-pi, pi] and latitude in [-pi/2, pi/2] of unit vectors (..., 3), radians."""
+    return np.arctan2(X[..., 1], X[..., 0]), np.arcsin(np.clip(X[..., 2], -1.0, 1.0))
+
+
+def _mollweide(ax, ds, k, vmin, vmax, particles=True):
+    lon = np.radians((ds.lon.values + 180.0) % 360.0 - 180.0)
+    order = np.argsort(lon)
+    lat = np.radians(ds.lat.values)
+    up = np.argsort(lat)
+    rho = ds["rho"].values[k][up][:, order]
+    mesh = ax.pcolormesh(lon[order], lat[up], rho, shading="nearest", cmap=CMAP, vmin=vmin, vmax=vmax,
+                         rasterized=True)
+    if particles:
+        plon, plat = _lonlat(ds["X"].values[k])
+        ax.scatter(plon, plat, s=1.5, c="white", edgecolors="none", alpha=0.8)
+    ax.grid(True, color="0.7", lw=0.4, alpha=0.6)
+    ax.set_xticklabels([])                 # longitude labels would sit on the data; lines every 30 deg
+    ax.tick_params(labelsize=7, colors="0.3")
+    ax.set_title(f"t = {ds.time.values[k]:.3g}", fontsize=11)
+    return mesh
+
+
+def density_maps(ds: xr.Dataset, times=None) -> Figure:
+    """Mollweide maps of ``rho`` (white dots: the particles) at up to three time indices."""
+    times = _default_times(ds) if times is None else list(times)
+    vals = ds["rho"].values[times]
+    vmin, vmax = min(0.0, float(np.nanmin(vals))), float(np.nanmax(vals))
+    fig = Figure(figsize=(5.2 * len(times), 3.9), layout="constrained")
+    axes = [fig.add_subplot(1, len(times), i + 1, projection="mollweide") for i in range(len(times))]
+    for ax, k in zip(axes, times):
+        mesh = _mollweide(ax, ds, k, vmin, vmax)
+    fig.colorbar(mesh, ax=axes, shrink=0.75, label="density rho (per steradian)")
+    fig.suptitle(f"Density on S^2 (Mollweide: longitude 0 at the centre, east to the right, grid every 30 deg), "
+                 f"particles in white\n{describe(ds)}",
+                 fontsize=10)
+    return fig
+
+
+def _frame(center_lon, center_lat):
+    lo, la = np.radians(center_lon), np.radians(center_lat)
+    c = np.array([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)])
+    east = np.array([-np.sin(lo), np.cos(lo), 0.0])
+    return east, np.cross(c, east), c
+
+
+def _graticule(ax, basis):
+    e1, e2, c = basis
+    s = np.linspace(0, 2 * np.pi, 361)
+    curves = [np.stack([np.cos(la) * np.cos(s), np.cos(la) * np.sin(s), np.full_like(s, np.sin(la))], -1)
+              for la in np.radians([-60, -30, 0, 30, 60])]
+    t = np.linspace(-np.pi / 2, np.pi / 2, 181)
+    curves += [np.stack([np.cos(t) * np.cos(lo), np.cos(t) * np.sin(lo), np.sin(t)], -1)
+               for lo in np.radians(np.arange(0, 360, 30))]
+    for P in curves:
+        u, v = P @ e1, P @ e2
+        u[P @ c < 0] = np.nan
+        ax.plot(u, v, color="0.6", lw=0.4, alpha=0.7)
+    ax.add_patch(matplotlib.patches.Circle((0, 0), 1.0, fill=False, color="0.3", lw=0.8))
+    ax.set_xlim(-1.05, 1.05)
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_aspect("equal")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def orthographic_views(ds: xr.Dataset, times=None, center=(20.0, 25.0), resolution=220) -> Figure:
+    """Orthographic views from longitude/latitude ``center`` (degrees): density (left), particles (right).
+
+    The density is evaluated exactly from its coefficients; only the visible hemisphere is drawn
+    (particles on the far side are hidden).  One row per time index (default: first and last).
+    """
+    idx = _reached(ds)
+    times = sorted({int(idx[0]), int(idx[-1])}) if times is None else list(times)
+    basis = _frame(*center)
+    u = np.linspace(-1, 1, resolution)
+    U, V = np.meshgrid(u, u)
+    inside = U**2 + V**2 < 1
+    W = np.sqrt(np.clip(1 - U**2 - V**2, 0, None))
+    P = U[..., None] * basis[0] + V[..., None] * basis[1] + W[..., None] * basis[2]
+    grid = SphereGrid(ds.sizes["l"] - 1)
+    images = []
+    for k in times:
+        img = np.full(U.shape, np.nan)
+        img[inside] = grid.evaluate(density_coefficients(ds, k), P[inside])
+        images.append(img)
+    vmax = max(float(np.nanmax(im)) for im in images)
+    vmin = min(0.0, min(float(np.nanmin(im)) for im in images))
+    fig = Figure(figsize=(8.2, 4.0 * len(times)), layout="constrained")
+    axes = fig.subplots(len(times), 2, squeeze=False)
+    for row, (k, img) in enumerate(zip(times, images)):
+        t = ds.time.values[k]
+        im = axes[row, 0].imshow(img, origin="lower", extent=(-1, 1, -1, 1), cmap=CMAP, vmin=vmin, vmax=vmax)
+        _graticule(axes[row, 0], basis)
+        axes[row, 0].set_title(f"density rho, t = {t:.3g}", fontsize=10)
+        X = ds["X"].values[k]
+        front = X @ basis[2] > 0
+        axes[row, 1].scatter(X[front] @ basis[0], X[front] @ basis[1], s=3, c="C3", edgecolors="none")
+        _graticule(axes[row, 1], basis)
+        axes[row, 1].set_title(f"particles (visible side: {int(front.sum())} of {len(X)}), t = {t:.3g}",
+                               fontsize=10)
+    fig.colorbar(im, ax=axes[:, 0], shrink=0.8, label="density rho (per steradian)")
+    fig.suptitle(f"Orthographic view from longitude {center[0]:g} deg, latitude {center[1]:g} deg; "
+                 f"graticule every 30 deg\n{describe(ds)}", fontsize=9)
+    return fig
+
+
+def _pair(ax, ds, name, label, head=None):
+    t = ds.time.values
+    for prefix, style, who in (("pde_", PDE_STYLE, "PDE"), ("particle_", PARTICLE_STYLE, "particles")):
+        var = ds[prefix + name]
+        if head is None:
+            ax.plot(t, var.values, label=who, **style)
+        else:
+            for h in range(ds.sizes["head"]):
+                st = dict(style, alpha=1.0 - 0.45 * h)
+                ax.plot(t, var.values[:, h], label=f"{who}, head {h} (lambda {ds.head_lambda.values[h]:g})", **st)
+    ax.set_xlabel("time t")
+    ax.set_ylabel(label)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def energy_curves(ds: xr.Dataset) -> Figure:
+    """Energy, dissipation, attention entropy per head (both runs) and the PDE's Boltzmann entropy."""
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    ax = fig.subplots(2, 2)
+    _pair(ax[0, 0], ds, "energy", "energy E = sum_h E_h")
+    ax[0, 0].set_title("Energy (non-decreasing for mean, value-aligned heads)", fontsize=10)
+    _pair(ax[0, 1], ds, "dissipation", "dissipation int |X|^2 rho")
+    ax[0, 1].set_title("Dissipation (= dE/dt for mean, value-aligned heads)", fontsize=10)
+    _pair(ax[1, 0], ds, "entropy", "attention entropy (relative, <= 0)", head=True)
+    ax[1, 0].set_title("Attention entropy: PDE int H_h rho vs particles mean(H_i^h) - log n", fontsize=10)
+    t = ds.time.values
+    ax[1, 1].plot(t, ds["pde_boltzmann_entropy"].values, **PDE_STYLE, label="PDE")
+    ax[1, 1].axhline(np.log(4 * np.pi), color="0.5", ls=":", label="uniform density: log(4 pi)")
+    ax[1, 1].set_xlabel("time t")
+    ax[1, 1].set_ylabel("Boltzmann entropy -int rho log rho")
+    ax[1, 1].set_title("Boltzmann entropy of the density (PDE only)", fontsize=10)
+    ax[1, 1].grid(True, alpha=0.3)
+    ax[1, 1].legend(fontsize=7)
+    stop = ds.attrs.get("pde_message", "")
+    fig.suptitle(f"Energy and entropy, PDE (solid) vs particles (dashed)\n{describe(ds)}\nPDE: {stop}", fontsize=9)
+    return fig
+
+
+def w2_curve(ds: xr.Dataset) -> Figure:
+    """W2 between the particles and the density over time, with its t = 0 (sampling) level."""
+    fig = Figure(figsize=(7.5, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    t, w2 = ds.time.values, ds["w2"].values
+    ax.plot(t, w2, "o-", color="C2", label="W2(particles, PDE density on GL nodes)")
+    if np.isfinite(w2[0]):
+        ax.axhline(w2[0], color="0.5", ls=":", label=f"t = 0 level (sampling error of n = {ds.sizes['particle']})")
+    negs = np.abs(ds["w2_negative_mass"].values)
+    neg = float(np.nanmax(negs)) if np.any(np.isfinite(negs)) else 0.0
+    ax.set_xlabel("time t")
+    ax.set_ylabel("W2 (geodesic distance, radians)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"Particles vs continuum: 2-Wasserstein distance ({ds.attrs.get('w2_method', '')}; "
+                 f"negative density mass dropped: max {neg:.1e})\n{describe(ds)}", fontsize=8)
+    return fig
+
+
+def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
+    """Linear growth rates ``sigma_l`` of the uniform state for the run's heads, l = 1..lmax.
+
+    Rates add over heads (the linearization is a sum of per-head terms); ReLU heads have no closed
+    form in :mod:`meanfield.theory` and are left out (said in the title).
+    """
+    cfg = _config(ds)
+    lmax = cfg["pde"]["lmax"]
+    ell = np.arange(1, lmax + 1)
+    fig = Figure(figsize=(7.5, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    total, skipped = np.zeros(ell.size), []
+    for h, head in enumerate(cfg["heads"]):
+        if head["kernel"] != "exp":
+            skipped.append(h)
+            continue
+        s = theory.growth_rate(ell, [head["lam"]], head["beta"], head["normalization"])
+        total += s
+        ax.plot(ell, s, "o-", ms=3, lw=1, label=f"head {h}: lambda {head['lam']:g}, beta {head['beta']:g}, "
+                f"{head['normalization']}")
+    shown = lmax
+    if len(skipped) < len(cfg["heads"]):
+        ax.plot(ell, total, "s-", color="k", ms=4, lw=1.5, label="sum over heads")
+        best = int(ell[np.argmax(total)])
+        big = np.flatnonzero(np.abs(total) >= 1e-3 * np.abs(total).max())
+        shown = int(min(lmax, max(8, ell[big[-1]] + 2)))
+        ax.axvline(best, color="0.5", ls=":", label=f"most unstable degree l* = {best}")
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no exp heads: no closed-form growth rates", ha="center", transform=ax.transAxes)
+    ax.set_xlim(0.5, shown + 0.5)
+    ax.axhline(0, color="0.3", lw=0.6)
+    ax.set_xlabel("spherical-harmonic degree l")
+    ax.set_ylabel("growth rate sigma_l (1 / time)")
+    ax.grid(True, alpha=0.3)
+    note = f"; ReLU heads {skipped} left out (no closed form)" if skipped else ""
+    if shown < lmax:
+        note += f"; degrees {shown + 1}..{lmax} (below 1e-3 of the peak) not shown"
+    ax.set_title(f"Linear growth rates of the uniform state (nu = 0){note}\n{describe(ds)}", fontsize=8)
+    return fig
+
+
+def save_animation(ds: xr.Dataset, path, fps=5, dpi=72) -> Path:
+    """GIF (PillowWriter) of the Mollweide density with the particles, one frame per reached time."""
+    idx = _reached(ds)
+    vals = ds["rho"].values[idx]
+    vmin, vmax = min(0.0, float(np.nanmin(vals))), float(np.nanmax(vals))
+    fig = Figure(figsize=(7.0, 4.2), layout="constrained")
+    ax = fig.add_subplot(projection="mollweide")
+    mesh = _mollweide(ax, ds, idx[0], vmin, vmax)
+    fig.colorbar(mesh, ax=ax, shrink=0.7, label="density rho (per steradian)")
+    fig.suptitle(describe(ds), fontsize=7)
+    path = Path(path)
+    writer = PillowWriter(fps=fps)
+    with writer.saving(fig, str(path), dpi):
+        for k in idx:
+            for artist in list(ax.collections):
+                artist.remove()
+            _mollweide(ax, ds, k, vmin, vmax)
+            ax.set_title(f"density and particles, t = {ds.time.values[k]:.3g}", fontsize=10)
+            writer.grab_frame()
+    return path
+
+
+FIGURES = {"density_maps.png": density_maps, "orthographic.png": orthographic_views,
+           "energy_entropy.png": energy_curves, "w2.png": w2_curve, "growth_rates.png": growth_rate_spectrum}
+
+
+def save_figures(ds: xr.Dataset, out_dir, dpi=110, figures=True, animation=True) -> list[Path]:
+    """Write every figure of :data:`FIGURES` (PNG) and the animation (``animation.gif``) into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    if figures:
+        for name, make in FIGURES.items():
+            fig = make(ds)
+            fig.savefig(out / name, dpi=dpi)
+            paths.append(out / name)
+    if animation:
+        paths.append(save_animation(ds, out / "animation.gif"))
+    return paths

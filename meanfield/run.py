@@ -1,0 +1,205 @@
+"""The main job: a continuum run and a particle run from the same start, compared by W2.
+
+:func:`run` turns a :class:`~meanfield.config.RunConfig` into an xarray Dataset (schema in
+:mod:`meanfield.results`): the mean-field PDE on S^2 is evolved from a vMF mixture, ``n``
+particles sampled from the same density are evolved with the same heads, and at every recorded
+time the 2-Wasserstein distance between the particles and the density (the discrete measure
+``rho(x_g) w_g`` on the Gauss-Legendre nodes of degree ``lmax``) is computed, with energies,
+dissipation and entropies of both.  :func:`main_job` also writes the dataset and the figures
+into a folder; :func:`summary` is the text the command line prints.
+
+>>> from meanfield.config import RunConfig
+>>> ds = run(RunConfig.from_dict({"pde": {"lmax": 15}, "particles": {"n": 200}}), progress=False)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from . import diagnostics
+from .config import RunConfig
+from .continuum import ContinuumPDE
+from .densities import sample_particles, vmf_mixture_density
+from .heads import Head
+from .particles import ParticleSystem
+from .results import SCHEMA_VERSION, align_times, coefficients_to_lm, observables_to_variables, save
+from .simulate import solve_continuum, solve_particles
+from .sphere import SphereGrid
+
+__all__ = ["build_heads", "initial_state", "run", "summary", "main_job"]
+
+
+def build_heads(config: RunConfig) -> tuple[Head, ...]:
+    """Zonal heads ``M = V = lam I`` in d = 3 from ``config.heads``."""
+    return tuple(Head(h.lam * np.eye(3), h.lam * np.eye(3), h.beta, h.kernel, h.normalization)
+                 for h in config.heads)
+
+
+def initial_state(config: RunConfig, grid: SphereGrid):
+    """Initial coefficients ``rho_lm0`` (nalm,) on ``grid`` and particles ``X0`` (n, 3) sampled from them."""
+    ic = config.initial
+    rho_lm0 = vmf_mixture_density(grid, np.array(ic.mus), np.array(ic.kappas) if len(ic.kappas) > 1 else ic.kappas[0],
+                                  None if ic.weights is None else np.array(ic.weights), ic.floor)
+    X0 = sample_particles(grid, rho_lm0, config.particles.n, method=config.particles.sampling, seed=config.seed)
+    return rho_lm0, X0
+
+
+def _particle_observer(system):
+    """Energies, dissipation, relative attention entropy per head (comparable with the PDE's) and clustering."""
+
+    def observe(t, X):
+        E = system.energies(X)
+        rec = {"energy": E.sum(), "energy_head": E, "dissipation": diagnostics.dissipation(system, X),
+               "entropy": diagnostics.attention_entropy(system, X, relative=True).mean(axis=1)}
+        rec.update(diagnostics.clustering(X))
+        return rec
+
+    return observe
+
+
+def _w2_series(config, X, rho_lm, pde_reached, progress):
+    """W2 between particles ``X`` (T, n, 3) and the density ``rho_lm`` (T, nalm) at the reached times."""
+    from tqdm.auto import tqdm
+
+    from . import transport  # POT is slow to import: only when needed
+
+    grid = SphereGrid(config.pde.lmax)
+    nodes, w = grid.nodes.reshape(-1, 3), grid.weights.reshape(-1)
+    T = X.shape[0]
+    dist, neg = np.full(T, np.nan), np.full(T, np.nan)
+    bar = tqdm(np.flatnonzero(pde_reached), desc="W2 particles vs PDE", leave=False,
+               disable=None if progress is None else not progress)
+    for k in bar:
+        mass = grid.synthesis(rho_lm[k]).reshape(-1) * w
+        res = transport.w2_particles_density(X[k], nodes, mass, negative="drop",
+                                             method=config.outputs.w2_method, seed=config.seed)
+        dist[k], neg[k] = res.distance, res.negative_mass
+    return dist, neg
+
+
+def run(config: RunConfig | None = None, progress=None) -> xr.Dataset:
+    """Run the main job and return its dataset (nothing is written).
+
+    Parameters
+    ----------
+    config : RunConfig, optional
+        Default: ``RunConfig()``, the built-in demonstration.
+    progress : bool or None
+        tqdm bars (None: only when stderr is a terminal).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dimensions ``time`` (``integrator.n_frames``), ``particle`` (n), ``dim`` (3), ``head`` (H),
+        ``lat``, ``lon`` (display grid ``2 (lmax+1) x 4 (lmax+1)``), ``l``, ``m`` (lmax+1 each).
+    """
+    config = RunConfig() if config is None else config
+    if not isinstance(config, RunConfig):
+        raise ValueError(f"config must be a RunConfig; received {type(config).__name__}")
+    started = time.perf_counter()
+    heads, ic = build_heads(config), config.integrator
+    pde = ContinuumPDE(heads, lmax=config.pde.lmax)
+    rho_lm0, X0 = initial_state(config, pde.grid)
+    times = np.linspace(0.0, ic.t_final, ic.n_frames)
+    step = dict(t_eval=times, method=ic.method, dt=ic.dt, rtol=ic.rtol, atol=ic.atol, progress=progress)
+    sol = solve_continuum(pde, rho_lm0, ic.t_final, tail_tol=config.pde.tail_tol,
+                          negative_tol=config.pde.negative_tol, **step)
+    system = ParticleSystem(heads)
+    part = solve_particles(system, X0, ic.t_final, observe=_particle_observer(system), **step)
+    T, H, n, lmax = times.size, len(heads), X0.shape[0], config.pde.lmax
+
+    rows, cols = align_times(times, sol.t)
+    rho_lm = np.full((T, pde.grid.nalm), np.nan + 0j)
+    rho_lm[cols] = [pde.coefficients(y) for y in sol.y[rows]]
+    prow, pcol = align_times(times, part.t)
+    X = np.full((T, n, 3), np.nan)
+    X[pcol] = part.y[prow]
+    reached = np.zeros(T, bool)
+    reached[np.intersect1d(cols, pcol)] = True
+    w2, w2_neg = _w2_series(config, X, rho_lm, reached, progress)
+
+    display = SphereGrid(lmax, nlat=2 * (lmax + 1), nlon=4 * (lmax + 1))
+    rho = np.full((T,) + display.shape, np.nan)
+    rho[cols] = [display.synthesis(c) for c in rho_lm[cols]]
+    re, im = coefficients_to_lm(rho_lm, pde.grid.l_index, pde.grid.m_index, lmax)
+    data = {"X": (("time", "particle", "dim"), X), "rho": (("time", "lat", "lon"), rho),
+            "rho_lm_real": (("time", "l", "m"), re), "rho_lm_imag": (("time", "l", "m"), im),
+            "w2": (("time",), w2), "w2_negative_mass": (("time",), w2_neg)}
+    data.update(observables_to_variables(sol.observables, "pde_", rows, cols, T, H))
+    data.update(observables_to_variables(part.observables, "particle_", prow, pcol, T, H))
+    coords = {"time": times, "particle": np.arange(n), "dim": ["x", "y", "z"], "head": np.arange(H),
+              "lat": 90.0 - np.degrees(display.theta), "lon": np.degrees(display.phi),
+              "l": np.arange(lmax + 1), "m": np.arange(lmax + 1),
+              "head_lambda": ("head", [h.lam for h in config.heads]),
+              "head_beta": ("head", [h.beta for h in config.heads])}
+    from . import __version__
+    attrs = {"schema_version": SCHEMA_VERSION, "meanfield_version": __version__, "seed": config.seed,
+             "config": json.dumps(config.to_dict(), sort_keys=True),
+             "pde_status": sol.status, "pde_message": sol.message, "pde_t_final": sol.t_final,
+             "pde_nfev": sol.nfev, "particle_status": part.status, "particle_message": part.message,
+             "particle_t_final": part.t_final, "particle_nfev": part.nfev,
+             "particle_max_retraction": part.max_retraction,
+             "w2_metric": "geodesic", "w2_method": config.outputs.w2_method,
+             "elapsed_s": time.perf_counter() - started}
+    ds = xr.Dataset(data, coords=coords, attrs=attrs)
+    for name, text in (("X", "particle positions (unit vectors)"), ("rho", "density w.r.t. surface measure"),
+                       ("w2", "2-Wasserstein distance, geodesic cost, radians"), ("lat", "latitude, degrees"),
+                       ("lon", "longitude, degrees"), ("time", "time")):
+        ds[name].attrs["long_name"] = text
+    return ds
+
+
+def _span(ds, name, k, reduce=None):
+    a = ds[name].values
+    a = a if reduce is None else np.nanmean(a, axis=1)
+    return f"{a[0]:.6g} -> {a[k]:.6g}"
+
+
+def summary(ds: xr.Dataset) -> str:
+    """A few lines describing a run dataset: setup, how far each run got, energies, entropies, W2."""
+    cfg = json.loads(ds.attrs["config"])
+    heads = ", ".join(f"lambda {h['lam']:g} beta {h['beta']:g} {h['kernel']}/{h['normalization']}"
+                      for h in cfg["heads"])
+    t = ds.time.values
+    ok = np.flatnonzero(np.isfinite(ds["pde_energy"].values) & np.isfinite(ds["particle_energy"].values))
+    k = ok[-1]
+    w2 = ds["w2"].values
+    monotone = [bool(np.all(np.diff(ds[f"{p}_energy"].values[:k + 1]) >= -1e-10)) for p in ("pde", "particle")]
+    lines = [f"meanfield run: {len(cfg['heads'])} head(s) [{heads}]; PDE lmax {cfg['pde']['lmax']}; "
+             f"n = {ds.sizes['particle']} particles; t in [0, {t[-1]:g}]; seed {ds.attrs['seed']}",
+             f"PDE:       {ds.attrs['pde_message']} ({int(ds.attrs['pde_nfev'])} evaluations)",
+             f"particles: {ds.attrs['particle_message']} ({int(ds.attrs['particle_nfev'])} evaluations)",
+             f"from t = 0 to t = {t[k]:.3g}:",
+             f"  energy              PDE {_span(ds, 'pde_energy', k)}, particles {_span(ds, 'particle_energy', k)}"
+             f" (non-decreasing: {monotone[0]}, {monotone[1]})",
+             f"  attention entropy   PDE {_span(ds, 'pde_entropy', k, 1)}, particles "
+             f"{_span(ds, 'particle_entropy', k, 1)} (mean over heads; relative, 0 = clustered)",
+             f"  max density         {_span(ds, 'pde_max_density', k)} (uniform: {1 / (4 * np.pi):.4g})",
+             f"  W2(particles, PDE)  {w2[0]:.4f} -> {w2[k]:.4f} radians (t = 0: sampling error of "
+             f"{ds.sizes['particle']} points)"]
+    return "\n".join(lines)
+
+
+def main_job(config: RunConfig | None = None, out_dir="meanfield-output", progress=None) -> dict:
+    """Run, then write the dataset, the figures and the animation into ``out_dir``.
+
+    Returns
+    -------
+    dict with ``dataset`` (the xarray Dataset), ``paths`` (list of written files) and ``summary`` (str).
+    """
+    config = RunConfig() if config is None else config
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)       # fail before the run if the folder cannot be made
+    ds = run(config, progress=progress)
+    paths = [save(ds, out / config.outputs.dataset)]
+    if config.outputs.figures or config.outputs.animation:
+        from . import plotting  # matplotlib only when figures are asked for
+
+        paths += plotting.save_figures(ds, out, dpi=config.outputs.dpi, figures=config.outputs.figures,
+                                       animation=config.outputs.animation)
+    return {"dataset": ds, "paths": paths, "summary": summary(ds)}

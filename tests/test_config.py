@@ -1,0 +1,82 @@
+"""Run configs: defaults, TOML round trips and errors that name the key, the allowed values and the input."""
+
+import dataclasses
+
+import tomllib
+
+import pytest
+
+from meanfield.config import ConfigError, HeadConfig, RunConfig, load_config, to_toml
+
+
+def test_default_round_trips_through_dict_and_toml():
+    cfg = RunConfig()
+    assert RunConfig.from_dict(cfg.to_dict()) == cfg
+    assert RunConfig.from_toml(cfg.to_toml()) == cfg
+
+
+def test_nondefault_values_round_trip():
+    d = {"seed": 7, "heads": [{"lam": -0.5, "beta": 2.0, "kernel": "relu", "normalization": "softmax"}],
+         "initial": {"mus": [[0.0, 0.6, 0.8]], "kappas": [5.0], "weights": [1.0], "floor": 0.0},
+         "integrator": {"method": "rk4", "dt": 0.01, "t_final": 0.5, "n_frames": 3},
+         "outputs": {"figures": False, "w2_method": "sliced", "dataset": "x.nc"}}
+    cfg = RunConfig.from_dict(d)
+    assert cfg.heads == (HeadConfig(-0.5, 2.0, "relu", "softmax"),)
+    assert RunConfig.from_toml(to_toml(cfg.to_dict())) == cfg
+    assert cfg.to_dict()["integrator"]["dt"] == 0.01
+
+
+def test_missing_keys_take_defaults_and_config_is_frozen():
+    cfg = RunConfig.from_dict({"pde": {"lmax": 15}})
+    assert cfg.pde.lmax == 15 and cfg.particles == RunConfig().particles
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.seed = 3
+
+
+BAD = [
+    ({"bogus": 1}, "unknown key bogus", "allowed top-level keys"),
+    ({"pde": {"lmx": 31}}, "unknown key pde.lmx", "'lmax'"),
+    ({"heads": [{"lam": 1.0}, {"lam": 1.0, "temperature": 2}]}, "unknown key heads[1].temperature", "'beta'"),
+    ({"pde": {"lmax": "31"}}, "pde.lmax must be an integer >= 2", "received '31'"),
+    ({"particles": {"n": 1.5}}, "particles.n must be an integer >= 2", "received 1.5"),
+    ({"heads": [{"lam": 1.0}, {"beta": True}]}, "heads[1].beta must be a finite number > 0", "received True"),
+    ({"heads": [{"beta": -1.0}]}, "heads[0].beta must be a finite number > 0", "received -1.0"),
+    ({"pde": {"lmax": 1}}, "pde.lmax must be an integer >= 2", "received 1"),
+    ({"initial": {"floor": 1.5}}, "initial.floor must be a finite number >= 0.0 and <= 1.0", "received 1.5"),
+    ({"heads": [{"kernel": "gauss"}]}, "heads[0].kernel must be one of ['exp', 'relu']", "received 'gauss'"),
+    ({"integrator": {"method": "rk9"}}, "integrator.method must be one of", "received 'rk9'"),
+    ({"integrator": {"method": "rk4"}}, "integrator.dt must be a number > 0", "'rk4'"),
+    ({"initial": {"mus": [[1.0, 1.0, 0.0]]}}, "initial.mus[0] must be a unit 3-vector", "|mu|^2 = 2"),
+    ({"initial": {"kappas": [1.0, 2.0]}}, "initial.kappas must have 1 or len(initial.mus) = 3", "received 2"),
+    ({"initial": {"weights": [0.5, 0.5, 0.5]}}, "initial.weights must sum to 1", "1.5"),
+    ({"heads": []}, "heads must be a non-empty list", "received []"),
+    ({"outputs": {"dataset": "a/b.nc"}}, "outputs.dataset must be a plain file name", "'a/b.nc'"),
+    ({"seed": -1}, "seed must be an integer >= 0", "received -1"),
+]
+
+
+@pytest.mark.parametrize("data, key_text, received_text", BAD)
+def test_bad_values_name_key_allowed_and_received(data, key_text, received_text):
+    with pytest.raises(ConfigError) as err:
+        RunConfig.from_dict(data)
+    assert key_text in str(err.value) and received_text in str(err.value)
+
+
+def test_load_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file .*nope.toml"):
+        load_config(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[pde\nlmax = 3")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_config(bad)
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text("[pde]\nlmax = 2.5\n")
+    with pytest.raises(ConfigError, match=r"wrong.toml: pde.lmax must be an integer >= 2 .*received 2.5"):
+        load_config(wrong)
+
+
+def test_toml_writer_escapes_and_refuses_unknown_types():
+    text = to_toml({"outputs": {"dataset": 'a"b\\c\nd'}, "seed": 3})
+    assert tomllib.loads(text) == {"outputs": {"dataset": 'a"b\\c\nd'}, "seed": 3}
+    with pytest.raises(TypeError, match="cannot write"):
+        to_toml({"x": object()})
