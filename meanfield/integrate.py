@@ -294,6 +294,9 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     _check_positive("dt_max", dt_max, allow_inf=True)
     if not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
         _fail("max_steps", "a positive integer", max_steps)
+    if not adaptive and (t1 - t0) / dt > max_steps:
+        _fail("dt", f"at least (t1 - t0) / max_steps = {(t1 - t0) / max_steps:.3g} (fixed steps would need "
+              f"{(t1 - t0) / dt:.3g} > max_steps = {max_steps} steps)", dt)
 
     if checkpoint is not None and not callable(checkpoint):
         _fail("checkpoint", "None or a callable checkpoint(state)", checkpoint)

@@ -49,7 +49,7 @@ def _int(name, x, lo):
 def _int_array(name, x, lo):
     a = np.asarray(x)
     if a.dtype == bool or not np.issubdtype(a.dtype, np.number) or a.size == 0 \
-            or not np.all(np.isfinite(a)) or np.any(a != np.round(a)) or np.any(a < lo):
+            or not np.all(np.isfinite(a)) or np.any(a != np.round(a)) or np.any(a < lo) or np.any(a > 2**53):
         raise ValueError(f"{name} must be integer(s) >= {lo}; received {x!r}")
     return a.astype(int)
 

@@ -1,0 +1,159 @@
+"""Hostile input, property-based (hypothesis): every public entry point either works or raises a
+ValueError that names the argument; nothing else escapes, nothing non-finite is returned silently.
+
+``OUTCOMES`` tallies what happened per entry point (``python -m pytest tests/test_hostile.py -s``
+prints the table at the end of the module).
+"""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import meanfield as mf
+from meanfield import densities, diagnostics, initial, theory
+from meanfield.integrate import integrate
+
+OUTCOMES = Counter()
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                    derandomize=True)
+
+floats_any = st.floats(allow_nan=True, allow_infinity=True, width=64)
+shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
+
+
+def attempt(name, fn, *args, names=(), **kw):
+    """Run ``fn``; a ValueError must mention one of ``names``; any other exception fails the test."""
+    try:
+        out = fn(*args, **kw)
+    except ValueError as err:
+        msg = str(err)
+        assert msg and ("received" in msg or "must" in msg), msg
+        if names:
+            assert any(n in msg for n in names), (names, msg)
+        OUTCOMES[(name, "ValueError")] += 1
+        return None
+    OUTCOMES[(name, "ok")] += 1
+    return out
+
+
+@SETTINGS
+@given(M=hnp.arrays(np.float64, shapes, elements=floats_any), beta=floats_any,
+       kernel=st.sampled_from(["exp", "relu", "gauss", ""]), normalization=st.sampled_from(["mean", "softmax", "sum"]))
+def test_head_construction(M, beta, kernel, normalization):
+    h = attempt("Head", mf.Head, M, M, beta, kernel, normalization,
+                names=("M", "V", "beta", "kernel", "normalization"))
+    if h is not None:
+        assert np.all(np.isfinite(h.M)) and h.beta > 0 and np.isfinite(h.beta)
+
+
+@SETTINGS
+@given(X=hnp.arrays(np.float64, shapes, elements=floats_any), d=st.integers(2, 4),
+       beta=st.floats(1e-8, 50.0), geometry=st.sampled_from(["sphere", "flat"]))
+def test_particle_velocity_on_arbitrary_arrays(X, d, beta, geometry):
+    system = mf.ParticleSystem(mf.scalar_heads([1.0, -0.5], d, beta=beta), geometry)
+    v = attempt("ParticleSystem.velocity", system.velocity, X, names=("X",))
+    if v is not None:
+        assert v.shape == X.shape and np.all(np.isfinite(v))
+
+
+@SETTINGS
+@given(n=st.integers(2, 12), d=st.integers(2, 5), beta=st.floats(1e-6, 300.0),
+       normalization=st.sampled_from(["mean", "softmax"]), seed=st.integers(0, 2**16))
+def test_extreme_beta_softmax_is_finite(n, d, beta, normalization, seed):
+    """Huge or tiny beta: softmax never overflows (row max shift); mean may overflow only past
+    exp(709), in which case the result is inf, never NaN hidden in a finite-looking answer."""
+    system = mf.ParticleSystem(mf.scalar_heads([1.0], d, beta=beta, normalization=normalization))
+    X = initial.uniform_sphere(n, d, seed=seed)
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = attempt("velocity(extreme beta)", system.velocity, X)
+    if normalization == "softmax":
+        assert np.all(np.isfinite(v))
+    H = diagnostics.attention_entropy(system, X)
+    assert np.all(np.isfinite(H)) and np.all(H >= -1e-12) and np.all(H <= np.log(n) + 1e-12)
+
+
+@SETTINGS
+@given(d=st.integers(2, 5), rank=st.integers(0, 2), n=st.integers(2, 10), seed=st.integers(0, 2**16),
+       kernel=st.sampled_from(["exp", "relu"]), normalization=st.sampled_from(["mean", "softmax"]))
+def test_degenerate_heads(d, rank, n, seed, kernel, normalization):
+    """Zero or low-rank heads: velocities finite (ReLU softmax rows with no mass give 0)."""
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((d, rank))
+    M = B @ B.T
+    system = mf.ParticleSystem((mf.Head(M, M, 1.0, kernel, normalization),))
+    v = attempt("velocity(degenerate heads)", system.velocity, initial.uniform_sphere(n, d, seed=seed))
+    assert v is not None and np.all(np.isfinite(v))
+    if rank == 0:
+        assert np.all(v == 0) or normalization == "softmax"
+
+
+@SETTINGS
+@given(y0=hnp.arrays(np.float64, hnp.array_shapes(max_dims=2, max_side=4), elements=floats_any),
+       t1=floats_any, dt=floats_any, method=st.sampled_from(["rk4", "dopri5", "euler", "rk45", 3]))
+def test_integrate_arguments(y0, t1, dt, method):
+    tr = attempt("integrate", integrate, lambda t, y: -y, y0, (0.0, t1), method=method, dt=dt,
+                 names=("y0", "t_span", "dt", "method", "t_eval"))
+    if tr is not None:
+        assert tr.status in (0, -1) and np.all(np.isfinite(tr.y_final))
+
+
+@SETTINGS
+@given(H=st.one_of(st.integers(-3, 12), floats_any), n=st.one_of(st.integers(-3, 200), floats_any),
+       beta=floats_any)
+def test_theory_closed_forms(H, n, beta):
+    attempt("theory.beta_star", theory.beta_star, H, n, names=("H", "n", "alpha"))
+    attempt("theory.lambda_max", theory.lambda_max, beta, n, names=("beta", "n"))
+    attempt("theory.growth_rate", theory.growth_rate, 2, [1.0], beta, names=("beta", "l", "lambdas"))
+
+
+@SETTINGS
+@given(n=st.integers(-2, 6), d=st.integers(-1, 6), gamma=floats_any, kappa=floats_any)
+def test_initial_conditions(n, d, gamma, kappa):
+    X = attempt("initial.equiangular", initial.equiangular, n, d, gamma, names=("n", "d", "gamma"))
+    if X is not None:
+        assert np.all(np.isfinite(X))
+    mu = np.eye(max(d, 2))[0]
+    Y = attempt("initial.von_mises_fisher", initial.von_mises_fisher, n, mu, kappa, names=("n", "d", "kappa"))
+    if Y is not None:
+        assert np.all(np.isfinite(Y))
+
+
+@SETTINGS
+@given(coeffs=hnp.arrays(np.complex128, st.integers(0, 30), elements=st.complex_numbers(allow_nan=True,
+                                                                                        allow_infinity=True)),
+       n=st.integers(-1, 20))
+def test_densities_and_sampling(coeffs, n):
+    grid = mf.SphereGrid(5)
+    attempt("densities.check_density", densities.check_density, grid, coeffs, names=("rho_lm",))
+    rho = densities.vmf_density(grid, [0, 0, 1.0], 2.0)
+    X = attempt("densities.sample_particles", densities.sample_particles, grid, rho, n, seed=0, names=("n",))
+    if X is not None:
+        assert X.shape == (n, 3)
+
+
+def test_continuum_hostile_start():
+    pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3), lmax=8, kernel_tol=1e-6)
+    bad = densities.uniform_density(pde.grid).copy()
+    for value, match in [(np.inf, "finite"), (np.nan, "finite")]:
+        b = bad.copy()
+        b[4] = value
+        with pytest.raises(ValueError, match=match):
+            mf.solve_continuum(pde, b, 1.0)
+    with pytest.raises(ValueError, match="shape"):
+        mf.solve_continuum(pde, bad[:-1], 1.0)
+    with pytest.raises(ValueError, match="t_final"):
+        mf.solve_continuum(pde, bad, -1.0)
+    OUTCOMES[("solve_continuum(hostile start)", "ValueError")] += 4
+
+
+def test_zz_print_outcomes(capsys):
+    """Prints the tally (runs last in this module); asserts that every entry point was exercised."""
+    with capsys.disabled():
+        print("\nhostile-input outcomes:")
+        for (name, outcome), count in sorted(OUTCOMES.items()):
+            print(f"  {name:40s} {outcome:10s} {count}")
+    assert sum(OUTCOMES.values()) > 300
