@@ -17,6 +17,13 @@ Package map (imports flow downwards only)::
     theory            closed forms of MODEL.md sections 2-3
     transport         W2 distances on the sphere (the only POT user; imported on first use)
     simulate          solve_particles / solve_continuum: integrator + observe hooks
+    paired            paired particle / PDE runs compared by W2 (imported on first use)
+    config            RunConfig: the main job's settings, TOML in and out, validated
+    checkpoint        integrator states of long runs, saved atomically; resume
+    run               the main job: PDE + particles + W2 -> xarray Dataset (imported on first use)
+    results           NetCDF datasets with config, schema and package version
+    plotting          figures and animations (the only matplotlib user; imported on first use)
+    sweep             parameter sweeps of the main job on dask.distributed
     cli               the ``meanfield`` command
 """
 
@@ -39,7 +46,10 @@ __all__ = ["Head", "scalar_heads", "orthogonal_block_heads", "random_symmetric_h
            "initial", "theory", "transport", "__version__"]
 
 
+_LAZY = ("transport", "paired", "config", "checkpoint", "run", "results", "plotting", "sweep", "fastsum")
+
+
 def __getattr__(name):
-    if name == "transport":          # POT is slow to import: load it on first use
-        return import_module(".transport", __name__)
+    if name in _LAZY:                # POT, xarray, matplotlib, dask are slow to import: load on first use
+        return import_module(f".{name}", __name__)
     raise AttributeError(f"module 'meanfield' has no attribute {name!r}")

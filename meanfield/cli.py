@@ -2,7 +2,10 @@
 
 * ``meanfield run [CONFIG.toml] [--out DIR]`` -- PDE and particles from one start, compared by W2
   (no CONFIG: the built-in default, about a minute on 2 cores); writes a NetCDF dataset, PNG
-  figures and a GIF into DIR (default ``./meanfield-output``) and prints a summary.
+  figures and a GIF into DIR (default ``./meanfield-output``) and prints a summary.  Ctrl-C
+  saves the integrator states (exit 130); ``meanfield run --resume DIR`` continues the run.
+* ``meanfield sweep SWEEP.toml [--scheduler ADDRESS]`` -- the main job over parameter points on
+  dask.distributed (see :mod:`meanfield.sweep`); re-running skips finished points.
 * ``meanfield config --default`` -- print the default config as TOML; ``meanfield config FILE``
   validates a config file.
 * ``meanfield plot RESULT.nc [--out DIR]`` -- redraw every figure from a results file.
@@ -29,17 +32,46 @@ DEFAULT_OUT = "meanfield-output"
 
 def _run(args):
     from .config import RunConfig, load_config
-    from .run import main_job
+    from .run import RunInterrupted, main_job, resume_job
 
-    config = RunConfig() if args.config is None else load_config(args.config)
     started = time.perf_counter()
-    print(f"meanfield run: {'built-in default' if args.config is None else args.config} -> {args.out}/",
-          file=sys.stderr)
-    out = main_job(config, args.out, progress=False if args.no_progress else None)
+    progress = False if args.no_progress else None
+    try:
+        if args.resume is not None:
+            if args.config is not None:
+                raise ValueError("meanfield run takes either CONFIG or --resume DIR, not both")
+            print(f"meanfield run: resuming the run in {args.resume}/", file=sys.stderr)
+            out_dir, out = args.resume, resume_job(args.resume, progress=progress)
+        else:
+            config = RunConfig() if args.config is None else load_config(args.config)
+            print(f"meanfield run: {'built-in default' if args.config is None else args.config} -> {args.out}/",
+                  file=sys.stderr)
+            out_dir, out = args.out, main_job(config, args.out, progress=progress)
+    except RunInterrupted as err:
+        print(f"meanfield: interrupted: {err}\ncontinue with: meanfield run --resume {err.folder.parent}",
+              file=sys.stderr)
+        return 130
     print(out["summary"])
-    print(f"wrote {len(out['paths'])} files to {args.out}/: {', '.join(p.name for p in out['paths'])} "
+    print(f"wrote {len(out['paths'])} files to {out_dir}/: {', '.join(p.name for p in out['paths'])} "
           f"({time.perf_counter() - started:.1f} s)")
     return 0
+
+
+def _sweep(args):
+    from .sweep import load_sweep_spec, run_sweep
+
+    spec = load_sweep_spec(args.sweep)
+    out = Path(args.out) if args.out else Path(args.sweep).with_suffix("")
+    print(f"meanfield sweep: {len(spec.points)} points -> {out}/ "
+          f"({'scheduler ' + args.scheduler if args.scheduler else f'LocalCluster, {args.workers} workers'})",
+          file=sys.stderr)
+    rows = run_sweep(spec, out, scheduler=args.scheduler, n_workers=args.workers,
+                     progress=False if args.no_progress else None)
+    failed = [r for r in rows if r["status"] != "done"]
+    print(f"{len(rows) - len(failed)} of {len(rows)} points done; index: {out / 'index.json'}")
+    for r in failed:
+        print(f"  {r['id']} {r['params']}: {r['status']} {r['error']}")
+    return 0 if not failed else 1
 
 
 def _config(args):
@@ -121,6 +153,16 @@ def _positive_int(s):
     return v
 
 
+def _positive_int_1(s):
+    try:
+        v = int(s)
+    except ValueError:
+        v = None
+    if v is None or v < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; received {s}")
+    return v
+
+
 def _positive_float(s):
     try:
         v = float(s)
@@ -138,7 +180,16 @@ def build_parser():
     r.add_argument("config", nargs="?", default=None, help="TOML config (default: the built-in demonstration)")
     r.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    r.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue the interrupted run whose output folder is DIR")
     r.set_defaults(func=_run)
+    sw = sub.add_parser("sweep", help="run the main job over a grid or list of parameter points (dask)")
+    sw.add_argument("sweep", help="sweep TOML file (see meanfield.sweep)")
+    sw.add_argument("--out", default=None, help="output folder (default: the sweep file's name)")
+    sw.add_argument("--scheduler", default=None, metavar="ADDRESS", help="an existing dask scheduler")
+    sw.add_argument("--workers", type=_positive_int_1, default=2, help="LocalCluster workers (default 2)")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sw.set_defaults(func=_sweep)
     c = sub.add_parser("config", help="print the default config (--default) or validate a config FILE")
     c.add_argument("file", nargs="?", default=None, help="TOML config to validate")
     c.add_argument("--default", action="store_true", help="print the default config as TOML")

@@ -233,6 +233,9 @@ class OutputConfig(_Section):
     animation: bool = _opt(_bool, True, "write the GIF animation")
     dpi: int = _opt(_int(30, 600), 110, "figure resolution")
     w2_method: str = _opt(_choice(W2_METHODS), "exact", f"W2 solver, one of {list(W2_METHODS)}")
+    checkpoint_every: float | None = _opt(_optional(_real(0, lo_open=True)), None,
+                                          "save integrator states every this much simulated time "
+                                          "(always on Ctrl-C)")
 
 
 _SECTIONS = {"initial": InitialConfig, "pde": PDEConfig, "particles": ParticleConfig,

@@ -22,7 +22,8 @@ import numpy as np
 import xarray as xr
 
 from . import diagnostics
-from .config import RunConfig
+from .checkpoint import Checkpointer, RunInterrupted
+from .config import RunConfig, load_config
 from .continuum import ContinuumPDE
 from .densities import sample_particles, vmf_mixture_density
 from .heads import Head
@@ -31,7 +32,7 @@ from .results import SCHEMA_VERSION, align_times, coefficients_to_lm, observable
 from .simulate import solve_continuum, solve_particles
 from .sphere import SphereGrid
 
-__all__ = ["build_heads", "initial_state", "run", "summary", "main_job"]
+__all__ = ["build_heads", "initial_state", "run", "summary", "main_job", "resume_job", "RunInterrupted"]
 
 
 def build_heads(config: RunConfig) -> tuple[Head, ...]:
@@ -82,8 +83,23 @@ def _w2_series(config, X, rho_lm, pde_reached, progress):
     return dist, neg
 
 
-def run(config: RunConfig | None = None, progress=None) -> xr.Dataset:
-    """Run the main job and return its dataset (nothing is written).
+def _phase(checkpoints, phase, config, solve, *args, **kw):
+    """One integration phase, checkpointed and resumable when ``checkpoints`` is given."""
+    if checkpoints is None:
+        return solve(*args, **kw)
+    done = checkpoints.finished(phase)
+    if done is not None:
+        return done
+    traj = solve(*args, checkpoint=checkpoints.saver(phase), checkpoint_every=config.outputs.checkpoint_every,
+                 resume=checkpoints.state(phase), **kw)
+    if traj.status == 2:
+        raise RunInterrupted(checkpoints.folder, f"{phase} run {traj.message}; state saved in {checkpoints.folder}")
+    checkpoints.finish(phase, traj)
+    return traj
+
+
+def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.Dataset:
+    """Run the main job and return its dataset (nothing is written but checkpoints).
 
     Parameters
     ----------
@@ -91,6 +107,10 @@ def run(config: RunConfig | None = None, progress=None) -> xr.Dataset:
         Default: ``RunConfig()``, the built-in demonstration.
     progress : bool or None
         tqdm bars (None: only when stderr is a terminal).
+    checkpoints : Checkpointer, optional
+        Save integrator states every ``config.outputs.checkpoint_every`` (simulated time) and on
+        Ctrl-C, and continue from the states found there: a resumed run gives the same numbers,
+        bit for bit, as an uninterrupted one.  An interrupt raises :class:`RunInterrupted`.
 
     Returns
     -------
@@ -107,10 +127,11 @@ def run(config: RunConfig | None = None, progress=None) -> xr.Dataset:
     rho_lm0, X0 = initial_state(config, pde.grid)
     times = np.linspace(0.0, ic.t_final, ic.n_frames)
     step = dict(t_eval=times, method=ic.method, dt=ic.dt, rtol=ic.rtol, atol=ic.atol, progress=progress)
-    sol = solve_continuum(pde, rho_lm0, ic.t_final, tail_tol=config.pde.tail_tol,
-                          negative_tol=config.pde.negative_tol, **step)
     system = ParticleSystem(heads)
-    part = solve_particles(system, X0, ic.t_final, observe=_particle_observer(system), **step)
+    sol = _phase(checkpoints, "pde", config, solve_continuum, pde, rho_lm0, ic.t_final,
+                 tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol, **step)
+    part = _phase(checkpoints, "particles", config, solve_particles, system, X0, ic.t_final,
+                  observe=_particle_observer(system), **step)
     T, H, n, lmax = times.size, len(heads), X0.shape[0], config.pde.lmax
 
     rows, cols = align_times(times, sol.t)
@@ -155,9 +176,9 @@ def run(config: RunConfig | None = None, progress=None) -> xr.Dataset:
 
 
 def _span(ds, name, k, reduce=None):
-    a = ds[name].values
+    a = ds[name].values[[0, k]]          # only the two reported times (later ones may be NaN)
     a = a if reduce is None else np.nanmean(a, axis=1)
-    return f"{a[0]:.6g} -> {a[k]:.6g}"
+    return f"{a[0]:.6g} -> {a[1]:.6g}"
 
 
 def summary(ds: xr.Dataset) -> str:
@@ -188,6 +209,10 @@ def summary(ds: xr.Dataset) -> str:
 def main_job(config: RunConfig | None = None, out_dir="meanfield-output", progress=None) -> dict:
     """Run, then write the dataset, the figures and the animation into ``out_dir``.
 
+    Integrator states are checkpointed in ``out_dir/checkpoint/`` (every
+    ``outputs.checkpoint_every`` and on Ctrl-C); :func:`resume_job` continues an interrupted run.
+    The checkpoint folder is removed once the dataset is written.
+
     Returns
     -------
     dict with ``dataset`` (the xarray Dataset), ``paths`` (list of written files) and ``summary`` (str).
@@ -195,8 +220,29 @@ def main_job(config: RunConfig | None = None, out_dir="meanfield-output", progre
     config = RunConfig() if config is None else config
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)       # fail before the run if the folder cannot be made
-    ds = run(config, progress=progress)
+    checkpoints = Checkpointer(out / "checkpoint")
+    if checkpoints.folder.exists():
+        raise ValueError(f"out_dir {str(out)!r} holds the checkpoint of an unfinished run; continue it with "
+                         f"'meanfield run --resume {out}' or remove {checkpoints.folder}")
+    checkpoints.folder.mkdir()
+    (checkpoints.folder / "config.toml").write_text(config.to_toml())
+    return _finish(config, out, checkpoints, progress)
+
+
+def resume_job(out_dir, progress=None) -> dict:
+    """Continue the interrupted run whose checkpoint is in ``out_dir/checkpoint/``."""
+    out = Path(out_dir)
+    checkpoints = Checkpointer(out / "checkpoint")
+    if not (checkpoints.folder / "config.toml").is_file():
+        raise ValueError(f"out_dir {str(out)!r} holds no checkpoint of an unfinished run "
+                         f"(expected {checkpoints.folder / 'config.toml'})")
+    return _finish(load_config(checkpoints.folder / "config.toml"), out, checkpoints, progress)
+
+
+def _finish(config, out, checkpoints, progress):
+    ds = run(config, progress=progress, checkpoints=checkpoints)
     paths = [save(ds, out / config.outputs.dataset)]
+    checkpoints.clear()
     if config.outputs.figures or config.outputs.animation:
         from . import plotting  # matplotlib only when figures are asked for
 

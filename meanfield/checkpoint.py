@@ -1,0 +1,68 @@
+"""Checkpoints of long runs: integrator states saved atomically in a folder, one file per phase.
+
+A :class:`Checkpointer` hands :func:`meanfield.integrate.integrate` a ``checkpoint`` callback
+for a named phase (``"pde"``, ``"particles"``), keeps the finished trajectory of each phase, and
+gives back what a resumed run needs: the finished trajectory, or the last state to continue from.
+Files are pickles written to a temporary name and renamed, so a file is never half written.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+__all__ = ["Checkpointer", "RunInterrupted"]
+
+
+class RunInterrupted(Exception):
+    """A run was interrupted (Ctrl-C); its state is saved in ``folder``."""
+
+    def __init__(self, folder, message):
+        super().__init__(message)
+        self.folder = Path(folder)
+
+
+class Checkpointer:
+    """Checkpoint files of one run in ``folder``."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+
+    def _write(self, name, obj):
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{name}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, self.folder / name)
+
+    def _read(self, name):
+        path = self.folder / name
+        if not path.is_file():
+            return None
+        with open(path, "rb") as f:
+            return pickle.load(f)
+
+    def saver(self, phase):
+        """``checkpoint(state)`` callback writing ``<phase>.state.pkl``."""
+        return lambda state: self._write(f"{phase}.state.pkl", state)
+
+    def state(self, phase):
+        """The last saved integrator state of ``phase`` (to pass as ``resume``), or None."""
+        return self._read(f"{phase}.state.pkl")
+
+    def finish(self, phase, trajectory):
+        """Keep the finished trajectory of ``phase``; its intermediate state is no longer needed."""
+        self._write(f"{phase}.done.pkl", trajectory)
+        (self.folder / f"{phase}.state.pkl").unlink(missing_ok=True)
+
+    def finished(self, phase):
+        """The finished trajectory of ``phase``, or None."""
+        return self._read(f"{phase}.done.pkl")
+
+    def clear(self):
+        """Remove the checkpoint files (after the run's results are safely written)."""
+        if self.folder.is_dir():
+            for f in self.folder.iterdir():
+                f.unlink()
+            self.folder.rmdir()
