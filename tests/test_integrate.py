@@ -233,8 +233,12 @@ def test_non_finite_state_fails(method):
 
 
 def test_max_steps_and_step_underflow():
-    r = integrate(lambda t, y: -y, [1.0], (0.0, 1.0), dt=0.1, max_steps=5)
-    assert r.status == -1 and "max_steps" in r.message and r.n_steps == 5
+    # adaptive: the step count is not known in advance, the run stops with status -1
+    r = integrate(lambda t, y: -y, [1.0], (0.0, 1.0), method="dopri5", rtol=1e-12, atol=1e-14, max_steps=5)
+    assert r.status == -1 and "max_steps" in r.message and r.n_steps + r.n_rejected == 5
+    # fixed steps: a dt needing more than max_steps steps is refused before any work
+    with pytest.raises(ValueError, match=r"dt must be at least .* > max_steps = 5"):
+        integrate(lambda t, y: -y, [1.0], (0.0, 1.0), dt=0.1, max_steps=5)
     rng = np.random.default_rng(3)
     noise = lambda t, y: 1e8 * rng.normal(size=y.shape)  # noqa: E731  (no step can meet atol)
     r = integrate(noise, [0.0], (0.0, 1.0), method="dopri5", atol=1e-12, rtol=1e-12)
