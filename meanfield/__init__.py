@@ -14,7 +14,8 @@ Package map (imports flow downwards only)::
     continuum         ContinuumPDE: the mean-field continuity equation on S^2
     diagnostics       particle diagnostics (energy rates, radial shadows, Condition 8, entropy, clusters)
     field_diagnostics continuum diagnostics and the resolution monitor
-    theory            closed forms of MODEL.md sections 2-3
+    theory            closed forms of MODEL.md sections 2-3 (re-exports stability)
+    stability         Funk-Hecke coefficients, growth rates sigma_l, critical noise
     transport         W2 distances on the sphere (the only POT user; imported on first use)
     simulate          solve_particles / solve_continuum: integrator + observe hooks
     paired            paired particle / PDE runs compared by W2 (imported on first use)

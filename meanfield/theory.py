@@ -8,9 +8,9 @@ Pure functions of numbers and arrays (numpy and scipy only).  Three groups:
 * **Early rate and critical temperature**: :func:`phi` and its derivatives,
   :func:`lambda_max`, :func:`phi_inflection`, :func:`early_rate`,
   :func:`heterogeneity_gain`, :func:`c_star`, :func:`beta_star`, :func:`radial_fraction`.
-* **Linear stability of the uniform density**: :func:`funk_hecke_exp`,
-  :func:`funk_hecke_relu`, :func:`growth_rate`, :func:`most_unstable_degree`,
-  :func:`critical_noise`.
+* **Linear stability of the uniform density** (defined in :mod:`meanfield.stability`,
+  re-exported here): :func:`funk_hecke_exp`, :func:`funk_hecke_relu`, :func:`growth_rate`,
+  :func:`most_unstable_degree`, :func:`critical_noise`.
 
 Every reduced rate is written as
 
@@ -23,12 +23,13 @@ because :math:`\\dot\\gamma = 2\\langle v_i, x_k\\rangle` and
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from scipy import integrate, optimize, special
 
+from ._validate import _choice, _common, _gamma, _int, _int_array, _lambdas, _real, _real_array
 from .heads import KERNELS, NORMALIZATIONS
+from .stability import (critical_noise, funk_hecke_exp, funk_hecke_relu, growth_rate,  # noqa: F401
+                        most_unstable_degree, sphere_area)
 
 __all__ = [
     "equiangular_rate", "solve_equiangular", "clustering_time", "linearized_clustering_time",
@@ -37,70 +38,6 @@ __all__ = [
     "radial_fraction", "sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate",
     "most_unstable_degree", "critical_noise",
 ]
-
-
-# ----------------------------------------------------------------------------- input checks
-def _int(name, x, lo):
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}; received {x!r}")
-    return int(x)
-
-
-def _int_array(name, x, lo):
-    a = np.asarray(x)
-    if a.dtype == bool or not np.issubdtype(a.dtype, np.number) or a.size == 0 \
-            or not np.all(np.isfinite(a)) or np.any(a != np.round(a)) or np.any(a < lo) or np.any(a > 2**53):
-        raise ValueError(f"{name} must be integer(s) >= {lo}; received {x!r}")
-    return a.astype(int)
-
-
-def _real(name, x, positive=False):
-    ok = isinstance(x, numbers.Real) and not isinstance(x, bool) and np.isfinite(x)
-    if not ok or (positive and x <= 0):
-        what = "a positive finite number" if positive else "a finite real number"
-        raise ValueError(f"{name} must be {what}; received {x!r}")
-    return float(x)
-
-
-def _real_array(name, x):
-    try:
-        a = None if isinstance(x, (str, bytes)) else np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        a = None
-    if a is None or not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite real number(s); received {x!r}")
-    return a
-
-
-def _lambdas(x):
-    try:
-        a = np.atleast_1d(np.asarray(x, dtype=float))
-    except (TypeError, ValueError):
-        a = None
-    if a is None or a.ndim != 1 or a.size == 0 or not np.all(np.isfinite(a)):
-        raise ValueError(f"lambdas must be a non-empty 1-d sequence of finite head strengths; "
-                         f"received {x!r}")
-    return a
-
-
-def _choice(name, x, allowed):
-    if x not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}; received {x!r}")
-    return x
-
-
-def _gamma(name, g, n):
-    g = _real_array(name, g)
-    lo = -1.0 / (n - 1)
-    if np.any(g < lo) or np.any(g > 1):
-        raise ValueError(f"{name} must lie in [-1/(n-1), 1] = [{lo:.6g}, 1] (an equiangular "
-                         f"configuration of n = {n} unit vectors); received {np.asarray(g)!r}")
-    return g
-
-
-def _common(lambdas, beta, n, kernel, normalization):
-    return (_lambdas(lambdas), _real("beta", beta, positive=True), _int("n", n, 2),
-            _choice("kernel", kernel, KERNELS), _choice("normalization", normalization, NORMALIZATIONS))
 
 
 # ----------------------------------------------------------------------- equiangular dynamics
@@ -441,155 +378,3 @@ def radial_fraction(beta, alpha, n):
     beta = _real_array("beta", beta)
     alpha, n = _real("alpha", alpha, positive=True), _int("n", n, 2)
     return 1.0 / np.sqrt(1.0 + (n - 1) * np.exp(-2.0 * beta * alpha))
-
-
-# ---------------------------------------------------------------- Funk-Hecke and stability
-def sphere_area(d):
-    """:math:`|S^{d-1}| = 2\\pi^{d/2}/\\Gamma(d/2)`."""
-    d = _int("d", d, 1)
-    return float(2.0 * np.pi ** (d / 2) / special.gamma(d / 2))
-
-
-def _fh_exp_scaled(l, a, d):
-    """``c_l(a) exp(-|a|)``; ``l`` int array, ``a`` float array (broadcast). No checks."""
-    l, a = np.broadcast_arrays(l, a)
-    b = np.abs(a)
-    nu = l + d / 2.0 - 1.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        val = (2 * np.pi) ** (d / 2) * b ** (1 - d / 2) * special.ive(nu, b)
-    val = np.where(b == 0, np.where(l == 0, sphere_area(d), 0.0), val)
-    return val * np.where((a < 0) & (l % 2 == 1), -1.0, 1.0)
-
-
-def funk_hecke_exp(l, a, d=3):
-    """Funk-Hecke coefficient of :math:`e^{a t}` on :math:`S^{d-1}`.
-
-    .. math:: \\int_{S^{d-1}} e^{a\\langle x,y\\rangle} Y_l(y)\\,dy = c_l(a) Y_l(x),\\qquad
-              c_l(a) = (2\\pi)^{d/2} a^{1-d/2} I_{l+d/2-1}(a)
-
-    (``d = 3``: ``4 pi i_l(a)``).  Uses the exponentially scaled ``ive`` (overflow only when
-    the value itself exceeds the float range), ``c_l(-a) = (-1)^l c_l(a)`` and
-    ``c_0(0) = |S^{d-1}|``, ``c_l(0) = 0`` for ``l >= 1``.
-
-    Parameters
-    ----------
-    l : array_like of int >= 0
-    a : array_like of float (broadcast against ``l``)
-    d : int >= 2
-
-    Returns
-    -------
-    ndarray, broadcast shape of ``l`` and ``a``
-    """
-    l, a, d = _int_array("l", l, 0), _real_array("a", a), _int("d", d, 2)
-    with np.errstate(over="ignore"):
-        return _fh_exp_scaled(l, a, d) * np.exp(np.abs(a))
-
-
-def funk_hecke_relu(l, a, d=3, power=1):
-    """Funk-Hecke coefficient of :math:`k(t) = \\max(a t, 0)^p` on :math:`S^{d-1}`.
-
-    .. math:: c_l = |S^{d-2}|\\int_{-1}^{1} k(t) P_l(t) (1-t^2)^{(d-3)/2}\\,dt
-              = |a|^p (\\pm 1)^l J_l,\\quad
-              J_l = |S^{d-2}|\\int_0^1 t^p P_l(t)(1-t^2)^{(d-3)/2} dt,
-
-    sign ``+`` for ``a > 0`` and ``(-1)^l`` for ``a < 0``; ``P_l`` is the Gegenbauer
-    polynomial normalized to ``P_l(1) = 1`` (Chebyshev ``T_l`` for ``d = 2``, Legendre for
-    ``d = 3``).  ``J_l`` by Gauss-Legendre in ``theta`` (``t = cos theta`` on ``[0, pi/2]``),
-    where the integrand is a trigonometric polynomial: exact to round-off.  ``power = 1`` is
-    the kernel (softmax row sums), ``power = 2`` gives the ReLU energy kernel ``relu^2``
-    whose gradient is the mean-normalized ReLU velocity (up to the factor 1/2).
-    """
-    l, a, d = _int_array("l", l, 0), _real_array("a", a), _int("d", d, 2)
-    p = _int("power", power, 1)
-    lb, ab = np.broadcast_arrays(l, a)
-    x, w = np.polynomial.legendre.leggauss(int(lb.max(initial=0)) + d + p + 32)
-    th = (x + 1.0) * np.pi / 4.0                     # [0, pi/2]
-    t = np.cos(th)
-    ls = np.unique(lb)
-    if d == 2:
-        P = special.eval_chebyt(ls[:, None], t)
-    else:
-        al = (d - 2) / 2.0
-        P = special.eval_gegenbauer(ls[:, None], al, t) / special.eval_gegenbauer(ls, al, 1.0)[:, None]
-    J = sphere_area(d - 1) * (P * (t ** p * np.sin(th) ** (d - 2) * w * np.pi / 4.0)).sum(axis=1)
-    Jl = J[np.searchsorted(ls, lb)]
-    sign = np.where((ab < 0) & (lb % 2 == 1), -1.0, 1.0)
-    return np.abs(ab) ** p * sign * Jl
-
-
-def growth_rate(l, lambdas, beta, normalization="mean", nu=0.0, d=3):
-    """Exact linear growth rate of ``eps Y_l`` about the uniform density (MODEL.md section 3).
-
-    Scalar value-aligned exp heads ``M_h = V_h = lambda_h I`` on :math:`S^{d-1}`:
-
-    .. math::
-        \\sigma_l^{\\rm mean} &= l(l+d-2)\\Bigl[\\frac1\\beta\\sum_h
-            \\frac{c_l(\\beta\\lambda_h)}{|S^{d-1}|} - \\nu\\Bigr],\\\\
-        \\sigma_l^{\\rm softmax} &= l(l+d-2)\\Bigl[\\frac1\\beta\\sum_h
-            \\frac{c_l(\\beta\\lambda_h)}{c_0(\\beta\\lambda_h)} - \\nu\\Bigr],
-
-    ``c_l`` from :func:`funk_hecke_exp` (``d = 3``: ``i_l`` resp. ``i_l / i_0``).
-
-    Parameters
-    ----------
-    l : array_like of int >= 0
-    lambdas : array_like, shape (H,)
-    beta : float, > 0
-    normalization : {"mean", "softmax"}
-    nu : float, >= 0
-        Token-noise (diffusion) coefficient.
-    d : int, >= 2
-
-    Returns
-    -------
-    ndarray, shape of ``l``
-    """
-    l, lam = _int_array("l", l, 0), _lambdas(lambdas)
-    beta = _real("beta", beta, positive=True)
-    normalization = _choice("normalization", normalization, NORMALIZATIONS)
-    nu, d = _real("nu", nu), _int("d", d, 2)
-    if nu < 0:
-        raise ValueError(f"nu must be a finite number >= 0; received {nu!r}")
-    return l * (l + d - 2) * (_bracket(l, lam, beta, normalization, d) - nu)
-
-
-def _bracket(l, lam, beta, normalization, d):
-    a = beta * lam
-    cl = _fh_exp_scaled(np.asarray(l)[..., None], a, d)
-    if normalization == "softmax":
-        terms = cl / _fh_exp_scaled(np.zeros_like(a, dtype=int), a, d)
-    else:
-        with np.errstate(over="ignore"):
-            terms = cl * np.exp(np.abs(a)) / sphere_area(d)
-    return terms.sum(axis=-1) / beta
-
-
-def _degrees(lambdas, beta, lmax):
-    lam = _lambdas(lambdas)
-    beta = _real("beta", beta, positive=True)
-    if lmax is None:   # c_l decays super-exponentially beyond l ~ e a / 2
-        lmax = int(np.ceil(np.e * beta * np.abs(lam).max())) + 20
-    return lam, beta, np.arange(1, _int("lmax", lmax, 1) + 1)
-
-
-def most_unstable_degree(lambdas, beta, normalization="mean", nu=0.0, d=3, lmax=None):
-    """Degree ``l >= 1`` maximizing :func:`growth_rate` over ``1..lmax``.
-
-    ``lmax`` defaults to ``ceil(e beta max|lambda|) + 20``, beyond which ``c_l`` decays
-    super-exponentially.  Returns the least stable degree also when every ``sigma_l <= 0``.
-    """
-    lam, beta, ls = _degrees(lambdas, beta, lmax)
-    return int(ls[np.argmax(growth_rate(ls, lam, beta, normalization, nu, d))])
-
-
-def critical_noise(lambdas, beta, normalization="mean", d=3, lmax=None):
-    """Critical noise ``nu_c = max_{l>=1} (1/beta) sum_h c_l(beta lambda_h) / norm``.
-
-    The uniform state is linearly stable iff ``nu >= nu_c`` (``norm = |S^{d-1}|`` for mean,
-    ``c_0`` for softmax).  For positive heads the maximum is at ``l = 1``.
-    """
-    lam, beta, ls = _degrees(lambdas, beta, lmax)
-    normalization = _choice("normalization", normalization, NORMALIZATIONS)
-    d = _int("d", d, 2)
-    return float(np.max(_bracket(ls, lam, beta, normalization, d)))
