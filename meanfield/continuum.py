@@ -128,6 +128,13 @@ class ContinuumPDE:
                 den.append(funk_hecke_multipliers(lmax=self.lmax, **nrm) if h.normalization == "softmax" else None)
             set_("_num", num)
             set_("_den", den)
+            li = self.grid.l_index        # per-coefficient multipliers and work arrays of tendency()
+            mean = [n for n, d in zip(num, den) if d is None]
+            set_("_mean_lm", np.sum(mean, axis=0)[li] if mean else None)
+            set_("_soft_lm", [(n[li], d[li]) for n, d in zip(num, den) if d is not None])
+            shape = self.grid.shape
+            set_("_work", dict(rho=np.empty(shape), X=np.empty((2,) + shape), gradN=np.empty((2,) + shape),
+                               D=np.empty(shape), alm=np.empty(self.grid.nalm, np.complex128)))
         set_("_lap", -self.grid.l_index * (self.grid.l_index + 1.0))
         set_("_nodes", self.grid.nodes.reshape(-1, 3))
         set_("_w", self.grid.weights.reshape(-1))
@@ -196,10 +203,30 @@ class ContinuumPDE:
         """Velocity ``X[rho]`` at the grid nodes as Cartesian tangent vectors, shape (nlat, nlon, 3)."""
         return self.grid.to_cartesian(self.fields(rho_lm)["X"])
 
+    def _zonal_flux(self, rho_lm):
+        """``rho X`` on the grid (a work array) for zonal heads: the gradient of the summed mean
+        potentials, plus one gradient and one synthesis per softmax head; no other allocation."""
+        g, wk = self.grid, self._work
+        rho_lm = g._alm(rho_lm, "rho_lm")
+        X, alm = wk["X"], wk["alm"]
+        if self._mean_lm is not None:
+            g.gradient(np.multiply(rho_lm, self._mean_lm, out=alm), out=X)
+        else:
+            X.fill(0.0)
+        for num_lm, den_lm in self._soft_lm:
+            gradN = g.gradient(np.multiply(rho_lm, num_lm, out=alm), out=wk["gradN"])
+            gradN /= g.synthesis(np.multiply(rho_lm, den_lm, out=alm), out=wk["D"])
+            X += gradN
+        X *= g.synthesis(rho_lm, out=wk["rho"])
+        return X
+
     def tendency(self, rho_lm):
         """``d rho_lm / dt = -div(rho X) + nu Lap rho`` as coefficients (nalm,)."""
-        f = self.fields(rho_lm)
-        out = self.grid.divergence(f["rho"] * f["X"])
+        if self.zonal:
+            out = self.grid.divergence(self._zonal_flux(rho_lm))
+        else:
+            f = self.fields(rho_lm)
+            out = self.grid.divergence(f["rho"] * f["X"])
         np.negative(out, out=out)
         if self.nu:
             out += self.nu * self._lap * rho_lm

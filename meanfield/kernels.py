@@ -35,36 +35,62 @@ def row_chunks(n_rows, n_cols, chunk_bytes):
     return [slice(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
 
 
+def _exp_safe(head, *points):
+    """True when ``beta |s| <= 600`` for all scores of these points (``|s| <= |M|_2 max|x| max|y|``):
+    ``exp(beta s)`` then neither overflows nor underflows, so no max-shift is needed."""
+    bound = head.beta * np.linalg.norm(head.M, 2)
+    for P in points:
+        bound *= np.sqrt(np.einsum("ij,ij->i", P, P).max()) if P.size else 0.0
+    return bound <= 600.0
+
+
 def aggregate(head, targets, sources, w, chunk_bytes):
     """Normalized aggregates ``u`` (n_t, d) and normalizers ``N`` (n_t,) of one head.
 
     A softmax row with ``N = 0`` (possible only for ReLU kernels) has no attention mass: its
-    ``u`` is 0.  Exp softmax rows are shifted by their maximum score, so nothing overflows.
+    ``u`` is 0.  Exp softmax rows are shifted by their maximum score when ``beta |s|`` could exceed
+    600, so nothing overflows.  Per chunk the work is two matrix products and one in-place ``exp``
+    (``beta`` is folded into the sources, ``w`` into the values).
     """
     Y = sources @ head.M.T          # row j: (M y_j)^T
     YV = sources @ head.V.T         # row j: (V y_j)^T
     softmax = head.normalization == "softmax"
-    U = np.empty((targets.shape[0], targets.shape[1]))
+    is_exp = head.kernel == "exp"
+    shifted = softmax and is_exp and not _exp_safe(head, targets, sources)
+    if is_exp:
+        Y = head.beta * Y
+    d = targets.shape[1]
+    wYV = w[:, None] * (np.column_stack([YV, np.ones(len(w))]) if softmax else YV)   # last column: Z
+    UZ = np.empty((targets.shape[0], wYV.shape[1]))
     N = np.ones(targets.shape[0])
     for sl in row_chunks(targets.shape[0], sources.shape[0], chunk_bytes):
-        S = targets[sl] @ Y.T
-        if softmax and head.kernel == "exp":
-            shift = S.max(axis=1, keepdims=True)
-            K = np.exp(head.beta * (S - shift))
+        K = targets[sl] @ Y.T
+        if shifted:
+            shift = K.max(axis=1)
+            K -= shift[:, None]
+        if is_exp:
+            np.exp(K, out=K)
         else:
-            K = kernel(head, S)
-        K *= w
-        U[sl] = K @ YV
+            np.maximum(K, 0.0, out=K)
+        np.matmul(K, wYV, out=UZ[sl])
         if softmax:
-            Z = K.sum(axis=1)
+            Z = UZ[sl, d]
             with np.errstate(invalid="ignore", divide="ignore"):
-                U[sl] /= np.where(Z > 0, Z, np.inf)[:, None]
-            N[sl] = Z * np.exp(head.beta * shift[:, 0]) if head.kernel == "exp" else Z
-    return U, N
+                UZ[sl, :d] /= np.where(Z > 0, Z, np.inf)[:, None]
+            N[sl] = Z * np.exp(shift) if shifted else Z
+    return (UZ[:, :d] if softmax else UZ), N
 
 
 def pair_sum(head, X, w, chunk_bytes):
     """Energy of one head, ``1/2 sum_ij w_i w_j K(<x_i, M x_j>)``."""
+    if head.kernel == "exp":                     # K = exp(beta s) / beta, beta folded into Y
+        Y = head.beta * (X @ head.M.T)
+        total = 0.0
+        for sl in row_chunks(X.shape[0], X.shape[0], chunk_bytes):
+            K = X[sl] @ Y.T
+            np.exp(K, out=K)
+            total += w[sl] @ (K @ w)
+        return 0.5 * total / head.beta
     Y = X @ head.M.T
     return sum(0.5 * w[sl] @ (antiderivative(head, X[sl] @ Y.T) @ w)
                for sl in row_chunks(X.shape[0], X.shape[0], chunk_bytes))

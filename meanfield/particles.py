@@ -15,7 +15,9 @@ The energy is ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` with ``K = exp(beta s)/beta
 ``relu(s)^2 / 2`` (relu), the antiderivative of the kernel.
 
 Memory is bounded by processing rows of the n x n score matrix in chunks of about
-``chunk_bytes`` bytes, so n = 20 000 with 4 heads needs a few MiB of work space.
+``chunk_bytes`` bytes, so n = 20 000 with 4 heads needs a few MiB of work space.  For zonal
+heads on S^2 the sums can instead be evaluated spectrally in O(n + lmax^2 log lmax)
+(:mod:`meanfield.fastsum`, field ``summation``), with the same semantics to ``tolerance``.
 """
 
 from __future__ import annotations
@@ -24,14 +26,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .fastsum import SpectralSum, spectral_supported, truncation_degree
 from .heads import check_heads
 from .kernels import aggregate, kernel, pair_sum, row_chunks
 
 GEOMETRIES = ("sphere", "flat")
+SUMMATIONS = ("auto", "direct", "spectral")
+SPECTRAL_MIN_N = 2000
+"""Smallest n for which ``summation="auto"`` uses the spectral sum.  Measured (benchmarks/RESULTS.md):
+spectral is already faster from n ~ 250-500 at beta = 10; 2000 leaves a margin for larger
+``lmax`` (beta |lambda| up to ~40) and keeps small systems on the exact pairwise sums."""
 UNIT_NORM_TOL = 1e-8
 
-__all__ = ["GEOMETRIES", "ParticleSystem", "check_tokens", "check_weights", "project_tangent",
-           "retract_sphere"]
+__all__ = ["GEOMETRIES", "SUMMATIONS", "SPECTRAL_MIN_N", "ParticleSystem", "check_tokens", "check_weights",
+           "project_tangent", "retract_sphere"]
 
 
 def project_tangent(X, V):
@@ -91,11 +99,21 @@ class ParticleSystem:
         Spherical dynamics (tangent projection, tokens on ``S^{d-1}``) or flat (``R^d``).
     chunk_bytes : int
         Work-space budget for one block of score-matrix rows.
+    summation : {"auto", "direct", "spectral"}
+        How velocities, aggregates and energies are summed: ``"direct"`` (pairwise, any heads),
+        ``"spectral"`` (:class:`meanfield.fastsum.SpectralSum`: d = 3, sphere, zonal heads with the
+        exp kernel; ``ValueError`` otherwise) or ``"auto"``: spectral when it applies,
+        every head has the exp kernel, ``tolerance`` is reachable and ``n >= SPECTRAL_MIN_N``.
+        :meth:`energy_gradients` and :meth:`energy_rates` are always direct.
+    tolerance : float
+        Accuracy of the spectral sums relative to the size of the aggregates, in ``[1e-14, 1)``.
     """
 
     heads: tuple
     geometry: str = "sphere"
-    chunk_bytes: int = 4 * 2**20
+    chunk_bytes: int = 1 * 2**20
+    summation: str = "auto"
+    tolerance: float = 1e-10
 
     def __post_init__(self):
         object.__setattr__(self, "heads", check_heads(self.heads))
@@ -103,6 +121,25 @@ class ParticleSystem:
             raise ValueError(f"geometry must be one of {GEOMETRIES}; received {self.geometry!r}")
         if not (isinstance(self.chunk_bytes, (int, np.integer)) and self.chunk_bytes > 0):
             raise ValueError(f"chunk_bytes must be a positive integer; received {self.chunk_bytes!r}")
+        if self.summation not in SUMMATIONS:
+            raise ValueError(f"summation must be one of {SUMMATIONS}; received {self.summation!r}")
+        tol = self.tolerance
+        if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not 1e-14 <= tol < 1:
+            raise ValueError(f"tolerance must be a number in [1e-14, 1); received {tol!r}")
+        spectral = None
+        if self.summation == "spectral":
+            why = spectral_supported(self.heads, self.geometry)
+            if why is not None:
+                raise ValueError(f"summation 'spectral' is not available: {why}")
+            spectral = SpectralSum(self.heads, tol)
+        elif (self.summation == "auto" and spectral_supported(self.heads, self.geometry) is None
+              and all(h.kernel == "exp" for h in self.heads)):
+            try:                                     # beta |lambda| beyond float64 range: stay direct
+                lmax = truncation_degree(self.heads, tol)
+            except ValueError:
+                lmax = None
+            spectral = None if lmax is None else SpectralSum(self.heads, tol, lmax=lmax)
+        object.__setattr__(self, "_spectral", spectral)
 
     @property
     def d(self) -> int:
@@ -123,6 +160,12 @@ class ParticleSystem:
         X = check_tokens(X, self.d, self.geometry)
         return X, check_weights(w, X.shape[0])
 
+    def uses_spectral(self, n) -> bool:
+        """Whether sums over ``n`` tokens are evaluated spectrally (see ``summation``)."""
+        if self._spectral is None:
+            return False
+        return self.summation == "spectral" or n >= SPECTRAL_MIN_N
+
     def chunks(self, n):
         """Row slices of at most ``chunk_bytes`` of float64 score rows (n x n scores)."""
         return row_chunks(n, n, self.chunk_bytes)
@@ -140,6 +183,8 @@ class ParticleSystem:
         """
         if not checked:
             X, w = self.check(X, w)
+        if self.uses_spectral(X.shape[0]):
+            return self._spectral.forces(X, w)
         pairs = [aggregate(head, X, X, w, self.chunk_bytes) for head in self.heads]
         return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
 
@@ -149,6 +194,8 @@ class ParticleSystem:
         return self._velocity(X, w)
 
     def _velocity(self, X, w):
+        if self.uses_spectral(X.shape[0]):
+            return self._spectral.velocity(X, w)       # already tangent (evaluated at x / |x|)
         U, _ = self.forces(X, w, checked=True)
         v = U.sum(axis=0)
         return project_tangent(X, v) if self.geometry == "sphere" else v
@@ -157,7 +204,8 @@ class ParticleSystem:
         """Right-hand side ``rhs(t, y)`` for the integrators (uniform weights); y shape (n, d).
 
         Runge-Kutta stages leave the sphere by O(dt^2) before the retraction, so the unit-norm
-        check is skipped here: the formula is a smooth extension of the field off the sphere.
+        check is skipped here: the formula is a smooth extension of the field off the sphere
+        (the spectral sum evaluates the field at ``y / |y|``, another smooth extension).
         """
         return self._velocity(y, np.full(y.shape[0], 1.0 / y.shape[0]))
 
@@ -170,6 +218,8 @@ class ParticleSystem:
     def energies(self, X, w=None):
         """Per-head energies ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)``, shape (H,)."""
         X, w = self.check(X, w)
+        if self.uses_spectral(X.shape[0]):
+            return self._spectral.energies(X, w)
         return np.array([pair_sum(head, X, w, self.chunk_bytes) for head in self.heads])
 
     def energy(self, X, w=None):

@@ -1,0 +1,208 @@
+"""Spectral (Funk-Hecke) particle sums against the direct sums, and the summation switch of ParticleSystem."""
+
+import numpy as np
+import pytest
+
+from meanfield.continuum import ContinuumPDE, funk_hecke_multipliers
+from meanfield.densities import vmf_mixture_density
+from meanfield.fastsum import SpectralSum, _Points, truncation_degree, zonal_multipliers
+from meanfield.heads import Head, scalar_heads
+from meanfield.initial import uniform_sphere
+from meanfield.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
+from meanfield.sphere import SphereGrid
+
+
+def clustered(n, seed, spread=0.3):
+    """Three noisy clusters on S^2: velocities O(1), unlike the O(n^-1/2) ones of uniform tokens."""
+    rng = np.random.default_rng(seed)
+    mu = rng.standard_normal((3, 3))
+    X = mu[rng.integers(0, 3, n)] / np.linalg.norm(mu, axis=1).max() + spread * rng.standard_normal((n, 3))
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def rel_err(a, b):
+    return np.abs(a - b).max() / np.abs(b).max()
+
+
+@pytest.mark.parametrize("beta", [1.0, 5.0, 10.0])
+def test_velocity_matches_direct_sum_n1e4(beta):
+    """n = 10^4, two zonal mean heads: spectral velocity = direct velocity to the tolerance 1e-10."""
+    heads = scalar_heads([1.0, -0.5], 3, beta=beta)
+    fast = ParticleSystem(heads, summation="spectral", tolerance=1e-10)
+    direct = ParticleSystem(heads, summation="direct")
+    for X in (uniform_sphere(10_000, 3, seed=1), clustered(10_000, seed=2)):
+        U, _ = direct.forces(X)                 # one direct pass (~0.2 s per head on an idle core)
+        v_direct = project_tangent(X, U.sum(axis=0))
+        # tolerance is relative to the size of the aggregates |u| (the sums, before the projection
+        # cancels most of them for uniform tokens); measured errors are 1e-12..3e-11 of max |u|.
+        assert np.abs(fast.velocity(X) - v_direct).max() <= 1e-10 * np.abs(U).max()
+
+
+@pytest.mark.parametrize("normalization", ["mean", "softmax"])
+def test_forces_normalizers_energies_weighted(rng, normalization):
+    """Unprojected aggregates (normal part and self-interaction included), normalizers and energies
+    with non-uniform weights, mixed heads, agree with the direct sums to the tolerance."""
+    heads = scalar_heads([1.0, -0.7], 3, beta=4.0, normalization=normalization) + \
+        scalar_heads([0.5], 3, beta=7.0, normalization="mean")
+    X = clustered(1500, seed=3)
+    w = rng.random(1500)
+    w /= w.sum()
+    fast = SpectralSum(heads, tolerance=1e-10)
+    direct = ParticleSystem(heads, summation="direct")
+    U, N = direct.forces(X, w)
+    Uf, Nf = fast.forces(X, w)
+    # 1e-10: the requested tolerance, relative to the aggregates' size (measured ~1e-12)
+    assert np.abs(Uf - U).max() <= 1e-10 * np.abs(U).max()
+    assert np.abs(Nf - N).max() <= 1e-10 * np.abs(N).max()
+    assert np.abs(fast.velocity(X, w) - direct.velocity(X, w)).max() <= 1e-10 * np.abs(U).max()
+    # Parseval energies: the same truncation, errors ~1e-14 measured
+    np.testing.assert_allclose(fast.energies(X, w), direct.energies(X, w), rtol=1e-10)
+
+
+def test_self_interaction_included():
+    """Two tokens: the aggregate of token 0 contains w_0 k(lambda) lambda x_0 (the j = i term)."""
+    head = scalar_heads([1.3], 3, beta=2.0)
+    X = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    w = np.array([0.25, 0.75])
+    U, _ = SpectralSum(head, tolerance=1e-12).forces(X, w)
+    lam, beta = 1.3, 2.0
+    exact0 = 0.25 * np.exp(beta * lam) * lam * X[0] + 0.75 * 1.0 * lam * X[1]    # <x0, x1> = 0
+    # closed form; the transforms run at 1e-14 relative accuracy, so 1e-12 is a safe margin
+    np.testing.assert_allclose(U[0, 0], exact0, rtol=0, atol=1e-12 * np.abs(exact0).max())
+
+
+def test_points_match_spheregrid_methods(rng):
+    """The private point transforms equal SphereGrid.adjoint_at / evaluate / gradient_at (same ducc0
+    calls, different glue), including a token on the pole axis."""
+    g = SphereGrid(20)
+    X = uniform_sphere(300, 3, seed=5)
+    X[0] = [0.0, 0.0, -1.0]
+    w = rng.random(300)
+    pts = _Points(g, X, 1e-14)
+    b = pts.adjoint(w)
+    # ducc0 at epsilon 1e-14: both routes agree to ~1e-14 of the data's size
+    np.testing.assert_allclose(b, g.adjoint_at(X, w, 1e-14), atol=1e-12 * np.abs(b).max())
+    np.testing.assert_allclose(pts.evaluate(b), g.evaluate(b, X, 1e-14), atol=1e-12 * np.abs(b).sum())
+    grad = g.gradient_at(b, X, 1e-14)
+    np.testing.assert_allclose(pts.gradient(b), grad, atol=1e-12 * np.abs(grad).max())
+
+
+@pytest.mark.parametrize("lam", [1.0, -0.6])
+@pytest.mark.parametrize("kernel", ["exp", "relu"])
+def test_multipliers_match_quadrature(lam, kernel):
+    """Closed-form / recurrence multipliers equal continuum.funk_hecke_multipliers' quadrature."""
+    head = scalar_heads([lam], 3, beta=3.0, kernel=kernel)[0]
+    m = zonal_multipliers(head, 30)
+    k = (lambda t: np.exp(3.0 * lam * t)) if kernel == "exp" else (lambda t: np.maximum(lam * t, 0.0))
+    K = (lambda t: np.exp(3.0 * lam * t) / 3.0) if kernel == "exp" else (lambda t: 0.5 * np.maximum(lam * t, 0) ** 2)
+    # Gauss-Legendre with 38 nodes per half on smooth integrands: exact to round-off (~1e-15)
+    for key, g in (("potential", K), ("normalizer", k), ("normal", lambda t: k(t) * lam * t)):
+        ref = funk_hecke_multipliers(30, g=g)
+        np.testing.assert_allclose(m[key], ref, rtol=0, atol=1e-13 * np.abs(ref).max(), err_msg=key)
+
+
+def test_truncation_degree_controls_the_error():
+    """A looser tolerance gives a smaller lmax and a larger, but still bounded, error."""
+    heads = scalar_heads([1.0], 3, beta=10.0)
+    assert truncation_degree(heads, 1e-4) < truncation_degree(heads, 1e-10) < truncation_degree(heads, 1e-13)
+    X = clustered(1500, seed=7)
+    U, _ = ParticleSystem(heads, summation="direct").forces(X)
+    v = ParticleSystem(heads, summation="direct").velocity(X)
+    err = np.abs(SpectralSum(heads, tolerance=1e-4).velocity(X, np.full(1500, 1 / 1500)) - v).max() / np.abs(U).max()
+    # the bound holds, and truncation is really active: the error is far above round-off (1e-13)
+    assert 1e-9 < err <= 1e-4
+
+
+def test_relu_converges_algebraically():
+    """ReLU multipliers decay like l^-3: the error falls with lmax but stays far from 1e-10."""
+    heads = scalar_heads([1.0, -0.5], 3, kernel="relu")
+    X = clustered(800, seed=8, spread=0.4)
+    w = np.full(800, 1 / 800)
+    v = ParticleSystem(heads, summation="direct").velocity(X, w)
+    errs = [rel_err(SpectralSum(heads, lmax=L).velocity(X, w), v) for L in (16, 64)]
+    # measured 6e-4 and 8e-5 (n = 2000): ~L^-1.5; assert a factor-3 gain and the 1e-3 level
+    assert errs[1] < errs[0] / 3 and errs[1] < 1e-3 and errs[1] > 1e-8
+    with pytest.raises(ValueError, match="exp kernel"):
+        SpectralSum(heads)
+
+
+def test_summation_switch():
+    """auto: spectral for zonal exp heads on S^2 at n >= SPECTRAL_MIN_N only; direct otherwise."""
+    exp_heads = scalar_heads([1.0], 3, beta=2.0)
+    auto = ParticleSystem(exp_heads)
+    assert auto.uses_spectral(SPECTRAL_MIN_N) and not auto.uses_spectral(SPECTRAL_MIN_N - 1)
+    assert ParticleSystem(exp_heads, summation="spectral").uses_spectral(10)
+    assert not ParticleSystem(exp_heads, summation="direct").uses_spectral(10**6)
+    assert not ParticleSystem(scalar_heads([1.0], 3, kernel="relu")).uses_spectral(10**6)
+    assert not ParticleSystem(exp_heads, geometry="flat").uses_spectral(10**6)
+    assert not ParticleSystem(scalar_heads([1.0], 4)).uses_spectral(10**6)
+    assert not ParticleSystem((Head(np.diag([1.0, 2.0, 3.0]), np.eye(3)),)).uses_spectral(10**6)
+    assert not ParticleSystem(scalar_heads([1.0], 3, beta=1e4)).uses_spectral(10**6)  # i_l(1e4) overflows
+
+
+def test_spectral_rhs_off_sphere_is_tangent():
+    """Runge-Kutta stages off the sphere: the spectral field is evaluated at y/|y|, tangent to y."""
+    system = ParticleSystem(scalar_heads([1.0, -0.5], 3, beta=3.0), summation="spectral")
+    X = clustered(500, seed=9)
+    v = system.rhs(0.0, X)
+    v_off = system.rhs(0.0, X * (1 + 1e-3))
+    np.testing.assert_allclose(v_off, v, rtol=0, atol=1e-12 * np.abs(v).max())  # same points after y/|y|
+    # tangency to round-off of an O(|v|) vector
+    assert np.abs(np.einsum("nd,nd->n", v_off, X)).max() <= 1e-13 * np.abs(v).max()
+
+
+@pytest.mark.parametrize("bad", [
+    dict(summation="fast"), dict(tolerance=0.0), dict(tolerance=1.5), dict(tolerance="1e-10"),
+])
+def test_bad_summation_arguments(bad):
+    with pytest.raises(ValueError, match="summation|tolerance"):
+        ParticleSystem(scalar_heads([1.0], 3), **bad)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(heads=scalar_heads([1.0], 4)), "d = 3"),
+    (dict(heads=scalar_heads([1.0], 3), geometry="flat"), "sphere"),
+    (dict(heads=(Head(np.diag([1.0, 2.0, 3.0]), np.eye(3)),)), "zonal"),
+    (dict(heads=scalar_heads([1.0], 3, kernel="relu")), "exp kernel"),
+])
+def test_spectral_unavailable_raises(kw, match):
+    with pytest.raises(ValueError, match=match):
+        ParticleSystem(summation="spectral", **kw)
+
+
+@pytest.mark.parametrize("normalization", ["mean", "softmax"])
+def test_pde_tendency_equals_fields_formula(normalization):
+    """The allocation-free zonal tendency equals -div(rho X) built from ContinuumPDE.fields()."""
+    heads = scalar_heads([1.0, 0.5, -0.7], 3, beta=3.0, normalization=normalization) + \
+        scalar_heads([0.8], 3, beta=2.0)
+    pde = ContinuumPDE(heads, lmax=20, nu=0.1)
+    g = pde.grid
+    rho_lm = vmf_mixture_density(g, np.eye(3)[:2], 4.0)
+    f = pde.fields(rho_lm)
+    ref = -g.divergence(f["rho"] * f["X"]) + 0.1 * g.laplacian(rho_lm)
+    out = pde.tendency(rho_lm)
+    # same transforms, mean heads summed before one gradient: round-off only (~1e-15 relative)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-13 * np.abs(ref).max())
+    out2 = pde.tendency(rho_lm)       # work arrays are reused: a second call gives the same numbers
+    assert np.array_equal(out, out2) and out is not out2
+
+
+@pytest.mark.parametrize("beta", [2.0, 325.0])
+def test_direct_softmax_with_and_without_shift(rng, beta):
+    """kernels.aggregate skips the max-shift only when beta |s| <= 600 cannot overflow; both
+    branches equal the textbook softmax computed with logsumexp (beta 325 with |M| = 2: shifted)."""
+    from meanfield.kernels import aggregate
+
+    head = scalar_heads([2.0], 3, beta=beta, normalization="softmax")[0]
+    X = uniform_sphere(60, 3, seed=11)
+    w = rng.random(60)
+    w /= w.sum()
+    U, N = aggregate(head, X, X, w, 8 * 60 * 7)              # 7 rows per chunk
+    L = beta * 2.0 * (X @ X.T) + np.log(w)
+    Lmax = L.max(axis=1, keepdims=True)
+    P = np.exp(L - Lmax)
+    logZ = Lmax[:, 0] + np.log(P.sum(axis=1))
+    U_ref = (P / P.sum(axis=1, keepdims=True)) @ (2.0 * X)
+    # round-off of sums of 60 positive terms: ~1e-15 relative; log Z compared in log space
+    np.testing.assert_allclose(U, U_ref, rtol=0, atol=1e-13 * np.abs(U_ref).max())
+    np.testing.assert_allclose(np.log(N), logZ, rtol=1e-13)
