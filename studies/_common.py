@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["main", "save_json", "load_json", "markdown_table", "write_report", "study_dir"]
+__all__ = ["main", "save_json", "load_json", "open_study_data", "markdown_table", "write_report", "study_dir"]
 
 ROOT = Path(__file__).resolve().parent
 
@@ -57,9 +57,22 @@ def load_json(path):
     return json.loads(Path(path).read_text())
 
 
+def open_study_data(data_dir, out_dir=None):
+    """For a report: ``(out, arrays, summary)`` -- the output folder (default ``data_dir``, created),
+    the arrays of ``data.npz`` as a dict (empty if there is none) and ``data.json``."""
+    data_dir = Path(data_dir)
+    out = Path(out_dir) if out_dir is not None else data_dir
+    out.mkdir(parents=True, exist_ok=True)
+    npz = data_dir / "data.npz"
+    arrays = dict(np.load(npz)) if npz.is_file() else {}
+    return out, arrays, load_json(data_dir / "data.json")
+
+
 def markdown_table(header, rows) -> str:
+    """A markdown table; ``|`` inside a cell is escaped so it cannot split the cell."""
+    cell = lambda c: str(c).replace("\\|", "|").replace("|", "\\|")  # noqa: E731
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import load_json, write_report  # noqa: E402
+from studies._common import open_study_data, write_report  # noqa: E402
 
 
 def _fmt(x, nd=3):
@@ -129,11 +129,7 @@ def _fig_res(d, s, out):
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
-    data_dir = Path(data_dir)
-    out = Path(out_dir) if out_dir is not None else data_dir
-    out.mkdir(parents=True, exist_ok=True)
-    d = dict(np.load(data_dir / "data.npz"))
-    s = load_json(data_dir / "data.json")
+    out, d, s = open_study_data(data_dir, out_dir)
     _fig_w2(d, s, out)
     _fig_conv(d, s, out)
     _fig_obs(d, s, out)

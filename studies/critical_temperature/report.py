@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import load_json, markdown_table, write_report  # noqa: E402
+from studies._common import markdown_table, open_study_data, write_report  # noqa: E402
 
 
 def _fmt(x):
@@ -91,11 +91,7 @@ def _fig_margins(d, meta, path):
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
-    data_dir = Path(data_dir)
-    out_dir = Path(out_dir) if out_dir is not None else data_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    d = dict(np.load(data_dir / "data.npz"))
-    meta = load_json(data_dir / "data.json")
+    out_dir, d, meta = open_study_data(data_dir, out_dir)
     _fig_thresholds(d, meta, out_dir / "thresholds.png")
     _fig_margins(d, meta, out_dir / "margins.png")
     thr, Hs, ns = d["thresholds"], d["Hs"], d["ns"]

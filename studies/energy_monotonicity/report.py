@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import load_json, write_report  # noqa: E402
+from studies._common import open_study_data, write_report  # noqa: E402
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 
@@ -97,11 +97,7 @@ def _fig_softmax(z, summ, out):
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
-    data_dir = Path(data_dir)
-    out = Path(out_dir) if out_dir is not None else data_dir
-    out.mkdir(parents=True, exist_ok=True)
-    z = np.load(data_dir / "data.npz")
-    summ = load_json(data_dir / "data.json")
+    out, z, summ = open_study_data(data_dir, out_dir)
     _fig_identity(z, summ, out)
     _fig_defect(z, summ, out)
     _fig_softmax(z, summ, out)

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import load_json, write_report  # noqa: E402
+from studies._common import open_study_data, write_report  # noqa: E402
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 FAMILIES = ("scalar", "symmetric", "general")
@@ -204,18 +204,9 @@ def _claims(z, s):
     return rows
 
 
-def _escape(rows):
-    """Escape ``|`` inside table cells (markdown would read it as a column separator)."""
-    return [[str(c).replace("|", "\\|") for c in row] for row in rows]
-
-
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     """Write ``identity.png``, ``equiangular.png``, ``failures.png``, ``continuum.png`` and ``report.md``."""
-    data_dir = Path(data_dir)
-    out = Path(out_dir) if out_dir is not None else data_dir
-    out.mkdir(parents=True, exist_ok=True)
-    z = dict(np.load(data_dir / "data.npz"))
-    s = load_json(data_dir / "data.json")
+    out, z, s = open_study_data(data_dir, out_dir)
     _fig_identity(z, s, out)
     _fig_equiangular(z, s, out)
     _fig_failures(z, s, out)
@@ -251,7 +242,7 @@ on S^2 against particles sampled from the same initial density, compared as `H_d
   O(n^(-1/2)) fluctuation at these n.
 """
     return write_report(out / "report.md", "Attention entropy production (paper Thm 27)", intro,
-                        _escape(_claims(z, s)),
+                        _claims(z, s),
                         [("identity.png", "Covariance identity vs finite differences of the entropy"),
                          ("equiangular.png", "Scalar heads from an equiangular start: monotone growth to log n"),
                          ("failures.png", "How often dH/dt < 0 for random heads and tokens"),

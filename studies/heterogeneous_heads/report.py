@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 
-from studies._common import load_json, write_report  # noqa: E402
+from studies._common import open_study_data, write_report  # noqa: E402
 
 
 def _fig_phi(d, meta, path):
@@ -99,11 +99,7 @@ def _fig_runs(d, meta, path):
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
-    data_dir = Path(data_dir)
-    out_dir = Path(out_dir) if out_dir is not None else data_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    d = dict(np.load(data_dir / "data.npz"))
-    m = load_json(data_dir / "data.json")
+    out_dir, d, m = open_study_data(data_dir, out_dir)
     _fig_phi(d, m, out_dir / "phi.png")
     _fig_maps(d, m, out_dir / "maps.png")
     _fig_runs(d, m, out_dir / "runs.png")

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from meanfield import theory  # noqa: E402
-from studies._common import load_json, write_report  # noqa: E402
+from studies._common import open_study_data, write_report  # noqa: E402
 
 
 def _fig_pde(d, out):
@@ -100,10 +100,7 @@ SIGMA_DT = 0.05
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
-    data_dir = Path(data_dir)
-    out = Path(out_dir) if out_dir is not None else data_dir
-    out.mkdir(parents=True, exist_ok=True)
-    d = load_json(data_dir / "data.json")
+    out, _, d = open_study_data(data_dir, out_dir)
     _fig_pde(d, out)
     _fig_particles(d, out)
     _fig_clusters(d, out)

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import load_json, write_report  # noqa: E402
+from studies._common import open_study_data, write_report  # noqa: E402
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 
@@ -70,11 +70,7 @@ def _fig_scan(s, out):
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
-    data_dir = Path(data_dir)
-    out = Path(out_dir) if out_dir is not None else data_dir
-    out.mkdir(parents=True, exist_ok=True)
-    z = np.load(data_dir / "data.npz")
-    s = load_json(data_dir / "data.json")
+    out, z, s = open_study_data(data_dir, out_dir)
     _fig_rates(z, s, out)
     _fig_scan(s, out)
     rows = s["scan"]

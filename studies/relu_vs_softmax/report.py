@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import load_json, markdown_table, write_report  # noqa: E402
+from studies._common import markdown_table, open_study_data, write_report  # noqa: E402
 
 LABELS = {"exp-softmax": "exp kernel, softmax normalization", "exp-mean": "exp kernel, mean normalization",
           "relu-mean": "ReLU kernel, mean normalization", "relu-softmax": "ReLU kernel, softmax normalization"}
@@ -182,18 +182,9 @@ def _claims(z, s):
     return rows
 
 
-def _escape(rows):
-    """Escape ``|`` inside table cells (markdown would read it as a column separator)."""
-    return [[str(c).replace("|", "\\|") for c in row] for row in rows]
-
-
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     """Write ``times_vs_n.png``, ``times_vs_d.png`` and ``report.md``; return the report path."""
-    data_dir = Path(data_dir)
-    out = Path(out_dir) if out_dir is not None else data_dir
-    out.mkdir(parents=True, exist_ok=True)
-    z = dict(np.load(data_dir / "data.npz"))
-    s = load_json(data_dir / "data.json")
+    out, z, s = open_study_data(data_dir, out_dir)
     _fig_vs_n(z, s, out)
     _fig_vs_d(z, s, out)
     intro = f"""
@@ -236,7 +227,7 @@ at all, so the ReLU-softmax times below are n-independent.
     notes = ("**Linearized and nonlinear equiangular clustering times side by side** (lambda = 1, beta = 1, "
              "target gamma = 1/2):\n\n" + side + "\n\n" + notes)
     return write_report(out / "report.md", "ReLU versus softmax attention: clustering times (paper Thm 25)",
-                        intro, _escape(_claims(z, s)),
+                        intro, _claims(z, s),
                         [("times_vs_n.png", "Clustering time against n for the four kernel/normalization pairs"),
                          ("times_vs_d.png", "Clustering time against d: equiangular ODEs at n = 64 (left), "
                                             "random tokens at the largest particle n (right)")],
