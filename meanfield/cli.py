@@ -143,24 +143,22 @@ def _theory(args):
     return 0
 
 
-def _positive_int(s):
-    try:
-        v = int(s)
-    except ValueError:
-        v = None
-    if v is None or v < 2:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 2; received {s}")
-    return v
+def _int_at_least(lo):
+    """argparse type: an integer >= lo, with the allowed range and the received text in the error."""
+
+    def parse(s):
+        try:
+            v = int(s)
+        except ValueError:
+            v = None
+        if v is None or v < lo:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}; received {s}")
+        return v
+
+    return parse
 
 
-def _positive_int_1(s):
-    try:
-        v = int(s)
-    except ValueError:
-        v = None
-    if v is None or v < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1; received {s}")
-    return v
+_positive_int, _positive_int_1 = _int_at_least(2), _int_at_least(1)
 
 
 def _positive_float(s):
