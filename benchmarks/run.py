@@ -153,18 +153,16 @@ def bench_direct_kernel(quick):
 
 def bench_breakdown(quick):
     """Where one spectral velocity call spends its time (beta = 10, two mean heads)."""
-    from meanfield.fastsum import _Points
-
     n = 10**5 if quick else 10**6
     system = ParticleSystem(scalar_heads(LAMBDAS, 3, beta=10.0), summation="spectral")
     fast, X, w = system._spectral, tokens(n, 3), np.full(n, 1.0 / n)
     P = fast._unit(X)
-    pts = _Points(fast.grid, P, fast._epsilon)
+    pts = fast.grid.prepare_points(P, fast._epsilon)
     b = pts.adjoint(w)
     parts = [("ParticleSystem.velocity (total)", lambda: system.velocity(X)),
              ("input checks (check_tokens, weights)", lambda: system.check(X)),
              ("radial normalization x/|x|", lambda: fast._unit(X)),
-             ("angles and frame (_Points)", lambda: _Points(fast.grid, P, fast._epsilon)),
+             ("angles and frame (SphereGrid.prepare_points)", lambda: fast.grid.prepare_points(P, fast._epsilon)),
              ("ducc0 adjoint_synthesis_general", lambda: pts.adjoint(w)),
              ("ducc0 synthesis_general DERIV1 + Cartesian", lambda: pts.gradient(b))]
     rows = [[name, f"{best(f, 5) * 1e3:.1f}"] for name, f in parts]

@@ -24,8 +24,8 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import eval_legendre, spherical_in
 
+from .funk_hecke import funk_hecke_multipliers, zonal_multipliers  # the first re-exported (public API)
 from .heads import check_heads
 from .kernels import aggregate, pair_sum
 from .sphere import SphereGrid, from_real, to_real
@@ -37,34 +37,6 @@ __all__ = ["METHODS", "ContinuumPDE", "KernelResolutionWarning", "funk_hecke_mul
 
 class KernelResolutionWarning(UserWarning):
     """``lmax`` truncates the Funk-Hecke expansion of a head's kernel above the requested tolerance."""
-
-
-def funk_hecke_multipliers(lmax, g=None, exp_rate=None):
-    r"""Funk-Hecke multipliers ``c_l = 2 pi int_{-1}^1 g(t) P_l(t) dt``, l = 0..lmax.
-
-    ``int_{S^2} g(<x, y>) Y_lm(y) dy = c_l Y_lm(x)``.  With ``exp_rate = a`` the profile is
-    taken to be ``exp(a t)`` and the exact ``4 pi i_l(a)`` is returned; otherwise ``g`` (a
-    vectorized callable, smooth on ``[-1, 0]`` and ``[0, 1]``) is integrated by Gauss-Legendre
-    on each half, exact for piecewise polynomials of degree ``< 2 (lmax + 8)``.
-    """
-    ell = np.arange(lmax + 1)
-    if exp_rate is not None:
-        return 4 * np.pi * spherical_in(ell, exp_rate)
-    t, wt = np.polynomial.legendre.leggauss(lmax + 8)
-    out = np.zeros(lmax + 1)
-    for lo in (-1.0, 0.0):
-        s = lo + (t + 1) / 2
-        out += 2 * np.pi * (eval_legendre(ell[:, None], s[None]) * (wt * g(s) / 2)).sum(axis=1)
-    return out
-
-
-def _zonal_profiles(head):
-    """(potential multiplier source, normalizer source) for a zonal head, as exp rates or callables."""
-    lam = head.scalar
-    if head.kernel == "exp":
-        return dict(exp_rate=head.beta * lam), dict(exp_rate=head.beta * lam)
-    return (dict(g=lambda t: 0.5 * np.maximum(lam * t, 0.0) ** 2),
-            dict(g=lambda t: np.maximum(lam * t, 0.0)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,13 +91,10 @@ class ContinuumPDE:
         if self.zonal:
             num, den = [], []
             for h in heads:
-                pot, nrm = _zonal_profiles(h)
-                full = funk_hecke_multipliers(lmax=self.lmax + 1, **pot)
-                if h.kernel == "exp":
-                    full = full / h.beta          # K(s) = exp(beta s) / beta
-                self._check_tail(h, full)
-                num.append(full[:-1])
-                den.append(funk_hecke_multipliers(lmax=self.lmax, **nrm) if h.normalization == "softmax" else None)
+                mult = zonal_multipliers(h, self.lmax + 1)   # potential K, normalizer k (Funk-Hecke)
+                self._check_tail(h, mult["potential"])
+                num.append(mult["potential"][:-1])
+                den.append(mult["normalizer"][:-1] if h.normalization == "softmax" else None)
             set_("_num", num)
             set_("_den", den)
             li = self.grid.l_index        # per-coefficient multipliers and work arrays of tendency()

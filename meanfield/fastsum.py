@@ -27,14 +27,9 @@ multipliers decay super-exponentially beyond ``l ~ beta |lambda|`` (``lmax`` 11,
 ``beta = 1, 5, 10`` at 1e-10).  ReLU multipliers decay algebraically (``c[K] ~ l^{-3}``), the
 velocity converges only algebraically in ``lmax``: ReLU heads need an explicit ``lmax`` and the
 accuracy reached is measured in ``benchmarks/RESULTS.md`` (never near 1e-10).
-Point transforms are ducc0's NUFFT-based ``adjoint_synthesis_general`` / ``synthesis_general``
-with the conventions of :mod:`meanfield.sphere` (coefficient layout of its ``SphereGrid``; angles
-and tangent frame as in ``SphereGrid.gradient_at``).  They are called from :class:`_Points`, not
-through ``SphereGrid.adjoint_at`` / ``gradient_at``, because those recompute the angles and a
-trigonometric frame on every call, which cost 3x the transforms at n = 10^6; ``_Points`` computes
-the angles once per evaluation and the frame from Cartesian coordinates.  ``tests/test_fastsum.py``
-checks it against the ``SphereGrid`` methods.  (To move into ``sphere.py``: ``SphereGrid`` methods
-taking prepared points.)
+Point transforms are :class:`meanfield.sphere.PointSet` (``SphereGrid.prepare_points``): the
+angles and tangent frame of the tokens are computed once per evaluation and shared by every
+transform of that evaluation.  Multipliers come from :mod:`meanfield.funk_hecke`.
 """
 
 from __future__ import annotations
@@ -42,105 +37,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import roots_legendre, spherical_in
 
+from .funk_hecke import zonal_multipliers   # also re-exported here (public API)
 from .heads import check_heads
 from .sphere import SphereGrid
-
-
-class _Points:
-    """Unit vectors ``P`` (n, 3) prepared for ducc0 point transforms on ``grid``'s coefficient layout.
-
-    ``loc`` (n, 2) holds colatitude and longitude; ``e_theta = (z cos p, z sin p, -r)`` and
-    ``e_phi = (-sin p, cos p, 0)`` with ``r = sqrt(x^2 + y^2)`` (``p = 0`` on the axis).
-    """
-
-    def __init__(self, grid, P, epsilon):
-        import ducc0                      # the only ducc0 use outside sphere.py, see module docstring
-
-        self._sht, self.P, self.n = ducc0.sht.experimental, P, P.shape[0]
-        x, y, z = np.array(P.T)                    # contiguous coordinate rows
-        r = np.hypot(x, y)
-        on_axis = r == 0.0
-        inv_r = 1.0 / np.where(on_axis, 1.0, r)
-        self.cp = np.where(on_axis, 1.0, x * inv_r)
-        self.sp = y * inv_r
-        self.r, self.z = r, z
-        loc = np.empty((self.n, 2))
-        loc[:, 0] = np.arctan2(r, z)
-        phi = np.arctan2(self.sp, self.cp)
-        loc[:, 1] = np.where(phi < 0.0, phi + 2.0 * np.pi, phi)
-        self.loc = loc
-        self._kw = dict(lmax=grid.lmax, mmax=grid.lmax, mstart=grid.mstart, nthreads=grid.nthreads,
-                        loc=loc, epsilon=epsilon)
-
-    def adjoint(self, w):
-        """``b_lm = sum_j w_j conj(Y_lm(x_j))``, shape (nalm,) (``SphereGrid.adjoint_at``)."""
-        return self._sht.adjoint_synthesis_general(map=w[None], spin=0, **self._kw)[0]
-
-    def evaluate(self, f_lm):
-        """Field values at the points, shape (n,) (``SphereGrid.evaluate``)."""
-        return self._sht.synthesis_general(alm=f_lm[None], spin=0, **self._kw)[0]
-
-    def gradient(self, f_lm, out=None):
-        """Cartesian surface gradient at the points, shape (n, 3) (``SphereGrid.gradient_at``)."""
-        gt, gp = self._sht.synthesis_general(alm=f_lm[None], spin=1, mode="DERIV1", **self._kw)
-        out = np.empty((self.n, 3)) if out is None else out
-        a = gt * self.z
-        np.multiply(a, self.cp, out=out[:, 0])
-        out[:, 0] -= gp * self.sp
-        np.multiply(a, self.sp, out=out[:, 1])
-        out[:, 1] += gp * self.cp
-        np.multiply(gt, self.r, out=out[:, 2])
-        np.negative(out[:, 2], out=out[:, 2])
-        return out
 
 
 LMAX_CAP = 512
 """Largest degree :func:`truncation_degree` may choose (beyond it the sum is no longer 'fast' at small n)."""
 
 __all__ = ["LMAX_CAP", "SpectralSum", "zonal_multipliers", "truncation_degree", "spectral_supported"]
-
-
-def _legendre_coefficients(g, lmax):
-    """``2 pi int_{-1}^1 g(t) P_l(t) dt`` for g smooth on [-1, 0] and [0, 1] (GL on each half;
-    Legendre recurrence, O(lmax^2))."""
-    t, wt = roots_legendre(lmax + 8)
-    s = np.concatenate([(t - 1) / 2, (t + 1) / 2])
-    f = np.pi * np.concatenate([wt, wt]) * g(s)         # 2 pi * (half-interval weight wt / 2) * g
-    out = np.empty(lmax + 1)
-    p_prev, p = np.zeros_like(s), np.ones_like(s)
-    for ell in range(lmax + 1):
-        out[ell] = f @ p
-        p_prev, p = p, ((2 * ell + 1) * s * p - ell * p_prev) / (ell + 1)
-    return out
-
-
-def zonal_multipliers(head, lmax):
-    """Funk-Hecke multipliers of one zonal head, each of shape (lmax+1,).
-
-    Returns
-    -------
-    dict with ``"potential"`` (``c[K(lambda t)]``), ``"normalizer"`` (``c[k(lambda t)]``) and
-    ``"normal"`` (``c[k(lambda t) lambda t]``, the radial part of the aggregate).
-    """
-    if not head.is_zonal:
-        raise ValueError("head must be zonal (M = V = lambda I) for spectral summation; received a non-zonal head")
-    lam, ell = head.scalar, np.arange(lmax + 1)
-    if head.kernel == "exp":
-        a = head.beta * lam
-        z = 4 * np.pi * spherical_in(ell, a)
-        r = 4 * np.pi * lam * spherical_in(ell, a, derivative=True)
-        out = {"potential": z / head.beta, "normalizer": z, "normal": r}
-    else:
-        pot = _legendre_coefficients(lambda t: 0.5 * np.maximum(lam * t, 0.0) ** 2, lmax)
-        out = {"potential": pot, "normalizer": _legendre_coefficients(lambda t: np.maximum(lam * t, 0.0), lmax),
-               "normal": 2.0 * pot}
-    for k, v in out.items():
-        if not np.all(np.isfinite(v)):
-            raise ValueError(f"beta * |lambda| = {head.beta * abs(lam):.4g} overflows the {k} multipliers in "
-                             f"float64; spectral summation needs beta * |lambda| below about 700")
-    return out
 
 
 def _growth(lmax):
@@ -277,7 +183,7 @@ class SpectralSum:
         return self._points(X).adjoint(self._weights(w, X.shape[0]))
 
     def _points(self, X):
-        return _Points(self.grid, self._unit(X), self._epsilon)
+        return self.grid.prepare_points(self._unit(X), self._epsilon)
 
     @staticmethod
     def _weights(w, n):
@@ -333,7 +239,7 @@ class SpectralSum:
         N = np.ones((len(self.heads), pts.n))
         for i, (h, m) in enumerate(zip(self.heads, self._mult)):
             pts.gradient(g.multiply_degree(b, m["potential"]), out=U[i])
-            U[i] += pts.evaluate(g.multiply_degree(b, m["normal"]))[:, None] * pts.P
+            U[i] += pts.evaluate(g.multiply_degree(b, m["normal"]))[:, None] * pts.points
             if h.normalization == "softmax":
                 N[i] = self._normalizer(b, m, pts)
                 U[i] /= _safe(N[i])[:, None]

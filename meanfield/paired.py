@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import diagnostics, field_diagnostics, transport
+from . import diagnostics, transport
 from .continuum import ContinuumPDE
 from .densities import check_density, sample_particles
 from .fastsum import SpectralSum, spectral_supported, zonal_multipliers
@@ -157,10 +157,11 @@ def particle_observer(heads, sums="direct", spectral=None):
             E = spectral.energies(X, w)
             v = spectral.velocity(X, w)
             b = spectral.coefficients(X, w)
+            pts = g.prepare_points(X)      # angles once for all the evaluations below
             for h, (head, m) in enumerate(zip(system.heads, mults)):
                 if head.kernel == "exp":   # H_i = log Z_i - beta R_i / Z_i, R = sum_j w_j e^{beta s} s
-                    Z = g.evaluate(g.multiply_degree(b, m["normalizer"]), X)
-                    R = g.evaluate(g.multiply_degree(b, m["normal"]), X)
+                    Z = pts.evaluate(g.multiply_degree(b, m["normalizer"]))
+                    R = pts.evaluate(g.multiply_degree(b, m["normal"]))
                     H[h] = w @ (np.log(Z) - head.beta * R / Z)
         return {"energy": float(E.sum()), "energy_head": E, "dissipation": float(w @ np.einsum("nd,nd->n", v, v)),
                 "entropy": H, "order_parameter": float(np.linalg.norm(w @ X))}

@@ -33,6 +33,11 @@ Tangent vectors
     computed by the adjoint of the gradient (weak form), so for a spin-1 field of spin-1
     E-mode coefficients ``E_lm`` (``grad f`` has ``E_lm = +sqrt(l(l+1)) f_lm``),
     ``(div v)_lm = -sqrt(l(l+1)) E_lm`` and ``(div v)_00 = 0`` exactly.
+Arbitrary points
+    Unit vectors ``(n, 3)``, never renormalized.  :meth:`SphereGrid.prepare_points` returns a
+    :class:`PointSet` (angles and frame computed once) whose ``adjoint`` / ``evaluate`` /
+    ``gradient`` run ducc0's NUFFT-based ``*_general`` transforms at relative accuracy
+    ``epsilon``; ``SphereGrid.adjoint_at`` / ``evaluate`` / ``gradient_at`` are one-off calls of them.
 pyshtools
     :meth:`SphereGrid.to_shcoeffs` gives real ``SHCoeffs`` with ``normalization='ortho'``,
     ``csphase=-1``: ``C_lm = sqrt(2) Re f_lm``, ``S_lm = -sqrt(2) Im f_lm`` (m > 0),
@@ -46,7 +51,7 @@ from dataclasses import dataclass
 import ducc0
 import numpy as np
 
-__all__ = ["SphereGrid", "to_real", "from_real", "cartesian_to_angles", "nalm_for"]
+__all__ = ["SphereGrid", "PointSet", "to_real", "from_real", "cartesian_to_angles", "nalm_for"]
 
 _SHT = ducc0.sht.experimental
 _GEOM = "GL"
@@ -86,6 +91,35 @@ def from_real(v):
     return np.ascontiguousarray(a, dtype=np.float64).view(np.complex128)
 
 
+def _check_points(points):
+    """``points`` as float64 (n, 3), checked to be unit vectors (| |x|^2 - 1 | <= 1e-8)."""
+    x = np.asarray(points, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != 3:
+        raise ValueError(f"points must have shape (n, 3); received shape {x.shape}")
+    r2 = np.einsum("ij,ij->i", x, x)
+    if x.shape[0] and np.max(np.abs(r2 - 1.0)) > 1e-8:
+        raise ValueError(f"points must be unit vectors (| |x|^2 - 1 | <= 1e-8); received max deviation "
+                         f"{np.max(np.abs(r2 - 1.0)):.3g}")
+    return x
+
+
+def _polar(x):
+    """Angles ``loc`` (n, 2) of unit rows ``x`` (n, 3) and the pieces ``r = sin theta``, ``z = cos theta``,
+    ``cos phi``, ``sin phi`` (each (n,)) of the tangent frame, from Cartesian coordinates (no trig;
+    ``phi = 0`` on the axis)."""
+    cx, cy, z = np.array(x.T)                  # contiguous coordinate rows
+    r = np.hypot(cx, cy)
+    on_axis = r == 0.0
+    inv_r = 1.0 / np.where(on_axis, 1.0, r)
+    cp = np.where(on_axis, 1.0, cx * inv_r)
+    sp = cy * inv_r
+    loc = np.empty((x.shape[0], 2))
+    loc[:, 0] = np.arctan2(r, z)
+    phi = np.arctan2(sp, cp)
+    loc[:, 1] = np.where(phi < 0.0, phi + 2.0 * np.pi, phi)
+    return loc, r, z, cp, sp
+
+
 def cartesian_to_angles(points):
     """Colatitude and longitude of unit vectors (vectorized).
 
@@ -99,18 +133,7 @@ def cartesian_to_angles(points):
     ndarray, shape (n, 2)
         ``[:, 0]`` colatitude in [0, pi], ``[:, 1]`` longitude in [0, 2 pi) (ducc0's ``loc``).
     """
-    x = np.asarray(points, dtype=np.float64)
-    if x.ndim != 2 or x.shape[1] != 3:
-        raise ValueError(f"points must have shape (n, 3); received shape {x.shape}")
-    r2 = np.einsum("ij,ij->i", x, x)
-    if x.shape[0] and np.max(np.abs(r2 - 1.0)) > 1e-8:
-        raise ValueError(f"points must be unit vectors (| |x|^2 - 1 | <= 1e-8); received max deviation "
-                         f"{np.max(np.abs(r2 - 1.0)):.3g}")
-    loc = np.empty((x.shape[0], 2))
-    loc[:, 0] = np.arctan2(np.hypot(x[:, 0], x[:, 1]), x[:, 2])
-    phi = np.arctan2(x[:, 1], x[:, 0])
-    loc[:, 1] = np.where(phi < 0.0, phi + 2.0 * np.pi, phi)
-    return loc
+    return _polar(_check_points(points))[0]
 
 
 def _frame(theta, phi):
@@ -349,23 +372,27 @@ class SphereGrid:
         return np.stack([np.einsum("ijk,ijk->ij", V, self.e_theta), np.einsum("ijk,ijk->ij", V, self.e_phi)])
 
     # ------------------------------------------------------------------ arbitrary points
+    def prepare_points(self, points, epsilon=1e-13):
+        """Unit vectors ``points`` (n, 3) prepared once for repeated transforms (:class:`PointSet`).
+
+        Use it when several fields are evaluated at, or several weightings summed over, the same
+        points: angles and tangent frame are computed here only (at n = 10^6 they cost twice the
+        transforms).  ``epsilon`` in ``[1e-14, 1)`` is the transforms' relative accuracy.
+        """
+        return PointSet(self, points, epsilon)
+
     def evaluate(self, f_lm, points, epsilon=1e-13):
         """Field values at unit vectors ``points`` (n, 3) -> (n,), ducc0 ``synthesis_general``
-        with relative accuracy ``epsilon``."""
-        a = self._alm(f_lm)
-        loc = cartesian_to_angles(points)
-        return _SHT.synthesis_general(alm=a[None], spin=0, loc=loc, epsilon=epsilon, **self._kw)[0]
+        with relative accuracy ``epsilon`` (one-off :meth:`PointSet.evaluate`)."""
+        return self.prepare_points(points, epsilon).evaluate(f_lm)
 
     def gradient_at(self, f_lm, points, epsilon=1e-13):
-        """Cartesian surface gradient (n, 3) at unit vectors ``points`` (n, 3)."""
-        a = self._alm(f_lm)
-        loc = cartesian_to_angles(points)
-        g = _SHT.synthesis_general(alm=a[None], spin=1, mode="DERIV1", loc=loc, epsilon=epsilon, **self._kw)
-        e_theta, e_phi = _frame(loc[:, 0], loc[:, 1])
-        return g[0][:, None] * e_theta + g[1][:, None] * e_phi
+        """Cartesian surface gradient (n, 3) at unit vectors ``points`` (n, 3) (one-off
+        :meth:`PointSet.gradient`)."""
+        return self.prepare_points(points, epsilon).gradient(f_lm)
 
     def adjoint_at(self, points, weights, epsilon=1e-13):
-        """Adjoint of :meth:`evaluate`: ``b_lm = sum_j w_j conj(Y_lm(x_j))``.
+        """Adjoint of :meth:`evaluate`: ``b_lm = sum_j w_j conj(Y_lm(x_j))`` (one-off :meth:`PointSet.adjoint`).
 
         ``sum_j w_j evaluate(f_lm)_j == inner(f_lm, b_lm)``; with ``w_j = 1/n`` it gives the
         coefficients of the empirical measure ``(1/n) sum_j delta_{x_j}``.
@@ -375,13 +402,7 @@ class SphereGrid:
         points : ndarray, shape (n, 3)
         weights : ndarray, shape (n,), real
         """
-        loc = cartesian_to_angles(points)
-        w = np.asarray(weights)
-        if w.shape != (loc.shape[0],) or np.iscomplexobj(w):
-            raise ValueError(f"weights must be real with shape (n,) = ({loc.shape[0]},); received dtype "
-                             f"{w.dtype}, shape {w.shape}")
-        w = w.astype(np.float64, copy=False)
-        return _SHT.adjoint_synthesis_general(map=w[None], spin=0, loc=loc, epsilon=epsilon, **self._kw)[0]
+        return self.prepare_points(points, epsilon).adjoint(weights)
 
     # ------------------------------------------------------------------ pyshtools containers
     def to_shcoeffs(self, f_lm):
@@ -411,3 +432,89 @@ class SphereGrid:
         holding the degree-``lmax`` projection of ``f`` (nlat, nlon) (equal to ``f`` if band-limited)."""
         return self.to_shcoeffs(self.analysis(f)).expand(grid="GLQ", extend=False, backend="ducc",
                                                         nthreads=self.nthreads)
+
+
+class PointSet:
+    """Unit vectors prepared for repeated ducc0 point transforms on one :class:`SphereGrid`'s layout.
+
+    Made by :meth:`SphereGrid.prepare_points`; the angles (ducc0 ``loc``) and the tangent frame are
+    computed once, the frame from Cartesian coordinates without trigonometry:
+    ``e_theta = (z cos p, z sin p, -r)``, ``e_phi = (-sin p, cos p, 0)`` with ``r = sqrt(x^2 + y^2)``,
+    ``cos p = x / r``, ``sin p = y / r`` (``p = 0`` on the axis), the frame of the module docstring.
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        Fixes ``lmax``, the coefficient layout and the threads.
+    points : array_like, shape (n, 3)
+        Unit vectors (checked: ``| |x|^2 - 1 | <= 1e-8``; never renormalized).
+    epsilon : float
+        Relative accuracy of ducc0's NUFFT-based transforms, in ``[1e-14, 1)``.
+
+    Attributes
+    ----------
+    grid : SphereGrid
+    points : ndarray, shape (n, 3), read-only
+    loc : ndarray, shape (n, 2), read-only
+        Colatitude and longitude (:func:`cartesian_to_angles`).
+    epsilon : float
+    n : int
+    """
+
+    def __init__(self, grid, points, epsilon=1e-13):
+        if not isinstance(grid, SphereGrid):
+            raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) \
+                or not 1e-14 <= epsilon < 1:
+            raise ValueError(f"epsilon must be a number in [1e-14, 1) (ducc0's reachable accuracy); "
+                             f"received {epsilon!r}")
+        x = _check_points(points).view()
+        x.setflags(write=False)
+        loc, self._r, self._z, self._cp, self._sp = _polar(x)
+        loc.setflags(write=False)
+        self.grid, self.points, self.loc, self.epsilon, self.n = grid, x, loc, float(epsilon), x.shape[0]
+        self._kw = dict(grid._kw, loc=loc, epsilon=float(epsilon))
+
+    def adjoint(self, weights):
+        """``b_lm = sum_j w_j conj(Y_lm(x_j))`` (adjoint of :meth:`evaluate`).
+
+        Parameters
+        ----------
+        weights : ndarray, shape (n,), real
+
+        Returns
+        -------
+        ndarray, shape (nalm,), complex128
+        """
+        w = np.asarray(weights)
+        if w.shape != (self.n,) or np.iscomplexobj(w):
+            raise ValueError(f"weights must be real with shape (n,) = ({self.n},); received dtype "
+                             f"{w.dtype}, shape {w.shape}")
+        w = w.astype(np.float64, copy=False)
+        return _SHT.adjoint_synthesis_general(map=w[None], spin=0, **self._kw)[0]
+
+    def evaluate(self, f_lm):
+        """Values of the field ``f_lm`` (nalm,) at the points, shape (n,)."""
+        a = self.grid._alm(f_lm)
+        return _SHT.synthesis_general(alm=a[None], spin=0, **self._kw)[0]
+
+    def gradient(self, f_lm, out=None):
+        """Cartesian surface gradient of ``f_lm`` (nalm,) at the points, shape (n, 3).
+
+        ``out`` : optional float64 array of shape (n, 3) to write into (rows may be a strided view).
+        """
+        a = self.grid._alm(f_lm)
+        gt, gp = _SHT.synthesis_general(alm=a[None], spin=1, mode="DERIV1", **self._kw)
+        if out is None:
+            out = np.empty((self.n, 3))
+        elif not (isinstance(out, np.ndarray) and out.shape == (self.n, 3) and out.dtype == np.float64):
+            raise ValueError(f"out must be a float64 array of shape (n, 3) = ({self.n}, 3); received "
+                             f"{getattr(out, 'dtype', type(out).__name__)}, shape {np.shape(out)}")
+        a = gt * self._z                      # e_theta = (z cp, z sp, -r), e_phi = (-sp, cp, 0)
+        np.multiply(a, self._cp, out=out[:, 0])
+        out[:, 0] -= gp * self._sp
+        np.multiply(a, self._sp, out=out[:, 1])
+        out[:, 1] += gp * self._cp
+        np.multiply(gt, self._r, out=out[:, 2])
+        np.negative(out[:, 2], out=out[:, 2])
+        return out

@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
+from meanfield import stability
 from meanfield.continuum import ContinuumPDE, funk_hecke_multipliers
 from meanfield.densities import vmf_mixture_density
-from meanfield.fastsum import SpectralSum, _Points, truncation_degree, zonal_multipliers
+from meanfield.fastsum import SpectralSum, truncation_degree, zonal_multipliers
 from meanfield.heads import Head, scalar_heads
 from meanfield.initial import uniform_sphere
 from meanfield.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
-from meanfield.sphere import SphereGrid
 
 
 def clustered(n, seed, spread=0.3):
@@ -71,26 +71,11 @@ def test_self_interaction_included():
     np.testing.assert_allclose(U[0, 0], exact0, rtol=0, atol=1e-12 * np.abs(exact0).max())
 
 
-def test_points_match_spheregrid_methods(rng):
-    """The private point transforms equal SphereGrid.adjoint_at / evaluate / gradient_at (same ducc0
-    calls, different glue), including a token on the pole axis."""
-    g = SphereGrid(20)
-    X = uniform_sphere(300, 3, seed=5)
-    X[0] = [0.0, 0.0, -1.0]
-    w = rng.random(300)
-    pts = _Points(g, X, 1e-14)
-    b = pts.adjoint(w)
-    # ducc0 at epsilon 1e-14: both routes agree to ~1e-14 of the data's size
-    np.testing.assert_allclose(b, g.adjoint_at(X, w, 1e-14), atol=1e-12 * np.abs(b).max())
-    np.testing.assert_allclose(pts.evaluate(b), g.evaluate(b, X, 1e-14), atol=1e-12 * np.abs(b).sum())
-    grad = g.gradient_at(b, X, 1e-14)
-    np.testing.assert_allclose(pts.gradient(b), grad, atol=1e-12 * np.abs(grad).max())
-
-
 @pytest.mark.parametrize("lam", [1.0, -0.6])
 @pytest.mark.parametrize("kernel", ["exp", "relu"])
 def test_multipliers_match_quadrature(lam, kernel):
-    """Closed-form / recurrence multipliers equal continuum.funk_hecke_multipliers' quadrature."""
+    """Multipliers of meanfield.funk_hecke equal a quadrature of the profiles (via the continuum re-export)
+    and the independent closed forms of meanfield.stability."""
     head = scalar_heads([lam], 3, beta=3.0, kernel=kernel)[0]
     m = zonal_multipliers(head, 30)
     k = (lambda t: np.exp(3.0 * lam * t)) if kernel == "exp" else (lambda t: np.maximum(lam * t, 0.0))
@@ -99,6 +84,18 @@ def test_multipliers_match_quadrature(lam, kernel):
     for key, g in (("potential", K), ("normalizer", k), ("normal", lambda t: k(t) * lam * t)):
         ref = funk_hecke_multipliers(30, g=g)
         np.testing.assert_allclose(m[key], ref, rtol=0, atol=1e-13 * np.abs(ref).max(), err_msg=key)
+    # independent closed forms of meanfield.stability (ive for exp; quadrature in theta for ReLU)
+    ell = np.arange(31)
+    if kernel == "exp":
+        ref = {"normalizer": stability.funk_hecke_exp(ell, 3.0 * lam)}
+        ref["potential"] = ref["normalizer"] / 3.0
+    else:
+        ref = {"normalizer": stability.funk_hecke_relu(ell, lam, power=1),
+               "potential": 0.5 * stability.funk_hecke_relu(ell, lam, power=2)}
+    for key, r in ref.items():
+        # two exact evaluations (Bessel functions, or quadratures exact for these piecewise
+        # polynomials) of the same numbers: round-off, 1e-13 of the largest
+        np.testing.assert_allclose(m[key], r, rtol=0, atol=1e-13 * np.abs(r).max(), err_msg=key)
 
 
 def test_truncation_degree_controls_the_error():

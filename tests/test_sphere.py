@@ -198,6 +198,50 @@ def test_evaluate_and_adjoint(grid16):
     assert abs(b[g.index(4, 3)] - np.sum(w * np.conj(Y))) < 1e-11
 
 
+def test_point_set_reused_for_several_fields(grid16):
+    """A PointSet (angles and Cartesian frame computed once) serves several fields and weightings:
+    values and gradients of exactly represented polynomials, adjoint against scipy's Y_lm, equality
+    with the one-off SphereGrid methods, ``out=`` into a strided view; poles, a signed-zero axis
+    point and points 1e-9 off the axis included (where a trigonometric frame would be ill-conditioned)."""
+    g = grid16
+    rng = np.random.default_rng(9)
+    near = np.array([[1e-9, 0.0, 1.0], [0.0, -1e-9, -1.0]])
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    X = np.vstack([random_points(rng, 300), [[0, 0, 1.0], [0, 0, -1.0], [-0.0, 0.0, 1.0], [0, 1.0, 0]], near])
+    pts = g.prepare_points(X, epsilon=1e-14)
+    assert pts.n == X.shape[0] and pts.loc.shape == (X.shape[0], 2) and not pts.points.flags.writeable
+    # ducc0 loc: exact same angles as cartesian_to_angles (same code path), so equality
+    assert np.array_equal(pts.loc, cartesian_to_angles(X))
+    F, dF = _poly(X)
+    a_poly = g.analysis(_poly(g.nodes)[0])
+    a_lin = g.analysis(g.nodes[..., 0] - 2 * g.nodes[..., 2])       # f = x - 2 z, grad = (1, 0, -2)
+    U = np.zeros((2, X.shape[0], 3))
+    for i, (a, f, df) in enumerate(((a_poly, F, dF), (a_lin, X[:, 0] - 2 * X[:, 2],
+                                                       np.broadcast_to([1.0, 0.0, -2.0], X.shape)))):
+        expected = df - np.sum(df * X, axis=1, keepdims=True) * X   # P_x grad f
+        # epsilon = 1e-14 relative to the coefficient norm; values O(1)-O(10): 1e-12 is ~100x margin
+        assert np.max(np.abs(pts.evaluate(a) - f)) < 1e-12
+        out = U[i]                                                   # a view into U, as fastsum uses it
+        assert pts.gradient(a, out=out) is out
+        assert np.max(np.abs(U[i] - expected)) < 1e-12
+        # the one-off methods are the same transforms at the same epsilon: equal to round-off
+        assert np.max(np.abs(g.gradient_at(a, X, 1e-14) - U[i])) < 1e-14 * np.abs(U[i]).max()
+    for w in (np.full(X.shape[0], 1.0 / X.shape[0]), rng.standard_normal(X.shape[0])):
+        b = pts.adjoint(w)
+        Y = sph_harm_y(5, 2, pts.loc[:, 0], pts.loc[:, 1])
+        # b_lm = sum_j w_j conj(Y_lm(x_j)) against scipy: sums of ~300 O(1) terms, 1e-12
+        assert abs(b[g.index(5, 2)] - np.sum(w * np.conj(Y))) < 1e-12
+        assert np.max(np.abs(g.adjoint_at(X, w, 1e-14) - b)) < 1e-14 * np.abs(b).max()
+    with pytest.raises(ValueError, match=r"epsilon must be a number in \[1e-14, 1\).*received 1e-15"):
+        g.prepare_points(X, epsilon=1e-15)
+    with pytest.raises(ValueError, match=r"out must be a float64 array of shape \(n, 3\) = \(306, 3\)"):
+        pts.gradient(a_lin, out=np.zeros((306, 2)))
+    with pytest.raises(ValueError, match=r"weights must be real with shape \(n,\) = \(306,\)"):
+        pts.adjoint(np.ones(305))
+    with pytest.raises(ValueError, match=r"f_lm must have shape \(nalm,\) = \(153,\)"):
+        pts.evaluate(np.zeros(152, complex))
+
+
 # ----------------------------------------------------------------------------- pyshtools
 def test_pyshtools_round_trip_and_conventions(grid16):
     pysh = pytest.importorskip("pyshtools")

@@ -254,8 +254,8 @@ The i.i.d. uniform sample (no deliberate perturbation; rate of the degree power 
 signal = noise ~ n^(-1/2), so the same coupling is relatively n^(1/2) times stronger: it is at the
 percent level for l <= 4 and fails for the slow degrees l = 5, 6 unless n is much larger.
 Large-n runs evaluate the particle velocity through its Funk-Hecke
-expansion (`adjoint_at`, `gradient_at` of `SphereGrid`): the same ODE as `ParticleSystem`, checked against
-it to ~1e-10, but O(n) instead of O(n^2); the small-n runs use `solve_particles` itself.
+expansion (`ParticleSystem(summation="spectral", tolerance=1e-10)`, i.e. `meanfield.fastsum`): the same
+ODE as the pairwise sums, checked against them to ~1e-11, but O(n) instead of O(n^2).
 
 **Clusters vs l*.** The uniform state amplifies a band of degrees around l*; when the perturbation becomes
 O(1) the density's peaks become clusters. A random field of a single degree l has about

@@ -9,9 +9,10 @@ A. PDE rates.  ``ContinuumPDE`` started from ``1/(4 pi) + eps Y_lm`` (``eps = 1e
 B. Particle rates.  Tokens sampled (stratified) from ``1/(4 pi) + eps Y_l0`` (``eps = 1e-3``), evolved
    for ``t = 2/sigma_l``; the slope of the empirical moment ``(1/n) sum_j conj(Y_l0(x_j))`` is compared
    with ``sigma_l`` (d = 3, beta = 6, one mean head: 9.34, 19.61, 23.35, 19.97, ...).  Small ``n`` runs
-   use :func:`meanfield.solve_particles` directly; ``n = 20000`` (and i.i.d. uniform samples up to
-   ``n = 1e5``) evaluate the *same* particle velocity by its Funk-Hecke expansion (exact to the
-   kernel truncation, checked against ``ParticleSystem.velocity`` to ~1e-14).
+   use pairwise sums (``summation="direct"``); ``n = 20000`` (and i.i.d. uniform samples up to
+   ``n = 1e5``) evaluate the *same* particle velocity by its Funk-Hecke expansion
+   (``ParticleSystem(summation="spectral")``, O(n + lmax^2 log lmax); checked against the pairwise
+   sums to ~1e-12).
 C. Cluster count vs the most unstable degree ``l*`` for beta = 2..40: i.i.d. uniform tokens evolved
    until metastable clusters have formed; the count of macroscopic clusters is compared with ``l*``,
    ``sqrt(2 beta)``, the number of maxima of a random degree-``l*`` field (Monte Carlo) and the
@@ -40,6 +41,7 @@ SIGMA_DT = 0.05        # |sigma| dt per RK4 step: RK4 rate error (sigma dt)^4 / 
 PDE_EPS = 1e-7         # PDE perturbation of (l, m = l // 2): products of Y_lm have orders 0 and 2m, so
 #                        feedback into (l, m) is cubic, O(eps^2 e^{2 sigma T}) ~ 1e-11; round-off ~1e-17/eps
 PARTICLE_EPS = 1e-3    # particle perturbation (n = 20000): >> stratified sampling error, << 1/sqrt(4 pi)
+SPECTRAL_TOL = 1e-10  # accuracy of the spectral particle sums, relative to the aggregates (fastsum)
 DIRECT_EPS = {1: 1e-2, 2: 3e-3}   # small-n direct runs: larger eps beats the larger sampling error;
 #                                   odd l has no quadratic self-feedback (Y_l0^2 has even degrees only)
 PDE_CASES = [
@@ -99,28 +101,11 @@ def pde_rate(lambdas, beta, normalization, nu, l, m, t_cap=2.0):
                 lmax=lmax)
 
 
-def spectral_particle_rhs(lambdas, beta, normalization, lmax):
-    """``rhs(t, X)`` of the n-token system with heads ``lambda_h I``, by the Funk-Hecke expansion.
-
-    ``exp(a <x, y>) = sum_lm c_l(a) Y_lm(x) conj(Y_lm(y))``, so the kernel sum over tokens is
-    ``(1/beta) grad sum_lm c_l mu_lm Y_lm`` with the empirical moments ``mu_lm`` (``adjoint_at``):
-    the same velocity as ``ParticleSystem``, in O(n + lmax^2 log lmax) instead of O(n^2), exact up
-    to the kernel truncation at ``lmax``.  Stage points off the sphere are evaluated at ``X/|X|``.
-    """
-    grid = mf.SphereGrid(lmax)
-    mults = [theory.funk_hecke_exp(np.arange(lmax + 1), beta * lam) for lam in lambdas]
-
-    def rhs(t, X):
-        X = X / np.linalg.norm(X, axis=1, keepdims=True)
-        mu = grid.adjoint_at(X, np.full(X.shape[0], 1.0 / X.shape[0]))
-        V = np.zeros_like(X)
-        for c in mults:
-            v = grid.gradient_at(grid.multiply_degree(mu, c / beta), X)
-            if normalization == "softmax":
-                v /= grid.evaluate(grid.multiply_degree(mu, c), X)[:, None]
-            V += v
-        return V
-    return rhs
+def particle_system(lambdas, beta, normalization="mean", direct=False):
+    """Tokens on S^2 with heads ``lambda_h I``: pairwise sums, or spectral (Funk-Hecke) sums to
+    ``SPECTRAL_TOL`` (the same velocity, O(n + lmax^2 log lmax))."""
+    heads = mf.scalar_heads(list(lambdas), 3, beta=beta, normalization=normalization)
+    return mf.ParticleSystem(heads, summation="direct" if direct else "spectral", tolerance=SPECTRAL_TOL)
 
 
 def moments(grid, Xs):
@@ -142,12 +127,8 @@ def particle_rate(l, n, seed, eps=PARTICLE_EPS, lambdas=(1.0,), beta=6.0, direct
                                        method="stratified", seed=seed)
     T = 2.0 / sigma if T is None else T
     t = np.linspace(0.0, T, 9)
-    if direct:
-        system = mf.ParticleSystem(mf.scalar_heads(list(lambdas), 3, beta=beta))
-        tr = mf.solve_particles(system, X0, T, t_eval=t, method="rk4", dt=T / 8, observe=False)
-    else:
-        rhs = spectral_particle_rhs(list(lambdas), beta, "mean", kernel_lmax(lambdas, beta))
-        tr = mf.integrate(rhs, X0, (0.0, T), method="rk4", dt=T / 8, t_eval=t, retraction=mf.particles.retract_sphere)
+    tr = mf.solve_particles(particle_system(lambdas, beta, direct=direct), X0, T, t_eval=t, method="rk4",
+                            dt=T / 8, observe=False)
     A = moments(grid, tr.y)
     a = A[:, grid.index(l, 0)]
     return dict(l=l, n=n, seed=seed, eps=eps, direct=direct, sigma=sigma, measured=slope(t, a.real),
@@ -157,12 +138,11 @@ def particle_rate(l, n, seed, eps=PARTICLE_EPS, lambdas=(1.0,), beta=6.0, direct
 def uniform_power_rates(n, seed, degrees, beta=6.0):
     """Rates of the degree power ``sum_m |mu_lm|^2`` (half its log-slope) from i.i.d. uniform tokens."""
     lmax = kernel_lmax([1.0], beta)
-    rhs = spectral_particle_rhs([1.0], beta, "mean", lmax)
     sig = theory.growth_rate(degrees, [1.0], beta)
     T = 1.5 / sig.max()
     t = np.linspace(0.0, T, 9)
-    tr = mf.integrate(rhs, mf.initial.uniform_sphere(n, 3, seed=seed), (0.0, T), method="rk4", dt=T / 8,
-                      t_eval=t, retraction=mf.particles.retract_sphere)
+    tr = mf.solve_particles(particle_system([1.0], beta), mf.initial.uniform_sphere(n, 3, seed=seed), T,
+                            t_eval=t, method="rk4", dt=T / 8, observe=False)
     grid = mf.SphereGrid(lmax)
     A = moments(grid, tr.y)
     out = []
@@ -174,12 +154,12 @@ def uniform_power_rates(n, seed, degrees, beta=6.0):
 
 
 def rhs_check(n, seed, lambdas=(1.0, -0.5), beta=6.0):
-    """Largest relative difference between the spectral velocity and ``ParticleSystem.velocity``."""
+    """Largest relative difference between the spectral and the pairwise particle velocity."""
     X = mf.initial.vmf_mixture(n, [[0, 0, 1.0], [1.0, 0, 0]], [4.0, 8.0], seed=seed)
     out = {}
     for norm in ("mean", "softmax"):
-        v0 = mf.ParticleSystem(mf.scalar_heads(list(lambdas), 3, beta=beta, normalization=norm)).velocity(X)
-        v1 = spectral_particle_rhs(list(lambdas), beta, norm, kernel_lmax(lambdas, beta))(0.0, X)
+        v0 = particle_system(lambdas, beta, norm, direct=True).velocity(X)
+        v1 = particle_system(lambdas, beta, norm).velocity(X)
         out[norm] = float(np.abs(v1 - v0).max() / np.abs(v0).max())
     return out
 
@@ -233,8 +213,8 @@ def cluster_run(beta, n, seed, t_mult=(4, 6, 8, 10, 12, 14)):
     lstar, smax = int(theory.most_unstable_degree([1.0], beta)), float(sig.max())
     X0 = mf.initial.uniform_sphere(n, 3, seed=seed)
     t = np.concatenate([[0.0], np.asarray(t_mult, float) / smax])
-    tr = mf.integrate(spectral_particle_rhs([1.0], beta, "mean", lmax), X0, (0.0, t[-1]), method="dopri5",
-                      rtol=1e-6, atol=1e-9, t_eval=t, retraction=mf.particles.retract_sphere)
+    tr = mf.solve_particles(particle_system([1.0], beta), X0, t[-1], t_eval=t, method="dopri5", rtol=1e-6,
+                            atol=1e-9, observe=False)
     counts = [macro_clusters(X) for X in tr.y[1:]]
     # linear prediction: the part grown since t = 0, sum_lm (e^{sigma_l t} - 1) mu_lm(0) Y_lm
     # (the static sampling noise mu_lm(0) is left out), taken when it first reaches the uniform
