@@ -123,5 +123,6 @@ def entropy_rows(head, targets, sources, w, chunk_bytes, relative=False):
     for sl in row_chunks(targets.shape[0], sources.shape[0], chunk_bytes):
         L = log_attention(head, targets[sl] @ Y.T, w)
         P = np.exp(L)
-        out[sl] = -np.sum(np.where(P > 0, P * (L - logw), 0.0), axis=1)
+        with np.errstate(invalid="ignore"):      # 0 * (-inf) where p = 0 (ReLU): discarded by where
+            out[sl] = -np.sum(np.where(P > 0, P * (L - logw), 0.0), axis=1)
     return out
