@@ -324,7 +324,7 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
 
     status, message = 0, f"reached t = {t1}"
     if resume is None:
-        k0 = np.asarray(f(t0, y))
+        k0 = np.array(f(t0, y))          # a copy: an rhs may reuse its output buffer
         if k0.shape != y.shape:
             _fail("rhs", f"a callable returning arrays of the shape of y0, {y.shape}", k0.shape)
         t, i_target, n_steps, n_rejected, k_grid, max_retraction, rejected_last = t0, 0, 0, 0, 0, 0.0, False
