@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .funk_hecke import funk_hecke_multipliers, zonal_multipliers  # the first re-exported (public API)
-from .heads import check_heads
+from .heads import check_exp_range, check_heads
 from .kernels import aggregate, pair_sum
 from .sphere import SphereGrid, from_real, to_real
 
@@ -77,8 +77,14 @@ class ContinuumPDE:
         heads = check_heads(self.heads)
         if heads[0].dim != 3:
             raise ValueError(f"heads must have dimension d = 3 (the PDE is on S^2); received d = {heads[0].dim}")
-        if not (np.isfinite(self.nu) and self.nu >= 0):
-            raise ValueError(f"nu must be a finite number >= 0; received {self.nu!r}")
+        for name, value, lo in (("nu", self.nu, 0.0), ("kernel_tol", self.kernel_tol, 0.0)):
+            if (isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating))
+                    or not np.isfinite(value) or value < lo):
+                raise ValueError(f"{name} must be a finite number >= {lo}; received {value!r}")
+        if isinstance(self.chunk_bytes, bool) or not isinstance(self.chunk_bytes, (int, np.integer)) \
+                or self.chunk_bytes <= 0:
+            raise ValueError(f"chunk_bytes must be a positive integer; received {self.chunk_bytes!r}")
+        check_exp_range(heads)
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("heads", heads)
         set_("grid", SphereGrid.dealiased(self.lmax, nthreads=self.nthreads))
@@ -157,7 +163,7 @@ class ContinuumPDE:
                 gradN = g.gradient(N_lm[-1])
                 if den is not None:
                     D[h] = g.synthesis(g.multiply_degree(rho_lm, den))
-                    gradN /= D[h]
+                    gradN /= np.where(D[h] > 0, D[h], np.inf)   # u = 0 where Z <= 0, as in particles
                 X += gradN
             return {"rho": rho, "X": X, "N_lm": N_lm, "D": D}
         W = rho.reshape(-1) * self._w
@@ -184,7 +190,8 @@ class ContinuumPDE:
             X.fill(0.0)
         for num_lm, den_lm in self._soft_lm:
             gradN = g.gradient(np.multiply(rho_lm, num_lm, out=alm), out=wk["gradN"])
-            gradN /= g.synthesis(np.multiply(rho_lm, den_lm, out=alm), out=wk["D"])
+            D = g.synthesis(np.multiply(rho_lm, den_lm, out=alm), out=wk["D"])
+            gradN /= np.where(D > 0, D, np.inf)       # no attention mass where Z <= 0: u = 0, as in particles
             X += gradN
         X *= g.synthesis(rho_lm, out=wk["rho"])
         return X

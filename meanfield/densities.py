@@ -66,6 +66,8 @@ def vmf_multiplier(lmax, kappa):
     ``ive(l + 1/2, kappa) / ive(1/2, kappa)``: the ``sqrt(pi / 2 kappa) e^kappa`` factors cancel, so it
     never overflows; ``kappa = 0`` gives ``(1, 0, ..., 0)``; large kappa: ``~ exp(-l(l+1)/(2 kappa))``.
     """
+    if isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 0:
+        raise ValueError(f"lmax must be an integer >= 0; received {lmax!r}")
     k, a = _kappa(kappa), (np.arange(lmax + 1) == 0).astype(float)
     if k > 0:
         a[1:] = ive(np.arange(1, lmax + 1) + 0.5, k) / ive(0.5, k)

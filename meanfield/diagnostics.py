@@ -2,8 +2,8 @@ r"""Particle diagnostics (MODEL.md section 1): pure functions of a :class:`Parti
 
 All functions take tokens ``X`` (n, d) and optional weights ``w`` (n,) (uniform by default).
 Per-head forces ``u_i^h`` are the normalized aggregates of :meth:`ParticleSystem.forces`
-(``f_i^h / n`` for mean normalization with uniform weights); every condition below is
-invariant under that common scaling.
+(``f_i^h / n`` for mean normalization with uniform weights); for mean heads every condition
+below is invariant under that common scaling (softmax heads are each divided by their own Z_i^h).
 
 * :func:`dissipation` -- ``sum_i w_i |dx_i/dt|^2`` (= dE/dt for symmetric value-aligned mean heads)
 * :func:`energy_rate_terms` -- the matrix ``C[h, h'] = sum_i w_i <P u_i^h, P u_i^{h'}>``
@@ -168,7 +168,7 @@ def observer(system: ParticleSystem, w=None, threshold=0.99, per_token=False):
         E = system.energies(X, w)
         H = attention_entropy(system, X, w)
         rec = {"energy": E.sum(), "energy_head": E, "dissipation": dissipation(system, X, w),
-               "entropy": H.mean(axis=1)}
+               "entropy": H.mean(axis=1) if w is None else H @ np.asarray(w, dtype=float)}
         if per_token:
             rec["entropy_token"] = H
         if system.geometry == "sphere":

@@ -51,7 +51,7 @@ __all__ = ["LMAX_CAP", "SpectralSum", "zonal_multipliers", "truncation_degree", 
 
 def _growth(lmax):
     """Largest pointwise size of degree-l parts of a gradient of a unit-mass measure's field:
-    ``(2l+1)/(4 pi) * sqrt(l(l+1))`` (addition theorem and ``|P_l'| <= l(l+1)/2``)."""
+    ``(2l+1)/(4 pi) * sqrt(l(l+1)+1)`` (addition theorem and ``|P_l'| <= l(l+1)/2``)."""
     ell = np.arange(lmax + 1)
     return (2 * ell + 1) / (4 * np.pi) * np.sqrt(ell * (ell + 1.0) + 1.0)
 
@@ -212,6 +212,8 @@ class SpectralSum:
         w : ndarray, shape (n,)
             Token weights (the same convention as :class:`meanfield.particles.ParticleSystem`).
         """
+        if not np.all(np.isfinite(X)):         # a blown-up integrator stage: NaN, reported by integrate
+            return np.full(np.shape(X), np.nan)
         pts, g = self._points(X), self.grid
         b = pts.adjoint(self._weights(w, pts.n))
         if self._mean_potential is not None:        # every mean head in one gradient

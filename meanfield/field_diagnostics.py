@@ -116,7 +116,8 @@ def attention_entropy(pde: ContinuumPDE, rho_lm, rho=None):
 def observer(pde: ContinuumPDE, entropy=True):
     """An ``observe(t, y)`` hook on the real state vector recording mass, energy (total and per
     head), dissipation, attention entropy, Boltzmann entropy, negative mass, spectral tail and
-    concentration measures (and the free-energy dissipation when ``nu > 0``)."""
+    concentration measures (and the free-energy dissipation when ``nu > 0``, and the smallest
+    softmax normalizer ``min_normalizer`` on the grid when a head is softmax-normalized)."""
 
     def observe(t, y):
         rho_lm = pde.coefficients(y)
@@ -129,6 +130,9 @@ def observer(pde: ContinuumPDE, entropy=True):
                "spectral_tail": spectral_tail(pde, rho_lm), **concentration(pde, rho_lm, f["rho"])}
         if entropy:
             rec["entropy"] = attention_entropy(pde, rho_lm, f["rho"])
+        softmax = [h for h, head in enumerate(pde.heads) if head.normalization == "softmax"]
+        if softmax:         # Z <= 0 anywhere (truncated ReLU kernels) means u = 0 there: reported, not hidden
+            rec["min_normalizer"] = float(f["D"][softmax].min())
         if pde.nu > 0:
             rec["free_energy"] = E.sum() + pde.nu * rec["boltzmann_entropy"]
             rec["free_energy_dissipation"] = free_energy_dissipation(pde, rho_lm, f)

@@ -24,6 +24,8 @@ __all__ = [
     "perturbed_value_heads",
     "approx_orthogonal_heads",
     "check_heads",
+    "check_exp_range",
+    "EXP_LIMIT",
 ]
 
 
@@ -119,6 +121,23 @@ class Head:
             raise ValueError(f"unknown Head fields {sorted(unknown)}; allowed {sorted(kw)}")
         kw.update(changes)
         return Head(**kw)
+
+
+EXP_LIMIT = 700.0
+"""Largest ``beta |M|_2`` for which ``exp(beta s)`` of unit tokens stays in float64 (e^709 overflows)."""
+
+
+def check_exp_range(heads):
+    """Refuse mean-normalized exp heads whose kernel ``exp(beta <x, M y>)`` can overflow float64 on the
+    unit sphere (``beta |M|_2 > EXP_LIMIT``); softmax heads are evaluated shifted and never overflow."""
+    for i, h in enumerate(heads):
+        if h.kernel == "exp" and h.normalization == "mean":
+            top = h.beta * np.linalg.norm(h.M, 2)
+            if top > EXP_LIMIT:
+                raise ValueError(f"heads[{i}]: beta * |M|_2 must be <= {EXP_LIMIT:g} for an exp head with mean "
+                                 f"normalization (exp(beta s) overflows float64 beyond ~709); received "
+                                 f"{top:.4g} (use softmax normalization or a smaller beta)")
+    return heads
 
 
 def check_heads(heads, d: int | None = None) -> tuple[Head, ...]:

@@ -57,6 +57,8 @@ def aggregate(head, targets, sources, w, chunk_bytes):
     softmax = head.normalization == "softmax"
     is_exp = head.kernel == "exp"
     shifted = softmax and is_exp and not _exp_safe(head, targets, sources)
+    weighted = w > 0
+    all_weighted = bool(weighted.all())
     if is_exp:
         Y = head.beta * Y
     d = targets.shape[1]
@@ -65,7 +67,9 @@ def aggregate(head, targets, sources, w, chunk_bytes):
     N = np.ones(targets.shape[0])
     for sl in row_chunks(targets.shape[0], sources.shape[0], chunk_bytes):
         K = targets[sl] @ Y.T
-        if shifted:
+        if shifted:                  # largest score among sources that carry weight (w_j > 0)
+            if not all_weighted:
+                K[:, ~weighted] = -np.inf          # weightless sources add nothing (and must not overflow)
             shift = K.max(axis=1)
             K -= shift[:, None]
         if is_exp:
@@ -114,7 +118,8 @@ def entropy_rows(head, targets, sources, w, chunk_bytes, relative=False):
     """Attention entropy of each target row, shape (n_t,).
 
     ``p_ij ∝ w_j k(<x_i, M y_j>)``; Shannon ``-sum_j p_ij log p_ij`` or, with ``relative=True``,
-    ``-sum_j p_ij log(p_ij / w_j)`` (the discrete continuum entropy, <= 0).
+    ``-sum_j p_ij log(p_ij / w_j)`` (the discrete continuum entropy, <= 0).  A row without
+    attention mass (ReLU kernel, every weighted score <= 0) has no distribution: NaN.
     """
     Y = sources @ head.M.T
     out = np.empty(targets.shape[0])
@@ -125,4 +130,5 @@ def entropy_rows(head, targets, sources, w, chunk_bytes, relative=False):
         P = np.exp(L)
         with np.errstate(invalid="ignore"):      # 0 * (-inf) where p = 0 (ReLU): discarded by where
             out[sl] = -np.sum(np.where(P > 0, P * (L - logw), 0.0), axis=1)
+        out[sl][~np.any(P > 0, axis=1)] = np.nan   # no attention mass (ReLU, all s <= 0): undefined
     return out

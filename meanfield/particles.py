@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .fastsum import SpectralSum, spectral_supported, truncation_degree
-from .heads import check_heads
+from .heads import check_exp_range, check_heads
 from .kernels import aggregate, kernel, pair_sum, row_chunks
 
 GEOMETRIES = ("sphere", "flat")
@@ -121,6 +121,8 @@ class ParticleSystem:
             raise ValueError(f"geometry must be one of {GEOMETRIES}; received {self.geometry!r}")
         if not (isinstance(self.chunk_bytes, (int, np.integer)) and self.chunk_bytes > 0):
             raise ValueError(f"chunk_bytes must be a positive integer; received {self.chunk_bytes!r}")
+        if self.geometry == "sphere":
+            check_exp_range(self.heads)
         if self.summation not in SUMMATIONS:
             raise ValueError(f"summation must be one of {SUMMATIONS}; received {self.summation!r}")
         tol = self.tolerance
@@ -212,7 +214,13 @@ class ParticleSystem:
     def weighted_rhs(self, w):
         """Right-hand side for fixed token weights ``w`` (validated once here)."""
         w = check_weights(w, len(w))
-        return lambda t, y: self._velocity(y, w)
+
+        def rhs(t, y):
+            if y.shape[0] != w.shape[0]:
+                raise ValueError(f"y must have {w.shape[0]} rows (one per weight); received shape {y.shape}")
+            return self._velocity(y, w)
+
+        return rhs
 
     # ------------------------------------------------------------------ energy
     def energies(self, X, w=None):

@@ -57,7 +57,9 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method=
         :func:`meanfield.field_diagnostics.resolution_monitor` with ``tail_tol``, ``negative_tol``.
     """
     rho_lm0 = normalize_density(pde.grid, rho_lm0) if normalize else check_density(pde.grid, rho_lm0, "rho_lm0")
-    if method in SCHEMES and not SCHEMES[method].adaptive and dt is None:
+    tableau = SCHEMES.get(method) if isinstance(method, str) else method
+    fixed = kw.get("adaptive") is False or (tableau is not None and not tableau.adaptive)
+    if fixed and dt is None:
         dt = pde.cfl_dt(rho_lm0, 0.5 if cfl is None else cfl)
     hook = field_diagnostics.observer(pde) if observe is True else (observe or None)
     event = field_diagnostics.resolution_monitor(pde, tail_tol, negative_tol) if monitor else None

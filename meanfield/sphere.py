@@ -96,6 +96,9 @@ def _check_points(points):
     x = np.asarray(points, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != 3:
         raise ValueError(f"points must have shape (n, 3); received shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"points must be finite unit vectors; received {int(np.sum(~np.isfinite(x).all(axis=1)))} "
+                         f"rows with NaN or inf")
     r2 = np.einsum("ij,ij->i", x, x)
     if x.shape[0] and np.max(np.abs(r2 - 1.0)) > 1e-8:
         raise ValueError(f"points must be unit vectors (| |x|^2 - 1 | <= 1e-8); received max deviation "

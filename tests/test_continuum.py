@@ -308,3 +308,28 @@ def test_general_heads_quadrature_converges_spectrally():
     # of order p would gain only (1 + 1/L)^p ~ 2-3 here); round-off is reached near lmax 12
     slope = np.polyfit(lmaxes, np.log(err), 1)[0]
     assert np.all(np.diff(err) < 0) and slope < -2 and err[-1] < 1e-8, (err, slope)
+
+
+def test_softmax_normalizer_guard_and_input_checks():
+    """Truncated ReLU normalizers can dip below 0: u = 0 there (as for particles) and the observer
+    reports the smallest normalizer; constructor arguments are checked by name."""
+    heads = scalar_heads([1.0], 3, kernel="relu", normalization="softmax")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KernelResolutionWarning)
+        pde = ContinuumPDE(heads, lmax=16)
+    rho = vmf_density(pde.grid, [0, 0, 1.0], 60.0)
+    f = pde.fields(rho)
+    assert f["D"].min() < 0                                  # the truncated Z goes negative somewhere
+    speed = np.sqrt((f["X"] ** 2).sum(axis=0))
+    assert np.all(speed[f["D"][0] <= 0] == 0) and np.isfinite(speed).all()
+    assert fd.observer(pde)(0.0, pde.state(rho))["min_normalizer"] == pytest.approx(f["D"].min(), rel=1e-12)
+    for kw, match in [(dict(nu=True), "nu must be"), (dict(nu="0.1"), "nu must be"),
+                      (dict(kernel_tol=float("nan")), "kernel_tol must be"), (dict(chunk_bytes=-5), "chunk_bytes")]:
+        with pytest.raises(ValueError, match=match):
+            ContinuumPDE(scalar_heads([1.0], 3), lmax=8, **kw)
+
+
+def test_fixed_step_default_cfl_with_adaptive_false():
+    pde = ContinuumPDE(scalar_heads([1.0], 3), lmax=8, kernel_tol=1e-6)
+    tr = solve_continuum(pde, uniform_density(pde.grid), 0.1, method="dopri5", adaptive=False, observe=False)
+    assert tr.status == 0 and tr.n_steps >= 1          # dt came from the CFL bound, not an error

@@ -116,3 +116,11 @@ def test_entropy_rate_rejects_relu():
     system = ParticleSystem(scalar_heads([1.0], 3, kernel="relu"))
     with pytest.raises(ValueError, match="needs exp kernels"):
         attention_entropy_rate(system, uniform_sphere(5, 3, seed=0))
+
+
+def test_entropy_of_a_row_without_attention_mass_is_nan():
+    """ReLU: a token whose weighted scores are all <= 0 attends to nothing; its entropy is undefined."""
+    system = ParticleSystem(scalar_heads([1.0], 3, kernel="relu", normalization="softmax"))
+    X = np.array([[0, 0, 1.0], [0, 0, -1.0], [0, 1.0, 0]])
+    H = attention_entropy(system, X, np.array([0.5, 0.5, 0.0]))
+    assert np.isnan(H[0, 2]) and np.all(np.isfinite(H[0, :2]))

@@ -134,7 +134,10 @@ def test_summation_switch():
     assert not ParticleSystem(exp_heads, geometry="flat").uses_spectral(10**6)
     assert not ParticleSystem(scalar_heads([1.0], 4)).uses_spectral(10**6)
     assert not ParticleSystem((Head(np.diag([1.0, 2.0, 3.0]), np.eye(3)),)).uses_spectral(10**6)
-    assert not ParticleSystem(scalar_heads([1.0], 3, beta=1e4)).uses_spectral(10**6)  # i_l(1e4) overflows
+    # i_l(1e4) overflows: softmax heads at beta = 1e4 stay direct (mean ones are refused outright)
+    assert not ParticleSystem(scalar_heads([1.0], 3, beta=1e4, normalization="softmax")).uses_spectral(10**6)
+    with pytest.raises(ValueError, match=r"beta \* \|M\|_2 must be <= 700"):
+        ParticleSystem(scalar_heads([1.0], 3, beta=1e4))
 
 
 def test_spectral_rhs_off_sphere_is_tangent():

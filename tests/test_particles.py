@@ -191,3 +191,25 @@ def test_memory_bounded_n20000():
     """The issue's case: n = 20 000 tokens, 4 heads, well under 8 GiB (measured: tens of MiB)."""
     # unchunked this would need 4 * 20000^2 * 8 bytes = 12.8 GB; 64 MiB leaves room for temporaries
     assert peak_velocity_memory(20_000, 4) < 64 * 2**20
+
+
+def test_softmax_shift_ignores_zero_weight_tokens():
+    """Large beta: rows are shifted by the largest *weighted* score, so a zero-weight tracer with
+    the largest score does not underflow the rest (the force must not silently become 0)."""
+    X = np.array([[0, 0, -1.0], [0.1, 0, 0.995], [-0.1, 0, 0.995]])
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    w = np.array([0.0, 0.5, 0.5])
+    v = {beta: ParticleSystem(scalar_heads([1.0], 3, beta=beta, normalization="softmax")).forces(X, w)[0][0, 0]
+         for beta in (500.0, 700.0)}
+    # the two weighted tokens are symmetric about z: u = mean of them, for any beta (round-off)
+    for u in v.values():
+        np.testing.assert_allclose(u, X[1:].mean(axis=0), atol=1e-12)
+
+
+def test_mean_exp_overflow_refused_and_weighted_rhs_checked():
+    with pytest.raises(ValueError, match=r"heads\[0\]: beta \* \|M\|_2 must be <= 700"):
+        ParticleSystem(scalar_heads([1.0], 3, beta=800.0))
+    ParticleSystem(scalar_heads([1.0], 3, beta=800.0, normalization="softmax"))      # shifted: fine
+    rhs = ParticleSystem(scalar_heads([1.0], 3)).weighted_rhs([0.5, 0.5])
+    with pytest.raises(ValueError, match="y must have 2 rows"):
+        rhs(0.0, uniform_sphere(3, 3, seed=0))

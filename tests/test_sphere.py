@@ -339,3 +339,9 @@ def test_bad_inputs(grid16):
         g.from_cartesian(np.zeros((17, 34, 2)))
     with pytest.raises(ValueError, match=r"\(l, m\) must satisfy 0 <= m <= l <= lmax = 16; received \(2, 3\)"):
         g.index(2, 3)
+
+
+def test_nan_points_are_refused():
+    grid = SphereGrid(4)
+    with pytest.raises(ValueError, match="points must be finite unit vectors; received 1 rows with NaN"):
+        grid.evaluate(np.zeros(grid.nalm, complex), np.array([[0, 0, 1.0], [np.nan, 0, 0]]))
