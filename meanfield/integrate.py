@@ -315,12 +315,18 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     is_eval[len(t_eval):] = False
     rec_t, rec_y, rec_obs = [], [], {}
 
-    def record(t, y):
+    def observe_at(t, y):
+        return {key: np.asarray(val) for key, val in (observe(t, y) if observe is not None else {}).items()}
+
+    def append(t, y, obs):
         rec_t.append(t)
         if save_states:
             rec_y.append(y)
-        for key, val in (observe(t, y) if observe is not None else {}).items():
-            rec_obs.setdefault(key, []).append(np.asarray(val))
+        for key, val in obs.items():
+            rec_obs.setdefault(key, []).append(val)
+
+    def record(t, y):
+        append(t, y, observe_at(t, y))
 
     status, message = 0, f"reached t = {t1}"
     if resume is None:
@@ -408,6 +414,13 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
                 max_retraction = max(max_retraction, drift)
                 k_last = k_last if drift == 0.0 else None
                 y_new = y_ret
+            # the hooks run before the commit: an interrupt inside them leaves the previous state,
+            # and a resumed run redoes this step exactly
+            keep = land and is_eval[i_target]
+            obs = observe_at(t_new, y_new) if keep else None
+            stop = event(t_new, y_new) if event is not None else None
+            if stop is not None and not keep:
+                obs = observe_at(t_new, y_new)
             # commit the step (nothing above changed the state, so an interrupt there loses nothing)
             if adaptive:
                 h, rejected_last = h_next, False
@@ -415,15 +428,12 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
                 k_grid = k_grid_new
             n_steps += 1
             t, y, k0 = t_new, y_new, k_last
+            if keep or stop is not None:
+                append(t, y, obs)
             if land:
-                if is_eval[i_target]:
-                    record(t, y)
                 i_target += 1
-            stop = event(t, y) if event is not None else None
             if stop is not None:
                 status, message = 1, f"event at t = {t}: {stop}"
-                if not (rec_t and rec_t[-1] == t):
-                    record(t, y)
                 break
             if checkpoint is not None and t >= next_checkpoint and i_target < len(targets):
                 checkpoint(state())
