@@ -40,8 +40,23 @@ class Checkpointer:
         path = self.folder / name
         if not path.is_file():
             return None
-        with open(path, "rb") as f:
-            return pickle.load(f)
+        try:
+            with open(path, "rb") as f:
+                return pickle.load(f)
+        except (EOFError, pickle.UnpicklingError, AttributeError, ImportError, IndexError, ValueError) as err:
+            raise ValueError(f"checkpoint file {str(path)!r} is unreadable ({type(err).__name__}: {err}); "
+                             f"remove {self.folder} to start the run over") from None
+
+    def start(self, config_toml: str):
+        """Create the folder with the run's config (written atomically)."""
+        self.folder.mkdir(parents=True)
+        tmp = self.folder / f".config.toml.{os.getpid()}.tmp"
+        tmp.write_text(config_toml)
+        os.replace(tmp, self.folder / "config.toml")
+
+    def has_states(self) -> bool:
+        """Whether any integrator state or finished phase has been saved."""
+        return self.folder.is_dir() and any(self.folder.glob("*.pkl"))
 
     def saver(self, phase):
         """``checkpoint(state)`` callback writing ``<phase>.state.pkl``."""

@@ -38,8 +38,9 @@ def _run(args):
     progress = False if args.no_progress else None
     try:
         if args.resume is not None:
-            if args.config is not None:
-                raise ValueError("meanfield run takes either CONFIG or --resume DIR, not both")
+            if args.config is not None or args.out != DEFAULT_OUT:
+                raise ValueError("meanfield run --resume DIR takes no CONFIG and no --out (the run continues "
+                                 "in DIR with its saved config)")
             print(f"meanfield run: resuming the run in {args.resume}/", file=sys.stderr)
             out_dir, out = args.resume, resume_job(args.resume, progress=progress)
         else:
@@ -50,6 +51,11 @@ def _run(args):
     except RunInterrupted as err:
         print(f"meanfield: interrupted: {err}\ncontinue with: meanfield run --resume {err.folder.parent}",
               file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:                   # outside the integrators (W2, figures): phases are saved
+        folder = Path(args.resume or args.out)
+        hint = (f"; continue with: meanfield run --resume {folder}" if (folder / "checkpoint").is_dir() else "")
+        print(f"meanfield: interrupted{hint}", file=sys.stderr)
         return 130
     print(out["summary"])
     print(f"wrote {len(out['paths'])} files to {out_dir}/: {', '.join(p.name for p in out['paths'])} "

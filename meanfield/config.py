@@ -109,8 +109,10 @@ def _unit_vectors(path, v):
 
 
 def _filename(path, v):
-    if not (isinstance(v, str) and v and "/" not in v and "\\" not in v and v not in (".", "..")):
-        raise ConfigError(f"{path} must be a plain file name (no folders); received {v!r}")
+    if not (isinstance(v, str) and v and "/" not in v and "\\" not in v and v not in (".", "..")
+            and v.isprintable() and v.endswith(".nc") and len(v) > 3):
+        raise ConfigError(f"{path} must be a plain NetCDF file name ending in .nc (no folders, no control "
+                          f"characters); received {v!r}")
     return v
 
 
@@ -297,7 +299,7 @@ def load_config(path) -> RunConfig:
     try:
         text = path.read_text()
     except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read config file {str(path)!r}: {err.strerror or err}") from None
+        raise ConfigError(f"cannot read config file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
     try:
         return RunConfig.from_toml(text)
     except ConfigError as err:
@@ -313,7 +315,8 @@ def _toml_value(v):
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
     if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        return '"' + "".join(c if c.isprintable() and c not in '"\\' else
+                             ("\\" + c if c in '"\\' else f"\\u{ord(c):04x}") for c in v) + '"'
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(f"to_toml cannot write {type(v).__name__} values; received {v!r}")

@@ -224,9 +224,15 @@ def main_job(config: RunConfig | None = None, out_dir="meanfield-output", progre
     if checkpoints.folder.exists():
         raise ValueError(f"out_dir {str(out)!r} holds the checkpoint of an unfinished run; continue it with "
                          f"'meanfield run --resume {out}' or remove {checkpoints.folder}")
-    checkpoints.folder.mkdir()
-    (checkpoints.folder / "config.toml").write_text(config.to_toml())
-    return _finish(config, out, checkpoints, progress)
+    checkpoints.start(config.to_toml())
+    try:
+        return _finish(config, out, checkpoints, progress)
+    except (RunInterrupted, KeyboardInterrupt):
+        raise                                   # keep the checkpoint: the run can be resumed
+    except BaseException:
+        if not checkpoints.has_states():        # failed before any state was saved: nothing to resume
+            checkpoints.clear()
+        raise
 
 
 def resume_job(out_dir, progress=None) -> dict:

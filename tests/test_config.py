@@ -50,7 +50,10 @@ BAD = [
     ({"initial": {"kappas": [1.0, 2.0]}}, "initial.kappas must have 1 or len(initial.mus) = 3", "received 2"),
     ({"initial": {"weights": [0.5, 0.5, 0.5]}}, "initial.weights must sum to 1", "1.5"),
     ({"heads": []}, "heads must be a non-empty list", "received []"),
-    ({"outputs": {"dataset": "a/b.nc"}}, "outputs.dataset must be a plain file name", "'a/b.nc'"),
+    ({"outputs": {"dataset": "a/b.nc"}}, "outputs.dataset must be a plain NetCDF file name", "'a/b.nc'"),
+    ({"outputs": {"dataset": "checkpoint"}}, "outputs.dataset must be a plain NetCDF file name", "'checkpoint'"),
+    ({"outputs": {"dataset": "w2.png"}}, "outputs.dataset must be a plain NetCDF file name", "'w2.png'"),
+    ({"outputs": {"dataset": "a\rb.nc"}}, "control characters", "'a\\rb.nc'"),
     ({"seed": -1}, "seed must be an integer >= 0", "received -1"),
 ]
 
@@ -80,3 +83,12 @@ def test_toml_writer_escapes_and_refuses_unknown_types():
     assert tomllib.loads(text) == {"outputs": {"dataset": 'a"b\\c\nd'}, "seed": 3}
     with pytest.raises(TypeError, match="cannot write"):
         to_toml({"x": object()})
+
+
+def test_non_utf8_config_file(tmp_path):
+    from meanfield.config import ConfigError, load_config
+
+    f = tmp_path / "bad.toml"
+    f.write_bytes(b"\xff\xfe")
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(f)

@@ -56,3 +56,27 @@ def test_cli_interrupt_and_resume(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "o" / "result.nc").is_file()
     assert main(["run", "--resume", str(tmp_path / "o")]) == 2                         # nothing left to resume
     assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_failed_run_does_not_block_its_folder_and_corrupt_checkpoint_is_clear(tmp_path, monkeypatch, capsys):
+    import meanfield.run as run_module
+
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+
+    with monkeypatch.context() as m:
+        m.setattr(run_module, "initial_state", boom)
+        with pytest.raises(RuntimeError, match="boom"):
+            main_job(CONFIG, tmp_path / "f", progress=False)
+    assert not (tmp_path / "f" / "checkpoint").exists()           # nothing to resume: folder freed
+    main_job(CONFIG, tmp_path / "f", progress=False)               # a corrected run can use it
+    # a truncated checkpoint file: a clear error naming it, exit 2 from the CLI, no traceback
+    with monkeypatch.context() as m:
+        interrupt_after(m, ParticleSystem, 25)
+        with pytest.raises(RunInterrupted):
+            main_job(CONFIG, tmp_path / "c", progress=False)
+    (tmp_path / "c" / "checkpoint" / "pde.done.pkl").write_bytes(b"")
+    assert main(["run", "--resume", str(tmp_path / "c")]) == 2
+    assert "unreadable" in capsys.readouterr().err
+    assert main(["run", "--resume", str(tmp_path / "c"), "--out", "x"]) == 2
+    assert "takes no CONFIG and no --out" in capsys.readouterr().err
