@@ -31,6 +31,7 @@ __all__ = ["SCHEMA_VERSION", "DIMS", "SchemaError", "align_times", "coefficients
            "observables_to_variables", "save", "load", "config_of", "density_coefficients"]
 
 SCHEMA_VERSION = 1
+REQUIRED_VARIABLES = ("X", "rho", "rho_lm_real", "rho_lm_imag", "w2", "pde_energy", "particle_energy")
 DIMS = ("time", "particle", "dim", "head", "lat", "lon", "l", "m")
 ENGINE = "netcdf4"
 
@@ -158,5 +159,8 @@ def load(path) -> xr.Dataset:
     if version is None or version != SCHEMA_VERSION:
         raise SchemaError(f"{path} has schema_version {version!r}; this meanfield reads schema_version "
                           f"{SCHEMA_VERSION} only")
+    missing = [v for v in REQUIRED_VARIABLES if v not in ds.variables]
+    if missing:
+        raise SchemaError(f"{path} is not a meanfield run dataset: it lacks the variables {missing}")
     ds.attrs["schema_version"] = int(version)
     return ds

@@ -124,7 +124,13 @@ def growth_rate(l, lambdas, beta, normalization="mean", nu=0.0, d=3):
     nu, d = _real("nu", nu), _int("d", d, 2)
     if nu < 0:
         raise ValueError(f"nu must be a finite number >= 0; received {nu!r}")
-    return l * (l + d - 2) * (_bracket(l, lam, beta, normalization, d) - nu)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sigma = l * (l + d - 2) * (_bracket(l, lam, beta, normalization, d) - nu)
+    if not np.all(np.isfinite(sigma)):
+        raise ValueError(f"beta * max|lambda| must be small enough for float64 growth rates (the Funk-Hecke "
+                         f"coefficients grow like exp(beta |lambda|), overflowing near 700); received "
+                         f"{beta * np.abs(lam).max():.4g} (use softmax normalization or a smaller beta)")
+    return sigma
 
 
 def _bracket(l, lam, beta, normalization, d):

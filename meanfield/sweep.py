@@ -71,14 +71,18 @@ class SweepSpec:
     def __post_init__(self):
         if self.mode not in MODES:
             raise ConfigError(f"mode must be one of {list(MODES)}; received {self.mode!r}")
-        if not self.parameters:
-            raise ConfigError("parameters must name at least one key to sweep; received none")
+        if not isinstance(self.parameters, dict) or not self.parameters:
+            raise ConfigError(f"parameters must be a table naming at least one key to sweep; received "
+                              f"{self.parameters!r}")
         for key, values in self.parameters.items():
             if not _KEY.match(key):
                 raise ConfigError(f"parameters key {key!r} must be a dotted RunConfig key such as 'pde.lmax' "
                                   f"or 'heads[0].beta'")
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"parameters.{key} must be a non-empty list of values; received {values!r}")
+            if not all(isinstance(v, (int, float, str, bool)) for v in values):
+                raise ConfigError(f"parameters.{key} must list scalar values (numbers or strings: each becomes a "
+                                  f"coordinate of the results); received {values!r}")
         if self.mode == "list" and len({len(v) for v in self.parameters.values()}) != 1:
             raise ConfigError(f"mode 'list' needs lists of equal length; received lengths "
                               f"{ {k: len(v) for k, v in self.parameters.items()} }")
@@ -105,13 +109,17 @@ def load_sweep_spec(path) -> SweepSpec:
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text())
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as err:
-        raise ConfigError(f"cannot read sweep file {str(path)!r}: {err.strerror or err}") from None
+    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read sweep file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"invalid TOML in {path}: {err}") from None
     unknown = set(data) - {"base", "base_config", "mode", "parameters"}
     if unknown:
         raise ConfigError(f"unknown sweep keys {sorted(unknown)}; allowed: base, base_config, mode, parameters")
+    if "base" in data and not isinstance(data["base"], str):
+        raise ConfigError(f"base must be a config file name (a string); received {data['base']!r}")
+    if "base_config" in data and not isinstance(data["base_config"], dict):
+        raise ConfigError(f"base_config must be a table; received {data['base_config']!r}")
     if "base" in data and "base_config" in data:
         raise ConfigError("give either base (a file) or [base_config] (inline), not both")
     base = (load_config(path.parent / data["base"]).to_dict() if "base" in data

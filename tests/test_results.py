@@ -95,3 +95,14 @@ def test_coefficient_layout_round_trip_and_time_alignment():
     np.testing.assert_array_equal(results.lm_to_coefficients(re, im, grid.l_index, grid.m_index), a)
     rows, cols = results.align_times(np.linspace(0, 1, 5), [0.0, 0.25, 0.5, 0.61])   # stopped at 0.61
     assert rows.tolist() == [0, 1, 2] and cols.tolist() == [0, 1, 2]
+
+
+def test_file_without_run_variables_is_a_schema_error(tmp_path):
+    import xarray as xr
+
+    from meanfield.results import SchemaError, load
+
+    path = tmp_path / "other.nc"
+    xr.Dataset({"a": ("x", [1.0])}, attrs={"schema_version": 1, "config": "{}"}).to_netcdf(path)
+    with pytest.raises(SchemaError, match=r"lacks the variables \['X', 'rho'"):
+        load(path)
