@@ -303,7 +303,16 @@ def lambda_max(beta, n):
     Lambert W.
     """
     beta, n = _real("beta", beta, positive=True), _int("n", n, 2)
-    return float((1.0 + special.lambertw((n - 1) / np.e, 0).real) / beta)
+    return _finite_over_beta(1.0 + special.lambertw((n - 1) / np.e, 0).real, beta)
+
+
+def _finite_over_beta(u, beta):
+    """``u / beta`` (a strength from a dimensionless root), refusing a beta so small it overflows."""
+    with np.errstate(over="ignore"):
+        out = float(np.float64(u) / beta)
+    if not np.isfinite(out):
+        raise ValueError(f"beta must be large enough that 1/beta is finite in float64; received {beta!r}")
+    return out
 
 
 def phi_inflection(beta, n):
@@ -323,7 +332,7 @@ def phi_inflection(beta, n):
     hi = max(lo, 2.0) + 1.0
     while h(hi) <= 0:
         hi *= 2.0
-    return float(optimize.brentq(h, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps) / beta)
+    return _finite_over_beta(optimize.brentq(h, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps), beta)
 
 
 def early_rate(lambdas, beta, n):

@@ -19,7 +19,7 @@ from meanfield.integrate import integrate
 
 OUTCOMES = Counter()
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                    derandomize=True)
+                    derandomize=True, database=None)
 
 floats_any = st.floats(allow_nan=True, allow_infinity=True, width=64)
 shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)
