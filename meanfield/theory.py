@@ -146,6 +146,12 @@ def solve_equiangular(gamma0, lambdas, beta, n, t, kernel="exp", normalization="
     return sol.y[0]
 
 
+def _endpoints(gamma0, gamma_target, n):
+    """Validated start and target of a clustering time, as floats."""
+    return (float(_gamma("gamma0", _real("gamma0", gamma0), n)),
+            float(_gamma("gamma_target", _real("gamma_target", gamma_target), n)))
+
+
 def clustering_time(gamma0, gamma_target, lambdas, beta, n, kernel="exp", normalization="softmax",
                     rtol=1e-12, atol=1e-14):
     """Time for the nonlinear reduced ODE to carry ``gamma`` from ``gamma0`` to ``gamma_target``.
@@ -165,8 +171,7 @@ def clustering_time(gamma0, gamma_target, lambdas, beta, n, kernel="exp", normal
     float
     """
     lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
-    g0 = float(_gamma("gamma0", _real("gamma0", gamma0), n))
-    g1 = float(_gamma("gamma_target", _real("gamma_target", gamma_target), n))
+    g0, g1 = _endpoints(gamma0, gamma_target, n)
     if g1 == g0:
         return 0.0
     grid = np.linspace(g0, g1, 4097)
@@ -211,8 +216,7 @@ def linearized_clustering_time(gamma0, gamma_target, lambdas, beta, n, kernel="e
     float
     """
     lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
-    g0 = float(_gamma("gamma0", _real("gamma0", gamma0), n))
-    g1 = float(_gamma("gamma_target", _real("gamma_target", gamma_target), n))
+    g0, g1 = _endpoints(gamma0, gamma_target, n)
     if g1 == g0:
         return 0.0
     if kernel == "exp" or (normalization == "softmax" and g0 < 0):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["main", "save_json", "load_json", "open_study_data", "markdown_table", "write_report", "study_dir"]
+__all__ = ["main", "save_json", "load_json", "open_study_data", "save_figure", "markdown_table", "write_report", "study_dir"]
 
 ROOT = Path(__file__).resolve().parent
 
@@ -66,6 +66,15 @@ def open_study_data(data_dir, out_dir=None):
     npz = data_dir / "data.npz"
     arrays = dict(np.load(npz)) if npz.is_file() else {}
     return out, arrays, load_json(data_dir / "data.json")
+
+
+def save_figure(fig, path, dpi=110):
+    """Lay out, write (PNG) and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
 
 
 def markdown_table(header, rows) -> str:

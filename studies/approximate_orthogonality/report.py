@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, write_report  # noqa: E402
+from studies._common import open_study_data, save_figure, write_report  # noqa: E402
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 
@@ -41,7 +41,7 @@ def _figure(z, s, out):
     axes[1, 0].set(xlabel="principal angle (degrees)", ylabel="min over (t, h) of dE_h/dt / self term",
                    title="worst per-head rate, normalized by |P u^h|^2 term")
     for geom in ("flat", "sphere"):
-        t, R, S = z[f"{geom}_first_t"], z[f"{geom}_first_rate"], z[f"{geom}_first_self_term"]
+        t, R = z[f"{geom}_first_t"], z[f"{geom}_first_rate"]
         for h in range(R.shape[1]):
             axes[1, 1].plot(t / t[-1], R[:, h] / np.abs(R).max(), label=f"{geom}, head {h}")
     axes[1, 1].axhline(0, color="k", lw=0.8)
@@ -51,9 +51,7 @@ def _figure(z, s, out):
         ax.grid(alpha=0.3)
     fig.suptitle(f"approx_orthogonal_heads: d={cfg['d']}, H={cfg['n_heads']}, rank={cfg['rank']}, alpha={cfg['alpha']}, "
                  f"beta={cfg['beta']}, n={cfg['n']}, mean normalization")
-    fig.tight_layout()
-    fig.savefig(out / "approx_orthogonality.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "approx_orthogonality.png")
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:

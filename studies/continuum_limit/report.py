@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, write_report  # noqa: E402
+from studies._common import open_study_data, save_figure, write_report  # noqa: E402
 
 
 def _fmt(x, nd=3):
@@ -43,9 +43,7 @@ def _fig_w2(d, s, out):
     ax[1].set_ylabel(f"spherical sliced W2 [radians], {s['sliced_projections']} projections")
     ax[1].set_title("sliced proxy (every n; not a bound on W2)", fontsize=9)
     fig.suptitle(f"Particles vs PDE: heads lambda = (1, 0.5), beta = {s['config']['beta']}, mean normalization")
-    fig.tight_layout()
-    fig.savefig(out / "w2_vs_n.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "w2_vs_n.png")
 
 
 def _fig_conv(d, s, out):
@@ -65,9 +63,7 @@ def _fig_conv(d, s, out):
         a.legend(fontsize=8)
         a.grid(True, which="both", alpha=0.3)
     fig.suptitle(f"PDE self-convergence against lmax {ref} (missing points: the run had stopped)")
-    fig.tight_layout()
-    fig.savefig(out / "self_convergence.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "self_convergence.png")
 
 
 def _fig_obs(d, s, out):
@@ -91,9 +87,7 @@ def _fig_obs(d, s, out):
     ax[2].set_ylabel("rel. entropy, head 2 (lambda = 0.5)")
     ax[0].legend(fontsize=7)
     fig.suptitle("Energy and attention entropy (particles: mean_i H_i - log n); dashed: PDE stops (resolution monitor)")
-    fig.tight_layout()
-    fig.savefig(out / "observables.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "observables.png")
 
 
 def _fig_res(d, s, out):
@@ -123,9 +117,7 @@ def _fig_res(d, s, out):
     n = s["config"]["res_n"]
     fig.suptitle(f"Loss of resolution: beta = {s['config']['res_beta']}, n = {n} particles per run; "
                  "dashed lines: PDE stop times")
-    fig.tight_layout()
-    fig.savefig(out / "resolution_loss.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "resolution_loss.png")
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:

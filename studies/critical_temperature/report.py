@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import markdown_table, open_study_data, write_report  # noqa: E402
+from studies._common import markdown_table, open_study_data, save_figure, write_report  # noqa: E402
 
 
 def _fmt(x):
@@ -52,9 +52,7 @@ def _fig_thresholds(d, meta, path):
     axes[1].legend(fontsize=7, loc="center left")
     fig.suptitle("Thresholds of radial dominance (o norm-bounded, s exact, ^ per-head dE_h/dt >= 0) "
                  "vs closed-form beta* (lines)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _fig_margins(d, meta, path):
@@ -85,9 +83,7 @@ def _fig_margins(d, meta, path):
     ax.set_title("radial fraction, H = 2, n = 32 (mean)", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:

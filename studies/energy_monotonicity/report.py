@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, write_report  # noqa: E402
+from studies._common import open_study_data, save_figure, write_report  # noqa: E402
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 
@@ -41,9 +41,7 @@ def _fig_identity(z, summ, out):
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     fig.suptitle("Symmetric value-aligned heads, exp kernel, mean normalization, beta=1, dopri5 rtol=1e-8")
-    fig.tight_layout()
-    fig.savefig(out / "identity.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "identity.png")
 
 
 def _fig_defect(z, summ, out):
@@ -63,9 +61,7 @@ def _fig_defect(z, summ, out):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.suptitle(f"V_h = M_h + Delta_h, sphere, d={ds['d']}, n={ds['n']}, H={ds['n_heads']}, beta=1, mean normalization")
-    fig.tight_layout()
-    fig.savefig(out / "defect.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "defect.png")
 
 
 def _fig_softmax(z, summ, out):
@@ -91,9 +87,7 @@ def _fig_softmax(z, summ, out):
         ax.grid(alpha=0.3)
     fig.suptitle(f"Random symmetric value-aligned softmax heads on the sphere, n={sm['n']}, beta=1, "
                  f"t in [0, {sm['t_final']}]")
-    fig.tight_layout()
-    fig.savefig(out / "softmax.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "softmax.png")
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:

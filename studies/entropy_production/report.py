@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, write_report  # noqa: E402
+from studies._common import open_study_data, save_figure, write_report  # noqa: E402
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 FAMILIES = ("scalar", "symmetric", "general")
@@ -47,9 +47,7 @@ def _fig_identity(z, s, out):
     ax.set_title("error of finite differences against the covariance identity", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / "identity.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "identity.png")
 
 
 def _fig_equiangular(z, s, out):
@@ -76,9 +74,7 @@ def _fig_equiangular(z, s, out):
     axes[1].set_title("entropy production stays >= 0 (monotone growth)", fontsize=10)
     axes[1].legend(fontsize=7)
     axes[1].grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / "equiangular.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "equiangular.png")
 
 
 def _fig_failures(z, s, out):
@@ -106,9 +102,7 @@ def _fig_failures(z, s, out):
     ax.set_title("failure fraction along the flow", fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / "failures.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "failures.png")
 
 
 def _fig_continuum(z, s, out):
@@ -143,9 +137,7 @@ def _fig_continuum(z, s, out):
     ax.set_title(f"PDE (lmax={s['continuum']['lmax']}) vs particles sampled from rho0", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / "continuum.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "continuum.png")
 
 
 def _e(x):

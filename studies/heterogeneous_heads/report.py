@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 
-from studies._common import open_study_data, write_report  # noqa: E402
+from studies._common import open_study_data, save_figure, write_report  # noqa: E402
 
 
 def _fig_phi(d, meta, path):
@@ -27,9 +27,7 @@ def _fig_phi(d, meta, path):
     ax.set_title(f"Early softmax rate of one head, n = {meta['n']}, beta = {meta['beta']}", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _overlay(ax, lbar, lam_c, s):
@@ -64,9 +62,7 @@ def _fig_maps(d, meta, path):
         _overlay(ax, lbar, lam_c, s)
         ax.set_title(f"time to gamma = {d['targets'][k]} (blue: split faster); black: T equal, "
                      "yellow: G = 0", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _fig_runs(d, meta, path):
@@ -93,9 +89,7 @@ def _fig_runs(d, meta, path):
     axes[1].legend(fontsize=7)
     for ax in axes:
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:

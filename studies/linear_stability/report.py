@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from meanfield import theory  # noqa: E402
-from studies._common import open_study_data, write_report  # noqa: E402
+from studies._common import open_study_data, save_figure, write_report  # noqa: E402
 
 
 def _fig_pde(d, out):
@@ -31,9 +31,7 @@ def _fig_pde(d, out):
     bx.set(xlabel="degree l", ylabel="|measured / exact - 1|",
            title=f"PDE rate error (eps = {d['settings']['pde_eps']:g})")
     bx.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "pde_rates.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "pde_rates.png")
 
 
 def _fig_particles(d, out):
@@ -51,9 +49,7 @@ def _fig_particles(d, out):
             label=f"n = {dr[0]['n']}, solve_particles (direct), {len(dr)} runs")
     ax.set(xlabel="degree l", ylabel="growth rate", title="Particles, d = 3, beta = 6, one mean head")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "particle_rates.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "particle_rates.png")
 
 
 def _fig_clusters(d, out):
@@ -71,9 +67,7 @@ def _fig_clusters(d, out):
     ax.plot(b, [c["linear_maxima_positive"] for c in cl], "v:", ms=4, label="maxima of linearly evolved sample")
     ax.set(xlabel="beta", ylabel="count", title="Clusters from a uniform start vs l* (one mean head, lambda = 1)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "clusters.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "clusters.png")
 
 
 def _fig_critical(d, out):
@@ -91,9 +85,7 @@ def _fig_critical(d, out):
                title=f"{cc['name']}\nnu_c = {cc['nu_c']:.4g}")
         ax.legend(fontsize=7)
     fig.suptitle("Critical noise: measured (dots) vs exact (lines); stable iff all below 0", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out / "critical_noise.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "critical_noise.png")
 
 
 SIGMA_DT = 0.05

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, write_report  # noqa: E402
+from studies._common import open_study_data, save_figure, write_report  # noqa: E402
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 
@@ -36,9 +36,7 @@ def _fig_rates(z, s, out):
     for ax in axes:
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / "rates.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "rates.png")
 
 
 def _fig_scan(s, out):
@@ -64,9 +62,7 @@ def _fig_scan(s, out):
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=6)
     fig.suptitle(f"Orthogonal-block heads on the sphere, random tokens, t in [0, {s['t_final']}], {s['n_eval']} observed times")
-    fig.tight_layout()
-    fig.savefig(out / "scan.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "scan.png")
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import markdown_table, open_study_data, write_report  # noqa: E402
+from studies._common import markdown_table, open_study_data, save_figure, write_report  # noqa: E402
 
 LABELS = {"exp-softmax": "exp kernel, softmax normalization", "exp-mean": "exp kernel, mean normalization",
           "relu-mean": "ReLU kernel, mean normalization", "relu-softmax": "ReLU kernel, softmax normalization"}
@@ -59,9 +59,7 @@ def _fig_vs_n(z, s, out):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="best")
     fig.suptitle("Clustering time against n: linearized vs nonlinear equiangular ODE vs random-token particles")
-    fig.tight_layout()
-    fig.savefig(out / "times_vs_n.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "times_vs_n.png")
 
 
 def _fig_vs_d(z, s, out):
@@ -105,9 +103,7 @@ def _fig_vs_d(z, s, out):
                  fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "times_vs_d.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "times_vs_d.png")
 
 
 def _f(x, p=2):
