@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 import meanfield as mf
-from meanfield.heads import scalar_heads
-from meanfield.kernels import aggregate, row_chunks
-from meanfield.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
+from meanfield.core.heads import scalar_heads
+from meanfield.core.kernels import aggregate, row_chunks
+from meanfield.models.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
 
 HERE = Path(__file__).resolve().parent
 LAMBDAS = [1.0, -0.5]          # two zonal mean heads
@@ -171,7 +171,7 @@ def bench_breakdown(quick):
 
 def bench_relu(quick):
     """Accuracy of spectral ReLU sums against direct ones, as a function of lmax (n = 2000)."""
-    from meanfield.fastsum import SpectralSum
+    from meanfield.models.fastsum import SpectralSum
 
     n, rows = 2000, []
     X = tokens(n, 4) + np.array([0.0, 0.0, 0.5])      # uniform tokens, tilted towards the north pole

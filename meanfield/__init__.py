@@ -2,42 +2,56 @@
 
 The mathematics is specified in ``MODEL.md`` (shared docs); ``docs/`` explains the package.
 
-Package map (imports flow downwards only)::
+Package map: four layers, imports flow downwards only (``tests/test_layers.py`` checks it)::
 
-    heads             Head(M, V, beta, kernel, normalization) and presets
-    integrate         explicit Runge-Kutta tableaux in a registry; integrate(rhs, y0, ...) -> Trajectory
-    sphere            SphereGrid(lmax): the only spherical-harmonic (ducc0/pyshtools) user
-    kernels           kernel sums shared by particles and the continuum quadrature path
-    initial           seeded token configurations (uniform, vMF, equiangular, orthonormal)
-    densities         initial densities on S^2 and sampling particles from them
-    particles         ParticleSystem: the finite-n system in any dimension d
-    continuum         ContinuumPDE: the mean-field continuity equation on S^2
-    diagnostics       particle diagnostics (energy rates, radial shadows, Condition 8, entropy, clusters)
-    field_diagnostics continuum diagnostics and the resolution monitor
-    theory            closed forms of MODEL.md sections 2-3 (re-exports stability)
-    stability         Funk-Hecke coefficients, growth rates sigma_l, critical noise
-    transport         W2 distances on the sphere (the only POT user; imported on first use)
-    simulate          solve_particles / solve_continuum: integrator + observe hooks
-    paired            paired particle / PDE runs compared by W2 (imported on first use)
-    config            RunConfig: the main job's settings, TOML in and out, validated
-    checkpoint        integrator states of long runs, saved atomically; resume
-    run               the main job: PDE + particles + W2 -> xarray Dataset (imported on first use)
-    results           NetCDF datasets with config, schema and package version
-    plotting          figures and animations (the only matplotlib user; imported on first use)
-    sweep             parameter sweeps of the main job on dask.distributed
-    cli               the ``meanfield`` command
+    core/       the primitives
+      validate          input checks shared by every public function (named ValueErrors)
+      heads             Head(M, V, beta, kernel, normalization) and presets
+      kernels           kernel sums shared by particles and the continuum quadrature path
+      funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2
+      sphere            SphereGrid(lmax): the only spherical-harmonic (ducc0/pyshtools) user
+      integrate         explicit Runge-Kutta tableaux in a registry; integrate(rhs, y0, ...) -> Trajectory
+      initial           seeded token configurations (uniform, vMF, equiangular, orthonormal)
+      densities         initial densities on S^2 and sampling particles from them
+    models/     the two models
+      fastsum           spectral (Funk-Hecke) particle sums for zonal heads on S^2
+      particles         ParticleSystem: the finite-n system in any dimension d
+      continuum         ContinuumPDE: the mean-field continuity equation on S^2
+    analysis/   what is measured on the models
+      diagnostics       particle diagnostics (energy rates, radial shadows, Condition 8, entropy, clusters)
+      field_diagnostics continuum diagnostics and the resolution monitor
+      theory            closed forms of MODEL.md sections 2-3 (re-exports stability)
+      stability         Funk-Hecke coefficients, growth rates sigma_l, critical noise
+      transport         W2 distances on the sphere (the only POT user; imported on first use)
+    workflow/   runs, files and the command line
+      simulate          solve_particles / solve_continuum: integrator + observe hooks
+      paired            paired particle / PDE runs compared by W2
+      config            RunConfig: the main job's settings, TOML in and out, validated
+      checkpoint        integrator states of long runs, saved atomically; resume
+      run               the main job: PDE + particles + W2 -> xarray Dataset
+      results           NetCDF datasets with config, schema and package version
+      plotting          figures and animations (the only matplotlib user)
+      sweep             parameter sweeps of the main job on dask.distributed
+      cli               the ``meanfield`` command
+
+Every module is also importable by its short name (``meanfield.transport``,
+``meanfield.run``, ...), the layout of version 0.1: see :data:`MODULES`.
 """
 
+import importlib.abc
+import importlib.util
+import sys
 from importlib import import_module
 
-from . import densities, diagnostics, field_diagnostics, initial, theory
-from .continuum import ContinuumPDE
-from .heads import (Head, approx_orthogonal_heads, orthogonal_block_heads, perturbed_value_heads,
-                    random_symmetric_heads, scalar_heads)
-from .integrate import SCHEMES, Trajectory, integrate
-from .particles import ParticleSystem
-from .simulate import solve_continuum, solve_particles
-from .sphere import SphereGrid
+from .analysis import diagnostics, field_diagnostics, theory
+from .core import densities, initial
+from .core.heads import (Head, approx_orthogonal_heads, orthogonal_block_heads, perturbed_value_heads,
+                         random_symmetric_heads, scalar_heads)
+from .core.integrate import SCHEMES, Trajectory, integrate
+from .core.sphere import SphereGrid
+from .models.continuum import ContinuumPDE
+from .models.particles import ParticleSystem
+from .workflow.simulate import solve_continuum, solve_particles
 
 __version__ = "0.1.0"
 
@@ -46,11 +60,40 @@ __all__ = ["Head", "scalar_heads", "orthogonal_block_heads", "random_symmetric_h
            "Trajectory", "solve_particles", "solve_continuum", "densities", "diagnostics", "field_diagnostics",
            "initial", "theory", "transport", "__version__"]
 
+MODULES = {
+    "validate": "core.validate", "heads": "core.heads", "kernels": "core.kernels", "funk_hecke": "core.funk_hecke",
+    "sphere": "core.sphere", "integrate": "core.integrate", "initial": "core.initial", "densities": "core.densities",
+    "particles": "models.particles", "fastsum": "models.fastsum", "continuum": "models.continuum",
+    "diagnostics": "analysis.diagnostics", "field_diagnostics": "analysis.field_diagnostics",
+    "theory": "analysis.theory", "stability": "analysis.stability", "transport": "analysis.transport",
+    "simulate": "workflow.simulate", "paired": "workflow.paired", "config": "workflow.config",
+    "checkpoint": "workflow.checkpoint", "run": "workflow.run", "results": "workflow.results",
+    "plotting": "workflow.plotting", "sweep": "workflow.sweep", "cli": "workflow.cli",
+}
+"""Short module name -> its place in the layers (``meanfield.<short>`` imports ``meanfield.<place>``)."""
 
-_LAZY = ("transport", "paired", "config", "checkpoint", "run", "results", "plotting", "sweep", "fastsum")
+
+class _ShortNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import meanfield.transport`` returns the module ``meanfield.analysis.transport`` itself."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        prefix, _, short = fullname.partition(".")
+        if prefix == __name__ and short in MODULES:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        return import_module(f"{__name__}.{MODULES[spec.name.partition('.')[2]]}")
+
+    def exec_module(self, module):
+        pass
+
+
+if not any(isinstance(f, _ShortNames) for f in sys.meta_path):
+    sys.meta_path.append(_ShortNames())
 
 
 def __getattr__(name):
-    if name in _LAZY:                # POT, xarray, matplotlib, dask are slow to import: load on first use
-        return import_module(f".{name}", __name__)
+    if name in MODULES:          # POT, xarray, matplotlib, dask are slow to import: load on first use
+        return import_module(f".{MODULES[name]}", __name__)
     raise AttributeError(f"module 'meanfield' has no attribute {name!r}")

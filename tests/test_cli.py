@@ -4,9 +4,9 @@ import tomllib
 
 import pytest
 
-from meanfield.cli import available_studies, main
-from meanfield.config import RunConfig
-from meanfield.results import config_of, load
+from meanfield.workflow.cli import available_studies, main
+from meanfield.workflow.config import RunConfig
+from meanfield.workflow.results import config_of, load
 
 SMALL_TOML = """
 seed = 2
@@ -93,7 +93,7 @@ def test_study_runs_the_study_module_from_the_repository(tmp_path, monkeypatch, 
     (root / "__init__.py").write_text("")
     (root / "fake" / "__init__.py").write_text("")
     (root / "fake" / "run.py").write_text("import sys\nsys.exit(0 if sys.argv[1:] == ['--quick'] else 5)\n")
-    monkeypatch.setattr("meanfield.cli.studies_root", lambda: root)
+    monkeypatch.setattr("meanfield.workflow.cli.studies_root", lambda: root)
     assert available_studies(root) == ["fake"]
     assert main(["study", "fake", "--quick"]) == 0          # the module saw --quick
     assert main(["study", "fake"]) == 5                     # its exit status is passed on

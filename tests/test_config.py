@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from meanfield.config import ConfigError, HeadConfig, RunConfig, load_config, to_toml
+from meanfield.workflow.config import ConfigError, HeadConfig, RunConfig, load_config, to_toml
 
 
 def test_default_round_trips_through_dict_and_toml():
@@ -86,7 +86,7 @@ def test_toml_writer_escapes_and_refuses_unknown_types():
 
 
 def test_non_utf8_config_file(tmp_path):
-    from meanfield.config import ConfigError, load_config
+    from meanfield.workflow.config import ConfigError, load_config
 
     f = tmp_path / "bad.toml"
     f.write_bytes(b"\xff\xfe")

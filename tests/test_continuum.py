@@ -7,12 +7,12 @@ import pytest
 
 from meanfield import field_diagnostics as fd
 from meanfield import theory
-from meanfield.continuum import ContinuumPDE, KernelResolutionWarning, funk_hecke_multipliers
-from meanfield.densities import perturbed_uniform, uniform_density, vmf_density, vmf_mixture_density
-from meanfield.heads import Head, scalar_heads
-from meanfield.initial import random_rotation
-from meanfield.particles import ParticleSystem
-from meanfield.simulate import solve_continuum
+from meanfield.models.continuum import ContinuumPDE, KernelResolutionWarning, funk_hecke_multipliers
+from meanfield.core.densities import perturbed_uniform, uniform_density, vmf_density, vmf_mixture_density
+from meanfield.core.heads import Head, scalar_heads
+from meanfield.core.initial import random_rotation
+from meanfield.models.particles import ParticleSystem
+from meanfield.workflow.simulate import solve_continuum
 
 
 def smooth_density(grid, seed=0, amp=0.004, lmax_pert=5):

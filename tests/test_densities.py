@@ -6,7 +6,7 @@ from scipy.special import sph_harm_y
 from scipy.stats import kstest
 
 from meanfield import densities as D
-from meanfield.sphere import SphereGrid, cartesian_to_angles
+from meanfield.core.sphere import SphereGrid, cartesian_to_angles
 
 MU = np.array([0.0, 0.6, 0.8])
 Z = np.array([0.0, 0.0, 1.0])

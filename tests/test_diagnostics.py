@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from meanfield.diagnostics import (attention_entropy, attention_entropy_rate, clustering, dissipation,
+from meanfield.analysis.diagnostics import (attention_entropy, attention_entropy_rate, clustering, dissipation,
                                    energy_rate_terms, radial_dominance, radial_shadows)
-from meanfield.heads import Head, orthogonal_block_heads, random_symmetric_heads, scalar_heads
-from meanfield.initial import equiangular, uniform_sphere, vmf_mixture
-from meanfield.particles import ParticleSystem, retract_sphere
+from meanfield.core.heads import Head, orthogonal_block_heads, random_symmetric_heads, scalar_heads
+from meanfield.core.initial import equiangular, uniform_sphere, vmf_mixture
+from meanfield.models.particles import ParticleSystem, retract_sphere
 
 # Central differences at h = 1e-5: truncation ~1e-10, round-off ~1e-11 (see test_particles).
 FD_RTOL = 1e-7

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from meanfield import stability
-from meanfield.continuum import ContinuumPDE, funk_hecke_multipliers
-from meanfield.densities import vmf_mixture_density
-from meanfield.fastsum import SpectralSum, truncation_degree, zonal_multipliers
-from meanfield.heads import Head, scalar_heads
-from meanfield.initial import uniform_sphere
-from meanfield.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
+from meanfield.models.continuum import ContinuumPDE, funk_hecke_multipliers
+from meanfield.core.densities import vmf_mixture_density
+from meanfield.models.fastsum import SpectralSum, truncation_degree, zonal_multipliers
+from meanfield.core.heads import Head, scalar_heads
+from meanfield.core.initial import uniform_sphere
+from meanfield.models.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
 
 
 def clustered(n, seed, spread=0.3):
@@ -191,7 +191,7 @@ def test_pde_tendency_equals_fields_formula(normalization):
 def test_direct_softmax_with_and_without_shift(rng, beta):
     """kernels.aggregate skips the max-shift only when beta |s| <= 600 cannot overflow; both
     branches equal the textbook softmax computed with logsumexp (beta 325 with |M| = 2: shifted)."""
-    from meanfield.kernels import aggregate
+    from meanfield.core.kernels import aggregate
 
     head = scalar_heads([2.0], 3, beta=beta, normalization="softmax")[0]
     X = uniform_sphere(60, 3, seed=11)

@@ -15,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 import meanfield as mf
 from meanfield import densities, diagnostics, initial, theory
-from meanfield.integrate import integrate
+from meanfield.core.integrate import integrate
 
 OUTCOMES = Counter()
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],
@@ -182,7 +182,7 @@ config_dicts = st.dictionaries(
 @SETTINGS
 @given(data=config_dicts)
 def test_config_loader_random_tables(data):
-    from meanfield.config import RunConfig
+    from meanfield.workflow.config import RunConfig
 
     cfg = attempt("RunConfig.from_dict", RunConfig.from_dict, data)
     if cfg is not None:
@@ -192,7 +192,7 @@ def test_config_loader_random_tables(data):
 @SETTINGS
 @given(text=st.text(max_size=80))
 def test_config_loader_malformed_toml(text):
-    from meanfield.config import RunConfig
+    from meanfield.workflow.config import RunConfig
 
     attempt("RunConfig.from_toml", RunConfig.from_toml, text)
 
@@ -204,7 +204,7 @@ def test_unwritable_output_and_disk_full(tmp_path, monkeypatch, capsys):
 
     import xarray as xr
 
-    from meanfield.cli import main
+    from meanfield.workflow.cli import main
 
     blocker = tmp_path / "file"
     blocker.write_text("x")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.linalg import expm
 
-from meanfield.integrate import SCHEMES, Tableau, Trajectory, integrate, rk_step
+from meanfield.core.integrate import SCHEMES, Tableau, Trajectory, integrate, rk_step
 
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 ADAPTIVE = sorted(k for k, v in SCHEMES.items() if v.adaptive)

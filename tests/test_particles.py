@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from meanfield.heads import (Head, approx_orthogonal_heads, orthogonal_block_heads, perturbed_value_heads,
+from meanfield.core.heads import (Head, approx_orthogonal_heads, orthogonal_block_heads, perturbed_value_heads,
                              random_symmetric_heads, scalar_heads)
-from meanfield.initial import random_rotation, uniform_sphere
-from meanfield.particles import ParticleSystem, retract_sphere
+from meanfield.core.initial import random_rotation, uniform_sphere
+from meanfield.models.particles import ParticleSystem, retract_sphere
 
 FD_STEP = 1e-5
 # Central differences: truncation ~ h^2 |E'''| ~ 1e-10, round-off ~ eps |E| / h ~ 1e-11;

@@ -6,9 +6,9 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from meanfield import plotting, results
-from meanfield.cli import main
-from meanfield.config import RunConfig
-from meanfield.run import run
+from meanfield.workflow.cli import main
+from meanfield.workflow.config import RunConfig
+from meanfield.workflow.run import run
 
 TINY = {"pde": {"lmax": 10}, "particles": {"n": 60}, "integrator": {"t_final": 0.3, "n_frames": 3},
         "initial": {"kappas": [1.0]},
@@ -38,7 +38,7 @@ def test_growth_rates_leave_out_relu_heads_and_match_theory(tiny):
     fig = plotting.growth_rate_spectrum(ds)
     ax = fig.axes[0]
     assert "ReLU heads [1] left out" in ax.get_title()
-    from meanfield.theory import growth_rate
+    from meanfield.analysis.theory import growth_rate
     exp_line = ax.lines[0]
     # the plotted points are theory.growth_rate itself (same function, exact)
     np.testing.assert_array_equal(exp_line.get_ydata(), growth_rate(np.arange(1, 11), [1.0], 1.0, "mean"))

@@ -6,9 +6,9 @@ import xarray as xr
 
 import meanfield
 from meanfield import results
-from meanfield.config import RunConfig
-from meanfield.run import run
-from meanfield.sphere import SphereGrid
+from meanfield.workflow.config import RunConfig
+from meanfield.workflow.run import run
+from meanfield.core.sphere import SphereGrid
 
 # The default run at a reduced size: lmax 15, 200 particles, t in [0, 0.5] (seconds, not minutes).
 SMALL = {"pde": {"lmax": 15}, "particles": {"n": 200}, "integrator": {"t_final": 0.5, "n_frames": 6},
@@ -100,7 +100,7 @@ def test_coefficient_layout_round_trip_and_time_alignment():
 def test_file_without_run_variables_is_a_schema_error(tmp_path):
     import xarray as xr
 
-    from meanfield.results import SchemaError, load
+    from meanfield.workflow.results import SchemaError, load
 
     path = tmp_path / "other.nc"
     xr.Dataset({"a": ("x", [1.0])}, attrs={"schema_version": 1, "config": "{}"}).to_netcdf(path)

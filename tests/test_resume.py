@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from meanfield.cli import main
-from meanfield.config import RunConfig
-from meanfield.continuum import ContinuumPDE
-from meanfield.particles import ParticleSystem
-from meanfield.run import RunInterrupted, main_job, resume_job
+from meanfield.workflow.cli import main
+from meanfield.workflow.config import RunConfig
+from meanfield.models.continuum import ContinuumPDE
+from meanfield.models.particles import ParticleSystem
+from meanfield.workflow.run import RunInterrupted, main_job, resume_job
 
 CONFIG = RunConfig.from_dict({"seed": 2, "pde": {"lmax": 15}, "particles": {"n": 60},
                               "integrator": {"t_final": 0.4, "n_frames": 5},
@@ -59,7 +59,7 @@ def test_cli_interrupt_and_resume(tmp_path, monkeypatch, capsys):
 
 
 def test_failed_run_does_not_block_its_folder_and_corrupt_checkpoint_is_clear(tmp_path, monkeypatch, capsys):
-    import meanfield.run as run_module
+    import meanfield.workflow.run as run_module
 
     def boom(*a, **k):
         raise RuntimeError("boom")

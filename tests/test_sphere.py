@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.special import gamma, sph_harm_y, spherical_in
 
-from meanfield.sphere import SphereGrid, cartesian_to_angles, from_real, nalm_for, to_real
+from meanfield.core.sphere import SphereGrid, cartesian_to_angles, from_real, nalm_for, to_real
 
 
 def random_alm(grid, rng, decay=0.0):

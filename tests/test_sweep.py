@@ -10,9 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from meanfield.config import ConfigError
-from meanfield.results import load
-from meanfield.sweep import SweepSpec, load_sweep, load_sweep_spec, run_point, run_sweep
+from meanfield.workflow.config import ConfigError
+from meanfield.workflow.results import load
+from meanfield.workflow.sweep import SweepSpec, load_sweep, load_sweep_spec, run_point, run_sweep
 
 BASE = {"seed": 3, "pde": {"lmax": 11}, "particles": {"n": 60},
         "integrator": {"t_final": 0.4, "n_frames": 3}, "outputs": {"figures": False, "animation": False}}
@@ -108,7 +108,7 @@ def test_rerun_skips_done_and_records_failures(tmp_path, monkeypatch):
         assert [(out / "points" / f"p{i:04d}.nc").stat().st_mtime_ns for i in range(2)] == stamp
         # a failing point is recorded with its error and does not stop the others
         bad = SweepSpec(BASE, {"particles.n": [40, 40], "seed": [5, 6]}, mode="list")
-        import meanfield.run as run_module
+        import meanfield.workflow.run as run_module
 
         real_run = run_module.run
         monkeypatch.setattr(run_module, "run", lambda c, progress=None: (_ for _ in ()).throw(

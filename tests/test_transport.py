@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from meanfield.transport import TransportResult, cost_matrix, w2_distance, w2_particles_density
+from meanfield.analysis.transport import TransportResult, cost_matrix, w2_distance, w2_particles_density
 
 
 def sphere_points(rng, n, d=3):

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from meanfield import theory
-from meanfield.heads import scalar_heads
-from meanfield.initial import equiangular, uniform_sphere
-from meanfield.integrate import SCHEMES
-from meanfield.particles import ParticleSystem
-from meanfield.simulate import solve_particles
+from meanfield.core.heads import scalar_heads
+from meanfield.core.initial import equiangular, uniform_sphere
+from meanfield.core.integrate import SCHEMES
+from meanfield.models.particles import ParticleSystem
+from meanfield.workflow.simulate import solve_particles
 
 
 def gram_offdiag(X):

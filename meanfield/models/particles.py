@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .fastsum import SpectralSum, spectral_supported, truncation_degree
-from .heads import check_exp_range, check_heads
-from .kernels import aggregate, kernel, pair_sum, row_chunks
+from ..core.heads import check_exp_range, check_heads
+from ..core.kernels import aggregate, kernel, pair_sum, row_chunks
 
 GEOMETRIES = ("sphere", "flat")
 SUMMATIONS = ("auto", "direct", "spectral")

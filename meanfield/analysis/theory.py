@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import integrate, optimize, special
 
-from ._validate import _choice, _common, _gamma, _int, _int_array, _lambdas, _real, _real_array
-from .heads import KERNELS, NORMALIZATIONS
+from ..core.validate import _choice, _common, _gamma, _int, _int_array, _lambdas, _real, _real_array
+from ..core.heads import KERNELS, NORMALIZATIONS
 from .stability import (critical_noise, funk_hecke_exp, funk_hecke_relu, growth_rate,  # noqa: F401
                         most_unstable_degree, sphere_area)
 

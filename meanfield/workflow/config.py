@@ -18,8 +18,8 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .heads import KERNELS, NORMALIZATIONS
-from .integrate import SCHEMES
+from ..core.heads import KERNELS, NORMALIZATIONS
+from ..core.integrate import SCHEMES
 
 __all__ = ["ConfigError", "HeadConfig", "InitialConfig", "PDEConfig", "ParticleConfig", "IntegratorConfig",
            "OutputConfig", "RunConfig", "load_config", "to_toml"]

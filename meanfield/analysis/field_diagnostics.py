@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import spherical_in
 
-from .continuum import ContinuumPDE
-from .kernels import entropy_rows
+from ..models.continuum import ContinuumPDE
+from ..core.kernels import entropy_rows
 
 __all__ = ["mass", "negative_mass", "spectral_tail", "concentration", "dissipation", "boltzmann_entropy",
            "free_energy_dissipation", "attention_entropy", "observer", "resolution_monitor"]

@@ -31,9 +31,9 @@ import xarray as xr  # noqa: E402
 from matplotlib.animation import PillowWriter  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from . import theory  # noqa: E402
+from ..analysis import theory  # noqa: E402
 from .results import density_coefficients  # noqa: E402
-from .sphere import SphereGrid  # noqa: E402
+from ..core.sphere import SphereGrid  # noqa: E402
 
 __all__ = ["density_maps", "orthographic_views", "energy_curves", "w2_curve", "growth_rate_spectrum",
            "save_animation", "save_figures"]

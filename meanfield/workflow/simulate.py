@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import diagnostics, field_diagnostics
-from .continuum import ContinuumPDE
-from .densities import check_density, normalize as normalize_density
-from .integrate import SCHEMES, integrate
-from .particles import ParticleSystem
+from ..analysis import diagnostics, field_diagnostics
+from ..models.continuum import ContinuumPDE
+from ..core.densities import check_density, normalize as normalize_density
+from ..core.integrate import SCHEMES, integrate
+from ..models.particles import ParticleSystem
 
 __all__ = ["solve_particles", "solve_continuum"]
 

@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import diagnostics, transport
-from .continuum import ContinuumPDE
-from .densities import check_density, sample_particles
-from .fastsum import SpectralSum, spectral_supported, zonal_multipliers
-from .integrate import integrate
-from .particles import ParticleSystem, retract_sphere
+from ..analysis import diagnostics, transport
+from ..models.continuum import ContinuumPDE
+from ..core.densities import check_density, sample_particles
+from ..models.fastsum import SpectralSum, spectral_supported, zonal_multipliers
+from ..core.integrate import integrate
+from ..models.particles import ParticleSystem, retract_sphere
 from .simulate import solve_continuum, solve_particles
-from .sphere import SphereGrid
+from ..core.sphere import SphereGrid
 
 SAMPLINGS = ("iid", "stratified")
 PARTICLE_SUMS = ("auto", "direct", "spectral")

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .funk_hecke import funk_hecke_multipliers, zonal_multipliers  # the first re-exported (public API)
-from .heads import check_exp_range, check_heads
-from .kernels import aggregate, pair_sum
-from .sphere import SphereGrid, from_real, to_real
+from ..core.funk_hecke import funk_hecke_multipliers, zonal_multipliers  # the first re-exported (public API)
+from ..core.heads import check_exp_range, check_heads
+from ..core.kernels import aggregate, pair_sum
+from ..core.sphere import SphereGrid, from_real, to_real
 
 METHODS = ("auto", "spectral", "quadrature")
 

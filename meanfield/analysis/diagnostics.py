@@ -20,8 +20,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from .kernels import entropy_rows, log_attention
-from .particles import ParticleSystem, project_tangent
+from ..core.kernels import entropy_rows, log_attention
+from ..models.particles import ParticleSystem, project_tangent
 
 __all__ = ["dissipation", "energy_rate_terms", "radial_shadows", "radial_dominance",
            "attention_entropy", "attention_entropy_rate", "clustering", "observer"]

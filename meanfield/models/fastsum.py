@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .funk_hecke import zonal_multipliers   # also re-exported here (public API)
-from .heads import check_heads
-from .sphere import SphereGrid
+from ..core.funk_hecke import zonal_multipliers   # also re-exported here (public API)
+from ..core.heads import check_heads
+from ..core.sphere import SphereGrid
 
 
 LMAX_CAP = 512

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from ._validate import _choice, _int, _int_array, _lambdas, _real, _real_array
-from .heads import NORMALIZATIONS
+from ..core.validate import _choice, _int, _int_array, _lambdas, _real, _real_array
+from ..core.heads import NORMALIZATIONS
 
 __all__ = ["sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate", "most_unstable_degree",
            "critical_noise"]

@@ -21,16 +21,16 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from . import diagnostics
+from ..analysis import diagnostics
 from .checkpoint import Checkpointer, RunInterrupted
 from .config import RunConfig, load_config
-from .continuum import ContinuumPDE
-from .densities import sample_particles, vmf_mixture_density
-from .heads import Head
-from .particles import ParticleSystem
+from ..models.continuum import ContinuumPDE
+from ..core.densities import sample_particles, vmf_mixture_density
+from ..core.heads import Head
+from ..models.particles import ParticleSystem
 from .results import SCHEMA_VERSION, align_times, coefficients_to_lm, observables_to_variables, save
 from .simulate import solve_continuum, solve_particles
-from .sphere import SphereGrid
+from ..core.sphere import SphereGrid
 
 __all__ = ["build_heads", "initial_state", "run", "summary", "main_job", "resume_job", "RunInterrupted"]
 
@@ -67,7 +67,7 @@ def _w2_series(config, X, rho_lm, pde_reached, progress):
     """W2 between particles ``X`` (T, n, 3) and the density ``rho_lm`` (T, nalm) at the reached times."""
     from tqdm.auto import tqdm
 
-    from . import transport  # POT is slow to import: only when needed
+    from ..analysis import transport  # POT is slow to import: only when needed
 
     grid = SphereGrid(config.pde.lmax)
     nodes, w = grid.nodes.reshape(-1, 3), grid.weights.reshape(-1)
@@ -158,7 +158,7 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.
               "l": np.arange(lmax + 1), "m": np.arange(lmax + 1),
               "head_lambda": ("head", [h.lam for h in config.heads]),
               "head_beta": ("head", [h.beta for h in config.heads])}
-    from . import __version__
+    from .. import __version__
     attrs = {"schema_version": SCHEMA_VERSION, "meanfield_version": __version__, "seed": config.seed,
              "config": json.dumps(config.to_dict(), sort_keys=True),
              "pde_status": sol.status, "pde_message": sol.message, "pde_t_final": sol.t_final,

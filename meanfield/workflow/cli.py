@@ -133,7 +133,7 @@ def _study(args):
 
 
 def _theory(args):
-    from . import theory
+    from ..analysis import theory
 
     if args.quantity == "beta-star":
         print(f"c*(H={args.H}) = {theory.c_star(args.H):.12f}")
