@@ -91,6 +91,9 @@ class _ShortNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 if not any(isinstance(f, _ShortNames) for f in sys.meta_path):
     sys.meta_path.append(_ShortNames())
+for _short, _place in MODULES.items():     # already loaded: register the short name now, so that a later
+    if f"{__name__}.{_place}" in sys.modules:   # `import meanfield.integrate` cannot rebind mf.integrate
+        sys.modules.setdefault(f"{__name__}.{_short}", sys.modules[f"{__name__}.{_place}"])
 
 
 def __getattr__(name):

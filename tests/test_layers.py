@@ -75,3 +75,10 @@ def test_short_module_names_still_import():
     import importlib
     for short, place in meanfield.MODULES.items():
         assert importlib.import_module(f"meanfield.{short}") is importlib.import_module(f"meanfield.{place}")
+
+
+def test_short_module_import_does_not_shadow_public_functions():
+    # `mf.integrate` is a function; importing the module by its 0.1 name must not rebind it
+    import meanfield.integrate  # noqa: F401
+    from meanfield.core.integrate import integrate
+    assert meanfield.integrate is integrate
