@@ -2,15 +2,16 @@ r"""Paired runs: particles and the mean-field PDE from the same start, compared 
 
 :func:`paired_run` samples ``n`` particles from an initial density ``rho_0``, evolves them and the
 continuum PDE with the same heads, records the diagnostics of both (energy, relative attention
-entropy, dissipation, order parameter) and the distance
+entropy, dissipation, order parameter, clustering) and the distance
 
 .. math:: W_2\Big(\mu_n(t),\ \sum_g \rho(x_g, t)\, w_g\, \delta_{x_g}\Big),\qquad
           \mu_n = \frac1n \sum_i \delta_{x_i},
 
 at the requested times where both runs exist.  The density side lives on the nodes ``x_g`` and
-weights ``w_g`` of a *transport grid* (:func:`density_measure`; by default the PDE's own
-quadrature grid).  Negative density values are never clipped silently: ``negative="error"``
-raises, ``negative="drop"`` drops them and records the dropped mass per time.
+weights ``w_g`` of a *transport grid* (decided by :func:`resolve_transport_grid` alone: by default
+the PDE's own quadrature grid; recorded in ``PairedResult.config["transport_grid"]``).  Negative
+density values are never clipped silently: ``negative="error"`` raises, ``negative="drop"`` drops
+them and records the dropped mass per time.
 
 If the PDE's resolution monitor stops it early, :class:`PairedResult` says when and why, the
 particles continue to ``t_final`` and ``w2`` is NaN at the times the PDE did not reach.

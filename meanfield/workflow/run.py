@@ -5,8 +5,9 @@
 config and hands them to :func:`meanfield.paired.paired_run`, the one paired engine (the PDE on
 S^2, ``n`` particles sampled from the same density, the particle observer, checkpoints, and at
 every recorded time the 2-Wasserstein distance between the particles and the density, carried by
-the Gauss-Legendre nodes of degree ``lmax``), then converts its :class:`~meanfield.paired.PairedResult`.  :func:`main_job` also writes the dataset and the figures
-into a folder; :func:`summary` is the text the command line prints.
+the Gauss-Legendre nodes of degree ``lmax``), then converts its
+:class:`~meanfield.paired.PairedResult` (:func:`to_dataset`).  :func:`main_job` also writes the
+dataset and the figures into a folder; :func:`summary` is the text the command line prints.
 
 >>> from meanfield.config import RunConfig
 >>> ds = run(RunConfig.from_dict({"pde": {"lmax": 15}, "particles": {"n": 200}}), progress=False)  # doctest: +SKIP
