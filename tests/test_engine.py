@@ -182,3 +182,11 @@ def test_main_job_is_paired_run_converted(monkeypatch):
     assert np.all(np.isnan(ds["rho"].values[~reached])) and np.all(np.isfinite(ds["X"].values))
     k = int(np.flatnonzero(reached)[-1])
     np.testing.assert_array_equal(results.density_coefficients(ds, k), res.pde_coefficients[k])
+
+
+def test_to_dataset_refuses_a_result_of_another_config():
+    res = paired.paired_run(HEADS, blobs, 30, 0.1, [0.0, 0.1], lmax=15, seed=0, transport_grid=paired.transport_grid(8))
+    config = RunConfig.from_dict({"pde": {"lmax": 15}, "particles": {"n": 31}})
+    with pytest.raises(ValueError, match=r"made from config \(lmax, n_particles, heads\) = \(15, 31, 2\); "
+                                         r"received a run with \(15, 30, 2\)"):
+        run_module.to_dataset(res, config)

@@ -101,6 +101,11 @@ def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) 
     also synthesized on the display grid ``2 (lmax+1) x 4 (lmax+1)``.
     """
     times, H, lmax = result.times, len(config.heads), config.pde.lmax
+    rc = result.config
+    made = (rc.get("lmax"), rc.get("n_particles"), len(rc.get("heads", ())))
+    if made != (lmax, config.particles.n, H):
+        raise ValueError(f"result must be a paired run made from config (lmax, n_particles, heads) = "
+                         f"{(lmax, config.particles.n, H)}; received a run with {made}")
     T, n = times.size, result.particle_states.shape[1]
     rows, cols = align_times(times, result.pde_times)
     rho_lm = np.full((T, result.pde_coefficients.shape[1]), np.nan + 0j)
@@ -124,7 +129,7 @@ def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) 
               "head_lambda": ("head", [h.lam for h in config.heads]),
               "head_beta": ("head", [h.beta for h in config.heads])}
     from .. import __version__
-    rc, tg = result.config, result.config["transport_grid"]
+    tg = rc["transport_grid"]
     attrs = {"schema_version": SCHEMA_VERSION, "meanfield_version": __version__, "seed": config.seed,
              "config": json.dumps(config.to_dict(), sort_keys=True),
              "pde_status": result.pde_status, "pde_message": result.pde_message, "pde_t_final": result.pde_t_stop,
