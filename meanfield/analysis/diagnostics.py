@@ -12,6 +12,8 @@ below is invariant under that common scaling (softmax heads are each divided by 
 * :func:`attention_entropy`, :func:`attention_entropy_rate` -- ``H_i^h`` and the covariance identity
 * :func:`clustering` -- min / mean pairwise inner product and clusters at a threshold
 * :func:`observer` -- a ready-made ``observe(t, y)`` hook for :func:`meanfield.integrate.integrate`
+* :func:`particle_observer` -- the hook of the paired runs and the main job (:data:`PARTICLE_OBSERVABLES`):
+  energies, dissipation, *relative* entropy (comparable with the PDE's), order parameter, clustering
 """
 
 from __future__ import annotations
@@ -20,11 +22,17 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
+from ..core.funk_hecke import zonal_multipliers
 from ..core.kernels import entropy_rows, log_attention
 from ..models.particles import ParticleSystem, project_tangent
 
 __all__ = ["dissipation", "energy_rate_terms", "radial_shadows", "radial_dominance",
-           "attention_entropy", "attention_entropy_rate", "clustering", "observer"]
+           "attention_entropy", "attention_entropy_rate", "clustering", "observer", "particle_observer",
+           "PARTICLE_OBSERVABLES"]
+
+PARTICLE_OBSERVABLES = ("energy", "energy_head", "dissipation", "entropy", "order_parameter",
+                        "min_inner", "mean_inner", "n_clusters")
+"""What :func:`particle_observer` records (the clustering measures on the sphere only)."""
 
 
 def dissipation(system: ParticleSystem, X, w=None) -> float:
@@ -176,3 +184,57 @@ def observer(system: ParticleSystem, w=None, threshold=0.99, per_token=False):
         return rec
 
     return observe
+
+
+def particle_observer(system: ParticleSystem, w=None, threshold=0.99):
+    """The ``observe(t, X)`` hook of the paired runs and the main job (:data:`PARTICLE_OBSERVABLES`).
+
+    Per recorded time: ``energy`` (total) and ``energy_head`` (H,); ``dissipation``
+    ``sum_i w_i |dx_i/dt|^2``; ``entropy`` (H,) the mean over tokens of the *relative* attention
+    entropy, ``H_i^h - log n`` for uniform weights (``<= 0``; MODEL.md section 3: the quantity
+    compared with the PDE's ``H_h``); ``order_parameter`` ``|sum_i w_i x_i|``; on the sphere the
+    :func:`clustering` measures ``min_inner``, ``mean_inner``, ``n_clusters`` (at ``threshold``).
+
+    Every sum is the one the system uses (``system.uses_spectral(n)``): direct pairwise sums, or
+    spectral Funk-Hecke sums, for the entropy too.  ``w`` (n,): token weights (default uniform;
+    the entropy is then the plain mean over tokens).
+    """
+    if not isinstance(system, ParticleSystem):
+        raise ValueError(f"system must be a ParticleSystem; received {type(system).__name__}")
+
+    def observe(t, X):
+        X, wv = system.check(X, w)
+        E = system.energies(X, wv)
+        if system.uses_spectral(X.shape[0]):
+            H = _spectral_relative_entropies(system._spectral, X, wv)
+        else:
+            H = attention_entropy(system, X, wv, relative=True)
+        rec = {"energy": float(E.sum()), "energy_head": E, "dissipation": dissipation(system, X, wv),
+               "entropy": H.mean(axis=1) if w is None else H @ wv,
+               "order_parameter": float(np.linalg.norm(X.mean(axis=0) if w is None else wv @ X))}
+        if system.geometry == "sphere":
+            rec.update(clustering(X, threshold))
+        return rec
+
+    return observe
+
+
+# TODO(merge): replace by ``SpectralSum.entropies(X, w)`` (models/fastsum.py, same shape and meaning).
+def _spectral_relative_entropies(spectral, X, w):
+    """Relative attention entropies per head and token by Funk-Hecke sums, shape (H, n).
+
+    ``spectral`` is a :class:`meanfield.fastsum.SpectralSum`.  For an exp head, with
+    ``Z_i = sum_j w_j e^{beta s_ij}`` and ``R_i = sum_j w_j e^{beta s_ij} s_ij`` (both spectral),
+    ``-sum_j p_ij log(p_ij / w_j) = log Z_i - beta R_i / Z_i``; NaN rows for other kernels.
+    """
+    g = spectral.grid
+    b = spectral.coefficients(X, w)
+    pts = g.prepare_points(X)          # angles once for all the evaluations below
+    out = np.full((len(spectral.heads), X.shape[0]), np.nan)
+    for h, head in enumerate(spectral.heads):
+        if head.kernel == "exp":
+            m = zonal_multipliers(head, spectral.lmax)
+            Z = pts.evaluate(g.multiply_degree(b, m["normalizer"]))
+            R = pts.evaluate(g.multiply_degree(b, m["normal"]))
+            out[h] = np.log(Z) - head.beta * R / Z
+    return out

@@ -51,7 +51,8 @@ from dataclasses import dataclass
 import ducc0
 import numpy as np
 
-__all__ = ["SphereGrid", "PointSet", "to_real", "from_real", "cartesian_to_angles", "nalm_for"]
+__all__ = ["SphereGrid", "PointSet", "to_real", "from_real", "cartesian_to_angles", "nalm_for", "lm_indices",
+           "to_lm_table", "from_lm_table"]
 
 _SHT = ducc0.sht.experimental
 _GEOM = "GL"
@@ -89,6 +90,60 @@ def from_real(v):
     if a.ndim != 1 or a.size % 2 or np.iscomplexobj(a):
         raise ValueError(f"v must be a real 1-d array of even length; received dtype {a.dtype}, shape {a.shape}")
     return np.ascontiguousarray(a, dtype=np.float64).view(np.complex128)
+
+
+def lm_indices(lmax):
+    """Degree and order of each stored coefficient, ``(l_index, m_index)``, each of shape (nalm,).
+
+    The layout of the module docstring (``m = 0, 1, ...``, within each ``m`` ``l = m..lmax``); equal
+    to :attr:`SphereGrid.l_index` and :attr:`SphereGrid.m_index` of any grid of degree ``lmax``.
+    """
+    if isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 0:
+        raise ValueError(f"lmax must be an integer >= 0; received {lmax!r}")
+    lmax = int(lmax)
+    l_index = np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
+    m_index = np.concatenate([np.full(lmax + 1 - m, m) for m in range(lmax + 1)])
+    return l_index, m_index
+
+
+def to_lm_table(f_lm, lmax):
+    """Coefficient vectors -> their real and imaginary parts in an ``(l, m)`` table.
+
+    Parameters
+    ----------
+    f_lm : array_like, shape (..., nalm), complex
+        Coefficients in this module's layout (any leading dimensions, e.g. time).
+    lmax : int
+        Degree; ``nalm = (lmax+1)(lmax+2)/2``.
+
+    Returns
+    -------
+    re, im : ndarray, shape (..., lmax+1, lmax+1), float64
+        ``re[..., l, m] = Re f_lm``, ``im[..., l, m] = Im f_lm`` for ``m <= l``; NaN where ``m > l``.
+    """
+    a = np.asarray(f_lm)
+    l_index, m_index = lm_indices(lmax)
+    if a.ndim < 1 or a.shape[-1] != l_index.size:
+        raise ValueError(f"f_lm must have shape (..., nalm) with nalm = {l_index.size} for lmax = {lmax}; "
+                         f"received shape {a.shape}")
+    re = np.full(a.shape[:-1] + (lmax + 1, lmax + 1), np.nan)
+    im = re.copy()
+    re[..., l_index, m_index] = a.real
+    im[..., l_index, m_index] = a.imag
+    return re, im
+
+
+def from_lm_table(re, im):
+    """Inverse of :func:`to_lm_table`: ``(l, m)`` tables (..., lmax+1, lmax+1) -> complex (..., nalm).
+
+    ``lmax`` is read from the table's shape; entries with ``m > l`` are ignored.
+    """
+    re, im = np.asarray(re), np.asarray(im)
+    if re.ndim < 2 or re.shape[-1] != re.shape[-2] or re.shape[-1] < 1 or im.shape != re.shape:
+        raise ValueError(f"re and im must have the same shape (..., lmax+1, lmax+1); received shapes "
+                         f"{re.shape} and {im.shape}")
+    l_index, m_index = lm_indices(re.shape[-1] - 1)
+    return re[..., l_index, m_index] + 1j * im[..., l_index, m_index]
 
 
 def _check_points(points):

@@ -2,22 +2,27 @@ r"""Paired runs: particles and the mean-field PDE from the same start, compared 
 
 :func:`paired_run` samples ``n`` particles from an initial density ``rho_0``, evolves them and the
 continuum PDE with the same heads, records the diagnostics of both (energy, relative attention
-entropy, dissipation, order parameter) and the distance
+entropy, dissipation, order parameter, clustering) and the distance
 
 .. math:: W_2\Big(\mu_n(t),\ \sum_g \rho(x_g, t)\, w_g\, \delta_{x_g}\Big),\qquad
           \mu_n = \frac1n \sum_i \delta_{x_i},
 
 at the requested times where both runs exist.  The density side lives on the nodes ``x_g`` and
-weights ``w_g`` of a *transport grid* (:func:`density_measure`; by default the PDE's own
-quadrature grid).  Negative density values are never clipped silently: ``negative="error"``
-raises, ``negative="drop"`` drops them and records the dropped mass per time.
+weights ``w_g`` of a *transport grid* (decided by :func:`resolve_transport_grid` alone: by default
+the PDE's own quadrature grid; recorded in ``PairedResult.config["transport_grid"]``).  Negative
+density values are never clipped silently: ``negative="error"`` raises, ``negative="drop"`` drops
+them and records the dropped mass per time.
 
 If the PDE's resolution monitor stops it early, :class:`PairedResult` says when and why, the
 particles continue to ``t_final`` and ``w2`` is NaN at the times the PDE did not reach.
 
-Particle sums: ``"direct"`` (:func:`meanfield.solve_particles`, O(n^2)) or ``"spectral"``
-(:class:`meanfield.fastsum.SpectralSum`, Funk-Hecke fast summation for zonal heads, O(n + L^2 log L),
-driven by :func:`meanfield.integrate`).  Both compute the same sums (to ``spectral_tol``).
+Particle sums are :class:`meanfield.ParticleSystem`'s (``summation``: ``"direct"``, ``"spectral"``
+Funk-Hecke sums for zonal exp heads, or ``"auto"``, the system's own rule), integrated by
+:func:`meanfield.solve_particles` and observed by :func:`meanfield.diagnostics.particle_observer`
+(relative attention entropy, as the PDE's).  Recorded times are matched to ``t_eval`` by
+:func:`align_times` (the one alignment of the package).  With a
+:class:`~meanfield.checkpoint.Checkpointer` each phase (``"pde"``, ``"particles"``) is
+checkpointed and resumed bit for bit; the main job (:func:`meanfield.run.run`) is this driver.
 """
 
 from __future__ import annotations
@@ -28,20 +33,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analysis import diagnostics, transport
-from ..models.continuum import ContinuumPDE
 from ..core.densities import check_density, sample_particles
-from ..models.fastsum import SpectralSum, spectral_supported, zonal_multipliers
-from ..core.integrate import integrate
-from ..models.particles import ParticleSystem, retract_sphere
-from .simulate import solve_continuum, solve_particles
 from ..core.sphere import SphereGrid
+from ..models.continuum import ContinuumPDE
+from ..models.particles import SUMMATIONS, ParticleSystem
+from .checkpoint import Checkpointer, RunInterrupted
+from .simulate import solve_continuum, solve_particles
 
 SAMPLINGS = ("iid", "stratified")
-PARTICLE_SUMS = ("auto", "direct", "spectral")
-PARTICLE_KEYS = ("energy", "energy_head", "dissipation", "entropy", "order_parameter")
+PARTICLE_SUMS = SUMMATIONS
+PARTICLE_KEYS = diagnostics.PARTICLE_OBSERVABLES
 
-__all__ = ["PairedResult", "paired_run", "transport_grid", "density_measure", "w2_densities", "particle_observer",
-           "SAMPLINGS", "PARTICLE_SUMS", "PARTICLE_KEYS"]
+__all__ = ["PairedResult", "paired_run", "transport_grid", "resolve_transport_grid", "density_measure",
+           "w2_densities", "align_times", "SAMPLINGS", "PARTICLE_SUMS", "PARTICLE_KEYS"]
 
 
 def _choice(name, value, allowed):
@@ -65,6 +69,26 @@ def transport_grid(nlat, nlon=None) -> SphereGrid:
     return SphereGrid(int(nlat) - 1, nlat=int(nlat), nlon=int(nlon))
 
 
+def resolve_transport_grid(pde: ContinuumPDE, transport_grid: SphereGrid | None = None) -> SphereGrid:
+    """The grid whose nodes and weights carry the density of ``pde`` into W2 (the one place that decides).
+
+    ``None`` gives the PDE's own quadrature grid ``pde.grid``; a given :class:`SphereGrid` must
+    integrate degree-``lmax`` fields exactly, so that the weights ``rho(x_g) w_g`` sum to 1:
+    ``nlat >= (lmax + 1) / 2`` and ``nlon >= lmax + 1``.
+    """
+    g = pde.grid if transport_grid is None else transport_grid
+    if not isinstance(g, SphereGrid):
+        raise ValueError(f"transport_grid must be a SphereGrid or None; received {type(g).__name__}")
+    if 2 * g.nlat < pde.lmax + 1 or g.nlon < pde.lmax + 1:
+        raise ValueError(f"transport_grid (nlat={g.nlat}, nlon={g.nlon}) must integrate degree lmax = {pde.lmax} "
+                         f"exactly: need nlat >= {(pde.lmax + 2) // 2} and nlon >= {pde.lmax + 1}")
+    return g
+
+
+def _grid_record(pde, g):
+    return {"lmax": g.lmax, "nlat": g.nlat, "nlon": g.nlon, "nodes": g.nlat * g.nlon, "pde_grid": g is pde.grid}
+
+
 def density_measure(pde: ContinuumPDE, rho_lm, transport_grid: SphereGrid | None = None):
     r"""Nodes and weights of the discrete measure :math:`\sum_g \rho(x_g) w_g \delta_{x_g}`.
 
@@ -75,25 +99,21 @@ def density_measure(pde: ContinuumPDE, rho_lm, transport_grid: SphereGrid | None
     rho_lm : ndarray, shape (nalm,)
         Density coefficients (mass 1).
     transport_grid : SphereGrid, optional
-        Grid whose nodes and quadrature weights carry the density (default ``pde.grid``).  Its
-        Gauss-Legendre rule must integrate degree-``lmax`` fields exactly, so that the weights
-        sum to 1: ``nlat >= (lmax + 1) / 2`` and ``nlon >= lmax + 1``.
+        Grid whose nodes and quadrature weights carry the density (:func:`resolve_transport_grid`;
+        default ``pde.grid``).
 
     Returns
     -------
     nodes : ndarray, shape (G, 3)
     weights : ndarray, shape (G,)
-        ``rho(x_g) w_g``; may contain negative entries (nothing is clipped here).
+        ``rho(x_g) w_g``; may contain negative entries (nothing is clipped here).  On a grid of
+        degree ``lmax`` (the PDE's, or any with the same coefficient layout) ``rho`` comes from the
+        exact grid synthesis, elsewhere from point evaluation.
     """
-    g = pde.grid if transport_grid is None else transport_grid
-    if not isinstance(g, SphereGrid):
-        raise ValueError(f"transport_grid must be a SphereGrid or None; received {type(g).__name__}")
-    if 2 * g.nlat < pde.lmax + 1 or g.nlon < pde.lmax + 1:
-        raise ValueError(f"transport_grid (nlat={g.nlat}, nlon={g.nlon}) must integrate degree lmax = {pde.lmax} "
-                         f"exactly: need nlat >= {(pde.lmax + 2) // 2} and nlon >= {pde.lmax + 1}")
+    g = resolve_transport_grid(pde, transport_grid)
     rho_lm = check_density(pde.grid, rho_lm)
     nodes = g.nodes.reshape(-1, 3)
-    rho = pde.grid.synthesis(rho_lm) if g is pde.grid else pde.grid.evaluate(rho_lm, nodes)
+    rho = g.synthesis(rho_lm) if g.lmax == pde.lmax else pde.grid.evaluate(rho_lm, nodes)
     return nodes, np.ravel(rho) * g.weights.reshape(-1)
 
 
@@ -124,49 +144,6 @@ def w2_densities(pde_a: ContinuumPDE, rho_a, pde_b: ContinuumPDE, rho_b, transpo
     info = dict(res.info, negative_mass_a=sides[0][2], negative_mass_b=sides[1][2])
     return transport.TransportResult(res.distance, res.cost, res.method, res.metric,
                                      sides[0][2] + sides[1][2], info)
-
-
-# ---------------------------------------------------------------------------- particle side
-def particle_observer(heads, sums="direct", spectral=None):
-    """``observe(t, X)`` hook recording :data:`PARTICLE_KEYS` for uniform weights.
-
-    ``energy`` (total), ``energy_head`` (H,), ``dissipation`` ``(1/n) sum |dx/dt|^2``, ``entropy``
-    (H,) the mean *relative* attention entropy ``mean_i H_i^h - log n`` (exp kernels; NaN
-    otherwise), ``order_parameter`` ``|mean_i x_i|``.  ``sums="spectral"`` evaluates everything by
-    Funk-Hecke sums with ``spectral`` (a :class:`meanfield.fastsum.SpectralSum`).
-    """
-    _choice("sums", sums, ("direct", "spectral"))
-    system = ParticleSystem(heads)
-    if sums == "spectral":
-        if not isinstance(spectral, SpectralSum):
-            raise ValueError(f"spectral must be a SpectralSum when sums='spectral'; received {type(spectral).__name__}")
-        g = spectral.grid
-        mults = [zonal_multipliers(h, spectral.lmax) for h in system.heads]
-
-    def observe(t, X):
-        n = X.shape[0]
-        w = np.full(n, 1.0 / n)
-        H = np.full(system.n_heads, np.nan)
-        if sums == "direct":
-            E = system.energies(X, w)
-            v = system.velocity(X, w)
-            ent = diagnostics.attention_entropy(system, X, w, relative=True)
-            for h, head in enumerate(system.heads):
-                H[h] = ent[h] @ w if head.kernel == "exp" else np.nan
-        else:
-            E = spectral.energies(X, w)
-            v = spectral.velocity(X, w)
-            b = spectral.coefficients(X, w)
-            pts = g.prepare_points(X)      # angles once for all the evaluations below
-            for h, (head, m) in enumerate(zip(system.heads, mults)):
-                if head.kernel == "exp":   # H_i = log Z_i - beta R_i / Z_i, R = sum_j w_j e^{beta s} s
-                    Z = pts.evaluate(g.multiply_degree(b, m["normalizer"]))
-                    R = pts.evaluate(g.multiply_degree(b, m["normal"]))
-                    H[h] = w @ (np.log(Z) - head.beta * R / Z)
-        return {"energy": float(E.sum()), "energy_head": E, "dissipation": float(w @ np.einsum("nd,nd->n", v, v)),
-                "entropy": H, "order_parameter": float(np.linalg.norm(w @ X))}
-
-    return observe
 
 
 # ---------------------------------------------------------------------------- result
@@ -203,9 +180,15 @@ class PairedResult:
     pde_t_stop : float
         Time the PDE run ended (``t_final`` when it completed).
     particle_status : int
+        As ``pde_status`` (0 reached ``t_final``; 2 interrupted without checkpoints; -1 failed).
     particle_message : str
     config : dict
-        Every setting (heads, sizes, methods, seeds, the particle-sum method used, timings).
+        Every setting (heads, sizes, methods, seeds, the particle-sum method used
+        (``particle_sums``), the transport grid, evaluation counts, timings).
+    particle_t_stop : float
+        Time the particle run ended.
+    particle_max_retraction : float
+        Largest distance an accepted step left the sphere before its retraction.
     """
 
     times: np.ndarray
@@ -225,6 +208,8 @@ class PairedResult:
     particle_status: int
     particle_message: str
     config: dict = field(default_factory=dict)
+    particle_t_stop: float = np.nan
+    particle_max_retraction: float = np.nan
 
     @property
     def pde_stopped_early(self) -> bool:
@@ -249,20 +234,57 @@ def _times(t_final, t_eval):
     return t
 
 
-def _index(times, t):
-    """Index of each ``t`` in ``times`` (exact match: the integrators land on t_eval), -1 if absent."""
-    out = np.full(len(t), -1)
-    for k, s in enumerate(t):
-        hit = np.nonzero(times == s)[0]
-        out[k] = hit[0] if hit.size else -1
-    return out
+def align_times(t_eval, t_recorded, tol=1e-9):
+    """Indices mapping recorded times onto ``t_eval`` (the one time alignment of the package).
+
+    Parameters
+    ----------
+    t_eval : ndarray, shape (T,)
+    t_recorded : ndarray, shape (R,)
+        Times a :class:`~meanfield.integrate.Trajectory` recorded (a prefix of ``t_eval``, plus a
+        stopping time if an event fired).
+    tol : float
+        A recorded time matches ``t_eval[j]`` when within ``tol * max(1, |t|)`` (the integrators
+        land on ``t_eval`` exactly; the tolerance only absorbs round-off of a round trip through files).
+
+    Returns
+    -------
+    rows : ndarray of int, shape (K,)
+        Positions in ``t_recorded`` of the times found in ``t_eval``.
+    cols : ndarray of int, shape (K,)
+        Their positions in ``t_eval``.
+    """
+    t_eval, t_recorded = np.asarray(t_eval, float), np.asarray(t_recorded, float)
+    rows, cols = [], []
+    for i, t in enumerate(t_recorded):
+        j = int(np.argmin(np.abs(t_eval - t)))
+        if abs(t_eval[j] - t) <= tol * max(1.0, abs(t)):
+            rows.append(i)
+            cols.append(j)
+    return np.array(rows, dtype=int), np.array(cols, dtype=int)
+
+
+def _phase(checkpoints, phase, every, solve, *args, **kw):
+    """One integration phase, checkpointed and resumable when ``checkpoints`` is given."""
+    if checkpoints is None:
+        return solve(*args, **kw)
+    done = checkpoints.finished(phase)
+    if done is not None:
+        return done
+    traj = solve(*args, checkpoint=checkpoints.saver(phase), checkpoint_every=every,
+                 resume=checkpoints.state(phase), **kw)
+    if traj.status == 2:
+        raise RunInterrupted(checkpoints.folder, f"{phase} run {traj.message}; state saved in {checkpoints.folder}")
+    checkpoints.finish(phase, traj)
+    return traj
 
 
 def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sampling="iid", seed=None,
                nu=0.0, particle_sums="auto", particle_method="dopri5", particle_dt=None, particle_rtol=1e-8,
                particle_atol=1e-10, spectral_tol=1e-12, pde_method="dopri5", pde_dt=None, pde_rtol=1e-8,
                pde_atol=1e-12, monitor=True, tail_tol=1e-3, negative_tol=1e-4, transport_grid=None,
-               w2_method="auto", metric="geodesic", negative="drop", w2_options=None) -> PairedResult:
+               w2_method="auto", metric="geodesic", negative="drop", w2_options=None, progress=False,
+               checkpoints=None, checkpoint_every=None) -> PairedResult:
     """Run particles and the PDE from the same density and compare them by W2.
 
     Parameters
@@ -273,7 +295,8 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
         Initial coefficients for ``lmax``, or ``builder(grid) -> rho_lm`` called with the PDE's
         grid (e.g. ``lambda g: densities.vmf_mixture_density(g, mus, kappas, floor=0.2)``).
     n_particles : int
-        Number of particles (>= 2), drawn by :func:`meanfield.densities.sample_particles`.
+        Number of particles (>= 2), drawn by :func:`meanfield.densities.sample_particles` on the
+        PDE's grid.
     t_final : float
     t_eval : array_like, shape (T,), optional
         Increasing times in ``[0, t_final]`` (default 5 equispaced).
@@ -285,15 +308,17 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     nu : float
         Must be 0: the particle system is noiseless, so it is paired with the noiseless PDE.
     particle_sums : {"auto", "direct", "spectral"}
-        ``"auto"``: spectral when every head is zonal, else direct.
+        :class:`meanfield.ParticleSystem` ``summation``: ``"auto"`` is the system's own rule
+        (spectral for zonal exp heads from ``SPECTRAL_MIN_N`` tokens on, else direct), so zonal
+        ReLU heads run with direct sums; ``"spectral"`` raises where it does not apply.
     particle_method, particle_dt, particle_rtol, particle_atol
-        Particle integrator settings (:func:`meanfield.integrate.integrate`).
+        Particle integrator settings (:func:`meanfield.solve_particles`).
     spectral_tol : float
-        Accuracy of the spectral sums (:class:`meanfield.fastsum.SpectralSum` ``tolerance``).
+        Accuracy of the spectral sums (``ParticleSystem`` ``tolerance``).
     pde_method, pde_dt, pde_rtol, pde_atol, monitor, tail_tol, negative_tol
         Passed to :func:`meanfield.solve_continuum`.
     transport_grid : SphereGrid, optional
-        Carries the density in W2 (:func:`density_measure`); default the PDE's quadrature grid.
+        Carries the density in W2 (:func:`resolve_transport_grid`); default the PDE's quadrature grid.
     w2_method, metric : str
         Passed to :func:`meanfield.transport.w2_particles_density`.
     negative : {"drop", "error"}
@@ -301,6 +326,15 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     w2_options : dict, optional
         More keywords for :func:`meanfield.transport.w2_distance` (``max_exact``,
         ``n_projections``, ``seed``, ``reg``); ``seed`` defaults to ``seed``.
+    progress : bool or None
+        tqdm bars for both integrations and the W2 series (None: only when stderr is a terminal).
+    checkpoints : Checkpointer, optional
+        Save the integrator state of each phase (``"pde"``, then ``"particles"``) every
+        ``checkpoint_every`` units of simulated time and on Ctrl-C, and continue from the states
+        found there: a resumed run gives the same numbers, bit for bit.  An interrupt then raises
+        :class:`~meanfield.checkpoint.RunInterrupted`.
+    checkpoint_every : float, optional
+        Simulated time between checkpoints (None: only on Ctrl-C).
 
     Returns
     -------
@@ -316,68 +350,71 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     if nu != 0:
         raise ValueError(f"nu must be 0: the particle system has no noise, so only the noiseless PDE is its "
                          f"mean-field limit; received nu = {nu!r}")
+    if checkpoints is not None and not isinstance(checkpoints, Checkpointer):
+        raise ValueError(f"checkpoints must be a Checkpointer or None; received {type(checkpoints).__name__}")
     t = _times(t_final, t_eval)
+    n = int(n_particles)
     w2_options = dict(w2_options or {})
     w2_options.setdefault("seed", seed)
     pde = ContinuumPDE(heads, lmax)
+    system = ParticleSystem(pde.heads, summation=particle_sums, tolerance=spectral_tol)
+    tg = resolve_transport_grid(pde, transport_grid)      # checked before the runs
     rho0 = rho_lm0(pde.grid) if callable(rho_lm0) else rho_lm0
     rho0 = check_density(pde.grid, rho0, "rho_lm0")
-    if particle_sums == "auto":
-        particle_sums = "spectral" if spectral_supported(pde.heads) is None else "direct"
     timings = {}
 
     tic = time.perf_counter()
-    X0 = sample_particles(pde.grid, rho0, int(n_particles), method=sampling, seed=seed)
+    X0 = sample_particles(pde.grid, rho0, n, method=sampling, seed=seed)
     timings["sampling"] = time.perf_counter() - tic
 
     tic = time.perf_counter()
-    if particle_sums == "spectral":
-        ss = SpectralSum(pde.heads, tolerance=spectral_tol)
-        w = np.full(int(n_particles), 1.0 / n_particles)
-        ptraj = integrate(lambda s, y: ss.velocity(y, w), X0, (0.0, float(t_final)), t_eval=t,
-                          method=particle_method, dt=particle_dt, rtol=particle_rtol, atol=particle_atol,
-                          retraction=retract_sphere, observe=particle_observer(pde.heads, "spectral", ss),
-                          progress=False)
-        spectral_lmax = ss.lmax
-    else:
-        ptraj = solve_particles(ParticleSystem(pde.heads), X0, t_final, t_eval=t, method=particle_method,
-                                dt=particle_dt, rtol=particle_rtol, atol=particle_atol,
-                                observe=particle_observer(pde.heads, "direct"), progress=False)
-        spectral_lmax = None
-    timings["particles"] = time.perf_counter() - tic
-
-    tic = time.perf_counter()
-    qtraj = solve_continuum(pde, rho0, t_final, t_eval=t, method=pde_method, dt=pde_dt, rtol=pde_rtol,
-                            atol=pde_atol, monitor=monitor, tail_tol=tail_tol, negative_tol=negative_tol,
-                            progress=False)
+    qtraj = _phase(checkpoints, "pde", checkpoint_every, solve_continuum, pde, rho0, t_final, t_eval=t,
+                   method=pde_method, dt=pde_dt, rtol=pde_rtol, atol=pde_atol, monitor=monitor, tail_tol=tail_tol,
+                   negative_tol=negative_tol, progress=progress)
     timings["pde"] = time.perf_counter() - tic
-    coeffs = np.stack([pde.coefficients(y).copy() for y in qtraj.y])
+    coeffs = np.array([pde.coefficients(y) for y in qtraj.y], dtype=np.complex128).reshape(-1, pde.grid.nalm)
 
     tic = time.perf_counter()
-    ip, iq = _index(ptraj.t, t), _index(qtraj.t, t)
-    w2 = np.full(t.size, np.nan)
-    neg = np.full(t.size, np.nan)
-    methods, infos = [""] * t.size, [{}] * t.size
-    for k in range(t.size):
-        if ip[k] < 0 or iq[k] < 0:
-            continue
-        nodes, weights = density_measure(pde, coeffs[iq[k]], transport_grid)
-        res = transport.w2_particles_density(ptraj.y[ip[k]], nodes, weights, negative=negative, metric=metric,
-                                             method=w2_method, **w2_options)
-        w2[k], neg[k], methods[k], infos[k] = res.distance, res.negative_mass + 0.0, res.method, res.info
+    ptraj = _phase(checkpoints, "particles", checkpoint_every, solve_particles, system, X0, t_final, t_eval=t,
+                   method=particle_method, dt=particle_dt, rtol=particle_rtol, atol=particle_atol,
+                   observe=diagnostics.particle_observer(system), progress=progress)
+    timings["particles"] = time.perf_counter() - tic
+    spectral = system.uses_spectral(n)
+
+    tic = time.perf_counter()
+    w2, neg, methods, infos = _w2_series(pde, tg, t, ptraj, qtraj.t, coeffs, progress, negative=negative,
+                                         metric=metric, method=w2_method, **w2_options)
     timings["w2"] = time.perf_counter() - tic
 
-    tg = pde.grid if transport_grid is None else transport_grid
-    config = {"heads": [h.to_dict() for h in pde.heads], "n_particles": int(n_particles), "t_final": float(t_final),
+    config = {"heads": [h.to_dict() for h in pde.heads], "n_particles": n, "t_final": float(t_final),
               "t_eval": t.tolist(), "lmax": int(lmax), "sampling": sampling, "seed": seed, "nu": 0.0,
-              "particle_sums": particle_sums, "spectral_lmax": spectral_lmax, "spectral_tol": spectral_tol,
+              "particle_sums": "spectral" if spectral else "direct", "particle_sums_requested": particle_sums,
+              "spectral_lmax": system._spectral.lmax if spectral else None, "spectral_tol": spectral_tol,
               "particle_method": ptraj.method, "particle_nfev": ptraj.nfev, "pde_method": qtraj.method,
               "pde_nfev": qtraj.nfev, "tail_tol": tail_tol, "negative_tol": negative_tol, "monitor": monitor,
-              "transport_grid": {"lmax": tg.lmax, "nlat": tg.nlat, "nlon": tg.nlon, "nodes": tg.nlat * tg.nlon},
-              "w2_method": w2_method, "metric": metric, "negative": negative,
-              "w2_options": {k: v for k, v in w2_options.items()}, "timings": timings}
+              "transport_grid": _grid_record(pde, tg), "w2_method": w2_method, "metric": metric,
+              "negative": negative, "w2_options": dict(w2_options), "timings": timings}
     return PairedResult(times=t, w2=w2, w2_methods=tuple(methods), w2_negative_mass=neg, w2_info=tuple(infos),
                         particle_times=ptraj.t, particles=dict(ptraj.observables), particle_states=ptraj.y,
                         pde_times=qtraj.t, pde=dict(qtraj.observables), pde_coefficients=coeffs,
                         pde_status=qtraj.status, pde_message=qtraj.message, pde_t_stop=qtraj.t_final,
-                        particle_status=ptraj.status, particle_message=ptraj.message, config=config)
+                        particle_status=ptraj.status, particle_message=ptraj.message, config=config,
+                        particle_t_stop=ptraj.t_final, particle_max_retraction=ptraj.max_retraction)
+
+
+def _w2_series(pde, tg, t, ptraj, pde_times, coeffs, progress, **kw):
+    """W2 (and dropped negative mass, method, info) at each ``t`` reached by both runs; NaN elsewhere."""
+    from tqdm.auto import tqdm
+
+    prow, pcol = align_times(t, ptraj.t)
+    qrow, qcol = align_times(t, pde_times)
+    ip, iq = np.full(t.size, -1), np.full(t.size, -1)
+    ip[pcol], iq[qcol] = prow, qrow
+    w2, neg = np.full(t.size, np.nan), np.full(t.size, np.nan)
+    methods, infos = [""] * t.size, [{}] * t.size
+    both = np.flatnonzero((ip >= 0) & (iq >= 0))
+    for k in tqdm(both, desc="W2 particles vs PDE", leave=False, disable=None if progress is None else not progress):
+        nodes, weights = density_measure(pde, coeffs[iq[k]], tg)
+        res = transport.w2_particles_density(ptraj.y[ip[k]], nodes, weights, **kw)
+        w2[k], neg[k], methods[k], infos[k] = res.distance, res.negative_mass + 0.0, res.method, res.info
+    return w2, neg, methods, infos

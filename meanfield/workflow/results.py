@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from ..core.sphere import from_lm_table, lm_indices, to_lm_table
 from .config import RunConfig
+from .paired import align_times  # noqa: F401  (public here since 0.1; the one time alignment lives in paired)
 
 __all__ = ["SCHEMA_VERSION", "DIMS", "SchemaError", "align_times", "coefficients_to_lm", "lm_to_coefficients",
            "observables_to_variables", "save", "load", "config_of", "density_coefficients"]
@@ -40,46 +42,29 @@ class SchemaError(ValueError):
     """A results file has no or an unknown schema version."""
 
 
-def align_times(t_eval, t_recorded, tol=1e-9):
-    """Indices mapping recorded times onto ``t_eval``.
-
-    Parameters
-    ----------
-    t_eval : ndarray, shape (T,)
-    t_recorded : ndarray, shape (R,)
-        Times a :class:`~meanfield.integrate.Trajectory` recorded (a prefix of ``t_eval``, plus a
-        stopping time if an event fired).
-
-    Returns
-    -------
-    rows : ndarray of int, shape (K,)
-        Positions in ``t_recorded`` of the times found in ``t_eval``.
-    cols : ndarray of int, shape (K,)
-        Their positions in ``t_eval``.
-    """
-    t_eval, t_recorded = np.asarray(t_eval, float), np.asarray(t_recorded, float)
-    rows, cols = [], []
-    for i, t in enumerate(t_recorded):
-        j = int(np.argmin(np.abs(t_eval - t)))
-        if abs(t_eval[j] - t) <= tol * max(1.0, abs(t)):
-            rows.append(i)
-            cols.append(j)
-    return np.array(rows, dtype=int), np.array(cols, dtype=int)
-
-
 def coefficients_to_lm(rho_lm, l_index, m_index, lmax):
-    """Coefficient vectors (..., nalm) -> real and imaginary parts (..., lmax+1, lmax+1), NaN for m > l."""
-    rho_lm = np.asarray(rho_lm)
-    re = np.full(rho_lm.shape[:-1] + (lmax + 1, lmax + 1), np.nan)
-    im = re.copy()
-    re[..., l_index, m_index] = rho_lm.real
-    im[..., l_index, m_index] = rho_lm.imag
-    return re, im
+    """Coefficient vectors (..., nalm) -> real and imaginary parts (..., lmax+1, lmax+1), NaN for m > l.
+
+    The layout is :mod:`meanfield.sphere`'s (:func:`~meanfield.sphere.to_lm_table`); ``l_index`` and
+    ``m_index`` must be that layout's (:func:`~meanfield.sphere.lm_indices`), as a grid of degree
+    ``lmax`` gives them.
+    """
+    _check_layout(l_index, m_index, lmax)
+    return to_lm_table(rho_lm, lmax)
 
 
 def lm_to_coefficients(re, im, l_index, m_index):
     """Inverse of :func:`coefficients_to_lm`: (..., l, m) parts -> complex vectors (..., nalm)."""
-    return np.asarray(re)[..., l_index, m_index] + 1j * np.asarray(im)[..., l_index, m_index]
+    _check_layout(l_index, m_index, np.shape(re)[-1] - 1 if np.ndim(re) else -1)
+    return from_lm_table(re, im)
+
+
+def _check_layout(l_index, m_index, lmax):
+    ref = lm_indices(lmax) if lmax >= 0 else (None, None)
+    if not (np.array_equal(l_index, ref[0]) and np.array_equal(m_index, ref[1])):
+        raise ValueError(f"l_index and m_index must be the coefficient layout of meanfield.sphere for lmax = "
+                         f"{lmax} (SphereGrid(lmax).l_index, .m_index); received arrays of shapes "
+                         f"{np.shape(l_index)} and {np.shape(m_index)} with another order")
 
 
 def observables_to_variables(observables, prefix, rows, cols, n_times, n_heads):
@@ -104,11 +89,7 @@ def observables_to_variables(observables, prefix, rows, cols, n_times, n_heads):
 
 def density_coefficients(ds: xr.Dataset, time_index: int):
     """Complex coefficients ``rho_lm`` (nalm,) of the density at ``ds.time[time_index]``."""
-    lmax = ds.sizes["l"] - 1
-    l_index = np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
-    m_index = np.concatenate([np.full(lmax + 1 - m, m) for m in range(lmax + 1)])
-    return lm_to_coefficients(ds["rho_lm_real"].values[time_index], ds["rho_lm_imag"].values[time_index],
-                              l_index, m_index)
+    return from_lm_table(ds["rho_lm_real"].values[time_index], ds["rho_lm_imag"].values[time_index])
 
 
 def config_of(ds: xr.Dataset) -> RunConfig:

@@ -1,12 +1,13 @@
 """The main job: a continuum run and a particle run from the same start, compared by W2.
 
 :func:`run` turns a :class:`~meanfield.config.RunConfig` into an xarray Dataset (schema in
-:mod:`meanfield.results`): the mean-field PDE on S^2 is evolved from a vMF mixture, ``n``
-particles sampled from the same density are evolved with the same heads, and at every recorded
-time the 2-Wasserstein distance between the particles and the density (the discrete measure
-``rho(x_g) w_g`` on the Gauss-Legendre nodes of degree ``lmax``) is computed, with energies,
-dissipation and entropies of both.  :func:`main_job` also writes the dataset and the figures
-into a folder; :func:`summary` is the text the command line prints.
+:mod:`meanfield.results`): it builds the heads and the initial vMF-mixture density from the
+config and hands them to :func:`meanfield.paired.paired_run`, the one paired engine (the PDE on
+S^2, ``n`` particles sampled from the same density, the particle observer, checkpoints, and at
+every recorded time the 2-Wasserstein distance between the particles and the density, carried by
+the Gauss-Legendre nodes of degree ``lmax``), then converts its
+:class:`~meanfield.paired.PairedResult` (:func:`to_dataset`).  :func:`main_job` also writes the
+dataset and the figures into a folder; :func:`summary` is the text the command line prints.
 
 >>> from meanfield.config import RunConfig
 >>> ds = run(RunConfig.from_dict({"pde": {"lmax": 15}, "particles": {"n": 200}}), progress=False)  # doctest: +SKIP
@@ -21,18 +22,16 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ..analysis import diagnostics
-from .checkpoint import Checkpointer, RunInterrupted
-from .config import RunConfig, load_config
-from ..models.continuum import ContinuumPDE
 from ..core.densities import sample_particles, vmf_mixture_density
 from ..core.heads import Head
-from ..models.particles import ParticleSystem
-from .results import SCHEMA_VERSION, align_times, coefficients_to_lm, observables_to_variables, save
-from .simulate import solve_continuum, solve_particles
-from ..core.sphere import SphereGrid
+from ..core.sphere import SphereGrid, to_lm_table
+from .checkpoint import Checkpointer, RunInterrupted
+from .config import RunConfig, load_config
+from .paired import PairedResult, align_times, paired_run, transport_grid
+from .results import SCHEMA_VERSION, observables_to_variables, save
 
-__all__ = ["build_heads", "initial_state", "run", "summary", "main_job", "resume_job", "RunInterrupted"]
+__all__ = ["build_heads", "initial_state", "run", "to_dataset", "summary", "main_job", "resume_job",
+           "RunInterrupted", "SPECTRAL_TOL"]
 
 
 def build_heads(config: RunConfig) -> tuple[Head, ...]:
@@ -50,52 +49,8 @@ def initial_state(config: RunConfig, grid: SphereGrid):
     return rho_lm0, X0
 
 
-def _particle_observer(system):
-    """Energies, dissipation, relative attention entropy per head (comparable with the PDE's) and clustering."""
-
-    def observe(t, X):
-        E = system.energies(X)
-        rec = {"energy": E.sum(), "energy_head": E, "dissipation": diagnostics.dissipation(system, X),
-               "entropy": diagnostics.attention_entropy(system, X, relative=True).mean(axis=1)}
-        rec.update(diagnostics.clustering(X))
-        return rec
-
-    return observe
-
-
-def _w2_series(config, X, rho_lm, pde_reached, progress):
-    """W2 between particles ``X`` (T, n, 3) and the density ``rho_lm`` (T, nalm) at the reached times."""
-    from tqdm.auto import tqdm
-
-    from ..analysis import transport  # POT is slow to import: only when needed
-
-    grid = SphereGrid(config.pde.lmax)
-    nodes, w = grid.nodes.reshape(-1, 3), grid.weights.reshape(-1)
-    T = X.shape[0]
-    dist, neg = np.full(T, np.nan), np.full(T, np.nan)
-    bar = tqdm(np.flatnonzero(pde_reached), desc="W2 particles vs PDE", leave=False,
-               disable=None if progress is None else not progress)
-    for k in bar:
-        mass = grid.synthesis(rho_lm[k]).reshape(-1) * w
-        res = transport.w2_particles_density(X[k], nodes, mass, negative="drop",
-                                             method=config.outputs.w2_method, seed=config.seed)
-        dist[k], neg[k] = res.distance, res.negative_mass
-    return dist, neg
-
-
-def _phase(checkpoints, phase, config, solve, *args, **kw):
-    """One integration phase, checkpointed and resumable when ``checkpoints`` is given."""
-    if checkpoints is None:
-        return solve(*args, **kw)
-    done = checkpoints.finished(phase)
-    if done is not None:
-        return done
-    traj = solve(*args, checkpoint=checkpoints.saver(phase), checkpoint_every=config.outputs.checkpoint_every,
-                 resume=checkpoints.state(phase), **kw)
-    if traj.status == 2:
-        raise RunInterrupted(checkpoints.folder, f"{phase} run {traj.message}; state saved in {checkpoints.folder}")
-    checkpoints.finish(phase, traj)
-    return traj
+SPECTRAL_TOL = 1e-10
+"""Accuracy of spectral particle sums in the main job (``ParticleSystem``'s default tolerance, as since 0.1)."""
 
 
 def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.Dataset:
@@ -122,51 +77,69 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.
     if not isinstance(config, RunConfig):
         raise ValueError(f"config must be a RunConfig; received {type(config).__name__}")
     started = time.perf_counter()
-    heads, ic = build_heads(config), config.integrator
-    pde = ContinuumPDE(heads, lmax=config.pde.lmax)
-    rho_lm0, X0 = initial_state(config, pde.grid)
+    ic, lmax = config.integrator, config.pde.lmax
     times = np.linspace(0.0, ic.t_final, ic.n_frames)
-    step = dict(t_eval=times, method=ic.method, dt=ic.dt, rtol=ic.rtol, atol=ic.atol, progress=progress)
-    system = ParticleSystem(heads)
-    sol = _phase(checkpoints, "pde", config, solve_continuum, pde, rho_lm0, ic.t_final,
-                 tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol, **step)
-    part = _phase(checkpoints, "particles", config, solve_particles, system, X0, ic.t_final,
-                  observe=_particle_observer(system), **step)
-    T, H, n, lmax = times.size, len(heads), X0.shape[0], config.pde.lmax
+    # paired_run samples the particles itself from this density, on the same grid with the same
+    # method and seed, so they equal initial_state's X0 (drawn again here: 0.5 s per 10^6 particles)
+    result = paired_run(
+        build_heads(config), lambda grid: initial_state(config, grid)[0], config.particles.n, ic.t_final, times,
+        lmax, sampling=config.particles.sampling, seed=config.seed, particle_sums="auto",
+        particle_method=ic.method, particle_dt=ic.dt, particle_rtol=ic.rtol, particle_atol=ic.atol,
+        spectral_tol=SPECTRAL_TOL, pde_method=ic.method, pde_dt=ic.dt, pde_rtol=ic.rtol, pde_atol=ic.atol,
+        monitor=True, tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol,
+        transport_grid=transport_grid(lmax + 1), w2_method=config.outputs.w2_method, metric="geodesic",
+        negative="drop", progress=progress, checkpoints=checkpoints,
+        checkpoint_every=config.outputs.checkpoint_every)
+    return to_dataset(result, config, elapsed_s=time.perf_counter() - started)
 
-    rows, cols = align_times(times, sol.t)
-    rho_lm = np.full((T, pde.grid.nalm), np.nan + 0j)
-    rho_lm[cols] = [pde.coefficients(y) for y in sol.y[rows]]
-    prow, pcol = align_times(times, part.t)
+
+def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) -> xr.Dataset:
+    """The run dataset (schema of :mod:`meanfield.results`) of a paired run made from ``config``.
+
+    States and observables are placed on the time axis ``result.times`` by
+    :func:`~meanfield.paired.align_times` (NaN where a run did not reach a time); the density is
+    also synthesized on the display grid ``2 (lmax+1) x 4 (lmax+1)``.
+    """
+    times, H, lmax = result.times, len(config.heads), config.pde.lmax
+    rc = result.config
+    made = (rc.get("lmax"), rc.get("n_particles"), len(rc.get("heads", ())))
+    if made != (lmax, config.particles.n, H):
+        raise ValueError(f"result must be a paired run made from config (lmax, n_particles, heads) = "
+                         f"{(lmax, config.particles.n, H)}; received a run with {made}")
+    T, n = times.size, result.particle_states.shape[1]
+    rows, cols = align_times(times, result.pde_times)
+    rho_lm = np.full((T, result.pde_coefficients.shape[1]), np.nan + 0j)
+    rho_lm[cols] = result.pde_coefficients[rows]
+    prow, pcol = align_times(times, result.particle_times)
     X = np.full((T, n, 3), np.nan)
-    X[pcol] = part.y[prow]
-    reached = np.zeros(T, bool)
-    reached[np.intersect1d(cols, pcol)] = True
-    w2, w2_neg = _w2_series(config, X, rho_lm, reached, progress)
+    X[pcol] = result.particle_states[prow]
 
     display = SphereGrid(lmax, nlat=2 * (lmax + 1), nlon=4 * (lmax + 1))
     rho = np.full((T,) + display.shape, np.nan)
     rho[cols] = [display.synthesis(c) for c in rho_lm[cols]]
-    re, im = coefficients_to_lm(rho_lm, pde.grid.l_index, pde.grid.m_index, lmax)
+    re, im = to_lm_table(rho_lm, lmax)
     data = {"X": (("time", "particle", "dim"), X), "rho": (("time", "lat", "lon"), rho),
             "rho_lm_real": (("time", "l", "m"), re), "rho_lm_imag": (("time", "l", "m"), im),
-            "w2": (("time",), w2), "w2_negative_mass": (("time",), w2_neg)}
-    data.update(observables_to_variables(sol.observables, "pde_", rows, cols, T, H))
-    data.update(observables_to_variables(part.observables, "particle_", prow, pcol, T, H))
+            "w2": (("time",), result.w2), "w2_negative_mass": (("time",), result.w2_negative_mass)}
+    data.update(observables_to_variables(result.pde, "pde_", rows, cols, T, H))
+    data.update(observables_to_variables(result.particles, "particle_", prow, pcol, T, H))
     coords = {"time": times, "particle": np.arange(n), "dim": ["x", "y", "z"], "head": np.arange(H),
               "lat": 90.0 - np.degrees(display.theta), "lon": np.degrees(display.phi),
               "l": np.arange(lmax + 1), "m": np.arange(lmax + 1),
               "head_lambda": ("head", [h.lam for h in config.heads]),
               "head_beta": ("head", [h.beta for h in config.heads])}
     from .. import __version__
+    tg = rc["transport_grid"]
     attrs = {"schema_version": SCHEMA_VERSION, "meanfield_version": __version__, "seed": config.seed,
              "config": json.dumps(config.to_dict(), sort_keys=True),
-             "pde_status": sol.status, "pde_message": sol.message, "pde_t_final": sol.t_final,
-             "pde_nfev": sol.nfev, "particle_status": part.status, "particle_message": part.message,
-             "particle_t_final": part.t_final, "particle_nfev": part.nfev,
-             "particle_max_retraction": part.max_retraction,
-             "w2_metric": "geodesic", "w2_method": config.outputs.w2_method,
-             "elapsed_s": time.perf_counter() - started}
+             "pde_status": result.pde_status, "pde_message": result.pde_message, "pde_t_final": result.pde_t_stop,
+             "pde_nfev": rc["pde_nfev"], "particle_status": result.particle_status,
+             "particle_message": result.particle_message, "particle_t_final": result.particle_t_stop,
+             "particle_nfev": rc["particle_nfev"], "particle_max_retraction": result.particle_max_retraction,
+             "particle_sums": rc["particle_sums"],
+             "w2_metric": rc["metric"], "w2_method": config.outputs.w2_method,
+             "w2_grid_nlat": tg["nlat"], "w2_grid_nlon": tg["nlon"],
+             "elapsed_s": elapsed_s}
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     for name, text in (("X", "particle positions (unit vectors)"), ("rho", "density w.r.t. surface measure"),
                        ("w2", "2-Wasserstein distance, geodesic cost, radians"), ("lat", "latitude, degrees"),
