@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from meanfield.core.heads import (Head, approx_orthogonal_heads, orthogonal_block_heads, perturbed_value_heads,
-                             random_symmetric_heads, scalar_heads)
+from meanfield.core.heads import Head, random_symmetric_heads, scalar_heads
 from meanfield.core.initial import random_rotation, uniform_sphere
 from meanfield.models.particles import ParticleSystem, retract_sphere
 
@@ -109,38 +108,6 @@ def test_scalar_head_velocity_closed_form():
     system = ParticleSystem(scalar_heads([alpha], n, beta=beta), geometry="flat")
     f = alpha * (np.exp(beta * alpha) * X + (X.sum(0) - X))
     np.testing.assert_allclose(system.velocity(X), f / n, rtol=1e-14)
-
-
-def test_presets():
-    heads = orthogonal_block_heads(6, 3, strengths=[1.0, 2.0, 3.0])
-    for i, h in enumerate(heads):
-        for j, g in enumerate(heads):
-            if i != j:
-                assert np.abs(g.M @ h.M).max() == 0.0  # disjoint blocks: exact zeros
-    ap = approx_orthogonal_heads(6, 2, delta=0.3, alpha=1.5, rank=2)
-    # |M_2 M_1|_op = delta by construction (round-off of sqrt products, 1e-14)
-    assert np.linalg.norm(ap[1].M @ ap[0].M, 2) == pytest.approx(0.3, abs=1e-14)
-    pert = perturbed_value_heads(random_symmetric_heads(4, 2, seed=1), 0.2, seed=2)
-    for h in pert:
-        assert np.linalg.norm(h.V - h.M, 2) == pytest.approx(0.2, rel=1e-12)
-    assert scalar_heads([1.0, -2.0], 3)[1].scalar == -2.0 and scalar_heads([1.0], 3)[0].is_zonal
-
-
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(beta=0.0), "beta must be a positive finite number; received 0.0"),
-    (dict(beta=-1.0), "beta"),
-    (dict(beta=float("nan")), "beta"),
-    (dict(kernel="gauss"), r"kernel must be one of \('exp', 'relu'\); received 'gauss'"),
-    (dict(normalization="sum"), "normalization must be one of"),
-    (dict(M=np.full((3, 3), np.nan)), "M must have finite entries"),
-    (dict(V=np.eye(4)), "M and V must have the same shape"),
-    (dict(M=np.ones(3)), "M must be a square matrix"),
-])
-def test_head_bad_input(kwargs, match):
-    base = dict(M=np.eye(3), V=np.eye(3), beta=1.0, kernel="exp", normalization="mean")
-    base.update(kwargs)
-    with pytest.raises(ValueError, match=match):
-        Head(**base)
 
 
 def test_tokens_bad_input():
