@@ -1,4 +1,8 @@
-"""Continuum PDE on S^2: growth rates, conservation, identities, symmetry, consistency with particles."""
+"""Continuum PDE on S^2: energy along runs, spectral and temporal convergence, resolution, input checks.
+
+Growth rates, mass, tangency, energy identities, axisymmetry, rotation equivariance and quadrature
+consistency with particles are cases of the closed-form table, tests/closed_forms.py.
+"""
 
 import warnings
 
@@ -8,10 +12,8 @@ import pytest
 from meanfield import field_diagnostics as fd
 from meanfield import theory
 from meanfield.models.continuum import ContinuumPDE, KernelResolutionWarning, funk_hecke_multipliers
-from meanfield.core.densities import perturbed_uniform, uniform_density, vmf_density, vmf_mixture_density
+from meanfield.core.densities import uniform_density, vmf_density, vmf_mixture_density
 from meanfield.core.heads import Head, scalar_heads
-from meanfield.core.initial import random_rotation
-from meanfield.models.particles import ParticleSystem
 from meanfield.workflow.simulate import solve_continuum
 
 
@@ -23,89 +25,6 @@ def smooth_density(grid, seed=0, amp=0.004, lmax_pert=5):
     rho_lm[sel] += amp * (rng.standard_normal(sel.sum()) + 1j * rng.standard_normal(sel.sum()))
     rho_lm[grid.m_index == 0] = rho_lm[grid.m_index == 0].real
     return rho_lm
-
-
-@pytest.mark.parametrize("normalization", ["mean", "softmax"])
-@pytest.mark.parametrize("nu", [0.0, 0.3])
-@pytest.mark.parametrize("lambdas, beta", [([1.0], 6.0), ([1.0, 0.5, -0.7], 2.5)])
-def test_linear_growth_rates(normalization, nu, lambdas, beta):
-    """d/d eps of the tendency at uniform + eps Y_lm equals sigma_l (MODEL.md section 3)."""
-    pde = ContinuumPDE(scalar_heads(lambdas, 3, beta=beta, normalization=normalization), lmax=24, nu=nu)
-    g = pde.grid
-    rho0 = uniform_density(g)
-    eps = 1e-4
-    for ell in range(1, 9):
-        for m in (0, ell):
-            i = g.index(ell, m)
-            drho = np.zeros(g.nalm, complex)
-            drho[i] = 1.0
-            # symmetric difference removes the O(eps^2) nonlinear term: error O(eps^2) ~ 1e-8
-            # relative, round-off ~ 1e-16 / eps = 1e-12
-            sigma = (pde.tendency(rho0 + eps * drho)[i] - pde.tendency(rho0 - eps * drho)[i]).real / (2 * eps)
-            exact = theory.growth_rate(ell, lambdas, beta, normalization, nu)
-            assert sigma == pytest.approx(exact, rel=1e-6, abs=1e-9), (ell, m)
-
-
-def test_growth_rate_in_time():
-    """A tiny l = 3 perturbation grows like exp(sigma_3 t) along an actual run."""
-    pde = ContinuumPDE(scalar_heads([1.0], 3, beta=6.0), lmax=20)
-    g = pde.grid
-    eps = 1e-9
-    rho0 = perturbed_uniform(g, {(3, 0): eps})
-    T = 0.2
-    tr = solve_continuum(pde, rho0, T, method="dopri5", rtol=1e-11, atol=1e-20, observe=False, monitor=False)
-    measured = np.log(pde.coefficients(tr.y_final)[g.index(3, 0)].real / eps) / T
-    # nonlinear corrections ~ eps * e^{sigma T} ~ 1e-7 relative, integrator error ~ 1e-10
-    assert measured == pytest.approx(theory.growth_rate(3, [1.0], 6.0), rel=1e-6)
-
-
-@pytest.mark.parametrize("normalization", ["mean", "softmax"])
-def test_velocity_equals_particle_velocity_on_nodes(normalization):
-    """The same physics, two codes: spectral PDE velocity = particle velocity with tokens at the
-    quadrature nodes and weights rho * w."""
-    heads = scalar_heads([1.2, -0.6], 3, beta=2.0, normalization=normalization)
-    pde = ContinuumPDE(heads, lmax=24)
-    g = pde.grid
-    rho_lm = smooth_density(g)
-    rho = g.synthesis(rho_lm)
-    W = (rho * g.weights).reshape(-1)
-    assert W.min() > 0
-    particles = ParticleSystem(heads)
-    v_particles = particles.velocity(g.nodes.reshape(-1, 3), W / W.sum())
-    v_pde = pde.velocity(rho_lm).reshape(-1, 3)
-    # GL quadrature on the dealiased grid is exact to degree 3 lmax + 1; the integrand's neglected
-    # Funk-Hecke tail beyond that is i_l(2.4) at l ~ 70: below round-off. Round-off ~ 1e-14.
-    np.testing.assert_allclose(v_pde, v_particles, atol=1e-12 * np.abs(v_particles).max())
-    quad = ContinuumPDE(heads, lmax=24, method="quadrature")
-    np.testing.assert_allclose(quad.velocity(rho_lm).reshape(-1, 3), v_pde, atol=1e-12 * np.abs(v_pde).max())
-    # energies: Parseval (spectral) against the double quadrature sum
-    np.testing.assert_allclose(quad.energies(rho_lm), pde.energies(rho_lm), rtol=1e-12)
-
-
-def test_general_heads_run_conserves_mass(rng):
-    """Non-zonal, non-symmetric heads through quadrature: mass exact, velocity tangent."""
-    heads = tuple(Head(0.5 * rng.standard_normal((3, 3)), 0.5 * rng.standard_normal((3, 3)), 1.5, "exp", nrm)
-                  for nrm in ("mean", "softmax"))
-    pde = ContinuumPDE(heads, lmax=12)
-    assert not pde.zonal
-    rho_lm = smooth_density(pde.grid)
-    V = pde.velocity(rho_lm)
-    assert np.abs(np.sum(V * pde.grid.nodes, axis=-1)).max() < 1e-14   # tangency: round-off
-    tr = solve_continuum(pde, rho_lm, 0.5, method="rk4", dt=0.05, monitor=False)
-    # the degree-0 coefficient of a divergence is exactly 0: mass changes by round-off only
-    assert np.abs(tr.observables["mass"] - 1).max() < 1e-13
-
-
-def test_energy_identity_semidiscrete():
-    """dE/dt = <dE/drho, d rho/dt> equals int |X|^2 rho to round-off (mean zonal heads, nu = 0)."""
-    pde = ContinuumPDE(scalar_heads([1.0, 0.4], 3, beta=3.0), lmax=20)
-    g = pde.grid
-    rho_lm = vmf_mixture_density(g, [[0, 0, 1.0], [1.0, 0, 0]], [3.0, 2.0], floor=0.3)
-    # E = 1/2 <rho, A rho> with A symmetric: dE = <A rho, d rho> = sum_h <N_h, d rho>
-    N_total = sum(pde.fields(rho_lm)["N_lm"])
-    dEdt = g.inner(N_total, pde.tendency(rho_lm))
-    # exact quadratures on the dealiased grid: only round-off, relative 1e-12
-    assert dEdt == pytest.approx(fd.dissipation(pde, rho_lm), rel=1e-12)
 
 
 def test_energy_monotone_along_run():
@@ -120,49 +39,6 @@ def test_energy_monotone_along_run():
     # above the integrator's 1e-10
     dEdt = (E[2:] - E[:-2]) / (t[2:] - t[:-2])
     np.testing.assert_allclose(dEdt, D[1:-1], rtol=1e-4)
-
-
-def test_free_energy_identity_with_noise():
-    """d/dt (E - nu int rho log rho) = int |X - nu grad log rho|^2 rho (semi-discrete, nu > 0)."""
-    pde = ContinuumPDE(scalar_heads([1.0], 3, beta=3.0), lmax=32, nu=0.2)
-    g = pde.grid
-    rho_lm = vmf_mixture_density(g, [[0, 0, 1.0], [1.0, 0, 0]], [3.0, 2.0], floor=0.3)
-    drho = g.synthesis(pde.tendency(rho_lm))
-    rho = g.synthesis(rho_lm)
-    N_total = sum(pde.fields(rho_lm)["N_lm"])
-    dF = g.inner(N_total, pde.tendency(rho_lm)) - pde.nu * g.integrate((np.log(rho) + 1) * drho)
-    # log rho is not band-limited: quadrature of its products is exact only to the spectral
-    # accuracy of log rho at lmax = 32 (measured ~1e-12); 1e-9 keeps a margin
-    assert dF == pytest.approx(fd.free_energy_dissipation(pde, rho_lm), rel=1e-9)
-
-
-def test_axisymmetry_preserved():
-    pde = ContinuumPDE(scalar_heads([1.0, -0.3], 3, beta=2.0, normalization="softmax"), lmax=20)
-    g = pde.grid
-    rho0 = vmf_mixture_density(g, [[0, 0, 1.0], [0, 0, -1.0]], [3.0, 6.0], weights=[0.3, 0.7], floor=0.1)
-    assert np.abs(rho0[g.m_index != 0]).max() < 1e-15
-    tr = solve_continuum(pde, rho0, 0.5, monitor=False, observe=False)
-    # zonal kernels commute with rotations about z: m != 0 modes are never excited. The only source
-    # is round-off of the transforms (ducc0's phi FFTs), ~1e-17 absolute here
-    assert np.abs(pde.coefficients(tr.y_final)[g.m_index != 0]).max() < 1e-14
-
-
-def test_rotation_equivariance():
-    """Rotating the initial density rotates the solution (fixed steps: same step sequence)."""
-    pde = ContinuumPDE(scalar_heads([1.0, 0.5], 3, beta=2.0), lmax=20)
-    g = pde.grid
-    mu1 = np.array([0.0, 0.0, 1.0])
-    mu2 = np.array([1.0, 1.0, 1.0]) / np.sqrt(3)
-    Q = random_rotation(3, seed=5)
-    start = lambda R: vmf_mixture_density(g, [R @ mu1, R @ mu2], [4.0, 3.0], floor=0.2)  # noqa: E731
-    runs = [solve_continuum(pde, start(R), 0.3, method="rk4", dt=0.01, observe=False, monitor=False)
-            for R in (np.eye(3), Q)]
-    pts = g.nodes.reshape(-1, 3)
-    a = g.evaluate(pde.coefficients(runs[0].y_final), pts)
-    b = g.evaluate(pde.coefficients(runs[1].y_final), pts @ Q.T)
-    # degree truncation commutes with rotations; the two runs differ by round-off of the
-    # transforms and of evaluate (epsilon 1e-13)
-    np.testing.assert_allclose(b, a, atol=1e-10 * np.abs(a).max())
 
 
 def test_spectral_convergence_in_lmax():
@@ -267,20 +143,6 @@ def general_heads(seed=7):
     rng = np.random.default_rng(seed)
     return tuple(Head(0.6 * rng.standard_normal((3, 3)), 0.6 * rng.standard_normal((3, 3)), 1.5, "exp", nrm)
                  for nrm in ("mean", "softmax"))
-
-
-def test_general_heads_velocity_equals_particles_on_nodes():
-    """Non-zonal, non-symmetric heads: the quadrature path is the particle velocity with the nodes
-    as tokens and rho * w as weights (direct sums)."""
-    heads = general_heads()
-    pde = ContinuumPDE(heads, lmax=10)
-    g = pde.grid
-    rho_lm = smooth_density(g)
-    W = (g.synthesis(rho_lm) * g.weights).reshape(-1)
-    v_particles = ParticleSystem(heads, summation="direct").velocity(g.nodes.reshape(-1, 3), W / W.sum())
-    # the same sums in another order: round-off relative to the largest velocity
-    np.testing.assert_allclose(pde.velocity(rho_lm).reshape(-1, 3), v_particles,
-                               atol=1e-12 * np.abs(v_particles).max())
 
 
 def test_general_heads_quadrature_converges_spectrally():

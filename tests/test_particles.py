@@ -1,11 +1,14 @@
-"""Particle system: energy identities, tangency, equivariance, input checks (MODEL.md section 1)."""
+"""Particle system: energy rates of general heads, chunking, memory, input checks (MODEL.md section 1).
+
+The energy identities, tangency, rotation equivariance and the scalar-head closed form are cases of
+the closed-form table, tests/closed_forms.py; Head validation and presets are in test_heads.py.
+"""
 
 import numpy as np
 import pytest
 
-from meanfield.core.heads import (Head, approx_orthogonal_heads, orthogonal_block_heads, perturbed_value_heads,
-                             random_symmetric_heads, scalar_heads)
-from meanfield.core.initial import random_rotation, uniform_sphere
+from meanfield.core.heads import Head, random_symmetric_heads, scalar_heads
+from meanfield.core.initial import uniform_sphere
 from meanfield.models.particles import ParticleSystem, retract_sphere
 
 FD_STEP = 1e-5
@@ -22,35 +25,6 @@ def fd_energy_rate(system, X, V, w=None):
     return (Ep - Em) / (2 * FD_STEP)
 
 
-@pytest.mark.parametrize("geometry", ["sphere", "flat"])
-@pytest.mark.parametrize("d", [2, 3, 5, 8])
-@pytest.mark.parametrize("kernel", ["exp", "relu"])
-def test_energy_identity(geometry, d, kernel):
-    """dE/dt = (1/n) sum |dx/dt|^2 for symmetric value-aligned heads, mean normalization."""
-    heads = random_symmetric_heads(d, 3, seed=d, beta=1.5, kernel=kernel)
-    system = ParticleSystem(heads, geometry)
-    X = uniform_sphere(9, d, seed=d + 100)
-    v = system.velocity(X)
-    diss = np.mean(np.sum(v**2, axis=1))
-    per_head_fd = fd_energy_rate(system, X, v)
-    per_head = system.energy_rates(X)
-    assert per_head_fd.sum() == pytest.approx(diss, rel=FD_RTOL)
-    # per-head exact derivatives against finite differences, head by head
-    np.testing.assert_allclose(per_head, per_head_fd, rtol=FD_RTOL, atol=FD_RTOL * abs(diss))
-    # sum of per-head derivatives equals the total: same floats summed in another order (1e-12)
-    assert per_head.sum() == pytest.approx(diss, rel=1e-12)
-
-
-def test_energy_identity_weighted(rng):
-    """With weights w the identity reads dE/dt = sum_i w_i |dx_i/dt|^2."""
-    system = ParticleSystem(random_symmetric_heads(3, 2, seed=3, beta=2.0))
-    X = uniform_sphere(12, 3, seed=4)
-    w = rng.random(12)
-    w /= w.sum()
-    v = system.velocity(X, w)
-    assert fd_energy_rate(system, X, v, w).sum() == pytest.approx(w @ np.sum(v**2, axis=1), rel=FD_RTOL)
-
-
 @pytest.mark.parametrize("normalization", ["mean", "softmax"])
 def test_energy_rates_exact_for_general_heads(rng, normalization):
     """energy_rates uses the gradient of E for non-symmetric, non-aligned heads: any direction."""
@@ -63,35 +37,6 @@ def test_energy_rates_exact_for_general_heads(rng, normalization):
     np.testing.assert_allclose(system.energy_rates(X, V), fd_energy_rate(system, X, V), rtol=FD_RTOL)
 
 
-def test_single_softmax_head_weighted_monotonicity():
-    """One softmax head: dE/dt = sum_i Z_i/n^2 |dx_i/dt|^2 (Geshkovski et al. 3.4.1)."""
-    system = ParticleSystem(random_symmetric_heads(3, 1, seed=6, beta=1.2, normalization="softmax"))
-    X = uniform_sphere(10, 3, seed=7)
-    n = X.shape[0]
-    v = system.velocity(X)
-    _, N = system.forces(X)
-    # our N is Z_i / n (weights 1/n in the sum); MODEL's Z_i / n^2 is N_i / n
-    expected = np.sum(N[0] / n * np.sum(v**2, axis=1))
-    assert fd_energy_rate(system, X, v).sum() == pytest.approx(expected, rel=FD_RTOL)
-
-
-@pytest.mark.parametrize("normalization", ["mean", "softmax"])
-@pytest.mark.parametrize("kernel", ["exp", "relu"])
-def test_tangency_and_rotation_equivariance(rng, normalization, kernel):
-    d = 5
-    heads = tuple(Head(rng.standard_normal((d, d)), rng.standard_normal((d, d)), 1.1, kernel, normalization)
-                  for _ in range(3))
-    system = ParticleSystem(heads)
-    X = uniform_sphere(11, d, seed=8)
-    v = system.velocity(X)
-    # tangency: <x_i, v_i> = 0 up to round-off of the projection (|v| ~ 1, eps ~ 1e-16)
-    assert np.abs(np.sum(X * v, axis=1)).max() < 1e-13
-    Q = random_rotation(d, seed=9)
-    rot = ParticleSystem(tuple(h.replace(M=Q @ h.M @ Q.T, V=Q @ h.V @ Q.T) for h in heads))
-    # rotating tokens and conjugating M, V rotates velocities: identical up to matmul round-off
-    np.testing.assert_allclose(rot.velocity(X @ Q.T), v @ Q.T, rtol=0, atol=1e-12 * np.abs(v).max())
-
-
 def test_chunking_does_not_change_results():
     heads = random_symmetric_heads(3, 2, seed=10, normalization="softmax")
     X = uniform_sphere(300, 3, seed=11)
@@ -100,47 +45,6 @@ def test_chunking_does_not_change_results():
     # chunks only reorder independent row computations: bitwise-level agreement expected (1e-14)
     np.testing.assert_allclose(small.velocity(X), big.velocity(X), rtol=0, atol=1e-14)
     assert small.energy(X) == pytest.approx(big.energy(X), rel=1e-13)
-
-
-def test_scalar_head_velocity_closed_form():
-    """Orthogonal tokens, one scalar head: f_i = alpha (e^{beta alpha} x_i + sum_{j != i} x_j)."""
-    n, beta, alpha = 4, 0.8, 1.3
-    X = np.eye(n)
-    system = ParticleSystem(scalar_heads([alpha], n, beta=beta), geometry="flat")
-    f = alpha * (np.exp(beta * alpha) * X + (X.sum(0) - X))
-    np.testing.assert_allclose(system.velocity(X), f / n, rtol=1e-14)
-
-
-def test_presets():
-    heads = orthogonal_block_heads(6, 3, strengths=[1.0, 2.0, 3.0])
-    for i, h in enumerate(heads):
-        for j, g in enumerate(heads):
-            if i != j:
-                assert np.abs(g.M @ h.M).max() == 0.0  # disjoint blocks: exact zeros
-    ap = approx_orthogonal_heads(6, 2, delta=0.3, alpha=1.5, rank=2)
-    # |M_2 M_1|_op = delta by construction (round-off of sqrt products, 1e-14)
-    assert np.linalg.norm(ap[1].M @ ap[0].M, 2) == pytest.approx(0.3, abs=1e-14)
-    pert = perturbed_value_heads(random_symmetric_heads(4, 2, seed=1), 0.2, seed=2)
-    for h in pert:
-        assert np.linalg.norm(h.V - h.M, 2) == pytest.approx(0.2, rel=1e-12)
-    assert scalar_heads([1.0, -2.0], 3)[1].scalar == -2.0 and scalar_heads([1.0], 3)[0].is_zonal
-
-
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(beta=0.0), "beta must be a positive finite number; received 0.0"),
-    (dict(beta=-1.0), "beta"),
-    (dict(beta=float("nan")), "beta"),
-    (dict(kernel="gauss"), r"kernel must be one of \('exp', 'relu'\); received 'gauss'"),
-    (dict(normalization="sum"), "normalization must be one of"),
-    (dict(M=np.full((3, 3), np.nan)), "M must have finite entries"),
-    (dict(V=np.eye(4)), "M and V must have the same shape"),
-    (dict(M=np.ones(3)), "M must be a square matrix"),
-])
-def test_head_bad_input(kwargs, match):
-    base = dict(M=np.eye(3), V=np.eye(3), beta=1.0, kernel="exp", normalization="mean")
-    base.update(kwargs)
-    with pytest.raises(ValueError, match=match):
-        Head(**base)
 
 
 def test_tokens_bad_input():
