@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, save_figure, write_report  # noqa: E402
+from studies._common import fit_slope, open_study_data, save_figure, write_report  # noqa: E402
 
 
 def _fmt(x, nd=3):
@@ -138,7 +138,7 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     pp = d["res_pp_w2"]
     conv = d["conv_l2"]
     n_ex = ns[np.isfinite(d["w2_exact"][:, 0])]
-    log_slope = float(np.polyfit(np.log(n_ex), 0.5 * np.log(np.log(n_ex) / n_ex), 1)[0])
+    log_slope = fit_slope(n_ex, 0.5 * np.log(np.log(n_ex) / n_ex), log_x=True).slope   # of sqrt(log n / n)
     w2_min = float(np.nanmin(d["w2_exact"]))
     claims = [
         ("At t = 0, W2 between n i.i.d. samples and rho decays like n^(-1/2) up to logs (MODEL.md 4)",
