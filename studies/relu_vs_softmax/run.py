@@ -180,15 +180,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                     idx = (c, i, j, k)
                     T[idx], g0[idx], final_m[idx] = r["T"], r["gamma0"], r["final_mean_inner"]
                     final_k[idx], steps[idx] = r["final_clusters"], r["n_steps"]
-    # theory at the particle grid (same start convention), for a direct comparison
-    theory_p = np.empty((len(COMBOS), 2, len(pn), len(pd)))
-    for c, (kernel, norm) in enumerate(COMBOS):
-        for i, n in enumerate(pn):
-            for j, d in enumerate(pd):
-                g = gamma0_of(kernel, d)
-                args = (g, TARGET, [LAMBDA], BETA, int(n), kernel, norm)
-                theory_p[c, 0, i, j] = mf.theory.linearized_clustering_time(*args)
-                theory_p[c, 1, i, j] = mf.theory.clustering_time(*args)
+    theory_p = theory_times(pn, pd)   # theory at the particle grid (same start convention), to compare
     f = fits(theory, THEORY_N, THEORY_D, T, pn, pd)
     np.savez_compressed(out_dir / "data.npz", theory=theory, theory_n=THEORY_N, theory_d=THEORY_D,
                         particle_T=T, particle_gamma0=g0, particle_final_mean_inner=final_m,
