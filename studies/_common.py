@@ -30,8 +30,8 @@ import numpy as np
 
 import meanfield as mf
 
-__all__ = ["main", "save_json", "load_json", "open_study_data", "save_figure", "markdown_table", "write_report",
-           "study_dir", "SlopeFit", "fit_slope", "blowup_horizon"]
+__all__ = ["main", "save_json", "load_json", "open_study_data", "style_axes", "save_figure", "markdown_table",
+           "write_report", "study_dir", "SlopeFit", "fit_slope", "blowup_horizon"]
 
 ROOT = Path(__file__).resolve().parent
 
@@ -77,6 +77,15 @@ def open_study_data(data_dir, out_dir=None):
     npz = data_dir / "data.npz"
     arrays = dict(np.load(npz)) if npz.is_file() else {}
     return out, arrays, load_json(data_dir / "data.json")
+
+
+def style_axes(axes, legend=None, which="major"):
+    """The house style of every panel in ``axes`` (one Axes or an array of them): a light grid
+    (alpha 0.3, on the ``which`` ticks) and, if ``legend`` is a font size, a legend."""
+    for ax in np.ravel(axes):
+        if legend is not None:
+            ax.legend(fontsize=legend)
+        ax.grid(True, which=which, alpha=0.3)
 
 
 def save_figure(fig, path, dpi=110):
