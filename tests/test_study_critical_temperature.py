@@ -4,17 +4,11 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from studies._common import load_json
+from _study_helpers import quick_study_fixture
 from studies.critical_temperature.report import report
-from studies.critical_temperature.run import (make_system, margins, run, split_norm_bounded_closed_form,
-                                              threshold)
+from studies.critical_temperature.run import make_system, margins, split_norm_bounded_closed_form, threshold
 
-
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    out = tmp_path_factory.mktemp("critical_temperature")
-    summary = run(out, quick=True)
-    return out, summary, load_json(out / "data.json")
+quick = quick_study_fixture("critical_temperature")   # (out, summary, data.json)
 
 
 def test_report_written(quick):

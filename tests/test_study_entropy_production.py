@@ -3,16 +3,10 @@
 import numpy as np
 import pytest
 
-from studies.entropy_production.report import report
-from studies.entropy_production.run import equiangular_entropy, finite_difference, run
+from _study_helpers import quick_study_fixture
+from studies.entropy_production.run import equiangular_entropy, finite_difference
 
-
-@pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    out = tmp_path_factory.mktemp("entropy_production")
-    summary = run(out, quick=True)
-    path = report(out)
-    return out, summary, path
+study = quick_study_fixture("entropy_production", with_report=True)   # (out, summary, report path)
 
 
 def test_outputs_written(study):

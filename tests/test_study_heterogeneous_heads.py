@@ -4,16 +4,11 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from studies._common import load_json
+from _study_helpers import quick_study_fixture
 from studies.heterogeneous_heads.report import report
-from studies.heterogeneous_heads.run import late_slope, run, split
+from studies.heterogeneous_heads.run import late_slope, split
 
-
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    out = tmp_path_factory.mktemp("heterogeneous_heads")
-    summary = run(out, quick=True)
-    return out, summary, load_json(out / "data.json")
+quick = quick_study_fixture("heterogeneous_heads")   # (out, summary, data.json)
 
 
 def test_report_written(quick):

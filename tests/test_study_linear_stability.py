@@ -1,18 +1,11 @@
 """Quick mode of the linear_stability study: measured growth rates vs the exact sigma_l."""
 
 import numpy as np
-import pytest
 
-from studies._common import load_json
+from _study_helpers import quick_study_fixture
 from studies.linear_stability.report import report
-from studies.linear_stability.run import run
 
-
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    out = tmp_path_factory.mktemp("linear_stability")
-    summary = run(out, quick=True)
-    return out, summary, load_json(out / "data.json")
+quick = quick_study_fixture("linear_stability")   # (out, summary, data.json)
 
 
 def test_pde_rates_match_theory(quick):

@@ -1,19 +1,11 @@
 """Quick mode of studies/relu_vs_softmax: runs, reports, and reproduces its key numbers."""
 
 import numpy as np
-import pytest
 
+from _study_helpers import quick_study_fixture
 from studies._common import load_json
-from studies.relu_vs_softmax.report import report
-from studies.relu_vs_softmax.run import run
 
-
-@pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    out = tmp_path_factory.mktemp("relu_vs_softmax")
-    summary = run(out, quick=True)
-    path = report(out)
-    return out, summary, path
+study = quick_study_fixture("relu_vs_softmax", with_report=True)   # (out, summary, report path)
 
 
 def test_outputs_written(study):

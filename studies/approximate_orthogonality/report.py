@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, save_figure, write_report  # noqa: E402
+from studies._common import open_study_data, save_figure, style_axes, write_report  # noqa: E402
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 
@@ -46,9 +46,7 @@ def _figure(z, s, out):
             axes[1, 1].plot(t / t[-1], R[:, h] / np.abs(R).max(), label=f"{geom}, head {h}")
     axes[1, 1].axhline(0, color="k", lw=0.8)
     axes[1, 1].set(xlabel="t / t_final", ylabel="dE_h/dt / max|rate|", title=f"per-head rates at {ang[0]:g} degrees")
-    for ax in axes.flat:
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
+    style_axes(axes, legend=7)
     fig.suptitle(f"approx_orthogonal_heads: d={cfg['d']}, H={cfg['n_heads']}, rank={cfg['rank']}, alpha={cfg['alpha']}, "
                  f"beta={cfg['beta']}, n={cfg['n']}, mean normalization")
     save_figure(fig, out / "approx_orthogonality.png")

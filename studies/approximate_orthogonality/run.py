@@ -18,18 +18,36 @@ Run from the repository root: ``python -m studies.approximate_orthogonality.run 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 import meanfield as mf
 from meanfield import diagnostics as dg
-from studies._common import main, save_json
+from studies._common import blowup_horizon, fit_slope, main, save_json
 from studies.approximate_orthogonality.report import report
 
 KAPPA = 5.0      # initial tokens: vMF around (1, ..., 1)/sqrt(d), so every head sees a common mean
 SMALL_ANGLE = 85.0   # slopes are also fitted on angles >= this (delta <= 0.087), the asymptotic regime
 NEG_REL = 1e-10   # a rate counts as negative below -NEG_REL * its scale (round-off guard)
+FLAT_FRACTION = 0.5   # flat runs stop at this fraction of the detected blow-up time
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that differs between the quick and the full mode."""
+
+    config: dict      # heads and tokens: d, n_heads, alpha, rank, beta, n
+    angles: tuple     # principal angles between head subspaces [degrees]
+    t_final: float
+    n_eval: int
+
+
+QUICK = Settings(config=dict(d=6, n_heads=2, alpha=1.0, rank=2, beta=1.0, n=8),
+                 angles=(70.0, 80.0, 86.0, 88.0, 89.9, 90.0), t_final=4.0, n_eval=9)
+FULL = Settings(config=dict(d=8, n_heads=3, alpha=1.0, rank=2, beta=1.0, n=24),
+                angles=(70.0, 72.5, 75.0, 77.5, 80.0, 82.5, 85.0, 87.5, 89.0, 89.9, 90.0), t_final=8.0, n_eval=33)
 
 
 def _coupling(U, w):
@@ -73,8 +91,7 @@ def one_case(d, n_heads, delta, alpha, rank, beta, n, geometry, t_final, n_eval,
     Xu = mf.initial.uniform_sphere(n, d, seed=seed)
     Uu, _ = system.forces(Xu)
     if geometry == "flat":   # finite-time blow-up: stop at half of it
-        probe = mf.solve_particles(system, X0, t_final, observe=False, progress=False, rtol=1e-6)
-        t_final = 0.5 * probe.t_final if probe.status != 0 else t_final
+        t_final, _ = blowup_horizon(system, X0, t_final, FLAT_FRACTION)
     tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval),
                             observe=observe_heads(system), progress=False)
     o = tr.observables
@@ -91,20 +108,16 @@ def one_case(d, n_heads, delta, alpha, rank, beta, n, geometry, t_final, n_eval,
 
 
 def _slope(x, y):
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+    """Least-squares slope of log y against log x."""
+    return fit_slope(x, y, log_x=True, log_y=True).slope
 
 
 def run(out_dir: Path, quick: bool = False) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if quick:
-        cfg = dict(d=6, n_heads=2, alpha=1.0, rank=2, beta=1.0, n=8)
-        angles = np.array([70.0, 80.0, 86.0, 88.0, 89.9, 90.0])
-        t_final, n_eval = 4.0, 9
-    else:
-        cfg = dict(d=8, n_heads=3, alpha=1.0, rank=2, beta=1.0, n=24)
-        angles = np.array([70.0, 72.5, 75.0, 77.5, 80.0, 82.5, 85.0, 87.5, 89.0, 89.9, 90.0])
-        t_final, n_eval = 8.0, 33
+    settings = QUICK if quick else FULL
+    cfg, t_final, n_eval = settings.config, settings.t_final, settings.n_eval
+    angles = np.array(settings.angles)
     deltas = cfg["alpha"] ** 2 * np.cos(np.radians(angles))
     deltas[angles == 90.0] = 0.0   # exact orthogonality (cos(pi/2) is 6e-17 in floating point)
     arrays = {"angles": angles, "deltas": deltas}

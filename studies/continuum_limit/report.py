@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, save_figure, write_report  # noqa: E402
+from studies._common import fit_slope, open_study_data, save_figure, style_axes, write_report  # noqa: E402
 
 
 def _fmt(x, nd=3):
@@ -35,8 +35,7 @@ def _fig_w2(d, s, out):
         if a is ax[0]:
             a.loglog(ns, w0 * np.sqrt(np.log(ns) / ns / (np.log(n0) / n0)), "k-.", lw=0.8, label="sqrt(log n / n)")
         a.set_xlabel("number of particles n")
-        a.legend(fontsize=7)
-        a.grid(True, which="both", alpha=0.3)
+    style_axes(ax, legend=7, which="both")
     nodes = s["pde_main"]["transport_nodes"]
     ax[0].set_ylabel("W2(mu_n(t), rho(t))  [radians, geodesic]")
     ax[0].set_title(f"exact W2, density on {nodes} GL nodes (PDE lmax {s['config']['lmax']})", fontsize=9)
@@ -60,8 +59,7 @@ def _fig_conv(d, s, out):
     ax[1].set_title(f"on a {s['config']['conv_nlat']} x {2 * s['config']['conv_nlat']} GL grid", fontsize=9)
     for a in ax:
         a.set_xlabel("PDE lmax")
-        a.legend(fontsize=8)
-        a.grid(True, which="both", alpha=0.3)
+    style_axes(ax, legend=8, which="both")
     fig.suptitle(f"PDE self-convergence against lmax {ref} (missing points: the run had stopped)")
     save_figure(fig, out / "self_convergence.png")
 
@@ -112,8 +110,7 @@ def _fig_res(d, s, out):
     for a, ti in zip(ax, titles):
         a.set_xlabel("time t")
         a.set_title(ti, fontsize=9)
-        a.legend(fontsize=7)
-        a.grid(True, alpha=0.3)
+    style_axes(ax, legend=7)
     n = s["config"]["res_n"]
     fig.suptitle(f"Loss of resolution: beta = {s['config']['res_beta']}, n = {n} particles per run; "
                  "dashed lines: PDE stop times")
@@ -138,7 +135,7 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     pp = d["res_pp_w2"]
     conv = d["conv_l2"]
     n_ex = ns[np.isfinite(d["w2_exact"][:, 0])]
-    log_slope = float(np.polyfit(np.log(n_ex), 0.5 * np.log(np.log(n_ex) / n_ex), 1)[0])
+    log_slope = fit_slope(n_ex, 0.5 * np.log(np.log(n_ex) / n_ex), log_x=True).slope   # of sqrt(log n / n)
     w2_min = float(np.nanmin(d["w2_exact"]))
     claims = [
         ("At t = 0, W2 between n i.i.d. samples and rho decays like n^(-1/2) up to logs (MODEL.md 4)",

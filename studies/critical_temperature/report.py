@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import markdown_table, open_study_data, save_figure, write_report  # noqa: E402
+from studies._common import markdown_table, open_study_data, save_figure, style_axes, write_report  # noqa: E402
 
 
 def _fmt(x):
@@ -81,8 +81,7 @@ def _fig_margins(d, meta, path):
     ax.set_xlabel("inverse temperature beta")
     ax.set_ylabel("radial fraction c")
     ax.set_title("radial fraction, H = 2, n = 32 (mean)", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+    style_axes(ax, legend=7)
     save_figure(fig, path)
 
 

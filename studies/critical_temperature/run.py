@@ -31,6 +31,7 @@ under load average ~12 (much less when idle); set ``OPENBLAS_NUM_THREADS=1`` on 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -47,6 +48,23 @@ ALPHA = 1.0
 SEED = 7
 REL_TOL = 1e-12          # round-off guard on margins (relative to the largest compared term)
 BISECT_TOL = 1e-12
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that differs between the quick and the full mode."""
+
+    H_values: tuple          # head counts
+    n_values: tuple          # token counts (d = n)
+    beta_grid: tuple         # scan grid of each threshold search
+    curve_points: int        # beta points of the margin curves (H = 2, n = 32) on [0.02, 5]
+    skip_rotated_softmax: bool
+
+
+QUICK = Settings(H_values=tuple(range(2, 5)), n_values=(8, 32), beta_grid=tuple(np.linspace(0.02, 6.0, 25)),
+                 curve_points=30, skip_rotated_softmax=True)
+FULL = Settings(H_values=tuple(range(2, 9)), n_values=(8, 16, 32, 64, 128), beta_grid=tuple(np.linspace(0.02, 8.0, 41)),
+                curve_points=200, skip_rotated_softmax=False)
 
 
 def make_system(config, H, n, beta, alpha=ALPHA, normalization="mean"):
@@ -161,16 +179,15 @@ def split_norm_bounded_closed_form(H, n, alpha=ALPHA, normalization="mean"):
 
 def run(out_dir: Path, quick: bool = False) -> dict:
     out_dir = Path(out_dir)
-    Hs = np.arange(2, 5) if quick else np.arange(2, 9)
-    ns = np.array([8, 32]) if quick else np.array([8, 16, 32, 64, 128])
-    grid = np.linspace(0.02, 6.0, 25) if quick else np.linspace(0.02, 8.0, 41)
+    settings = QUICK if quick else FULL
+    Hs, ns, grid = np.array(settings.H_values), np.array(settings.n_values), np.array(settings.beta_grid)
     norms = NORMALIZATIONS
     thr = np.full((len(CONFIGS), len(norms), len(READINGS), len(Hs), len(ns)), np.nan)
     reent = np.zeros(thr.shape, dtype=bool)
     for ci, cfg in enumerate(CONFIGS):
         for ni, nz in enumerate(norms):
             for ri, rd in enumerate(READINGS):
-                if cfg == "rotated" and nz == "softmax" and quick:
+                if cfg == "rotated" and nz == "softmax" and settings.skip_rotated_softmax:
                     continue
                 for hi, H in enumerate(Hs):
                     for ki, n in enumerate(ns):
@@ -181,7 +198,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     split_cf = np.array([[[split_norm_bounded_closed_form(int(H), int(n), ALPHA, nz) for n in ns]
                           for H in Hs] for nz in norms])
     # margin curves (H = 2, n = 32) for the figure, and the radial fraction at beta*
-    bcurve = np.linspace(0.02, 5.0, 30 if quick else 200)
+    bcurve = np.linspace(0.02, 5.0, settings.curve_points)
     curves = np.array([[[[margins(cfg, 2, 32, b, normalization=nz)[k] for b in bcurve]
                          for k in READINGS + ("c",)] for nz in norms] for cfg in CONFIGS])
     c_at_bstar = {}

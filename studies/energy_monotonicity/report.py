@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, save_figure, write_report  # noqa: E402
+from studies._common import open_study_data, save_figure, style_axes, write_report  # noqa: E402
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 
@@ -37,9 +37,7 @@ def _fig_identity(z, summ, out):
                    title="finite differences of recorded E")
     axes[1, 1].set(xlabel="sampling step h", ylabel="max |E(t)-E(0) - Simpson int dissipation| / (E(T)-E(0))",
                    title="integrated identity (cumulative Simpson)")
-    for ax in axes.flat:
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
+    style_axes(axes, legend=7)
     fig.suptitle("Symmetric value-aligned heads, exp kernel, mean normalization, beta=1, dopri5 rtol=1e-8")
     save_figure(fig, out / "identity.png")
 
@@ -57,9 +55,7 @@ def _fig_defect(z, summ, out):
     axes[1].loglog(eps, z["defect_defect_initial_rel"], "o-", label="t=0")
     axes[1].loglog(eps, z["defect_defect_traj_rel_max"], "s-", label="max over trajectory")
     axes[1].set(xlabel="|Delta_h|_op = eps", ylabel="defect / dissipation", title="relative defect")
-    for ax in axes:
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
+    style_axes(axes, legend=8)
     fig.suptitle(f"V_h = M_h + Delta_h, sphere, d={ds['d']}, n={ds['n']}, H={ds['n_heads']}, beta=1, mean normalization")
     save_figure(fig, out / "defect.png")
 
@@ -83,8 +79,7 @@ def _fig_softmax(z, summ, out):
         axes[2].plot(t, z["worst_rate"])
         axes[2].axhline(0, color="k", lw=0.8)
         axes[2].set(xlabel="t", ylabel="exact dE_multi/dt", title=f"min rate / max|rate| = {w['min_rel_rate']:.3f}")
-    for ax in axes:
-        ax.grid(alpha=0.3)
+    style_axes(axes)
     fig.suptitle(f"Random symmetric value-aligned softmax heads on the sphere, n={sm['n']}, beta=1, "
                  f"t in [0, {sm['t_final']}]")
     save_figure(fig, out / "softmax.png")

@@ -22,6 +22,7 @@ Run from the repository root: ``python -m studies.energy_monotonicity.run [--qui
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,16 +30,40 @@ from scipy.integrate import cumulative_simpson
 
 import meanfield as mf
 from meanfield import diagnostics as dg
-from studies._common import main, save_json
+from studies._common import blowup_horizon, fit_slope, main, save_json
 from studies.energy_monotonicity.report import report
 
 FLAT_FRACTION = 0.6   # flat runs stop at this fraction of the detected blow-up time
 NEG_REL = 1e-8   # a rate counts as negative below -NEG_REL * max|rate| of its run (round-off guard)
 
 
+@dataclass(frozen=True)
+class Settings:
+    """Everything that differs between the quick and the full mode."""
+
+    identity_cases: tuple   # part A, one (d, n, H, geometry, t_final, n_eval) per trajectory
+    defect_eps: tuple       # part B, |Delta_h|_op values
+    defect: dict            # part B: d, n, n_heads, t_final, n_eval
+    search: dict            # part C: dims, head_counts, scales, seeds, n, t_final, n_eval
+
+
+QUICK = Settings(
+    identity_cases=((3, 12, 3, "sphere", 3.0, 97), (3, 12, 3, "flat", 2.0, 97)),
+    defect_eps=tuple(np.logspace(-4, -1, 4)),
+    defect=dict(d=3, n=12, n_heads=3, t_final=1.0, n_eval=6),
+    search=dict(dims=(3,), head_counts=(1, 2), scales=(1.0,), seeds=(0, 1), n=12, t_final=4.0, n_eval=21))
+FULL = Settings(
+    identity_cases=((3, 32, 3, "sphere", 8.0, 1601), (3, 32, 3, "flat", 2.0, 1601),
+                    (8, 32, 3, "sphere", 8.0, 801), (8, 32, 3, "flat", 2.0, 801)),
+    defect_eps=tuple(np.logspace(-5, 0, 11)),
+    defect=dict(d=3, n=32, n_heads=3, t_final=4.0, n_eval=21),
+    search=dict(dims=(3, 6), head_counts=(1, 2, 3, 4), scales=(1.0, 3.0), seeds=tuple(range(5)), n=16,
+                t_final=10.0, n_eval=41))
+
+
 def _slope(x, y):
     """Least-squares slope of log y against log x."""
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+    return fit_slope(x, y, log_x=True, log_y=True).slope
 
 
 def identity_run(d, n, n_heads, geometry, t_final, n_eval, seed):
@@ -54,10 +79,7 @@ def identity_run(d, n, n_heads, geometry, t_final, n_eval, seed):
     X0 = mf.initial.uniform_sphere(n, d, seed=seed + 1)
     t_blowup = None
     if geometry == "flat":   # flat exp dynamics blows up in finite time: stop at a fraction of it
-        probe = mf.solve_particles(system, X0, t_final, observe=False, progress=False, rtol=1e-6)
-        if probe.status != 0:
-            t_blowup = probe.t_final
-            t_final = FLAT_FRACTION * t_blowup
+        t_final, t_blowup = blowup_horizon(system, X0, t_final, FLAT_FRACTION)
     tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval), observe=observe,
                             progress=False)
     o, t = tr.observables, tr.t
@@ -165,18 +187,8 @@ def softmax_search(dims, head_counts, scales, seeds, n, t_final, n_eval):
 def run(out_dir: Path, quick: bool = False) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if quick:
-        id_cases = [(3, 12, 3, "sphere", 3.0, 97), (3, 12, 3, "flat", 2.0, 97)]
-        eps = np.logspace(-4, -1, 4)
-        dscan = dict(d=3, n=12, n_heads=3, t_final=1.0, n_eval=6)
-        search = dict(dims=(3,), head_counts=(1, 2), scales=(1.0,), seeds=(0, 1), n=12, t_final=4.0, n_eval=21)
-    else:
-        id_cases = [(3, 32, 3, "sphere", 8.0, 1601), (3, 32, 3, "flat", 2.0, 1601),
-                    (8, 32, 3, "sphere", 8.0, 801), (8, 32, 3, "flat", 2.0, 801)]
-        eps = np.logspace(-5, 0, 11)
-        dscan = dict(d=3, n=32, n_heads=3, t_final=4.0, n_eval=21)
-        search = dict(dims=(3, 6), head_counts=(1, 2, 3, 4), scales=(1.0, 3.0), seeds=tuple(range(5)), n=16,
-                      t_final=10.0, n_eval=41)
+    cfg = QUICK if quick else FULL
+    id_cases, eps, dscan, search = cfg.identity_cases, cfg.defect_eps, cfg.defect, cfg.search
     arrays, summary = {}, {"identity": [], "quick": quick}
     for k, (d, n, H, geom, T, n_eval) in enumerate(id_cases):
         r = identity_run(d, n, H, geom, T, n_eval, seed=10 + k)

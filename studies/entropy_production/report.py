@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, save_figure, write_report  # noqa: E402
+from studies._common import fit_slope, open_study_data, save_figure, write_report  # noqa: E402
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 FAMILIES = ("scalar", "symmetric", "general")
@@ -179,7 +179,7 @@ def _claims(z, s):
     z0 = np.abs(np.array(c["t0_z"]))
     std = np.array(c["t0_std"])
     ns = np.array(c["sample_ns"], dtype=float)
-    slope = np.polyfit(np.log(ns), np.log(std.mean(axis=1)), 1)[0] if len(ns) > 1 else float("nan")
+    slope = fit_slope(ns, std.mean(axis=1), log_x=True, log_y=True).slope   # nan for a single n
     rows.append([
         "Continuum attention entropy = H_discrete - log n for particles sampled from rho (t = 0)",
         f"PDE H = {np.round(c['H_pde_t0'], 4).tolist()} (heads lambda=0.5, 1); |mean diff| / standard error <= "

@@ -29,17 +29,44 @@ Cost: quick ~10 s of CPU; full ~5 min wall on the shared 2-core machine under he
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 import meanfield as mf
 from meanfield import diagnostics as dg
-from studies._common import main, save_json
+from studies._common import fit_slope, main, save_json
 
 BETA = 1.0
 FAMILIES = ("scalar", "symmetric", "general")
 NORMS = ("mean", "softmax")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that differs between the quick and the full mode."""
+
+    identity_n: int          # part 1: tokens per trajectory
+    equiangular_n_t: int     # part 2: recorded times
+    failure_n: int           # part 3: tokens, recorded times and seeds
+    failure_n_t: int
+    failure_seeds: tuple
+    lmax: int                # part 4: PDE degree, horizon and recorded times,
+    continuum_t_final: float
+    continuum_n_t: int
+    sample_ns: tuple         # t = 0 samples (sizes, seeds),
+    sample_seeds: tuple
+    run_ns: tuple            # particle runs along the flow (sizes, seeds)
+    run_seeds: tuple
+
+
+QUICK = Settings(identity_n=16, equiangular_n_t=51, failure_n=16, failure_n_t=7, failure_seeds=(0,),
+                 lmax=32, continuum_t_final=0.5, continuum_n_t=6, sample_ns=(100, 400), sample_seeds=tuple(range(4)),
+                 run_ns=(300,), run_seeds=tuple(range(1)))
+FULL = Settings(identity_n=32, equiangular_n_t=101, failure_n=32, failure_n_t=16, failure_seeds=(0, 1, 2, 3),
+                lmax=48, continuum_t_final=1.5, continuum_n_t=16, sample_ns=(100, 200, 400, 800, 1600, 3200),
+                sample_seeds=tuple(range(8)), run_ns=(250, 1000), run_seeds=tuple(range(3)))
 
 
 # ------------------------------------------------------------------------------ heads
@@ -224,17 +251,16 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     """Run the four parts; write ``data.npz`` and ``data.json``; return the headline numbers."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    cfg = QUICK if quick else FULL
     strides = [1, 2, 4, 8]
     id_cases = [("symmetric", "mean"), ("symmetric", "softmax"), ("general", "softmax")]
-    ident = [identity_case(f, nm, 16 if quick else 32, 6, 1.0, 201, 11, strides) for f, nm in id_cases]
-    eq = [equiangular_case(nm, 8, 8, 0.0, [1.0, 2.0], 2.5, 51 if quick else 101) for nm in NORMS]
-    fail = failure_fractions(16 if quick else 32, 6, 2, 3.0, 7 if quick else 16, [0] if quick else [0, 1, 2, 3])
-    lmax = 32 if quick else 48
-    sample_ns = [100, 400] if quick else [100, 200, 400, 800, 1600, 3200]
-    run_ns = [300] if quick else [250, 1000]
-    cont = continuum_comparison(lmax=lmax, t_final=0.5 if quick else 1.5, n_t=6 if quick else 16,
-                                sample_ns=sample_ns, sample_seeds=range(4 if quick else 8), run_ns=run_ns,
-                                run_seeds=range(1 if quick else 3))
+    ident = [identity_case(f, nm, cfg.identity_n, 6, 1.0, 201, 11, strides) for f, nm in id_cases]
+    eq = [equiangular_case(nm, 8, 8, 0.0, [1.0, 2.0], 2.5, cfg.equiangular_n_t) for nm in NORMS]
+    fail = failure_fractions(cfg.failure_n, 6, 2, 3.0, cfg.failure_n_t, cfg.failure_seeds)
+    lmax, sample_ns, run_ns = cfg.lmax, cfg.sample_ns, cfg.run_ns
+    cont = continuum_comparison(lmax=lmax, t_final=cfg.continuum_t_final, n_t=cfg.continuum_n_t,
+                                sample_ns=sample_ns, sample_seeds=cfg.sample_seeds, run_ns=run_ns,
+                                run_seeds=cfg.run_seeds)
     n_eq = 8
     data = {"strides": np.array(strides), "id_cases": np.array([f"{f}-{n}" for f, n in id_cases]),
             "fail_t": fail["t"], "fail_frac": fail["frac"], "fail_frac_t0": fail["frac_t0"],
@@ -290,7 +316,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
 
 def _order(dt, err):
     """Fitted order: slope of log error against log dt."""
-    return float(np.polyfit(np.log(dt), np.log(err), 1)[0])
+    return fit_slope(dt, err, log_x=True, log_y=True).slope
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 
-from studies._common import open_study_data, save_figure, write_report  # noqa: E402
+from studies._common import open_study_data, save_figure, style_axes, write_report  # noqa: E402
 
 
 def _fig_phi(d, meta, path):
@@ -87,8 +87,7 @@ def _fig_runs(d, meta, path):
     axes[1].set_ylabel("1 - gamma (from pair distances)")
     axes[1].set_title("late phase: 1 - gamma ~ C exp(-2 Lambda t)", fontsize=9)
     axes[1].legend(fontsize=7)
-    for ax in axes:
-        ax.grid(alpha=0.3)
+    style_axes(axes)
     save_figure(fig, path)
 
 

@@ -22,17 +22,37 @@ Quick mode (coarse grid, one particle run): ~6 s CPU.  Full mode: measured 6 min
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 import meanfield as mf
-from studies._common import main, save_json
+from studies._common import fit_slope, main, save_json
 
 N, BETA = 32, 1.0
 TARGETS = (0.5, 0.9)
 N_QUAD = 256                    # Gauss-Legendre nodes for T = int dgamma / F(gamma)
 LATE_WINDOW = (1e-9, 1e-4)      # 1 - gamma range of the late-rate fit
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that differs between the quick and the full mode."""
+
+    n_lbar: int           # (lambda_bar, s) map: lambda_bar points on [0.25, 10] ...
+    n_s: int              # ... and spread points on [0, 0.99]
+    n_checks: int         # map points where the quadrature is checked against theory.clustering_time
+    cases: tuple          # particle runs, one (lambda_bar, s) each ...
+    particle_n_t: int     # ... recorded at this many times
+    scan_n_lbar: int      # necessity scan: lambda_bar and s grid sizes
+    scan_n_s: int
+
+
+QUICK = Settings(n_lbar=14, n_s=12, n_checks=3, cases=((3.0, 0.5),), particle_n_t=200, scan_n_lbar=100, scan_n_s=500)
+FULL = Settings(n_lbar=79, n_s=67, n_checks=12,
+                cases=((1.0, 0.5), (3.0, 0.5), (6.0, 0.0), (6.0, 0.5), (6.0, 0.95), (8.0, 0.8)),
+                particle_n_t=400, scan_n_lbar=400, scan_n_s=2000)
 
 
 def split(lambda_bar, s):
@@ -55,7 +75,7 @@ def late_slope(t, eps, window=LATE_WINDOW):
     m = (eps >= window[0]) & (eps <= window[1])
     if m.sum() < 3:
         raise ValueError(f"fewer than 3 samples with eps in {window}; received {int(m.sum())}")
-    return float(np.polyfit(t[m], np.log(eps[m]), 1)[0])
+    return fit_slope(t[m], eps[m], log_y=True).slope
 
 
 def _pair_eps(X):
@@ -119,25 +139,25 @@ def _first_time(t, g, target):
 
 def run(out_dir: Path, quick: bool = False) -> dict:
     out_dir = Path(out_dir)
+    cfg = QUICK if quick else FULL
     lam_max, lam_c = mf.theory.lambda_max(BETA, N), mf.theory.phi_inflection(BETA, N)
     lam_line = np.linspace(0.0, 14.0, 701)
-    lbar = np.linspace(0.25, 10.0, 14 if quick else 79)
-    s = np.linspace(0.0, 0.99, 12 if quick else 67)
+    lbar = np.linspace(0.25, 10.0, cfg.n_lbar)
+    s = np.linspace(0.0, 0.99, cfg.n_s)
     gain = np.array([[mf.theory.heterogeneity_gain(split(lb, x), BETA, N) for x in s] for lb in lbar])
     T = np.array([[[quad_time(split(lb, x), tg) for x in s] for lb in lbar] for tg in TARGETS])
     # quadrature against theory.clustering_time (ODE with terminal event) at a few points
     rng = np.random.default_rng(0)
-    pts = [(int(i), int(j)) for i, j in zip(rng.integers(0, lbar.size, 3 if quick else 12),
-                                            rng.integers(0, s.size, 3 if quick else 12))]
+    pts = [(int(i), int(j)) for i, j in zip(rng.integers(0, lbar.size, cfg.n_checks),
+                                            rng.integers(0, s.size, cfg.n_checks))]
     quad_check = max(abs(T[k, i, j] / mf.theory.clustering_time(0.0, tg, split(lbar[i], s[j]), BETA, N) - 1)
                      for k, tg in enumerate(TARGETS) for i, j in pts)
     # particle runs: gamma(t) against the ODE, clustering times, late rate
-    cases = [(3.0, 0.5)] if quick else [(1.0, 0.5), (3.0, 0.5), (6.0, 0.0), (6.0, 0.5), (6.0, 0.95), (8.0, 0.8)]
     runs = []
-    for lb, x in cases:
+    for lb, x in cfg.cases:
         lam = split(lb, x)
         t_final = quad_time(lam, 0.9) + np.log(0.1 / LATE_WINDOW[0]) / (2 * lam.sum()) + 0.5
-        pr = particle_run(lam, t_final, n_t=200 if quick else 400)
+        pr = particle_run(lam, t_final, n_t=cfg.particle_n_t)
         ode = mf.theory.solve_equiangular(0.0, lam, BETA, N, pr["t"])
         runs.append({"lambda_bar": lb, "s": x, "Lambda": lam.sum(), "t": pr["t"], "gamma": pr["gamma"],
                      "gamma_ode": ode, "max_abs_gamma_diff": float(np.abs(pr["gamma"] - ode).max()),
@@ -153,7 +173,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                               - mf.theory.equiangular_rate(0.0, split(lb, 0.0), BETA, N, "exp", "mean")))
                     for lb in lbar[::7] for x in s[::7])
     scan_ns = np.array([4, 8, 32, 128, 1024, 10**5])
-    scan = necessity_scan(scan_ns, n_lbar=100 if quick else 400, n_s=500 if quick else 2000)
+    scan = necessity_scan(scan_ns, n_lbar=cfg.scan_n_lbar, n_s=cfg.scan_n_s)
     np.savez_compressed(out_dir / "data.npz", scan_ns=scan_ns, scan=scan, lbar=lbar, s=s, gain=gain, T=T, targets=np.array(TARGETS),
                         lam_line=lam_line, phi=mf.theory.phi(lam_line, BETA, N),
                         phi2=mf.theory.phi_second_derivative(lam_line, BETA, N),

@@ -27,6 +27,7 @@ Cost (2 shared cores): quick ~10-20 s, full ~1.5-4 min (load-dependent).  Run fr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ from scipy.sparse.csgraph import connected_components
 
 import meanfield as mf
 from meanfield import theory
-from studies._common import main, save_json
+from studies._common import fit_slope, main, save_json
 
 SIGMA_DT = 0.05        # |sigma| dt per RK4 step: RK4 rate error (sigma dt)^4 / 120 = 5e-8
 PDE_EPS = 1e-7         # PDE perturbation of (l, m = l // 2): products of Y_lm have orders 0 and 2m, so
@@ -60,6 +61,39 @@ CRIT_CASES = [
 ]
 
 
+@dataclass(frozen=True)
+class Settings:
+    """Everything that differs between the quick and the full mode."""
+
+    pde_cases: tuple        # A: indices into PDE_CASES ...
+    pde_degrees: tuple      # ... and the degrees l measured in each
+    rhs_check_n: int        # B: tokens of the spectral-vs-pairwise velocity check
+    direct: tuple           # B: pairwise-sum runs, one (l, n, seed) each (eps = DIRECT_EPS[l])
+    big_degrees: tuple      # B: spectral-sum runs at n = big_n: degrees x seeds
+    big_seeds: tuple
+    big_n: int
+    power_ns: tuple         # B: i.i.d. uniform runs (degree powers), one per n
+    cluster_betas: tuple    # C: one cluster run per beta ...
+    cluster_n: int          # ... with this many tokens
+    maxima_degrees: tuple   # C: random single-degree fields (degrees, samples per degree)
+    maxima_samples: int
+    crit_cases: tuple       # D: indices into CRIT_CASES, noise ratios nu / nu_c, degrees
+    crit_ratios: tuple
+    crit_degrees: tuple
+
+
+QUICK = Settings(pde_cases=(0, 2, 4), pde_degrees=(1, 3, 5), rhs_check_n=300, direct=((1, 1000, 1),),
+                 big_degrees=(), big_seeds=(11, 12), big_n=20000, power_ns=(), cluster_betas=(8.0,), cluster_n=600,
+                 maxima_degrees=tuple(range(1, 6)), maxima_samples=5, crit_cases=(0,), crit_ratios=(0.98, 1.02),
+                 crit_degrees=(1, 2))
+FULL = Settings(pde_cases=tuple(range(len(PDE_CASES))), pde_degrees=tuple(range(1, 7)), rhs_check_n=1000,
+                direct=((1, 2000, 1), (1, 2000, 2), (1, 2000, 3), (2, 2000, 4)),
+                big_degrees=tuple(range(1, 7)), big_seeds=(11, 12), big_n=20000, power_ns=(20000, 100000),
+                cluster_betas=(2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 40.0), cluster_n=2000,
+                maxima_degrees=tuple(range(1, 11)), maxima_samples=40, crit_cases=tuple(range(len(CRIT_CASES))),
+                crit_ratios=(0.9, 0.98, 1.02, 1.1), crit_degrees=(1, 2, 3, 4))
+
+
 # ----------------------------------------------------------------------------- helpers
 def kernel_lmax(lambdas, beta, tol=1e-10):
     """Smallest lmax for which ``ContinuumPDE`` accepts every head at ``kernel_tol = tol``."""
@@ -79,7 +113,7 @@ def rk4_rate(sigma, dt):
 
 def slope(t, a):
     """Least-squares slope of ``log|a|`` against ``t``."""
-    return float(np.polyfit(t, np.log(np.abs(a)), 1)[0])
+    return fit_slope(t, np.abs(a), log_y=True).slope
 
 
 def pde_rate(lambdas, beta, normalization, nu, l, m, t_cap=2.0):
@@ -149,7 +183,7 @@ def uniform_power_rates(n, seed, degrees, beta=6.0):
     for l in degrees:
         sel = grid.l_index == l
         P = (np.abs(A[:, sel]) ** 2 * np.where(grid.m_index[sel] > 0, 2.0, 1.0)).sum(axis=1)
-        out.append(float(np.polyfit(t, 0.5 * np.log(P), 1)[0]))
+        out.append(fit_slope(t, 0.5 * np.log(P)).slope)
     return dict(n=n, seed=seed, degrees=list(degrees), sigma=sig, measured=out)
 
 
@@ -256,37 +290,30 @@ def critical_runs(case, ratios, degrees):
 def run(out_dir: Path, quick: bool = False) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    cfg = QUICK if quick else FULL
     # A. PDE rates
-    cases = [PDE_CASES[i] for i in ((0, 2, 4) if quick else range(len(PDE_CASES)))]
-    degrees = (1, 3, 5) if quick else range(1, 7)
+    cases = [PDE_CASES[i] for i in cfg.pde_cases]
     pde = []
     for c in cases:
-        for l in degrees:
+        for l in cfg.pde_degrees:
             pde.append(dict(case=c["name"], **pde_rate(c["lambdas"], c["beta"], c["normalization"], c["nu"],
                                                         l, l // 2)))
     rel = [abs(r["measured"] / r["sigma"] - 1) for r in pde]
     rel_rk4 = [abs(r["measured"] / r["rk4"] - 1) for r in pde]
     # B. particle rates (d = 3, beta = 6, one mean head)
-    check = rhs_check(300 if quick else 1000, 0)
-    direct = [particle_rate(1, 1000 if quick else 2000, seed, DIRECT_EPS[1], direct=True)
-              for seed in ((1,) if quick else (1, 2, 3))]
-    if not quick:
-        direct.append(particle_rate(2, 2000, 4, DIRECT_EPS[2], direct=True))
+    check = rhs_check(cfg.rhs_check_n, 0)
+    direct = [particle_rate(l, n, seed, DIRECT_EPS[l], direct=True) for l, n, seed in cfg.direct]
     # a common short horizon 2/sigma_max: products of the sampling noise in the fastest degrees
     # grow like e^{2 sigma_max t} and would swamp the slow degrees over 2/sigma_l
     s_max = float(theory.growth_rate(np.arange(1, 30), [1.0], 6.0).max())
-    big = [] if quick else [particle_rate(l, 20000, seed, T=2.0 / s_max)
-                            for l in range(1, 7) for seed in (11, 12)]
-    power = [] if quick else [uniform_power_rates(n, 5, list(range(1, 7))) for n in (20000, 100000)]
+    big = [particle_rate(l, cfg.big_n, seed, T=2.0 / s_max) for l in cfg.big_degrees for seed in cfg.big_seeds]
+    power = [uniform_power_rates(n, 5, list(range(1, 7))) for n in cfg.power_ns]
     # C. clusters vs l*
-    betas = [8.0] if quick else [2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 40.0]
-    clusters = [cluster_run(b, 600 if quick else 2000, 100 + i) for i, b in enumerate(betas)]
-    maxima_degrees = list(range(1, 6 if quick else 11))
-    maxima = random_field_maxima(maxima_degrees, 5 if quick else 40, 7)
+    clusters = [cluster_run(b, cfg.cluster_n, 100 + i) for i, b in enumerate(cfg.cluster_betas)]
+    maxima_degrees = list(cfg.maxima_degrees)
+    maxima = random_field_maxima(maxima_degrees, cfg.maxima_samples, 7)
     # D. critical noise
-    crit_cases = CRIT_CASES[:1] if quick else CRIT_CASES
-    ratios = (0.98, 1.02) if quick else (0.9, 0.98, 1.02, 1.1)
-    crit = [critical_runs(c, ratios, range(1, 3) if quick else range(1, 5)) for c in crit_cases]
+    crit = [critical_runs(CRIT_CASES[i], cfg.crit_ratios, cfg.crit_degrees) for i in cfg.crit_cases]
 
     data = dict(quick=quick, pde=pde, pde_cases=cases, rhs_check=check, particle_direct=direct,
                 particle_big=big, particle_power=power, clusters=clusters,

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, save_figure, write_report  # noqa: E402
+from studies._common import open_study_data, save_figure, style_axes, write_report  # noqa: E402
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 
@@ -33,9 +33,7 @@ def _fig_rates(z, s, out):
     axes[1].set(xlabel="t", ylabel="dE_h/dt",
                 title=f"sphere, most negative run: d={ex['d']}, n={ex['n']}, beta={ex['beta']}, alpha={ex['strengths']}")
     axes[2].set(xlabel="t", ylabel="fraction of tokens", ylim=(-0.05, 1.05), title="Condition 8 in the same run")
-    for ax in axes:
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
+    style_axes(axes, legend=7)
     save_figure(fig, out / "rates.png")
 
 

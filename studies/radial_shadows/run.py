@@ -18,16 +18,39 @@ Run from the repository root: ``python -m studies.radial_shadows.run [--quick]``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 import meanfield as mf
 from meanfield import diagnostics as dg
-from studies._common import main, save_json
+from studies._common import blowup_horizon, main, save_json
 from studies.radial_shadows.report import report
 
 NEG_REL = 1e-10   # a per-head rate counts as negative below -NEG_REL * max|rate| of its run
+FLAT_FRACTION = 0.5   # flat runs stop at this fraction of the detected blow-up time
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that differs between the quick and the full mode."""
+
+    flat_cases: tuple   # part A, one (d, H, n) per flat run
+    scan: tuple         # parts B-C, one (d, H, strengths, beta, n) per spherical run
+    t_final: float      # spherical runs
+    n_eval: int
+
+
+QUICK = Settings(flat_cases=((4, 2, 8),), scan=tuple((4, 2, (1.0, 1.5), beta, 8) for beta in (0.5, 2.0)),
+                 t_final=6.0, n_eval=13)
+FULL = Settings(flat_cases=((4, 2, 16), (6, 3, 16), (8, 2, 32)),
+                scan=tuple((d, H, st[:H], beta, n)
+                           for d, H in ((4, 2), (6, 3), (8, 2))
+                           for st in ((1.0, 1.0, 1.0), (1.0, 1.5, 0.75))
+                           for beta in (0.25, 0.5, 1.0, 2.0, 3.0)
+                           for n in (8, 32)),
+                t_final=8.0, n_eval=21)
 
 
 def observe_heads(system):
@@ -48,8 +71,7 @@ def trajectory(d, n_heads, strengths, beta, n, geometry, t_final, n_eval, seed):
     system = mf.ParticleSystem(heads, geometry)
     X0 = mf.initial.uniform_sphere(n, d, seed=seed)
     if geometry == "flat":   # finite-time blow-up: stop at half of it
-        probe = mf.solve_particles(system, X0, t_final, observe=False, progress=False, rtol=1e-6)
-        t_final = 0.5 * probe.t_final if probe.status != 0 else t_final
+        t_final, _ = blowup_horizon(system, X0, t_final, FLAT_FRACTION)
     tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval),
                             observe=observe_heads(system), progress=False)
     return {"t": tr.t, "status": tr.status, **tr.observables}
@@ -84,18 +106,8 @@ def condition_stats(o):
 def run(out_dir: Path, quick: bool = False) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if quick:
-        flat_cases = [(4, 2, 8)]
-        scan = [(4, 2, (1.0, 1.5), beta, 8) for beta in (0.5, 2.0)]
-        t_final, n_eval = 6.0, 13
-    else:
-        flat_cases = [(4, 2, 16), (6, 3, 16), (8, 2, 32)]
-        scan = [(d, H, st[:H], beta, n)
-                for d, H in ((4, 2), (6, 3), (8, 2))
-                for st in ((1.0, 1.0, 1.0), (1.0, 1.5, 0.75))
-                for beta in (0.25, 0.5, 1.0, 2.0, 3.0)
-                for n in (8, 32)]
-        t_final, n_eval = 8.0, 21
+    cfg = QUICK if quick else FULL
+    flat_cases, scan, t_final, n_eval = cfg.flat_cases, cfg.scan, cfg.t_final, cfg.n_eval
     arrays, flat_rows, rows = {}, [], []
     for k, (d, H, n) in enumerate(flat_cases):
         o = trajectory(d, H, 1.0, 1.0, n, "flat", 2.0, n_eval, seed=k)

@@ -29,20 +29,32 @@ these small matrices is several times slower).  Run from the repository root::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 import meanfield as mf
-from studies._common import main, save_json
+from studies._common import fit_slope, main, save_json
 
 LAMBDA, BETA, TARGET = 1.0, 1.0, 0.5
 COMBOS = (("exp", "softmax"), ("exp", "mean"), ("relu", "mean"), ("relu", "softmax"))
 THEORY_N = np.array([16, 64, 256, 1024, 4096])
 THEORY_D = np.array([16, 64, 256, 1024, 4096])
-FULL = dict(n=[16, 32, 64, 128], d=[4, 16, 64], seeds=[0, 1, 2])
-QUICK = dict(n=[16, 32], d=[16, 64], seeds=[0])
 N_EVAL = 300
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that differs between the quick and the full mode: the particle grid."""
+
+    n: tuple       # token counts
+    d: tuple       # dimensions
+    seeds: tuple
+
+
+FULL = Settings(n=(16, 32, 64, 128), d=(4, 16, 64), seeds=(0, 1, 2))
+QUICK = Settings(n=(16, 32), d=(16, 64), seeds=(0,))
 
 
 def combo_name(kernel, normalization):
@@ -113,11 +125,12 @@ def horizon_for(n, d):
     return float(max(100.0, 1.5 * n * np.log(max(d, 4))))
 
 
-def slope(x, y):
-    """Least-squares slope of ``y`` against ``x`` over the finite entries (nan if < 2)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    return float(np.polyfit(x[ok], y[ok], 1)[0]) if ok.sum() >= 2 else float("nan")
+
+
+def _slope(x, y, log_y):
+    """Least-squares slope of ``y`` (or ``log y``) against ``log x``; times that are inf (target not
+    reached) or nan (no seed reached it) are left out; nan if fewer than 2 remain."""
+    return fit_slope(x, y, log_x=True, log_y=log_y, drop_invalid=True).slope
 
 
 def fits(theory, ns, ds, particles, pn, pd):
@@ -136,11 +149,10 @@ def fits(theory, ns, ds, particles, pn, pd):
         name = combo_name(kernel, norm)
         for level, T, nn, dd in (("linearized", theory[c, 0], ns, ds), ("nonlinear", theory[c, 1], ns, ds),
                                  ("particles", med[c], pn, pd)):
-            lnn, lnd = np.log(nn), np.log(dd)
-            out[f"{level}/{name}/loglog_n"] = slope(lnn, np.log(T[:, -1]))
-            out[f"{level}/{name}/vs_logn"] = slope(lnn, T[:, -1])
-            out[f"{level}/{name}/Tn_vs_logd"] = slope(lnd, T[-1, :] / nn[-1])
-            out[f"{level}/{name}/loglog_d"] = slope(lnd, np.log(T[-1, :]))
+            out[f"{level}/{name}/loglog_n"] = _slope(nn, T[:, -1], log_y=True)
+            out[f"{level}/{name}/vs_logn"] = _slope(nn, T[:, -1], log_y=False)
+            out[f"{level}/{name}/Tn_vs_logd"] = _slope(dd, T[-1, :] / nn[-1], log_y=False)
+            out[f"{level}/{name}/loglog_d"] = _slope(dd, T[-1, :], log_y=True)
     return out
 
 
@@ -156,7 +168,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     grid = QUICK if quick else FULL
-    pn, pd, seeds = (np.array(grid[k]) for k in ("n", "d", "seeds"))
+    pn, pd, seeds = np.array(grid.n), np.array(grid.d), np.array(grid.seeds)
     theory = theory_times(THEORY_N, THEORY_D)
     shape = (len(COMBOS), len(pn), len(pd), len(seeds))
     T, g0, final_m, final_k, steps = (np.empty(shape) for _ in range(5))
@@ -168,15 +180,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                     idx = (c, i, j, k)
                     T[idx], g0[idx], final_m[idx] = r["T"], r["gamma0"], r["final_mean_inner"]
                     final_k[idx], steps[idx] = r["final_clusters"], r["n_steps"]
-    # theory at the particle grid (same start convention), for a direct comparison
-    theory_p = np.empty((len(COMBOS), 2, len(pn), len(pd)))
-    for c, (kernel, norm) in enumerate(COMBOS):
-        for i, n in enumerate(pn):
-            for j, d in enumerate(pd):
-                g = gamma0_of(kernel, d)
-                args = (g, TARGET, [LAMBDA], BETA, int(n), kernel, norm)
-                theory_p[c, 0, i, j] = mf.theory.linearized_clustering_time(*args)
-                theory_p[c, 1, i, j] = mf.theory.clustering_time(*args)
+    theory_p = theory_times(pn, pd)   # theory at the particle grid (same start convention), to compare
     f = fits(theory, THEORY_N, THEORY_D, T, pn, pd)
     np.savez_compressed(out_dir / "data.npz", theory=theory, theory_n=THEORY_N, theory_d=THEORY_D,
                         particle_T=T, particle_gamma0=g0, particle_final_mean_inner=final_m,
