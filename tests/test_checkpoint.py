@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.core.integrate import integrate   # not mf.integrate: see test_simulate.py's xfail
+from meanfield.core.integrate import integrate
 from meanfield.workflow import run as run_module
 from meanfield.workflow.checkpoint import Checkpointer, RunInterrupted
 

