@@ -65,7 +65,7 @@ def test_failed_run_does_not_block_its_folder_and_corrupt_checkpoint_is_clear(tm
         raise RuntimeError("boom")
 
     with monkeypatch.context() as m:
-        m.setattr(run_module, "initial_state", boom)
+        m.setattr(run_module, "initial_density", boom)
         with pytest.raises(RuntimeError, match="boom"):
             main_job(CONFIG, tmp_path / "f", progress=False)
     assert not (tmp_path / "f" / "checkpoint").exists()           # nothing to resume: folder freed

@@ -30,7 +30,7 @@ from .config import RunConfig, load_config
 from .paired import PairedResult, align_times, paired_run, transport_grid
 from .results import SCHEMA_VERSION, observables_to_variables, save
 
-__all__ = ["build_heads", "initial_state", "run", "to_dataset", "summary", "main_job", "resume_job",
+__all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset", "summary", "main_job", "resume_job",
            "RunInterrupted", "SPECTRAL_TOL"]
 
 
@@ -40,11 +40,17 @@ def build_heads(config: RunConfig) -> tuple[Head, ...]:
                  for h in config.heads)
 
 
-def initial_state(config: RunConfig, grid: SphereGrid):
-    """Initial coefficients ``rho_lm0`` (nalm,) on ``grid`` and particles ``X0`` (n, 3) sampled from them."""
+def initial_density(config: RunConfig, grid: SphereGrid):
+    """Initial coefficients ``rho_lm0`` (nalm,) on ``grid``: the config's vMF mixture."""
     ic = config.initial
-    rho_lm0 = vmf_mixture_density(grid, np.array(ic.mus), np.array(ic.kappas) if len(ic.kappas) > 1 else ic.kappas[0],
-                                  None if ic.weights is None else np.array(ic.weights), ic.floor)
+    return vmf_mixture_density(grid, np.array(ic.mus), np.array(ic.kappas) if len(ic.kappas) > 1 else ic.kappas[0],
+                               None if ic.weights is None else np.array(ic.weights), ic.floor)
+
+
+def initial_state(config: RunConfig, grid: SphereGrid):
+    """Initial coefficients ``rho_lm0`` (nalm,) on ``grid`` and particles ``X0`` (n, 3) sampled from them
+    (the draw :func:`run` makes inside :func:`~meanfield.paired.paired_run`)."""
+    rho_lm0 = initial_density(config, grid)
     X0 = sample_particles(grid, rho_lm0, config.particles.n, method=config.particles.sampling, seed=config.seed)
     return rho_lm0, X0
 
@@ -79,10 +85,8 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.
     started = time.perf_counter()
     ic, lmax = config.integrator, config.pde.lmax
     times = np.linspace(0.0, ic.t_final, ic.n_frames)
-    # paired_run samples the particles itself from this density, on the same grid with the same
-    # method and seed, so they equal initial_state's X0 (drawn again here: 0.5 s per 10^6 particles)
-    result = paired_run(
-        build_heads(config), lambda grid: initial_state(config, grid)[0], config.particles.n, ic.t_final, times,
+    result = paired_run(                 # samples the particles from the density (as initial_state does)
+        build_heads(config), lambda grid: initial_density(config, grid), config.particles.n, ic.t_final, times,
         lmax, sampling=config.particles.sampling, seed=config.seed, particle_sums="auto",
         particle_method=ic.method, particle_dt=ic.dt, particle_rtol=ic.rtol, particle_atol=ic.atol,
         spectral_tol=SPECTRAL_TOL, pde_method=ic.method, pde_dt=ic.dt, pde_rtol=ic.rtol, pde_atol=ic.atol,
