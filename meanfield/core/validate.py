@@ -32,8 +32,8 @@ __all__ = ["integer", "real", "choice", "boolean", "real_array", "unit_vector", 
 
 
 def _num(x) -> str:
-    """Short text of a bound or tolerance: ``1e-8`` (not ``1e-08``), ``0.5``, ``2``."""
-    return str(x) if isinstance(x, numbers.Integral) else f"{x:g}".replace("e-0", "e-").replace("e+0", "e+")
+    """Short text of a bound or tolerance as given: ``1e-8`` (not ``1e-08``), ``0.0``, ``2``."""
+    return str(x) if isinstance(x, numbers.Integral) else str(float(x)).replace("e-0", "e-").replace("e+0", "e+")
 
 
 def _is_int(x) -> bool:
