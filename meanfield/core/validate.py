@@ -132,7 +132,7 @@ def real(name, x, lo=None, hi=None, *, positive=False, finite=True, lo_open=Fals
         try:
             v = float(x)
         except OverflowError:                     # an int beyond float range
-            v = math.copysign(math.inf, x)
+            v = math.inf if x > 0 else -math.inf
         ok = (not math.isnan(v) and (math.isfinite(v) or not finite)
               and (lo is None or (v > lo if lo_open else v >= lo))
               and (hi is None or (v < hi if hi_open else v <= hi))
@@ -244,7 +244,8 @@ def unit_vector(name, x, d=None, *, tol=1e-8):
     if a is None or a.ndim != 1 or a.size == 0 or (d is not None and a.size != d) or not np.all(np.isfinite(a)):
         raise ValueError(f"{name} must be a finite vector of length {'d' if d is None else f'd = {d}'}; "
                          f"received {x!r}")
-    n2 = float(a @ a)
+    with np.errstate(over="ignore"):                # a huge entry gives |x|^2 = inf: refused below
+        n2 = float(a @ a)
     if not abs(n2 - 1.0) <= tol:
         raise ValueError(f"{name} must be a unit vector (| |x|^2 - 1 | <= {_num(tol)}); received {x!r} "
                          f"(|x|^2 = {n2!r})")
@@ -288,7 +289,8 @@ def unit_vectors(name, X, d=None, *, min_rows=0, tol=1e-8):
     if np.any(bad):
         raise ValueError(f"{name} must be finite unit vectors; received {int(np.sum(bad))} rows with NaN or inf")
     if a.size:
-        dev = np.max(np.abs(np.einsum("ij,ij->i", a, a) - 1.0))
+        with np.errstate(over="ignore"):            # a huge entry gives inf: refused below
+            dev = np.max(np.abs(np.einsum("ij,ij->i", a, a) - 1.0))
         if dev > tol:
             raise ValueError(f"{name} must be unit vectors (| |x|^2 - 1 | <= {_num(tol)}); received max "
                              f"deviation {dev:.3g}")
@@ -314,8 +316,8 @@ def probability_weights(name, w, n, *, tol=1e-12):
     if a is None:
         raise ValueError(f"{what}; received {w!r}")
     if a.shape != (n,) or not np.all(np.isfinite(a)) or np.any(a < 0) or not abs(a.sum() - 1.0) <= tol:
-        raise ValueError(f"{what}; received shape {a.shape}, sum {np.sum(a) if a.size else 0.0!r}, "
-                         f"min {np.min(a) if a.size else None!r}")
+        raise ValueError(f"{what}; received shape {a.shape}, sum {float(np.sum(a))!r}, "
+                         f"min {float(np.min(a)) if a.size else None!r}")
     return a
 
 
