@@ -50,9 +50,14 @@ def von_mises_fisher(n, mu, kappa, seed=None):
 def vmf_mixture(n, mus, kappas, weights=None, seed=None):
     """n draws from a mixture of vMF laws; component sizes are multinomial with ``weights``."""
     n = validate.integer("n", n, 1)
-    mus = np.atleast_2d(np.asarray(mus, dtype=float))
+    mus = np.atleast_2d(validate.real_array("mus", mus))        # each row is checked by von_mises_fisher
+    if mus.ndim != 2 or mus.shape[0] < 1:
+        raise ValueError(f"mus must be unit vectors of shape (K, d) with K >= 1; received shape {mus.shape}")
     k = mus.shape[0]
-    kappas = np.broadcast_to(np.asarray(kappas, dtype=float), (k,))
+    kappas = validate.real_array("kappas", kappas)
+    if kappas.ndim > 1 or kappas.size not in (1, k):
+        raise ValueError(f"kappas must be a number or {k} numbers (one per row of mus); received shape {kappas.shape}")
+    kappas = np.broadcast_to(kappas.reshape(-1) if kappas.ndim else kappas, (k,))
     weights = validate.probability_weights("weights", weights, k, tol=1e-10)
     rng = _rng(seed)
     counts = rng.multinomial(n, weights)
