@@ -285,13 +285,14 @@ def unit_vectors(name, X, d=None, *, min_rows=0, tol=1e-8):
         raise ValueError(f"{name} must be an array of unit vectors of shape {shape}; received {X!r}")
     if a.ndim != 2 or (d is not None and a.shape[1] != d) or a.shape[0] < min_rows:
         raise ValueError(f"{name} must have shape {shape}; received shape {a.shape}")
-    bad = ~np.isfinite(a).all(axis=1)
-    if np.any(bad):
-        raise ValueError(f"{name} must be finite unit vectors; received {int(np.sum(bad))} rows with NaN or inf")
-    if a.size:
-        with np.errstate(over="ignore"):            # a huge entry gives inf: refused below
+    if a.shape[0]:
+        with np.errstate(over="ignore", invalid="ignore"):     # NaN, inf or huge rows: |x|^2 - 1 not <= tol
             dev = np.max(np.abs(np.einsum("ij,ij->i", a, a) - 1.0))
-        if dev > tol:
+        if not dev <= tol:                                       # one pass when all is well; diagnose otherwise
+            bad = ~np.isfinite(a).all(axis=1)
+            if np.any(bad):
+                raise ValueError(f"{name} must be finite unit vectors; received {int(np.sum(bad))} rows with "
+                                 f"NaN or inf")
             raise ValueError(f"{name} must be unit vectors (| |x|^2 - 1 | <= {_num(tol)}); received max "
                              f"deviation {dev:.3g}")
     return a
