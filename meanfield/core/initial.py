@@ -10,7 +10,6 @@ import numpy as np
 from scipy.stats import vonmises_fisher
 
 from . import validate
-from .validate import rng as _rng
 
 __all__ = ["uniform_sphere", "von_mises_fisher", "vmf_mixture", "equiangular", "orthonormal",
            "random_rotation"]
@@ -23,14 +22,14 @@ def _check_nd(n, d, n_min=1):
 def uniform_sphere(n, d=3, seed=None):
     """n i.i.d. points uniform on ``S^{d-1}`` (normalized Gaussians)."""
     n, d = _check_nd(n, d)
-    X = _rng(seed).standard_normal((n, d))
+    X = validate.rng(seed).standard_normal((n, d))
     return X / np.linalg.norm(X, axis=1, keepdims=True)
 
 
 def random_rotation(d, seed=None):
     """A Haar-random rotation matrix in SO(d)."""
     d = validate.integer("d", d, 2)
-    Q, R = np.linalg.qr(_rng(seed).standard_normal((d, d)))
+    Q, R = np.linalg.qr(validate.rng(seed).standard_normal((d, d)))
     Q = Q * np.sign(np.diag(R))
     if np.linalg.det(Q) < 0:
         Q[:, 0] = -Q[:, 0]
@@ -44,7 +43,7 @@ def von_mises_fisher(n, mu, kappa, seed=None):
     kappa = validate.real("kappa", kappa, 0)
     if kappa == 0:
         return uniform_sphere(n, mu.size, seed)
-    return np.atleast_2d(vonmises_fisher(mu, kappa).rvs(n, random_state=_rng(seed)))
+    return np.atleast_2d(vonmises_fisher(mu, kappa).rvs(n, random_state=validate.rng(seed)))
 
 
 def vmf_mixture(n, mus, kappas, weights=None, seed=None):
@@ -59,7 +58,7 @@ def vmf_mixture(n, mus, kappas, weights=None, seed=None):
         raise ValueError(f"kappas must be a number or {k} numbers (one per row of mus); received shape {kappas.shape}")
     kappas = np.broadcast_to(kappas.reshape(-1) if kappas.ndim else kappas, (k,))
     weights = validate.probability_weights("weights", weights, k, tol=1e-10)
-    rng = _rng(seed)
+    rng = validate.rng(seed)
     counts = rng.multinomial(n, weights)
     parts = [von_mises_fisher(c, mu, kap, rng) for c, mu, kap in zip(counts, mus, kappas) if c > 0]
     X = np.concatenate(parts)
