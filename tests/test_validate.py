@@ -167,7 +167,8 @@ def test_unit_vectors():
         "X must have shape (n, 3), n >= 1; received shape (0, 3)"
     bad = np.eye(3)
     bad[1, 1] = np.nan
-    assert str(_err(V.unit_vectors, "points", bad)) == "points must be finite unit vectors; received 1 rows with NaN or inf"
+    assert str(_err(V.unit_vectors, "points", bad)) == \
+        "points must be finite unit vectors; received 1 rows with NaN or inf"
     assert str(_err(V.unit_vectors, "X", [[1.0, 0.0], [0.0, 1.1]])) == \
         "X must be unit vectors (| |x|^2 - 1 | <= 1e-8); received max deviation 0.21"
     refused(V.unit_vectors, "X", "abc", name="X", echo="'abc'")
