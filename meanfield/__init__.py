@@ -6,6 +6,7 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
 
     core/       the primitives
       validate          input checks shared by every public function (named ValueErrors)
+      choices           the allowed values of every string choice (samplings, W2 methods, ...), once
       heads             Head(M, V, beta, kernel, normalization) and presets
       kernels           kernel sums shared by particles and the continuum quadrature path
       funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2

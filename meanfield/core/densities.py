@@ -20,6 +20,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import ive
 
+from . import validate
+from .choices import SAMPLING_NEGATIVE_POLICIES, SAMPLINGS
 from .sphere import SphereGrid
 
 __all__ = ["uniform_density", "perturbed_uniform", "vmf_density", "vmf_mixture_density",
@@ -29,35 +31,13 @@ __all__ = ["uniform_density", "perturbed_uniform", "vmf_density", "vmf_mixture_d
 _Y00 = 1.0 / np.sqrt(4.0 * np.pi)
 
 
-def _rng(seed):
-    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-
-
-def _real(x):
-    return float(x) if np.ndim(x) == 0 and isinstance(x, (int, float, np.integer, np.floating)) else np.nan
-
-
 def _kappa(kappa, name="kappa", allow_inf=False):
-    k = _real(kappa)
-    if not (k >= 0 and (np.isfinite(k) or (allow_inf and k == np.inf))):
-        allowed = "a real number >= 0 or np.inf" if allow_inf else "a finite real number >= 0"
-        raise ValueError(f"{name} must be {allowed}; received {kappa!r}")
-    return k
+    return validate.real(name, kappa, 0, finite=not allow_inf)
 
 
 def _unit(mu, name="mu"):
-    m = np.asarray(mu, dtype=float)
-    if m.shape != (3,) or not np.all(np.isfinite(m)) or abs(m @ m - 1.0) > 1e-8:
-        raise ValueError(f"{name} must be a unit 3-vector (| |mu|^2 - 1 | <= 1e-8); received {mu!r}")
+    m = validate.unit_vector(name, mu, 3)
     return m / np.linalg.norm(m)
-
-
-def _prob_weights(w, n, name="w"):
-    w = np.full(n, 1.0 / n) if w is None else np.asarray(w, dtype=float)
-    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or abs(w.sum() - 1.0) > 1e-12:
-        raise ValueError(f"{name} must be {n} finite weights >= 0 summing to 1 (to 1e-12); received "
-                         f"shape {w.shape}, sum {np.sum(w) if w.size else 0.0!r}, min {np.min(w) if w.size else None!r}")
-    return w
 
 
 def vmf_multiplier(lmax, kappa):
@@ -66,8 +46,7 @@ def vmf_multiplier(lmax, kappa):
     ``ive(l + 1/2, kappa) / ive(1/2, kappa)``: the ``sqrt(pi / 2 kappa) e^kappa`` factors cancel, so it
     never overflows; ``kappa = 0`` gives ``(1, 0, ..., 0)``; large kappa: ``~ exp(-l(l+1)/(2 kappa))``.
     """
-    if isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 0:
-        raise ValueError(f"lmax must be an integer >= 0; received {lmax!r}")
+    lmax = validate.integer("lmax", lmax, 0)
     k, a = _kappa(kappa), (np.arange(lmax + 1) == 0).astype(float)
     if k > 0:
         a[1:] = ive(np.arange(1, lmax + 1) + 0.5, k) / ive(0.5, k)
@@ -146,15 +125,11 @@ def vmf_mixture_density(grid, mus, kappas, weights=None, floor=0.0):
     ``mus`` (K, 3) unit vectors; ``kappas`` scalar or (K,); ``weights`` (K,) nonnegative summing to
     1 (to 1e-12), default equal; ``floor`` in [0, 1].
     """
-    M = np.asarray(mus, dtype=float)
-    if M.ndim != 2 or M.shape[1] != 3 or M.shape[0] < 1:
-        raise ValueError(f"mus must have shape (K, 3) with K >= 1; received shape {M.shape}")
+    M = validate.unit_vectors("mus", mus, 3, min_rows=1)
     K, ks = M.shape[0], np.broadcast_to(kappas, M.shape[:1]) if np.ndim(kappas) == 0 else np.asarray(kappas)
     if ks.shape != (K,):
         raise ValueError(f"kappas must be a scalar or have shape (K,) = ({K},); received shape {ks.shape}")
-    w, f = _prob_weights(weights, K, "weights"), _real(floor)
-    if not 0.0 <= f <= 1.0:
-        raise ValueError(f"floor must be a real number in [0, 1]; received {floor!r}")
+    w, f = validate.probability_weights("weights", weights, K), validate.real("floor", floor, 0.0, 1.0)
     a = f * uniform_density(grid)
     for j in range(K):
         a += (1.0 - f) * w[j] * vmf_density(grid, _unit(M[j], f"mus[{j}]"), _kappa(ks[j], f"kappas[{j}]"))
@@ -177,12 +152,8 @@ def density_from_particles(grid, X, w=None, kappa=None):
     ``kappa`` defaults to :func:`default_kde_kappa` ``(lmax)``; ``kappa = np.inf`` gives the truncated
     empirical measure, which is *not* a nonnegative density (Gibbs oscillations).
     """
-    X = np.asarray(X, dtype=float)
-    if (X.ndim != 2 or X.shape[1] != 3 or X.shape[0] < 1 or not np.all(np.isfinite(X))
-            or np.max(np.abs(np.einsum("ij,ij->i", X, X) - 1.0)) > 1e-8):
-        raise ValueError(f"X must be finite unit vectors (| |x|^2 - 1 | <= 1e-8) of shape (n, 3), n >= 1; "
-                         f"received shape {X.shape}")
-    w = _prob_weights(w, X.shape[0])
+    X = validate.unit_vectors("X", X, 3, min_rows=1)
+    w = validate.probability_weights("w", w, X.shape[0])
     k = default_kde_kappa(grid.lmax) if kappa is None else _kappa(kappa, allow_inf=True)
     a = grid.adjoint_at(X, w)
     if np.isfinite(k):
@@ -199,9 +170,7 @@ def _fine(lmax, oversample):
 def negative_mass(grid, rho_lm, oversample=2):
     """``-int min(rho, 0) dx`` by quadrature on ``SphereGrid(lmax, nlat=oversample (lmax+1),
     nlon=2 oversample (lmax+1))``; ``rho_lm`` shape (nalm,)."""
-    if isinstance(oversample, bool) or not isinstance(oversample, (int, np.integer)) or oversample < 1:
-        raise ValueError(f"oversample must be an integer >= 1; received {oversample!r}")
-    fine = _fine(grid.lmax, int(oversample))
+    fine = _fine(grid.lmax, validate.integer("oversample", oversample, 1))
     return 0.0 - fine.integrate(np.minimum(fine.synthesis(_coeffs(grid, rho_lm, "rho_lm")[0]), 0.0))
 
 
@@ -283,11 +252,10 @@ def sample_particles(grid, rho_lm, n, method="iid", seed=None, negative="raise",
     against a per-cell bound with a safety margin (a violation restarts with a larger margin).  The
     output is shuffled, so each row's law is ``rho`` up to the cell-mass quadrature error.
     """
-    for name, val, allowed in (("method", method, ("iid", "stratified")), ("negative", negative, ("raise", "clip"))):
-        if not isinstance(val, str) or val not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}; received {val!r}")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be an integer >= 1; received {n!r}")
+    validate.choice("method", method, SAMPLINGS)
+    validate.choice("negative", negative, SAMPLING_NEGATIVE_POLICIES)
+    n = validate.integer("n", n, 1)
+    generator = validate.rng(seed)        # a bad seed is refused before any work
     if normalize:
         rho_lm = _normalize(grid, rho_lm)
     rho_lm = check_density(grid, rho_lm)
@@ -298,4 +266,4 @@ def sample_particles(grid, rho_lm, n, method="iid", seed=None, negative="raise",
                          f"{neg:.3e} (> 1e-12); pass negative='clip' to sample max(rho, 0)")
     if clip:
         warnings.warn(f"sample_particles: clipping negative mass {neg:.3e} of rho_lm", RuntimeWarning, stacklevel=2)
-    return (_iid if method == "iid" else _stratified)(grid, rho_lm, int(n), _rng(seed), clip)
+    return (_iid if method == "iid" else _stratified)(grid, rho_lm, n, generator, clip)

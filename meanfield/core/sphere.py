@@ -51,6 +51,8 @@ from dataclasses import dataclass
 import ducc0
 import numpy as np
 
+from . import validate
+
 __all__ = ["SphereGrid", "PointSet", "to_real", "from_real", "cartesian_to_angles", "nalm_for", "lm_indices",
            "to_lm_table", "from_lm_table"]
 
@@ -98,9 +100,7 @@ def lm_indices(lmax):
     The layout of the module docstring (``m = 0, 1, ...``, within each ``m`` ``l = m..lmax``); equal
     to :attr:`SphereGrid.l_index` and :attr:`SphereGrid.m_index` of any grid of degree ``lmax``.
     """
-    if isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 0:
-        raise ValueError(f"lmax must be an integer >= 0; received {lmax!r}")
-    lmax = int(lmax)
+    lmax = validate.integer("lmax", lmax, 0)
     l_index = np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
     m_index = np.concatenate([np.full(lmax + 1 - m, m) for m in range(lmax + 1)])
     return l_index, m_index
@@ -148,17 +148,7 @@ def from_lm_table(re, im):
 
 def _check_points(points):
     """``points`` as float64 (n, 3), checked to be unit vectors (| |x|^2 - 1 | <= 1e-8)."""
-    x = np.asarray(points, dtype=np.float64)
-    if x.ndim != 2 or x.shape[1] != 3:
-        raise ValueError(f"points must have shape (n, 3); received shape {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError(f"points must be finite unit vectors; received {int(np.sum(~np.isfinite(x).all(axis=1)))} "
-                         f"rows with NaN or inf")
-    r2 = np.einsum("ij,ij->i", x, x)
-    if x.shape[0] and np.max(np.abs(r2 - 1.0)) > 1e-8:
-        raise ValueError(f"points must be unit vectors (| |x|^2 - 1 | <= 1e-8); received max deviation "
-                         f"{np.max(np.abs(r2 - 1.0)):.3g}")
-    return x
+    return validate.unit_vectors("points", points, 3)
 
 
 def _polar(x):
@@ -246,19 +236,12 @@ class SphereGrid:
     nthreads: int = 1
 
     def __post_init__(self):
-        lmax = self.lmax
-        if isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 2:
-            raise ValueError(f"lmax must be an integer >= 2; received {lmax!r}")
-        lmax = int(lmax)
-        nlat = lmax + 1 if self.nlat is None else self.nlat
-        nlon = 2 * lmax + 2 if self.nlon is None else self.nlon
-        if isinstance(nlat, bool) or not isinstance(nlat, (int, np.integer)) or nlat < lmax + 1:
-            raise ValueError(f"nlat must be an integer >= lmax + 1 = {lmax + 1}; received {nlat!r}")
-        if isinstance(nlon, bool) or not isinstance(nlon, (int, np.integer)) or nlon < 2 * lmax + 1:
-            raise ValueError(f"nlon must be an integer >= 2 lmax + 1 = {2 * lmax + 1}; received {nlon!r}")
-        nt = self.nthreads
-        if isinstance(nt, bool) or not isinstance(nt, (int, np.integer)) or nt < 1:
-            raise ValueError(f"nthreads must be an integer >= 1; received {nt!r}")
+        lmax = validate.integer("lmax", self.lmax, 2)
+        nlat = validate.integer("nlat", lmax + 1 if self.nlat is None else self.nlat, lmax + 1,
+                                what=f"an integer >= lmax + 1 = {lmax + 1}")
+        nlon = validate.integer("nlon", 2 * lmax + 2 if self.nlon is None else self.nlon, 2 * lmax + 1,
+                                what=f"an integer >= 2 lmax + 1 = {2 * lmax + 1}")
+        nt = validate.integer("nthreads", self.nthreads, 1)
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("lmax", lmax)
         set_("nlat", int(nlat))
@@ -291,10 +274,9 @@ class SphereGrid:
         ``nlat = ceil((3 lmax + 1) / 2)`` (GL is exact to polynomial degree ``2 nlat - 1 >= 3 lmax``)
         and ``nlon = ducc0.fft.good_size(3 lmax + 1)``.
         """
-        if isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 2:
-            raise ValueError(f"lmax must be an integer >= 2; received {lmax!r}")
-        return cls(int(lmax), nlat=(3 * int(lmax) + 2) // 2,
-                   nlon=int(ducc0.fft.good_size(3 * int(lmax) + 1, True)), nthreads=nthreads)
+        lmax = validate.integer("lmax", lmax, 2)
+        return cls(lmax, nlat=(3 * lmax + 2) // 2, nlon=int(ducc0.fft.good_size(3 * lmax + 1, True)),
+                   nthreads=nthreads)
 
     @property
     def nalm(self):
@@ -522,10 +504,8 @@ class PointSet:
     def __init__(self, grid, points, epsilon=1e-13):
         if not isinstance(grid, SphereGrid):
             raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) \
-                or not 1e-14 <= epsilon < 1:
-            raise ValueError(f"epsilon must be a number in [1e-14, 1) (ducc0's reachable accuracy); "
-                             f"received {epsilon!r}")
+        epsilon = validate.real("epsilon", epsilon, 1e-14, 1, hi_open=True,
+                                what="a number in [1e-14, 1) (ducc0's reachable accuracy)")
         x = _check_points(points).view()
         x.setflags(write=False)
         loc, self._r, self._z, self._cp, self._sp = _polar(x)

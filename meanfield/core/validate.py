@@ -1,20 +1,358 @@
-"""Input checks shared by the closed-form modules (:mod:`meanfield.theory`, :mod:`meanfield.stability`).
+"""Input checks shared by every public function: each raises a named ``ValueError``.
 
-Each raises ``ValueError`` naming the argument, the allowed values and what was received.
+Every validator takes the argument's ``name`` first and the value second, returns the value in
+its canonical type (``int``, ``float``, a float64 array, a ``numpy.random.Generator``) and raises
+``ValueError`` with a message that names the argument, says what is allowed and echoes what was
+received::
+
+    >>> integer("n", 1, lo=2)
+    Traceback (most recent call last):
+        ...
+    ValueError: n must be an integer >= 2; received 1
+
+``bool`` is never accepted as a number (``True`` is not ``1`` here), NaN is never a real number,
+and nothing is fixed quietly (no clipping, rounding or renormalization).
+
+Validators
+----------
+:func:`integer`, :func:`real`, :func:`choice`, :func:`boolean`, :func:`real_array`,
+:func:`unit_vector`, :func:`unit_vectors`, :func:`probability_weights`, :func:`rng`.
+The allowed values of the package's string choices are in :mod:`meanfield.core.choices`.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
-from .heads import KERNELS, NORMALIZATIONS
+__all__ = ["integer", "real", "choice", "boolean", "real_array", "unit_vector", "unit_vectors",
+           "probability_weights", "rng"]
 
-def _int(name, x, lo):
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}; received {x!r}")
+
+def _num(x) -> str:
+    """Short text of a bound or tolerance as given: ``1e-8`` (not ``1e-08``), ``0.0``, ``2``."""
+    return str(x) if isinstance(x, numbers.Integral) else str(float(x)).replace("e-0", "e-").replace("e+0", "e+")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+
+
+def integer(name, x, lo=None, hi=None, *, what=None):
+    """``x`` as an ``int``, checked to be an integer with ``lo <= x <= hi``.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, used in the message.
+    x : object
+        Python or numpy integer; ``bool``, floats (even ``3.0``) and strings are refused.
+    lo, hi : int, optional
+        Inclusive bounds (None: unbounded).
+    what : str, optional
+        Replaces the description of the allowed values in the message (default
+        ``"an integer >= lo and <= hi"``), e.g. ``"an integer >= lmax + 1 = 9"``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must be {what}; received {x!r}"``.
+    """
+    if not (_is_int(x) and (lo is None or x >= lo) and (hi is None or x <= hi)):
+        if what is None:
+            what = "an integer" + ("" if lo is None else f" >= {lo}") + \
+                   ("" if hi is None else (" and" if lo is not None else "") + f" <= {hi}")
+        raise ValueError(f"{name} must be {what}; received {x!r}")
     return int(x)
+
+
+def _real_text(lo, hi, lo_open, hi_open, positive, finite, nonzero):
+    if positive and lo is None and hi is None and finite and not nonzero:
+        return "a positive finite number"
+    if positive and lo is None:
+        lo, lo_open = 0, True
+    text = "a finite number" if finite else "a number"
+    if lo is not None:
+        text += f" {'>' if lo_open else '>='} {_num(lo)}"
+    if hi is not None:
+        text += (" and" if lo is not None else "") + f" {'<' if hi_open else '<='} {_num(hi)}"
+    if nonzero:
+        text += " and != 0"
+    if not finite:
+        text += {(True, True): " or +-inf", (True, False): " or np.inf", (False, True): " or -np.inf"}.get(
+            (hi is None, lo is None), "")
+    return text
+
+
+def real(name, x, lo=None, hi=None, *, positive=False, finite=True, lo_open=False, hi_open=False,
+         nonzero=False, what=None):
+    """``x`` as a ``float``, checked to be a real number within bounds.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, used in the message.
+    x : object
+        Python or numpy real number (integers included); ``bool``, complex numbers, strings and
+        arrays (even 0-d) are refused, NaN always.
+    lo, hi : float, optional
+        Bounds (None: unbounded), inclusive unless ``lo_open`` / ``hi_open``.
+    positive : bool
+        Require ``x > 0`` (message ``"a positive finite number"`` when there are no other bounds).
+    finite : bool
+        Refuse ``+-inf`` (default).  With ``finite=False`` an infinity passes when the bounds allow it.
+    nonzero : bool
+        Refuse ``0``.
+    what : str, optional
+        Replaces the description of the allowed values in the message, e.g.
+        ``"a number in [1e-14, 1) (ducc0's reachable accuracy)"``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must be {what}; received {x!r}"``, e.g. ``"beta must be a finite number > 0;
+        received nan"``.
+    """
+    ok = _is_real(x)
+    if ok:
+        try:
+            v = float(x)
+        except OverflowError:                     # an int beyond float range
+            v = math.inf if x > 0 else -math.inf
+        ok = (not math.isnan(v) and (math.isfinite(v) or not finite)
+              and (lo is None or (v > lo if lo_open else v >= lo))
+              and (hi is None or (v < hi if hi_open else v <= hi))
+              and not (positive and v <= 0) and not (nonzero and v == 0))
+    if not ok:
+        what = what or _real_text(lo, hi, lo_open, hi_open, positive, finite, nonzero)
+        raise ValueError(f"{name} must be {what}; received {x!r}")
+    return v
+
+
+def choice(name, x, allowed):
+    """``x``, checked to be one of ``allowed`` (same type: ``1`` is not ``True``, ``"1"`` is not ``1``).
+
+    Parameters
+    ----------
+    name : str
+    x : object
+    allowed : sequence
+        The allowed values (usually a tuple of :mod:`meanfield.core.choices`); echoed as given,
+        so pass a list to have ``['a', 'b']`` in the message.
+
+    Returns
+    -------
+    object
+        ``x`` itself.
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must be one of {allowed}; received {x!r}"``.
+    """
+    ok = any(isinstance(x, type(a)) and isinstance(x, bool) == isinstance(a, bool) and x == a for a in allowed)
+    if not ok:
+        raise ValueError(f"{name} must be one of {allowed}; received {x!r}")
+    return x
+
+
+def boolean(name, x):
+    """``x`` as a ``bool``, checked to be ``True`` or ``False`` (Python or numpy; not 0/1, not strings).
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must be True or False; received {x!r}"``.
+    """
+    if not isinstance(x, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; received {x!r}")
+    return bool(x)
+
+
+def _shape_text(shape):
+    return "(" + ", ".join("*" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def real_array(name, x, shape=None, *, finite=True):
+    """``x`` as a float64 array (a copy only where a conversion needs one), checked for shape and finiteness.
+
+    Parameters
+    ----------
+    name : str
+    x : array_like
+        Real numbers; strings, complex values and ragged or object data are refused.
+    shape : tuple, optional
+        Required shape; each entry an int (that size), ``None`` (any size, shown as ``*``) or a
+        string (any size, shown by that name, e.g. ``("n", 3)``).
+    finite : bool
+        Refuse ``+-inf`` (default); NaN is always refused.
+
+    Returns
+    -------
+    ndarray, float64
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must be finite real number(s); received {x!r}"`` (no ``shape``), or
+        ``"{name} must be a finite real array of shape (n, 3); received shape (4,)"``.
+    """
+    what = "finite " if finite else "non-NaN "
+    what = (f"{what}real number(s)" if shape is None
+            else f"a {what}real array of shape {_shape_text(shape)}")
+    try:
+        a = None if isinstance(x, (str, bytes)) else np.asarray(x, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        a = None
+    if a is None:
+        raise ValueError(f"{name} must be {what}; received {x!r}")
+    if shape is not None and (a.ndim != len(shape) or any(isinstance(s, numbers.Integral) and k != s
+                                                           for k, s in zip(a.shape, shape))):
+        raise ValueError(f"{name} must be {what}; received shape {a.shape}")
+    if np.any(np.isnan(a)) or (finite and not np.all(np.isfinite(a))):
+        raise ValueError(f"{name} must be {what}; received {x!r}")
+    return a
+
+
+def unit_vector(name, x, d=None, *, tol=1e-8):
+    """``x`` as a float64 vector (d,), checked to be finite with ``| |x|^2 - 1 | <= tol`` (not renormalized).
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must be a finite vector of length d = 3; received ..."`` or
+        ``"{name} must be a unit vector (| |x|^2 - 1 | <= 1e-8); received ... (|x|^2 = ...)"``.
+    """
+    try:
+        a = None if isinstance(x, (str, bytes)) else np.asarray(x, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        a = None
+    if a is None or a.ndim != 1 or a.size == 0 or (d is not None and a.size != d) or not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be a finite vector of length {'d' if d is None else f'd = {d}'}; "
+                         f"received {x!r}")
+    with np.errstate(over="ignore"):                # a huge entry gives |x|^2 = inf: refused below
+        n2 = float(a @ a)
+    if not abs(n2 - 1.0) <= tol:
+        raise ValueError(f"{name} must be a unit vector (| |x|^2 - 1 | <= {_num(tol)}); received {x!r} "
+                         f"(|x|^2 = {n2!r})")
+    return a
+
+
+def unit_vectors(name, X, d=None, *, min_rows=0, tol=1e-8):
+    """``X`` as float64 rows (n, d), checked to be finite unit vectors (``| |x|^2 - 1 | <= tol``, not renormalized).
+
+    Parameters
+    ----------
+    name : str
+    X : array_like, shape (n, d)
+    d : int, optional
+        Required number of columns (None: any).
+    min_rows : int
+        Smallest allowed ``n`` (default 0: an empty (0, d) array passes).
+    tol : float
+
+    Returns
+    -------
+    ndarray, shape (n, d), float64
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must have shape (n, 3); received shape (4,)"``,
+        ``"{name} must be finite unit vectors; received 1 rows with NaN or inf"`` or
+        ``"{name} must be unit vectors (| |x|^2 - 1 | <= 1e-8); received max deviation 0.01"``.
+    """
+    shape = f"(n, {'d' if d is None else d})" + ("" if min_rows <= 0 else f", n >= {min_rows}")
+    try:
+        a = None if isinstance(X, (str, bytes)) else np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        a = None
+    if a is None:
+        raise ValueError(f"{name} must be an array of unit vectors of shape {shape}; received {X!r}")
+    if a.ndim != 2 or (d is not None and a.shape[1] != d) or a.shape[0] < min_rows:
+        raise ValueError(f"{name} must have shape {shape}; received shape {a.shape}")
+    if a.shape[0]:
+        with np.errstate(over="ignore", invalid="ignore"):     # NaN, inf or huge rows: |x|^2 - 1 not <= tol
+            dev = np.max(np.abs(np.einsum("ij,ij->i", a, a) - 1.0))
+        if not dev <= tol:                                       # one pass when all is well; diagnose otherwise
+            bad = ~np.isfinite(a).all(axis=1)
+            if np.any(bad):
+                raise ValueError(f"{name} must be finite unit vectors; received {int(np.sum(bad))} rows with "
+                                 f"NaN or inf")
+            raise ValueError(f"{name} must be unit vectors (| |x|^2 - 1 | <= {_num(tol)}); received max "
+                             f"deviation {dev:.3g}")
+    return a
+
+
+def probability_weights(name, w, n, *, tol=1e-12):
+    """``w`` as float64 (n,), checked to be finite, ``>= 0`` and summing to 1 to ``tol``; None gives ``1/n`` each.
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must be {n} finite weights >= 0 summing to 1 (to {tol}); received shape ..., sum ...,
+        min ..."`` (not renormalized).
+    """
+    if w is None:
+        return np.full(n, 1.0 / n)
+    try:
+        a = None if isinstance(w, (str, bytes)) else np.asarray(w, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        a = None
+    what = f"{name} must be {n} finite weights >= 0 summing to 1 (to {_num(tol)})"
+    if a is None:
+        raise ValueError(f"{what}; received {w!r}")
+    if a.shape != (n,) or not np.all(np.isfinite(a)) or np.any(a < 0) or not abs(a.sum() - 1.0) <= tol:
+        raise ValueError(f"{what}; received shape {a.shape}, sum {float(np.sum(a))!r}, "
+                         f"min {float(np.min(a)) if a.size else None!r}")
+    return a
+
+
+def rng(seed, name="seed"):
+    """A ``numpy.random.Generator``: ``seed`` itself if it is one, else ``numpy.random.default_rng(seed)``.
+
+    Parameters
+    ----------
+    seed : None, int >= 0 or numpy.random.Generator
+        None draws fresh entropy; an integer gives a reproducible stream (the same stream as
+        ``numpy.random.default_rng(seed)``); a Generator is used as is (and advanced).
+    name : str
+        The argument's name in the message.
+
+    Raises
+    ------
+    ValueError
+        ``"seed must be None, an integer >= 0 or a numpy.random.Generator; received ..."``
+        (``bool``, floats, strings, arrays, ``RandomState`` are refused).
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None:
+        return np.random.default_rng()
+    if _is_int(seed) and seed >= 0:
+        return np.random.default_rng(int(seed))
+    raise ValueError(f"{name} must be None, an integer >= 0 or a numpy.random.Generator; received {seed!r}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Private names of the closed-form modules (analysis/theory.py, analysis/stability.py), kept as thin
+# wrappers of the validators above until those modules call them directly.
+def _int(name, x, lo):
+    return integer(name, x, lo)
 
 
 def _int_array(name, x, lo):
@@ -26,21 +364,11 @@ def _int_array(name, x, lo):
 
 
 def _real(name, x, positive=False):
-    ok = isinstance(x, numbers.Real) and not isinstance(x, bool) and np.isfinite(x)
-    if not ok or (positive and x <= 0):
-        what = "a positive finite number" if positive else "a finite real number"
-        raise ValueError(f"{name} must be {what}; received {x!r}")
-    return float(x)
+    return real(name, x, positive=positive, what=None if positive else "a finite real number")
 
 
 def _real_array(name, x):
-    try:
-        a = None if isinstance(x, (str, bytes)) else np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        a = None
-    if a is None or not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite real number(s); received {x!r}")
-    return a
+    return real_array(name, x)
 
 
 def _lambdas(x):
@@ -55,9 +383,7 @@ def _lambdas(x):
 
 
 def _choice(name, x, allowed):
-    if x not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}; received {x!r}")
-    return x
+    return choice(name, x, allowed)
 
 
 def _gamma(name, g, n):
@@ -70,5 +396,7 @@ def _gamma(name, g, n):
 
 
 def _common(lambdas, beta, n, kernel, normalization):
+    from .heads import KERNELS, NORMALIZATIONS          # here, so that heads may import this module
+
     return (_lambdas(lambdas), _real("beta", beta, positive=True), _int("n", n, 2),
             _choice("kernel", kernel, KERNELS), _choice("normalization", normalization, NORMALIZATIONS))

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+from ..core import validate
 
 __all__ = ["main", "build_parser", "studies_root", "available_studies"]
 
@@ -154,12 +154,9 @@ def _int_at_least(lo):
 
     def parse(s):
         try:
-            v = int(s)
+            return validate.integer("value", int(s), lo)
         except ValueError:
-            v = None
-        if v is None or v < lo:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}; received {s}")
-        return v
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}; received {s}") from None
 
     return parse
 
@@ -168,13 +165,11 @@ _positive_int, _positive_int_1 = _int_at_least(2), _int_at_least(1)
 
 
 def _positive_float(s):
+    """argparse type: a positive finite number, with the received text in the error."""
     try:
-        v = float(s)
+        return validate.real("value", float(s), positive=True)
     except ValueError:
-        v = np.nan
-    if not (np.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number; received {s}")
-    return v
+        raise argparse.ArgumentTypeError(f"must be a positive finite number; received {s}") from None
 
 
 def build_parser():

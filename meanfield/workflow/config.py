@@ -18,14 +18,16 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ..core import validate
+from ..core.choices import SAMPLINGS, W2_SOLVERS
 from ..core.heads import KERNELS, NORMALIZATIONS
 from ..core.integrate import SCHEMES
 
 __all__ = ["ConfigError", "HeadConfig", "InitialConfig", "PDEConfig", "ParticleConfig", "IntegratorConfig",
            "OutputConfig", "RunConfig", "load_config", "to_toml"]
 
-W2_METHODS = ("exact", "sinkhorn", "sliced")
-SAMPLING = ("iid", "stratified")
+W2_METHODS = W2_SOLVERS      # outputs.w2_method (core.choices; "auto" is not offered: a run names its solver)
+SAMPLING = SAMPLINGS         # particles.sampling
 
 
 class ConfigError(ValueError):
@@ -33,40 +35,27 @@ class ConfigError(ValueError):
 
 
 # ---------------------------------------------------------------------------- value checkers
-def _is_number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+# Each returns a checker ``check(path, value)``: the validators of meanfield.core.validate, with the
+# dotted key as the name and their ValueError raised as ConfigError.
+def _config_error(validator, path, v, *args, **kw):
+    try:
+        return validator(path, v, *args, **kw)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _real(lo=-math.inf, hi=math.inf, lo_open=False, nonzero=False):
-    lo_txt = f"> {lo}" if lo_open else f">= {lo}"
-    text = "a finite number" + ("" if lo == -math.inf else f" {lo_txt}") + ("" if hi == math.inf else f" and <= {hi}")
-    text += " and != 0" if nonzero else ""
-
-    def check(path, v):
-        ok = (_is_number(v) and math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
-              and not (nonzero and v == 0))
-        if not ok:
-            raise ConfigError(f"{path} must be {text}; received {v!r}")
-        return float(v)
-    return check
+    kw = dict(lo=None if lo == -math.inf else lo, hi=None if hi == math.inf else hi, lo_open=lo_open,
+              nonzero=nonzero)
+    return lambda path, v: _config_error(validate.real, path, v, **kw)
 
 
 def _int(lo, hi=None):
-    text = f"an integer >= {lo}" + ("" if hi is None else f" and <= {hi}")
-
-    def check(path, v):
-        if not (isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)):
-            raise ConfigError(f"{path} must be {text}; received {v!r}")
-        return v
-    return check
+    return lambda path, v: _config_error(validate.integer, path, v, lo, hi)
 
 
 def _choice(allowed):
-    def check(path, v):
-        if not (isinstance(v, str) and v in allowed):
-            raise ConfigError(f"{path} must be one of {list(allowed)}; received {v!r}")
-        return v
-    return check
+    return lambda path, v: _config_error(validate.choice, path, v, list(allowed))
 
 
 def _bool(path, v):

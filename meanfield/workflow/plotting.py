@@ -32,6 +32,7 @@ from matplotlib.animation import PillowWriter  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from ..analysis import theory  # noqa: E402
+from ..core import validate  # noqa: E402
 from .results import density_coefficients  # noqa: E402
 from ..core.sphere import SphereGrid  # noqa: E402
 
@@ -143,7 +144,10 @@ def orthographic_views(ds: xr.Dataset, times=None, center=(20.0, 25.0), resoluti
 
     The density is evaluated exactly from its coefficients; only the visible hemisphere is drawn
     (particles on the far side are hidden).  One row per time index (default: first and last).
+    ``resolution`` (an integer >= 2) pixels across each disc.
     """
+    validate.real_array("center", center, (2,))
+    validate.integer("resolution", resolution, 2)
     idx = _reached(ds)
     times = sorted({int(idx[0]), int(idx[-1])}) if times is None else list(times)
     basis = _frame(*center)
@@ -281,7 +285,12 @@ def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
 
 
 def save_animation(ds: xr.Dataset, path, fps=5, dpi=72) -> Path:
-    """GIF (PillowWriter) of the Mollweide density with the particles, one frame per reached time."""
+    """GIF (PillowWriter) of the Mollweide density with the particles, one frame per reached time.
+
+    ``fps`` frames per second and ``dpi`` dots per inch: positive finite numbers.
+    """
+    validate.real("fps", fps, positive=True)
+    validate.real("dpi", dpi, positive=True)
     idx = _reached(ds)
     vals = ds["rho"].values[idx]
     vmin, vmax = min(0.0, float(np.nanmin(vals))), float(np.nanmax(vals))
@@ -307,7 +316,14 @@ FIGURES = {"density_maps.png": density_maps, "orthographic.png": orthographic_vi
 
 
 def save_figures(ds: xr.Dataset, out_dir, dpi=110, figures=True, animation=True) -> list[Path]:
-    """Write every figure of :data:`FIGURES` (PNG) and the animation (``animation.gif``) into ``out_dir``."""
+    """Write every figure of :data:`FIGURES` (PNG) and the animation (``animation.gif``) into ``out_dir``.
+
+    ``dpi`` (a positive finite number) applies to the PNG figures; ``figures`` and ``animation``
+    (True or False) choose what is written.
+    """
+    validate.real("dpi", dpi, positive=True)
+    validate.boolean("figures", figures)
+    validate.boolean("animation", animation)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -34,11 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core import validate
+from ..core.choices import SWEEP_MODES
 from .config import ConfigError, RunConfig, load_config
 
 __all__ = ["SweepSpec", "load_sweep_spec", "run_sweep", "load_sweep", "run_point"]
 
-MODES = ("grid", "list")
+MODES = SWEEP_MODES          # core.choices
 _KEY = re.compile(r"^(heads\[(\d+)\]\.\w+|\w+(\.\w+)?)$")
 
 
@@ -69,8 +71,10 @@ class SweepSpec:
     points: tuple = field(init=False)
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise ConfigError(f"mode must be one of {list(MODES)}; received {self.mode!r}")
+        try:
+            validate.choice("mode", self.mode, list(MODES))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         if not isinstance(self.parameters, dict) or not self.parameters:
             raise ConfigError(f"parameters must be a table naming at least one key to sweep; received "
                               f"{self.parameters!r}")
@@ -168,14 +172,26 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler=None, n_workers=2, retries=
     scheduler : str, optional
         Address of an existing dask scheduler; default: a LocalCluster of ``n_workers``
         single-threaded worker processes on this machine.
+    n_workers : int
+        Worker processes of the LocalCluster, ``>= 1``.
     retries : int
-        Extra attempts of a point whose task raised inside dask (e.g. its worker died).
+        Extra attempts (``>= 0``) of a point whose task raised inside dask (e.g. its worker died).
+    progress : bool, optional
+        Show a progress bar (None: only on a terminal).
     client : distributed.Client, optional
         Use this client (tests); otherwise one is created and closed here.
+
+    Raises
+    ------
+    ValueError
+        ``n_workers``, ``retries`` or ``progress`` out of range, before anything starts.
     """
     from distributed import Client, LocalCluster, as_completed
     from tqdm import tqdm
 
+    n_workers, retries = validate.integer("n_workers", n_workers, 1), validate.integer("retries", retries, 0)
+    if progress is not None:
+        validate.boolean("progress", progress)
     out = Path(out_dir)
     (out / "points").mkdir(parents=True, exist_ok=True)
     _remove_partials(out)

@@ -1,0 +1,49 @@
+"""The allowed values of every string choice of the package, each defined once.
+
+Modules that accept one of these choices import the tuple from here (and may re-export it under
+their historical name, e.g. ``config.W2_METHODS``); :func:`meanfield.core.validate.choice` checks
+a value against it.  Kernels and normalizations live with the heads (their registries), schemes
+with the integrator (``SCHEMES``).
+
+Each tuple lists the default first where there is one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SAMPLINGS", "SAMPLING_NEGATIVE_POLICIES", "W2_SOLVERS", "W2_METHODS", "W2_METRICS",
+           "W2_NEGATIVE_POLICIES", "GEOMETRIES", "SUMMATION_PATHS", "SUMMATIONS", "CONTINUUM_METHODS",
+           "SWEEP_MODES"]
+
+SAMPLINGS = ("iid", "stratified")
+"""How particles are drawn from a density (:func:`meanfield.densities.sample_particles` ``method``)."""
+
+SAMPLING_NEGATIVE_POLICIES = ("raise", "clip")
+"""What sampling does with a density of negative mass (``sample_particles(negative=...)``)."""
+
+W2_SOLVERS = ("exact", "sinkhorn", "sliced")
+"""The W2 solvers themselves (the run config's ``outputs.w2_method``)."""
+
+W2_METHODS = ("auto",) + W2_SOLVERS
+"""W2 ``method`` of :mod:`meanfield.transport`: a solver, or ``"auto"`` (chosen by size)."""
+
+W2_METRICS = ("geodesic", "chordal")
+"""Ground cost of the W2 distances on the sphere (``metric``)."""
+
+W2_NEGATIVE_POLICIES = ("error", "drop")
+"""What W2 against a density does with negative quadrature weights (``negative``)."""
+
+GEOMETRIES = ("sphere", "flat")
+"""``ParticleSystem(geometry=...)``: spherical dynamics (tangent projection, tokens on S^{d-1}) or flat (R^d)."""
+
+SUMMATION_PATHS = ("direct", "spectral")
+"""How the particle interaction sums are computed: O(n^2) direct, or spectral (Funk-Hecke) fast sums."""
+
+SUMMATIONS = ("auto",) + SUMMATION_PATHS
+"""``ParticleSystem(summation=...)``: a path, or ``"auto"`` (chosen by heads and size)."""
+
+CONTINUUM_METHODS = ("auto", "spectral", "quadrature")
+"""``ContinuumPDE(method=...)``: how the PDE's velocity is computed: Funk-Hecke multipliers (zonal heads),
+quadrature on the grid, or ``"auto"`` (spectral when every head is zonal)."""
+
+SWEEP_MODES = ("grid", "list")
+"""Sweep files: Cartesian product of the parameter lists, or their zip."""

@@ -1,0 +1,327 @@
+"""The validators of meanfield.core.validate and the shared choices of meanfield.core.choices.
+
+Every validator is fed each class of bad input (bool for a number, NaN, inf, wrong type, out of
+range, wrong shape); the ValueError must name the argument and echo what was received.  Valid
+input comes back in its canonical type, unchanged in value.  (The closed-form "validation
+problems" of the particle model are in ``test_validation.py``.)
+"""
+
+import ast
+import math
+import pathlib
+import re
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meanfield.core import choices, validate as V
+
+ANYTHING = st.one_of(st.none(), st.booleans(), st.integers(-10**30, 10**30), st.floats(allow_nan=True),
+                     st.text(max_size=5), st.lists(st.floats(), max_size=3), st.complex_numbers())
+
+
+def refused(fn, *args, name, echo, **kw):
+    """Call a validator expecting a ValueError that names ``name`` and contains ``echo``; return the message."""
+    with pytest.raises(ValueError) as info:
+        fn(*args, **kw)
+    msg = str(info.value)
+    assert msg.startswith(f"{name} must "), msg
+    assert echo in msg, (echo, msg)
+    return msg
+
+
+# ---------------------------------------------------------------------------------------- integer
+def test_integer_accepts_python_and_numpy_integers():
+    for x in (3, np.int64(3), np.uint8(3)):
+        out = V.integer("n", x, 2, 3)
+        assert out == 3 and type(out) is int
+    assert V.integer("k", -10**30) == -10**30        # unbounded: any integer, no float rounding
+
+
+@pytest.mark.parametrize("x, echo", [(True, "True"), (False, "False"), (3.0, "3.0"), (np.float64(2.0), "2.0"),
+                                     ("3", "'3'"), (None, "None"), (np.nan, "nan"), (np.array(3), "array(3)"),
+                                     (1, "received 1"), (9, "received 9")])
+def test_integer_refuses(x, echo):
+    msg = refused(V.integer, "n", x, 2, 8, name="n", echo=echo)
+    assert "an integer >= 2 and <= 8" in msg
+
+
+def test_integer_messages():
+    assert str(_err(V.integer, "n", 1, 2)) == "n must be an integer >= 2; received 1"
+    assert str(_err(V.integer, "k", 5, None, 4)) == "k must be an integer <= 4; received 5"
+    assert str(_err(V.integer, "nlat", 8, 9, what="an integer >= lmax + 1 = 9")) == \
+        "nlat must be an integer >= lmax + 1 = 9; received 8"
+
+
+def _err(fn, *args, **kw):
+    with pytest.raises(ValueError) as info:
+        fn(*args, **kw)
+    return info.value
+
+
+# ------------------------------------------------------------------------------------------- real
+def test_real_accepts_real_numbers():
+    for x in (2, 2.5, np.float32(0.5), np.int64(7), Fraction(1, 4)):
+        out = V.real("beta", x)
+        assert type(out) is float
+        # float(x) exactly: a validator never changes a value
+        assert out == float(x)
+    assert V.real("kappa", math.inf, 0, finite=False) == math.inf
+
+
+@pytest.mark.parametrize("x, echo", [(True, "True"), (np.nan, "nan"), (math.inf, "inf"), (-math.inf, "-inf"),
+                                     (1 + 0j, "(1+0j)"), ("1", "'1'"), (None, "None"), (np.array(1.0), "array(1.)"),
+                                     ([1.0], "[1.0]"), pytest.param(10**400, "1000000", id="int-beyond-float")])
+def test_real_refuses(x, echo):
+    refused(V.real, "beta", x, name="beta", echo=echo)
+
+
+def test_real_bounds_and_messages():
+    cases = [  # (kwargs, bad value, full message)
+        (dict(positive=True), 0.0, "beta must be a positive finite number; received 0.0"),
+        (dict(lo=0, lo_open=True), 0.0, "beta must be a finite number > 0; received 0.0"),
+        (dict(lo=0.0, hi=1.0), 1.5, "beta must be a finite number >= 0.0 and <= 1.0; received 1.5"),
+        (dict(lo=1e-14, hi=1, hi_open=True), 1, "beta must be a finite number >= 1e-14 and < 1; received 1"),
+        (dict(nonzero=True), 0, "beta must be a finite number and != 0; received 0"),
+        (dict(), "x", "beta must be a finite number; received 'x'"),
+        (dict(lo=0, finite=False), -math.inf, "beta must be a number >= 0 or np.inf; received -inf"),
+        (dict(hi=0, finite=False), math.inf, "beta must be a number <= 0 or -np.inf; received inf"),
+        (dict(finite=False), math.nan, "beta must be a number or +-inf; received nan"),
+        (dict(lo=0, what="a concentration >= 0"), -1, "beta must be a concentration >= 0; received -1"),
+    ]
+    for kw, x, message in cases:
+        assert str(_err(V.real, "beta", x, **kw)) == message
+    # the edges themselves: closed bounds include them, open bounds do not
+    assert V.real("x", 0, 0) == 0.0 and V.real("x", 1, 0, 1) == 1.0
+    assert V.real("x", math.inf, 0, finite=False) == math.inf
+
+
+# ----------------------------------------------------------------------------------------- choice
+def test_choice():
+    assert V.choice("method", "iid", choices.SAMPLINGS) == "iid"
+    assert V.choice("method", np.str_("iid"), choices.SAMPLINGS) == "iid"     # numpy strings are strings
+    assert str(_err(V.choice, "method", "sobol", choices.SAMPLINGS)) == \
+        "method must be one of ('iid', 'stratified'); received 'sobol'"
+    assert str(_err(V.choice, "mode", "x", ["grid", "list"])) == "mode must be one of ['grid', 'list']; received 'x'"
+    refused(V.choice, "flag", True, (1, 2), name="flag", echo="True")        # True is not 1
+    refused(V.choice, "k", 1, ("1", "2"), name="k", echo="received 1")        # 1 is not "1"
+    refused(V.choice, "k", 1.0, (1, 2), name="k", echo="1.0")                 # nor 1.0 an integer choice
+    assert V.choice("k", 2, (1, 2)) == 2
+    refused(V.choice, "k", ["iid"], choices.SAMPLINGS, name="k", echo="['iid']")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                                         # no elementwise-compare warning
+        refused(V.choice, "k", np.array(["iid", "x"]), choices.SAMPLINGS, name="k", echo="array(")
+
+
+# ---------------------------------------------------------------------------------------- boolean
+def test_boolean():
+    assert V.boolean("figures", True) is True and V.boolean("figures", np.bool_(False)) is False
+    for x in (1, 0, "true", None, 1.0, np.array([True])):
+        refused(V.boolean, "figures", x, name="figures", echo=repr(x))
+
+
+# ------------------------------------------------------------------------------------- real_array
+def test_real_array():
+    a = V.real_array("g", [1, 2.5])
+    assert a.dtype == np.float64
+    np.testing.assert_array_equal(a, [1.0, 2.5])      # exact: only a dtype conversion
+    x = np.zeros((4, 3))
+    assert V.real_array("X", x, ("n", 3)) is x          # float64 input is not copied
+    assert V.real_array("X", np.zeros((0, 3)), (None, 3)).shape == (0, 3)
+    assert np.isinf(V.real_array("t", [0.0, np.inf], finite=False)).sum() == 1
+    for bad, echo in [("abc", "'abc'"), ([1, "a"], "'a'"), ([1j], "1j"), ([[1, 2], [3]], "[3]"), (None, "None"),
+                      ([np.nan], "nan"), ([np.inf], "inf")]:
+        msg = refused(V.real_array, "g", bad, name="g", echo=echo)
+        assert "finite real number(s)" in msg
+    refused(V.real_array, "t", [np.nan], finite=False, name="t", echo="nan")
+    assert str(_err(V.real_array, "X", np.zeros(4), ("n", 3))) == \
+        "X must be a finite real array of shape (n, 3); received shape (4,)"
+    assert str(_err(V.real_array, "c", np.zeros(3), (2,))) == \
+        "c must be a finite real array of shape (2,); received shape (3,)"
+    refused(V.real_array, "X", [[0.0, np.nan, 1.0]], ("n", 3), name="X", echo="nan")
+
+
+# ------------------------------------------------------------------------------ unit vector(s)
+def test_unit_vector():
+    mu = [0.0, 0.6, 0.8]
+    np.testing.assert_array_equal(V.unit_vector("mu", mu, 3), mu)    # exact: never renormalized
+    V.unit_vector("mu", [1.0 + 4e-9, 0.0])        # |x|^2 - 1 = 8e-9 <= 1e-8 (the default tolerance)
+    assert "received [1.0, 0.0, 1.0]" in str(_err(V.unit_vector, "mu", [1.0, 0.0, 1.0]))
+    assert "mu must be a unit vector (| |x|^2 - 1 | <= 1e-8)" in str(_err(V.unit_vector, "mu", [2.0, 0.0]))
+    for bad, echo in [([1.0, 0.0], "[1.0, 0.0]"), ([np.nan, 0, 1], "nan"), ("abc", "'abc'"), ([], "[]"),
+                      (np.eye(3), "array("), (True, "True")]:
+        refused(V.unit_vector, "mu", bad, 3, name="mu", echo=echo)
+    refused(V.unit_vector, "mu", [1.0, 1e-3], name="mu", echo="1.000001")    # |x|^2 is echoed
+
+
+def test_unit_vectors():
+    X = np.eye(3)
+    assert V.unit_vectors("X", X, 3) is X                 # float64 input is not copied
+    assert V.unit_vectors("X", np.zeros((0, 3)), 3).shape == (0, 3)
+    assert str(_err(V.unit_vectors, "points", np.ones(4), 3)) == "points must have shape (n, 3); received shape (4,)"
+    assert str(_err(V.unit_vectors, "X", np.zeros((0, 3)), 3, min_rows=1)) == \
+        "X must have shape (n, 3), n >= 1; received shape (0, 3)"
+    bad = np.eye(3)
+    bad[1, 1] = np.nan
+    assert str(_err(V.unit_vectors, "points", bad)) == \
+        "points must be finite unit vectors; received 1 rows with NaN or inf"
+    assert str(_err(V.unit_vectors, "X", [[1.0, 0.0], [0.0, 1.1]])) == \
+        "X must be unit vectors (| |x|^2 - 1 | <= 1e-8); received max deviation 0.21"
+    refused(V.unit_vectors, "X", "abc", name="X", echo="'abc'")
+    refused(V.unit_vectors, "X", np.eye(2), 3, name="X", echo="(2, 2)")
+    V.unit_vectors("X", [[1.0, 1e-3]], tol=1.1e-6)       # |x|^2 - 1 = 1e-6: within a looser tolerance
+
+
+# -------------------------------------------------------------------------- probability weights
+def test_probability_weights():
+    np.testing.assert_array_equal(V.probability_weights("w", None, 4), np.full(4, 0.25))   # exact: 1/4
+    w = V.probability_weights("w", [0.5, 0.5], 2)
+    assert w.dtype == np.float64
+    assert str(_err(V.probability_weights, "w", [0.5, 0.6], 2)) == \
+        "w must be 2 finite weights >= 0 summing to 1 (to 1e-12); received shape (2,), sum 1.1, min 0.5"
+    for bad, echo in [([1.0], "shape (1,)"), ([1.5, -0.5], "min -0.5"), ([np.nan, 1.0], "sum nan"),
+                      ("ab", "'ab'"), ([np.inf, 0], "sum inf")]:
+        refused(V.probability_weights, "w", bad, 2, name="w", echo=echo)
+    # the tolerance is the caller's: 1e-11 off passes at 1e-10, not at the default 1e-12
+    V.probability_weights("w", [0.5, 0.5 + 1e-11], 2, tol=1e-10)
+    refused(V.probability_weights, "w", [0.5, 0.5 + 1e-11], 2, name="w", echo="(to 1e-12)")
+
+
+# -------------------------------------------------------------------------------------------- rng
+def test_rng_streams_are_numpy_default_rng():
+    g = np.random.default_rng(5)
+    assert V.rng(g) is g
+    for seed in (7, np.int64(7)):
+        # bit-identical: the same seed gives numpy's own stream (the refactoring keeps every result)
+        np.testing.assert_array_equal(V.rng(seed).standard_normal(5), np.random.default_rng(7).standard_normal(5))
+    assert isinstance(V.rng(None), np.random.Generator)
+
+
+@pytest.mark.parametrize("seed, echo", [(True, "True"), (-1, "-1"), (1.5, "1.5"), ("0", "'0'"), ([1, 2], "[1, 2]"),
+                                        (np.random.RandomState(0), "RandomState")])
+def test_rng_refuses(seed, echo):
+    msg = refused(V.rng, seed, name="seed", echo=echo)
+    assert "None, an integer >= 0 or a numpy.random.Generator" in msg
+
+
+def test_rng_names_its_argument():
+    assert str(_err(V.rng, -3, name="random_state")).startswith("random_state must be None")
+
+
+# ------------------------------------------------------------------------- every validator, any input
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(x=ANYTHING)
+def test_any_input_returns_canonical_type_or_names_the_argument(x):
+    calls = [(V.integer, (), int), (V.real, (), float), (V.boolean, (), bool),
+             (V.choice, (("a", "b"),), str), (V.real_array, (), np.ndarray), (V.unit_vector, (), np.ndarray),
+             (V.unit_vectors, (), np.ndarray), (V.probability_weights, (2,), np.ndarray),
+             (V.rng, (), np.random.Generator)]
+    for fn, extra, kind in calls:
+        try:
+            out = fn(x, *extra, name="arg") if fn is V.rng else fn("arg", x, *extra)
+        except ValueError as err:
+            assert str(err).startswith("arg must ") and "received" in str(err), str(err)
+            continue
+        assert isinstance(out, kind), (fn.__name__, x, out)
+        if kind is float:
+            assert math.isfinite(out)
+        if kind is np.ndarray:
+            assert np.all(np.isfinite(out))
+
+
+# ------------------------------------------------------------------------------- private aliases
+def test_private_names_of_the_closed_form_modules_keep_their_messages():
+    # analysis/theory.py and analysis/stability.py import these names; their messages are unchanged
+    assert str(_err(V._int, "n", 1, 2)) == "n must be an integer >= 2; received 1"
+    assert str(_err(V._real, "beta", 0.0, positive=True)) == "beta must be a positive finite number; received 0.0"
+    assert str(_err(V._real, "t", np.nan)) == "t must be a finite real number; received nan"
+    assert str(_err(V._real_array, "t", [np.inf])) == "t must be finite real number(s); received [inf]"
+    assert str(_err(V._choice, "kernel", "gauss", ("exp", "relu"))) == \
+        "kernel must be one of ('exp', 'relu'); received 'gauss'"
+    lam, beta, n, kernel, norm = V._common([1.0], 2, 5, "exp", "mean")
+    assert (beta, n, kernel, norm) == (2.0, 5, "exp", "mean") and lam.tolist() == [1.0]
+
+
+# ------------------------------------------------------------------------------------- choices
+def test_choices_defined_once_and_imported():
+    from meanfield.workflow import config, sweep
+
+    assert config.W2_METHODS is choices.W2_SOLVERS and config.SAMPLING is choices.SAMPLINGS
+    assert sweep.MODES is choices.SWEEP_MODES
+    assert choices.W2_METHODS == ("auto",) + choices.W2_SOLVERS
+    assert choices.SUMMATIONS == ("auto",) + choices.SUMMATION_PATHS
+    for name in choices.__all__:
+        values = getattr(choices, name)
+        assert isinstance(values, tuple) and values and all(isinstance(v, str) for v in values)
+        assert len(set(values)) == len(values), name
+
+
+def test_choices_agree_with_modules_that_still_define_their_own():
+    # models/, analysis/transport and workflow/paired still hold copies (owned by other work in
+    # progress): they must equal the shared tuples until they import them
+    from meanfield.analysis import transport
+    from meanfield.models import continuum, particles
+    from meanfield.workflow import paired
+
+    assert particles.GEOMETRIES == choices.GEOMETRIES and particles.SUMMATIONS == choices.SUMMATIONS
+    assert continuum.METHODS == choices.CONTINUUM_METHODS
+    assert transport.METRICS == choices.W2_METRICS and transport.METHODS == choices.W2_METHODS
+    assert transport.NEGATIVE_POLICIES == choices.W2_NEGATIVE_POLICIES
+    assert paired.SAMPLINGS == choices.SAMPLINGS and paired.PARTICLE_SUMS == choices.SUMMATIONS
+
+
+def test_validate_and_choices_import_nothing_from_meanfield_at_load():
+    # so that any core module (heads, kernels, integrate) can import them without an import cycle
+    root = pathlib.Path(V.__file__).parent
+    for name in ("validate.py", "choices.py"):
+        tree = ast.parse((root / name).read_text())
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert not [n for n in top if isinstance(n, ast.ImportFrom) and (n.level or "meanfield" in (n.module or ""))]
+
+
+# --------------------------------------------------------------------- the modules that use them
+def test_modules_refuse_bad_arguments_by_name(tmp_path):
+    from meanfield.core import densities, initial
+    from meanfield.core.sphere import SphereGrid
+    from meanfield.workflow import plotting
+    from meanfield.workflow.sweep import SweepSpec, run_sweep
+
+    refused(initial.uniform_sphere, 4, 3, seed=1.5, name="seed", echo="1.5")
+    refused(initial.random_rotation, 1, name="d", echo="received 1")
+    refused(initial.vmf_mixture, 0, np.eye(3)[:1], 1.0, name="n", echo="received 0")
+    refused(initial.vmf_mixture, 5, np.eye(3)[:2], 1.0, [0.5, np.nan], name="weights", echo="sum nan")
+    refused(initial.vmf_mixture, 5, np.eye(3)[:2], [1.0, 2.0, 3.0], name="kappas", echo="shape (3,)")
+    refused(initial.vmf_mixture, 5, np.zeros((0, 3)), 1.0, name="mus", echo="shape (0, 3)")
+    refused(initial.vmf_mixture, 5, "abc", 1.0, name="mus", echo="'abc'")
+    refused(initial.equiangular, 3, 3, "0.1", name="gamma", echo="'0.1'")
+    refused(initial.von_mises_fisher, 3, [0, 0, 1.0], True, name="kappa", echo="True")
+    grid = SphereGrid(4)
+    rho = densities.uniform_density(grid)
+    refused(densities.sample_particles, grid, rho, 3, seed="x", name="seed", echo="'x'")
+    refused(densities.vmf_mixture_density, grid, [[0, 0, 1.0]], 1.0, floor=np.nan, name="floor", echo="nan")
+    refused(densities.vmf_density, grid, [0, 0, 1.0], np.inf, name="kappa", echo="inf")
+    refused(SphereGrid, 8, nthreads=True, name="nthreads", echo="True")
+    spec = SweepSpec({"pde": {"lmax": 3}}, {"seed": [1]})
+    refused(run_sweep, spec, tmp_path / "s", n_workers=0, name="n_workers", echo="received 0")
+    refused(run_sweep, spec, tmp_path / "s", retries=-1, name="retries", echo="-1")
+    assert not (tmp_path / "s").exists()              # refused before anything was created
+    refused(plotting.save_figures, None, tmp_path / "f", dpi=0, name="dpi", echo="received 0")
+    refused(plotting.save_figures, None, tmp_path / "f", animation="no", name="animation", echo="'no'")
+    refused(plotting.save_animation, None, tmp_path / "a.gif", fps=np.nan, name="fps", echo="nan")
+    refused(plotting.orthographic_views, None, center=(1.0,), name="center", echo="(1,)")
+
+
+def test_cli_argument_types_use_the_validators():
+    import argparse
+
+    from meanfield.workflow import cli
+
+    assert cli._positive_float("2.5") == 2.5 and cli._positive_int("3") == 3
+    for parse, text in [(cli._positive_float, "nan"), (cli._positive_float, "-1"), (cli._positive_int, "1"),
+                        (cli._positive_int, "2.0"), (cli._positive_int_1, "x")]:
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"received {text}")):
+            parse(text)
