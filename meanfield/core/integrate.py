@@ -495,7 +495,8 @@ def _check_linear(linear, y):
     if linear is None:
         return None
     L = np.asarray(linear)
-    allowed = f"None or a finite {'real ' if y.dtype.kind == 'f' else ''}numeric array broadcasting to y0's shape {y.shape}"
+    real = "real " if y.dtype.kind == "f" else ""
+    allowed = f"None or a finite {real}numeric array broadcasting to y0's shape {y.shape}"
     if L.dtype.kind not in "iufc" or (L.dtype.kind == "c" and y.dtype.kind == "f"):
         _fail("linear", allowed, f"an array of dtype {L.dtype}", True)
     if not np.all(np.isfinite(L)):

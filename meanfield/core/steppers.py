@@ -24,7 +24,7 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["Tableau", "SCHEMES", "rk_step", "Stepper", "ExplicitRK", "IMEXEuler", "ETDRK2", "SPLIT_SCHEMES",
+__all__ = ["Tableau", "SCHEMES", "rk_step", "Stepper", "ExplicitRK", "IMEXEuler", "ETDRK2", "ETDRK4", "SPLIT_SCHEMES",
            "phi_functions", "as_stepper"]
 
 
@@ -424,7 +424,48 @@ class ETDRK2(Stepper):
         return a + dt * p2 * (rhs(t + dt, a) - N0), None, None
 
 
-SPLIT_SCHEMES: dict[str, Stepper] = {"imex_euler": IMEXEuler(), "etdrk2": ETDRK2()}
+@dataclass(frozen=True, eq=False)
+class ETDRK4(Stepper):
+    r"""Exponential time differencing RK4 (Cox and Matthews 2002, Krogstad's weights), order 4 for
+    non-stiff ``L`` (fixed steps; it may lose orders when ``|dt L|`` is large); classic RK4 when ``L = 0``.
+
+    With :math:`E = e^{\Delta t L/2}`, :math:`P = \frac{\Delta t}{2}\varphi_1(\Delta t L/2)`,
+    :math:`N_u = N(t_n, y_n)`:
+
+    .. math:: a = E y_n + P N_u,\quad b = E y_n + P N_a,\quad c = E a + P (2 N_b - N_u),
+
+              y_{n+1} = e^{\Delta t L} y_n + \Delta t \big(f_1 N_u + 2 f_2 (N_a + N_b) + f_3 N_c\big),
+
+    :math:`f_1 = \varphi_1 - 3\varphi_2 + 4\varphi_3`, :math:`f_2 = \varphi_2 - 2\varphi_3`,
+    :math:`f_3 = 4\varphi_3 - \varphi_2` at :math:`\Delta t L`; ``N_a``, ``N_b`` at ``t_n + dt/2``,
+    ``N_c`` at ``t_n + dt``.
+    """
+
+    name: str = "etdrk4"
+    order: int = 4
+    split: bool = True
+
+    @property
+    def explicit_tableau(self) -> Tableau:
+        return SCHEMES["rk4"]
+
+    def step(self, rhs, t, y, dt, k0=None, linear=None):
+        L = _check_linear(linear, y)
+        e2, p2 = phi_functions(0.5 * dt * L, 1)
+        e, p1, q2, q3 = phi_functions(dt * L, 3)
+        P = 0.5 * dt * p2
+        Nu = rhs(t, y) if k0 is None else k0
+        a = e2 * y + P * Nu
+        Na = rhs(t + 0.5 * dt, a)
+        b = e2 * y + P * Na
+        Nb = rhs(t + 0.5 * dt, b)
+        c = e2 * a + P * (2.0 * Nb - Nu)
+        Nc = rhs(t + dt, c)
+        f1, f2, f3 = p1 - 3.0 * q2 + 4.0 * q3, q2 - 2.0 * q3, 4.0 * q3 - q2
+        return e * y + dt * (f1 * Nu + 2.0 * f2 * (Na + Nb) + f3 * Nc), None, None
+
+
+SPLIT_SCHEMES: dict[str, Stepper] = {"imex_euler": IMEXEuler(), "etdrk2": ETDRK2(), "etdrk4": ETDRK4()}
 """Split steppers for ``y' = L y + rhs(t, y)`` with a diagonal ``L`` (``integrate(..., linear=L)``)."""
 
 
