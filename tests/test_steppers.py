@@ -263,3 +263,15 @@ def test_custom_stepper_through_the_driver():
     r = integrate(nonlinear, exact(0.0), (0.0, 1.0), method=Mine(), dt=0.01, linear=LIN)
     s = integrate(nonlinear, exact(0.0), (0.0, 1.0), method="imex_euler", dt=0.01, linear=LIN)
     assert r.method == "mine" and np.array_equal(r.y, s.y)     # same steps: tolerance 0
+
+
+@pytest.mark.parametrize("name", ["etdrk2", "etdrk4"])
+def test_exponential_coefficients_cache_never_mixes_problems(name):
+    """The registry's steppers keep the last phi coefficients; another L or dt must not reuse them."""
+    shared = SPLIT_SCHEMES[name]
+    kw = dict(method=shared, t_eval=[0.0, 0.37, 1.0])          # 0.37 is off the grid: a shortened step
+    for L, dt in ((LIN, 0.01), (2 * LIN, 0.01), (2 * LIN, 0.02), (LIN, 0.02)):
+        a = integrate(nonlinear, exact(0.0), (0.0, 1.0), dt=dt, linear=L.copy(), **kw)
+        fresh = type(shared)()                                 # no cache yet
+        b = integrate(nonlinear, exact(0.0), (0.0, 1.0), dt=dt, linear=L, **{**kw, "method": fresh})
+        np.testing.assert_array_equal(a.y, b.y)              # same coefficients, same arithmetic: tolerance 0

@@ -352,21 +352,22 @@ def phi_functions(z, n):
     -------
     list of n + 1 ndarrays of the shape of ``z``
         The recurrence cancels for small ``|z|``; there (``|z| < 1``) the Taylor series
-        :math:`\varphi_k(z) = \sum_j z^j / (j + k)!`, summed to 24 terms (remainder below
-        ``1 / 24!``), is used instead.
+        :math:`\varphi_k(z) = \sum_j z^j / (j + k)!`, summed to ``j = 24`` (remainder below
+        ``1 / 25!``), is used instead.
     """
     z = np.asarray(z)
+    dtype = np.result_type(z, float)
     small = np.abs(z) < 1.0
-    zs = np.where(small, z, 0.0)
-    zb = np.where(small, 1.0, z)            # no division by small z in the recurrence
-    out, fact, phi = [], 1.0, np.exp(z)
+    zs, zb = z[small], z[~small]
+    out = [np.empty(z.shape, dtype) for _ in range(n + 1)]
+    phi, fact = np.exp(zb), 1.0
     for k in range(n + 1):
-        # Taylor: sum_j z^j / (j + k)!, Horner from the top
-        series = np.zeros_like(zs, dtype=np.result_type(zs, float))
-        for j in range(24, -1, -1):
+        series = np.zeros(zs.shape, dtype)
+        for j in range(24, -1, -1):        # Taylor: sum_j z^j / (j + k)!, Horner from the top
             series = series * zs + 1.0 / math.factorial(j + k)
-        out.append(np.where(small, series, phi))
-        phi = (phi - 1.0 / fact) / zb
+        out[k][small] = series
+        out[k][~small] = phi
+        phi = (phi - 1.0 / fact) / zb      # the recurrence, only where |z| >= 1
         fact *= k + 1
     return out
 
@@ -398,8 +399,29 @@ class IMEXEuler(Stepper):
         return (y + dt * N0) / (1.0 - dt * L), None, None
 
 
+class _Exponential(Stepper):
+    """Split steppers whose coefficients are phi functions of ``dt L``: the last set is kept, since
+    fixed steps reuse it (a step shortened to land on ``t_eval`` computes its own)."""
+
+    def _coefficients(self, dt, L):
+        cache = self.__dict__.setdefault("_cache", [None])   # per instance; frozen fields untouched
+        hit = cache[0]
+        if hit is not None and hit[0] == dt and hit[1].shape == L.shape and hit[1].dtype == L.dtype \
+                and np.array_equal(hit[1], L):
+            return hit[2]
+        coef = self._compute(dt, L)
+        for c in coef:
+            c.setflags(write=False)
+        cache[0] = (dt, np.array(L, copy=True), coef)       # one assignment: readers see old or new
+        return coef
+
+    @abstractmethod
+    def _compute(self, dt, L):
+        """The arrays the step multiplies by, from ``dt`` and ``L``."""
+
+
 @dataclass(frozen=True, eq=False)
-class ETDRK2(Stepper):
+class ETDRK2(_Exponential):
     r"""Exponential time differencing RK2 (Cox and Matthews 2002), order 2; ``L`` integrated exactly.
 
     .. math:: a = e^{\Delta t L} y_n + \Delta t\, \varphi_1(\Delta t L)\, N(t_n, y_n),\qquad
@@ -417,15 +439,17 @@ class ETDRK2(Stepper):
         return SCHEMES["heun"]
 
     def step(self, rhs, t, y, dt, k0=None, linear=None):
-        L = _check_linear(linear, y)
-        e, p1, p2 = phi_functions(dt * L, 2)
+        e, p1, p2 = self._coefficients(dt, _check_linear(linear, y))
         N0 = rhs(t, y) if k0 is None else k0
         a = e * y + dt * p1 * N0
         return a + dt * p2 * (rhs(t + dt, a) - N0), None, None
 
+    def _compute(self, dt, L):
+        return phi_functions(dt * L, 2)
+
 
 @dataclass(frozen=True, eq=False)
-class ETDRK4(Stepper):
+class ETDRK4(_Exponential):
     r"""Exponential time differencing RK4 (Cox and Matthews 2002, Krogstad's weights), order 4 for
     non-stiff ``L`` (fixed steps; it may lose orders when ``|dt L|`` is large); classic RK4 when ``L = 0``.
 
@@ -450,10 +474,7 @@ class ETDRK4(Stepper):
         return SCHEMES["rk4"]
 
     def step(self, rhs, t, y, dt, k0=None, linear=None):
-        L = _check_linear(linear, y)
-        e2, p2 = phi_functions(0.5 * dt * L, 1)
-        e, p1, q2, q3 = phi_functions(dt * L, 3)
-        P = 0.5 * dt * p2
+        e2, P, e, f1, f2, f3 = self._coefficients(dt, _check_linear(linear, y))
         Nu = rhs(t, y) if k0 is None else k0
         a = e2 * y + P * Nu
         Na = rhs(t + 0.5 * dt, a)
@@ -461,8 +482,12 @@ class ETDRK4(Stepper):
         Nb = rhs(t + 0.5 * dt, b)
         c = e2 * a + P * (2.0 * Nb - Nu)
         Nc = rhs(t + dt, c)
-        f1, f2, f3 = p1 - 3.0 * q2 + 4.0 * q3, q2 - 2.0 * q3, 4.0 * q3 - q2
         return e * y + dt * (f1 * Nu + 2.0 * f2 * (Na + Nb) + f3 * Nc), None, None
+
+    def _compute(self, dt, L):
+        e2, p_half = phi_functions(0.5 * dt * L, 1)
+        e, p1, q2, q3 = phi_functions(dt * L, 3)
+        return e2, 0.5 * dt * p_half, e, p1 - 3.0 * q2 + 4.0 * q3, q2 - 2.0 * q3, 4.0 * q3 - q2
 
 
 SPLIT_SCHEMES: dict[str, Stepper] = {"imex_euler": IMEXEuler(), "etdrk2": ETDRK2(), "etdrk4": ETDRK4()}
