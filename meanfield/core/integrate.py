@@ -7,12 +7,14 @@ called at the requested times, and an ``event`` hook that can stop the run.  It 
 :class:`Trajectory`.  The schemes are :mod:`meanfield.core.steppers`; the driver is put together
 from small parts, each owning its share of the state a checkpoint saves:
 
-* :class:`_FixedGrid` / :class:`_ErrorControl` choose the next step (grid index / step size),
+* :class:`~meanfield.core.controllers.FixedGrid` / :class:`~meanfield.core.controllers.ErrorControl`
+  choose the next step (grid index / step size),
 * :class:`_Recorder` keeps the recorded times, states and observables (``t_eval``, ``observe``),
 * :class:`_Checkpoints` calls ``checkpoint(state)`` on schedule and on Ctrl-C,
 * :class:`_Progress` draws the tqdm bar.
 
-Numpy and tqdm only; nothing else of ``meanfield``.
+Numpy, tqdm and its siblings (:mod:`~meanfield.core.steppers`, :mod:`~meanfield.core.tableaux`,
+:mod:`~meanfield.core.controllers`); nothing else of ``meanfield``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from tqdm import tqdm
 
+from .controllers import ErrorControl, FixedGrid, initial_step
 from .steppers import SCHEMES, SPLIT_SCHEMES, ExplicitRK, Stepper, Tableau, as_stepper, rk_step
 
 __all__ = ["Tableau", "SCHEMES", "SPLIT_SCHEMES", "Stepper", "Trajectory", "rk_step", "integrate"]
@@ -83,84 +86,7 @@ def _check_positive(name, x, allow_inf=False, allow_zero=False):
         _fail(name, "a " + ("non-negative" if allow_zero else "positive") + (" " if allow_inf else " finite ") + "number", x)
 
 
-def _rms(x):
-    return float(np.sqrt(np.mean(np.square(np.abs(x))))) if x.size else 0.0
-
-
-def _initial_step(f, t0, y0, f0, span, order, rtol, atol):
-    """Hairer-Wanner starting step (as scipy's ``select_initial_step``)."""
-    scale = atol + rtol * np.abs(y0)
-    d0, d1 = _rms(y0 / scale), _rms(f0 / scale)
-    h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
-    h0 = min(h0, span)
-    d2 = _rms((f(t0 + h0, y0 + h0 * f0) - f0) / scale) / h0
-    h1 = max(1e-6, 1e-3 * h0) if max(d1, d2) <= 1e-15 else (0.01 / max(d1, d2)) ** (1 / (order + 1))
-    return min(100 * h0, h1, span)
-
-
 # ----------------------------------------------------------------------------- the driver's parts
-class _FixedGrid:
-    """Fixed steps on the grid ``t0 + k dt``, shortened (without leaving the grid) to land on a target."""
-
-    adaptive = False
-
-    def __init__(self, t0, t1, dt, k_grid=0):
-        self.t0, self.dt, self.k_grid = t0, dt, k_grid
-        self.snap = 1e-6 * dt + 8 * np.spacing(max(abs(t0), abs(t1)))   # a grid time this close is the target
-
-    def propose(self, t, T):
-        """``(t_new, land)``: the next time, and whether it is the target ``T``."""
-        t_grid = self.t0 + (self.k_grid + 1) * self.dt
-        land = t_grid >= T - self.snap
-        self._k_next = self.k_grid + (1 if (not land or abs(t_grid - T) <= self.snap) else 0)
-        return (T if land else t_grid), land
-
-    def commit(self):
-        self.k_grid = self._k_next
-
-    def state(self):
-        return {"h": None, "k_grid": self.k_grid, "rejected_last": False}
-
-
-class _ErrorControl:
-    """Adaptive steps: accept when the scaled RMS error is at most 1; the next step is scaled by
-    ``0.9 err^(-1/(q+1))`` (``q`` the embedded order) within ``[0.2, 5]``, not grown after a rejection."""
-
-    adaptive = True
-
-    def __init__(self, h, rejected_last, err_order, rtol, atol, dt_max, span):
-        self.h, self.rejected_last = h, rejected_last
-        self.expo, self.rtol, self.atol, self.dt_max, self.span = 1.0 / (err_order + 1), rtol, atol, dt_max, span
-
-    def propose(self, t, T):
-        land = t + self.h >= T - 1e-6 * self.h
-        return (T if land else t + self.h), land
-
-    def error(self, y, y_new, y_err):
-        """:math:`\\|e / (atol + rtol \\max(|y|, |y_{new}|))\\|_{RMS}`."""
-        sc = self.atol + self.rtol * np.maximum(np.abs(y), np.abs(y_new))
-        return _rms(y_err / sc)
-
-    def reject(self, t, step, err) -> bool:
-        """Shrink the step after a rejection; True when it underflowed (no progress possible)."""
-        self.h = step * max(0.2, 0.9 * err ** -self.expo)
-        self.rejected_last = True
-        return self.h < 16 * np.finfo(float).eps * max(abs(t), self.span)
-
-    def accept(self, step, err, land):
-        """Prepare the next step after an accepted one (applied by :meth:`commit`)."""
-        factor = 5.0 if err == 0 else min(5.0, 0.9 * err ** -self.expo)
-        factor = min(1.0, factor) if self.rejected_last else factor
-        # a step shortened to land on a target does not shrink the next one
-        self._h_next = min(max(step * factor, self.h) if land else step * factor, self.dt_max)
-
-    def commit(self):
-        self.h, self.rejected_last = self._h_next, False
-
-    def state(self):
-        return {"h": self.h, "k_grid": 0, "rejected_last": self.rejected_last}
-
-
 class _Recorder:
     """The targets (``t_eval`` and the end), and the recorded times, states and observables."""
 
@@ -332,10 +258,10 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
             rec.record(t0, y)
             rec.i_target = 1
         if adaptive:
-            h = dt if dt is not None else _initial_step(f, t0, y, k0, t1 - t0, stepper.err_order, rtol, atol)
-            ctl = _ErrorControl(min(h, dt_max), False, stepper.err_order, rtol, atol, dt_max, t1 - t0)
+            h = dt if dt is not None else initial_step(f, t0, y, k0, t1 - t0, stepper.err_order, rtol, atol)
+            ctl = ErrorControl(min(h, dt_max), False, stepper.err_order, rtol, atol, dt_max, t1 - t0)
         else:
-            ctl = _FixedGrid(t0, t1, dt)
+            ctl = FixedGrid(t0, t1, dt)
         stop = event(t0, y) if event is not None else None
         if stop is not None:
             status, message = 1, f"event at t = {t0}: {stop}"
@@ -348,8 +274,8 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
                         resume["max_retraction"])
         f.nfev = resume["nfev"]
         rec.restore(resume)
-        ctl = (_ErrorControl(resume["h"], resume["rejected_last"], stepper.err_order, rtol, atol, dt_max, t1 - t0)
-               if adaptive else _FixedGrid(t0, t1, dt, resume["k_grid"]))
+        ctl = (ErrorControl(resume["h"], resume["rejected_last"], stepper.err_order, rtol, atol, dt_max, t1 - t0)
+               if adaptive else FixedGrid(t0, t1, dt, resume["k_grid"]))
 
     def state():
         """Everything needed to continue bit for bit (see ``resume``)."""
