@@ -231,7 +231,7 @@ class ContinuumPDE:
         Transport of degree ``lmax`` at speed ``|X|`` has eigenvalues up to ``i a`` with
         ``a = lmax max|X|``, diffusion down to ``-d`` with ``d = nu lmax (lmax + 1)``; ``I`` and ``R``
         are the reaches of the scheme's stability region along the imaginary and the negative real
-        axis (:attr:`meanfield.core.steppers.Tableau.imag_reach`, ``real_reach``; RK4:
+        axis (:attr:`meanfield.core.tableaux.Tableau.imag_reach`, ``real_reach``; RK4:
         ``2 sqrt 2`` and 2.785).  The regions of the registered schemes contain the triangle
         ``(0, i I, -R)``, so for ``cfl <= 1`` every ``dt (i a' - d')`` with ``a' <= a``, ``d' <= d``
         lies inside.  A split scheme is held to its explicit part's region (diffusion counted as if
@@ -241,11 +241,11 @@ class ContinuumPDE:
         ----------
         rho_lm : ndarray, shape (nalm,)
         cfl : float
-            Safety factor in ``(0, 1]``-ish; positive and finite.
+            Safety factor: positive and finite; at most 1 for the guarantee above.
         scheme : str, Tableau or Stepper
             A ``method`` of :func:`meanfield.integrate.integrate`.
         """
-        from ..core.steppers import SCHEMES, as_stepper       # local: the rest of this module is another owner's
+        from ..core.steppers import SCHEMES, SPLIT_SCHEMES, as_stepper   # local: the rest of the module is another's
 
         stepper = as_stepper(scheme)
         if isinstance(cfl, bool) or not isinstance(cfl, (int, float, np.integer, np.floating)) \
@@ -254,7 +254,7 @@ class ContinuumPDE:
         a = self.lmax * self.max_speed(rho_lm)
         d = self.nu * self.lmax * (self.lmax + 1)
         if a > 0 and stepper.imag_reach == 0:
-            stable = sorted(k for k, v in SCHEMES.items() if v.imag_reach > 0)
+            stable = sorted(k for k in (*SCHEMES, *SPLIT_SCHEMES) if as_stepper(k).imag_reach > 0)
             raise ValueError(f"scheme must be one whose stability region contains part of the imaginary axis for "
                              f"transport at speed max|X| = {a / self.lmax:.3g} (one of {stable}); received "
                              f"{stepper.name!r}, stable on the imaginary axis only at 0")
