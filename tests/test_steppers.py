@@ -77,7 +77,8 @@ def test_stability_reach_known_values(name):
     # roots of a degree <= 12 polynomial polished by Newton: agree to ~1e-14 relative; the
     # dopri5 imaginary root is flat (|R|^2 - 1 ~ y^6 near it) and quoted to 13 digits
     assert abs(tab.imag_reach - imag) <= 1e-12 and abs(tab.real_reach - real) <= 1e-12
-    assert tab.imag_reach == 0.0 if imag == 0.0 else True       # exactly 0, not a tiny root
+    if imag == 0.0:
+        assert tab.imag_reach == 0.0       # exactly 0, not a tiny spurious root
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMES))
