@@ -387,3 +387,18 @@ def test_interrupt_inside_observe_resumes_bit_for_bit():
     np.testing.assert_array_equal(resumed.t, full.t)          # each time once, none repeated
     np.testing.assert_array_equal(resumed.y, full.y)
     np.testing.assert_array_equal(resumed.observables["s"], full.observables["s"])
+
+
+def test_schemes_live_in_steppers_and_are_re_exported():
+    import meanfield
+    from meanfield.core import steppers
+    from meanfield.core import integrate as module
+    # the registry moved to core.steppers; the old import paths give the very same objects
+    assert module.SCHEMES is steppers.SCHEMES is meanfield.SCHEMES
+    assert module.Tableau is steppers.Tableau and module.rk_step is steppers.rk_step
+    # a checkpoint state keeps its keys (files written before the split still resume)
+    saved = []
+    integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method="dopri5", checkpoint=saved.append,
+              checkpoint_every=0.5)
+    assert list(saved[0]) == ["method", "t_span", "t_eval", "t", "y", "k0", "h", "i_target", "n_steps", "n_rejected",
+                              "k_grid", "max_retraction", "rejected_last", "nfev", "rec_t", "rec_y", "rec_obs"]

@@ -1,95 +1,34 @@
-"""Explicit Runge-Kutta integrators: schemes as Butcher tableaux in a registry, one driver.
+"""The time-stepping driver: ``integrate(rhs, y0, t_span, ...) -> Trajectory``.
 
-:func:`integrate` advances ``y' = rhs(t, y)`` for a state ``y`` of any shape, with fixed steps
-or embedded error control, an optional retraction after every accepted step (e.g. back onto
-the sphere), an ``observe`` hook called at the requested times, and an ``event`` hook that can
-stop the run.  It returns one :class:`Trajectory`.  Numpy only; nothing else of ``meanfield``.
+:func:`integrate` advances ``y' = rhs(t, y)`` (or ``y' = L y + rhs(t, y)`` with a diagonal
+``linear`` part ``L``) for a state ``y`` of any shape, with fixed steps or embedded error control,
+an optional retraction after every accepted step (e.g. back onto the sphere), an ``observe`` hook
+called at the requested times, and an ``event`` hook that can stop the run.  It returns one
+:class:`Trajectory`.  The schemes are :mod:`meanfield.core.steppers`; the driver is put together
+from small parts, each owning its share of the state a checkpoint saves:
+
+* :class:`~meanfield.core.controllers.FixedGrid` / :class:`~meanfield.core.controllers.ErrorControl`
+  choose the next step (grid index / step size),
+* :class:`_Recorder` keeps the recorded times, states and observables (``t_eval``, ``observe``),
+* :class:`_Checkpoints` calls ``checkpoint(state)`` on schedule and on Ctrl-C,
+* :class:`_Progress` draws the tqdm bar.
+
+Numpy, tqdm and its siblings (:mod:`~meanfield.core.steppers`, :mod:`~meanfield.core.tableaux`,
+:mod:`~meanfield.core.controllers`); nothing else of ``meanfield``.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from functools import cached_property
 
 import numpy as np
 from tqdm import tqdm
 
-__all__ = ["Tableau", "SCHEMES", "Trajectory", "rk_step", "integrate"]
+from .controllers import ErrorControl, FixedGrid, initial_step
+from .steppers import SCHEMES, SPLIT_SCHEMES, ExplicitRK, Stepper, Tableau, as_stepper, rk_step
 
-
-@dataclass(frozen=True, eq=False)
-class Tableau:
-    """Butcher tableau of an explicit Runge-Kutta scheme with ``s`` stages.
-
-    Attributes
-    ----------
-    name : str
-    A : ndarray, shape (s, s)
-        Stage coefficients, strictly lower triangular.
-    b : ndarray, shape (s,)
-        Weights of the solution of order ``order``.
-    c : ndarray, shape (s,)
-        Stage times, ``c = A.sum(1)``.
-    order : int
-    b_err : ndarray, shape (s,), optional
-        Weights of the embedded solution of order ``err_order``; the local error estimate is
-        :math:`\\Delta t \\sum_i (b_i - b^{err}_i) k_i`.
-    err_order : int, optional
-    """
-
-    name: str
-    A: np.ndarray
-    b: np.ndarray
-    c: np.ndarray
-    order: int
-    b_err: np.ndarray | None = None
-    err_order: int | None = None
-
-    @property
-    def adaptive(self) -> bool:
-        """True when an embedded error estimate is available."""
-        return self.b_err is not None
-
-    @cached_property
-    def fsal(self) -> bool:
-        """First-same-as-last: the last stage is ``rhs(t + dt, y_new)``."""
-        return bool(self.c[-1] == 1.0 and np.array_equal(self.A[-1], self.b) and self.b[-1] == 0.0)
-
-
-def _tableau(name, A, b, c, order, b_err=None, err_order=None):
-    arrays = [np.array(x, dtype=float) for x in (A, b, c)]
-    for x in arrays:
-        x.setflags(write=False)
-    if b_err is not None:
-        b_err = np.array(b_err, dtype=float)
-        b_err.setflags(write=False)
-    return Tableau(name, *arrays, order, b_err, err_order)
-
-
-def _dopri5():
-    A = [[0, 0, 0, 0, 0, 0, 0],
-         [1 / 5, 0, 0, 0, 0, 0, 0],
-         [3 / 40, 9 / 40, 0, 0, 0, 0, 0],
-         [44 / 45, -56 / 15, 32 / 9, 0, 0, 0, 0],
-         [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729, 0, 0, 0],
-         [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656, 0, 0],
-         [35 / 384, 0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84, 0]]
-    b_err = [5179 / 57600, 0, 7571 / 16695, 393 / 640, -92097 / 339200, 187 / 2100, 1 / 40]
-    return _tableau("dopri5", A, A[-1], [0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1, 1], 5, b_err, 4)
-
-
-SCHEMES: dict[str, Tableau] = {
-    "euler": _tableau("euler", [[0]], [1], [0], 1),
-    "heun": _tableau("heun", [[0, 0], [1, 0]], [1 / 2, 1 / 2], [0, 1], 2),
-    "midpoint": _tableau("midpoint", [[0, 0], [1 / 2, 0]], [0, 1], [0, 1 / 2], 2),
-    "rk3": _tableau("rk3", [[0, 0, 0], [1 / 2, 0, 0], [-1, 2, 0]], [1 / 6, 2 / 3, 1 / 6], [0, 1 / 2, 1], 3),
-    "rk4": _tableau("rk4", [[0, 0, 0, 0], [1 / 2, 0, 0, 0], [0, 1 / 2, 0, 0], [0, 0, 1, 0]],
-                    [1 / 6, 1 / 3, 1 / 3, 1 / 6], [0, 1 / 2, 1 / 2, 1], 4),
-    "bs32": _tableau("bs32", [[0, 0, 0, 0], [1 / 2, 0, 0, 0], [0, 3 / 4, 0, 0], [2 / 9, 1 / 3, 4 / 9, 0]],
-                     [2 / 9, 1 / 3, 4 / 9, 0], [0, 1 / 2, 3 / 4, 1], 3, [7 / 24, 1 / 4, 1 / 3, 1 / 8], 2),
-    "dopri5": _dopri5(),
-}
+__all__ = ["Tableau", "SCHEMES", "SPLIT_SCHEMES", "Stepper", "Trajectory", "rk_step", "integrate"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,45 +76,6 @@ class Trajectory:
         return self.status in (0, 1)
 
 
-def rk_step(rhs, t, y, dt, tableau, k0=None):
-    """One explicit Runge-Kutta step.
-
-    Parameters
-    ----------
-    rhs : callable ``rhs(t, y) -> ndarray`` of the shape of ``y``
-    t : float
-    y : ndarray, any shape
-    dt : float
-    tableau : Tableau
-    k0 : ndarray, shape y.shape, optional
-        ``rhs(t, y)`` if already known (saves one evaluation).
-
-    Returns
-    -------
-    y_new : ndarray, shape y.shape
-    y_err : ndarray, shape y.shape, or None
-        Local error estimate (None when the tableau has no embedded pair).
-    k_last : ndarray, shape y.shape, or None
-        ``rhs(t + dt, y_new)`` when the tableau is FSAL, else None; pass it as the next ``k0``.
-    """
-    A, b, c, s = tableau.A, tableau.b, tableau.c, len(tableau.b)
-    K = np.empty((s,) + y.shape, dtype=np.result_type(y.dtype, float))
-    Kf = K.reshape(s, -1)  # flat view: combinations of stages are one small matmul
-
-    def combine(w, n):
-        return (w[:n] @ Kf[:n]).reshape(y.shape)
-
-    K[0] = rhs(t, y) if k0 is None else k0
-    yi = y
-    for i in range(1, s):
-        yi = y + dt * combine(A[i], i)
-        K[i] = rhs(t + c[i] * dt, yi)
-    fsal = tableau.fsal
-    y_new = yi if fsal else y + dt * combine(b, s)
-    y_err = None if tableau.b_err is None else dt * combine(b - tableau.b_err, s)
-    return y_new, y_err, (K[-1] if fsal else None)
-
-
 def _fail(name, allowed, received, as_text=False):
     raise ValueError(f"{name} must be {allowed}; received {received if as_text else repr(received)}")
 
@@ -186,26 +86,107 @@ def _check_positive(name, x, allow_inf=False, allow_zero=False):
         _fail(name, "a " + ("non-negative" if allow_zero else "positive") + (" " if allow_inf else " finite ") + "number", x)
 
 
-def _rms(x):
-    return float(np.sqrt(np.mean(np.square(np.abs(x))))) if x.size else 0.0
+# ----------------------------------------------------------------------------- the driver's parts
+class _Recorder:
+    """The targets (``t_eval`` and the end), and the recorded times, states and observables."""
+
+    def __init__(self, t_eval, t1, observe, save_states):
+        self.targets = t_eval if t_eval[-1] == t1 else np.append(t_eval, t1)
+        self.is_eval = np.ones(len(self.targets), dtype=bool)
+        self.is_eval[len(t_eval):] = False
+        self.observe, self.save_states = observe, save_states
+        self.i_target, self.t, self.y, self.obs = 0, [], [], {}
+
+    @property
+    def done(self) -> bool:
+        return self.i_target >= len(self.targets)
+
+    def observe_at(self, t, y):
+        return {key: np.asarray(val) for key, val in (self.observe(t, y) if self.observe is not None else {}).items()}
+
+    def append(self, t, y, obs):
+        self.t.append(t)
+        if self.save_states:
+            self.y.append(y)
+        for key, val in obs.items():
+            self.obs.setdefault(key, []).append(val)
+
+    def record(self, t, y):
+        self.append(t, y, self.observe_at(t, y))
+
+    def restore(self, state):
+        self.i_target, self.t, self.y = state["i_target"], list(state["rec_t"]), list(state["rec_y"])
+        self.obs = {k: list(v) for k, v in state["rec_obs"].items()}
+
+    def arrays(self, y):
+        """``(t, states or None, observables)`` as arrays; ``y`` gives the shape of an empty record."""
+        states = (np.stack(self.y) if self.y else np.empty((0,) + y.shape, dtype=y.dtype)) if self.save_states else None
+        return np.array(self.t, dtype=float), states, {key: np.stack(vals) for key, vals in self.obs.items()}
 
 
-def _initial_step(f, t0, y0, f0, span, order, rtol, atol):
-    """Hairer-Wanner starting step (as scipy's ``select_initial_step``)."""
-    scale = atol + rtol * np.abs(y0)
-    d0, d1 = _rms(y0 / scale), _rms(f0 / scale)
-    h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
-    h0 = min(h0, span)
-    d2 = _rms((f(t0 + h0, y0 + h0 * f0) - f0) / scale) / h0
-    h1 = max(1e-6, 1e-3 * h0) if max(d1, d2) <= 1e-15 else (0.01 / max(d1, d2)) ** (1 / (order + 1))
-    return min(100 * h0, h1, span)
+class _Checkpoints:
+    """Calls ``checkpoint(state())`` every ``every`` units of simulated time and on an interrupt."""
+
+    def __init__(self, callback, every, t):
+        self.callback, self.every = callback, every
+        self.next = t + every if every is not None else np.inf
+
+    def after_step(self, t, more, state):
+        if self.callback is not None and t >= self.next and more:
+            self.callback(state())
+            self.next = t + self.every
+
+    def interrupted(self, state):
+        if self.callback is not None:
+            self.callback(state())
+
+
+class _Progress:
+    """A tqdm bar over simulated time, redrawn at most every 0.1 s (None: only on a terminal)."""
+
+    def __init__(self, t0, t1, t, enabled, desc):
+        self.bar = tqdm(total=t1 - t0, initial=t - t0, disable=None if enabled is None else not enabled, desc=desc,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.4g}/{total:.4g} [{elapsed}<{remaining}]")
+        self.shown, self.last_draw = t, time.monotonic()
+
+    def update(self, t):
+        if time.monotonic() - self.last_draw > 0.1:
+            self.bar.update(t - self.shown)
+            self.shown, self.last_draw = t, time.monotonic()
+
+    def close(self, t):
+        self.bar.update(t - self.shown)
+        self.bar.close()
+
+
+class _Counted:
+    """``rhs`` (plus ``linear * y`` for an explicit scheme given a linear part), counting evaluations."""
+
+    def __init__(self, rhs, linear=None):
+        self.rhs, self.linear, self.nfev = rhs, linear, 0
+
+    def __call__(self, t, y):
+        self.nfev += 1
+        return self.rhs(t, y) if self.linear is None else self.linear * y + self.rhs(t, y)
+
+
+@dataclass
+class _Position:
+    """Where the run is: the accepted state, its derivative if known, and the counts so far."""
+
+    t: float
+    y: np.ndarray
+    k0: np.ndarray | None
+    n_steps: int = 0
+    n_rejected: int = 0
+    max_retraction: float = 0.0
 
 
 def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6, atol=1e-9,
               dt_max=np.inf, retraction=None, observe=None, event=None, save_states=True,
               progress=None, max_steps=10_000_000, adaptive=None, checkpoint=None, checkpoint_every=None,
-              resume=None) -> Trajectory:
-    """Integrate ``y' = rhs(t, y)`` over ``t_span`` with an explicit Runge-Kutta scheme.
+              resume=None, linear=None) -> Trajectory:
+    """Integrate ``y' = rhs(t, y)`` (or ``y' = L y + rhs(t, y)``) over ``t_span`` with a one-step scheme.
 
     Parameters
     ----------
@@ -213,8 +194,9 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     y0 : array_like, any shape (e.g. ``(n, d)`` particles or ``(K,)`` coefficients)
     t_span : (float, float)
         ``(t0, t1)`` with ``t1 > t0``.
-    method : str or Tableau
-        A key of :data:`SCHEMES` or a :class:`Tableau`.
+    method : str, Tableau or Stepper
+        A key of :data:`SCHEMES` (explicit Runge-Kutta) or :data:`SPLIT_SCHEMES` (split steppers
+        for ``linear``), a :class:`Tableau` or a :class:`Stepper`.
     dt : float, optional
         Step size (required for fixed-step integration); initial step for adaptive schemes.
         Fixed steps lie on the grid ``t0 + k dt``; steps are shortened to land on ``t_eval``.
@@ -250,22 +232,153 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     resume : dict, optional
         A checkpoint state of a run with the same scheme, ``t_span`` and ``t_eval``; the run
         continues from it and gives the same numbers, bit for bit, as an uninterrupted run
-        (same step sequence; the rhs must be deterministic).
+        (same step sequence; the rhs, and ``linear``, must be the same).
+    linear : array_like broadcasting to ``y0.shape``, optional
+        Diagonal linear part ``L`` (elementwise product ``L * y``), e.g. ``-nu l (l + 1)`` for
+        diffusion in spherical harmonics.  A split scheme treats it implicitly or exactly; an
+        explicit scheme integrates ``L * y + rhs(t, y)``.  None: ``L = 0``.
 
     Returns
     -------
     Trajectory
     """
-    tab = SCHEMES.get(method) if isinstance(method, str) else method
-    if not isinstance(tab, Tableau):
-        _fail("method", f"one of {sorted(SCHEMES)} or a Tableau", method)
+    stepper, adaptive = _resolve_method(method, adaptive)
+    y, t0, t1, t_eval, L = _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol, dt_max,
+                                            max_steps, retraction, observe, event, checkpoint, checkpoint_every,
+                                            linear)
+    f = _Counted(rhs, None if stepper.split else L)
+    rec = _Recorder(t_eval, t1, observe, save_states)
+    status, message = 0, f"reached t = {t1}"
+    if resume is None:
+        k0 = np.array(f(t0, y))          # a copy: an rhs may reuse its output buffer
+        if k0.shape != y.shape:
+            _fail("rhs", f"a callable returning arrays of the shape of y0, {y.shape}", k0.shape)
+        pos = _Position(t0, y, k0)
+        if rec.targets[0] == t0:
+            rec.record(t0, y)
+            rec.i_target = 1
+        if adaptive:
+            h = dt if dt is not None else initial_step(f, t0, y, k0, t1 - t0, stepper.err_order, rtol, atol)
+            ctl = ErrorControl(min(h, dt_max), False, stepper.err_order, rtol, atol, dt_max, t1 - t0)
+        else:
+            ctl = FixedGrid(t0, t1, dt)
+        stop = event(t0, y) if event is not None else None
+        if stop is not None:
+            status, message = 1, f"event at t = {t0}: {stop}"
+            if not rec.t:
+                rec.record(t0, y)
+            rec.i_target = len(rec.targets)
+    else:
+        _check_resume(resume, stepper.name, (t0, t1), t_eval, y.shape)
+        pos = _Position(resume["t"], np.array(resume["y"]), resume["k0"], resume["n_steps"], resume["n_rejected"],
+                        resume["max_retraction"])
+        f.nfev = resume["nfev"]
+        rec.restore(resume)
+        ctl = (ErrorControl(resume["h"], resume["rejected_last"], stepper.err_order, rtol, atol, dt_max, t1 - t0)
+               if adaptive else FixedGrid(t0, t1, dt, resume["k_grid"]))
+
+    def state():
+        """Everything needed to continue bit for bit (see ``resume``)."""
+        c = ctl.state()
+        return {"method": stepper.name, "t_span": (t0, t1), "t_eval": t_eval, "t": pos.t, "y": pos.y, "k0": pos.k0,
+                "h": c["h"], "i_target": rec.i_target, "n_steps": pos.n_steps, "n_rejected": pos.n_rejected,
+                "k_grid": c["k_grid"], "max_retraction": pos.max_retraction, "rejected_last": c["rejected_last"],
+                "nfev": f.nfev, "rec_t": list(rec.t), "rec_y": list(rec.y),
+                "rec_obs": {k: list(v) for k, v in rec.obs.items()}}
+
+    bar = _Progress(t0, t1, pos.t, progress, stepper.name)
+    checkpoints = _Checkpoints(checkpoint, checkpoint_every, pos.t)
+    try:
+        outcome = _march(stepper, f, L if stepper.split else None, pos, ctl, rec, max_steps, retraction, event,
+                         lambda: checkpoints.after_step(pos.t, not rec.done, state), bar)
+        status, message = outcome or (status, message)
+    except KeyboardInterrupt:
+        status, message = 2, f"interrupted at t = {pos.t}"
+    if status == 2:
+        checkpoints.interrupted(state)
+    bar.close(pos.t)
+    t_rec, y_rec, obs = rec.arrays(pos.y)
+    return Trajectory(t=t_rec, y=y_rec, observables=obs, y_final=pos.y, t_final=float(pos.t), status=status,
+                      message=message, method=stepper.name, nfev=f.nfev, n_steps=pos.n_steps,
+                      n_rejected=pos.n_rejected, max_retraction=pos.max_retraction)
+
+
+def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, after_step, bar):
+    """Step until every target is reached (returns None), the event fires or the run fails
+    (returns ``(status, message)``).
+
+    ``pos``, ``ctl`` and ``rec`` change only when a step is committed (after the hooks ran), so an
+    interrupt at any point leaves a state from which a resumed run redoes the same steps exactly.
+    """
+    while not rec.done:
+        t, y = pos.t, pos.y
+        if pos.n_steps + pos.n_rejected >= max_steps:
+            return -1, f"max_steps = {max_steps} step attempts exceeded at t = {t}"
+        t_new, land = ctl.propose(t, rec.targets[rec.i_target])
+        step = t_new - t
+        y_new, y_err, k_last = stepper.step(f, t, y, step, pos.k0, linear)
+        bad = not np.all(np.isfinite(y_new))
+        if ctl.adaptive:
+            err = ctl.error(y, y_new, y_err)
+            bad = bad or not np.isfinite(err)
+            if not bad and err > 1.0:
+                pos.n_rejected += 1
+                if ctl.reject(t, step, err):
+                    return -1, f"step size underflow at t = {t}: dt = {ctl.h:.3g}"
+                continue
+            if not bad:
+                ctl.accept(step, err, land)
+        if bad:
+            return -1, f"non-finite state or derivative in the step from t = {t} to t = {t_new} (dt = {step:.3g})"
+        if retraction is not None:
+            y_ret = np.asarray(retraction(y_new))
+            if y_ret.shape != y.shape:
+                _fail("retraction", f"a callable returning arrays of the shape of y0, {y.shape}", y_ret.shape)
+            drift = float(np.max(np.abs(y_ret - y_new))) if y_ret.size else 0.0
+            if not np.isfinite(drift):
+                return -1, f"non-finite state after retraction at t = {t_new}"
+            pos.max_retraction = max(pos.max_retraction, drift)
+            k_last = k_last if drift == 0.0 else None
+            y_new = y_ret
+        # the hooks run before the commit: an interrupt inside them leaves the previous state,
+        # and a resumed run redoes this step exactly
+        keep = land and rec.is_eval[rec.i_target]
+        obs = rec.observe_at(t_new, y_new) if keep else None
+        stop = event(t_new, y_new) if event is not None else None
+        if stop is not None and not keep:
+            obs = rec.observe_at(t_new, y_new)
+        # commit the step (nothing above changed the state, so an interrupt there loses nothing)
+        ctl.commit()
+        pos.n_steps += 1
+        pos.t, pos.y, pos.k0 = t_new, y_new, k_last
+        if keep or stop is not None:
+            rec.append(t_new, y_new, obs)
+        if land:
+            rec.i_target += 1
+        if stop is not None:
+            return 1, f"event at t = {t_new}: {stop}"
+        after_step()
+        bar.update(t_new)
+    return None
+
+
+def _resolve_method(method, adaptive):
+    """The stepper of ``method`` and whether it runs with error control."""
+    stepper = as_stepper(method)
     if adaptive is None:
-        adaptive = tab.adaptive
-    elif adaptive not in (True, False) or (adaptive and not tab.adaptive):
+        adaptive = stepper.adaptive
+    elif adaptive not in (True, False) or (adaptive and not stepper.adaptive):
         _fail("adaptive", f"None, False, or True for the adaptive schemes "
-              f"{sorted(k for k, v in SCHEMES.items() if v.adaptive)}", f"{adaptive!r} with method {tab.name!r}", True)
-    if not adaptive and tab.adaptive:
-        tab = replace(tab, b_err=None, err_order=None)
+              f"{sorted(k for k, v in SCHEMES.items() if v.adaptive)}", f"{adaptive!r} with method {stepper.name!r}",
+              True)
+    if not adaptive and stepper.adaptive and isinstance(stepper, ExplicitRK):
+        stepper = ExplicitRK(replace(stepper.tableau, b_err=None, err_order=None))   # main weights only
+    return stepper, adaptive
+
+
+def _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol, dt_max, max_steps, retraction,
+                     observe, event, checkpoint, checkpoint_every, linear):
+    """Named ValueErrors for bad inputs; returns ``(y, t0, t1, t_eval, L)`` as the driver uses them."""
     if not callable(rhs):
         _fail("rhs", "a callable rhs(t, y)", rhs)
     for name, fn in (("retraction", retraction), ("observe", observe), ("event", event)):
@@ -286,7 +399,7 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     if t_eval[0] < t0 or t_eval[-1] > t1:
         _fail("t_eval", f"inside t_span [{t0}, {t1}]", t_eval)
     if dt is None and not adaptive:
-        _fail("dt", f"a positive number for the fixed-step method {tab.name!r}", dt)
+        _fail("dt", f"a positive number for the fixed-step method {stepper.name!r}", dt)
     if dt is not None:
         _check_positive("dt", dt)
     _check_positive("rtol", rtol)
@@ -297,162 +410,30 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     if not adaptive and (t1 - t0) / dt > max_steps:
         _fail("dt", f"at least (t1 - t0) / max_steps = {(t1 - t0) / max_steps:.3g} (fixed steps would need "
               f"{(t1 - t0) / dt:.3g} > max_steps = {max_steps} steps)", dt)
-
     if checkpoint is not None and not callable(checkpoint):
         _fail("checkpoint", "None or a callable checkpoint(state)", checkpoint)
     if checkpoint_every is not None:
         _check_positive("checkpoint_every", checkpoint_every)
+    return y, t0, t1, t_eval, _check_linear(linear, y)
 
-    nfev = 0
 
-    def f(t, y):
-        nonlocal nfev
-        nfev += 1
-        return rhs(t, y)
-
-    targets = t_eval if t_eval[-1] == t1 else np.append(t_eval, t1)
-    is_eval = np.ones(len(targets), dtype=bool)
-    is_eval[len(t_eval):] = False
-    rec_t, rec_y, rec_obs = [], [], {}
-
-    def observe_at(t, y):
-        return {key: np.asarray(val) for key, val in (observe(t, y) if observe is not None else {}).items()}
-
-    def append(t, y, obs):
-        rec_t.append(t)
-        if save_states:
-            rec_y.append(y)
-        for key, val in obs.items():
-            rec_obs.setdefault(key, []).append(val)
-
-    def record(t, y):
-        append(t, y, observe_at(t, y))
-
-    status, message = 0, f"reached t = {t1}"
-    if resume is None:
-        k0 = np.array(f(t0, y))          # a copy: an rhs may reuse its output buffer
-        if k0.shape != y.shape:
-            _fail("rhs", f"a callable returning arrays of the shape of y0, {y.shape}", k0.shape)
-        t, i_target, n_steps, n_rejected, k_grid, max_retraction, rejected_last = t0, 0, 0, 0, 0, 0.0, False
-        if targets[0] == t0:
-            record(t0, y)
-            i_target = 1
-        h = None
-        if adaptive:
-            h = min(dt if dt is not None else _initial_step(f, t0, y, k0, t1 - t0, tab.err_order, rtol, atol), dt_max)
-        stop = event(t0, y) if event is not None else None
-        if stop is not None:
-            status, message = 1, f"event at t = {t0}: {stop}"
-            if not rec_t:
-                record(t0, y)
-            i_target = len(targets)
-    else:
-        _check_resume(resume, tab.name, (t0, t1), t_eval, y.shape)
-        t, y, k0, h = resume["t"], np.array(resume["y"]), resume["k0"], resume["h"]
-        i_target, n_steps, n_rejected, k_grid = resume["i_target"], resume["n_steps"], resume["n_rejected"], resume["k_grid"]
-        max_retraction, rejected_last, nfev = resume["max_retraction"], resume["rejected_last"], resume["nfev"]
-        rec_t, rec_y = list(resume["rec_t"]), list(resume["rec_y"])
-        rec_obs = {k: list(v) for k, v in resume["rec_obs"].items()}
-    span = t1 - t0
-    expo = 1.0 / (tab.err_order + 1) if adaptive else None
-    snap = None if adaptive else 1e-6 * dt + 8 * np.spacing(max(abs(t0), abs(t1)))
-    next_checkpoint = t + checkpoint_every if checkpoint_every is not None else np.inf
-
-    def state():
-        """Everything needed to continue bit for bit (see ``resume``)."""
-        return {"method": tab.name, "t_span": (t0, t1), "t_eval": t_eval, "t": t, "y": y, "k0": k0, "h": h,
-                "i_target": i_target, "n_steps": n_steps, "n_rejected": n_rejected, "k_grid": k_grid,
-                "max_retraction": max_retraction, "rejected_last": rejected_last, "nfev": nfev,
-                "rec_t": list(rec_t), "rec_y": list(rec_y), "rec_obs": {k: list(v) for k, v in rec_obs.items()}}
-
-    bar = tqdm(total=span, initial=t - t0, disable=None if progress is None else not progress, desc=tab.name,
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.4g}/{total:.4g} [{elapsed}<{remaining}]")
-    shown, last_draw = t, time.monotonic()
+def _check_linear(linear, y):
+    if linear is None:
+        return None
+    L = np.asarray(linear)
+    real = "real " if y.dtype.kind == "f" else ""
+    allowed = f"None or a finite {real}numeric array broadcasting to y0's shape {y.shape}"
+    if L.dtype.kind not in "iufc" or (L.dtype.kind == "c" and y.dtype.kind == "f"):
+        _fail("linear", allowed, f"an array of dtype {L.dtype}", True)
+    if not np.all(np.isfinite(L)):
+        _fail("linear", allowed, "an array containing NaN or inf", True)
     try:
-        while i_target < len(targets):
-            T = targets[i_target]
-            if n_steps + n_rejected >= max_steps:
-                status, message = -1, f"max_steps = {max_steps} step attempts exceeded at t = {t}"
-                break
-            if adaptive:
-                land = t + h >= T - 1e-6 * h
-                t_new = T if land else t + h
-            else:
-                t_grid = t0 + (k_grid + 1) * dt
-                land = t_grid >= T - snap
-                k_grid_new = k_grid + (1 if (not land or abs(t_grid - T) <= snap) else 0)
-                t_new = T if land else t_grid
-            step = t_new - t
-            y_new, y_err, k_last = rk_step(f, t, y, step, tab, k0)
-            bad = not np.all(np.isfinite(y_new))
-            if adaptive:
-                sc = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
-                err = _rms(y_err / sc)
-                bad = bad or not np.isfinite(err)
-                if not bad and err > 1.0:
-                    n_rejected += 1
-                    h = step * max(0.2, 0.9 * err ** -expo)
-                    rejected_last = True
-                    if h < 16 * np.finfo(float).eps * max(abs(t), span):
-                        status, message = -1, f"step size underflow at t = {t}: dt = {h:.3g}"
-                        break
-                    continue
-                factor = 5.0 if err == 0 else min(5.0, 0.9 * err ** -expo)
-                factor = min(1.0, factor) if rejected_last else factor
-                h_next = min(max(step * factor, h) if land else step * factor, dt_max)
-            if bad:
-                status, message = -1, f"non-finite state or derivative in the step from t = {t} to t = {t_new} (dt = {step:.3g})"
-                break
-            if retraction is not None:
-                y_ret = np.asarray(retraction(y_new))
-                if y_ret.shape != y.shape:
-                    _fail("retraction", f"a callable returning arrays of the shape of y0, {y.shape}", y_ret.shape)
-                drift = float(np.max(np.abs(y_ret - y_new))) if y_ret.size else 0.0
-                if not np.isfinite(drift):
-                    status, message = -1, f"non-finite state after retraction at t = {t_new}"
-                    break
-                max_retraction = max(max_retraction, drift)
-                k_last = k_last if drift == 0.0 else None
-                y_new = y_ret
-            # the hooks run before the commit: an interrupt inside them leaves the previous state,
-            # and a resumed run redoes this step exactly
-            keep = land and is_eval[i_target]
-            obs = observe_at(t_new, y_new) if keep else None
-            stop = event(t_new, y_new) if event is not None else None
-            if stop is not None and not keep:
-                obs = observe_at(t_new, y_new)
-            # commit the step (nothing above changed the state, so an interrupt there loses nothing)
-            if adaptive:
-                h, rejected_last = h_next, False
-            else:
-                k_grid = k_grid_new
-            n_steps += 1
-            t, y, k0 = t_new, y_new, k_last
-            if keep or stop is not None:
-                append(t, y, obs)
-            if land:
-                i_target += 1
-            if stop is not None:
-                status, message = 1, f"event at t = {t}: {stop}"
-                break
-            if checkpoint is not None and t >= next_checkpoint and i_target < len(targets):
-                checkpoint(state())
-                next_checkpoint = t + checkpoint_every
-            if time.monotonic() - last_draw > 0.1:
-                bar.update(t - shown)
-                shown, last_draw = t, time.monotonic()
-    except KeyboardInterrupt:
-        status, message = 2, f"interrupted at t = {t}"
-    if status == 2 and checkpoint is not None:
-        checkpoint(state())
-    bar.update(t - shown)
-    bar.close()
-    return Trajectory(
-        t=np.array(rec_t, dtype=float),
-        y=(np.stack(rec_y) if rec_y else np.empty((0,) + y.shape, dtype=y.dtype)) if save_states else None,
-        observables={key: np.stack(vals) for key, vals in rec_obs.items()},
-        y_final=y, t_final=float(t), status=status, message=message, method=tab.name,
-        nfev=nfev, n_steps=n_steps, n_rejected=n_rejected, max_retraction=max_retraction)
+        ok = np.broadcast_shapes(L.shape, y.shape) == y.shape
+    except ValueError:
+        ok = False
+    if not ok:
+        _fail("linear", allowed, f"shape {L.shape}", True)
+    return L.astype(np.result_type(L.dtype, y.dtype))
 
 
 def _check_resume(state, method, t_span, t_eval, shape):

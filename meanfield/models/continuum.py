@@ -225,11 +225,38 @@ class ContinuumPDE:
         X = self.fields(rho_lm)["X"]
         return float(np.sqrt((X**2).sum(axis=0)).max())
 
-    def cfl_dt(self, rho_lm, cfl=0.5) -> float:
-        """A stable explicit step: ``cfl * 2.8 / (lmax max|X| + nu lmax (lmax + 1))``.
+    def cfl_dt(self, rho_lm, cfl=0.5, scheme="rk4") -> float:
+        r"""A stable fixed step of ``scheme``: ``cfl / (a / I + d / R)``.
 
-        2.8 is about the reach of RK4's stability region along the imaginary and negative real axes;
-        transport of degree ``lmax`` at speed ``|X|`` has frequencies up to ``lmax |X|``.
+        Transport of degree ``lmax`` at speed ``|X|`` has eigenvalues up to ``i a`` with
+        ``a = lmax max|X|``, diffusion down to ``-d`` with ``d = nu lmax (lmax + 1)``; ``I`` and ``R``
+        are the reaches of the scheme's stability region along the imaginary and the negative real
+        axis (:attr:`meanfield.core.tableaux.Tableau.imag_reach`, ``real_reach``; RK4:
+        ``2 sqrt 2`` and 2.785).  The regions of the registered schemes contain the triangle
+        ``(0, i I, -R)``, so for ``cfl <= 1`` every ``dt (i a' - d')`` with ``a' <= a``, ``d' <= d``
+        lies inside.  A split scheme is held to its explicit part's region (diffusion counted as if
+        explicit: safe whether or not it is the scheme's linear part).
+
+        Parameters
+        ----------
+        rho_lm : ndarray, shape (nalm,)
+        cfl : float
+            Safety factor: positive and finite; at most 1 for the guarantee above.
+        scheme : str, Tableau or Stepper
+            A ``method`` of :func:`meanfield.integrate.integrate`.
         """
-        rate = self.lmax * self.max_speed(rho_lm) + self.nu * self.lmax * (self.lmax + 1)
-        return float(cfl * 2.8 / max(rate, 1e-300))
+        from ..core.steppers import SCHEMES, SPLIT_SCHEMES, as_stepper   # local: the rest of the module is another's
+
+        stepper = as_stepper(scheme)
+        if isinstance(cfl, bool) or not isinstance(cfl, (int, float, np.integer, np.floating)) \
+                or not (np.isfinite(cfl) and cfl > 0):
+            raise ValueError(f"cfl must be a positive finite number; received {cfl!r}")
+        a = self.lmax * self.max_speed(rho_lm)
+        d = self.nu * self.lmax * (self.lmax + 1)
+        if a > 0 and stepper.imag_reach == 0:
+            stable = sorted(k for k in (*SCHEMES, *SPLIT_SCHEMES) if as_stepper(k).imag_reach > 0)
+            raise ValueError(f"scheme must be one whose stability region contains part of the imaginary axis for "
+                             f"transport at speed max|X| = {a / self.lmax:.3g} (one of {stable}); received "
+                             f"{stepper.name!r}, stable on the imaginary axis only at 0")
+        rate = (a / stepper.imag_reach if a > 0 else 0.0) + (d / stepper.real_reach if d > 0 else 0.0)
+        return float(cfl / max(rate, 1e-300))

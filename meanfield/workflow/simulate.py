@@ -13,7 +13,8 @@ import numpy as np
 from ..analysis import diagnostics, field_diagnostics
 from ..models.continuum import ContinuumPDE
 from ..core.densities import check_density, normalize as normalize_density
-from ..core.integrate import SCHEMES, integrate
+from ..core.integrate import integrate
+from ..core.steppers import as_stepper
 from ..models.particles import ParticleSystem
 
 __all__ = ["solve_particles", "solve_continuum"]
@@ -51,16 +52,17 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method=
         Initial coefficients; must be finite with mass 1 unless ``normalize=True``.
     method, dt, rtol, atol
         Integrator settings.  A fixed-step method without ``dt`` takes the CFL step
-        ``pde.cfl_dt(rho_lm0, cfl)`` (``cfl`` default 0.5) at the initial state.
+        ``pde.cfl_dt(rho_lm0, cfl, method)`` (``cfl`` default 0.5) at the initial state: the
+        scheme's own stability reach, see :meth:`ContinuumPDE.cfl_dt`.
     monitor : bool
         Stop (status 1, with the time and the reason) once the density is no longer resolved:
         :func:`meanfield.field_diagnostics.resolution_monitor` with ``tail_tol``, ``negative_tol``.
     """
     rho_lm0 = normalize_density(pde.grid, rho_lm0) if normalize else check_density(pde.grid, rho_lm0, "rho_lm0")
-    tableau = SCHEMES.get(method) if isinstance(method, str) else method
-    fixed = kw.get("adaptive") is False or (tableau is not None and not tableau.adaptive)
+    stepper = as_stepper(method)
+    fixed = kw.get("adaptive") is False or not stepper.adaptive
     if fixed and dt is None:
-        dt = pde.cfl_dt(rho_lm0, 0.5 if cfl is None else cfl)
+        dt = pde.cfl_dt(rho_lm0, 0.5 if cfl is None else cfl, stepper)
     hook = field_diagnostics.observer(pde) if observe is True else (observe or None)
     event = field_diagnostics.resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
     return integrate(pde.rhs, pde.state(rho_lm0), (0.0, float(t_final)), t_eval=_times(t_final, t_eval),

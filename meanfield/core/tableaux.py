@@ -1,0 +1,223 @@
+r"""Explicit Runge-Kutta schemes as Butcher tableaux in a registry, with their stability regions.
+
+:data:`SCHEMES` holds the tableaux by name; :func:`rk_step` takes one step with one.  A
+:class:`Tableau` knows its order, embedded pair, FSAL property and stability function
+
+.. math:: R(z) = 1 + z\, b^T (I - z A)^{-1} \mathbf 1
+          = 1 + \sum_{k \ge 1} (b^T A^{k-1} \mathbf 1)\, z^k,
+
+the factor one step multiplies ``y`` by on ``y' = lambda y`` (``z = lambda dt``), and from it the
+reach of its stability region along the imaginary axis (advection: eigenvalues ``i omega``) and
+the negative real axis (diffusion), which a CFL bound divides by
+(:meth:`meanfield.models.continuum.ContinuumPDE.cfl_dt`).  Numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+__all__ = ["Tableau", "SCHEMES", "rk_step"]
+
+
+# ----------------------------------------------------------------------------- stability regions
+def _first_unstable(q, scale):
+    """Largest ``r >= 0`` with ``q(u) <= 0`` on ``[0, r]``.
+
+    ``q`` holds ascending polynomial coefficients in ``u >= 0``; ``scale[k]`` bounds the terms summed
+    into ``q[k]``, so a ``|q[k]|`` within round-off of it is an exact zero that float arithmetic missed
+    (e.g. the cancelling low orders of ``|R(iy)|^2 - 1`` of a high-order scheme).
+    """
+    q = np.where(np.abs(q) <= 64 * np.finfo(float).eps * scale, 0.0, q)
+    nz = np.flatnonzero(q)
+    if nz.size == 0:
+        return np.inf
+    q = q[nz[0]:nz[-1] + 1]               # q(u) = u^m * q~(u) with q~(0) != 0
+    if q[0] > 0:
+        return 0.0                         # unstable arbitrarily close to 0
+    roots = np.roots(q[::-1])
+    real = np.sort(roots.real[(np.abs(roots.imag) <= 1e-9 * np.abs(roots)) & (roots.real > 0)])
+    P = np.polynomial.Polynomial(q)
+    for r in real:                         # the first root where q~ turns positive (not a touch)
+        if P(r * (1 + 1e-7)) > 0:
+            for _ in range(3):             # polish the eigenvalue root to the last few ulps
+                dP = P.deriv()(r)
+                r = r - P(r) / dP if dP != 0 else r
+            return float(r)
+    return np.inf
+
+
+def _imag_reach(g):
+    """Reach along the imaginary axis of ``R(z) = sum g_k z^k``: ``|R(iy)|^2 - 1`` in ``u = y^2``."""
+    n = 2 * (len(g) - 1)
+    coef, scale = np.zeros(n // 2 + 1), np.zeros(n // 2 + 1)
+    for j, gj in enumerate(g):
+        for k, gk in enumerate(g):
+            if (j + k) % 2 == 0:           # odd powers of y cancel exactly (conjugate pairs)
+                sign = -1.0 if ((j - k) // 2) % 2 else 1.0       # Re(i^j (-i)^k) = (-1)^((j-k)/2)
+                coef[(j + k) // 2] += sign * gj * gk
+                scale[(j + k) // 2] += abs(gj * gk)
+    coef[0] -= 1.0
+    return float(np.sqrt(_first_unstable(coef, scale)))
+
+
+def _real_reach(g):
+    """Reach along the negative real axis: ``|R(-u)| <= 1``, i.e. ``R(-u) - 1 <= 0`` and ``-R(-u) - 1 <= 0``."""
+    gm = np.asarray(g, dtype=float) * (-1.0) ** np.arange(len(g))       # R(-u) in powers of u
+    above, below = gm.copy(), -gm
+    above[0] -= 1.0
+    below[0] -= 1.0
+    scale = np.abs(gm) + np.eye(1, len(g))[0]
+    return min(_first_unstable(above, scale), _first_unstable(below, scale))
+
+
+# ----------------------------------------------------------------------------- tableaux
+@dataclass(frozen=True, eq=False)
+class Tableau:
+    """Butcher tableau of an explicit Runge-Kutta scheme with ``s`` stages.
+
+    Attributes
+    ----------
+    name : str
+    A : ndarray, shape (s, s)
+        Stage coefficients, strictly lower triangular.
+    b : ndarray, shape (s,)
+        Weights of the solution of order ``order``.
+    c : ndarray, shape (s,)
+        Stage times, ``c = A.sum(1)``.
+    order : int
+    b_err : ndarray, shape (s,), optional
+        Weights of the embedded solution of order ``err_order``; the local error estimate is
+        :math:`\\Delta t \\sum_i (b_i - b^{err}_i) k_i`.
+    err_order : int, optional
+    """
+
+    name: str
+    A: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    order: int
+    b_err: np.ndarray | None = None
+    err_order: int | None = None
+
+    @property
+    def adaptive(self) -> bool:
+        """True when an embedded error estimate is available."""
+        return self.b_err is not None
+
+    @cached_property
+    def fsal(self) -> bool:
+        """First-same-as-last: the last stage is ``rhs(t + dt, y_new)``."""
+        return bool(self.c[-1] == 1.0 and np.array_equal(self.A[-1], self.b) and self.b[-1] == 0.0)
+
+    @cached_property
+    def stability_polynomial(self) -> np.ndarray:
+        """Ascending coefficients ``g`` of ``R(z) = sum_k g_k z^k``: ``g_0 = 1``, ``g_k = b^T A^(k-1) 1``.
+
+        ``R`` is the factor one step multiplies ``y`` by on ``y' = lambda y`` (``z = lambda dt``);
+        trailing exact zeros are dropped (e.g. ``bs32``'s last weight is 0: degree 3).
+        """
+        g, v = [1.0], np.ones(len(self.b))
+        for _ in range(len(self.b)):
+            g.append(float(self.b @ v))
+            v = self.A @ v
+        while len(g) > 1 and g[-1] == 0.0:
+            g.pop()
+        return np.array(g)
+
+    def stability_function(self, z):
+        """``R(z)``, complex array of the shape of ``z``."""
+        return np.polynomial.polynomial.polyval(np.asarray(z, dtype=complex), self.stability_polynomial)
+
+    @cached_property
+    def imag_reach(self) -> float:
+        """Largest ``r`` with ``|R(iy)| <= 1`` for ``|y| <= r`` (0: advection is never stable).
+
+        RK4: ``2 sqrt(2)``; every 2-stage scheme of order 2, and Euler: 0.
+        """
+        return _imag_reach(self.stability_polynomial)
+
+    @cached_property
+    def real_reach(self) -> float:
+        """Largest ``r`` with ``|R(x)| <= 1`` for ``-r <= x <= 0``: the real stability interval ``[-r, 0]``.
+
+        Euler and 2-stage order 2: 2; RK4: 2.785...
+        """
+        return _real_reach(self.stability_polynomial)
+
+
+def _tableau(name, A, b, c, order, b_err=None, err_order=None):
+    arrays = [np.array(x, dtype=float) for x in (A, b, c)]
+    for x in arrays:
+        x.setflags(write=False)
+    if b_err is not None:
+        b_err = np.array(b_err, dtype=float)
+        b_err.setflags(write=False)
+    return Tableau(name, *arrays, order, b_err, err_order)
+
+
+def _dopri5():
+    A = [[0, 0, 0, 0, 0, 0, 0],
+         [1 / 5, 0, 0, 0, 0, 0, 0],
+         [3 / 40, 9 / 40, 0, 0, 0, 0, 0],
+         [44 / 45, -56 / 15, 32 / 9, 0, 0, 0, 0],
+         [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729, 0, 0, 0],
+         [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656, 0, 0],
+         [35 / 384, 0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84, 0]]
+    b_err = [5179 / 57600, 0, 7571 / 16695, 393 / 640, -92097 / 339200, 187 / 2100, 1 / 40]
+    return _tableau("dopri5", A, A[-1], [0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1, 1], 5, b_err, 4)
+
+
+SCHEMES: dict[str, Tableau] = {
+    "euler": _tableau("euler", [[0]], [1], [0], 1),
+    "heun": _tableau("heun", [[0, 0], [1, 0]], [1 / 2, 1 / 2], [0, 1], 2),
+    "midpoint": _tableau("midpoint", [[0, 0], [1 / 2, 0]], [0, 1], [0, 1 / 2], 2),
+    "rk3": _tableau("rk3", [[0, 0, 0], [1 / 2, 0, 0], [-1, 2, 0]], [1 / 6, 2 / 3, 1 / 6], [0, 1 / 2, 1], 3),
+    "rk4": _tableau("rk4", [[0, 0, 0, 0], [1 / 2, 0, 0, 0], [0, 1 / 2, 0, 0], [0, 0, 1, 0]],
+                    [1 / 6, 1 / 3, 1 / 3, 1 / 6], [0, 1 / 2, 1 / 2, 1], 4),
+    "bs32": _tableau("bs32", [[0, 0, 0, 0], [1 / 2, 0, 0, 0], [0, 3 / 4, 0, 0], [2 / 9, 1 / 3, 4 / 9, 0]],
+                     [2 / 9, 1 / 3, 4 / 9, 0], [0, 1 / 2, 3 / 4, 1], 3, [7 / 24, 1 / 4, 1 / 3, 1 / 8], 2),
+    "dopri5": _dopri5(),
+}
+"""Explicit Runge-Kutta schemes by name (the ``method`` of :func:`meanfield.integrate.integrate`)."""
+
+
+def rk_step(rhs, t, y, dt, tableau, k0=None):
+    """One explicit Runge-Kutta step.
+
+    Parameters
+    ----------
+    rhs : callable ``rhs(t, y) -> ndarray`` of the shape of ``y``
+    t : float
+    y : ndarray, any shape
+    dt : float
+    tableau : Tableau
+    k0 : ndarray, shape y.shape, optional
+        ``rhs(t, y)`` if already known (saves one evaluation).
+
+    Returns
+    -------
+    y_new : ndarray, shape y.shape
+    y_err : ndarray, shape y.shape, or None
+        Local error estimate (None when the tableau has no embedded pair).
+    k_last : ndarray, shape y.shape, or None
+        ``rhs(t + dt, y_new)`` when the tableau is FSAL, else None; pass it as the next ``k0``.
+    """
+    A, b, c, s = tableau.A, tableau.b, tableau.c, len(tableau.b)
+    K = np.empty((s,) + y.shape, dtype=np.result_type(y.dtype, float))
+    Kf = K.reshape(s, -1)  # flat view: combinations of stages are one small matmul
+
+    def combine(w, n):
+        return (w[:n] @ Kf[:n]).reshape(y.shape)
+
+    K[0] = rhs(t, y) if k0 is None else k0
+    yi = y
+    for i in range(1, s):
+        yi = y + dt * combine(A[i], i)
+        K[i] = rhs(t + c[i] * dt, yi)
+    fsal = tableau.fsal
+    y_new = yi if fsal else y + dt * combine(b, s)
+    y_err = None if tableau.b_err is None else dt * combine(b - tableau.b_err, s)
+    return y_new, y_err, (K[-1] if fsal else None)
