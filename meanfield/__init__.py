@@ -11,7 +11,10 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       kernels           kernel sums shared by particles and the continuum quadrature path
       funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2
       sphere            SphereGrid(lmax): the only spherical-harmonic (ducc0/pyshtools) user
-      integrate         explicit Runge-Kutta tableaux in a registry; integrate(rhs, y0, ...) -> Trajectory
+      tableaux          Butcher tableaux in a registry (SCHEMES), stability polynomials and reaches
+      steppers          Stepper interface: explicit RK, and split (IMEX/exponential) steppers y' = L y + N
+      controllers       step-size control: fixed grid, embedded error control
+      integrate         the one driver: integrate(rhs, y0, ...) -> Trajectory (t_eval, hooks, checkpoints)
       initial           seeded token configurations (uniform, vMF, equiangular, orthonormal)
       densities         initial densities on S^2 and sampling particles from them
     models/     the two models
@@ -35,8 +38,8 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       sweep             parameter sweeps of the main job on dask.distributed
       cli               the ``meanfield`` command
 
-Every module is also importable by its short name (``meanfield.transport``,
-``meanfield.run``, ...), the layout of version 0.1: see :data:`MODULES`.
+Every module of version 0.1 is also importable by its old short name (``meanfield.transport``,
+``meanfield.run``, ...): see :data:`MODULES`.
 """
 
 import importlib.abc
