@@ -95,7 +95,7 @@ def test_solve_particles_custom_observe_and_weights(system, X0):
     (dict(t_final=float("inf")), r"t_final must be a positive finite number; received inf"),
     (dict(t_eval=[0.0, 2.0]), r"t_eval must be inside t_span \[0.0, 1.0\]"),
     (dict(t_eval=[0.5, 0.2]), r"t_eval must be a non-empty 1-d strictly increasing array"),
-    (dict(method="rk5"), r"method must be one of \['bs32', .*\] or a Tableau; received 'rk5'"),
+    (dict(method="rk5"), r"method must be one of \['bs32', .*\], a Tableau or a Stepper; received 'rk5'"),
     (dict(method="rk4"), r"dt must be a positive number for the fixed-step method 'rk4'; received None"),
     (dict(w=np.ones(8)), r"w must sum to 1; received sum"),
     (dict(w=np.ones(3) / 3), r"w must have shape \(8,\) \(one weight per token\); received shape \(3,\)"),
