@@ -43,7 +43,7 @@ BAD = [
     ({"heads": [{"beta": -1.0}]}, "heads[0].beta must be a finite number > 0", "received -1.0"),
     ({"pde": {"lmax": 1}}, "pde.lmax must be an integer >= 2", "received 1"),
     ({"initial": {"floor": 1.5}}, "initial.floor must be a finite number >= 0.0 and <= 1.0", "received 1.5"),
-    ({"heads": [{"kernel": "gauss"}]}, "heads[0].kernel must be one of ['exp', 'relu']", "received 'gauss'"),
+    ({"heads": [{"kernel": "gauss"}]}, "heads[0].kernel must be one of ['exp', 'relu'", "received 'gauss'"),
     ({"integrator": {"method": "rk9"}}, "integrator.method must be one of", "received 'rk9'"),
     ({"integrator": {"method": "rk4"}}, "integrator.dt must be a number > 0", "'rk4'"),
     ({"initial": {"mus": [[1.0, 1.0, 0.0]]}}, "initial.mus[0] must be a unit 3-vector", "|mu|^2 = 2"),

@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-from .heads import KERNELS, NORMALIZATIONS
+from .kernels import KERNELS, NORMALIZATIONS
 
 def _int(name, x, lo):
     if isinstance(x, bool) or not isinstance(x, numbers.Integral) or x < lo:
@@ -55,7 +55,8 @@ def _lambdas(x):
 
 
 def _choice(name, x, allowed):
-    if x not in allowed:
+    allowed = tuple(allowed)          # a registry (dict) lists its names
+    if not isinstance(x, str) or x not in allowed:
         raise ValueError(f"{name} must be one of {allowed}; received {x!r}")
     return x
 
