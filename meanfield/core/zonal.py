@@ -116,7 +116,7 @@ class GridSpace:
         self.grid, self.work = grid, work
 
     def _w(self, key):
-        return None if self.work is None else self.work[key]
+        return None if self.work is None else self.work.get(key)
 
     def multiply(self, b, mult_lm):
         return np.multiply(b, mult_lm, out=self._w("alm"))
@@ -126,6 +126,11 @@ class GridSpace:
 
     def evaluate(self, f_lm, key):
         return self.grid.synthesis(f_lm, out=self._w(key))
+
+    @property
+    def shape(self):
+        """Shape of a scalar field."""
+        return self.grid.shape
 
     def zeros(self, key):
         out = self._w(key)
@@ -151,6 +156,11 @@ class PointSpace:
 
     def evaluate(self, f_lm, key):
         return self.points.evaluate(f_lm)
+
+    @property
+    def shape(self):
+        """Shape of a scalar field."""
+        return (self.points.n,)
 
     def zeros(self, key):
         return np.zeros((self.points.n, 3))
@@ -253,21 +263,16 @@ class ZonalOperator:
         return U, N
 
     def entropies(self, b, space):
-        """Relative attention entropies ``H_h = log Z_h - Q_h / Z_h`` per head, stacked along axis 0.
+        """Relative attention entropies ``H_h = log Z_h - Q_h / Z_h``, shape (H,) + the space's field shape.
 
         ``-int p log(p / rho) rho`` with ``p = k / Z`` (or ``-sum_j p_ij log(p_ij / w_j)`` for a
         weighted measure); NaN for heads whose kernel can vanish (no distribution where ``Z = 0``;
         ``c[k log k]`` not defined by the registry).
         """
-        out = []
-        for i, h in enumerate(self.heads):
-            if "entropy" not in self.multipliers[i]:
-                out.append(None)
-                continue
-            Z = space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
-            Q = space.evaluate(space.multiply(b, self._mult(i, "entropy")), "R")
-            out.append(np.log(Z) - Q / Z)
-        shape = next((x.shape for x in out if x is not None), None)
-        if shape is None:
-            return None
-        return np.stack([np.full(shape, np.nan) if x is None else x for x in out])
+        out = np.full((len(self.heads),) + tuple(space.shape), np.nan)
+        for i in range(len(self.heads)):
+            if "entropy" in self.multipliers[i]:
+                Z = space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
+                Q = space.evaluate(space.multiply(b, self._mult(i, "entropy")), "R")
+                out[i] = np.log(Z) - Q / Z
+        return out
