@@ -7,8 +7,10 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
     core/       the primitives
       validate          input checks shared by every public function (named ValueErrors)
       heads             Head(M, V, beta, kernel, normalization) and presets
-      kernels           kernel sums shared by particles and the continuum quadrature path
+      kernels           KERNELS and NORMALIZATIONS: registries of what a head's kernel / normalization means
+      sums              chunked kernel sums shared by particles and the continuum quadrature path
       funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2
+      zonal             ZonalOperator (zonal heads in spherical harmonics) and required_lmax
       sphere            SphereGrid(lmax): the only spherical-harmonic (ducc0/pyshtools) user
       integrate         explicit Runge-Kutta tableaux in a registry; integrate(rhs, y0, ...) -> Trajectory
       initial           seeded token configurations (uniform, vMF, equiangular, orthonormal)

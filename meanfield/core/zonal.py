@@ -24,7 +24,7 @@ import numpy as np
 from .heads import check_heads
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
 
-__all__ = ["zonal_multipliers", "required_lmax", "has_lmax_rule", "ZonalOperator", "GridSpace", "PointSpace", "LMAX_CAP"]
+__all__ = ["zonal_multipliers", "required_lmax", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace", "PointSpace", "LMAX_CAP"]
 
 
 def _check_zonal(head):
@@ -98,6 +98,14 @@ def required_lmax(heads, tolerance, cap=LMAX_CAP):
             raise ValueError(no_lmax_rule(i, h))
         L = max(L, KERNELS[h.kernel].lmax_rule(h, tolerance, cap))
     return L if L <= cap else None
+
+
+def truncation_level(head, lmax) -> float:
+    """``|c_{lmax+1}[K]| / max_l |c_l[K]|``: the first potential multiplier a degree-``lmax``
+    truncation neglects, relative to the largest (the check of :class:`meanfield.ContinuumPDE`,
+    defined for every kernel, ReLU included)."""
+    pot = zonal_multipliers(head, lmax + 1)["potential"]
+    return float(abs(pot[-1]) / np.abs(pot).max())
 
 
 def has_lmax_rule(head) -> bool:

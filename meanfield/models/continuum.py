@@ -30,7 +30,7 @@ from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import NORMALIZATIONS
 from ..core.sphere import SphereGrid, from_real, to_real
 from ..core.sums import aggregate, pair_sum
-from ..core.zonal import GridSpace, ZonalOperator, zonal_multipliers
+from ..core.zonal import GridSpace, ZonalOperator, truncation_level
 
 METHODS = ("auto", "spectral", "quadrature")
 
@@ -99,7 +99,7 @@ class ContinuumPDE:
         set_("zonal", all_zonal and self.method != "quadrature")
         if self.zonal:
             for h in heads:                # the first neglected potential multiplier (Funk-Hecke)
-                self._check_tail(h, zonal_multipliers(h, self.lmax + 1)["potential"])
+                self._check_tail(h, truncation_level(h, self.lmax))
             op = ZonalOperator(heads, self.lmax, l_index=self.grid.l_index)
             set_("operator", op)
             shape = self.grid.shape        # work arrays of tendency()
@@ -111,8 +111,7 @@ class ContinuumPDE:
         set_("_nodes", self.grid.nodes.reshape(-1, 3))
         set_("_w", self.grid.weights.reshape(-1))
 
-    def _check_tail(self, head, mult):
-        tail = abs(mult[-1]) / np.abs(mult).max()
+    def _check_tail(self, head, tail):
         if tail > 1e-2:
             raise ValueError(f"lmax = {self.lmax} is far too small for a {head.kernel} head with lambda = "
                              f"{head.scalar} and beta = {head.beta}: the first neglected Funk-Hecke "
