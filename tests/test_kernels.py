@@ -5,7 +5,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-from scipy.special import expit
 
 from meanfield.core.funk_hecke import funk_hecke_multipliers
 from meanfield.core.heads import Head, scalar_heads
@@ -64,6 +63,10 @@ def test_kernel_params_round_trip():
     assert h.replace(kernel="exp").kernel_params == {}                     # parameters of the old kernel dropped
     with pytest.raises(TypeError):
         h.kernel_params["bias"] = 3.0                                      # read-only
+    import copy
+    import pickle
+    for clone in (pickle.loads(pickle.dumps(h)), copy.deepcopy(h)):       # heads travel to workers, checkpoints
+        assert clone.kernel_params == {"bias": -1.0} and np.array_equal(clone.M, h.M)
 
 
 # ------------------------------------------------------------------------------ pointwise closed forms

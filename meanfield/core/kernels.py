@@ -25,6 +25,7 @@ the chunked sums of :mod:`meanfield.core.sums` fold ``beta`` into the sources on
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar
@@ -34,7 +35,7 @@ from scipy.special import expit, log_expit, spherical_in
 
 from .funk_hecke import funk_hecke_multipliers
 
-__all__ = ["Kernel", "ExpKernel", "ReluKernel", "SigmoidKernel", "KERNELS", "Normalization", "MeanNormalization",
+__all__ = ["KernelParams", "Kernel", "ExpKernel", "ReluKernel", "SigmoidKernel", "KERNELS", "Normalization", "MeanNormalization",
            "SoftmaxNormalization", "NORMALIZATIONS", "get_kernel", "get_normalization", "EXP_LIMIT", "LMAX_CAP",
            "kernel", "antiderivative"]
 
@@ -46,6 +47,33 @@ LMAX_CAP = 512
 
 SHIFT_LIMIT = 600.0
 """Largest ``|log k|`` over a row for which a softmax row is summed without a log-sum-exp shift."""
+
+
+class KernelParams(Mapping):
+    """Read-only mapping of a kernel's parameters (name -> float); picklable, compares like a dict."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data=()):
+        object.__setattr__(self, "_data", dict(data))
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("KernelParams is read-only")
+
+    def __reduce__(self):
+        return (KernelParams, (self._data,))
+
+    def __repr__(self):
+        return f"KernelParams({self._data!r})"
 
 
 def gradient_growth(lmax):
@@ -84,11 +112,11 @@ class Kernel:
     has_lmax_rule: ClassVar[bool] = True
 
     # -------------------------------------------------------------- parameters
-    def check_params(self, params, name="kernel_params") -> MappingProxyType:
+    def check_params(self, params, name="kernel_params") -> KernelParams:
         """Validated parameters with defaults filled in, a read-only mapping of floats."""
         if params is None:
             params = {}
-        if not isinstance(params, (dict, MappingProxyType)):
+        if not isinstance(params, Mapping):
             raise ValueError(f"{name} must be a dict of parameters {sorted(self.params)} for kernel {self.name!r}; "
                              f"received {params!r}")
         unknown = sorted(set(params) - set(self.params))
@@ -100,7 +128,7 @@ class Kernel:
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
                 raise ValueError(f"{name}[{key!r}] must be a finite real number; received {value!r}")
             out[key] = float(value)
-        return MappingProxyType(out)
+        return KernelParams(out)
 
     # -------------------------------------------------------------- pointwise
     def rate(self, head) -> float:
@@ -297,7 +325,8 @@ class SigmoidKernel(Kernel):
     ``beta |s| + |b|`` is so large that ``k`` underflows.  Analytic (poles at ``beta s + b = i pi (2j+1)``),
     so the Funk-Hecke multipliers decay exponentially, at rate ``~ pi / (beta |lambda|)`` per degree,
     and the spectral paths apply; they are computed by Gauss-Legendre quadrature (accurate to about
-    1e-14 of the largest; below :attr:`noise_floor`, 1e-13 of the largest, they count as round-off).  No closed forms in :mod:`meanfield.theory`.
+    1e-14 of the largest; below :attr:`noise_floor`, 1e-13 of the largest, they count as round-off).
+    No closed forms in :mod:`meanfield.theory`.
     """
 
     name: ClassVar[str] = "sigmoid"

@@ -24,7 +24,8 @@ import numpy as np
 from .heads import check_heads
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
 
-__all__ = ["zonal_multipliers", "required_lmax", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace", "PointSpace", "LMAX_CAP"]
+__all__ = ["zonal_multipliers", "required_lmax", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace",
+           "PointSpace", "LMAX_CAP"]
 
 
 def _check_zonal(head):
@@ -212,7 +213,8 @@ class ZonalOperator:
         for h in heads:
             _check_zonal(h)
         if heads[0].dim != 3:
-            raise ValueError(f"heads must have dimension d = 3 (zonal operators act on S^2); received d = {heads[0].dim}")
+            raise ValueError(f"heads must have dimension d = 3 (zonal operators act on S^2); "
+                             f"received d = {heads[0].dim}")
         if isinstance(self.lmax, bool) or not isinstance(self.lmax, (int, np.integer)) or self.lmax < 0:
             raise ValueError(f"lmax must be an integer >= 0; received {self.lmax!r}")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
