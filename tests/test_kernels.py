@@ -185,3 +185,26 @@ def test_lmax_rules():
     deg = [required_lmax(scalar_heads([1.0], 3, beta=b, kernel="sigmoid"), 1e-10) for b in (1.0, 5.0, 10.0)]
     assert deg[0] < deg[1] < deg[2] <= 2.5 * deg[1], deg
     assert required_lmax(scalar_heads([1.0], 3, beta=200.0, kernel="sigmoid"), 1e-10) is None   # beyond the cap
+
+
+# ------------------------------------------------------------------------------ closed forms of theory
+THEORY_CALLS = {
+    "equiangular_rate": lambda T, k, nz: T.equiangular_rate(0.1, [1.0, 0.5], 1.0, 8, k, nz),
+    "linearized_clustering_time": lambda T, k, nz: T.linearized_clustering_time(0.01, 0.5, [1.0], 1.0, 8, k, nz),
+    "late_rate": lambda T, k, nz: T.late_rate([1.0, 0.5], 1.0, k, nz),
+}
+
+
+@pytest.mark.parametrize("normalization", sorted(NORMALIZATIONS))
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_theory_closed_forms_follow_the_registry(name, normalization):
+    """A closed form listed by a kernel is computed; one it lacks raises NotImplementedError naming
+    the kernel and the closed form (never a silent fallback to another kernel)."""
+    from meanfield.analysis import theory as T
+
+    for form, call in THEORY_CALLS.items():
+        if form in KERNELS[name].closed_forms:
+            assert np.all(np.isfinite(call(T, name, normalization)))
+        else:
+            with pytest.raises(NotImplementedError, match=f"{form}.*{name}"):
+                call(T, name, normalization)
