@@ -76,6 +76,10 @@ class KernelParams(Mapping):
         return f"KernelParams({self._data!r})"
 
 
+_RULES = {}
+"""Cache of :meth:`Kernel.lmax_rule` by (kernel, beta, lambda, parameters, tolerance, cap)."""
+
+
 def gradient_growth(lmax):
     """Largest pointwise size of degree-l parts of a gradient of a unit-mass measure's field:
     ``(2l+1)/(4 pi) * sqrt(l(l+1)+1)`` (addition theorem and ``|P_l'| <= l(l+1)/2``)."""
@@ -215,6 +219,14 @@ class Kernel:
         """
         if not self.has_lmax_rule:
             return None
+        key = (self.name, head.beta, head.scalar, tuple(sorted(head.kernel_params.items())), float(tolerance), int(cap))
+        if key not in _RULES:                  # quadrature-based rules cost ~0.1 s: computed once per head
+            if len(_RULES) > 1024:
+                _RULES.clear()
+            _RULES[key] = self._lmax_rule(head, tolerance, cap)
+        return _RULES[key]
+
+    def _lmax_rule(self, head, tolerance, cap):
         n_tail = cap + 64                     # analytic kernels: tails decay exponentially or faster
         G = gradient_growth(n_tail)
         mult = self.multipliers(head, n_tail)
