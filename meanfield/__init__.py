@@ -8,8 +8,10 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       validate          input checks shared by every public function (named ValueErrors)
       choices           the allowed values of every string choice (samplings, W2 methods, ...), once
       heads             Head(M, V, beta, kernel, normalization) and presets
-      kernels           kernel sums shared by particles and the continuum quadrature path
+      kernels           KERNELS and NORMALIZATIONS: registries of what a head's kernel / normalization means
+      sums              chunked kernel sums shared by particles and the continuum quadrature path
       funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2
+      zonal             ZonalOperator (zonal heads in spherical harmonics) and required_lmax
       sphere            SphereGrid(lmax): the only spherical-harmonic (ducc0/pyshtools) user
       tableaux          Butcher tableaux in a registry (SCHEMES), stability polynomials and reaches
       steppers          Stepper interface: explicit RK, and split (IMEX/exponential) steppers y' = L y + N

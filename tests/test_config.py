@@ -43,7 +43,7 @@ BAD = [
     ({"heads": [{"beta": -1.0}]}, "heads[0].beta must be a finite number > 0", "received -1.0"),
     ({"pde": {"lmax": 1}}, "pde.lmax must be an integer >= 2", "received 1"),
     ({"initial": {"floor": 1.5}}, "initial.floor must be a finite number >= 0.0 and <= 1.0", "received 1.5"),
-    ({"heads": [{"kernel": "gauss"}]}, "heads[0].kernel must be one of ['exp', 'relu']", "received 'gauss'"),
+    ({"heads": [{"kernel": "gauss"}]}, "heads[0].kernel must be one of ['exp', 'relu'", "received 'gauss'"),
     ({"integrator": {"method": "rk9"}}, "integrator.method must be one of", "received 'rk9'"),
     ({"integrator": {"method": "rk4"}}, "integrator.dt must be a number > 0", "'rk4'"),
     ({"initial": {"mus": [[1.0, 1.0, 0.0]]}}, "initial.mus[0] must be a unit 3-vector", "|mu|^2 = 2"),
@@ -92,3 +92,21 @@ def test_non_utf8_config_file(tmp_path):
     f.write_bytes(b"\xff\xfe")
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(f)
+
+
+def test_kernel_params_round_trip_and_are_validated_by_the_kernel():
+    d = {"heads": [{"lam": 1.0, "kernel": "sigmoid", "kernel_params": {"bias": -1.0}}, {"lam": 0.5}]}
+    cfg = RunConfig.from_dict(d)
+    assert cfg.heads[0].kernel_params == {"bias": -1.0} and cfg.heads[1].kernel_params is None
+    text = to_toml(cfg.to_dict())
+    assert "kernel_params = {bias = -1.0}" in text                    # a TOML inline table
+    assert RunConfig.from_toml(text) == cfg
+    assert cfg.heads[0].head_kwargs()["kernel_params"] == {"bias": -1.0}
+    for params, message in [({"slope": 1.0}, "heads[0].kernel_params for kernel 'sigmoid' allows the keys ['bias']"),
+                            ({"bias": "x"}, "heads[0].kernel_params['bias'] must be a finite real number"),
+                            (3.0, "heads[0].kernel_params must be a table of kernel parameters")]:
+        with pytest.raises(ConfigError) as err:
+            RunConfig.from_dict({"heads": [{"kernel": "sigmoid", "kernel_params": params}]})
+        assert message in str(err.value)
+    with pytest.raises(ConfigError, match=r"kernel 'exp' allows the keys \[\]"):
+        RunConfig.from_dict({"heads": [{"kernel_params": {"bias": 1.0}}]})

@@ -89,7 +89,7 @@ def test_clustering_measures():
 
 def test_entropy_rate_rejects_relu():
     system = ParticleSystem(scalar_heads([1.0], 3, kernel="relu"))
-    with pytest.raises(ValueError, match="needs exp kernels"):
+    with pytest.raises(ValueError, match="needs kernels with k > 0"):
         attention_entropy_rate(system, uniform_sphere(5, 3, seed=0))
 
 

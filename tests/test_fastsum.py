@@ -6,7 +6,7 @@ import pytest
 from meanfield import stability
 from meanfield.models.continuum import ContinuumPDE, funk_hecke_multipliers
 from meanfield.core.densities import vmf_mixture_density
-from meanfield.models.fastsum import SpectralSum, truncation_degree, zonal_multipliers
+from meanfield.models.fastsum import SpectralSum, spectral_supported, truncation_degree, zonal_multipliers
 from meanfield.core.heads import Head, scalar_heads
 from meanfield.core.initial import uniform_sphere
 from meanfield.models.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
@@ -119,7 +119,7 @@ def test_relu_converges_algebraically():
     errs = [rel_err(SpectralSum(heads, lmax=L).velocity(X, w), v) for L in (16, 64)]
     # measured 6e-4 and 8e-5 (n = 2000): ~L^-1.5; assert a factor-3 gain and the 1e-3 level
     assert errs[1] < errs[0] / 3 and errs[1] < 1e-3 and errs[1] > 1e-8
-    with pytest.raises(ValueError, match="exp kernel"):
+    with pytest.raises(ValueError, match="no lmax rule"):
         SpectralSum(heads)
 
 
@@ -163,7 +163,7 @@ def test_bad_summation_arguments(bad):
     (dict(heads=scalar_heads([1.0], 4)), "d = 3"),
     (dict(heads=scalar_heads([1.0], 3), geometry="flat"), "sphere"),
     (dict(heads=(Head(np.diag([1.0, 2.0, 3.0]), np.eye(3)),)), "zonal"),
-    (dict(heads=scalar_heads([1.0], 3, kernel="relu")), "exp kernel"),
+    (dict(heads=scalar_heads([1.0], 3, kernel="relu")), "no lmax rule"),
 ])
 def test_spectral_unavailable_raises(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -206,3 +206,34 @@ def test_direct_softmax_with_and_without_shift(rng, beta):
     # round-off of sums of 60 positive terms: ~1e-15 relative; log Z compared in log space
     np.testing.assert_allclose(U, U_ref, rtol=0, atol=1e-13 * np.abs(U_ref).max())
     np.testing.assert_allclose(np.log(N), logZ, rtol=1e-13)
+
+
+@pytest.mark.parametrize("normalization", ["mean", "softmax"])
+def test_entropies_match_direct_relative_entropy(rng, normalization):
+    """SpectralSum.entropies = diagnostics.attention_entropy(relative=True) (H_i^h - log n for
+    uniform weights), non-uniform weights and mixed heads; ReLU heads give NaN rows."""
+    from meanfield.analysis.diagnostics import attention_entropy
+
+    heads = scalar_heads([1.0, -0.7], 3, beta=4.0, normalization=normalization) + scalar_heads([0.5], 3, beta=7.0)
+    X = clustered(1500, seed=3)
+    w = rng.random(1500)
+    w /= w.sum()
+    H_direct = attention_entropy(ParticleSystem(heads, summation="direct"), X, w, relative=True)
+    H_fast = SpectralSum(heads, tolerance=1e-10).entropies(X, w)
+    assert H_fast.shape == (3, 1500)
+    # log Z - Q / Z from sums accurate to 1e-10 relative: errors ~ 1e-10 * (1 + |Q / Z|) (measured ~1e-12)
+    np.testing.assert_allclose(H_fast, H_direct, rtol=0, atol=1e-9)
+    n = 1500
+    H_uniform = SpectralSum(heads, tolerance=1e-10).entropies(X, np.full(n, 1 / n))
+    shannon = attention_entropy(ParticleSystem(heads, summation="direct"), X)
+    np.testing.assert_allclose(H_uniform, shannon - np.log(n), rtol=0, atol=1e-9)   # the same, Shannon form
+    relu = SpectralSum(scalar_heads([1.0], 3, kernel="relu"), lmax=16).entropies(X, w)
+    assert relu.shape == (1, 1500) and np.all(np.isnan(relu))
+
+
+def test_spectral_supported_never_raises_for_kernels_without_a_rule():
+    """ReLU has no lmax rule: a reason (so ParticleSystem's auto rule stays direct), unless lmax is given."""
+    heads = scalar_heads([1.0], 3, kernel="relu")
+    assert "no lmax rule" in spectral_supported(heads)
+    assert spectral_supported(heads, lmax=16) is None
+    assert spectral_supported(scalar_heads([1.0], 3, kernel="sigmoid")) is None

@@ -23,7 +23,8 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..core.funk_hecke import zonal_multipliers
-from ..core.kernels import entropy_rows, log_attention
+from ..core.kernels import KERNELS
+from ..core.sums import entropy_rows, log_attention
 from ..models.particles import ParticleSystem, project_tangent
 
 __all__ = ["dissipation", "energy_rate_terms", "radial_shadows", "radial_dominance",
@@ -111,14 +112,16 @@ def attention_entropy(system: ParticleSystem, X, w=None, relative=False):
 
 
 def attention_entropy_rate(system: ParticleSystem, X, Xdot=None, w=None):
-    """Entropy rates from the covariance identity (exp kernels), shape (H, n).
+    r"""Entropy rates from the covariance identity (kernels with ``k > 0``), shape (H, n).
 
-    .. math:: \\dot H_i^h = -\\beta^2 \\big(\\textstyle\\sum_j p_{ij} s_{ij}\\dot s_{ij}
-              - (\\sum_j p_{ij} s_{ij})(\\sum_j p_{ij}\\dot s_{ij})\\big),\\quad
-              \\dot s_{ij} = \\langle \\dot x_i, M x_j\\rangle + \\langle x_i, M \\dot x_j\\rangle
+    .. math:: \dot H_i^h = -\big(\textstyle\sum_j p_{ij} \ell_{ij}\dot \ell_{ij}
+              - (\sum_j p_{ij} \ell_{ij})(\sum_j p_{ij}\dot \ell_{ij})\big),\quad
+              \ell = \log k(s),\ \dot\ell = (\log k)'(s)\,\dot s,\quad
+              \dot s_{ij} = \langle \dot x_i, M x_j\rangle + \langle x_i, M \dot x_j\rangle
 
-    Exact for any motion ``Xdot`` (default: the flow) of the relative entropy, and of the
-    Shannon entropy when the weights are uniform.
+    (exp: ``ell = beta s``, i.e. ``-beta^2 Cov_p(s, sdot)``, MODEL.md section 1).  Exact for any
+    motion ``Xdot`` (default: the flow) of the relative entropy, and of the Shannon entropy when the
+    weights are uniform.
     """
     X, w = system.check(X, w)
     Xdot = system.velocity(X, w) if Xdot is None else np.asarray(Xdot, dtype=float)
@@ -127,15 +130,18 @@ def attention_entropy_rate(system: ParticleSystem, X, Xdot=None, w=None):
     n = X.shape[0]
     out = np.empty((system.n_heads, n))
     for h, head in enumerate(system.heads):
-        if head.kernel != "exp":
-            raise ValueError(f"attention_entropy_rate needs exp kernels; head {h} has kernel {head.kernel!r}")
+        kern = KERNELS[head.kernel]
+        if not kern.positive:
+            raise ValueError(f"attention_entropy_rate needs kernels with k > 0 (one of "
+                             f"{[k for k, v in KERNELS.items() if v.positive]}); head {h} has kernel {head.kernel!r}")
         Y, Ydot = X @ head.M.T, Xdot @ head.M.T
         for sl in system.chunks(n):
             S = X[sl] @ Y.T
             Sdot = Xdot[sl] @ Y.T + X[sl] @ Ydot.T
             P = np.exp(log_attention(head, S, w))
-            ms, msd = np.sum(P * S, axis=1), np.sum(P * Sdot, axis=1)
-            out[h, sl] = -head.beta**2 * (np.sum(P * S * Sdot, axis=1) - ms * msd)
+            ell, elldot = kern.log_value(head, S), kern.log_derivative(head, S) * Sdot
+            m, md = np.sum(P * ell, axis=1), np.sum(P * elldot, axis=1)
+            out[h, sl] = -(np.sum(P * ell * elldot, axis=1) - m * md)
     return out
 
 

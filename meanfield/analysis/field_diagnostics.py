@@ -13,10 +13,11 @@ Quadratures run on the PDE's dealiased grid.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import spherical_in
 
+from ..core.kernels import KERNELS, NORMALIZATIONS
+from ..core.sums import entropy_rows
+from ..core.zonal import GridSpace
 from ..models.continuum import ContinuumPDE
-from ..core.kernels import entropy_rows
 
 __all__ = ["mass", "negative_mass", "spectral_tail", "concentration", "dissipation", "boltzmann_entropy",
            "free_energy_dissipation", "attention_entropy", "observer", "resolution_monitor"]
@@ -89,27 +90,26 @@ def free_energy_dissipation(pde: ContinuumPDE, rho_lm, fields=None) -> float:
 def attention_entropy(pde: ContinuumPDE, rho_lm, rho=None):
     """Mean continuum attention entropy per head, ``int H_h(x) rho(x) dx``, shape (H,).
 
-    ``H_h(x) = -int p_h(x, y) log p_h(x, y) rho(y) dy``, ``p_h = exp(beta <x, M y>) / Z_h(x)``
-    (<= 0, -> 0 as rho concentrates).  For zonal exp heads it is spectral:
-    ``H = log Z - beta dZ/dbeta / Z`` with multipliers ``4 pi i_l(a)`` and ``4 pi lambda i_l'(a)``,
-    ``a = beta lambda``; otherwise quadrature on the grid.  ReLU heads give NaN.
+    ``H_h(x) = -int p_h(x, y) log p_h(x, y) rho(y) dy``, ``p_h = k_h(<x, M y>) / Z_h(x)``
+    (<= 0, -> 0 as rho concentrates).  For zonal heads it is spectral
+    (:meth:`meanfield.core.zonal.ZonalOperator.entropies`): ``H = log Z - Q / Z`` with the
+    multipliers ``c[k]`` and ``c[k log k]`` (exp: ``4 pi i_l(a)`` and ``4 pi beta lambda i_l'(a)``,
+    ``a = beta lambda``); otherwise quadrature on the grid.  Heads whose kernel can vanish (ReLU)
+    give NaN.
     """
     g = pde.grid
     rho = g.synthesis(rho_lm) if rho is None else rho
-    ell = np.arange(pde.lmax + 1)
-    out = np.empty(len(pde.heads))
+    out = np.full(len(pde.heads), np.nan)
+    if pde.zonal:
+        H = pde.operator.entropies(rho_lm, GridSpace(g))
+        for h, head in enumerate(pde.heads):
+            if KERNELS[head.kernel].positive:
+                out[h] = g.integrate(rho * H[h])
+        return out
+    nodes, W = g.nodes.reshape(-1, 3), (rho * g.weights).reshape(-1)
     for h, head in enumerate(pde.heads):
-        if head.kernel != "exp":
-            out[h] = np.nan
-        elif pde.zonal:
-            a = head.beta * head.scalar
-            Z = g.synthesis(g.multiply_degree(rho_lm, 4 * np.pi * spherical_in(ell, a)))
-            Zb = g.synthesis(g.multiply_degree(rho_lm, 4 * np.pi * head.scalar * spherical_in(ell, a, derivative=True)))
-            out[h] = g.integrate(rho * (np.log(Z) - head.beta * Zb / Z))
-        else:
-            nodes, W = g.nodes.reshape(-1, 3), (rho * g.weights).reshape(-1)
-            Hx = entropy_rows(head, nodes, nodes, W, pde.chunk_bytes, relative=True)
-            out[h] = float(W @ Hx)
+        if KERNELS[head.kernel].positive:
+            out[h] = float(W @ entropy_rows(head, nodes, nodes, W, pde.chunk_bytes, relative=True))
     return out
 
 
@@ -130,7 +130,7 @@ def observer(pde: ContinuumPDE, entropy=True):
                "spectral_tail": spectral_tail(pde, rho_lm), **concentration(pde, rho_lm, f["rho"])}
         if entropy:
             rec["entropy"] = attention_entropy(pde, rho_lm, f["rho"])
-        softmax = [h for h, head in enumerate(pde.heads) if head.normalization == "softmax"]
+        softmax = [h for h, head in enumerate(pde.heads) if NORMALIZATIONS[head.normalization].uses_normalizer]
         if softmax:         # Z <= 0 anywhere (truncated ReLU kernels) means u = 0 there: reported, not hidden
             rec["min_normalizer"] = float(f["D"][softmax].min())
         if pde.nu > 0:

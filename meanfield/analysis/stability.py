@@ -11,7 +11,7 @@ import numpy as np
 from scipy import special
 
 from ..core.validate import _choice, _int, _int_array, _lambdas, _real, _real_array
-from ..core.heads import NORMALIZATIONS
+from ..core.kernels import NORMALIZATIONS
 
 __all__ = ["sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate", "most_unstable_degree",
            "critical_noise"]
@@ -136,12 +136,23 @@ def growth_rate(l, lambdas, beta, normalization="mean", nu=0.0, d=3):
 def _bracket(l, lam, beta, normalization, d):
     a = beta * lam
     cl = _fh_exp_scaled(np.asarray(l)[..., None], a, d)
-    if normalization == "softmax":
-        terms = cl / _fh_exp_scaled(np.zeros_like(a, dtype=int), a, d)
-    else:
-        with np.errstate(over="ignore"):
-            terms = cl * np.exp(np.abs(a)) / sphere_area(d)
-    return terms.sum(axis=-1) / beta
+    if normalization not in _TERMS:
+        raise NotImplementedError(f"no closed-form growth rate for normalization {normalization!r}; "
+                                  f"it exists for {sorted(_TERMS)}")
+    return _TERMS[normalization](cl, a, d).sum(axis=-1) / beta
+
+
+def _softmax_terms(cl, a, d):
+    return cl / _fh_exp_scaled(np.zeros_like(a, dtype=int), a, d)
+
+
+def _mean_terms(cl, a, d):
+    with np.errstate(over="ignore"):
+        return cl * np.exp(np.abs(a)) / sphere_area(d)
+
+
+_TERMS = {"mean": _mean_terms, "softmax": _softmax_terms}
+"""Per normalization: the terms ``c_l / |S^{d-1}|`` (mean) or ``c_l / c_0`` (softmax) of the bracket."""
 
 
 def _degrees(lambdas, beta, lmax):

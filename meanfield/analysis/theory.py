@@ -27,7 +27,7 @@ import numpy as np
 from scipy import integrate, optimize, special
 
 from ..core.validate import _choice, _common, _gamma, _int, _int_array, _lambdas, _real, _real_array
-from ..core.heads import KERNELS, NORMALIZATIONS
+from ..core.kernels import KERNELS, NORMALIZATIONS
 from .stability import (critical_noise, funk_hecke_exp, funk_hecke_relu, growth_rate,  # noqa: F401
                         most_unstable_degree, sphere_area)
 
@@ -47,22 +47,43 @@ def _inv_exp_plus(u, m):
     return np.where(u > 0, e / (1.0 + m * e), 1.0 / (e + m))
 
 
+def _c_exp_softmax(g, lam, beta, n):
+    return lam * _inv_exp_plus(beta * lam * (1.0 - g), n - 1)
+
+
+def _c_exp_mean(g, lam, beta, n):
+    return lam * np.exp(beta * lam * g) / n
+
+
+def _c_relu_mean(g, lam, beta, n):
+    return lam * np.maximum(lam * g, 0.0) / n
+
+
+def _c_relu_softmax(g, lam, beta, n):
+    r = np.maximum(lam * g, 0.0)
+    z = np.maximum(lam, 0.0) + (n - 1) * r
+    return np.where(z > 0, lam * r / np.where(z > 0, z, 1.0), 0.0)
+
+
+_COEFFICIENTS = {("exp", "softmax"): _c_exp_softmax, ("exp", "mean"): _c_exp_mean,
+                 ("relu", "mean"): _c_relu_mean, ("relu", "softmax"): _c_relu_softmax}
+"""``C(gamma)`` of one head per (kernel, normalization): the closed form ``"equiangular_rate"``."""
+
+
+def _closed_form(form, kernel, normalization=None):
+    """Refuse a kernel (or kernel and normalization) without the closed form ``form``."""
+    if form not in KERNELS[kernel].closed_forms or (
+            normalization is not None and (kernel, normalization) not in _COEFFICIENTS):
+        have = [k for k, v in KERNELS.items() if form in v.closed_forms]
+        raise NotImplementedError(f"theory has no closed form {form!r} for kernel {kernel!r}"
+                                  + (f" with normalization {normalization!r}" if normalization else "")
+                                  + f"; it exists for the kernels {have}")
+
+
 def _coefficient(g, lam, beta, n, kernel, normalization):
     """``C(gamma)``, summed over heads; ``g`` any shape, ``lam`` shape (H,). No checks."""
     g = np.asarray(g, dtype=float)[..., None]
-    if kernel == "exp":
-        if normalization == "softmax":
-            c = lam * _inv_exp_plus(beta * lam * (1.0 - g), n - 1)
-        else:
-            c = lam * np.exp(beta * lam * g) / n
-    else:
-        r = np.maximum(lam * g, 0.0)
-        if normalization == "mean":
-            c = lam * r / n
-        else:
-            z = np.maximum(lam, 0.0) + (n - 1) * r
-            c = np.where(z > 0, lam * r / np.where(z > 0, z, 1.0), 0.0)
-    return c.sum(axis=-1)
+    return _COEFFICIENTS[kernel, normalization](g, lam, beta, n).sum(axis=-1)
 
 
 def _rate(g, lam, beta, n, kernel, normalization):
@@ -100,6 +121,8 @@ def equiangular_rate(gamma, lambdas, beta, n, kernel="exp", normalization="softm
     n : int
         Number of tokens, >= 2.
     kernel : {"exp", "relu"}
+        A kernel of :data:`meanfield.core.kernels.KERNELS` with this closed form
+        (``NotImplementedError`` naming the kernel otherwise, e.g. ``"sigmoid"``).
     normalization : {"mean", "softmax"}
 
     Returns
@@ -107,6 +130,7 @@ def equiangular_rate(gamma, lambdas, beta, n, kernel="exp", normalization="softm
     ndarray, shape of ``gamma``
     """
     lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
+    _closed_form("equiangular_rate", kernel, normalization)
     g = _gamma("gamma", gamma, n)
     return _rate(g, lam, beta, n, kernel, normalization)
 
@@ -132,6 +156,7 @@ def solve_equiangular(gamma0, lambdas, beta, n, t, kernel="exp", normalization="
         ``gamma(t)``.
     """
     lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
+    _closed_form("equiangular_rate", kernel, normalization)
     g0 = float(_gamma("gamma0", _real("gamma0", gamma0), n))
     t = _real_array("t", t)
     if t.ndim != 1 or t.size == 0 or t[0] < 0 or np.any(np.diff(t) < 0):
@@ -171,6 +196,7 @@ def clustering_time(gamma0, gamma_target, lambdas, beta, n, kernel="exp", normal
     float
     """
     lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
+    _closed_form("equiangular_rate", kernel, normalization)
     g0, g1 = _endpoints(gamma0, gamma_target, n)
     if g1 == g0:
         return 0.0
@@ -216,21 +242,33 @@ def linearized_clustering_time(gamma0, gamma_target, lambdas, beta, n, kernel="e
     float
     """
     lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
+    _closed_form("linearized_clustering_time", kernel, normalization)
     g0, g1 = _endpoints(gamma0, gamma_target, n)
     if g1 == g0:
         return 0.0
-    if kernel == "exp" or (normalization == "softmax" and g0 < 0):
-        if kernel == "exp":
-            rate = float(_rate(0.0, lam, beta, n, kernel, normalization))
-        else:
-            rate = 2.0 * lam[lam < 0].sum() / (n - 1)
+    return _LINEARIZED[kernel](g0, g1, lam, beta, n, normalization)
+
+
+def _linearized_exp(g0, g1, lam, beta, n, normalization):
+    rate = float(_rate(0.0, lam, beta, n, "exp", normalization))       # constant rate F(0)
+    T = (g1 - g0) / rate if rate != 0 else np.inf
+    return float(T) if T > 0 else np.inf
+
+
+def _linearized_relu(g0, g1, lam, beta, n, normalization):
+    if normalization == "softmax" and g0 < 0:        # the negative heads: a constant rate
+        rate = 2.0 * lam[lam < 0].sum() / (n - 1)
         T = (g1 - g0) / rate if rate != 0 else np.inf
         return float(T) if T > 0 else np.inf
     same = lam * g0 > 0
-    k = (2.0 / n) * np.sum(lam[same] ** 2) if normalization == "mean" else 2.0 * lam[same].sum()
+    k = {"mean": lambda: (2.0 / n) * np.sum(lam[same] ** 2), "softmax": lambda: 2.0 * lam[same].sum()}[normalization]()
     if g0 == 0 or k == 0 or g1 / g0 <= 1:
         return np.inf
     return float(np.log(g1 / g0) / k)
+
+
+_LINEARIZED = {"exp": _linearized_exp, "relu": _linearized_relu}
+"""The closed form ``"linearized_clustering_time"`` per kernel."""
 
 
 def late_rate(lambdas, beta=None, kernel="exp", normalization="softmax"):
@@ -247,13 +285,19 @@ def late_rate(lambdas, beta=None, kernel="exp", normalization="softmax"):
     lam = _lambdas(lambdas)
     kernel = _choice("kernel", kernel, KERNELS)
     normalization = _choice("normalization", normalization, NORMALIZATIONS)
-    if kernel == "exp" and normalization == "softmax":
-        return 2.0 * lam.sum()
-    if kernel == "exp":
-        beta = _real("beta", beta, positive=True)
-        return 2.0 * np.sum(lam * np.exp(beta * lam))
-    pos = lam[lam > 0]
-    return 2.0 * np.sum(pos ** 2 if normalization == "mean" else pos)
+    _closed_form("late_rate", kernel, normalization)
+    return _LATE_RATES[kernel, normalization](lam, beta)
+
+
+def _late_exp_mean(lam, beta):
+    beta = _real("beta", beta, positive=True)
+    return 2.0 * np.sum(lam * np.exp(beta * lam))
+
+
+_LATE_RATES = {("exp", "softmax"): lambda lam, beta: 2.0 * lam.sum(), ("exp", "mean"): _late_exp_mean,
+               ("relu", "mean"): lambda lam, beta: 2.0 * np.sum(lam[lam > 0] ** 2),
+               ("relu", "softmax"): lambda lam, beta: 2.0 * np.sum(lam[lam > 0])}
+"""The closed form ``"late_rate"`` per (kernel, normalization)."""
 
 
 # ----------------------------------------------------------------------------- phi, beta*

@@ -2,7 +2,8 @@
 
 A :class:`Head` is a frozen dataclass validated on construction; presets build the head
 families of ``MODEL.md`` (scalar, orthogonal blocks, random symmetric, perturbed value
-alignment, approximately orthogonal).  Nothing here depends on the rest of the package.
+alignment, approximately orthogonal).  Kernels and normalizations are names of the registries
+:data:`~meanfield.core.kernels.KERNELS` and :data:`~meanfield.core.kernels.NORMALIZATIONS`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-KERNELS = ("exp", "relu")
-NORMALIZATIONS = ("mean", "softmax")
+from .kernels import EXP_LIMIT, KERNELS, NORMALIZATIONS, get_kernel, get_normalization
 
 __all__ = [
     "KERNELS",
@@ -50,12 +50,16 @@ class Head:
     V : array_like, shape (d, d)
         Value matrix.
     beta : float
-        Inverse temperature, ``beta > 0`` (used by the ``"exp"`` kernel and its energy).
-    kernel : {"exp", "relu"}
-        Kernel profile ``k(s) = exp(beta s)`` or ``k(s) = max(s, 0)``.
-    normalization : {"mean", "softmax"}
-        Divide the aggregate by the total weight (``"mean"``) or by the row sum of the
-        kernel (``"softmax"``).
+        Inverse temperature, ``beta > 0`` (used by the ``"exp"`` and ``"sigmoid"`` kernels).
+    kernel : str
+        A name of :data:`~meanfield.core.kernels.KERNELS`: ``"exp"`` (``k(s) = exp(beta s)``),
+        ``"relu"`` (``max(s, 0)``), ``"sigmoid"`` (``1 / (1 + exp(-(beta s + bias)))``).
+    normalization : str
+        A name of :data:`~meanfield.core.kernels.NORMALIZATIONS`: divide the aggregate by the
+        total weight (``"mean"``) or by the row sum of the kernel (``"softmax"``).
+    kernel_params : dict, optional
+        The kernel's own parameters (e.g. ``{"bias": -1.0}`` for ``"sigmoid"``), validated by the
+        kernel class; stored with the defaults filled in, as a read-only mapping.
     """
 
     M: np.ndarray
@@ -63,6 +67,7 @@ class Head:
     beta: float = 1.0
     kernel: str = "exp"
     normalization: str = "mean"
+    kernel_params: dict | None = None
     scalar: float | None = field(init=False, default=None)
 
     def __post_init__(self):
@@ -76,10 +81,9 @@ class Head:
         beta = float(beta)
         if not (np.isfinite(beta) and beta > 0):
             raise ValueError(f"beta must be a positive finite number; received {beta!r}")
-        if self.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {KERNELS}; received {self.kernel!r}")
-        if self.normalization not in NORMALIZATIONS:
-            raise ValueError(f"normalization must be one of {NORMALIZATIONS}; received {self.normalization!r}")
+        params = get_kernel(self.kernel).check_params(self.kernel_params)
+        get_normalization(self.normalization)
+        object.__setattr__(self, "kernel_params", params)
         object.__setattr__(self, "M", M)
         object.__setattr__(self, "V", V)
         object.__setattr__(self, "beta", beta)
@@ -106,8 +110,11 @@ class Head:
 
     def to_dict(self) -> dict:
         """Plain-Python description (lists of floats), inverse of :meth:`from_dict`."""
-        return {"M": self.M.tolist(), "V": self.V.tolist(), "beta": self.beta,
-                "kernel": self.kernel, "normalization": self.normalization}
+        out = {"M": self.M.tolist(), "V": self.V.tolist(), "beta": self.beta,
+               "kernel": self.kernel, "normalization": self.normalization}
+        if self.kernel_params:
+            out["kernel_params"] = dict(self.kernel_params)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> "Head":
@@ -116,27 +123,22 @@ class Head:
     def replace(self, **changes) -> "Head":
         """A copy with some fields changed (validated again)."""
         kw = self.to_dict()
-        unknown = set(changes) - set(kw)
+        if "kernel" in changes and "kernel_params" not in changes:
+            kw.pop("kernel_params", None)            # parameters belong to the old kernel
+        unknown = set(changes) - set(kw) - {"kernel_params"}
         if unknown:
-            raise ValueError(f"unknown Head fields {sorted(unknown)}; allowed {sorted(kw)}")
+            raise ValueError(f"unknown Head fields {sorted(unknown)}; allowed {sorted(set(kw) | {'kernel_params'})}")
         kw.update(changes)
         return Head(**kw)
 
 
-EXP_LIMIT = 700.0
-"""Largest ``beta |M|_2`` for which ``exp(beta s)`` of unit tokens stays in float64 (e^709 overflows)."""
-
-
 def check_exp_range(heads):
-    """Refuse mean-normalized exp heads whose kernel ``exp(beta <x, M y>)`` can overflow float64 on the
-    unit sphere (``beta |M|_2 > EXP_LIMIT``); softmax heads are evaluated shifted and never overflow."""
+    """Refuse heads whose kernel can overflow float64 on the unit sphere where no shift is possible
+    (normalizations that do not use ``Z``, i.e. mean): exp heads with ``beta |M|_2 > EXP_LIMIT``
+    (:meth:`Kernel.check_range`); softmax heads are evaluated shifted and never overflow."""
     for i, h in enumerate(heads):
-        if h.kernel == "exp" and h.normalization == "mean":
-            top = h.beta * np.linalg.norm(h.M, 2)
-            if top > EXP_LIMIT:
-                raise ValueError(f"heads[{i}]: beta * |M|_2 must be <= {EXP_LIMIT:g} for an exp head with mean "
-                                 f"normalization (exp(beta s) overflows float64 beyond ~709); received "
-                                 f"{top:.4g} (use softmax normalization or a smaller beta)")
+        if not NORMALIZATIONS[h.normalization].uses_normalizer:
+            KERNELS[h.kernel].check_range(h, f"heads[{i}]")
     return heads
 
 
@@ -162,16 +164,16 @@ def _rng(seed):
     return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
 
-def scalar_heads(lambdas, d, beta=1.0, kernel="exp", normalization="mean") -> tuple[Head, ...]:
+def scalar_heads(lambdas, d, beta=1.0, kernel="exp", normalization="mean", kernel_params=None) -> tuple[Head, ...]:
     """Heads ``M_h = V_h = lambda_h I`` (zonal, symmetric, value-aligned)."""
     lambdas = np.atleast_1d(np.asarray(lambdas, dtype=float))
     if lambdas.ndim != 1 or lambdas.size == 0:
         raise ValueError(f"lambdas must be a non-empty 1-d sequence; received shape {lambdas.shape}")
-    return tuple(Head(lam * np.eye(d), lam * np.eye(d), beta, kernel, normalization) for lam in lambdas)
+    return tuple(Head(lam * np.eye(d), lam * np.eye(d), beta, kernel, normalization, kernel_params) for lam in lambdas)
 
 
 def orthogonal_block_heads(d, n_heads, strengths=1.0, beta=1.0, kernel="exp",
-                           normalization="mean") -> tuple[Head, ...]:
+                           normalization="mean", kernel_params=None) -> tuple[Head, ...]:
     """Heads acting on disjoint coordinate blocks: ``M_h = V_h = alpha_h P_h``, ``M_h' M_h = 0``.
 
     The ``d`` coordinates are split into ``n_heads`` contiguous blocks as evenly as possible
@@ -184,19 +186,19 @@ def orthogonal_block_heads(d, n_heads, strengths=1.0, beta=1.0, kernel="exp",
     for a, block in zip(alphas, np.array_split(np.arange(d), n_heads)):
         P = np.zeros((d, d))
         P[block, block] = 1.0
-        heads.append(Head(a * P, a * P, beta, kernel, normalization))
+        heads.append(Head(a * P, a * P, beta, kernel, normalization, kernel_params))
     return tuple(heads)
 
 
 def random_symmetric_heads(d, n_heads, seed=None, scale=1.0, beta=1.0, kernel="exp",
-                           normalization="mean") -> tuple[Head, ...]:
+                           normalization="mean", kernel_params=None) -> tuple[Head, ...]:
     """Random symmetric value-aligned heads, ``M = V = scale * (G + G^T) / (2 sqrt(d))``, G Gaussian."""
     rng = _rng(seed)
     heads = []
     for _ in range(n_heads):
         G = rng.standard_normal((d, d))
         M = scale * (G + G.T) / (2 * np.sqrt(d))
-        heads.append(Head(M, M, beta, kernel, normalization))
+        heads.append(Head(M, M, beta, kernel, normalization, kernel_params))
     return tuple(heads)
 
 
@@ -214,7 +216,7 @@ def perturbed_value_heads(heads, epsilon, seed=None) -> tuple[Head, ...]:
 
 
 def approx_orthogonal_heads(d, n_heads, delta, alpha=1.0, rank=1, beta=1.0, kernel="exp",
-                            normalization="mean") -> tuple[Head, ...]:
+                            normalization="mean", kernel_params=None) -> tuple[Head, ...]:
     """Heads ``M_h = V_h = alpha U_h U_h^T`` on rank-``rank`` subspaces with ``|M_h' M_h|_op = delta``.
 
     Head ``h`` spans ``u_{h,k} = sqrt(1-c) e_{h,k} + sqrt(c) e_{0,k}`` (k = 1..rank) with a
@@ -234,5 +236,5 @@ def approx_orthogonal_heads(d, n_heads, delta, alpha=1.0, rank=1, beta=1.0, kern
             U[(h + 1) * rank + k, k] = np.sqrt(1 - c)
             U[k, k] = np.sqrt(c)
         M = alpha * U @ U.T
-        heads.append(Head(M, M, beta, kernel, normalization))
+        heads.append(Head(M, M, beta, kernel, normalization, kernel_params))
     return tuple(heads)

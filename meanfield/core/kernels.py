@@ -1,134 +1,465 @@
-"""Kernel sums shared by the particle system and the continuum quadrature path (numpy only).
+r"""Kernel and normalization registries: what a head's ``kernel`` and ``normalization`` strings mean.
 
-For one head and target points ``x_i``, source points ``y_j`` with weights ``w_j``:
+:data:`KERNELS` maps a kernel name to a small frozen :class:`Kernel` object that knows, for a head
+(its ``beta`` and its ``kernel_params``):
 
-.. math:: u_i = \\frac{\\sum_j w_j k(\\langle x_i, M y_j\\rangle) V y_j}{N_i},\\qquad
-          N_i = 1 \\ (\\text{mean}) \\ \\text{or}\\ \\sum_j w_j k(\\langle x_i, M y_j\\rangle) \\ (\\text{softmax}).
+* the profile ``k(s)`` and its antiderivative ``K`` (``K' = k``; the energy density),
+* ``log k`` and whether a row of ``k`` needs a log-sum-exp shift (stable softmax and attention
+  probabilities),
+* the Funk-Hecke multipliers of a zonal head ``M = V = lambda I`` on S^2 (closed form where one
+  exists, Gauss-Legendre quadrature otherwise) and its lmax rule (the degree needed for a
+  tolerance; ``None`` when the multipliers decay only algebraically),
+* which closed forms of :mod:`meanfield.theory` exist for it.
 
-Rows of the target-by-source score matrix are processed in chunks of about ``chunk_bytes``.
+:data:`NORMALIZATIONS` maps a normalization name to a :class:`Normalization`: how an aggregate and its
+normalizer ``Z`` combine (``"mean"``: ``u``; ``"softmax"``: ``u / Z``).  Adding a kernel is adding
+one class and one registry entry here; no other module compares kernel or normalization names.
+
+.. math:: k_{\rm exp}(s) = e^{\beta s},\quad k_{\rm relu}(s) = \max(s, 0),\quad
+          k_{\rm sigmoid}(s) = \frac{1}{1 + e^{-(\beta s + b)}} .
+
+Scores are handled *scaled*: ``T = rate * s`` with ``rate = beta`` (exp, sigmoid) or 1 (relu), so
+the chunked sums of :mod:`meanfield.core.sums` fold ``beta`` into the sources once.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
 
-__all__ = ["kernel", "antiderivative", "row_chunks", "aggregate", "pair_sum", "log_attention", "entropy_rows"]
+import numpy as np
+from scipy.special import expit, log_expit, spherical_in
+
+from .funk_hecke import funk_hecke_multipliers
+
+__all__ = ["KernelParams", "Kernel", "ExpKernel", "ReluKernel", "SigmoidKernel", "KERNELS", "Normalization", "MeanNormalization",
+           "SoftmaxNormalization", "NORMALIZATIONS", "get_kernel", "get_normalization", "EXP_LIMIT", "LMAX_CAP",
+           "kernel", "antiderivative"]
+
+EXP_LIMIT = 700.0
+"""Largest ``beta |M|_2`` for which ``exp(beta s)`` of unit tokens stays in float64 (e^709 overflows)."""
+
+LMAX_CAP = 512
+"""Largest degree an lmax rule may choose (beyond it a spectral sum is no longer 'fast' at small n)."""
+
+SHIFT_LIMIT = 600.0
+"""Largest ``|log k|`` over a row for which a softmax row is summed without a log-sum-exp shift."""
+
+
+class KernelParams(Mapping):
+    """Read-only mapping of a kernel's parameters (name -> float); picklable, compares like a dict."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data=()):
+        object.__setattr__(self, "_data", dict(data))
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("KernelParams is read-only")
+
+    def __reduce__(self):
+        return (KernelParams, (self._data,))
+
+    def __repr__(self):
+        return f"KernelParams({self._data!r})"
+
+
+_RULES = {}
+"""Cache of :meth:`Kernel.lmax_rule` by (kernel, beta, lambda, parameters, tolerance, cap)."""
+
+
+def gradient_growth(lmax):
+    """Largest pointwise size of degree-l parts of a gradient of a unit-mass measure's field:
+    ``(2l+1)/(4 pi) * sqrt(l(l+1)+1)`` (addition theorem and ``|P_l'| <= l(l+1)/2``)."""
+    ell = np.arange(lmax + 1)
+    return (2 * ell + 1) / (4 * np.pi) * np.sqrt(ell * (ell + 1.0) + 1.0)
+
+
+# ---------------------------------------------------------------------------------------- kernels
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel profile ``k(s)`` of the scores ``s = <x, M y>``; subclasses fill the class attributes.
+
+    Class attributes
+    ----------------
+    name : str
+        Registry key (``Head.kernel``).
+    params : mapping
+        Parameter name -> default (``Head.kernel_params``); validated by :meth:`check_params`.
+    positive : bool
+        ``k > 0`` everywhere: every attention row has a distribution (entropies are defined).
+    closed_forms : frozenset of str
+        Names of the :mod:`meanfield.theory` closed forms that exist for this kernel.
+    noise_floor : float
+        Relative size below which computed multipliers are round-off (0 for closed forms).
+    has_lmax_rule : bool
+        Whether :meth:`lmax_rule` gives a degree (multipliers decaying faster than any power).
+    """
+
+    name: ClassVar[str] = ""
+    params: ClassVar[MappingProxyType] = MappingProxyType({})
+    positive: ClassVar[bool] = True
+    closed_forms: ClassVar[frozenset] = frozenset()
+    noise_floor: ClassVar[float] = 0.0
+    has_lmax_rule: ClassVar[bool] = True
+
+    # -------------------------------------------------------------- parameters
+    def check_params(self, params, name="kernel_params") -> KernelParams:
+        """Validated parameters with defaults filled in, a read-only mapping of floats."""
+        if params is None:
+            params = {}
+        if not isinstance(params, Mapping):
+            raise ValueError(f"{name} must be a dict of parameters {sorted(self.params)} for kernel {self.name!r}; "
+                             f"received {params!r}")
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            raise ValueError(f"{name} for kernel {self.name!r} allows the keys {sorted(self.params)}; received "
+                             f"unknown keys {unknown}")
+        out = dict(self.params)
+        for key, value in params.items():
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+                raise ValueError(f"{name}[{key!r}] must be a finite real number; received {value!r}")
+            out[key] = float(value)
+        return KernelParams(out)
+
+    # -------------------------------------------------------------- pointwise
+    def rate(self, head) -> float:
+        """Factor folded into the scores: ``T = rate * s``."""
+        return head.beta
+
+    def scaled(self, head, T, out=None):
+        """``k`` at scaled scores ``T`` (``out`` may be ``T``: in place)."""
+        raise NotImplementedError
+
+    def log_scaled(self, head, T, out=None):
+        """``log k`` at scaled scores ``T`` (``-inf`` where ``k = 0``)."""
+        raise NotImplementedError
+
+    def antiderivative_scaled(self, head, T, out=None):
+        """``K * antiderivative_divisor`` at scaled scores ``T``."""
+        raise NotImplementedError
+
+    def antiderivative_divisor(self, head) -> float:
+        """``K(s) = antiderivative_scaled(rate s) / antiderivative_divisor``."""
+        return head.beta
+
+    def value(self, head, s):
+        """``k(s)``."""
+        return self.scaled(head, self.rate(head) * np.asarray(s, dtype=float))
+
+    def antiderivative(self, head, s):
+        """``K(s)`` with ``K' = k`` (the energy density)."""
+        return self.antiderivative_scaled(head, self.rate(head) * np.asarray(s, dtype=float)) \
+            / self.antiderivative_divisor(head)
+
+    def log_value(self, head, s):
+        """``log k(s)`` (``-inf`` where ``k = 0``)."""
+        with np.errstate(divide="ignore"):
+            return self.log_scaled(head, self.rate(head) * np.asarray(s, dtype=float))
+
+    def log_derivative(self, head, s):
+        """``(log k)'(s) = k'(s) / k(s)`` (kernels with ``k > 0``)."""
+        raise NotImplementedError(f"kernel {self.name!r} has no log-derivative (k vanishes)")
+
+    def needs_shift(self, head, smax) -> bool:
+        """Whether ``k`` of scores ``|s| <= smax`` can overflow or underflow to 0 in float64, so that a
+        softmax row must be shifted by its largest ``log k`` (log-sum-exp)."""
+        return False
+
+    def check_range(self, head, where):
+        """Refuse a head whose unshifted kernel overflows float64 on the unit sphere (mean normalization)."""
+
+    # -------------------------------------------------------------- Funk-Hecke
+    def multipliers(self, head, lmax) -> dict:
+        r"""Funk-Hecke multipliers of a zonal head ``M = V = lambda I`` on S^2, each shape (lmax+1,).
+
+        With ``s = lambda t``: ``"potential"`` ``c[K(s)]``, ``"normalizer"`` ``c[k(s)]``, ``"normal"``
+        ``c[k(s) s]`` (the radial part of the aggregate) and, for positive kernels, ``"entropy"``
+        ``c[k(s) log k(s)]``.  Default: Gauss-Legendre quadrature of the profiles.
+        """
+        lam = head.scalar
+        n_nodes = self.quadrature_nodes(head, lmax)
+
+        def c(g):
+            return funk_hecke_multipliers(lmax, g=g, n_nodes=n_nodes)
+
+        out = {"potential": c(lambda t: self.antiderivative(head, lam * t)),
+               "normalizer": c(lambda t: self.value(head, lam * t)),
+               "normal": c(lambda t: self.value(head, lam * t) * lam * t)}
+        if self.positive:
+            out["entropy"] = c(lambda t: self.value(head, lam * t) * self.log_value(head, lam * t))
+        return out
+
+    def quadrature_nodes(self, head, lmax) -> int:
+        """Gauss-Legendre nodes per half of [-1, 1] for :meth:`multipliers`."""
+        return lmax + 8
+
+    def lmax_rule(self, head, tolerance, cap=LMAX_CAP):
+        r"""Smallest degree ``L >= 2`` at which the neglected Funk-Hecke tail is below ``tolerance``.
+
+        For the potential and normalizer multipliers ``c``, with the gradient growth
+        ``G_l = (2l+1)/(4 pi) sqrt(l(l+1)+1)``:
+
+        .. math:: \sum_{l > L} |c_l| G_l \le \text{tolerance} \cdot \max_l |c_l| G_l
+
+        (multipliers below ``noise_floor`` of the largest count as 0).  May exceed ``cap``; ``None``
+        when the multipliers decay only algebraically (no rule).
+        """
+        if not self.has_lmax_rule:
+            return None
+        key = (self.name, head.beta, head.scalar, tuple(sorted(head.kernel_params.items())), float(tolerance), int(cap))
+        if key not in _RULES:                  # quadrature-based rules cost ~0.1 s: computed once per head
+            if len(_RULES) > 1024:
+                _RULES.clear()
+            _RULES[key] = self._lmax_rule(head, tolerance, cap)
+        return _RULES[key]
+
+    def _lmax_rule(self, head, tolerance, cap):
+        n_tail = cap + 64                     # analytic kernels: tails decay exponentially or faster
+        G = gradient_growth(n_tail)
+        mult = self.multipliers(head, n_tail)
+        L = 2
+        for key in ("potential", "normalizer"):
+            c = np.abs(mult[key])
+            q = np.where(c <= self.noise_floor * c.max(), 0.0, c * G) if self.noise_floor else c * G
+            if q.max() == 0:
+                continue
+            tail = np.cumsum(q[::-1])[::-1]          # tail[l] = sum_{l' >= l} q
+            ok = np.nonzero(np.append(tail[1:], 0.0) <= tolerance * q.max())[0]
+            L = max(L, int(ok[0]))
+        return L
+
+
+@dataclass(frozen=True)
+class ExpKernel(Kernel):
+    """``k(s) = exp(beta s)``, ``K(s) = exp(beta s) / beta``; multipliers ``4 pi i_l(beta lambda)``."""
+
+    name: ClassVar[str] = "exp"
+    closed_forms: ClassVar[frozenset] = frozenset({"equiangular_rate", "linearized_clustering_time", "late_rate",
+                                                    "growth_rate"})
+
+    def scaled(self, head, T, out=None):
+        return np.exp(T, out=out)
+
+    def log_scaled(self, head, T, out=None):
+        if out is None:
+            return np.array(T, dtype=float)
+        if out is not T:
+            out[...] = T
+        return out
+
+    def antiderivative_scaled(self, head, T, out=None):
+        return np.exp(T, out=out)
+
+    def log_derivative(self, head, s):
+        return np.full(np.shape(s), head.beta)
+
+    def needs_shift(self, head, smax):
+        return head.beta * smax > SHIFT_LIMIT
+
+    def check_range(self, head, where):
+        top = head.beta * np.linalg.norm(head.M, 2)
+        if top > EXP_LIMIT:
+            raise ValueError(f"{where}: beta * |M|_2 must be <= {EXP_LIMIT:g} for an exp head with mean "
+                             f"normalization (exp(beta s) overflows float64 beyond ~709); received "
+                             f"{top:.4g} (use softmax normalization or a smaller beta)")
+
+    def multipliers(self, head, lmax):
+        r"""Closed forms (``a = beta lambda``): ``c[K] = 4 pi i_l(a) / beta``, ``c[k] = 4 pi i_l(a)``,
+        ``c[k s] = 4 pi lambda i_l'(a)``, ``c[k log k] = beta c[k s]``."""
+        lam = head.scalar
+        a = head.beta * lam
+        z = funk_hecke_multipliers(lmax, exp_rate=a)
+        r = 4 * np.pi * lam * spherical_in(np.arange(lmax + 1), a, derivative=True)
+        return {"potential": z / head.beta, "normalizer": z, "normal": r, "entropy": head.beta * r}
+
+
+@dataclass(frozen=True)
+class ReluKernel(Kernel):
+    """``k(s) = max(s, 0)``, ``K(s) = max(s, 0)^2 / 2`` (``beta`` unused); multipliers by exact
+    quadrature of piecewise polynomials, decaying algebraically (``c[K] ~ l^-3``): no lmax rule."""
+
+    name: ClassVar[str] = "relu"
+    positive: ClassVar[bool] = False
+    has_lmax_rule: ClassVar[bool] = False
+    closed_forms: ClassVar[frozenset] = frozenset({"equiangular_rate", "linearized_clustering_time", "late_rate"})
+
+    def rate(self, head):
+        return 1.0
+
+    def scaled(self, head, T, out=None):
+        return np.maximum(T, 0.0, out=out)
+
+    def log_scaled(self, head, T, out=None):
+        with np.errstate(divide="ignore"):
+            return np.log(np.maximum(T, 0.0, out=out), out=out)
+
+    def antiderivative_scaled(self, head, T, out=None):
+        out = np.maximum(T, 0.0, out=out)
+        out **= 2
+        out *= 0.5
+        return out
+
+    def antiderivative_divisor(self, head):
+        return 1.0
+
+    def value(self, head, s):
+        return np.maximum(s, 0.0)
+
+    def antiderivative(self, head, s):
+        return 0.5 * np.maximum(s, 0.0) ** 2
+
+    def multipliers(self, head, lmax):
+        r"""``c[K] = c[relu(s)^2 / 2]``, ``c[k] = c[relu(s)]``, ``c[k s] = 2 c[K]`` (exact quadrature)."""
+        lam = head.scalar
+        pot = funk_hecke_multipliers(lmax, g=lambda t: 0.5 * np.maximum(lam * t, 0.0) ** 2)
+        return {"potential": pot, "normalizer": funk_hecke_multipliers(lmax, g=lambda t: np.maximum(lam * t, 0.0)),
+                "normal": 2.0 * pot}
+
+
+@dataclass(frozen=True)
+class SigmoidKernel(Kernel):
+    r"""Sigmoid attention ``k(s) = 1 / (1 + exp(-(beta s + b)))``, ``K(s) = softplus(beta s + b) / beta``.
+
+    Parameter ``bias`` (``b``, default 0).  ``0 < k < 1``: no overflow, no shift needed unless
+    ``beta |s| + |b|`` is so large that ``k`` underflows.  Analytic (poles at ``beta s + b = i pi (2j+1)``),
+    so the Funk-Hecke multipliers decay exponentially, at rate ``~ pi / (beta |lambda|)`` per degree,
+    and the spectral paths apply; they are computed by Gauss-Legendre quadrature (accurate to about
+    1e-14 of the largest; below :attr:`noise_floor`, 1e-13 of the largest, they count as round-off).
+    No closed forms in :mod:`meanfield.theory`.
+    """
+
+    name: ClassVar[str] = "sigmoid"
+    params: ClassVar[MappingProxyType] = MappingProxyType({"bias": 0.0})
+    noise_floor: ClassVar[float] = 1e-13
+
+    def _x(self, head, T):
+        return T + head.kernel_params["bias"]
+
+    def scaled(self, head, T, out=None):
+        return expit(self._x(head, T), out=out)
+
+    def log_scaled(self, head, T, out=None):
+        return log_expit(self._x(head, T), out=out)
+
+    def antiderivative_scaled(self, head, T, out=None):
+        x = self._x(head, T)                           # softplus(x) = max(x, 0) + log1p(exp(-|x|))
+        return np.add(np.maximum(x, 0.0), np.log1p(np.exp(-np.abs(x))), out=out)
+
+    def log_derivative(self, head, s):
+        return head.beta * expit(-self._x(head, head.beta * np.asarray(s, dtype=float)))
+
+    def needs_shift(self, head, smax):
+        return head.beta * smax + abs(head.kernel_params["bias"]) > SHIFT_LIMIT
+
+    def quadrature_nodes(self, head, lmax):
+        # poles at distance ~ pi / (beta |lambda|) from [-1, 1]: the Gauss-Legendre error decays like
+        # (1 + pi / a)^(-2 n); 40 + 3 a extra nodes reach round-off (checked against adaptive quadrature)
+        return lmax + 40 + int(np.ceil(3.0 * head.beta * abs(head.scalar)))
+
+
+KERNELS = MappingProxyType({k.name: k for k in (ExpKernel(), ReluKernel(), SigmoidKernel())})
+"""Kernel name -> :class:`Kernel` (read-only)."""
+
+
+def get_kernel(name, argument="kernel") -> Kernel:
+    """The registered kernel ``name``; ``ValueError`` listing the choices otherwise."""
+    if not isinstance(name, str) or name not in KERNELS:
+        raise ValueError(f"{argument} must be one of {tuple(KERNELS)}; received {name!r}")
+    return KERNELS[name]
 
 
 def kernel(head, S):
-    """Kernel values ``k(S)``: ``exp(beta S)`` or ``max(S, 0)``."""
-    if head.kernel == "exp":
-        return np.exp(head.beta * S)
-    return np.maximum(S, 0.0)
+    """Kernel values ``k(S)`` of a head (see :data:`KERNELS`)."""
+    return KERNELS[head.kernel].value(head, S)
 
 
 def antiderivative(head, S):
-    """``K(S)`` with ``K' = k``: ``exp(beta S) / beta`` or ``relu(S)^2 / 2`` (the energy density)."""
-    if head.kernel == "exp":
-        return np.exp(head.beta * S) / head.beta
-    return 0.5 * np.maximum(S, 0.0) ** 2
+    """``K(S)`` with ``K' = k`` (the energy density) of a head."""
+    return KERNELS[head.kernel].antiderivative(head, S)
 
 
-def row_chunks(n_rows, n_cols, chunk_bytes):
-    """Row slices of at most ``chunk_bytes`` of float64 rows of length ``n_cols``."""
-    step = max(1, int(chunk_bytes // (8 * n_cols)))
-    return [slice(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
+# ----------------------------------------------------------------------------------- normalizations
+def _safe(Z):
+    """Divisor with ``u = 0`` where ``Z <= 0`` (no attention mass)."""
+    return np.where(Z > 0, Z, np.inf)
 
 
-def _exp_safe(head, *points):
-    """True when ``beta |s| <= 600`` for all scores of these points (``|s| <= |M|_2 max|x| max|y|``):
-    ``exp(beta s)`` then neither overflows nor underflows, so no max-shift is needed."""
-    bound = head.beta * np.linalg.norm(head.M, 2)
-    for P in points:
-        bound *= np.sqrt(np.einsum("ij,ij->i", P, P).max()) if P.size else 0.0
-    return bound <= 600.0
+@dataclass(frozen=True)
+class Normalization:
+    """How a head's aggregate ``U = sum_j w_j k(s_ij) V y_j`` and its normalizer
+    ``Z = sum_j w_j k(s_ij)`` combine into the head's force ``u``.
 
-
-def aggregate(head, targets, sources, w, chunk_bytes):
-    """Normalized aggregates ``u`` (n_t, d) and normalizers ``N`` (n_t,) of one head.
-
-    A softmax row with ``N = 0`` (possible only for ReLU kernels) has no attention mass: its
-    ``u`` is 0.  Exp softmax rows are shifted by their maximum score when ``beta |s|`` could exceed
-    600, so nothing overflows.  Per chunk the work is two matrix products and one in-place ``exp``
-    (``beta`` is folded into the sources, ``w`` into the values).
+    Class attributes
+    ----------------
+    name : str
+    uses_normalizer : bool
+        ``u`` depends on ``Z``.  When False, ``u`` is linear in the kernel (spectral paths sum such
+        heads' potentials before one gradient) and a kernel must not overflow (no shift possible).
     """
-    Y = sources @ head.M.T          # row j: (M y_j)^T
-    YV = sources @ head.V.T         # row j: (V y_j)^T
-    softmax = head.normalization == "softmax"
-    is_exp = head.kernel == "exp"
-    shifted = softmax and is_exp and not _exp_safe(head, targets, sources)
-    weighted = w > 0
-    all_weighted = bool(weighted.all())
-    if is_exp:
-        Y = head.beta * Y
-    d = targets.shape[1]
-    wYV = w[:, None] * (np.column_stack([YV, np.ones(len(w))]) if softmax else YV)   # last column: Z
-    UZ = np.empty((targets.shape[0], wYV.shape[1]))
-    N = np.ones(targets.shape[0])
-    for sl in row_chunks(targets.shape[0], sources.shape[0], chunk_bytes):
-        K = targets[sl] @ Y.T
-        if shifted:                  # largest score among sources that carry weight (w_j > 0)
-            if not all_weighted:
-                K[:, ~weighted] = -np.inf          # weightless sources add nothing (and must not overflow)
-            shift = K.max(axis=1)
-            K -= shift[:, None]
-        if is_exp:
-            np.exp(K, out=K)
-        else:
-            np.maximum(K, 0.0, out=K)
-        np.matmul(K, wYV, out=UZ[sl])
-        if softmax:
-            Z = UZ[sl, d]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                UZ[sl, :d] /= np.where(Z > 0, Z, np.inf)[:, None]
-            N[sl] = Z * np.exp(shift) if shifted else Z
-    return (UZ[:, :d] if softmax else UZ), N
+
+    name: ClassVar[str] = ""
+    uses_normalizer: ClassVar[bool] = False
+
+    def combine(self, U, Z, axis=-1):
+        """The force from ``U`` and ``Z`` (in place on ``U``); ``axis`` is ``U``'s vector axis."""
+        raise NotImplementedError
+
+    def normalizer(self, Z):
+        """The normalizer reported with the forces (``N`` of ``ParticleSystem.forces``)."""
+        raise NotImplementedError
 
 
-def pair_sum(head, X, w, chunk_bytes):
-    """Energy of one head, ``1/2 sum_ij w_i w_j K(<x_i, M x_j>)``."""
-    if head.kernel == "exp":                     # K = exp(beta s) / beta, beta folded into Y
-        Y = head.beta * (X @ head.M.T)
-        total = 0.0
-        for sl in row_chunks(X.shape[0], X.shape[0], chunk_bytes):
-            K = X[sl] @ Y.T
-            np.exp(K, out=K)
-            total += w[sl] @ (K @ w)
-        return 0.5 * total / head.beta
-    Y = X @ head.M.T
-    return sum(0.5 * w[sl] @ (antiderivative(head, X[sl] @ Y.T) @ w)
-               for sl in row_chunks(X.shape[0], X.shape[0], chunk_bytes))
+@dataclass(frozen=True)
+class MeanNormalization(Normalization):
+    """``u = U`` (the weights already sum to 1: ``u = f / n`` for uniform weights); ``N = 1``."""
+
+    name: ClassVar[str] = "mean"
+
+    def combine(self, U, Z, axis=-1):
+        return U
+
+    def normalizer(self, Z):
+        return np.ones_like(Z)
 
 
-def log_attention(head, S, w):
-    """Row log-probabilities ``log p_ij`` with ``p_ij ∝ w_j k(s_ij)`` (stable for exp)."""
-    with np.errstate(divide="ignore"):
-        logw = np.log(w)
-        if head.kernel == "exp":
-            L = head.beta * S + logw
-        else:
-            L = np.log(np.maximum(S, 0.0)) + logw
-    Lmax = L.max(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore"):
-        L = L - Lmax - np.log(np.exp(L - Lmax).sum(axis=1, keepdims=True))
-    return L
+@dataclass(frozen=True)
+class SoftmaxNormalization(Normalization):
+    """``u = U / Z`` (``u = 0`` where ``Z <= 0``: no attention mass, possible for ReLU); ``N = Z``."""
+
+    name: ClassVar[str] = "softmax"
+    uses_normalizer: ClassVar[bool] = True
+
+    def combine(self, U, Z, axis=-1):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            U /= np.expand_dims(_safe(Z), axis)
+        return U
+
+    def normalizer(self, Z):
+        return Z
 
 
-def entropy_rows(head, targets, sources, w, chunk_bytes, relative=False):
-    """Attention entropy of each target row, shape (n_t,).
+NORMALIZATIONS = MappingProxyType({n.name: n for n in (MeanNormalization(), SoftmaxNormalization())})
+"""Normalization name -> :class:`Normalization` (read-only)."""
 
-    ``p_ij ∝ w_j k(<x_i, M y_j>)``; Shannon ``-sum_j p_ij log p_ij`` or, with ``relative=True``,
-    ``-sum_j p_ij log(p_ij / w_j)`` (the discrete continuum entropy, <= 0).  A row without
-    attention mass (ReLU kernel, every weighted score <= 0) has no distribution: NaN.
-    """
-    Y = sources @ head.M.T
-    out = np.empty(targets.shape[0])
-    with np.errstate(divide="ignore"):
-        logw = np.log(w) if relative else 0.0
-    for sl in row_chunks(targets.shape[0], sources.shape[0], chunk_bytes):
-        L = log_attention(head, targets[sl] @ Y.T, w)
-        P = np.exp(L)
-        with np.errstate(invalid="ignore"):      # 0 * (-inf) where p = 0 (ReLU): discarded by where
-            out[sl] = -np.sum(np.where(P > 0, P * (L - logw), 0.0), axis=1)
-        out[sl][~np.any(P > 0, axis=1)] = np.nan   # no attention mass (ReLU, all s <= 0): undefined
-    return out
+
+def get_normalization(name, argument="normalization") -> Normalization:
+    """The registered normalization ``name``; ``ValueError`` listing the choices otherwise."""
+    if not isinstance(name, str) or name not in NORMALIZATIONS:
+        raise ValueError(f"{argument} must be one of {tuple(NORMALIZATIONS)}; received {name!r}")
+    return NORMALIZATIONS[name]
+
+
+from .sums import aggregate, entropy_rows, log_attention, pair_sum, row_chunks  # noqa: E402,F401  (0.1 names)

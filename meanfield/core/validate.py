@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -164,6 +165,8 @@ def choice(name, x, allowed):
     ValueError
         ``"{name} must be one of {allowed}; received {x!r}"``.
     """
+    if isinstance(allowed, Mapping):            # a registry (KERNELS, SCHEMES, ...) lists its names
+        allowed = tuple(allowed)
     ok = any(isinstance(x, type(a)) and isinstance(x, bool) == isinstance(a, bool) and x == a for a in allowed)
     if not ok:
         raise ValueError(f"{name} must be one of {allowed}; received {x!r}")
@@ -396,7 +399,7 @@ def _gamma(name, g, n):
 
 
 def _common(lambdas, beta, n, kernel, normalization):
-    from .heads import KERNELS, NORMALIZATIONS          # here, so that heads may import this module
+    from .kernels import KERNELS, NORMALIZATIONS        # here, so that the primitives may import this module
 
     return (_lambdas(lambdas), _real("beta", beta, positive=True), _int("n", n, 2),
             _choice("kernel", kernel, KERNELS), _choice("normalization", normalization, NORMALIZATIONS))

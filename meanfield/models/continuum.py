@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.funk_hecke import funk_hecke_multipliers, zonal_multipliers  # the first re-exported (public API)
+from ..core.funk_hecke import funk_hecke_multipliers  # re-exported (public API)
 from ..core.heads import check_exp_range, check_heads
-from ..core.kernels import aggregate, pair_sum
+from ..core.kernels import NORMALIZATIONS
 from ..core.sphere import SphereGrid, from_real, to_real
+from ..core.sums import aggregate, pair_sum
+from ..core.zonal import GridSpace, ZonalOperator, truncation_level
 
 METHODS = ("auto", "spectral", "quadrature")
 
@@ -72,6 +74,7 @@ class ContinuumPDE:
     method: str = "auto"
     grid: SphereGrid = field(init=False)
     zonal: bool = field(init=False)
+    operator: ZonalOperator | None = field(init=False)
 
     def __post_init__(self):
         heads = check_heads(self.heads)
@@ -95,27 +98,20 @@ class ContinuumPDE:
             raise ValueError("method 'spectral' needs zonal heads (M = V = lambda I); received a non-zonal head")
         set_("zonal", all_zonal and self.method != "quadrature")
         if self.zonal:
-            num, den = [], []
-            for h in heads:
-                mult = zonal_multipliers(h, self.lmax + 1)   # potential K, normalizer k (Funk-Hecke)
-                self._check_tail(h, mult["potential"])
-                num.append(mult["potential"][:-1])
-                den.append(mult["normalizer"][:-1] if h.normalization == "softmax" else None)
-            set_("_num", num)
-            set_("_den", den)
-            li = self.grid.l_index        # per-coefficient multipliers and work arrays of tendency()
-            mean = [n for n, d in zip(num, den) if d is None]
-            set_("_mean_lm", np.sum(mean, axis=0)[li] if mean else None)
-            set_("_soft_lm", [(n[li], d[li]) for n, d in zip(num, den) if d is not None])
-            shape = self.grid.shape
-            set_("_work", dict(rho=np.empty(shape), X=np.empty((2,) + shape), gradN=np.empty((2,) + shape),
-                               D=np.empty(shape), alm=np.empty(self.grid.nalm, np.complex128)))
+            for h in heads:                # the first neglected potential multiplier (Funk-Hecke)
+                self._check_tail(h, truncation_level(h, self.lmax))
+            op = ZonalOperator(heads, self.lmax, l_index=self.grid.l_index)
+            set_("operator", op)
+            shape = self.grid.shape        # work arrays of tendency()
+            set_("_work", dict(rho=np.empty(shape), v=np.empty((2,) + shape), grad=np.empty((2,) + shape),
+                               Z=np.empty(shape), alm=np.empty(self.grid.nalm, np.complex128)))
+        else:
+            set_("operator", None)
         set_("_lap", -self.grid.l_index * (self.grid.l_index + 1.0))
         set_("_nodes", self.grid.nodes.reshape(-1, 3))
         set_("_w", self.grid.weights.reshape(-1))
 
-    def _check_tail(self, head, mult):
-        tail = abs(mult[-1]) / np.abs(mult).max()
+    def _check_tail(self, head, tail):
         if tail > 1e-2:
             raise ValueError(f"lmax = {self.lmax} is far too small for a {head.kernel} head with lambda = "
                              f"{head.scalar} and beta = {head.beta}: the first neglected Funk-Hecke "
@@ -158,12 +154,13 @@ class ContinuumPDE:
         if self.zonal:
             X = np.zeros((2,) + g.shape)
             N_lm = []
-            for h, (num, den) in enumerate(zip(self._num, self._den)):
-                N_lm.append(g.multiply_degree(rho_lm, num))
+            for h, (head, m) in enumerate(zip(self.heads, self.operator.multipliers)):
+                N_lm.append(g.multiply_degree(rho_lm, m["potential"]))
                 gradN = g.gradient(N_lm[-1])
-                if den is not None:
-                    D[h] = g.synthesis(g.multiply_degree(rho_lm, den))
-                    gradN /= np.where(D[h] > 0, D[h], np.inf)   # u = 0 where Z <= 0, as in particles
+                norm = NORMALIZATIONS[head.normalization]
+                if norm.uses_normalizer:
+                    D[h] = g.synthesis(g.multiply_degree(rho_lm, m["normalizer"]))
+                    norm.combine(gradN, D[h], axis=0)     # u = 0 where Z <= 0, as in particles
                 X += gradN
             return {"rho": rho, "X": X, "N_lm": N_lm, "D": D}
         W = rho.reshape(-1) * self._w
@@ -182,17 +179,7 @@ class ContinuumPDE:
         """``rho X`` on the grid (a work array) for zonal heads: the gradient of the summed mean
         potentials, plus one gradient and one synthesis per softmax head; no other allocation."""
         g, wk = self.grid, self._work
-        rho_lm = g._alm(rho_lm, "rho_lm")
-        X, alm = wk["X"], wk["alm"]
-        if self._mean_lm is not None:
-            g.gradient(np.multiply(rho_lm, self._mean_lm, out=alm), out=X)
-        else:
-            X.fill(0.0)
-        for num_lm, den_lm in self._soft_lm:
-            gradN = g.gradient(np.multiply(rho_lm, num_lm, out=alm), out=wk["gradN"])
-            D = g.synthesis(np.multiply(rho_lm, den_lm, out=alm), out=wk["D"])
-            gradN /= np.where(D > 0, D, np.inf)       # no attention mass where Z <= 0: u = 0, as in particles
-            X += gradN
+        X = self.operator.velocity(g._alm(rho_lm, "rho_lm"), GridSpace(g, wk))
         X *= g.synthesis(rho_lm, out=wk["rho"])
         return X
 
@@ -216,7 +203,8 @@ class ContinuumPDE:
         """Per-head energies ``E_h = 1/2 int int K_h(<x, M_h y>) rho(x) rho(y)``, shape (H,)."""
         g = self.grid
         if self.zonal:
-            return np.array([0.5 * g.inner(rho_lm, g.multiply_degree(rho_lm, num)) for num in self._num])
+            return np.array([0.5 * g.inner(rho_lm, g.multiply_degree(rho_lm, m["potential"]))
+                             for m in self.operator.multipliers])
         W = g.synthesis(rho_lm).reshape(-1) * self._w
         return np.array([pair_sum(h, self._nodes, W, self.chunk_bytes) for h in self.heads])
 

@@ -16,20 +16,23 @@ and ``Z_h(x) = sum_j w_j k_h(lambda_h <x, x_j>)``, the tangent part of the head 
 
 .. math:: u_i^h = \frac{\nabla_S N_h(x_i) + R_h(x_i)\, x_i}{D_h(x_i)},\qquad D_h = 1 \text{ or } Z_h,
 
-exactly the direct sums of :mod:`meanfield.kernels`, the self-interaction ``j = i`` included.
-Multipliers (``a = beta lambda``): exp kernel ``c[K] = 4 pi i_l(a) / beta``, ``c[k] = 4 pi i_l(a)``,
-``c[k s] = 4 pi lambda i_l'(a)``; ReLU kernel ``c[K] = c[relu(lambda t)^2 / 2]``,
-``c[k] = c[relu(lambda t)]``, ``c[k s] = 2 c[K]`` (Gauss-Legendre on each half of [-1, 1], exact).
+exactly the direct sums of :mod:`meanfield.core.sums`, the self-interaction ``j = i`` included.
+The multipliers and their mean/softmax combination are a :class:`meanfield.core.zonal.ZonalOperator`
+(each kernel of :data:`meanfield.core.kernels.KERNELS` supplies its multipliers: closed forms for
+exp, ``c[K] = 4 pi i_l(a) / beta``, ``c[k] = 4 pi i_l(a)``, ``c[k s] = 4 pi lambda i_l'(a)`` with
+``a = beta lambda``; Gauss-Legendre quadrature on each half of [-1, 1] otherwise).
 
-For exp kernels the degree ``lmax`` is the smallest ``L >= 2`` whose neglected tail, weighted by
-the growth of a point-evaluated gradient, is below ``tolerance`` (:func:`truncation_degree`); the
-multipliers decay super-exponentially beyond ``l ~ beta |lambda|`` (``lmax`` 11, 19, 26 for
-``beta = 1, 5, 10`` at 1e-10).  ReLU multipliers decay algebraically (``c[K] ~ l^{-3}``), the
-velocity converges only algebraically in ``lmax``: ReLU heads need an explicit ``lmax`` and the
-accuracy reached is measured in ``benchmarks/RESULTS.md`` (never near 1e-10).
+The degree ``lmax`` is :func:`meanfield.core.zonal.required_lmax` (:func:`truncation_degree` is the
+same): the smallest ``L >= 2`` whose neglected tail, weighted by the growth of a point-evaluated
+gradient, is below ``tolerance``.  Exp multipliers decay super-exponentially beyond
+``l ~ beta |lambda|`` (``lmax`` 11, 19, 26 for ``beta = 1, 5, 10`` at 1e-10); sigmoid ones
+exponentially (``lmax`` 15, 47, 85 at 1e-10).  ReLU multipliers decay algebraically
+(``c[K] ~ l^{-3}``), the velocity converges only algebraically in ``lmax``: ReLU heads have no lmax
+rule, need an explicit ``lmax``, and the accuracy reached is measured in ``benchmarks/RESULTS.md``
+(never near 1e-10).
 Point transforms are :class:`meanfield.sphere.PointSet` (``SphereGrid.prepare_points``): the
 angles and tangent frame of the tokens are computed once per evaluation and shared by every
-transform of that evaluation.  Multipliers come from :mod:`meanfield.funk_hecke`.
+transform of that evaluation.
 """
 
 from __future__ import annotations
@@ -38,69 +41,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.funk_hecke import zonal_multipliers   # also re-exported here (public API)
 from ..core.heads import check_heads
+from ..core.kernels import LMAX_CAP
 from ..core.sphere import SphereGrid
-
-
-LMAX_CAP = 512
-"""Largest degree :func:`truncation_degree` may choose (beyond it the sum is no longer 'fast' at small n)."""
+from ..core.zonal import (PointSpace, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax,
+                          zonal_multipliers)   # zonal_multipliers: re-exported here (public API)
 
 __all__ = ["LMAX_CAP", "SpectralSum", "zonal_multipliers", "truncation_degree", "spectral_supported"]
 
 
-def _growth(lmax):
-    """Largest pointwise size of degree-l parts of a gradient of a unit-mass measure's field:
-    ``(2l+1)/(4 pi) * sqrt(l(l+1)+1)`` (addition theorem and ``|P_l'| <= l(l+1)/2``)."""
-    ell = np.arange(lmax + 1)
-    return (2 * ell + 1) / (4 * np.pi) * np.sqrt(ell * (ell + 1.0) + 1.0)
-
-
 def truncation_degree(heads, tolerance, cap=LMAX_CAP):
-    r"""Smallest degree ``L >= 2`` at which every exp head's neglected Funk-Hecke tail is below ``tolerance``.
-
-    For each head and each multiplier sequence ``c`` (potential, normalizer), with the gradient
-    growth ``G_l = (2l+1)/(4 pi) sqrt(l(l+1)+1)``, the criterion is
-
-    .. math:: \sum_{l > L} |c_l| G_l \le \text{tolerance} \cdot \max_l |c_l| G_l .
-
-    Parameters
-    ----------
-    heads : sequence of Head
-        Zonal heads with the exp kernel (ReLU multipliers decay like ``l^{-3}``, so this tail
-        bound never closes for them: give ``lmax`` explicitly and see benchmarks/RESULTS.md).
-    tolerance : float
-        Requested relative accuracy, in (0, 1).
-    cap : int
-        Largest degree allowed.
-
-    Returns
-    -------
-    int or None
-        The degree, or ``None`` when it would exceed ``cap``.
-    """
-    heads = check_heads(heads)
-    if any(h.kernel != "exp" for h in heads):
-        raise ValueError("heads must all use the exp kernel for an automatic degree (ReLU Funk-Hecke "
-                         "multipliers decay algebraically); received a 'relu' head: pass lmax explicitly")
-    n_tail = cap + 64                       # exp tails decay super-exponentially past beta |lambda|
-    G = _growth(n_tail)
-    L = 2
-    for head in heads:
-        mult = zonal_multipliers(head, n_tail)
-        for key in ("potential", "normalizer"):
-            q = np.abs(mult[key]) * G
-            if q.max() == 0:
-                continue
-            tail = np.cumsum(q[::-1])[::-1]          # tail[l] = sum_{l' >= l} q
-            ok = np.nonzero(np.append(tail[1:], 0.0) <= tolerance * q.max())[0]
-            L = max(L, int(ok[0]))
-    return L if L <= cap else None
+    """Degree of :func:`meanfield.core.zonal.required_lmax` (the one lmax rule); kept for 0.1 callers."""
+    return required_lmax(heads, tolerance, cap)
 
 
-def spectral_supported(heads, geometry="sphere"):
+def spectral_supported(heads, geometry="sphere", lmax=None):
     """Why spectral summation does not apply (a message), or ``None`` when it does: d = 3, the
-    sphere, and zonal heads only."""
+    sphere, zonal heads, and (when ``lmax`` is not given) kernels with an lmax rule.  Never raises
+    for valid heads."""
     heads = check_heads(heads)
     if heads[0].dim != 3:
         return f"spectral summation needs d = 3 (tokens on S^2); received d = {heads[0].dim}"
@@ -108,6 +66,10 @@ def spectral_supported(heads, geometry="sphere"):
         return f"spectral summation needs geometry 'sphere'; received {geometry!r}"
     if not all(h.is_zonal for h in heads):
         return "spectral summation needs zonal heads (M = V = lambda I); received a non-zonal head"
+    if lmax is None:
+        for i, h in enumerate(heads):
+            if not has_lmax_rule(h):
+                return no_lmax_rule(i, h)
     return None
 
 
@@ -129,8 +91,9 @@ class SpectralSum:
     tolerance : float
         Requested accuracy relative to the size of the sums (see Notes), in ``[1e-14, 1)``.
     lmax : int, optional
-        Degree; default :func:`truncation_degree` of the heads at ``tolerance`` (``ValueError``
-        when that exceeds :data:`LMAX_CAP`, or for ReLU heads, which need it given).
+        Degree; default :func:`meanfield.core.zonal.required_lmax` of the heads at ``tolerance``
+        (``ValueError`` when that exceeds :data:`LMAX_CAP`, or for kernels without an lmax rule,
+        e.g. ReLU, which need it given).
     nthreads : int
         Threads of the spherical-harmonic transforms.
 
@@ -148,16 +111,17 @@ class SpectralSum:
     lmax: int | None = None
     nthreads: int = 1
     grid: SphereGrid = field(init=False)
+    operator: ZonalOperator = field(init=False)
 
     def __post_init__(self):
         heads = check_heads(self.heads)
-        why = spectral_supported(heads)
+        why = spectral_supported(heads, lmax=self.lmax)
         if why is not None:
             raise ValueError(why)
         tol = _check_tolerance(self.tolerance)
         lmax = self.lmax
         if lmax is None:
-            lmax = truncation_degree(heads, tol)
+            lmax = required_lmax(heads, tol)
             if lmax is None:
                 raise ValueError(f"tolerance = {tol:.1e} needs lmax > LMAX_CAP = {LMAX_CAP} for these heads "
                                  f"(beta |lambda| too large); use a larger tolerance or direct summation")
@@ -168,10 +132,7 @@ class SpectralSum:
         set_("tolerance", tol)
         set_("lmax", int(lmax))
         set_("grid", SphereGrid(int(lmax), nthreads=self.nthreads))
-        mult = [zonal_multipliers(h, self.lmax) for h in heads]
-        set_("_mult", mult)
-        mean = [m["potential"] for h, m in zip(heads, mult) if h.normalization == "mean"]
-        set_("_mean_potential", np.sum(mean, axis=0) if mean else None)
+        set_("operator", ZonalOperator(heads, self.lmax, l_index=self.grid.l_index))
         set_("_epsilon", max(tol * 1e-3, 1e-14))
 
     # ------------------------------------------------------------------ building blocks
@@ -199,9 +160,6 @@ class SpectralSum:
             raise ValueError(f"X must have shape (n, 3); received shape {X.shape}")
         return X / np.sqrt(np.einsum("ij,ij->i", X, X))[:, None]
 
-    def _normalizer(self, b, mult, pts):
-        return pts.evaluate(self.grid.multiply_degree(b, mult["normalizer"]))
-
     # ------------------------------------------------------------------ public sums
     def velocity(self, X, w):
         """Tangent velocities ``sum_h P_x u^h = sum_h grad N_h / D_h`` at the tokens, shape (n, 3).
@@ -214,17 +172,8 @@ class SpectralSum:
         """
         if not np.all(np.isfinite(X)):         # a blown-up integrator stage: NaN, reported by integrate
             return np.full(np.shape(X), np.nan)
-        pts, g = self._points(X), self.grid
-        b = pts.adjoint(self._weights(w, pts.n))
-        if self._mean_potential is not None:        # every mean head in one gradient
-            v = pts.gradient(g.multiply_degree(b, self._mean_potential))
-        else:
-            v = np.zeros((pts.n, 3))
-        for h, m in zip(self.heads, self._mult):
-            if h.normalization == "softmax":
-                Z = self._normalizer(b, m, pts)
-                v += pts.gradient(g.multiply_degree(b, m["potential"])) / _safe(Z)[:, None]
-        return v
+        pts = self._points(X)
+        return self.operator.velocity(pts.adjoint(self._weights(w, pts.n)), PointSpace(pts))
 
     def forces(self, X, w):
         """Per-head aggregates ``u^h`` before projection and their normalizers.
@@ -235,25 +184,28 @@ class SpectralSum:
         N : ndarray, shape (H, n)
             1 (mean) or ``Z_h`` (softmax); a softmax row with ``Z <= 0`` (ReLU only) gets ``u = 0``.
         """
-        pts, g = self._points(X), self.grid
+        pts = self._points(X)
         b = pts.adjoint(self._weights(w, pts.n))
-        U = np.empty((len(self.heads), pts.n, 3))
-        N = np.ones((len(self.heads), pts.n))
-        for i, (h, m) in enumerate(zip(self.heads, self._mult)):
-            pts.gradient(g.multiply_degree(b, m["potential"]), out=U[i])
-            U[i] += pts.evaluate(g.multiply_degree(b, m["normal"]))[:, None] * pts.points
-            if h.normalization == "softmax":
-                N[i] = self._normalizer(b, m, pts)
-                U[i] /= _safe(N[i])[:, None]
-        return U, N
+        return self.operator.forces(b, PointSpace(pts), pts.points)
 
     def energies(self, X, w):
         """Per-head energies ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` by Parseval, shape (H,)."""
         b = self.coefficients(X, w)
         g = self.grid
-        return np.array([0.5 * g.inner(b, g.multiply_degree(b, m["potential"])) for m in self._mult])
+        return np.array([0.5 * g.inner(b, g.multiply_degree(b, m["potential"])) for m in self.operator.multipliers])
 
+    def entropies(self, X, w):
+        r"""Relative attention entropies ``H_i^h - log n`` per head and token, shape (H, n).
 
-def _safe(Z):
-    """Divisor with ``u = 0`` where ``Z <= 0`` (no attention mass), as in the direct sum."""
-    return np.where(Z > 0, Z, np.inf)
+        ``-sum_j p_ij log(p_ij / w_j)`` with ``p_ij = w_j k_h(s_ij) / Z_i`` (for uniform weights the
+        Shannon entropy ``H_i^h`` minus ``log n``), the self-interaction included:
+
+        .. math:: H_i^h = \log Z_h(x_i) - Q_h(x_i) / Z_h(x_i),\qquad
+                  Q_h = \sum_j w_j k_h \log k_h (s_{ij}),
+
+        equal to ``meanfield.diagnostics.attention_entropy(system, X, w, relative=True)`` to the sum's
+        tolerance (relative to ``max |log Z|``).  NaN rows for heads whose kernel can vanish (ReLU).
+        """
+        pts = self._points(X)
+        b = pts.adjoint(self._weights(w, pts.n))
+        return self.operator.entropies(b, PointSpace(pts))

@@ -11,8 +11,9 @@ continuum velocity).  For head ``h`` with kernel ``k_h``
 
 and ``dx_i/dt = P_{x_i} sum_h u_i^h`` (sphere) or ``sum_h u_i^h`` (flat).  With uniform
 weights ``u_i^h = f_i^h / n`` (mean) or ``f_i^h / Z_i^h`` (softmax) in MODEL.md's notation.
-The energy is ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` with ``K = exp(beta s)/beta`` (exp) or
-``relu(s)^2 / 2`` (relu), the antiderivative of the kernel.
+The energy is ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` with ``K`` the antiderivative of the kernel
+(:data:`meanfield.core.kernels.KERNELS`: ``exp(beta s)/beta`` (exp), ``relu(s)^2 / 2`` (relu),
+``softplus(beta s + b) / beta`` (sigmoid)).
 
 Memory is bounded by processing rows of the n x n score matrix in chunks of about
 ``chunk_bytes`` bytes, so n = 20 000 with 4 heads needs a few MiB of work space.  For zonal
@@ -26,9 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fastsum import SpectralSum, spectral_supported, truncation_degree
+from .fastsum import SpectralSum, spectral_supported
 from ..core.heads import check_exp_range, check_heads
-from ..core.kernels import aggregate, kernel, pair_sum, row_chunks
+from ..core.kernels import kernel
+from ..core.sums import aggregate, pair_sum, row_chunks
+from ..core.zonal import required_lmax
 
 GEOMETRIES = ("sphere", "flat")
 SUMMATIONS = ("auto", "direct", "spectral")
@@ -101,9 +104,9 @@ class ParticleSystem:
         Work-space budget for one block of score-matrix rows.
     summation : {"auto", "direct", "spectral"}
         How velocities, aggregates and energies are summed: ``"direct"`` (pairwise, any heads),
-        ``"spectral"`` (:class:`meanfield.fastsum.SpectralSum`: d = 3, sphere, zonal heads with the
-        exp kernel; ``ValueError`` otherwise) or ``"auto"``: spectral when it applies,
-        every head has the exp kernel, ``tolerance`` is reachable and ``n >= SPECTRAL_MIN_N``.
+        ``"spectral"`` (:class:`meanfield.fastsum.SpectralSum`: d = 3, sphere, zonal heads whose
+        kernels have an lmax rule, e.g. exp and sigmoid; ``ValueError`` otherwise) or ``"auto"``:
+        spectral when it applies, ``tolerance`` is reachable and ``n >= SPECTRAL_MIN_N``.
         :meth:`energy_gradients` and :meth:`energy_rates` are always direct.
     tolerance : float
         Accuracy of the spectral sums relative to the size of the aggregates, in ``[1e-14, 1)``.
@@ -134,10 +137,9 @@ class ParticleSystem:
             if why is not None:
                 raise ValueError(f"summation 'spectral' is not available: {why}")
             spectral = SpectralSum(self.heads, tol)
-        elif (self.summation == "auto" and spectral_supported(self.heads, self.geometry) is None
-              and all(h.kernel == "exp" for h in self.heads)):
+        elif self.summation == "auto" and spectral_supported(self.heads, self.geometry) is None:
             try:                                     # beta |lambda| beyond float64 range: stay direct
-                lmax = truncation_degree(self.heads, tol)
+                lmax = required_lmax(self.heads, tol)
             except ValueError:
                 lmax = None
             spectral = None if lmax is None else SpectralSum(self.heads, tol, lmax=lmax)

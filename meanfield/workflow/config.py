@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..core import validate
 from ..core.choices import SAMPLINGS, W2_SOLVERS
-from ..core.heads import KERNELS, NORMALIZATIONS
+from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.integrate import SCHEMES
 
 __all__ = ["ConfigError", "HeadConfig", "InitialConfig", "PDEConfig", "ParticleConfig", "IntegratorConfig",
@@ -140,15 +140,40 @@ class _Section:
         return out
 
 
+def _table(path, v):
+    if not isinstance(v, dict):
+        raise ConfigError(f"{path} must be a table of kernel parameters (e.g. {{bias = -1.0}}); received {v!r}")
+    return dict(v)
+
+
 @dataclass(frozen=True)
 class HeadConfig(_Section):
-    """A zonal head ``M = V = lam I`` (see :class:`meanfield.heads.Head`)."""
+    """A zonal head ``M = V = lam I`` (see :class:`meanfield.heads.Head`).
+
+    ``kernel_params`` (a TOML inline table such as ``kernel_params = {bias = -1.0}``) holds the
+    kernel's own parameters, validated by its class in :data:`meanfield.core.kernels.KERNELS`; it
+    is omitted (``None``) for kernels without parameters.
+    """
 
     _path = "heads[0]"
     lam: float = _opt(_real(nonzero=True), 1.0, "head strength lambda (M = V = lam I), either sign")
     beta: float = _opt(_real(0, lo_open=True), 1.0, "inverse temperature")
     kernel: str = _opt(_choice(KERNELS), "exp", f"kernel profile, one of {list(KERNELS)}")
     normalization: str = _opt(_choice(NORMALIZATIONS), "mean", f"one of {list(NORMALIZATIONS)}")
+    kernel_params: dict | None = _opt(_optional(_table), None, "parameters of the kernel (omitted: its defaults)")
+
+    def _validate(self, path):
+        if self.kernel_params is not None:
+            try:
+                params = KERNELS[self.kernel].check_params(self.kernel_params, f"{path}.kernel_params")
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
+            object.__setattr__(self, "kernel_params", dict(params))
+
+    def head_kwargs(self) -> dict:
+        """Keyword arguments of :class:`meanfield.heads.Head` besides ``M`` and ``V``."""
+        return {"beta": self.beta, "kernel": self.kernel, "normalization": self.normalization,
+                "kernel_params": self.kernel_params}
 
 
 @dataclass(frozen=True)
@@ -308,6 +333,8 @@ def _toml_value(v):
                              ("\\" + c if c in '"\\' else f"\\u{ord(c):04x}") for c in v) + '"'
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):                           # an inline table
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
     raise TypeError(f"to_toml cannot write {type(v).__name__} values; received {v!r}")
 
 

@@ -33,6 +33,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from ..analysis import theory  # noqa: E402
 from ..core import validate  # noqa: E402
+from ..core.kernels import KERNELS  # noqa: E402
 from .results import density_coefficients  # noqa: E402
 from ..core.sphere import SphereGrid  # noqa: E402
 
@@ -245,8 +246,9 @@ def w2_curve(ds: xr.Dataset) -> Figure:
 def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
     """Linear growth rates ``sigma_l`` of the uniform state for the run's heads, l = 1..lmax.
 
-    Rates add over heads (the linearization is a sum of per-head terms); ReLU heads have no closed
-    form in :mod:`meanfield.theory` and are left out (said in the title).
+    Rates add over heads (the linearization is a sum of per-head terms); heads whose kernel has no
+    closed form ``"growth_rate"`` in :mod:`meanfield.theory` (ReLU, sigmoid) are left out (said in
+    the title).
     """
     cfg = _config(ds)
     lmax = cfg["pde"]["lmax"]
@@ -255,7 +257,7 @@ def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
     ax = fig.add_subplot()
     total, skipped = np.zeros(ell.size), []
     for h, head in enumerate(cfg["heads"]):
-        if head["kernel"] != "exp":
+        if "growth_rate" not in KERNELS[head["kernel"]].closed_forms:
             skipped.append(h)
             continue
         s = theory.growth_rate(ell, [head["lam"]], head["beta"], head["normalization"])
@@ -271,7 +273,7 @@ def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
         ax.axvline(best, color="0.5", ls=":", label=f"most unstable degree l* = {best}")
         ax.legend(fontsize=8)
     else:
-        ax.text(0.5, 0.5, "no exp heads: no closed-form growth rates", ha="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no heads with closed-form growth rates (exp kernels)", ha="center", transform=ax.transAxes)
     ax.set_xlim(0.5, shown + 0.5)
     ax.axhline(0, color="0.3", lw=0.6)
     ax.set_xlabel("spherical-harmonic degree l")

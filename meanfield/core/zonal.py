@@ -1,0 +1,288 @@
+r"""One zonal operator: the Funk-Hecke form of zonal heads on S^2, shared by the PDE, the spectral
+particle sums and the attention entropies.
+
+For zonal heads ``M_h = V_h = lambda_h I`` every sum (or integral) over sources is a degree-wise
+multiplier applied to the coefficients ``b_lm`` of the weighted measure (or density):
+
+.. math:: N_h = c[K_h] b,\quad Z_h = c[k_h] b,\quad R_h = c[k_h s] b,\quad Q_h = c[k_h \log k_h] b,
+
+and the velocity is ``sum_h grad N_h / D_h`` (``D_h = 1`` for mean heads, ``Z_h`` for softmax; the
+:data:`~meanfield.core.kernels.NORMALIZATIONS` entry says which), the unprojected aggregate adds
+the normal part ``R_h x``, and the relative attention entropy is ``H_h = log Z_h - Q_h / Z_h``.
+:class:`ZonalOperator` holds the multipliers and applies them in a *space*: :class:`GridSpace`
+(values on a :class:`~meanfield.core.sphere.SphereGrid`, vectors first) or :class:`PointSpace`
+(values at points, :class:`~meanfield.core.sphere.PointSet`, vectors last).
+:func:`required_lmax` is the one rule for the degree a tolerance needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .heads import check_heads
+from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
+
+__all__ = ["zonal_multipliers", "required_lmax", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace",
+           "PointSpace", "LMAX_CAP"]
+
+
+def _check_zonal(head):
+    if not head.is_zonal:
+        raise ValueError("head must be zonal (M = V = lambda I) for spectral summation; received a non-zonal head")
+
+
+def zonal_multipliers(head, lmax):
+    r"""Funk-Hecke multipliers of one zonal head ``M = V = lambda I``, each of shape (lmax+1,).
+
+    With ``s = lambda t``, ``k`` the head's kernel and ``K`` its antiderivative (see
+    :meth:`meanfield.core.kernels.Kernel.multipliers`; exp: ``c[K] = 4 pi i_l(a) / beta``,
+    ``c[k] = 4 pi i_l(a)``, ``c[k s] = 4 pi lambda i_l'(a)``, ``a = beta lambda``).
+
+    Returns
+    -------
+    dict with ``"potential"`` (``c[K(lambda t)]``), ``"normalizer"`` (``c[k(lambda t)]``),
+    ``"normal"`` (``c[k(lambda t) lambda t]``, the radial part of the aggregate) and, for kernels
+    with ``k > 0``, ``"entropy"`` (``c[k log k]``).
+    """
+    _check_zonal(head)
+    out = KERNELS[head.kernel].multipliers(head, lmax)
+    for k, v in out.items():
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"beta * |lambda| = {head.beta * abs(head.scalar):.4g} overflows the {k} multipliers in "
+                             f"float64; spectral summation needs beta * |lambda| below about 700")
+    return out
+
+
+def no_lmax_rule(i, head):
+    """The message for ``heads[i]`` whose kernel has no lmax rule."""
+    return (f"heads[{i}] has kernel {head.kernel!r}, whose Funk-Hecke multipliers decay only algebraically: "
+            f"it has no lmax rule (kernels with one: {[k for k, v in KERNELS.items() if v.has_lmax_rule]}); "
+            f"pass lmax explicitly")
+
+
+def required_lmax(heads, tolerance, cap=LMAX_CAP):
+    r"""Smallest degree ``L >= 2`` resolving every head's Funk-Hecke tail to ``tolerance``.
+
+    The maximum over heads of :meth:`meanfield.core.kernels.Kernel.lmax_rule`: for the potential and
+    normalizer multipliers ``c`` and the gradient growth ``G_l = (2l+1)/(4 pi) sqrt(l(l+1)+1)``,
+    ``sum_{l > L} |c_l| G_l <= tolerance max_l |c_l| G_l`` (exp: ``lmax`` 11, 19, 26 for
+    ``beta = 1, 5, 10`` at 1e-10).
+
+    Parameters
+    ----------
+    heads : sequence of Head
+        Zonal heads of dimension 3.
+    tolerance : float
+        Requested relative accuracy, in (0, 1).
+    cap : int
+        Largest degree allowed.
+
+    Returns
+    -------
+    int or None
+        The degree, or ``None`` when it would exceed ``cap``.
+
+    Raises
+    ------
+    ValueError
+        For a head whose kernel has no lmax rule (multipliers decaying algebraically, e.g. ReLU), or
+        whose multipliers overflow float64.
+    """
+    heads = check_heads(heads)
+    L = 2
+    for i, h in enumerate(heads):
+        _check_zonal(h)
+        zonal_multipliers(h, 2)                      # refuses beta |lambda| beyond float64 range
+        if not has_lmax_rule(h):
+            raise ValueError(no_lmax_rule(i, h))
+        L = max(L, KERNELS[h.kernel].lmax_rule(h, tolerance, cap))
+    return L if L <= cap else None
+
+
+def truncation_level(head, lmax) -> float:
+    """``|c_{lmax+1}[K]| / max_l |c_l[K]|``: the first potential multiplier a degree-``lmax``
+    truncation neglects, relative to the largest (the check of :class:`meanfield.ContinuumPDE`,
+    defined for every kernel, ReLU included)."""
+    pot = zonal_multipliers(head, lmax + 1)["potential"]
+    return float(abs(pot[-1]) / np.abs(pot).max())
+
+
+def has_lmax_rule(head) -> bool:
+    """Whether the head's kernel has an lmax rule (its multipliers decay faster than any power)."""
+    return KERNELS[head.kernel].has_lmax_rule
+
+
+# ---------------------------------------------------------------------------------------- spaces
+class GridSpace:
+    """Fields on a :class:`SphereGrid` (tangent vectors as (2, nlat, nlon)); optional work arrays
+    (dict with ``v``, ``grad``, ``Z``: grid-shaped; ``alm``: coefficients) avoid allocations."""
+
+    axis = 0
+
+    def __init__(self, grid, work=None):
+        self.grid, self.work = grid, work
+
+    def _w(self, key):
+        return None if self.work is None else self.work.get(key)
+
+    def multiply(self, b, mult_lm):
+        return np.multiply(b, mult_lm, out=self._w("alm"))
+
+    def gradient(self, f_lm, key):
+        return self.grid.gradient(f_lm, out=self._w(key))
+
+    def evaluate(self, f_lm, key):
+        return self.grid.synthesis(f_lm, out=self._w(key))
+
+    @property
+    def shape(self):
+        """Shape of a scalar field."""
+        return self.grid.shape
+
+    def zeros(self, key):
+        out = self._w(key)
+        if out is None:
+            return np.zeros((2,) + self.grid.shape)
+        out.fill(0.0)
+        return out
+
+
+class PointSpace:
+    """Fields at the points of a :class:`PointSet` (vectors as (n, 3))."""
+
+    axis = -1
+
+    def __init__(self, points):
+        self.points = points
+
+    def multiply(self, b, mult_lm):
+        return b * mult_lm
+
+    def gradient(self, f_lm, key):
+        return self.points.gradient(f_lm)
+
+    def evaluate(self, f_lm, key):
+        return self.points.evaluate(f_lm)
+
+    @property
+    def shape(self):
+        """Shape of a scalar field."""
+        return (self.points.n,)
+
+    def zeros(self, key):
+        return np.zeros((self.points.n, 3))
+
+
+# ---------------------------------------------------------------------------------------- operator
+@dataclass(frozen=True, eq=False)
+class ZonalOperator:
+    """Per-head Funk-Hecke multipliers of zonal heads and their mean/softmax combination.
+
+    Parameters
+    ----------
+    heads : sequence of Head
+        Zonal heads (``M = V = lambda I``) of dimension 3.
+    lmax : int
+        Largest degree, ``>= 0``.
+    l_index : ndarray of int, optional
+        Degree of each coefficient of the coefficient layout used (``SphereGrid.l_index``): the
+        multipliers are expanded per coefficient once (``*_lm`` attributes).
+
+    Attributes
+    ----------
+    multipliers : tuple of dict
+        :func:`zonal_multipliers` of each head (shape (lmax+1,) each).
+    linear_potential : ndarray (lmax+1,) or None
+        Sum of the potential multipliers of the heads whose normalization does not use ``Z`` (mean):
+        their velocities add up to one gradient.
+    normalized : tuple of int
+        Indices of the heads whose normalization uses ``Z`` (softmax).
+    """
+
+    heads: tuple
+    lmax: int
+    l_index: np.ndarray | None = None
+    multipliers: tuple = field(init=False)
+    linear_potential: np.ndarray | None = field(init=False)
+    normalized: tuple = field(init=False)
+
+    def __post_init__(self):
+        heads = check_heads(self.heads)
+        for h in heads:
+            _check_zonal(h)
+        if heads[0].dim != 3:
+            raise ValueError(f"heads must have dimension d = 3 (zonal operators act on S^2); "
+                             f"received d = {heads[0].dim}")
+        if isinstance(self.lmax, bool) or not isinstance(self.lmax, (int, np.integer)) or self.lmax < 0:
+            raise ValueError(f"lmax must be an integer >= 0; received {self.lmax!r}")
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        set_("heads", heads)
+        set_("lmax", int(self.lmax))
+        mult = tuple(zonal_multipliers(h, self.lmax) for h in heads)
+        set_("multipliers", mult)
+        linear = [m["potential"] for h, m in zip(heads, mult) if not NORMALIZATIONS[h.normalization].uses_normalizer]
+        set_("linear_potential", np.sum(linear, axis=0) if linear else None)
+        set_("normalized", tuple(i for i, h in enumerate(heads) if NORMALIZATIONS[h.normalization].uses_normalizer))
+        if self.l_index is not None:
+            li = np.asarray(self.l_index)
+            set_("_lm", {"linear": None if self.linear_potential is None else self.linear_potential[li],
+                         **{(i, key): m[key][li] for i, m in enumerate(mult) for key in m}})
+        else:
+            set_("_lm", None)
+
+    def _mult(self, i, key):
+        if self._lm is not None:
+            return self._lm[i if key is None else (i, key)]
+        return self.linear_potential if key is None else self.multipliers[i][key]
+
+    def velocity(self, b, space):
+        """``sum_h grad N_h / D_h`` in ``space`` from the coefficients ``b`` of the measure or density.
+
+        Heads with a linear normalization share one gradient; each normalizing head costs one
+        gradient and one evaluation.
+        """
+        if self.linear_potential is not None:
+            v = space.gradient(space.multiply(b, self._mult("linear", None)), "v")
+        else:
+            v = space.zeros("v")
+        for i in self.normalized:
+            grad = space.gradient(space.multiply(b, self._mult(i, "potential")), "grad")
+            Z = space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
+            v += NORMALIZATIONS[self.heads[i].normalization].combine(grad, Z, space.axis)
+        return v
+
+    def normalizer(self, b, space, i):
+        """``Z_h = c[k_h] b`` of head ``i`` in ``space``."""
+        return space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
+
+    def forces(self, b, space, points):
+        """Per-head aggregates ``u^h = (grad N_h + R_h x) / D_h`` (H, n, 3) and normalizers (H, n) at
+        ``points`` (n, 3) of a :class:`PointSpace` (the unprojected forces of the particle system)."""
+        H, n = len(self.heads), points.shape[0]
+        U = np.empty((H, n, 3))
+        N = np.empty((H, n))
+        for i, h in enumerate(self.heads):
+            norm = NORMALIZATIONS[h.normalization]
+            U[i] = space.gradient(space.multiply(b, self._mult(i, "potential")), "grad")
+            U[i] += space.evaluate(space.multiply(b, self._mult(i, "normal")), "R")[:, None] * points
+            Z = self.normalizer(b, space, i) if norm.uses_normalizer else np.ones(n)
+            norm.combine(U[i], Z)
+            N[i] = norm.normalizer(Z)
+        return U, N
+
+    def entropies(self, b, space):
+        """Relative attention entropies ``H_h = log Z_h - Q_h / Z_h``, shape (H,) + the space's field shape.
+
+        ``-int p log(p / rho) rho`` with ``p = k / Z`` (or ``-sum_j p_ij log(p_ij / w_j)`` for a
+        weighted measure); NaN for heads whose kernel can vanish (no distribution where ``Z = 0``;
+        ``c[k log k]`` not defined by the registry).
+        """
+        out = np.full((len(self.heads),) + tuple(space.shape), np.nan)
+        for i in range(len(self.heads)):
+            if "entropy" in self.multipliers[i]:
+                Z = space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
+                Q = space.evaluate(space.multiply(b, self._mult(i, "entropy")), "R")
+                out[i] = np.log(Z) - Q / Z
+        return out
