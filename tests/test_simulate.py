@@ -215,9 +215,6 @@ def test_t_final_non_number_named_error(system, X0, t_final):
         mf.solve_particles(system, X0, t_final)
 
 
-@pytest.mark.xfail(strict=True, reason="solve_continuum passes cfl to cfl_dt unchecked: cfl = -1 is reported "
-                                       "as 'dt must be a positive finite number; received -2.8e+300', "
-                                       "naming dt instead of cfl")
 def test_solve_continuum_bad_cfl_named():
     pde = small_pde()
     with pytest.raises(ValueError, match="cfl"):

@@ -22,7 +22,6 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ..core.funk_hecke import zonal_multipliers
 from ..core.kernels import KERNELS
 from ..core.sums import entropy_rows, log_attention
 from ..models.particles import ParticleSystem, project_tangent
@@ -212,7 +211,7 @@ def particle_observer(system: ParticleSystem, w=None, threshold=0.99):
         X, wv = system.check(X, w)
         E = system.energies(X, wv)
         if system.uses_spectral(X.shape[0]):
-            H = _spectral_relative_entropies(system._spectral, X, wv)
+            H = system.spectral.entropies(X, wv)
         else:
             H = attention_entropy(system, X, wv, relative=True)
         rec = {"energy": float(E.sum()), "energy_head": E, "dissipation": dissipation(system, X, wv),
@@ -223,24 +222,3 @@ def particle_observer(system: ParticleSystem, w=None, threshold=0.99):
         return rec
 
     return observe
-
-
-# TODO(merge): replace by ``SpectralSum.entropies(X, w)`` (models/fastsum.py, same shape and meaning).
-def _spectral_relative_entropies(spectral, X, w):
-    """Relative attention entropies per head and token by Funk-Hecke sums, shape (H, n).
-
-    ``spectral`` is a :class:`meanfield.fastsum.SpectralSum`.  For an exp head, with
-    ``Z_i = sum_j w_j e^{beta s_ij}`` and ``R_i = sum_j w_j e^{beta s_ij} s_ij`` (both spectral),
-    ``-sum_j p_ij log(p_ij / w_j) = log Z_i - beta R_i / Z_i``; NaN rows for other kernels.
-    """
-    g = spectral.grid
-    b = spectral.coefficients(X, w)
-    pts = g.prepare_points(X)          # angles once for all the evaluations below
-    out = np.full((len(spectral.heads), X.shape[0]), np.nan)
-    for h, head in enumerate(spectral.heads):
-        if head.kernel == "exp":
-            m = zonal_multipliers(head, spectral.lmax)
-            Z = pts.evaluate(g.multiply_degree(b, m["normalizer"]))
-            R = pts.evaluate(g.multiply_degree(b, m["normal"]))
-            out[h] = np.log(Z) - head.beta * R / Z
-    return out

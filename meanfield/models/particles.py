@@ -164,6 +164,12 @@ class ParticleSystem:
         X = check_tokens(X, self.d, self.geometry)
         return X, check_weights(w, X.shape[0])
 
+    @property
+    def spectral(self):
+        """The :class:`~meanfield.fastsum.SpectralSum` this system sums with at large n, or None
+        (``summation="direct"``, or heads the spectral path does not serve)."""
+        return self._spectral
+
     def uses_spectral(self, n) -> bool:
         """Whether sums over ``n`` tokens are evaluated spectrally (see ``summation``)."""
         if self._spectral is None:

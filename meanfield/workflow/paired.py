@@ -389,7 +389,7 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     config = {"heads": [h.to_dict() for h in pde.heads], "n_particles": n, "t_final": float(t_final),
               "t_eval": t.tolist(), "lmax": int(lmax), "sampling": sampling, "seed": seed, "nu": 0.0,
               "particle_sums": "spectral" if spectral else "direct", "particle_sums_requested": particle_sums,
-              "spectral_lmax": system._spectral.lmax if spectral else None, "spectral_tol": spectral_tol,
+              "spectral_lmax": system.spectral.lmax if spectral else None, "spectral_tol": spectral_tol,
               "particle_method": ptraj.method, "particle_nfev": ptraj.nfev, "pde_method": qtraj.method,
               "pde_nfev": qtraj.nfev, "tail_tol": tail_tol, "negative_tol": negative_tol, "monitor": monitor,
               "transport_grid": _grid_record(pde, tg), "w2_method": w2_method, "metric": metric,

@@ -36,8 +36,7 @@ __all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset
 
 def build_heads(config: RunConfig) -> tuple[Head, ...]:
     """Zonal heads ``M = V = lam I`` in d = 3 from ``config.heads``."""
-    return tuple(Head(h.lam * np.eye(3), h.lam * np.eye(3), h.beta, h.kernel, h.normalization)
-                 for h in config.heads)
+    return tuple(Head(h.lam * np.eye(3), h.lam * np.eye(3), **h.head_kwargs()) for h in config.heads)
 
 
 def initial_density(config: RunConfig, grid: SphereGrid):
