@@ -306,36 +306,53 @@ def test_random_symmetric_heads_scale():
     assert abs(var / (scale ** 2 / (2 * d)) - 1) <= 0.05
 
 
-# ------------------------------------------------------------------- bugs found (not fixed here)
-@pytest.mark.xfail(strict=True, raises=(ZeroDivisionError, AssertionError),
-                   reason="approx_orthogonal_heads divides delta by alpha**2 before checking alpha: "
-                          "alpha = 0 raises ZeroDivisionError, not a ValueError naming alpha")
+# ------------------------------------------------------------------- bugs found and fixed
 def test_approx_orthogonal_heads_zero_alpha_named_error():
-    with pytest.raises(ValueError, match="alpha"):
+    # was a ZeroDivisionError (delta / alpha**2 before any check)
+    with pytest.raises(ValueError, match=r"alpha must be a finite number and != 0; received 0.0"):
         mf.approx_orthogonal_heads(4, 2, 0.0, alpha=0.0)
 
 
-@pytest.mark.xfail(strict=True, reason="random_symmetric_heads and approx_orthogonal_heads return an empty "
-                                       "tuple for n_heads = 0 instead of a ValueError naming n_heads "
-                                       "(orthogonal_block_heads refuses it)")
 @pytest.mark.parametrize("make", [lambda: mf.random_symmetric_heads(3, 0, seed=0),
                                   lambda: mf.approx_orthogonal_heads(4, 0, 0.1)])
 def test_zero_heads_refused(make):
-    with pytest.raises(ValueError, match="n_heads"):
+    # was an empty tuple
+    with pytest.raises(ValueError, match=r"n_heads must be an integer >= 1; received 0"):
         make()
 
 
-@pytest.mark.xfail(strict=True, raises=(TypeError, AssertionError),
-                   reason="perturbed_value_heads calls np.isfinite on epsilon unchecked: a string raises "
-                          "TypeError, not a ValueError naming epsilon")
 def test_perturbed_value_heads_non_number_epsilon():
-    with pytest.raises(ValueError, match="epsilon"):
+    # was a TypeError from np.isfinite
+    with pytest.raises(ValueError, match=r"epsilon must be a finite number >= 0; received '0.1'"):
         mf.perturbed_value_heads(mf.scalar_heads([1.0], 3), "0.1")
 
 
-@pytest.mark.xfail(strict=True, raises=(ValueError, AssertionError),
-                   reason="orthogonal_block_heads broadcasts strengths with numpy: a wrong length gives "
-                          "numpy's broadcast message, which does not name strengths")
 def test_orthogonal_block_heads_strengths_length_named():
-    with pytest.raises(ValueError, match="strengths"):
+    # was numpy's broadcast message
+    with pytest.raises(ValueError, match=r"strengths must be one number or n_heads = 2 numbers; received shape \(3,\)"):
         mf.orthogonal_block_heads(4, 2, strengths=[1.0, 2.0, 3.0])
+
+
+# ------------------------------------------------- preset arguments unchecked before, now refused by name
+@pytest.mark.parametrize("make, match", [
+    (lambda: mf.random_symmetric_heads(3, True, seed=0), r"n_heads must be an integer >= 1; received True"),
+    (lambda: mf.random_symmetric_heads(3.0, 2, seed=0), r"d must be an integer >= 2; received 3.0"),
+    (lambda: mf.random_symmetric_heads(3, 2, seed=0, scale=float("nan")), r"scale must be a finite number; received nan"),
+    (lambda: mf.random_symmetric_heads(3, 2, seed=1.5), r"seed must be None, an integer >= 0 or a numpy.random.Generator; "
+                                                        r"received 1.5"),
+    (lambda: mf.random_symmetric_heads(3, 2, seed=-1), r"seed must be None, an integer >= 0"),
+    (lambda: mf.perturbed_value_heads(mf.scalar_heads([1.0], 3), 0.1, seed="a"), r"seed must be None"),
+    (lambda: mf.approx_orthogonal_heads(6, 2, 0.1, rank=0), r"rank must be an integer >= 1; received 0"),
+    (lambda: mf.approx_orthogonal_heads(6, 2, "0.1"), r"delta must be a finite number; received '0.1'"),
+    (lambda: mf.approx_orthogonal_heads(6, 2, 0.1, alpha=np.inf), r"alpha must be a finite number and != 0"),
+    (lambda: mf.approx_orthogonal_heads(6.0, 2, 0.1), r"d must be an integer >= 2; received 6.0"),
+    (lambda: mf.orthogonal_block_heads(4, 2, strengths=[1.0, np.nan]), r"strengths must be finite real number\(s\)"),
+    (lambda: mf.orthogonal_block_heads(4, True), r"n_heads must be an integer in \[1, d=4\]; received True"),
+    (lambda: mf.scalar_heads([1.0, np.nan], 3), r"lambdas must be finite real number\(s\); received"),
+    (lambda: mf.scalar_heads(["a"], 3), r"lambdas must be finite real number\(s\); received"),
+    (lambda: mf.scalar_heads([1.0], 3.5), r"d must be an integer >= 2; received 3.5"),
+    (lambda: mf.Head(np.array([["a", "b"], ["c", "d"]]), np.eye(2)), r"M must be a real square matrix of size d x d with d >= 2; received array\(\[\['a'"),
+])
+def test_preset_arguments_refused_by_name(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import validate
 from .kernels import EXP_LIMIT, KERNELS, NORMALIZATIONS, get_kernel, get_normalization
 
 __all__ = [
@@ -30,7 +31,13 @@ __all__ = [
 
 
 def _as_matrix(name, A):
-    A = np.array(A, dtype=float, copy=True)
+    given = A
+    try:
+        A = None if isinstance(A, (str, bytes)) else np.array(A, dtype=float, copy=True)
+    except (TypeError, ValueError, OverflowError):              # strings, complex, ragged or object data
+        A = None
+    if A is None:
+        raise ValueError(f"{name} must be a real square matrix of size d x d with d >= 2; received {given!r}")
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 2:
         raise ValueError(f"{name} must be a square matrix of size d x d with d >= 2; received shape {A.shape}")
     if not np.all(np.isfinite(A)):
@@ -75,12 +82,7 @@ class Head:
         V = _as_matrix("V", self.V)
         if M.shape != V.shape:
             raise ValueError(f"M and V must have the same shape; received M {M.shape} and V {V.shape}")
-        beta = self.beta
-        if isinstance(beta, bool) or not isinstance(beta, (int, float, np.integer, np.floating)):
-            raise ValueError(f"beta must be a positive finite number; received {beta!r}")
-        beta = float(beta)
-        if not (np.isfinite(beta) and beta > 0):
-            raise ValueError(f"beta must be a positive finite number; received {beta!r}")
+        beta = validate.real("beta", self.beta, positive=True)
         params = get_kernel(self.kernel).check_params(self.kernel_params)
         get_normalization(self.normalization)
         object.__setattr__(self, "kernel_params", params)
@@ -160,15 +162,12 @@ def check_heads(heads, d: int | None = None) -> tuple[Head, ...]:
     return heads
 
 
-def _rng(seed):
-    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-
-
 def scalar_heads(lambdas, d, beta=1.0, kernel="exp", normalization="mean", kernel_params=None) -> tuple[Head, ...]:
     """Heads ``M_h = V_h = lambda_h I`` (zonal, symmetric, value-aligned)."""
-    lambdas = np.atleast_1d(np.asarray(lambdas, dtype=float))
+    lambdas = np.atleast_1d(validate.real_array("lambdas", lambdas))
     if lambdas.ndim != 1 or lambdas.size == 0:
         raise ValueError(f"lambdas must be a non-empty 1-d sequence; received shape {lambdas.shape}")
+    d = validate.integer("d", d, 2)
     return tuple(Head(lam * np.eye(d), lam * np.eye(d), beta, kernel, normalization, kernel_params) for lam in lambdas)
 
 
@@ -179,9 +178,13 @@ def orthogonal_block_heads(d, n_heads, strengths=1.0, beta=1.0, kernel="exp",
     The ``d`` coordinates are split into ``n_heads`` contiguous blocks as evenly as possible
     (``numpy.array_split``); each block needs at least one coordinate.
     """
-    if not (isinstance(n_heads, (int, np.integer)) and 1 <= n_heads <= d):
-        raise ValueError(f"n_heads must be an integer in [1, d={d}]; received {n_heads!r}")
-    alphas = np.broadcast_to(np.asarray(strengths, dtype=float), (n_heads,))
+    d = validate.integer("d", d, 2)
+    n_heads = validate.integer("n_heads", n_heads, 1, d, what=f"an integer in [1, d={d}]")
+    alphas = validate.real_array("strengths", strengths)
+    if alphas.ndim > 1 or alphas.size not in (1, n_heads):
+        raise ValueError(f"strengths must be one number or n_heads = {n_heads} numbers; received shape "
+                         f"{alphas.shape}")
+    alphas = np.broadcast_to(alphas.reshape(-1), (n_heads,))
     heads = []
     for a, block in zip(alphas, np.array_split(np.arange(d), n_heads)):
         P = np.zeros((d, d))
@@ -193,7 +196,10 @@ def orthogonal_block_heads(d, n_heads, strengths=1.0, beta=1.0, kernel="exp",
 def random_symmetric_heads(d, n_heads, seed=None, scale=1.0, beta=1.0, kernel="exp",
                            normalization="mean", kernel_params=None) -> tuple[Head, ...]:
     """Random symmetric value-aligned heads, ``M = V = scale * (G + G^T) / (2 sqrt(d))``, G Gaussian."""
-    rng = _rng(seed)
+    d = validate.integer("d", d, 2)
+    n_heads = validate.integer("n_heads", n_heads, 1)
+    scale = validate.real("scale", scale)
+    rng = validate.rng(seed)
     heads = []
     for _ in range(n_heads):
         G = rng.standard_normal((d, d))
@@ -204,9 +210,8 @@ def random_symmetric_heads(d, n_heads, seed=None, scale=1.0, beta=1.0, kernel="e
 
 def perturbed_value_heads(heads, epsilon, seed=None) -> tuple[Head, ...]:
     """Replace ``V_h`` by ``M_h + Delta_h`` with a random ``Delta_h`` of operator norm ``epsilon``."""
-    if not (np.isfinite(epsilon) and epsilon >= 0):
-        raise ValueError(f"epsilon must be a finite number >= 0; received {epsilon!r}")
-    rng = _rng(seed)
+    epsilon = validate.real("epsilon", epsilon, 0)
+    rng = validate.rng(seed)
     out = []
     for h in check_heads(heads):
         D = rng.standard_normal(h.M.shape)
@@ -224,8 +229,13 @@ def approx_orthogonal_heads(d, n_heads, delta, alpha=1.0, rank=1, beta=1.0, kern
     ``c = delta / alpha^2``.  The principal angle between the head subspaces is
     ``arccos(c)``.  Needs ``d >= (n_heads + 1) * rank`` and ``0 <= delta <= alpha^2``.
     """
+    n_heads = validate.integer("n_heads", n_heads, 1)
+    rank = validate.integer("rank", rank, 1)
+    alpha = validate.real("alpha", alpha, nonzero=True)
+    d = validate.integer("d", d, 2)
     if d < (n_heads + 1) * rank:
         raise ValueError(f"d must be >= (n_heads + 1) * rank = {(n_heads + 1) * rank}; received d={d}")
+    delta = validate.real("delta", delta)
     if not (0 <= delta <= alpha**2):
         raise ValueError(f"delta must lie in [0, alpha^2 = {alpha**2}]; received {delta!r}")
     c = delta / alpha**2
