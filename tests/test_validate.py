@@ -325,3 +325,25 @@ def test_cli_argument_types_use_the_validators():
                         (cli._positive_int, "2.0"), (cli._positive_int_1, "x")]:
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(f"received {text}")):
             parse(text)
+
+
+# ------------------------------------------- arguments that were unchecked (or crashed) before issue 11 item 6
+def test_core_refuses_previously_unchecked_arguments():
+    from meanfield.core import funk_hecke, heads as H, kernels, zonal
+
+    h = H.scalar_heads([1.0], 3)
+    refused(funk_hecke.funk_hecke_multipliers, 4, exp_rate="1.0", name="exp_rate", echo="'1.0'")
+    refused(funk_hecke.funk_hecke_multipliers, 4, exp_rate=np.nan, name="exp_rate", echo="nan")
+    refused(funk_hecke.funk_hecke_multipliers, 4, g=3.0, name="g", echo="3.0")
+    refused(funk_hecke.funk_hecke_multipliers, 4, g=np.exp, n_nodes=True, name="n_nodes", echo="True")
+    refused(zonal.zonal_multipliers, h[0], 2.0, name="lmax", echo="2.0")
+    refused(zonal.zonal_multipliers, h[0], -1, name="lmax", echo="-1")
+    refused(zonal.required_lmax, h, 0.0, name="tolerance", echo="0.0")
+    refused(zonal.required_lmax, h, 1.5, name="tolerance", echo="1.5")
+    refused(zonal.required_lmax, h, "1e-10", name="tolerance", echo="'1e-10'")
+    refused(zonal.required_lmax, h, 1e-10, cap=True, name="cap", echo="True")
+    refused(zonal.ZonalOperator, h, np.int64(-1), name="lmax", echo="-1")
+    refused(kernels.get_kernel, ["exp"], name="kernel", echo="['exp']")
+    refused(kernels.get_normalization, 1, argument="norm", name="norm", echo="received 1")
+    refused(H.Head, np.eye(3), np.eye(3), kernel="sigmoid", kernel_params={"bias": np.bool_(True)},
+            name="kernel_params['bias']", echo="True")

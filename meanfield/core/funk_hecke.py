@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import roots_legendre, spherical_in
 
+from . import validate
+
 __all__ = ["funk_hecke_multipliers", "zonal_multipliers"]
 
 
@@ -46,17 +48,18 @@ def funk_hecke_multipliers(lmax, g=None, exp_rate=None, n_nodes=None):
     -------
     ndarray, shape (lmax + 1,)
     """
-    if isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 0:
-        raise ValueError(f"lmax must be an integer >= 0; received {lmax!r}")
+    lmax = validate.integer("lmax", lmax, 0)
     if (g is None) == (exp_rate is None):
         raise ValueError(f"give exactly one of g (a callable) and exp_rate (a number); received "
                          f"g={g!r}, exp_rate={exp_rate!r}")
     if exp_rate is not None:
+        exp_rate = validate.real("exp_rate", exp_rate)
         return 4 * np.pi * spherical_in(np.arange(lmax + 1), exp_rate)
     if n_nodes is None:
         n_nodes = lmax + 8
-    elif isinstance(n_nodes, bool) or not isinstance(n_nodes, (int, np.integer)) or n_nodes < lmax + 1:
-        raise ValueError(f"n_nodes must be an integer >= lmax + 1 = {lmax + 1}; received {n_nodes!r}")
+    if not callable(g):
+        raise ValueError(f"g must be a callable g(t) on [-1, 1]; received {g!r}")
+    n_nodes = validate.integer("n_nodes", n_nodes, lmax + 1, what=f"an integer >= lmax + 1 = {lmax + 1}")
     t, wt = roots_legendre(int(n_nodes))
     s = np.concatenate([(t - 1) / 2, (t + 1) / 2])
     f = np.pi * np.concatenate([wt, wt]) * g(s)         # 2 pi * (half-interval weight wt / 2) * g

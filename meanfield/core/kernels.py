@@ -24,7 +24,6 @@ the chunked sums of :mod:`meanfield.core.sums` fold ``beta`` into the sources on
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -33,6 +32,7 @@ from typing import ClassVar
 import numpy as np
 from scipy.special import expit, log_expit, spherical_in
 
+from . import validate
 from .funk_hecke import funk_hecke_multipliers
 
 __all__ = ["KernelParams", "Kernel", "ExpKernel", "ReluKernel", "SigmoidKernel", "KERNELS", "Normalization", "MeanNormalization",
@@ -129,9 +129,7 @@ class Kernel:
                              f"unknown keys {unknown}")
         out = dict(self.params)
         for key, value in params.items():
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-                raise ValueError(f"{name}[{key!r}] must be a finite real number; received {value!r}")
-            out[key] = float(value)
+            out[key] = validate.real(f"{name}[{key!r}]", value, what="a finite real number")
         return KernelParams(out)
 
     # -------------------------------------------------------------- pointwise
@@ -376,9 +374,7 @@ KERNELS = MappingProxyType({k.name: k for k in (ExpKernel(), ReluKernel(), Sigmo
 
 def get_kernel(name, argument="kernel") -> Kernel:
     """The registered kernel ``name``; ``ValueError`` listing the choices otherwise."""
-    if not isinstance(name, str) or name not in KERNELS:
-        raise ValueError(f"{argument} must be one of {tuple(KERNELS)}; received {name!r}")
-    return KERNELS[name]
+    return KERNELS[validate.choice(argument, name, KERNELS)]
 
 
 def kernel(head, S):
@@ -457,9 +453,7 @@ NORMALIZATIONS = MappingProxyType({n.name: n for n in (MeanNormalization(), Soft
 
 def get_normalization(name, argument="normalization") -> Normalization:
     """The registered normalization ``name``; ``ValueError`` listing the choices otherwise."""
-    if not isinstance(name, str) or name not in NORMALIZATIONS:
-        raise ValueError(f"{argument} must be one of {tuple(NORMALIZATIONS)}; received {name!r}")
-    return NORMALIZATIONS[name]
+    return NORMALIZATIONS[validate.choice(argument, name, NORMALIZATIONS)]
 
 
 from .sums import aggregate, entropy_rows, log_attention, pair_sum, row_chunks  # noqa: E402,F401  (0.1 names)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import validate
 from .heads import check_heads
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
 
@@ -47,7 +48,7 @@ def zonal_multipliers(head, lmax):
     with ``k > 0``, ``"entropy"`` (``c[k log k]``).
     """
     _check_zonal(head)
-    out = KERNELS[head.kernel].multipliers(head, lmax)
+    out = KERNELS[head.kernel].multipliers(head, validate.integer("lmax", lmax, 0))
     for k, v in out.items():
         if not np.all(np.isfinite(v)):
             raise ValueError(f"beta * |lambda| = {head.beta * abs(head.scalar):.4g} overflows the {k} multipliers in "
@@ -91,6 +92,8 @@ def required_lmax(heads, tolerance, cap=LMAX_CAP):
         whose multipliers overflow float64.
     """
     heads = check_heads(heads)
+    tolerance = validate.real("tolerance", tolerance, 0, 1, lo_open=True, hi_open=True)
+    cap = validate.integer("cap", cap, 2)
     L = 2
     for i, h in enumerate(heads):
         _check_zonal(h)
@@ -215,11 +218,9 @@ class ZonalOperator:
         if heads[0].dim != 3:
             raise ValueError(f"heads must have dimension d = 3 (zonal operators act on S^2); "
                              f"received d = {heads[0].dim}")
-        if isinstance(self.lmax, bool) or not isinstance(self.lmax, (int, np.integer)) or self.lmax < 0:
-            raise ValueError(f"lmax must be an integer >= 0; received {self.lmax!r}")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("heads", heads)
-        set_("lmax", int(self.lmax))
+        set_("lmax", validate.integer("lmax", self.lmax, 0))
         mult = tuple(zonal_multipliers(h, self.lmax) for h in heads)
         set_("multipliers", mult)
         linear = [m["potential"] for h, m in zip(heads, mult) if not NORMALIZATIONS[h.normalization].uses_normalizer]
