@@ -347,3 +347,27 @@ def test_core_refuses_previously_unchecked_arguments():
     refused(kernels.get_normalization, 1, argument="norm", name="norm", echo="received 1")
     refused(H.Head, np.eye(3), np.eye(3), kernel="sigmoid", kernel_params={"bias": np.bool_(True)},
             name="kernel_params['bias']", echo="True")
+
+
+def test_integrate_refuses_previously_unchecked_arguments():
+    from meanfield.core.integrate import integrate
+
+    def run(**kw):
+        args = dict(rhs=lambda t, y: -y, y0=[1.0], t_span=(0.0, 1.0), dt=0.1)
+        args.update(kw)
+        return integrate(args.pop("rhs"), args.pop("y0"), args.pop("t_span"), **args)
+
+    refused(run, max_steps=True, name="max_steps", echo="True")                   # was accepted as 1
+    refused(run, max_steps=10.0, name="max_steps", echo="10.0")
+    refused(run, method="dopri5", adaptive=1, name="adaptive", echo="1 with method 'dopri5'")   # was accepted
+    refused(run, method="dopri5", adaptive="yes", name="adaptive", echo="'yes'")
+    refused(run, t_eval=[0.0, np.nan], name="t_eval", echo="nan")                  # NaN passed the order check
+    refused(run, t_span="ab", name="t_span", echo="'ab'")
+    refused(run, t_span=(0.0, np.inf), name="t_span", echo="inf")
+    refused(run, dt=True, name="dt", echo="True")
+    refused(run, method="dopri5", atol="0", name="atol", echo="'0'")
+    refused(run, method="dopri5", dt_max=np.nan, name="dt_max", echo="nan")
+    refused(run, checkpoint=lambda s: None, checkpoint_every=np.bool_(True), name="checkpoint_every", echo="True")
+    # the adaptive default still runs with dt_max = inf allowed (tolerance of dopri5 at rtol 1e-8: 1e-6 is loose)
+    tr = run(method="dopri5", dt=None, dt_max=np.inf, rtol=1e-8, atol=0)
+    assert tr.success and abs(tr.y_final[0] - np.exp(-1.0)) <= 1e-6

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from tqdm import tqdm
 
+from . import validate
 from .controllers import ErrorControl, FixedGrid, initial_step
 from .steppers import SCHEMES, SPLIT_SCHEMES, ExplicitRK, Stepper, Tableau, as_stepper, rk_step
 
@@ -78,12 +79,6 @@ class Trajectory:
 
 def _fail(name, allowed, received, as_text=False):
     raise ValueError(f"{name} must be {allowed}; received {received if as_text else repr(received)}")
-
-
-def _check_positive(name, x, allow_inf=False, allow_zero=False):
-    ok = isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
-    if not ok or not (x >= 0 if allow_zero else x > 0) or not (allow_inf or np.isfinite(x)):
-        _fail(name, "a " + ("non-negative" if allow_zero else "positive") + (" " if allow_inf else " finite ") + "number", x)
 
 
 # ----------------------------------------------------------------------------- the driver's parts
@@ -365,11 +360,17 @@ def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, afte
 def _resolve_method(method, adaptive):
     """The stepper of ``method`` and whether it runs with error control."""
     stepper = as_stepper(method)
+    given = adaptive
     if adaptive is None:
         adaptive = stepper.adaptive
-    elif adaptive not in (True, False) or (adaptive and not stepper.adaptive):
+    else:
+        try:
+            adaptive = validate.boolean("adaptive", adaptive)       # 1, 0.0, "yes" refused (were accepted)
+        except ValueError:
+            adaptive = None                                         # refused below, with the allowed values
+    if adaptive is None or (adaptive and not stepper.adaptive):
         _fail("adaptive", f"None, False, or True for the adaptive schemes "
-              f"{sorted(k for k, v in SCHEMES.items() if v.adaptive)}", f"{adaptive!r} with method {stepper.name!r}",
+              f"{sorted(k for k, v in SCHEMES.items() if v.adaptive)}", f"{given!r} with method {stepper.name!r}",
               True)
     if not adaptive and stepper.adaptive and isinstance(stepper, ExplicitRK):
         stepper = ExplicitRK(replace(stepper.tableau, b_err=None, err_order=None))   # main weights only
@@ -389,31 +390,30 @@ def _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol,
         y = y.astype(float) if np.issubdtype(y.dtype, np.number) else _fail("y0", "a numeric array", y0)
     if not np.all(np.isfinite(y)):
         _fail("y0", "a finite array", "an array containing NaN or inf", True)
-    ts = np.asarray(t_span, dtype=float) if np.size(t_span) == 2 else None
-    if ts is None or ts.shape != (2,) or not np.all(np.isfinite(ts)) or not ts[1] > ts[0]:
+    ts = validate.real_array("t_span", t_span, (2,))
+    if not ts[1] > ts[0]:
         _fail("t_span", "a pair (t0, t1) of finite numbers with t1 > t0", t_span)
     t0, t1 = float(ts[0]), float(ts[1])
-    t_eval = np.array([t0, t1]) if t_eval is None else np.asarray(t_eval, dtype=float)
-    if t_eval.ndim != 1 or t_eval.size == 0 or np.any(np.diff(t_eval) <= 0):
+    t_eval = np.array([t0, t1]) if t_eval is None else validate.real_array("t_eval", t_eval, (None,))
+    if t_eval.size == 0 or np.any(np.diff(t_eval) <= 0):
         _fail("t_eval", "a non-empty 1-d strictly increasing array", t_eval)
     if t_eval[0] < t0 or t_eval[-1] > t1:
         _fail("t_eval", f"inside t_span [{t0}, {t1}]", t_eval)
     if dt is None and not adaptive:
         _fail("dt", f"a positive number for the fixed-step method {stepper.name!r}", dt)
     if dt is not None:
-        _check_positive("dt", dt)
-    _check_positive("rtol", rtol)
-    _check_positive("atol", atol, allow_zero=True)
-    _check_positive("dt_max", dt_max, allow_inf=True)
-    if not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-        _fail("max_steps", "a positive integer", max_steps)
+        dt = validate.real("dt", dt, positive=True)
+    validate.real("rtol", rtol, positive=True)
+    validate.real("atol", atol, 0)
+    validate.real("dt_max", dt_max, positive=True, finite=False)
+    max_steps = validate.integer("max_steps", max_steps, 1)
     if not adaptive and (t1 - t0) / dt > max_steps:
         _fail("dt", f"at least (t1 - t0) / max_steps = {(t1 - t0) / max_steps:.3g} (fixed steps would need "
               f"{(t1 - t0) / dt:.3g} > max_steps = {max_steps} steps)", dt)
     if checkpoint is not None and not callable(checkpoint):
         _fail("checkpoint", "None or a callable checkpoint(state)", checkpoint)
     if checkpoint_every is not None:
-        _check_positive("checkpoint_every", checkpoint_every)
+        validate.real("checkpoint_every", checkpoint_every, positive=True)
     return y, t0, t1, t_eval, _check_linear(linear, y)
 
 
