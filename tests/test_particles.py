@@ -52,15 +52,15 @@ def test_tokens_bad_input():
     X = uniform_sphere(5, 3, seed=0)
     with pytest.raises(ValueError, match="unit vectors.*never renormalized"):
         system.velocity(2 * X)
-    with pytest.raises(ValueError, match="must be finite"):
+    with pytest.raises(ValueError, match=r"X must be a finite real array of shape \(n, d\)"):
         system.velocity(np.where(np.arange(15).reshape(5, 3) == 4, np.nan, X))
     with pytest.raises(ValueError, match="d = 3 columns"):
         system.velocity(uniform_sphere(5, 4, seed=0))
     with pytest.raises(ValueError, match="n >= 2"):
         system.velocity(X[:1])
-    with pytest.raises(ValueError, match="w must sum to 1"):
+    with pytest.raises(ValueError, match=r"w must be 5 finite weights >= 0 summing to 1 \(to 1e-10\); received shape \(5,\), sum 5.0"):
         system.velocity(X, np.ones(5))
-    with pytest.raises(ValueError, match="w must have shape"):
+    with pytest.raises(ValueError, match=r"w must be 5 finite weights .*; received shape \(4,\)"):
         system.velocity(X, np.ones(4) / 4)
     with pytest.raises(ValueError, match="geometry must be one of"):
         ParticleSystem(scalar_heads([1.0], 3), geometry="torus")

@@ -97,8 +97,8 @@ def test_solve_particles_custom_observe_and_weights(system, X0):
     (dict(t_eval=[0.5, 0.2]), r"t_eval must be a non-empty 1-d strictly increasing array"),
     (dict(method="rk5"), r"method must be one of \['bs32', .*\], a Tableau or a Stepper; received 'rk5'"),
     (dict(method="rk4"), r"dt must be a positive number for the fixed-step method 'rk4'; received None"),
-    (dict(w=np.ones(8)), r"w must sum to 1; received sum"),
-    (dict(w=np.ones(3) / 3), r"w must have shape \(8,\) \(one weight per token\); received shape \(3,\)"),
+    (dict(w=np.ones(8)), r"w must be 8 finite weights >= 0 summing to 1 \(to 1e-10\); received shape \(8,\), sum 8.0"),
+    (dict(w=np.ones(3) / 3), r"w must be 8 finite weights >= 0 summing to 1 .*; received shape \(3,\)"),
     (dict(rtol=-1.0), r"rtol must be"),
 ])
 def test_solve_particles_input_errors(system, X0, kwargs, match):
@@ -198,21 +198,23 @@ def test_solve_continuum_input_errors(kwargs, match):
         mf.solve_continuum(pde, kw.pop("rho_lm0"), kw.pop("t_final"), **kw)
 
 
-# ------------------------------------------------------------------- bugs found (not fixed here)
-@pytest.mark.xfail(strict=True, reason="solve_particles's argument is X0, but its token errors name 'X' "
-                                       "(check_tokens is called with the default name)")
+# ------------------------------------------------------------------- bugs found and fixed
 def test_solve_particles_token_errors_name_X0(system, X0):
-    with pytest.raises(ValueError, match="X0"):
+    # the token errors named "X" (check_tokens was called with its default name)
+    with pytest.raises(ValueError, match=r"X0 rows must be unit vectors"):
         mf.solve_particles(system, 2 * X0, 1.0)
+    with pytest.raises(ValueError, match=r"w must be"):
+        mf.solve_particles(system, X0, 1.0, w=np.ones(len(X0)))
 
 
-@pytest.mark.xfail(strict=True, raises=(TypeError, AssertionError),
-                   reason="_times calls np.isfinite on t_final unchecked: a string or None raises TypeError, "
-                          "not a ValueError naming t_final")
 @pytest.mark.parametrize("t_final", ["1.0", None])
 def test_t_final_non_number_named_error(system, X0, t_final):
-    with pytest.raises(ValueError, match="t_final"):
+    # was a TypeError from np.isfinite / float
+    with pytest.raises(ValueError, match=rf"t_final must be a positive finite number; received {t_final!r}"):
         mf.solve_particles(system, X0, t_final)
+    pde = small_pde()
+    with pytest.raises(ValueError, match=rf"t_final must be a positive finite number; received {t_final!r}"):
+        mf.solve_continuum(pde, uniform_density(pde.grid), t_final)
 
 
 def test_solve_continuum_bad_cfl_named():

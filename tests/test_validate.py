@@ -371,3 +371,24 @@ def test_integrate_refuses_previously_unchecked_arguments():
     # the adaptive default still runs with dt_max = inf allowed (tolerance of dopri5 at rtol 1e-8: 1e-6 is loose)
     tr = run(method="dopri5", dt=None, dt_max=np.inf, rtol=1e-8, atol=0)
     assert tr.success and abs(tr.y_final[0] - np.exp(-1.0)) <= 1e-6
+
+
+def test_particles_refuse_previously_unchecked_arguments():
+    import meanfield as mf
+    from meanfield.core import initial
+    from meanfield.models import particles
+
+    heads = mf.scalar_heads([1.0], 3)
+    refused(mf.ParticleSystem, heads, chunk_bytes=True, name="chunk_bytes", echo="True")   # was accepted as 1 byte
+    refused(mf.ParticleSystem, heads, chunk_bytes=2.0**20, name="chunk_bytes", echo="1048576.0")
+    refused(mf.ParticleSystem, heads, tolerance=np.bool_(True), name="tolerance", echo="True")
+    refused(mf.ParticleSystem, heads, geometry=np.array(["sphere"]), name="geometry", echo="array(['sphere']")
+    refused(mf.ParticleSystem, heads, summation=None, name="summation", echo="None")
+    refused(particles.check_tokens, "abc", name="X", echo="'abc'")
+    refused(particles.check_tokens, [[1 + 1j, 0, 0]] * 2, name="X", echo="(1+1j)")
+    refused(particles.check_weights, ["a", "b"], 2, name="w", echo="['a', 'b']")
+    refused(particles.check_weights, [np.nan, 1.0], 2, name="w", echo="sum nan")
+    system = mf.ParticleSystem(heads)
+    X = initial.uniform_sphere(4, 3, seed=0)
+    refused(system.check, X, [0.5, 0.5, 0.5, -0.5], w_name="weights", name="weights", echo="min -0.5")
+    refused(system.check, 2 * X, name="X0", echo="never renormalized")

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .fastsum import SpectralSum, spectral_supported
+from ..core import validate
+from ..core.choices import GEOMETRIES, SUMMATIONS
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import kernel
 from ..core.sums import aggregate, pair_sum, row_chunks
 from ..core.zonal import required_lmax
 
-GEOMETRIES = ("sphere", "flat")
-SUMMATIONS = ("auto", "direct", "spectral")
 SPECTRAL_MIN_N = 2000
 """Smallest n for which ``summation="auto"`` uses the spectral sum.  Measured (benchmarks/RESULTS.md):
 spectral is already faster from n ~ 250-500 at beta = 10; 2000 leaves a margin for larger
@@ -60,13 +60,11 @@ def check_tokens(X, d=None, geometry="sphere", name="X"):
 
     Nothing is renormalized: rows off the sphere by more than ``UNIT_NORM_TOL`` raise.
     """
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[0] < 2 or X.shape[1] < 2:
+    X = validate.real_array(name, X, ("n", "d"))
+    if X.shape[0] < 2 or X.shape[1] < 2:
         raise ValueError(f"{name} must have shape (n, d) with n >= 2 tokens and d >= 2; received shape {X.shape}")
     if d is not None and X.shape[1] != d:
         raise ValueError(f"{name} must have d = {d} columns to match the heads; received shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} must be finite; received {int(np.sum(~np.isfinite(X)))} NaN/inf entries")
     if geometry == "sphere":
         dev = np.abs(np.linalg.norm(X, axis=1) - 1).max()
         if dev > UNIT_NORM_TOL:
@@ -77,17 +75,7 @@ def check_tokens(X, d=None, geometry="sphere", name="X"):
 
 def check_weights(w, n, name="w"):
     """Validate token weights: shape (n,), finite, nonnegative, summing to 1. None -> uniform."""
-    if w is None:
-        return np.full(n, 1.0 / n)
-    w = np.asarray(w, dtype=float)
-    if w.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},) (one weight per token); received shape {w.shape}")
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError(f"{name} must be finite and nonnegative; received min {np.nanmin(w)!r}, "
-                         f"{int(np.sum(~np.isfinite(w)))} non-finite entries")
-    if abs(w.sum() - 1) > 1e-10:
-        raise ValueError(f"{name} must sum to 1; received sum {w.sum()!r}")
-    return w
+    return validate.probability_weights(name, w, n, tol=1e-10)
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,17 +108,13 @@ class ParticleSystem:
 
     def __post_init__(self):
         object.__setattr__(self, "heads", check_heads(self.heads))
-        if self.geometry not in GEOMETRIES:
-            raise ValueError(f"geometry must be one of {GEOMETRIES}; received {self.geometry!r}")
-        if not (isinstance(self.chunk_bytes, (int, np.integer)) and self.chunk_bytes > 0):
-            raise ValueError(f"chunk_bytes must be a positive integer; received {self.chunk_bytes!r}")
+        validate.choice("geometry", self.geometry, GEOMETRIES)
+        validate.integer("chunk_bytes", self.chunk_bytes, 1, what="a positive integer")
         if self.geometry == "sphere":
             check_exp_range(self.heads)
-        if self.summation not in SUMMATIONS:
-            raise ValueError(f"summation must be one of {SUMMATIONS}; received {self.summation!r}")
+        validate.choice("summation", self.summation, SUMMATIONS)
         tol = self.tolerance
-        if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not 1e-14 <= tol < 1:
-            raise ValueError(f"tolerance must be a number in [1e-14, 1); received {tol!r}")
+        validate.real("tolerance", tol, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
         spectral = None
         if self.summation == "spectral":
             why = spectral_supported(self.heads, self.geometry)
@@ -159,10 +143,10 @@ class ParticleSystem:
         return retract_sphere if self.geometry == "sphere" else None
 
     # ------------------------------------------------------------------ validation
-    def check(self, X, w=None):
-        """Validated ``(X, w)``; see :func:`check_tokens` and :func:`check_weights`."""
-        X = check_tokens(X, self.d, self.geometry)
-        return X, check_weights(w, X.shape[0])
+    def check(self, X, w=None, *, name="X", w_name="w"):
+        """Validated ``(X, w)``; see :func:`check_tokens` and :func:`check_weights` (errors name ``name``, ``w_name``)."""
+        X = check_tokens(X, self.d, self.geometry, name)
+        return X, check_weights(w, X.shape[0], w_name)
 
     @property
     def spectral(self):

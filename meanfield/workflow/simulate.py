@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis import diagnostics, field_diagnostics
+from ..core import validate
 from ..models.continuum import ContinuumPDE
 from ..core.densities import check_density, normalize as normalize_density
 from ..core.integrate import integrate
@@ -21,8 +22,6 @@ __all__ = ["solve_particles", "solve_continuum"]
 
 
 def _times(t_final, t_eval):
-    if not (np.isfinite(t_final) and t_final > 0):
-        raise ValueError(f"t_final must be a positive finite number; received {t_final!r}")
     return np.linspace(0.0, t_final, 11) if t_eval is None else np.asarray(t_eval, dtype=float)
 
 
@@ -34,7 +33,8 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
     dissipation, entropy, clustering); pass a callable for your own hook or False for none.
     Other keywords go to :func:`meanfield.integrate.integrate`.
     """
-    X0, w = system.check(X0, w)
+    t_final = validate.real("t_final", t_final, positive=True)
+    X0, w = system.check(X0, w, name="X0")
     rhs = system.rhs if w is None or np.all(w == w[0]) else system.weighted_rhs(w)
     hook = diagnostics.observer(system, w, threshold) if observe is True else (observe or None)
     return integrate(rhs, X0, (0.0, float(t_final)), t_eval=_times(t_final, t_eval), method=method, dt=dt,
@@ -58,6 +58,7 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method=
         Stop (status 1, with the time and the reason) once the density is no longer resolved:
         :func:`meanfield.field_diagnostics.resolution_monitor` with ``tail_tol``, ``negative_tol``.
     """
+    t_final = validate.real("t_final", t_final, positive=True)
     rho_lm0 = normalize_density(pde.grid, rho_lm0) if normalize else check_density(pde.grid, rho_lm0, "rho_lm0")
     stepper = as_stepper(method)
     fixed = kw.get("adaptive") is False or not stepper.adaptive
