@@ -391,4 +391,5 @@ def test_particles_refuse_previously_unchecked_arguments():
     system = mf.ParticleSystem(heads)
     X = initial.uniform_sphere(4, 3, seed=0)
     refused(system.check, X, [0.5, 0.5, 0.5, -0.5], w_name="weights", name="weights", echo="min -0.5")
-    refused(system.check, 2 * X, name="X0", echo="never renormalized")
+    with pytest.raises(ValueError, match=r"^X0 rows must be unit vectors .*never renormalized"):
+        system.check(2 * X, name="X0")
