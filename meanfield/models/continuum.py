@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core import validate
+from ..core.choices import CONTINUUM_METHODS
 from ..core.funk_hecke import funk_hecke_multipliers  # re-exported (public API)
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import NORMALIZATIONS
@@ -32,7 +34,7 @@ from ..core.sphere import SphereGrid, from_real, to_real
 from ..core.sums import aggregate, pair_sum
 from ..core.zonal import GridSpace, ZonalOperator, truncation_level
 
-METHODS = ("auto", "spectral", "quadrature")
+METHODS = CONTINUUM_METHODS
 
 __all__ = ["METHODS", "ContinuumPDE", "KernelResolutionWarning", "funk_hecke_multipliers"]
 
@@ -80,19 +82,14 @@ class ContinuumPDE:
         heads = check_heads(self.heads)
         if heads[0].dim != 3:
             raise ValueError(f"heads must have dimension d = 3 (the PDE is on S^2); received d = {heads[0].dim}")
-        for name, value, lo in (("nu", self.nu, 0.0), ("kernel_tol", self.kernel_tol, 0.0)):
-            if (isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating))
-                    or not np.isfinite(value) or value < lo):
-                raise ValueError(f"{name} must be a finite number >= {lo}; received {value!r}")
-        if isinstance(self.chunk_bytes, bool) or not isinstance(self.chunk_bytes, (int, np.integer)) \
-                or self.chunk_bytes <= 0:
-            raise ValueError(f"chunk_bytes must be a positive integer; received {self.chunk_bytes!r}")
+        validate.real("nu", self.nu, 0.0)
+        validate.real("kernel_tol", self.kernel_tol, 0.0)
+        validate.integer("chunk_bytes", self.chunk_bytes, 1, what="a positive integer")
         check_exp_range(heads)
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("heads", heads)
         set_("grid", SphereGrid.dealiased(self.lmax, nthreads=self.nthreads))
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}; received {self.method!r}")
+        validate.choice("method", self.method, METHODS)
         all_zonal = all(h.is_zonal for h in heads)
         if self.method == "spectral" and not all_zonal:
             raise ValueError("method 'spectral' needs zonal heads (M = V = lambda I); received a non-zonal head")
@@ -236,9 +233,7 @@ class ContinuumPDE:
         from ..core.steppers import SCHEMES, SPLIT_SCHEMES, as_stepper   # local: the rest of the module is another's
 
         stepper = as_stepper(scheme)
-        if isinstance(cfl, bool) or not isinstance(cfl, (int, float, np.integer, np.floating)) \
-                or not (np.isfinite(cfl) and cfl > 0):
-            raise ValueError(f"cfl must be a positive finite number; received {cfl!r}")
+        validate.real("cfl", cfl, positive=True)
         a = self.lmax * self.max_speed(rho_lm)
         d = self.nu * self.lmax * (self.lmax + 1)
         if a > 0 and stepper.imag_reach == 0:
