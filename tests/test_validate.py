@@ -393,3 +393,20 @@ def test_particles_refuse_previously_unchecked_arguments():
     refused(system.check, X, [0.5, 0.5, 0.5, -0.5], w_name="weights", name="weights", echo="min -0.5")
     with pytest.raises(ValueError, match=r"^X0 rows must be unit vectors .*never renormalized"):
         system.check(2 * X, name="X0")
+
+
+def test_fastsum_refuses_previously_unchecked_arguments():
+    import meanfield as mf
+    from meanfield.core import initial
+    from meanfield.models.fastsum import SpectralSum
+
+    heads = mf.scalar_heads([1.0], 3)
+    refused(SpectralSum, heads, lmax=True, name="lmax", echo="True")
+    refused(SpectralSum, heads, lmax=8.0, name="lmax", echo="8.0")
+    refused(SpectralSum, heads, tolerance=np.bool_(False), name="tolerance", echo="False")
+    fast = SpectralSum(heads, lmax=8)
+    X = initial.uniform_sphere(5, 3, seed=0)
+    refused(fast.coefficients, X, [0.2, 0.2, np.nan, 0.2, 0.2], name="w", echo="nan")    # NaN weights went to ducc0
+    refused(fast.coefficients, X, np.full(4, 0.25), name="w", echo="shape (4,)")
+    refused(fast.energies, [[0.0, 0.0, np.nan]] * 5, np.full(5, 0.2), name="X", echo="nan")
+    refused(fast.forces, "abc", np.full(5, 0.2), name="X", echo="'abc'")

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core import validate
 from ..core.heads import check_heads
 from ..core.kernels import LMAX_CAP
 from ..core.sphere import SphereGrid
@@ -71,13 +72,6 @@ def spectral_supported(heads, geometry="sphere", lmax=None):
             if not has_lmax_rule(h):
                 return no_lmax_rule(i, h)
     return None
-
-
-def _check_tolerance(tolerance):
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float, np.floating)) \
-            or not (1e-14 <= tolerance < 1):
-        raise ValueError(f"tolerance must be a number in [1e-14, 1); received {tolerance!r}")
-    return float(tolerance)
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,15 +112,15 @@ class SpectralSum:
         why = spectral_supported(heads, lmax=self.lmax)
         if why is not None:
             raise ValueError(why)
-        tol = _check_tolerance(self.tolerance)
+        tol = validate.real("tolerance", self.tolerance, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
         lmax = self.lmax
         if lmax is None:
             lmax = required_lmax(heads, tol)
             if lmax is None:
                 raise ValueError(f"tolerance = {tol:.1e} needs lmax > LMAX_CAP = {LMAX_CAP} for these heads "
                                  f"(beta |lambda| too large); use a larger tolerance or direct summation")
-        elif isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 2:
-            raise ValueError(f"lmax must be an integer >= 2 or None; received {lmax!r}")
+        else:
+            lmax = validate.integer("lmax", lmax, 2, what="an integer >= 2 or None")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("heads", heads)
         set_("tolerance", tol)
@@ -148,16 +142,13 @@ class SpectralSum:
 
     @staticmethod
     def _weights(w, n):
-        w = np.asarray(w)
-        if w.shape != (n,) or np.iscomplexobj(w):
-            raise ValueError(f"w must be real with shape (n,) = ({n},); received dtype {w.dtype}, shape {w.shape}")
-        return np.ascontiguousarray(w, dtype=np.float64)
+        return np.ascontiguousarray(validate.real_array("w", w, (n,)))
 
     @staticmethod
     def _unit(X):
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != 3:
-            raise ValueError(f"X must have shape (n, 3); received shape {X.shape}")
+        # Radial projection is the documented extension of the field off the sphere (Runge-Kutta
+        # stages), not a repair of input: ParticleSystem checks tokens before they get here.
+        X = validate.real_array("X", X, ("n", 3))
         return X / np.sqrt(np.einsum("ij,ij->i", X, X))[:, None]
 
     # ------------------------------------------------------------------ public sums
