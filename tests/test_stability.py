@@ -261,7 +261,7 @@ STABILITY_BAD = [
     (T.growth_rate, (1, [1.0], 1.0), {"normalization": "sum"},
      r"normalization must be one of \('mean', 'softmax'\); received 'sum'"),
     (T.growth_rate, (1, [], 1.0), {}, r"lambdas must be a non-empty 1-d sequence"),
-    (T.growth_rate, (1, [1.0], 1.0), {"nu": np.nan}, r"nu must be a finite real number; received nan"),
+    (T.growth_rate, (1, [1.0], 1.0), {"nu": np.nan}, r"nu must be a finite number >= 0; received nan"),
     (T.growth_rate, (1, [1.0], 1.0), {"d": 1.0}, r"d must be an integer >= 2; received 1.0"),
     (T.growth_rate, (3, [1.0], 1000.0), {}, r"beta \* max\|lambda\| must be small enough .* received 1000"),
     (T.most_unstable_degree, ([1.0], 1.0), {"nu": -1.0}, r"nu must be a finite number >= 0"),

@@ -216,7 +216,7 @@ def test_rng_names_its_argument():
 @settings(max_examples=150, deadline=None, derandomize=True, database=None)
 @given(x=ANYTHING)
 def test_any_input_returns_canonical_type_or_names_the_argument(x):
-    calls = [(V.integer, (), int), (V.real, (), float), (V.boolean, (), bool),
+    calls = [(V.integer, (), int), (V.integer_array, (), np.ndarray), (V.real, (), float), (V.boolean, (), bool),
              (V.choice, (("a", "b"),), str), (V.real_array, (), np.ndarray), (V.unit_vector, (), np.ndarray),
              (V.unit_vectors, (), np.ndarray), (V.probability_weights, (2,), np.ndarray),
              (V.rng, (), np.random.Generator)]
@@ -233,17 +233,34 @@ def test_any_input_returns_canonical_type_or_names_the_argument(x):
             assert np.all(np.isfinite(out))
 
 
-# ------------------------------------------------------------------------------- private aliases
-def test_private_names_of_the_closed_form_modules_keep_their_messages():
-    # analysis/theory.py and analysis/stability.py import these names; their messages are unchanged
-    assert str(_err(V._int, "n", 1, 2)) == "n must be an integer >= 2; received 1"
-    assert str(_err(V._real, "beta", 0.0, positive=True)) == "beta must be a positive finite number; received 0.0"
-    assert str(_err(V._real, "t", np.nan)) == "t must be a finite real number; received nan"
-    assert str(_err(V._real_array, "t", [np.inf])) == "t must be finite real number(s); received [inf]"
-    assert str(_err(V._choice, "kernel", "gauss", ("exp", "relu"))) == \
+# ------------------------------------------------------------------ the closed-form modules' messages
+def test_closed_form_modules_keep_their_messages():
+    # analysis/theory.py and analysis/stability.py call the public validators (the private aliases
+    # _int, _real, _real_array, _choice, ... are gone); their messages are unchanged
+    from meanfield.analysis import stability
+
+    for private in ("_int", "_real", "_real_array", "_choice", "_int_array", "_lambdas", "_gamma", "_common"):
+        assert not hasattr(V, private), private
+    assert str(_err(V.integer, "n", 1, 2)) == "n must be an integer >= 2; received 1"
+    assert str(_err(V.real, "beta", 0.0, positive=True)) == "beta must be a positive finite number; received 0.0"
+    assert str(_err(V.real, "t", np.nan, what="a finite real number")) == "t must be a finite real number; received nan"
+    assert str(_err(V.real_array, "t", [np.inf])) == "t must be finite real number(s); received [inf]"
+    assert str(_err(V.choice, "kernel", "gauss", ("exp", "relu"))) == \
         "kernel must be one of ('exp', 'relu'); received 'gauss'"
-    lam, beta, n, kernel, norm = V._common([1.0], 2, 5, "exp", "mean")
+    assert str(_err(stability._lambdas, [])) == \
+        "lambdas must be a non-empty 1-d sequence of finite head strengths; received []"
+    lam, beta, n, kernel, norm = stability._common([1.0], 2, 5, "exp", "mean")
     assert (beta, n, kernel, norm) == (2.0, 5, "exp", "mean") and lam.tolist() == [1.0]
+
+
+def test_integer_array():
+    out = V.integer_array("l", [0, 2.0, np.int64(3)], 0)
+    assert out.dtype.kind == "i" and out.tolist() == [0, 2, 3]
+    assert V.integer_array("H", 4, 1).shape == ()                     # a scalar stays 0-d
+    for bad, echo in [([], "[]"), ([1.5], "[1.5]"), ([np.nan], "[nan]"), ([True], "[True]"), ("3", "'3'"),
+                      ([1j], "[1j]"), ([-1], "[-1]"), ([2.0**60], "[1.152921504606847e+18]"), ([[1], [2, 3]], "[[1], [2, 3]]")]:
+        refused(V.integer_array, "l", bad, 0, name="l", echo=echo)
+    assert str(_err(V.integer_array, "H", 0, 1)) == "H must be integer(s) >= 1; received 0"
 
 
 # ------------------------------------------------------------------------------------- choices

@@ -10,16 +10,44 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from ..core.validate import _choice, _int, _int_array, _lambdas, _real, _real_array
-from ..core.kernels import NORMALIZATIONS
+from ..core.validate import choice, integer, integer_array, real, real_array
+from ..core.kernels import KERNELS, NORMALIZATIONS
 
 __all__ = ["sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate", "most_unstable_degree",
            "critical_noise"]
 
 
+# ------------------------------------------------------------------ arguments shared with theory.py
+def _lambdas(x):
+    """Head strengths: a non-empty 1-d float64 array of finite numbers (a scalar is one head)."""
+    try:
+        a = np.atleast_1d(real_array("lambdas", x))
+    except ValueError:
+        a = None
+    if a is None or a.ndim != 1 or a.size == 0:
+        raise ValueError(f"lambdas must be a non-empty 1-d sequence of finite head strengths; received {x!r}")
+    return a
+
+
+def _gamma(name, g, n):
+    """Pairwise cosines of an equiangular configuration of ``n`` unit vectors, in [-1/(n-1), 1]."""
+    g = real_array(name, g)
+    lo = -1.0 / (n - 1)
+    if np.any(g < lo) or np.any(g > 1):
+        raise ValueError(f"{name} must lie in [-1/(n-1), 1] = [{lo:.6g}, 1] (an equiangular "
+                         f"configuration of n = {n} unit vectors); received {np.asarray(g)!r}")
+    return g
+
+
+def _common(lambdas, beta, n, kernel, normalization):
+    """The arguments every equiangular closed form takes, validated."""
+    return (_lambdas(lambdas), real("beta", beta, positive=True), integer("n", n, 2),
+            choice("kernel", kernel, KERNELS), choice("normalization", normalization, NORMALIZATIONS))
+
+
 def sphere_area(d):
     """:math:`|S^{d-1}| = 2\\pi^{d/2}/\\Gamma(d/2)`."""
-    d = _int("d", d, 1)
+    d = integer("d", d, 1)
     return float(2.0 * np.pi ** (d / 2) / special.gamma(d / 2))
 
 
@@ -54,7 +82,7 @@ def funk_hecke_exp(l, a, d=3):
     -------
     ndarray, broadcast shape of ``l`` and ``a``
     """
-    l, a, d = _int_array("l", l, 0), _real_array("a", a), _int("d", d, 2)
+    l, a, d = integer_array("l", l, 0), real_array("a", a), integer("d", d, 2)
     with np.errstate(over="ignore"):
         return _fh_exp_scaled(l, a, d) * np.exp(np.abs(a))
 
@@ -73,8 +101,8 @@ def funk_hecke_relu(l, a, d=3, power=1):
     the kernel (softmax row sums), ``power = 2`` gives the ReLU energy kernel ``relu^2``
     whose gradient is the mean-normalized ReLU velocity (up to the factor 1/2).
     """
-    l, a, d = _int_array("l", l, 0), _real_array("a", a), _int("d", d, 2)
-    p = _int("power", power, 1)
+    l, a, d = integer_array("l", l, 0), real_array("a", a), integer("d", d, 2)
+    p = integer("power", power, 1)
     lb, ab = np.broadcast_arrays(l, a)
     x, w = np.polynomial.legendre.leggauss(int(lb.max(initial=0)) + d + p + 32)
     th = (x + 1.0) * np.pi / 4.0                     # [0, pi/2]
@@ -118,12 +146,10 @@ def growth_rate(l, lambdas, beta, normalization="mean", nu=0.0, d=3):
     -------
     ndarray, shape of ``l``
     """
-    l, lam = _int_array("l", l, 0), _lambdas(lambdas)
-    beta = _real("beta", beta, positive=True)
-    normalization = _choice("normalization", normalization, NORMALIZATIONS)
-    nu, d = _real("nu", nu), _int("d", d, 2)
-    if nu < 0:
-        raise ValueError(f"nu must be a finite number >= 0; received {nu!r}")
+    l, lam = integer_array("l", l, 0), _lambdas(lambdas)
+    beta = real("beta", beta, positive=True)
+    normalization = choice("normalization", normalization, NORMALIZATIONS)
+    nu, d = real("nu", nu, 0), integer("d", d, 2)
     with np.errstate(over="ignore", invalid="ignore"):
         sigma = l * (l + d - 2) * (_bracket(l, lam, beta, normalization, d) - nu)
     if not np.all(np.isfinite(sigma)):
@@ -157,10 +183,10 @@ _TERMS = {"mean": _mean_terms, "softmax": _softmax_terms}
 
 def _degrees(lambdas, beta, lmax):
     lam = _lambdas(lambdas)
-    beta = _real("beta", beta, positive=True)
+    beta = real("beta", beta, positive=True)
     if lmax is None:   # c_l decays super-exponentially beyond l ~ e a / 2
         lmax = int(np.ceil(np.e * beta * np.abs(lam).max())) + 20
-    return lam, beta, np.arange(1, _int("lmax", lmax, 1) + 1)
+    return lam, beta, np.arange(1, integer("lmax", lmax, 1) + 1)
 
 
 def most_unstable_degree(lambdas, beta, normalization="mean", nu=0.0, d=3, lmax=None):
@@ -180,6 +206,6 @@ def critical_noise(lambdas, beta, normalization="mean", d=3, lmax=None):
     ``c_0`` for softmax).  For positive heads the maximum is at ``l = 1``.
     """
     lam, beta, ls = _degrees(lambdas, beta, lmax)
-    normalization = _choice("normalization", normalization, NORMALIZATIONS)
-    d = _int("d", d, 2)
+    normalization = choice("normalization", normalization, NORMALIZATIONS)
+    d = integer("d", d, 2)
     return float(np.max(_bracket(ls, lam, beta, normalization, d)))

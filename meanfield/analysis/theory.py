@@ -26,8 +26,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import integrate, optimize, special
 
-from ..core.validate import _choice, _common, _gamma, _int, _int_array, _lambdas, _real, _real_array
+from ..core.validate import choice, integer, integer_array, real, real_array
 from ..core.kernels import KERNELS, NORMALIZATIONS
+from .stability import _common, _gamma, _lambdas
 from .stability import (critical_noise, funk_hecke_exp, funk_hecke_relu, growth_rate,  # noqa: F401
                         most_unstable_degree, sphere_area)
 
@@ -157,11 +158,11 @@ def solve_equiangular(gamma0, lambdas, beta, n, t, kernel="exp", normalization="
     """
     lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
     _closed_form("equiangular_rate", kernel, normalization)
-    g0 = float(_gamma("gamma0", _real("gamma0", gamma0), n))
-    t = _real_array("t", t)
+    g0 = float(_gamma("gamma0", real("gamma0", gamma0, what="a finite real number"), n))
+    t = real_array("t", t)
     if t.ndim != 1 or t.size == 0 or t[0] < 0 or np.any(np.diff(t) < 0):
         raise ValueError(f"t must be a non-empty 1-d non-decreasing array with t[0] >= 0; received {t!r}")
-    rtol, atol = _real("rtol", rtol, True), _real("atol", atol, True)
+    rtol, atol = real("rtol", rtol, positive=True), real("atol", atol, positive=True)
     if t[-1] == 0:
         return np.full(t.shape, g0)
     sol = integrate.solve_ivp(lambda _t, y: _rate(y, lam, beta, n, kernel, normalization),
@@ -173,8 +174,8 @@ def solve_equiangular(gamma0, lambdas, beta, n, t, kernel="exp", normalization="
 
 def _endpoints(gamma0, gamma_target, n):
     """Validated start and target of a clustering time, as floats."""
-    return (float(_gamma("gamma0", _real("gamma0", gamma0), n)),
-            float(_gamma("gamma_target", _real("gamma_target", gamma_target), n)))
+    return (float(_gamma("gamma0", real("gamma0", gamma0, what="a finite real number"), n)),
+            float(_gamma("gamma_target", real("gamma_target", gamma_target, what="a finite real number"), n)))
 
 
 def clustering_time(gamma0, gamma_target, lambdas, beta, n, kernel="exp", normalization="softmax",
@@ -283,14 +284,14 @@ def late_rate(lambdas, beta=None, kernel="exp", normalization="softmax"):
     ``gamma = 1`` is unstable.
     """
     lam = _lambdas(lambdas)
-    kernel = _choice("kernel", kernel, KERNELS)
-    normalization = _choice("normalization", normalization, NORMALIZATIONS)
+    kernel = choice("kernel", kernel, KERNELS)
+    normalization = choice("normalization", normalization, NORMALIZATIONS)
     _closed_form("late_rate", kernel, normalization)
     return _LATE_RATES[kernel, normalization](lam, beta)
 
 
 def _late_exp_mean(lam, beta):
-    beta = _real("beta", beta, positive=True)
+    beta = real("beta", beta, positive=True)
     return 2.0 * np.sum(lam * np.exp(beta * lam))
 
 
@@ -316,15 +317,15 @@ def phi(lam, beta, n):
     -------
     ndarray, shape of ``lam``
     """
-    lam = _real_array("lam", lam)
-    beta, n = _real("beta", beta, positive=True), _int("n", n, 2)
+    lam = real_array("lam", lam)
+    beta, n = real("beta", beta, positive=True), integer("n", n, 2)
     return 2.0 * lam * _inv_exp_plus(beta * lam, n - 1)
 
 
 def phi_derivative(lam, beta, n):
     """:math:`\\varphi'(\\lambda) = 2\\,\\frac{e^{u}(1-u) + n - 1}{(e^{u}+n-1)^2}`, ``u = beta lam``."""
-    lam = _real_array("lam", lam)
-    beta, n = _real("beta", beta, positive=True), _int("n", n, 2)
+    lam = real_array("lam", lam)
+    beta, n = real("beta", beta, positive=True), integer("n", n, 2)
     u = beta * lam
     q = _inv_exp_plus(u, n - 1)                       # 1/(e^u+m)
     return 2.0 * q * (1.0 - u * (1.0 - (n - 1) * q))  # e^u q = 1 - m q
@@ -336,8 +337,8 @@ def phi_second_derivative(lam, beta, n):
     .. math:: \\varphi''(\\lambda) = 2\\beta\\,\\frac{e^{u}\\,[(u-2)e^{u} - (u+2)(n-1)]}
               {(e^{u}+n-1)^3},\\qquad u = \\beta\\lambda .
     """
-    lam = _real_array("lam", lam)
-    beta, n = _real("beta", beta, positive=True), _int("n", n, 2)
+    lam = real_array("lam", lam)
+    beta, n = real("beta", beta, positive=True), integer("n", n, 2)
     u, m = beta * lam, n - 1
     q = _inv_exp_plus(u, m)
     s = 1.0 - m * q                                    # e^u / (e^u + m), in (0, 1)
@@ -350,7 +351,7 @@ def lambda_max(beta, n):
     From ``phi' = 0``: ``(u - 1) e^u = n - 1``; ``W`` is the principal real branch of
     Lambert W.
     """
-    beta, n = _real("beta", beta, positive=True), _int("n", n, 2)
+    beta, n = real("beta", beta, positive=True), integer("n", n, 2)
     return _finite_over_beta(1.0 + special.lambertw((n - 1) / np.e, 0).real, beta)
 
 
@@ -371,7 +372,7 @@ def phi_inflection(beta, n):
     ``(u_max, inf)`` from ``h(u_max) < 0``: one root there, found by brentq.  (``phi`` has a
     second inflection at negative ``lambda``, not returned.)
     """
-    beta, n = _real("beta", beta, positive=True), _int("n", n, 2)
+    beta, n = real("beta", beta, positive=True), integer("n", n, 2)
     m = n - 1.0
 
     def h(u):   # divided by e^u to stay finite
@@ -399,7 +400,7 @@ def c_star(H):
 
     Evaluated as ``2 / (sqrt((H-1)^2 + 4) + H - 1)`` (no cancellation).  ``H`` integer(s) >= 1.
     """
-    h = _int_array("H", H, 1) - 1.0
+    h = integer_array("H", H, 1) - 1.0
     return 2.0 / (np.sqrt(h * h + 4.0) + h)
 
 
@@ -414,9 +415,9 @@ def beta_star(H, n, alpha=1.0):
     ``inf`` for ``H = 1`` (a single head has no cross-head coupling).  Broadcasts over
     ``H`` and ``n``.
     """
-    Hi = _int_array("H", H, 1)
-    ni = _int_array("n", n, 2)
-    alpha = _real("alpha", alpha, positive=True)
+    Hi = integer_array("H", H, 1)
+    ni = integer_array("n", n, 2)
+    alpha = real("alpha", alpha, positive=True)
     c = c_star(Hi)
     with np.errstate(divide="ignore"):
         out = np.log(c * (ni - 1) / (Hi - 1.0)) / (2.0 * alpha)
@@ -432,6 +433,6 @@ def radial_fraction(beta, alpha, n):
     ``beta`` may be any finite real (array) so that ``radial_fraction(beta_star(H, n)) ==
     c_star(H)`` holds also where ``beta*`` is negative.
     """
-    beta = _real_array("beta", beta)
-    alpha, n = _real("alpha", alpha, positive=True), _int("n", n, 2)
+    beta = real_array("beta", beta)
+    alpha, n = real("alpha", alpha, positive=True), integer("n", n, 2)
     return 1.0 / np.sqrt(1.0 + (n - 1) * np.exp(-2.0 * beta * alpha))

@@ -15,7 +15,7 @@ and nothing is fixed quietly (no clipping, rounding or renormalization).
 
 Validators
 ----------
-:func:`integer`, :func:`real`, :func:`choice`, :func:`boolean`, :func:`real_array`,
+:func:`integer`, :func:`integer_array`, :func:`real`, :func:`choice`, :func:`boolean`, :func:`real_array`,
 :func:`unit_vector`, :func:`unit_vectors`, :func:`probability_weights`, :func:`rng`.
 The allowed values of the package's string choices are in :mod:`meanfield.core.choices`.
 """
@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["integer", "real", "choice", "boolean", "real_array", "unit_vector", "unit_vectors",
+__all__ = ["integer", "integer_array", "real", "choice", "boolean", "real_array", "unit_vector", "unit_vectors",
            "probability_weights", "rng"]
 
 
@@ -75,6 +75,29 @@ def integer(name, x, lo=None, hi=None, *, what=None):
                    ("" if hi is None else (" and" if lo is not None else "") + f" <= {hi}")
         raise ValueError(f"{name} must be {what}; received {x!r}")
     return int(x)
+
+
+def integer_array(name, x, lo=None):
+    """``x`` as a non-empty ``int`` array (any shape), each entry an integer value ``>= lo``.
+
+    Integer-valued floats (``2.0``) pass, as they do as array entries of the closed forms
+    (``l``, ``H``, ``n``); ``bool`` arrays, fractions, NaN, inf, strings and entries beyond
+    ``2**53`` (not exact in float64) are refused.
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must be integer(s) >= {lo}; received {x!r}"``.
+    """
+    try:
+        a = None if isinstance(x, (str, bytes)) else np.asarray(x)
+    except (TypeError, ValueError):
+        a = None
+    if a is None or a.dtype == bool or not np.issubdtype(a.dtype, np.number) or a.size == 0 \
+            or np.iscomplexobj(a) or not np.all(np.isfinite(a)) or np.any(a != np.round(a)) \
+            or (lo is not None and np.any(a < lo)) or np.any(np.abs(a) > 2**53):
+        raise ValueError(f"{name} must be integer(s)" + ("" if lo is None else f" >= {lo}") + f"; received {x!r}")
+    return a.astype(int)
 
 
 def _real_text(lo, hi, lo_open, hi_open, positive, finite, nonzero):
@@ -349,57 +372,3 @@ def rng(seed, name="seed"):
     if _is_int(seed) and seed >= 0:
         return np.random.default_rng(int(seed))
     raise ValueError(f"{name} must be None, an integer >= 0 or a numpy.random.Generator; received {seed!r}")
-
-
-# ------------------------------------------------------------------------------------------------
-# Private names of the closed-form modules (analysis/theory.py, analysis/stability.py), kept as thin
-# wrappers of the validators above until those modules call them directly.
-def _int(name, x, lo):
-    return integer(name, x, lo)
-
-
-def _int_array(name, x, lo):
-    a = np.asarray(x)
-    if a.dtype == bool or not np.issubdtype(a.dtype, np.number) or a.size == 0 \
-            or not np.all(np.isfinite(a)) or np.any(a != np.round(a)) or np.any(a < lo) or np.any(a > 2**53):
-        raise ValueError(f"{name} must be integer(s) >= {lo}; received {x!r}")
-    return a.astype(int)
-
-
-def _real(name, x, positive=False):
-    return real(name, x, positive=positive, what=None if positive else "a finite real number")
-
-
-def _real_array(name, x):
-    return real_array(name, x)
-
-
-def _lambdas(x):
-    try:
-        a = np.atleast_1d(np.asarray(x, dtype=float))
-    except (TypeError, ValueError):
-        a = None
-    if a is None or a.ndim != 1 or a.size == 0 or not np.all(np.isfinite(a)):
-        raise ValueError(f"lambdas must be a non-empty 1-d sequence of finite head strengths; "
-                         f"received {x!r}")
-    return a
-
-
-def _choice(name, x, allowed):
-    return choice(name, x, allowed)
-
-
-def _gamma(name, g, n):
-    g = _real_array(name, g)
-    lo = -1.0 / (n - 1)
-    if np.any(g < lo) or np.any(g > 1):
-        raise ValueError(f"{name} must lie in [-1/(n-1), 1] = [{lo:.6g}, 1] (an equiangular "
-                         f"configuration of n = {n} unit vectors); received {np.asarray(g)!r}")
-    return g
-
-
-def _common(lambdas, beta, n, kernel, normalization):
-    from .kernels import KERNELS, NORMALIZATIONS        # here, so that the primitives may import this module
-
-    return (_lambdas(lambdas), _real("beta", beta, positive=True), _int("n", n, 2),
-            _choice("kernel", kernel, KERNELS), _choice("normalization", normalization, NORMALIZATIONS))
