@@ -427,3 +427,36 @@ def test_fastsum_refuses_previously_unchecked_arguments():
     refused(fast.coefficients, X, np.full(4, 0.25), name="w", echo="shape (4,)")
     refused(fast.energies, [[0.0, 0.0, np.nan]] * 5, np.full(5, 0.2), name="X", echo="nan")
     refused(fast.forces, "abc", np.full(5, 0.2), name="X", echo="'abc'")
+
+
+def test_workflow_and_diagnostics_refuse_previously_unchecked_arguments(tmp_path):
+    import meanfield as mf
+    from meanfield.analysis import field_diagnostics
+    from meanfield.core.densities import uniform_density
+    from meanfield.core.integrate import integrate
+    from meanfield.workflow import paired, run
+
+    heads = mf.scalar_heads([1.0], 3)
+    args = dict(heads=heads, rho_lm0=uniform_density, n_particles=10, t_final=0.2, lmax=14)
+
+    def pair(**kw):
+        return paired.paired_run(**{**args, **kw})
+
+    refused(pair, n_particles=True, name="n_particles", echo="True")
+    refused(pair, n_particles=10.0, name="n_particles", echo="10.0")
+    refused(pair, t_final="1", name="t_final", echo="'1'")
+    refused(pair, t_eval=[0.0, np.nan], name="t_eval", echo="nan")          # NaN passed the order check
+    refused(pair, sampling=np.array(["iid"]), name="sampling", echo="array(['iid']")
+    refused(pair, progress="yes", name="progress", echo="'yes'")
+    refused(paired.transport_grid, 8.0, name="nlat", echo="8.0")
+    refused(paired.transport_grid, 8, np.bool_(True), name="nlon", echo="True")
+    refused(run.run, run.RunConfig(), progress=1, name="progress", echo="received 1")
+    refused(integrate, lambda t, y: -y, [1.0], (0.0, 1.0), dt=0.1, progress="no", name="progress", echo="'no'")
+    pde = mf.ContinuumPDE(heads, 14)
+    rho = uniform_density(pde.grid)
+    refused(field_diagnostics.spectral_tail, pde, rho, fraction=1.5, name="fraction", echo="1.5")
+    refused(field_diagnostics.resolution_monitor, pde, tail_tol=np.nan, name="tail_tol", echo="nan")
+    refused(field_diagnostics.resolution_monitor, pde, negative_tol="0", name="negative_tol", echo="'0'")
+    refused(field_diagnostics.observer, pde, entropy="no", name="entropy", echo="'no'")
+    # an infinite tolerance is allowed (never stop on that criterion): the uniform density is resolved
+    assert field_diagnostics.resolution_monitor(pde, np.inf, np.inf)(0.0, pde.state(rho)) is None

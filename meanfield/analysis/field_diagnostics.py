@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import validate
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sums import entropy_rows
 from ..core.zonal import GridSpace
@@ -42,6 +43,7 @@ def spectral_tail(pde: ContinuumPDE, rho_lm, fraction=2 / 3) -> float:
     Small (spectral decay) while ``lmax`` resolves the density; it grows as the density
     concentrates below the grid scale.
     """
+    validate.real("fraction", fraction, 0, 1)
     S = pde.grid.power_spectrum(rho_lm)
     total = S[1:].sum()
     return float(np.sqrt(S[int(fraction * pde.lmax) + 1:].sum() / total)) if total > 0 else 0.0
@@ -118,6 +120,7 @@ def observer(pde: ContinuumPDE, entropy=True):
     head), dissipation, attention entropy, Boltzmann entropy, negative mass, spectral tail and
     concentration measures (and the free-energy dissipation when ``nu > 0``, and the smallest
     softmax normalizer ``min_normalizer`` on the grid when a head is softmax-normalized)."""
+    entropy = validate.boolean("entropy", entropy)
 
     def observe(t, y):
         rho_lm = pde.coefficients(y)
@@ -147,6 +150,8 @@ def resolution_monitor(pde: ContinuumPDE, tail_tol=1e-3, negative_tol=1e-4):
     Stops when the :func:`spectral_tail` exceeds ``tail_tol`` or the :func:`negative_mass`
     exceeds ``negative_tol``; the message names the criterion and its value.
     """
+    validate.real("tail_tol", tail_tol, 0, finite=False)
+    validate.real("negative_tol", negative_tol, 0, finite=False)
 
     def event(t, y):
         rho_lm = pde.coefficients(y)

@@ -238,6 +238,8 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     Trajectory
     """
     stepper, adaptive = _resolve_method(method, adaptive)
+    if progress is not None:
+        validate.boolean("progress", progress)               # None: a bar only when stderr is a terminal
     y, t0, t1, t_eval, L = _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol, dt_max,
                                             max_steps, retraction, observe, event, checkpoint, checkpoint_every,
                                             linear)

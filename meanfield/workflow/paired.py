@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analysis import diagnostics, transport
+from ..core import validate
+from ..core.choices import SAMPLINGS, W2_METHODS, W2_METRICS, W2_NEGATIVE_POLICIES
 from ..core.densities import check_density, sample_particles
 from ..core.sphere import SphereGrid
 from ..models.continuum import ContinuumPDE
@@ -40,18 +42,11 @@ from ..models.particles import SUMMATIONS, ParticleSystem
 from .checkpoint import Checkpointer, RunInterrupted
 from .simulate import solve_continuum, solve_particles
 
-SAMPLINGS = ("iid", "stratified")
 PARTICLE_SUMS = SUMMATIONS
 PARTICLE_KEYS = diagnostics.PARTICLE_OBSERVABLES
 
 __all__ = ["PairedResult", "paired_run", "transport_grid", "resolve_transport_grid", "density_measure",
            "w2_densities", "align_times", "SAMPLINGS", "PARTICLE_SUMS", "PARTICLE_KEYS"]
-
-
-def _choice(name, value, allowed):
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}; received {value!r}")
-    return value
 
 
 # ---------------------------------------------------------------------------- density side
@@ -61,11 +56,9 @@ def transport_grid(nlat, nlon=None) -> SphereGrid:
     It integrates densities of degree ``<= min(2 nlat - 1, nlon - 1)`` exactly (see
     :func:`density_measure`); it is ``SphereGrid(nlat - 1, nlat=nlat, nlon=nlon)``.
     """
-    if isinstance(nlat, bool) or not isinstance(nlat, (int, np.integer)) or nlat < 3:
-        raise ValueError(f"nlat must be an integer >= 3; received {nlat!r}")
-    nlon = 2 * int(nlat) if nlon is None else nlon
-    if isinstance(nlon, bool) or not isinstance(nlon, (int, np.integer)) or nlon < 2 * nlat - 1:
-        raise ValueError(f"nlon must be an integer >= 2 nlat - 1 = {2 * nlat - 1}; received {nlon!r}")
+    nlat = validate.integer("nlat", nlat, 3)
+    nlon = 2 * nlat if nlon is None else nlon
+    nlon = validate.integer("nlon", nlon, 2 * nlat - 1, what=f"an integer >= 2 nlat - 1 = {2 * nlat - 1}")
     return SphereGrid(int(nlat) - 1, nlat=int(nlat), nlon=int(nlon))
 
 
@@ -130,7 +123,7 @@ def w2_densities(pde_a: ContinuumPDE, rho_a, pde_b: ContinuumPDE, rho_b, transpo
     -------
     TransportResult
     """
-    _choice("negative", negative, ("error", "drop"))
+    validate.choice("negative", negative, W2_NEGATIVE_POLICIES)
     sides = []
     for name, pde, rho in (("a", pde_a, rho_a), ("b", pde_b, rho_b)):
         nodes, w = density_measure(pde, rho, transport_grid)
@@ -224,11 +217,9 @@ class PairedResult:
 
 # ---------------------------------------------------------------------------- driver
 def _times(t_final, t_eval):
-    if isinstance(t_final, bool) or not isinstance(t_final, (int, float, np.number)) \
-            or not (np.isfinite(t_final) and t_final > 0):
-        raise ValueError(f"t_final must be a positive finite number; received {t_final!r}")
-    t = np.linspace(0.0, float(t_final), 5) if t_eval is None else np.asarray(t_eval, dtype=float)
-    if t.ndim != 1 or t.size == 0 or np.any(np.diff(t) <= 0) or t[0] < 0 or t[-1] > t_final:
+    validate.real("t_final", t_final, positive=True)
+    t = np.linspace(0.0, float(t_final), 5) if t_eval is None else validate.real_array("t_eval", t_eval, (None,))
+    if t.size == 0 or np.any(np.diff(t) <= 0) or t[0] < 0 or t[-1] > t_final:
         raise ValueError(f"t_eval must be a strictly increasing 1-d array in [0, t_final = {t_final}]; "
                          f"received {t_eval!r}")
     return t
@@ -340,13 +331,14 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     -------
     PairedResult
     """
-    if isinstance(n_particles, bool) or not isinstance(n_particles, (int, np.integer)) or n_particles < 2:
-        raise ValueError(f"n_particles must be an integer >= 2; received {n_particles!r}")
-    _choice("sampling", sampling, SAMPLINGS)
-    _choice("particle_sums", particle_sums, PARTICLE_SUMS)
-    _choice("negative", negative, ("error", "drop"))
-    _choice("metric", metric, transport.METRICS)
-    _choice("w2_method", w2_method, transport.METHODS)
+    validate.integer("n_particles", n_particles, 2)
+    validate.choice("sampling", sampling, SAMPLINGS)
+    validate.choice("particle_sums", particle_sums, PARTICLE_SUMS)
+    validate.choice("negative", negative, W2_NEGATIVE_POLICIES)
+    validate.choice("metric", metric, W2_METRICS)
+    validate.choice("w2_method", w2_method, W2_METHODS)
+    if progress is not None:
+        validate.boolean("progress", progress)
     if nu != 0:
         raise ValueError(f"nu must be 0: the particle system has no noise, so only the noiseless PDE is its "
                          f"mean-field limit; received nu = {nu!r}")

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from ..core import validate
 from ..core.densities import sample_particles, vmf_mixture_density
 from ..core.heads import Head
 from ..core.sphere import SphereGrid, to_lm_table
@@ -81,6 +82,8 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.
     config = RunConfig() if config is None else config
     if not isinstance(config, RunConfig):
         raise ValueError(f"config must be a RunConfig; received {type(config).__name__}")
+    if progress is not None:
+        validate.boolean("progress", progress)       # refused before the run starts
     started = time.perf_counter()
     ic, lmax = config.integrator, config.pde.lmax
     times = np.linspace(0.0, ic.t_final, ic.n_frames)
