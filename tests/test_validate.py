@@ -452,6 +452,9 @@ def test_workflow_and_diagnostics_refuse_previously_unchecked_arguments(tmp_path
     refused(paired.transport_grid, 8, np.bool_(True), name="nlon", echo="True")
     refused(run.run, run.RunConfig(), progress=1, name="progress", echo="received 1")
     refused(integrate, lambda t, y: -y, [1.0], (0.0, 1.0), dt=0.1, progress="no", name="progress", echo="'no'")
+    from meanfield.core.steppers import phi_functions
+    refused(phi_functions, [0.5], 2.0, name="n", echo="2.0")                  # range(2.0 + 1): TypeError before
+    refused(phi_functions, [0.5], -1, name="n", echo="-1")                    # an empty list before
     pde = mf.ContinuumPDE(heads, 14)
     rho = uniform_density(pde.grid)
     refused(field_diagnostics.spectral_tail, pde, rho, fraction=1.5, name="fraction", echo="1.5")

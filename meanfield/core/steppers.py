@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import validate
 from .tableaux import SCHEMES, Tableau, rk_step
 
 __all__ = ["Tableau", "SCHEMES", "rk_step", "Stepper", "ExplicitRK", "IMEXEuler", "ETDRK2", "ETDRK4", "SPLIT_SCHEMES",
@@ -155,6 +156,7 @@ def phi_functions(z, n):
         ``1 / 25!``), is used instead.  Measured relative error against exact rational sums:
         below ``1e-15`` for ``n <= 3``, ``1e-13`` for ``n <= 6`` (worst at ``z = 1``).
     """
+    n = validate.integer("n", n, 0)
     z = np.asarray(z)
     dtype = np.result_type(z, float)
     small = np.abs(z) < 1.0
