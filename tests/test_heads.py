@@ -337,9 +337,10 @@ def test_orthogonal_block_heads_strengths_length_named():
 @pytest.mark.parametrize("make, match", [
     (lambda: mf.random_symmetric_heads(3, True, seed=0), r"n_heads must be an integer >= 1; received True"),
     (lambda: mf.random_symmetric_heads(3.0, 2, seed=0), r"d must be an integer >= 2; received 3.0"),
-    (lambda: mf.random_symmetric_heads(3, 2, seed=0, scale=float("nan")), r"scale must be a finite number; received nan"),
-    (lambda: mf.random_symmetric_heads(3, 2, seed=1.5), r"seed must be None, an integer >= 0 or a numpy.random.Generator; "
-                                                        r"received 1.5"),
+    (lambda: mf.random_symmetric_heads(3, 2, seed=0, scale=float("nan")),
+     r"scale must be a finite number; received nan"),
+    (lambda: mf.random_symmetric_heads(3, 2, seed=1.5),
+     r"seed must be None, an integer >= 0 or a numpy.random.Generator; received 1.5"),
     (lambda: mf.random_symmetric_heads(3, 2, seed=-1), r"seed must be None, an integer >= 0"),
     (lambda: mf.perturbed_value_heads(mf.scalar_heads([1.0], 3), 0.1, seed="a"), r"seed must be None"),
     (lambda: mf.approx_orthogonal_heads(6, 2, 0.1, rank=0), r"rank must be an integer >= 1; received 0"),
@@ -351,7 +352,8 @@ def test_orthogonal_block_heads_strengths_length_named():
     (lambda: mf.scalar_heads([1.0, np.nan], 3), r"lambdas must be finite real number\(s\); received"),
     (lambda: mf.scalar_heads(["a"], 3), r"lambdas must be finite real number\(s\); received"),
     (lambda: mf.scalar_heads([1.0], 3.5), r"d must be an integer >= 2; received 3.5"),
-    (lambda: mf.Head(np.array([["a", "b"], ["c", "d"]]), np.eye(2)), r"M must be a real square matrix of size d x d with d >= 2; received array\(\[\['a'"),
+    (lambda: mf.Head(np.array([["a", "b"], ["c", "d"]]), np.eye(2)),
+     r"M must be a real square matrix of size d x d with d >= 2; received array\(\[\['a'"),
 ])
 def test_preset_arguments_refused_by_name(make, match):
     with pytest.raises(ValueError, match=match):

@@ -258,7 +258,8 @@ def test_integer_array():
     assert out.dtype.kind == "i" and out.tolist() == [0, 2, 3]
     assert V.integer_array("H", 4, 1).shape == ()                     # a scalar stays 0-d
     for bad, echo in [([], "[]"), ([1.5], "[1.5]"), ([np.nan], "[nan]"), ([True], "[True]"), ("3", "'3'"),
-                      ([1j], "[1j]"), ([-1], "[-1]"), ([2.0**60], "[1.152921504606847e+18]"), ([[1], [2, 3]], "[[1], [2, 3]]")]:
+                      ([1j], "[1j]"), ([-1], "[-1]"), ([2.0**60], "[1.152921504606847e+18]"),
+                      ([[1], [2, 3]], "[[1], [2, 3]]")]:
         refused(V.integer_array, "l", bad, 0, name="l", echo=echo)
     assert str(_err(V.integer_array, "H", 0, 1)) == "H must be integer(s) >= 1; received 0"
 

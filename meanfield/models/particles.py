@@ -144,7 +144,10 @@ class ParticleSystem:
 
     # ------------------------------------------------------------------ validation
     def check(self, X, w=None, *, name="X", w_name="w"):
-        """Validated ``(X, w)``; see :func:`check_tokens` and :func:`check_weights` (errors name ``name``, ``w_name``)."""
+        """Validated ``(X, w)``; see :func:`check_tokens` and :func:`check_weights`.
+
+        ``name`` and ``w_name`` are the argument names the errors use (``solve_particles`` passes ``"X0"``).
+        """
         X = check_tokens(X, self.d, self.geometry, name)
         return X, check_weights(w, X.shape[0], w_name)
 
