@@ -28,6 +28,8 @@ from meanfield import diagnostics, field_diagnostics as fd, theory as T
 from meanfield.core.densities import perturbed_uniform, uniform_density, vmf_mixture_density
 from meanfield.core.initial import equiangular, random_rotation, uniform_sphere
 from meanfield.models.particles import retract_sphere
+from _helpers import FD_RTOL, fd_energy_rate, smooth_density
+
 
 __all__ = ["Case", "CASES", "compare"]
 
@@ -207,20 +209,6 @@ for _beta, _alpha, _n in [(0.7, 1.0, 8), (1.4764, 1.0, 32), (0.3, 2.0, 5)]:
 
 
 # ===================================================================== section 1: particles
-FD_STEP = 1e-5
-# Central differences: truncation ~ h^2 |E'''| ~ 1e-10, round-off ~ eps |E| / h ~ 1e-11;
-# 1e-7 relative leaves a wide margin while catching any O(1) or missing-factor error.
-FD_RTOL = 1e-7
-
-
-def fd_energy_rate(system, X, V, w=None):
-    """d/ds E(X(s)) at s = 0 along X(s) = X + s V (flat) or its retraction (sphere)."""
-    move = (lambda Y: retract_sphere(Y)) if system.geometry == "sphere" else (lambda Y: Y)
-    Ep = system.energies(move(X + FD_STEP * V), w)
-    Em = system.energies(move(X - FD_STEP * V), w)
-    return (Ep - Em) / (2 * FD_STEP)
-
-
 @lru_cache(maxsize=None)
 def _energy_identity(geometry, d, kernel):
     heads = mf.random_symmetric_heads(d, 3, seed=d, beta=1.5, kernel=kernel)
@@ -366,16 +354,6 @@ for _norm in ["mean", "softmax"]:
 
 
 # ===================================================================== section 3: continuum
-def smooth_density(grid, seed=0, amp=0.004, lmax_pert=5):
-    """Uniform plus a random real perturbation of degrees 1..lmax_pert (positive for small amp)."""
-    rng = np.random.default_rng(seed)
-    rho_lm = uniform_density(grid).copy()
-    sel = (grid.l_index >= 1) & (grid.l_index <= lmax_pert)
-    rho_lm[sel] += amp * (rng.standard_normal(sel.sum()) + 1j * rng.standard_normal(sel.sum()))
-    rho_lm[grid.m_index == 0] = rho_lm[grid.m_index == 0].real
-    return rho_lm
-
-
 def general_heads(seed=7):
     rng = np.random.default_rng(seed)
     return tuple(mf.Head(0.6 * rng.standard_normal((3, 3)), 0.6 * rng.standard_normal((3, 3)), 1.5, "exp", nrm)

@@ -15,16 +15,7 @@ from meanfield.models.continuum import ContinuumPDE, KernelResolutionWarning, fu
 from meanfield.core.densities import uniform_density, vmf_density, vmf_mixture_density
 from meanfield.core.heads import Head, scalar_heads
 from meanfield.workflow.simulate import solve_continuum
-
-
-def smooth_density(grid, seed=0, amp=0.004, lmax_pert=5):
-    """Uniform plus a random real perturbation of degrees 1..lmax_pert (positive for small amp)."""
-    rng = np.random.default_rng(seed)
-    rho_lm = uniform_density(grid).copy()
-    sel = (grid.l_index >= 1) & (grid.l_index <= lmax_pert)
-    rho_lm[sel] += amp * (rng.standard_normal(sel.sum()) + 1j * rng.standard_normal(sel.sum()))
-    rho_lm[grid.m_index == 0] = rho_lm[grid.m_index == 0].real
-    return rho_lm
+from _helpers import smooth_density
 
 
 def test_energy_monotone_along_run():

@@ -9,21 +9,8 @@ import pytest
 
 from meanfield.core.heads import Head, random_symmetric_heads, scalar_heads
 from meanfield.core.initial import uniform_sphere
-from meanfield.models.particles import ParticleSystem, retract_sphere
-
-FD_STEP = 1e-5
-# Central differences: truncation ~ h^2 |E'''| ~ 1e-10, round-off ~ eps |E| / h ~ 1e-11;
-# 1e-7 relative leaves a wide margin while catching any O(1) or missing-factor error.
-FD_RTOL = 1e-7
-
-
-def fd_energy_rate(system, X, V, w=None):
-    """d/ds E(X(s)) at s = 0 along X(s) = X + s V (flat) or its retraction (sphere)."""
-    move = (lambda Y: retract_sphere(Y)) if system.geometry == "sphere" else (lambda Y: Y)
-    Ep = system.energies(move(X + FD_STEP * V), w)
-    Em = system.energies(move(X - FD_STEP * V), w)
-    return (Ep - Em) / (2 * FD_STEP)
-
+from meanfield.models.particles import ParticleSystem
+from _helpers import FD_RTOL, fd_energy_rate
 
 @pytest.mark.parametrize("normalization", ["mean", "softmax"])
 def test_energy_rates_exact_for_general_heads(rng, normalization):

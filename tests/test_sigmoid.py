@@ -7,13 +7,14 @@ import pytest
 
 from meanfield import field_diagnostics as fd
 from meanfield.analysis.diagnostics import attention_entropy, attention_entropy_rate, dissipation
-from meanfield.core.densities import uniform_density, vmf_mixture_density
+from meanfield.core.densities import vmf_mixture_density
 from meanfield.core.heads import Head, random_symmetric_heads, scalar_heads
 from meanfield.core.initial import uniform_sphere
 from meanfield.core.zonal import required_lmax
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.models.fastsum import SpectralSum
 from meanfield.models.particles import ParticleSystem, retract_sphere
+from _helpers import smooth_density
 
 BIAS = {"bias": -0.6}
 
@@ -27,15 +28,6 @@ def clustered(n, seed, spread=0.3):
     mu = rng.standard_normal((3, 3))
     X = mu[rng.integers(0, 3, n)] / np.linalg.norm(mu, axis=1).max() + spread * rng.standard_normal((n, 3))
     return X / np.linalg.norm(X, axis=1, keepdims=True)
-
-
-def smooth_density(grid, seed=0, amp=0.004, lmax_pert=5):
-    rng = np.random.default_rng(seed)
-    rho_lm = uniform_density(grid).copy()
-    sel = (grid.l_index >= 1) & (grid.l_index <= lmax_pert)
-    rho_lm[sel] += amp * (rng.standard_normal(sel.sum()) + 1j * rng.standard_normal(sel.sum()))
-    rho_lm[grid.m_index == 0] = rho_lm[grid.m_index == 0].real
-    return rho_lm
 
 
 @pytest.mark.parametrize("normalization", ["mean", "softmax"])
