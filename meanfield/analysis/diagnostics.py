@@ -319,8 +319,9 @@ def _components_tree(U, threshold, e_max):
     ``|x - y|^2 <= r_in^2 = 2 - 2 t - 2 e_max - slack``, so ``<x, y> >= t + slack / 2``.  A linked pair
     has ``|x - y|^2 <= r_out^2 = 2 - 2 t + 2 e_max + slack`` and lies in one cell or in two cells
     whose boxes are that close.  Such cell pairs are joined if one of their token pairs passes
-    ``<x, y> >= t``: all pairs at once when there are few, else (skipping cells already joined)
-    the nearest neighbours of the smaller cell in a KD-tree of the larger.
+    ``<x, y> >= t``: first the pair of the cells' first tokens; then, for cells not yet joined,
+    all pairs at once when there are few, else (one cell pair at a time, skipping those already
+    joined) a product or the nearest neighbours of the smaller cell in a KD-tree of the larger.
     """
     n, d = U.shape
     r2_out = 2 - 2 * threshold + 2 * e_max + _SLACK
@@ -336,12 +337,17 @@ def _components_tree(U, threshold, e_max):
     gap = np.maximum(np.abs(cell_keys[pairs[:, 0]] - cell_keys[pairs[:, 1]]) - 1, 0)
     pairs = pairs[np.einsum("pd,pd->p", gap, gap) <= rho**2 * (1 + 1e-9)]
     a, b = pairs[:, 0], pairs[:, 1]
+    # first pass: the first tokens of the two cells (joins most neighbour cells in dense regions)
+    first = U[order[starts]]
+    sure = np.einsum("pd,pd->p", first[a], first[b]) >= threshold
+    k, comp = _components(m, a[sure], b[sure])
+    todo = comp[a] != comp[b]
+    a, b = a[todo], b[todo]
     prod = counts[a] * counts[b]
     small = prod <= _SMALL_PAIR
     linked = _small_cell_links(U, order, starts, counts, a[small], b[small], prod[small], threshold)
-    ea, eb = a[small][linked], b[small][linked]
-    k, comp = connected_components(csr_matrix((np.ones(ea.size, dtype=np.int8), (ea, eb)), shape=(m, m)),
-                                   directed=False)
+    k, merged = _components(k, comp[a[small][linked]], comp[b[small][linked]])
+    comp = merged[comp]
     parent, trees, merges = list(range(k)), {}, 0
 
     def find(x):
@@ -370,6 +376,12 @@ def _components_tree(U, threshold, e_max):
     return k - merges
 
 
+def _components(m, a, b):
+    """Number and labels of the connected components of the graph on m nodes with edges (a, b)."""
+    return connected_components(csr_matrix((np.ones(a.size, dtype=np.int8), (a, b)), shape=(m, m)),
+                                directed=False)
+
+
 def _small_cell_links(U, order, starts, counts, a, b, prod, threshold):
     """For cell pairs (a, b) with few point pairs: does any pair have <x, y> >= threshold?"""
     linked = np.zeros(a.size, dtype=bool)
@@ -390,18 +402,23 @@ def _small_cell_links(U, order, starts, counts, a, b, prod, threshold):
 
 
 def _cells_linked(tree, P, Q, r2_out, threshold):
-    """Is some pair (p in P, q in Q) at <p, q> >= threshold?  ``tree`` is a KD-tree of P."""
+    """Is some pair (p in P, q in Q) at <p, q> >= threshold?  ``tree`` is a KD-tree of P; Q is
+    queried in growing batches (a linked pair is usually found in the first)."""
     r_out = np.sqrt(r2_out)
-    dist, j = tree.query(Q, k=1, distance_upper_bound=r_out)
-    hit = np.isfinite(dist)
-    if not hit.any():
-        return False
-    if np.any(np.einsum("nd,nd->n", Q[hit], P[j[hit]]) >= threshold):
-        return True
-    # only round-off apart from the threshold: check every token within r_out of those queries
-    for q, near in zip(Q[hit], tree.query_ball_point(Q[hit], r_out)):
-        if np.any(P[near] @ q >= threshold):
+    lo, size = 0, 256
+    while lo < len(Q):
+        Qb = Q[lo:lo + size]
+        lo, size = lo + size, 8 * size
+        dist, j = tree.query(Qb, k=1, distance_upper_bound=r_out)
+        hit = np.isfinite(dist)
+        if not hit.any():
+            continue
+        if np.any(np.einsum("nd,nd->n", Qb[hit], P[j[hit]]) >= threshold):
             return True
+        # only round-off apart from the threshold: check every token within r_out of those queries
+        for q, near in zip(Qb[hit], tree.query_ball_point(Qb[hit], r_out)):
+            if np.any(P[near] @ q >= threshold):
+                return True
     return False
 
 
