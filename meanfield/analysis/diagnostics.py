@@ -252,7 +252,7 @@ def _merge_labels(labels, a, b):
     """Representative token per component after adding edges ``(a, b)`` to the components ``labels``."""
     n = labels.size
     rows, cols = np.concatenate([np.arange(n), a]), np.concatenate([labels, b])
-    comp = connected_components(csr_matrix((np.ones(rows.size, dtype=np.int8), (rows, cols)), shape=(n, n)),
+    comp = connected_components(csr_matrix((np.ones(rows.size, dtype=bool), (rows, cols)), shape=(n, n)),
                                 directed=False)[1]
     rep = np.empty(comp.max() + 1, dtype=np.intp)
     rep[comp] = np.arange(n)
@@ -378,7 +378,7 @@ def _components_tree(U, threshold, e_max):
 
 def _components(m, a, b):
     """Number and labels of the connected components of the graph on m nodes with edges (a, b)."""
-    return connected_components(csr_matrix((np.ones(a.size, dtype=np.int8), (a, b)), shape=(m, m)),
+    return connected_components(csr_matrix((np.ones(a.size, dtype=bool), (a, b)), shape=(m, m)),
                                 directed=False)
 
 
