@@ -171,11 +171,11 @@ def clustering(X, threshold=0.99, chunk_rows=2048, method="auto") -> dict:
         ``"auto"``: the tree path when ``n >= CLUSTERING_TREE_MIN_N`` (2048), ``d <=
         CLUSTERING_TREE_MAX_D`` (12) and the tree path applies, else the direct path (so the
         default run, n = 1000, keeps the reference numbers).  Measured (benchmarks/clustering.py,
-        one thread), direct / tree time for uniform tokens at n = 1e4: 6.9 in d = 3, 2.2 in d = 8,
+        one thread), direct / tree time for uniform tokens at n = 1e4: ~20 in d = 3, 2.3 in d = 8,
         0.9 in d = 12, 0.4 in d = 16, 0.13 in d = 64 (at n = 3e4: 1.2 in d = 12, 1.0 in d = 16,
         0.26 in d = 24): in high d the cells hold single tokens and a KD-tree query visits most
-        leaves.  Tight clusters favour the tree in every d (1.7x in d = 64).  At n = 1e6, d = 3 the
-        tree path takes ~2 s (uniform) and ~1 s (three tight clusters), with ~120 MiB peak.
+        leaves.  Tight clusters favour the tree in every d (1.5x in d = 64).  At n = 1e6, d = 3 the
+        tree path takes 2-4 s (uniform or three tight clusters) with ~160 MiB peak memory.
         Where the direct path would refuse (n > 2e5) and ``d > 12``, ask for ``method="tree"``
         or subsample ``X``.
 
