@@ -10,7 +10,7 @@ from meanfield.analysis.diagnostics import (attention_entropy, attention_entropy
                                    energy_rate_terms, radial_dominance, radial_shadows)
 from meanfield.core.heads import orthogonal_block_heads, random_symmetric_heads, scalar_heads
 from meanfield.core.initial import equiangular, uniform_sphere, vmf_mixture
-from meanfield.models.particles import ParticleSystem
+from meanfield.models.particles import ParticleSystem, retract_sphere
 
 
 
