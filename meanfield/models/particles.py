@@ -65,6 +65,11 @@ def check_tokens(X, d=None, geometry="sphere", name="X"):
         raise ValueError(f"{name} must have shape (n, d) with n >= 2 tokens and d >= 2; received shape {X.shape}")
     if d is not None and X.shape[1] != d:
         raise ValueError(f"{name} must have d = {d} columns to match the heads; received shape {X.shape}")
+    if geometry == "sphere":                  # fast path, one pass: | |x|^2 - 1 | <= 1.9 tol implies finite
+        with np.errstate(over="ignore", invalid="ignore"):      # rows and | |x| - 1 | < tol
+            dev2 = np.abs(np.einsum("nd,nd->n", X, X) - 1.0).max()
+        if dev2 <= 1.9 * UNIT_NORM_TOL:
+            return X
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{name} must be finite; received {int(np.sum(~np.isfinite(X)))} NaN/inf entries")
     if geometry == "sphere":
