@@ -502,7 +502,8 @@ class SphereGrid:
 class PointSet:
     """Unit vectors prepared for repeated ducc0 point transforms on one :class:`SphereGrid`'s layout.
 
-    Made by :meth:`SphereGrid.prepare_points`; the angles (ducc0 ``loc``) and the tangent frame are
+    Made by :meth:`SphereGrid.prepare_points` (unit vectors, checked) or :meth:`PointSet.directions`
+    (any nonzero rows, radially projected in the same pass); the angles (ducc0 ``loc``) and the tangent frame are
     computed once, the frame from Cartesian coordinates without trigonometry:
     ``e_theta = (z cos p, z sin p, -r)``, ``e_phi = (-sin p, cos p, 0)`` with ``r = sqrt(x^2 + y^2)``,
     ``cos p = x / r``, ``sin p = y / r`` (``p = 0`` on the axis), the frame of the module docstring.
@@ -548,7 +549,8 @@ class PointSet:
         ----------
         grid : SphereGrid
         X : array_like, shape (n, 3)
-            Finite rows with ``|x_i| > 0`` (any length).
+            Finite rows with ``|x_i| > 0`` (any length); referenced, not copied (do not modify it while
+            the point set is in use).
         epsilon : float
             As for the constructor.
         """
