@@ -110,3 +110,13 @@ def test_direct_paths_refused_up_front_at_large_n():
     assert np.isfinite(spectral.energy(X))
     with pytest.raises(ValueError, match="energy_gradients .always direct.*use energies"):
         spectral.energy_gradients(X)                      # always direct: refused even when sums are spectral
+
+
+def test_nthreads_reaches_the_transforms_and_changes_nothing(rng):
+    X = _tilted(rng, 3000)
+    one, two = (ParticleSystem(_heads("softmax"), summation="spectral", nthreads=t) for t in (1, 2))
+    assert two.spectral.grid.nthreads == 2
+    # the same transforms split over threads: equal up to the order of floating-point sums (1e-13 relative)
+    np.testing.assert_allclose(two.velocity(X), one.velocity(X), rtol=0, atol=1e-13 * np.abs(one.velocity(X)).max())
+    with pytest.raises(ValueError, match="nthreads must be an integer >= 1; received 0"):
+        ParticleSystem(_heads("mean"), nthreads=0)

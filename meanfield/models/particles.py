@@ -125,6 +125,10 @@ class ParticleSystem:
         refused up front (:meth:`check_direct`) when estimated to exceed :data:`DIRECT_TIME_LIMIT_S`.
     tolerance : float
         Accuracy of the spectral sums relative to the size of the aggregates, in ``[1e-14, 1)``.
+    nthreads : int
+        Threads of the spherical-harmonic transforms of the spectral sums (ducc0; the numpy glue around
+        them is single-threaded).  2 threads cut a velocity call at n = 10^6 by about a third on the
+        2-core reference machine (benchmarks/RESULTS.md, "Scale").
     """
 
     heads: tuple
@@ -132,6 +136,7 @@ class ParticleSystem:
     chunk_bytes: int = 1 * 2**20
     summation: str = "auto"
     tolerance: float = 1e-10
+    nthreads: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "heads", check_heads(self.heads))
@@ -146,18 +151,19 @@ class ParticleSystem:
         tol = self.tolerance
         if isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating)) or not 1e-14 <= tol < 1:
             raise ValueError(f"tolerance must be a number in [1e-14, 1); received {tol!r}")
+        object.__setattr__(self, "nthreads", validate.integer("nthreads", self.nthreads, 1))
         spectral = None
         if self.summation == "spectral":
             why = spectral_supported(self.heads, self.geometry)
             if why is not None:
                 raise ValueError(f"summation 'spectral' is not available: {why}")
-            spectral = SpectralSum(self.heads, tol)
+            spectral = SpectralSum(self.heads, tol, nthreads=self.nthreads)
         elif self.summation == "auto" and spectral_supported(self.heads, self.geometry) is None:
             try:                                     # beta |lambda| beyond float64 range: stay direct
                 lmax = required_lmax(self.heads, tol)
             except ValueError:
                 lmax = None
-            spectral = None if lmax is None else SpectralSum(self.heads, tol, lmax=lmax)
+            spectral = None if lmax is None else SpectralSum(self.heads, tol, lmax=lmax, nthreads=self.nthreads)
         object.__setattr__(self, "_spectral", spectral)
 
     @property
