@@ -635,11 +635,14 @@ class PointSet:
                              f"{getattr(out, 'dtype', type(out).__name__)}, shape {np.shape(out)}")
         else:
             out_x, out_y, out_z = out[:, 0], out[:, 1], out[:, 2]
-        a = gt * self._z                      # e_theta = (z cp, z sp, -r), e_phi = (-sp, cp, 0)
+        # e_theta = (z cp, z sp, -r), e_phi = (-sp, cp, 0); gt, gp are ducc0's fresh output, used as scratch
         np.multiply(gt, self._r, out=out_z)
         np.negative(out_z, out=out_z)
-        np.multiply(a, self._cp, out=out_x)
-        out_x -= np.multiply(gp, self._sp, out=gt)      # gt, gp: ducc0's fresh output, reused as scratch
-        np.multiply(a, self._sp, out=out_y)
-        out_y += np.multiply(gp, self._cp, out=gp)
+        gt *= self._z                         # a = gt z
+        np.multiply(gp, self._sp, out=out_y)  # scratch
+        np.multiply(gt, self._cp, out=out_x)
+        out_x -= out_y                        # a cp - gp sp
+        np.multiply(gt, self._sp, out=out_y)
+        gp *= self._cp
+        out_y += gp                           # a sp + gp cp
         return out
