@@ -91,7 +91,7 @@ def bench_diagnostics(quick):
             last, how, err_s = (n, td), "measured", f"{err:.1e}"
         else:
             td, how, err_s = last[1] * (n / last[0]) ** 2, f"extrapolated n^2 from n = {last[0]}", "-"
-        rows.append([f"{n:.0e}", f"{ts * 1e3:.1f}", f"{td:.3g}", how, f"{td / ts:.0f}", err_s])
+        rows.append([f"{n:.2g}", f"{ts * 1e3:.1f}", f"{td:.3g}", how, f"{td / ts:.0f}", err_s])
     header = ["n", "spectral (ms)", "direct (s)", "direct time", "speedup", "max err (rel E, rel D, abs H)"]
     return table(header, rows), rows
 

@@ -181,10 +181,10 @@ def _polar(x, norm2=None):
     if on_axis is not False:
         cp[on_axis] = 1.0
     loc = np.empty((r.shape[0], 2))
-    phi = np.arctan2(sp, cp)
+    phi = np.arctan2(sp, cp, out=inv_r)        # inv_r no longer needed: its buffer is reused
     phi += (phi < 0.0) * (2.0 * np.pi)         # longitude in [0, 2 pi)
     loc[:, 1] = phi
-    loc[:, 0] = np.arctan2(r, z)               # colatitude (scale-free)
+    np.arctan2(r, z, out=loc[:, 0])            # colatitude (scale-free)
     if norm2 is not None:
         inv = np.sqrt(norm2)
         np.divide(1.0, inv, out=inv)
