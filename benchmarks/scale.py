@@ -169,6 +169,17 @@ def bench_trajectory(quick):
     return table(header, rows), r
 
 
+NOTES = """Notes. The glue of a spectral velocity call (input checks, radial projection, angles, tangent frame,
+Cartesian gradient) is one fused pass of contiguous numpy arithmetic (`PointSet.directions`); before issue 12
+it was 2.0-2.5x the transforms, mostly from arithmetic on the strided rows of an F-ordered copy and
+`np.hypot`. Wall times on this shared 2-core machine vary with the other jobs (see the load above); the CPU-time
+ratios are the steadier reading. At n = 1e5 the transforms are cheap and fixed per-call costs weigh more
+(ratio 1.5-2). Two ducc0 threads (`ParticleSystem(nthreads=2)`) help only when the second core is free;
+the numpy glue stays single-threaded. The pairwise clustering measures (`min_inner`, `n_clusters`) are
+not in the trajectory's observer: at n = 10^6 the current `clustering` would need 16 GB per row block;
+its KD-tree version is a separate item of issue 12."""
+
+
 # ---------------------------------------------------------------------------------------- main
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -207,6 +218,7 @@ def main(argv=None):
         f"absolute times inflate with the load; ratios are formed within this run). Total {total:.0f} s. "
         f"Command: `.venv/bin/python -m benchmarks.scale{' --quick' if args.quick else ''}`.",
         "## Summary", "\n".join(summary),
+        NOTES,
         "## Trajectory at scale\n\n`solve_particles` with `particle_observer(system, clustering=False)` (energies, "
         "dissipation, relative entropies, order parameter, mean inner product: all spectral or O(n)), run in its "
         "own process (peak RSS = `ru_maxrss` of that process).", txt_t,
