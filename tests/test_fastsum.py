@@ -237,3 +237,68 @@ def test_spectral_supported_never_raises_for_kernels_without_a_rule():
     assert "no lmax rule" in spectral_supported(heads)
     assert spectral_supported(heads, lmax=16) is None
     assert spectral_supported(scalar_heads([1.0], 3, kernel="sigmoid")) is None
+
+
+# ----------------------------------------------------------------------------- fused point glue (issue 12)
+def _old_polar(x):
+    """The angle/frame formulas of 0.1 (np.hypot, arctan2 of cos/sin phi), the reference of the fused glue."""
+    r = np.hypot(x[:, 0], x[:, 1])
+    on = r == 0
+    inv = 1 / np.where(on, 1, r)
+    cp, sp = np.where(on, 1.0, x[:, 0] * inv), x[:, 1] * inv
+    phi = np.arctan2(sp, cp)
+    return np.stack([np.arctan2(r, x[:, 2]), np.where(phi < 0, phi + 2 * np.pi, phi)], axis=1), r, x[:, 2], cp, sp
+
+
+def _test_points(rng):
+    X = rng.standard_normal((3000, 3))
+    X[:5] = [[0, 0, 1], [0, 0, -1], [1, -0.0, 0], [-0.0, 0.0, 2.0], [1e-9, -1e-9, 1]]   # axis, -0.0, near-pole
+    X[5:1000] = [0, 0, 1] + 1e-6 * X[5:1000]                                               # a tight polar cluster
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def test_fused_polar_equals_the_old_formulas(rng):
+    from meanfield.core.sphere import _polar
+    X = _test_points(rng)
+    X0 = X.copy()
+    new, old = _polar(X)[:5], _old_polar(X)
+    assert np.array_equal(X, X0)           # the coordinates are copied, never modified in place
+    for a, b in zip(new, old):
+        # same formulas up to np.hypot vs sqrt(x^2 + y^2): a few ulps of angles in [0, 2 pi]
+        np.testing.assert_allclose(a, b, rtol=0, atol=4e-15)
+    one = X[:1].copy()                     # a single row: x.T is contiguous, the copy must still be made
+    _polar(one)
+    assert np.array_equal(one, X[:1])
+
+
+def test_directions_fold_the_radial_projection(rng):
+    from meanfield.core.sphere import PointSet, SphereGrid
+    g = SphereGrid(19)
+    U = _test_points(rng)
+    X = U * rng.uniform(0.5, 2.0, (U.shape[0], 1))
+    a, b = g.prepare_points(U, 1e-13), PointSet.directions(g, X, 1e-13)
+    # angles are scale-free: equal up to the rounding of U = X / |X| (a few ulps)
+    np.testing.assert_allclose(b.loc, a.loc, rtol=0, atol=4e-15)
+    np.testing.assert_allclose(b.points, U, rtol=0, atol=1e-15)   # formed on demand, same rounding as U
+    f = g.adjoint_at(U[:50], np.ones(50))
+    # transforms at epsilon 1e-13 of identical-up-to-ulps points: agree far below epsilon * |f|
+    np.testing.assert_allclose(b.gradient(f), a.gradient(f), rtol=0, atol=1e-11 * np.abs(f).sum())
+    np.testing.assert_allclose(b.evaluate(f), a.evaluate(f), rtol=0, atol=1e-11 * np.abs(f).sum())
+    with pytest.raises(ValueError, match="finite nonzero rows"):
+        PointSet.directions(g, np.vstack([X, [0, 0, 0]]))
+    with pytest.raises(ValueError, match=r"shape \(n, 3\)"):
+        PointSet.directions(g, X[:, :2])
+
+
+def test_spectral_velocity_off_sphere_equals_projected(rng):
+    heads = scalar_heads([1.0, -0.5], 3, beta=5.0)
+    s = SpectralSum(heads, 1e-10)
+    U = _test_points(rng)
+    X = U * rng.uniform(0.9, 1.1, (U.shape[0], 1))
+    w = np.full(U.shape[0], 1 / U.shape[0])
+    v, v0 = s.velocity(X, w), s.velocity(U, w)
+    # the field is evaluated at x / |x|: equal up to ulps of the angles through transforms at 1e-13
+    np.testing.assert_allclose(v, v0, rtol=0, atol=1e-12 * np.abs(v0).max())
+    bad = X.copy()
+    bad[3] = np.nan
+    assert np.isnan(s.velocity(bad, w)).all()  # a blown-up stage gives NaN (integrate reports it)

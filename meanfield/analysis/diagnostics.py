@@ -23,6 +23,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
+from ..core import validate
 from ..core.kernels import KERNELS
 from ..core.sums import entropy_rows, log_attention
 from ..models.particles import ParticleSystem, project_tangent
@@ -108,6 +109,8 @@ def attention_entropy(system: ParticleSystem, X, w=None, relative=False):
     entropy ``H_h(x)`` of MODEL.md section 3 (``<= 0``; equals ``H_i^h - log n`` for uniform weights).
     """
     X, w = system.check(X, w)
+    system.check_direct(X.shape[0], "attention_entropy (always direct)",
+                        argument="system.spectral.entropies (relative entropies, spectral)")
     return np.stack([entropy_rows(head, X, X, w, system.chunk_bytes, relative) for head in system.heads])
 
 
@@ -124,6 +127,8 @@ def attention_entropy_rate(system: ParticleSystem, X, Xdot=None, w=None):
     weights are uniform.
     """
     X, w = system.check(X, w)
+    system.check_direct(X.shape[0], "attention_entropy_rate (always direct)", passes=3,
+                        argument="time differences of the spectral entropies (system.spectral.entropies)")
     Xdot = system.velocity(X, w) if Xdot is None else np.asarray(Xdot, dtype=float)
     if Xdot.shape != X.shape:
         raise ValueError(f"Xdot must have the shape of X {X.shape}; received {Xdot.shape}")
@@ -435,25 +440,49 @@ def _cells_linked(tree, P, Q, r2_out, threshold):
     return False
 
 
-def observer(system: ParticleSystem, w=None, threshold=0.99, per_token=False):
+def _shannon_entropies(system, X, w):
+    """Shannon attention entropies (H, n) by the sums the system uses: spectral (relative + log n, uniform
+    weights only) when ``system.uses_spectral(n)``, otherwise direct (refused beyond the direct limit)."""
+    if w is None and system.uses_spectral(X.shape[0]):
+        return system.spectral.entropies(X, np.full(X.shape[0], 1.0 / X.shape[0])) + np.log(X.shape[0])
+    return attention_entropy(system, X, w)
+
+
+def _inner_measures(X, threshold, full):
+    """:func:`clustering` (``full``) or only its O(n) measure ``mean_inner = (|sum x|^2 - n) / (n (n - 1))``."""
+    if full:
+        return clustering(X, threshold)
+    s = X.sum(axis=0)
+    n = X.shape[0]
+    return {"mean_inner": float((s @ s - np.einsum("nd,nd->", X, X)) / (n * (n - 1)))}
+
+
+def observer(system: ParticleSystem, w=None, threshold=0.99, per_token=False, clustering=True):
     """An ``observe(t, X)`` hook recording energy, per-head energies, dissipation, mean
-    attention entropy per head and clustering measures (optionally per-token entropies)."""
+    attention entropy per head and clustering measures (optionally per-token entropies).
+
+    Every sum follows ``system.uses_spectral(n)``: at large n with zonal heads on S^2 the energies,
+    dissipation and (uniform weights) entropies are spectral, O(n); a direct path that would exceed
+    :data:`meanfield.particles.DIRECT_TIME_LIMIT_S` is refused up front.  ``clustering=False`` records
+    only the O(n) ``mean_inner`` of the clustering measures.
+    """
+    full_clustering = validate.boolean("clustering", clustering)
 
     def observe(t, X):
         E = system.energies(X, w)
-        H = attention_entropy(system, X, w)
+        H = _shannon_entropies(system, np.asarray(X, dtype=float), w)
         rec = {"energy": E.sum(), "energy_head": E, "dissipation": dissipation(system, X, w),
                "entropy": H.mean(axis=1) if w is None else H @ np.asarray(w, dtype=float)}
         if per_token:
             rec["entropy_token"] = H
         if system.geometry == "sphere":
-            rec.update(clustering(X, threshold))
+            rec.update(_inner_measures(np.asarray(X, dtype=float), threshold, full_clustering))
         return rec
 
     return observe
 
 
-def particle_observer(system: ParticleSystem, w=None, threshold=0.99):
+def particle_observer(system: ParticleSystem, w=None, threshold=0.99, clustering=True):
     """The ``observe(t, X)`` hook of the paired runs and the main job (:data:`PARTICLE_OBSERVABLES`).
 
     Per recorded time: ``energy`` (total) and ``energy_head`` (H,); ``dissipation``
@@ -464,10 +493,13 @@ def particle_observer(system: ParticleSystem, w=None, threshold=0.99):
 
     Every sum is the one the system uses (``system.uses_spectral(n)``): direct pairwise sums, or
     spectral Funk-Hecke sums, for the entropy too.  ``w`` (n,): token weights (default uniform;
-    the entropy is then the plain mean over tokens).
+    the entropy is then the plain mean over tokens).  A direct path that would exceed
+    :data:`meanfield.particles.DIRECT_TIME_LIMIT_S` is refused up front; ``clustering=False`` records only
+    the O(n) ``mean_inner`` of the clustering measures (for n where the pairwise ones do not fit).
     """
     if not isinstance(system, ParticleSystem):
         raise ValueError(f"system must be a ParticleSystem; received {type(system).__name__}")
+    full_clustering = validate.boolean("clustering", clustering)
 
     def observe(t, X):
         X, wv = system.check(X, w)
@@ -480,7 +512,7 @@ def particle_observer(system: ParticleSystem, w=None, threshold=0.99):
                "entropy": H.mean(axis=1) if w is None else H @ wv,
                "order_parameter": float(np.linalg.norm(X.mean(axis=0) if w is None else wv @ X))}
         if system.geometry == "sphere":
-            rec.update(clustering(X, threshold))
+            rec.update(_inner_measures(X, threshold, full_clustering))
         return rec
 
     return observe

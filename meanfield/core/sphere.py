@@ -151,21 +151,46 @@ def _check_points(points):
     return validate.unit_vectors("points", points, 3)
 
 
-def _polar(x):
-    """Angles ``loc`` (n, 2) of unit rows ``x`` (n, 3) and the pieces ``r = sin theta``, ``z = cos theta``,
-    ``cos phi``, ``sin phi`` (each (n,)) of the tangent frame, from Cartesian coordinates (no trig;
-    ``phi = 0`` on the axis)."""
-    cx, cy, z = np.array(x.T)                  # contiguous coordinate rows
-    r = np.hypot(cx, cy)
-    on_axis = r == 0.0
-    inv_r = 1.0 / np.where(on_axis, 1.0, r)
-    cp = np.where(on_axis, 1.0, cx * inv_r)
-    sp = cy * inv_r
-    loc = np.empty((x.shape[0], 2))
-    loc[:, 0] = np.arctan2(r, z)
-    phi = np.arctan2(sp, cp)
-    loc[:, 1] = np.where(phi < 0.0, phi + 2.0 * np.pi, phi)
-    return loc, r, z, cp, sp
+def _polar(x, norm2=None):
+    """Angles ``loc`` (n, 2) of rows ``x`` (n, 3) and the pieces ``r = sin theta``, ``z = cos theta``,
+    ``cos phi``, ``sin phi`` (each (n,)) of the tangent frame, from Cartesian coordinates (no trig beyond
+    the two ``arctan2``; ``phi = 0`` on the axis), and ``norm2``.
+
+    ``norm2`` None: ``x`` are unit rows.  Otherwise ``norm2 = |x_i|^2 > 0`` (``True``: computed here, in
+    the same pass) and everything is that of the directions ``x / |x|`` (the angles are scale-free; ``r``
+    and ``z`` are divided by ``|x|``): the radial projection costs no extra pass over the points.
+    Every operation runs on contiguous coordinate rows (a C-ordered copy of ``x.T``: numpy's SIMD loops;
+    on the strided rows of an F-ordered copy, or with ``np.hypot``, the same arithmetic is 5-10x slower).
+    """
+    cx, cy, z = np.array(x.T, order="C")       # contiguous coordinate rows (a copy: modified in place)
+    r = cx * cx
+    r += cy * cy
+    if norm2 is True:                          # |x|^2 from the same pass
+        norm2 = z * z
+        norm2 += r
+    np.sqrt(r, out=r)                          # r = sqrt(x^2 + y^2) of the rows as given
+    on_axis = bool(r.min(initial=np.inf) == 0.0)
+    if on_axis:
+        on_axis = r == 0.0
+        inv_r = np.divide(1.0, np.where(on_axis, 1.0, r))
+    else:
+        inv_r = np.divide(1.0, r)
+    cp, sp = cx, cy
+    cp *= inv_r                                # cos phi, sin phi
+    sp *= inv_r
+    if on_axis is not False:
+        cp[on_axis] = 1.0
+    loc = np.empty((r.shape[0], 2))
+    phi = np.arctan2(sp, cp, out=inv_r)        # inv_r no longer needed: its buffer is reused
+    phi += (phi < 0.0) * (2.0 * np.pi)         # longitude in [0, 2 pi)
+    loc[:, 1] = phi
+    np.arctan2(r, z, out=loc[:, 0])            # colatitude (scale-free)
+    if norm2 is not None:
+        inv = np.sqrt(norm2)
+        np.divide(1.0, inv, out=inv)
+        r *= inv                               # sin theta, cos theta of the direction
+        z *= inv
+    return loc, r, z, cp, sp, norm2
 
 
 def cartesian_to_angles(points):
@@ -477,7 +502,8 @@ class SphereGrid:
 class PointSet:
     """Unit vectors prepared for repeated ducc0 point transforms on one :class:`SphereGrid`'s layout.
 
-    Made by :meth:`SphereGrid.prepare_points`; the angles (ducc0 ``loc``) and the tangent frame are
+    Made by :meth:`SphereGrid.prepare_points` (unit vectors, checked) or :meth:`PointSet.directions`
+    (any nonzero rows, radially projected in the same pass); the angles (ducc0 ``loc``) and the tangent frame are
     computed once, the frame from Cartesian coordinates without trigonometry:
     ``e_theta = (z cos p, z sin p, -r)``, ``e_phi = (-sin p, cos p, 0)`` with ``r = sqrt(x^2 + y^2)``,
     ``cos p = x / r``, ``sin p = y / r`` (``p = 0`` on the axis), the frame of the module docstring.
@@ -508,10 +534,67 @@ class PointSet:
                                 what="a number in [1e-14, 1) (ducc0's reachable accuracy)")
         x = _check_points(points).view()
         x.setflags(write=False)
-        loc, self._r, self._z, self._cp, self._sp = _polar(x)
+        self._setup(grid, x, None, epsilon)
+
+    @classmethod
+    def directions(cls, grid, X, epsilon=1e-13):
+        """The points ``x_i / |x_i|`` of nonzero finite rows ``X`` (n, 3), radial projection included.
+
+        The angles are scale-free, so the projection is folded into the angle and frame arithmetic (one
+        pass, no normalized copy of ``X``); ``points`` (``X / |X|``) is formed only when read.  This is
+        the constructor of the particle velocity (:class:`meanfield.fastsum.SpectralSum`), whose
+        Runge-Kutta stages lie off the sphere.
+
+        Parameters
+        ----------
+        grid : SphereGrid
+        X : array_like, shape (n, 3)
+            Finite rows with ``|x_i| > 0`` (any length); referenced, not copied (do not modify it while
+            the point set is in use).
+        epsilon : float
+            As for the constructor.
+        """
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != 3:
+            raise ValueError(f"X must have shape (n, 3); received shape {X.shape}")
+        pts = cls._directions(grid, X, epsilon)
+        if pts is None:
+            norm2 = np.einsum("ij,ij->i", X, X)
+            raise ValueError(f"X must have finite nonzero rows (directions x / |x|); received "
+                             f"{int(np.sum(~np.isfinite(norm2)))} non-finite and {int(np.sum(norm2 == 0))} zero rows")
+        return pts
+
+    @classmethod
+    def _directions(cls, grid, X, epsilon):
+        """:meth:`directions` of a float64 (n, 3) array, or None when a row is not finite or zero."""
+        if not isinstance(grid, SphereGrid):
+            raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
+        epsilon = validate.real("epsilon", epsilon, 1e-14, 1, hi_open=True,
+                                what="a number in [1e-14, 1) (ducc0's reachable accuracy)")
+        self = cls.__new__(cls)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            self._setup(grid, X, True, epsilon)
+        norm2 = self._norm2
+        if X.shape[0] and not (np.isfinite(np.sum(norm2)) and norm2.min() > 0.0):
+            return None
+        return self
+
+    def _setup(self, grid, x, norm2, epsilon):
+        loc, self._r, self._z, self._cp, self._sp, norm2 = _polar(x, norm2)
         loc.setflags(write=False)
-        self.grid, self.points, self.loc, self.epsilon, self.n = grid, x, loc, float(epsilon), x.shape[0]
+        self._raw, self._norm2 = x, norm2
+        self._points = x if norm2 is None else None
+        self.grid, self.loc, self.epsilon, self.n = grid, loc, float(epsilon), x.shape[0]
         self._kw = dict(grid._kw, loc=loc, epsilon=float(epsilon))
+
+    @property
+    def points(self):
+        """The unit vectors, shape (n, 3), read-only (``X / |X|`` for :meth:`directions`, formed on first use)."""
+        if self._points is None:
+            p = self._raw / np.sqrt(self._norm2)[:, None]
+            p.setflags(write=False)
+            self._points = p
+        return self._points
 
     def adjoint(self, weights):
         """``b_lm = sum_j w_j conj(Y_lm(x_j))`` (adjoint of :meth:`evaluate`).
@@ -544,15 +627,22 @@ class PointSet:
         a = self.grid._alm(f_lm)
         gt, gp = _SHT.synthesis_general(alm=a[None], spin=1, mode="DERIV1", **self._kw)
         if out is None:
-            out = np.empty((self.n, 3))
+            buf = np.empty((3, self.n))        # contiguous components; returned as the (n, 3) view buf.T
+            out_x, out_y, out_z = buf
+            out = buf.T
         elif not (isinstance(out, np.ndarray) and out.shape == (self.n, 3) and out.dtype == np.float64):
             raise ValueError(f"out must be a float64 array of shape (n, 3) = ({self.n}, 3); received "
                              f"{getattr(out, 'dtype', type(out).__name__)}, shape {np.shape(out)}")
-        a = gt * self._z                      # e_theta = (z cp, z sp, -r), e_phi = (-sp, cp, 0)
-        np.multiply(a, self._cp, out=out[:, 0])
-        out[:, 0] -= gp * self._sp
-        np.multiply(a, self._sp, out=out[:, 1])
-        out[:, 1] += gp * self._cp
-        np.multiply(gt, self._r, out=out[:, 2])
-        np.negative(out[:, 2], out=out[:, 2])
+        else:
+            out_x, out_y, out_z = out[:, 0], out[:, 1], out[:, 2]
+        # e_theta = (z cp, z sp, -r), e_phi = (-sp, cp, 0); gt, gp are ducc0's fresh output, used as scratch
+        np.multiply(gt, self._r, out=out_z)
+        np.negative(out_z, out=out_z)
+        gt *= self._z                         # a = gt z
+        np.multiply(gp, self._sp, out=out_y)  # scratch
+        np.multiply(gt, self._cp, out=out_x)
+        out_x -= out_y                        # a cp - gp sp
+        np.multiply(gt, self._sp, out=out_y)
+        gp *= self._cp
+        out_y += gp                           # a sp + gp cp
         return out

@@ -30,9 +30,9 @@ exponentially (``lmax`` 15, 47, 85 at 1e-10).  ReLU multipliers decay algebraica
 (``c[K] ~ l^{-3}``), the velocity converges only algebraically in ``lmax``: ReLU heads have no lmax
 rule, need an explicit ``lmax``, and the accuracy reached is measured in ``benchmarks/RESULTS.md``
 (never near 1e-10).
-Point transforms are :class:`meanfield.sphere.PointSet` (``SphereGrid.prepare_points``): the
-angles and tangent frame of the tokens are computed once per evaluation and shared by every
-transform of that evaluation.
+Point transforms are :class:`meanfield.sphere.PointSet` (:meth:`~meanfield.sphere.PointSet.directions`):
+the angles and tangent frame of the tokens are computed once per evaluation, in one fused pass with the
+radial projection ``x / |x|``, and shared by every transform of that evaluation.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import numpy as np
 from ..core import validate
 from ..core.heads import check_heads
 from ..core.kernels import LMAX_CAP
-from ..core.sphere import SphereGrid
+from ..core.sphere import PointSet, SphereGrid
 from ..core.zonal import (PointSpace, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax,
                           zonal_multipliers)   # zonal_multipliers: re-exported here (public API)
 
@@ -138,7 +138,14 @@ class SpectralSum:
         return self._points(X).adjoint(self._weights(w, X.shape[0]))
 
     def _points(self, X):
-        return self.grid.prepare_points(self._unit(X), self._epsilon)
+        return PointSet.directions(self.grid, self._array(X), self._epsilon)
+
+    @staticmethod
+    def _array(X):
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != 3:
+            raise ValueError(f"X must have shape (n, 3); received shape {X.shape}")
+        return X
 
     @staticmethod
     def _weights(w, n):
@@ -161,9 +168,10 @@ class SpectralSum:
         w : ndarray, shape (n,)
             Token weights (the same convention as :class:`meanfield.particles.ParticleSystem`).
         """
-        if not np.all(np.isfinite(X)):         # a blown-up integrator stage: NaN, reported by integrate
-            return np.full(np.shape(X), np.nan)
-        pts = self._points(X)
+        X = self._array(X)
+        pts = PointSet._directions(self.grid, X, self._epsilon)   # one pass: radial projection, angles
+        if pts is None:                        # a blown-up integrator stage: NaN, reported by integrate
+            return np.full(X.shape, np.nan)
         return self.operator.velocity(pts.adjoint(self._weights(w, pts.n)), PointSpace(pts))
 
     def forces(self, X, w):

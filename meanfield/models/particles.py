@@ -40,9 +40,17 @@ SPECTRAL_MIN_N = 2000
 spectral is already faster from n ~ 250-500 at beta = 10; 2000 leaves a margin for larger
 ``lmax`` (beta |lambda| up to ~40) and keeps small systems on the exact pairwise sums."""
 UNIT_NORM_TOL = 1e-8
+DIRECT_PAIR_RATE = 1.0e8
+"""Head-pairs per second assumed for the time estimate of a direct (pairwise) sum: the measured rate of
+a full direct velocity on one core of the 2-core reference machine (benchmarks/RESULTS.md: 2.0 s for
+n = 10^4 with 2 heads), a conservative figure (DEPENDENCIES.md: 0.7-1.0 G head-pairs/s for the bare
+kernel loop)."""
+DIRECT_TIME_LIMIT_S = 600.0
+"""A direct O(n^2) evaluation estimated (at :data:`DIRECT_PAIR_RATE`) to take longer than this is
+refused up front (:meth:`ParticleSystem.check_direct`): never a silent O(n^2) at n = 10^6."""
 
-__all__ = ["GEOMETRIES", "SUMMATIONS", "SPECTRAL_MIN_N", "ParticleSystem", "check_tokens", "check_weights",
-           "project_tangent", "retract_sphere"]
+__all__ = ["GEOMETRIES", "SUMMATIONS", "SPECTRAL_MIN_N", "DIRECT_PAIR_RATE", "DIRECT_TIME_LIMIT_S",
+           "ParticleSystem", "check_tokens", "check_weights", "project_tangent", "retract_sphere"]
 
 
 def project_tangent(X, V):
@@ -65,8 +73,9 @@ def check_tokens(X, d=None, geometry="sphere", name="X"):
         raise ValueError(f"{name} must have shape (n, d) with n >= 2 tokens and d >= 2; received shape {X.shape}")
     if d is not None and X.shape[1] != d:
         raise ValueError(f"{name} must have d = {d} columns to match the heads; received shape {X.shape}")
-    if geometry == "sphere":
-        dev = np.abs(np.linalg.norm(X, axis=1) - 1).max()
+    if geometry == "sphere":                      # one pass: | |x|^2 - 1 | <= 1.9 tol implies | |x| - 1 | < tol
+        dev2 = np.abs(np.einsum("nd,nd->n", X, X) - 1.0).max()
+        dev = 0.0 if dev2 <= 1.9 * UNIT_NORM_TOL else np.abs(np.linalg.norm(X, axis=1) - 1).max()
         if dev > UNIT_NORM_TOL:
             raise ValueError(f"{name} rows must be unit vectors for spherical dynamics (tolerance {UNIT_NORM_TOL}); "
                              f"received max | |x_i| - 1 | = {dev:.3e} (tokens are never renormalized silently)")
@@ -95,9 +104,14 @@ class ParticleSystem:
         ``"spectral"`` (:class:`meanfield.fastsum.SpectralSum`: d = 3, sphere, zonal heads whose
         kernels have an lmax rule, e.g. exp and sigmoid; ``ValueError`` otherwise) or ``"auto"``:
         spectral when it applies, ``tolerance`` is reachable and ``n >= SPECTRAL_MIN_N``.
-        :meth:`energy_gradients` and :meth:`energy_rates` are always direct.
+        :meth:`energy_gradients` and :meth:`energy_rates` are always direct.  Every direct path is
+        refused up front (:meth:`check_direct`) when estimated to exceed :data:`DIRECT_TIME_LIMIT_S`.
     tolerance : float
         Accuracy of the spectral sums relative to the size of the aggregates, in ``[1e-14, 1)``.
+    nthreads : int
+        Threads of the spherical-harmonic transforms of the spectral sums (ducc0; the numpy glue around
+        them is single-threaded).  2 threads cut a velocity call at n = 10^6 by about a third on the
+        2-core reference machine (benchmarks/RESULTS.md, "Scale").
     """
 
     heads: tuple
@@ -105,6 +119,7 @@ class ParticleSystem:
     chunk_bytes: int = 1 * 2**20
     summation: str = "auto"
     tolerance: float = 1e-10
+    nthreads: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "heads", check_heads(self.heads))
@@ -115,18 +130,19 @@ class ParticleSystem:
         validate.choice("summation", self.summation, SUMMATIONS)
         tol = self.tolerance
         validate.real("tolerance", tol, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
+        object.__setattr__(self, "nthreads", validate.integer("nthreads", self.nthreads, 1))
         spectral = None
         if self.summation == "spectral":
             why = spectral_supported(self.heads, self.geometry)
             if why is not None:
                 raise ValueError(f"summation 'spectral' is not available: {why}")
-            spectral = SpectralSum(self.heads, tol)
+            spectral = SpectralSum(self.heads, tol, nthreads=self.nthreads)
         elif self.summation == "auto" and spectral_supported(self.heads, self.geometry) is None:
             try:                                     # beta |lambda| beyond float64 range: stay direct
                 lmax = required_lmax(self.heads, tol)
             except ValueError:
                 lmax = None
-            spectral = None if lmax is None else SpectralSum(self.heads, tol, lmax=lmax)
+            spectral = None if lmax is None else SpectralSum(self.heads, tol, lmax=lmax, nthreads=self.nthreads)
         object.__setattr__(self, "_spectral", spectral)
 
     @property
@@ -163,6 +179,36 @@ class ParticleSystem:
             return False
         return self.summation == "spectral" or n >= SPECTRAL_MIN_N
 
+    def direct_cost(self, n, passes=1):
+        """Estimated cost of ``passes`` direct sums over all ``n x n`` pairs for every head.
+
+        Returns
+        -------
+        dict
+            ``pairs`` (head-pairs), ``seconds`` (at :data:`DIRECT_PAIR_RATE`), ``bytes`` (work space:
+            four blocks of ``chunk_bytes`` plus the (H, n, d) results; the score matrix is never formed).
+        """
+        n = validate.integer("n", n, 0)
+        pairs = float(passes) * self.n_heads * float(n) ** 2
+        return {"pairs": pairs, "seconds": pairs / DIRECT_PAIR_RATE,
+                "bytes": 4 * self.chunk_bytes + 8 * self.n_heads * n * self.d}
+
+    def check_direct(self, n, what, passes=1, argument="summation='spectral' (or 'auto')"):
+        """Refuse up front a direct O(n^2) evaluation estimated to exceed :data:`DIRECT_TIME_LIMIT_S`.
+
+        Raises ``ValueError`` naming ``what``, the estimate (pairs, time, memory), the limit and the
+        argument to change (``argument``, or fewer tokens).
+        """
+        cost = self.direct_cost(n, passes)
+        if cost["seconds"] > DIRECT_TIME_LIMIT_S:
+            spectral = self.spectral is not None or spectral_supported(self.heads, self.geometry) is None
+            fix = f"{argument}, or fewer tokens" if spectral else "fewer tokens (no spectral path for these heads)"
+            raise ValueError(
+                f"{what} is a direct O(n^2) sum: n = {n} tokens, {self.n_heads} heads, {passes} pass(es) "
+                f"= {cost['pairs']:.2e} head-pairs, estimated {cost['seconds']:.0f} s at {DIRECT_PAIR_RATE:.0e} "
+                f"head-pairs/s (work space {cost['bytes'] / 2**20:.0f} MiB), above DIRECT_TIME_LIMIT_S = "
+                f"{DIRECT_TIME_LIMIT_S:.0f} s; use {fix}")
+
     def chunks(self, n):
         """Row slices of at most ``chunk_bytes`` of float64 score rows (n x n scores)."""
         return row_chunks(n, n, self.chunk_bytes)
@@ -182,6 +228,7 @@ class ParticleSystem:
             X, w = self.check(X, w)
         if self.uses_spectral(X.shape[0]):
             return self._spectral.forces(X, w)
+        self.check_direct(X.shape[0], "ParticleSystem.forces / velocity (summation='direct' here)")
         pairs = [aggregate(head, X, X, w, self.chunk_bytes) for head in self.heads]
         return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
 
@@ -223,6 +270,7 @@ class ParticleSystem:
         X, w = self.check(X, w)
         if self.uses_spectral(X.shape[0]):
             return self._spectral.energies(X, w)
+        self.check_direct(X.shape[0], "ParticleSystem.energies (summation='direct' here)")
         return np.array([pair_sum(head, X, w, self.chunk_bytes) for head in self.heads])
 
     def energy(self, X, w=None):
@@ -237,6 +285,8 @@ class ParticleSystem:
         """
         X, w = self.check(X, w)
         n, d = X.shape
+        self.check_direct(n, "ParticleSystem.energy_gradients (always direct)", passes=2,
+                          argument="energies() / diagnostics.dissipation (spectral at large n)")
         G = np.empty((self.n_heads, n, d))
         for h, head in enumerate(self.heads):
             Y, YT = X @ head.M.T, X @ head.M      # rows (M x_j)^T and (M^T x_j)^T
@@ -249,6 +299,8 @@ class ParticleSystem:
     def energy_rates(self, X, Xdot=None, w=None):
         """Exact per-head ``dE_h/dt = sum_i <dE_h/dx_i, dx_i/dt>`` along ``Xdot`` (default: the flow)."""
         X, w = self.check(X, w)
+        self.check_direct(X.shape[0], "ParticleSystem.energy_rates (always direct)", passes=2,
+                          argument="diagnostics.dissipation (spectral at large n; = dE/dt for symmetric mean heads)")
         if Xdot is None:
             Xdot = self.velocity(X, w)
         return np.einsum("hnd,nd->h", self.energy_gradients(X, w), Xdot)
