@@ -10,8 +10,8 @@ quick = quick_study_fixture("high_dimension")   # (out, summary, data.json)
 
 def test_growth_rates_in_d_match_the_linearized_pdes(quick):
     _, summary, data = quick
-    # the measured rate is the tendency of a perturbation eps = 1e-7: error O(eps) relative, plus round-off
-    assert summary["theory_max_rel_err"] < 1e-6
+    # central differences with eps = 1e-5: exact for mean heads, O(eps^2) for softmax, plus round-off/eps
+    assert summary["theory_max_rel_err"] < 1e-8
     # l* falls to 1 in high d (beta = 6: l* = 3 on S^2, as in the linear_stability study; c_l ~ (a/d)^l)
     assert summary["l_star_mean"][3] == 3 and summary["l_star_mean"][64] == 1
     # sigma_1 on S^2 is MODEL.md's 9.34 (printed to 2 decimals)

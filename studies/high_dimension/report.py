@@ -84,7 +84,7 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
           if all(abs(v["slope"] + 0.5) < 0.2 for v in slopes.values()) else "refuted")),
         ("sigma_l(d) = l(l+d-2)[c_l(beta lambda)/beta - nu] (mean; c_l/c_0 softmax) in any d",
          f"linearized CirclePDE / AxisymmetricPDE against the closed form, d = {[r['d'] for r in th]}: "
-         f"max relative error {terr:.1e} (eps = {s['eps']:g})", "reproduced"),
+         f"max relative error {terr:.1e} (central differences, eps = {s['eps']:g})", "reproduced"),
         ("Most unstable degree l* and sigma_1 move with d",
          f"l* (mean/softmax, beta = {s['beta_b']:g}) by d: {lstar}; sigma_1 (mean) by d: {sig1} "
          f"(-> lambda = 1 as d -> infinity, since c_l ~ (a/d)^l)", "reproduced"),
