@@ -347,3 +347,18 @@ def test_solve_reduced_public_api():
         mf.solve_reduced(pde, 2 * _start(pde), 0.3)
     with pytest.raises(ValueError, match=r"pde must be a CirclePDE or an AxisymmetricPDE"):
         mf.solve_reduced(object(), _start(pde), 0.3)
+
+
+def test_resolution_warning_and_monitor():
+    """A truncated kernel warns; a collapsing density stops the run with the reason named."""
+    from meanfield.models.axisymmetric import AxisymmetricResolutionWarning
+    from meanfield.models.circle import CircleResolutionWarning
+
+    with pytest.warns(AxisymmetricResolutionWarning, match=r"lmax = 6 truncates heads\[0\]"):
+        AxisymmetricPDE(scalar_heads([1.0], 5, beta=3.0), 5, 6)
+    with pytest.warns(CircleResolutionWarning, match=r"kmax = 6 truncates heads\[0\]"):
+        CirclePDE(scalar_heads([1.0], 2, beta=3.0), 6)
+    pde = AxisymmetricPDE(scalar_heads([1.0], 3, beta=1.0), 3, 12)
+    tr = mf.solve_reduced(pde, _start(pde), 5.0)
+    # mean head lambda = 1 on S^2 collapses the density onto the axis well before t = 5
+    assert tr.status == 1 and "no longer resolved" in tr.message and tr.t[-1] < 5.0
