@@ -362,3 +362,22 @@ def test_resolution_warning_and_monitor():
     tr = mf.solve_reduced(pde, _start(pde), 5.0)
     # mean head lambda = 1 on S^2 collapses the density onto the axis well before t = 5
     assert tr.status == 1 and "no longer resolved" in tr.message and tr.t[-1] < 5.0
+
+
+@pytest.mark.parametrize("normalization", NORMS)
+def test_growth_rates_beyond_float_range_of_the_sphere_area(normalization):
+    """d = 512: |S^{d-1}| underflows; sigma_l uses the normalized multipliers and matches the quadrature route."""
+    d, beta, lambdas = 512, 6.0, [1.0, -0.5]
+    ell = np.arange(1, 6)
+    sigma = stability.growth_rate(ell, lambdas, beta, normalization, d=d)
+    assert np.all(np.isfinite(sigma))
+    bracket = 0.0
+    for lam in lambdas:
+        m = funk_hecke_normalized(5, d, g=lambda t, a=beta * lam: np.exp(a * t))   # quadrature, not 0F1
+        bracket = bracket + (m[ell] / m[0] if normalization == "softmax" else m[ell])
+    ref = ell * (ell + d - 2) * bracket / beta
+    # two routes (0F1 in logarithms vs 560-node quadrature): round-off relative to the largest, 1e-12
+    assert np.abs(sigma - ref).max() <= 1e-12 * np.abs(ref).max()
+    # the d -> infinity limit of the mean sigma_1 is sum_h lambda_h (c_1 ~ a/d): within O(beta/d) = 1 %
+    if normalization == "mean":
+        assert abs(sigma[0] - sum(lambdas)) <= 0.1 * abs(sum(lambdas))
