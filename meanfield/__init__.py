@@ -10,7 +10,7 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       heads             Head(M, V, beta, kernel, normalization) and presets
       kernels           KERNELS and NORMALIZATIONS: registries of what a head's kernel / normalization means
       sums              chunked kernel sums shared by particles and the continuum quadrature path
-      funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2
+      funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2 (and on S^{d-1}, Gegenbauer basis)
       zonal             ZonalOperator (zonal heads in spherical harmonics) and required_lmax
       sphere            SphereGrid(lmax): the only spherical-harmonic (ducc0/pyshtools) user
       tableaux          Butcher tableaux in a registry (SCHEMES), stability polynomials and reaches
@@ -19,16 +19,20 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       integrate         the one driver: integrate(rhs, y0, ...) -> Trajectory (t_eval, hooks, checkpoints)
       initial           seeded token configurations (uniform, vMF, equiangular, orthonormal)
       densities         initial densities on S^2 and sampling particles from them
+      axisymmetric      axisymmetric densities on S^{d-1}: the law of <x, e>, sampling particles from it
     models/     the two models
       fastsum           spectral (Funk-Hecke) particle sums for zonal heads on S^2
       particles         ParticleSystem: the finite-n system in any dimension d
       continuum         ContinuumPDE: the mean-field continuity equation on S^2
+      circle            CirclePDE: the mean-field PDE on S^1 in Fourier modes
+      axisymmetric      AxisymmetricPDE: the PDE on S^{d-1} (any d) for axisymmetric data, Gegenbauer basis
     analysis/   what is measured on the models
       diagnostics       particle diagnostics (energy rates, radial shadows, Condition 8, entropy, clusters)
       field_diagnostics continuum diagnostics and the resolution monitor
       theory            closed forms of MODEL.md sections 2-3 (re-exports stability)
       stability         Funk-Hecke coefficients, growth rates sigma_l, critical noise
       transport         W2 distances on the sphere (the only POT user; imported on first use)
+      axisymmetric      hooks for the circle/axisymmetric PDEs; exact 1-D W2 of the angle marginal
     workflow/   runs, files and the command line
       simulate          solve_particles / solve_continuum: integrator + observe hooks
       paired            paired particle / PDE runs compared by W2
@@ -57,7 +61,10 @@ from .core.integrate import SCHEMES, Trajectory, integrate
 from .core.sphere import SphereGrid
 from .models.continuum import ContinuumPDE
 from .models.particles import ParticleSystem
+from .models.axisymmetric import AxisymmetricPDE
+from .models.circle import CirclePDE
 from .workflow.simulate import solve_continuum, solve_particles
+from .workflow.reduced import solve_reduced
 
 __version__ = "0.1.0"
 
@@ -65,6 +72,7 @@ __all__ = ["Head", "scalar_heads", "orthogonal_block_heads", "random_symmetric_h
            "approx_orthogonal_heads", "ParticleSystem", "ContinuumPDE", "SphereGrid", "integrate", "SCHEMES",
            "Trajectory", "solve_particles", "solve_continuum", "densities", "diagnostics", "field_diagnostics",
            "initial", "theory", "transport", "__version__"]
+__all__ += ["CirclePDE", "AxisymmetricPDE", "solve_reduced"]
 
 MODULES = {
     "validate": "core.validate", "heads": "core.heads", "kernels": "core.kernels", "funk_hecke": "core.funk_hecke",

@@ -159,7 +159,26 @@ def growth_rate(l, lambdas, beta, normalization="mean", nu=0.0, d=3):
     return sigma
 
 
+LARGE_D = 100
+"""Above this dimension the bracket uses the normalized multipliers of :mod:`meanfield.core.funk_hecke`
+(logarithms): ``|S^{d-1}|`` and ``I_{l+d/2-1}`` under/overflow float64 from about ``d = 350``."""
+
+
+def _bracket_large_d(l, lam, beta, normalization, d):
+    from ..core.funk_hecke import funk_hecke_normalized
+
+    l = np.asarray(l)
+    top = int(l.max(initial=0))
+    terms = []
+    for a in beta * np.atleast_1d(lam):
+        m = funk_hecke_normalized(top, d, exp_rate=float(a))
+        terms.append(m[l] / m[0] if normalization == "softmax" else m[l])
+    return np.sum(terms, axis=0) / beta
+
+
 def _bracket(l, lam, beta, normalization, d):
+    if d > LARGE_D and normalization in _TERMS:
+        return _bracket_large_d(l, lam, beta, normalization, d)
     a = beta * lam
     cl = _fh_exp_scaled(np.asarray(l)[..., None], a, d)
     if normalization not in _TERMS:

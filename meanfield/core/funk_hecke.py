@@ -21,7 +21,7 @@ from scipy.special import roots_legendre, spherical_in
 
 from . import validate
 
-__all__ = ["funk_hecke_multipliers", "zonal_multipliers"]
+__all__ = ["funk_hecke_multipliers", "zonal_multipliers", "gegenbauer_normalized", "funk_hecke_normalized"]
 
 
 def funk_hecke_multipliers(lmax, g=None, exp_rate=None, n_nodes=None):
@@ -77,3 +77,104 @@ def __getattr__(name):
         from .zonal import zonal_multipliers
         return zonal_multipliers
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ---------------------------------------------------------------------------------------- any dimension
+def gegenbauer_normalized(lmax, d, t, derivative=False):
+    r"""Gegenbauer polynomials of ``S^{d-1}`` normalized to ``R_l(1) = 1``, l = 0..lmax, at ``t``.
+
+    ``R_l = C_l^{(\lambda)} / C_l^{(\lambda)}(1)``, ``\lambda = (d-2)/2`` (Chebyshev ``T_l`` for
+    ``d = 2``, Legendre ``P_l`` for ``d = 3``), by the three-term recurrence
+
+    .. math:: (l + 2\lambda) R_{l+1} = 2 (l + \lambda)\, t R_l - l R_{l-1},\qquad R_0 = 1,\ R_1 = t,
+
+    orthogonal for the weight ``(1 - t^2)^{(d-3)/2}`` on ``[-1, 1]``; ``R_l(<x, e>)`` is the zonal
+    harmonic of degree ``l`` about ``e``.
+
+    Parameters
+    ----------
+    lmax : int, >= 0
+    d : int, >= 2
+    t : array_like, shape (n,)
+    derivative : bool
+        Also return ``R_l'(t)``.
+
+    Returns
+    -------
+    ndarray, shape (lmax + 1, n) (and the derivatives, same shape, when ``derivative``)
+    """
+    from . import validate
+
+    lmax, d = validate.integer("lmax", lmax, 0), validate.integer("d", d, 2)
+    t = np.asarray(t, dtype=float).reshape(-1)
+    lam = (d - 2) / 2.0
+    R, dR = np.empty((lmax + 1, t.size)), np.zeros((lmax + 1, t.size))
+    R[0] = 1.0
+    if lmax >= 1:
+        R[1], dR[1] = t, 1.0
+    for ell in range(1, lmax):
+        c = 1.0 / (ell + 2 * lam)
+        R[ell + 1] = c * (2 * (ell + lam) * t * R[ell] - ell * R[ell - 1])
+        dR[ell + 1] = c * (2 * (ell + lam) * (R[ell] + t * dR[ell]) - ell * dR[ell - 1])
+    return (R, dR) if derivative else R
+
+
+def funk_hecke_normalized(lmax, d, g=None, exp_rate=None, n_nodes=None):
+    r"""Funk-Hecke multipliers on ``S^{d-1}`` for the *normalized* uniform measure ``sigma``.
+
+    .. math:: \int_{S^{d-1}} g(\langle x, y\rangle)\, Y_l(y)\, d\sigma(y) = m_l\, Y_l(x),\qquad
+              m_l = \frac{\int_{-1}^{1} g(t) R_l(t) (1-t^2)^{(d-3)/2} dt}{\int_{-1}^{1} (1-t^2)^{(d-3)/2} dt},
+
+    ``sigma(S^{d-1}) = 1`` (so ``m_l = c_l / |S^{d-1}|`` with ``c_l`` the multipliers of the surface
+    measure; the normalized form stays in float range for any ``d``, while ``|S^{d-1}|`` underflows
+    near ``d = 350``).  For ``g = exp(a t)``:
+
+    .. math:: m_l(a) = \Gamma(d/2) (2/a)^{d/2-1} I_{l+d/2-1}(a)
+              = \frac{(a/2)^l\,\Gamma(d/2)}{\Gamma(l + d/2)}\, {}_0F_1(;\, l + d/2;\, a^2/4)
+
+    (``d = 2``: ``I_l(a)``; ``d = 3``: ``i_l(a)``), computed in logarithms; ``m_l(-a) = (-1)^l m_l(a)``.
+    Otherwise ``g`` is integrated in ``theta = arccos t`` by Gauss-Legendre on ``[0, pi/2]`` and
+    ``[pi/2, pi]`` (a kink of ``g`` at ``t = 0``, as for ReLU, costs no accuracy).
+
+    Parameters
+    ----------
+    lmax : int, >= 0
+    d : int, >= 2
+    g : callable, optional
+        Vectorized profile ``g(t)``; exactly one of ``g``, ``exp_rate``.
+    exp_rate : float, optional
+        ``a`` of ``exp(a t)``.
+    n_nodes : int, optional
+        Gauss-Legendre nodes per half (quadrature only); default ``lmax + d + 32``.
+
+    Returns
+    -------
+    ndarray, shape (lmax + 1,)
+    """
+    from scipy.special import gammaln, hyp0f1
+    from . import validate
+
+    lmax, d = validate.integer("lmax", lmax, 0), validate.integer("d", d, 2)
+    if (g is None) == (exp_rate is None):
+        raise ValueError(f"give exactly one of g (a callable) and exp_rate (a number); received "
+                         f"g={g!r}, exp_rate={exp_rate!r}")
+    ell = np.arange(lmax + 1)
+    if exp_rate is not None:
+        a = validate.real("exp_rate", exp_rate)
+        if a == 0:
+            return (ell == 0).astype(float)
+        b = abs(a)
+        with np.errstate(over="ignore", divide="ignore"):
+            log_m = (ell * np.log(b / 2) + gammaln(d / 2) - gammaln(ell + d / 2)
+                     + np.log(hyp0f1(ell + d / 2, b * b / 4)))
+            m = np.exp(log_m)
+        return m * np.where((a < 0) & (ell % 2 == 1), -1.0, 1.0)
+    n_nodes = lmax + d + 32 if n_nodes is None else validate.integer("n_nodes", n_nodes, lmax + 1)
+    x, w = roots_legendre(int(n_nodes))
+    th = np.concatenate([(x + 1) * np.pi / 4, (x + 3) * np.pi / 4])
+    wt = np.concatenate([w, w]) * np.pi / 4
+    t = np.cos(th)
+    log_s = (d - 2) * np.log(np.sin(th))
+    ws = wt * np.exp(log_s - log_s.max())
+    ws /= ws.sum()
+    return gegenbauer_normalized(lmax, d, t) @ (ws * g(t))

@@ -144,7 +144,7 @@ def _theory(args):
         print(f"inflection(beta={args.beta}, n={args.n}) = {theory.phi_inflection(args.beta, args.n):.12f}")
     else:
         for ell in range(1, args.lmax + 1):
-            s = theory.growth_rate(ell, args.lambdas, args.beta, args.normalization, args.nu)
+            s = theory.growth_rate(ell, args.lambdas, args.beta, args.normalization, args.nu, d=args.d)
             print(f"sigma_{ell} = {s:.10g}")
     return 0
 
@@ -212,6 +212,7 @@ def build_parser():
     t.add_argument("--normalization", choices=["mean", "softmax"], default="mean")
     t.add_argument("--nu", type=float, default=0.0)
     t.add_argument("--lmax", type=_positive_int, default=8)
+    t.add_argument("--d", type=_int_at_least(2), default=3, help="growth-rates: the dimension of S^{d-1} (>= 2)")
     t.set_defaults(func=_theory)
     return p
 

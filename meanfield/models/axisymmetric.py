@@ -1,0 +1,283 @@
+r"""The mean-field PDE on ``S^{d-1}`` (any ``d >= 2``) for axisymmetric densities and zonal heads.
+
+A density that depends only on ``t = <x, e>`` (``e`` a fixed unit axis) stays so under zonal heads
+``M_h = V_h = lambda_h I`` (MODEL.md "Other dimensions"), and the continuity equation becomes one
+dimensional.  With densities ``f`` relative to the *normalized* uniform measure ``sigma``
+(``sigma(S^{d-1}) = 1``, uniform state ``f = 1``) and the weight ``w(t) = (1 - t^2)^{(d-3)/2}``:
+
+.. math:: \partial_t f = -\frac{1}{w}\,\partial_t\big[(1 - t^2)\, w\, f\, u\big] + \nu \Delta f,\qquad
+          X = u(t)\,(e - t x),\quad u = \sum_h \frac{\phi_h'(t)}{D_h(t)},
+
+``phi_h = K_h * f`` (the potential), ``D_h = 1`` (mean) or ``Z_h = k_h * f`` (softmax), and
+``Delta R_l = -l (l + d - 2) R_l``.  ``f = sum_l b_l Q_l(t)`` in the orthonormal Gegenbauer basis
+``Q_l = R_l / ||R_l||_{L^2(sigma)}`` (``R_l(1) = 1``, :func:`meanfield.core.funk_hecke.gegenbauer_normalized`);
+convolutions are diagonal (Funk-Hecke, :func:`meanfield.core.funk_hecke.funk_hecke_normalized`), and the
+Galerkin projection of the flux is formed by Gauss-Jacobi quadrature (weight ``w``) on
+``ceil((3 lmax + 1) / 2)`` nodes, exact for mean heads:
+
+.. math:: \dot b_l = \int_{-1}^{1} Q_l'(t)\,(1 - t^2)\, f\, u\; \frac{w\,dt}{\int w} - \nu\, l(l+d-2)\, b_l .
+
+The degree-0 row vanishes (``Q_0' = 0``): the mass ``b_0`` is conserved exactly.  For ``d = 3`` the
+state maps onto the ``m = 0`` coefficients of :class:`meanfield.ContinuumPDE` about ``e = e_3``:
+``rho_l0 = b_l / sqrt(4 pi)`` (:meth:`AxisymmetricPDE.to_sphere_coefficients`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import roots_jacobi
+
+from ..core import validate
+from ..core.funk_hecke import funk_hecke_normalized, gegenbauer_normalized
+from ..core.heads import check_heads
+from ..core.kernels import KERNELS, NORMALIZATIONS
+
+__all__ = ["AxisymmetricPDE", "AxisymmetricResolutionWarning", "zonal_multipliers_d"]
+
+
+class AxisymmetricResolutionWarning(UserWarning):
+    """``lmax`` truncates a head's Funk-Hecke expansion above the requested tolerance."""
+
+
+def zonal_multipliers_d(head, lmax, d):
+    r"""Normalized-measure Funk-Hecke multipliers of a zonal head on ``S^{d-1}``, each (lmax+1,).
+
+    ``"potential"``: ``m[K(lambda t)]``; ``"normalizer"``: ``m[k(lambda t)]`` (exp: ``m(beta lambda) / beta``
+    and ``m(beta lambda)``, closed form; other kernels of :data:`meanfield.core.kernels.KERNELS` by
+    quadrature of their profiles).
+    """
+    lam = head.scalar
+    if head.kernel == "exp":
+        m = funk_hecke_normalized(lmax, d, exp_rate=head.beta * lam)
+        out = {"potential": m / head.beta, "normalizer": m}
+    else:
+        kern = KERNELS[head.kernel]
+        out = {"potential": funk_hecke_normalized(lmax, d, g=lambda t: kern.antiderivative(head, lam * t)),
+               "normalizer": funk_hecke_normalized(lmax, d, g=lambda t: kern.value(head, lam * t))}
+    for k, v in out.items():
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"heads: beta * |lambda| = {head.beta * abs(lam):.4g} overflows the {k} multipliers "
+                             f"in float64 (allowed: below about 700)")
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class AxisymmetricPDE:
+    """Continuity equation on ``S^{d-1}`` for densities that depend on ``t = <x, axis>`` only.
+
+    Parameters
+    ----------
+    heads : sequence of Head
+        Zonal heads (``M = V = lambda I``) of dimension ``d``, any kernel and normalization.
+    d : int
+        Ambient dimension, ``>= 2`` (``d = 2``: even densities on the circle).
+    lmax : int
+        Largest Gegenbauer degree, ``>= 2``.
+    nu : float
+        Noise ``nu >= 0``.
+    axis : array_like, shape (d,), optional
+        The unit axis ``e`` (default the last basis vector, the north pole for ``d = 3``).
+    kernel_tol : float
+        Warn (:class:`AxisymmetricResolutionWarning`) when the first neglected potential multiplier,
+        relative to the largest, exceeds this; raise above 1e-2.
+    """
+
+    heads: tuple
+    d: int
+    lmax: int
+    nu: float = 0.0
+    axis: np.ndarray | None = None
+    kernel_tol: float = 1e-10
+    nodes: np.ndarray = field(init=False, repr=False)
+    weights: np.ndarray = field(init=False, repr=False)
+    multipliers: tuple = field(init=False, repr=False)
+
+    def __post_init__(self):
+        d = validate.integer("d", self.d, 2)
+        lmax = validate.integer("lmax", self.lmax, 2)
+        nu = validate.real("nu", self.nu, 0.0)
+        tol = validate.real("kernel_tol", self.kernel_tol, 0.0)
+        heads = check_heads(self.heads)
+        if heads[0].dim != d:
+            raise ValueError(f"heads must have dimension d = {d}; received heads of dimension {heads[0].dim}")
+        bad = [i for i, h in enumerate(heads) if not h.is_zonal]
+        if bad:
+            raise ValueError(f"heads must all be zonal (M = V = lambda I: the only heads that keep densities of "
+                             f"<x, e> axisymmetric); received non-zonal heads at positions {bad}")
+        axis = np.eye(d)[-1] if self.axis is None else validate.unit_vector("axis", self.axis, d)
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        for k, v in (("d", d), ("lmax", lmax), ("nu", nu), ("kernel_tol", tol), ("heads", heads), ("axis", axis)):
+            set_(k, v)
+        alpha = (d - 3) / 2.0
+        t, w = roots_jacobi((3 * lmax + 2) // 2, alpha, alpha)
+        set_("nodes", t)
+        set_("weights", w / w.sum())
+        R, dR = gegenbauer_normalized(lmax, d, t, derivative=True)
+        norm = np.sqrt((R**2) @ self.weights)               # ||R_l|| in L^2(sigma), exact (degree 2 lmax)
+        set_("_Q", R / norm[:, None])
+        set_("_dQ", dR / norm[:, None])
+        set_("_dQ_flux", self._dQ * ((1 - t * t) * self.weights)[None, :])
+        set_("_norm", norm)
+        ell = np.arange(lmax + 1)
+        set_("_lap", -ell * (ell + d - 2.0))
+        mults = []
+        for i, h in enumerate(heads):
+            m = zonal_multipliers_d(h, lmax + 1, d)
+            tail = abs(m["potential"][-1]) / np.abs(m["potential"]).max()
+            if tail > 1e-2:
+                raise ValueError(f"lmax must resolve heads[{i}] (first neglected Funk-Hecke multiplier at most 1e-2 "
+                                 f"of the largest); received lmax = {lmax}, at which it is {tail:.1e}")
+            if tail > tol:
+                warnings.warn(f"lmax = {lmax} truncates heads[{i}] at relative level {tail:.1e} > kernel_tol = "
+                              f"{tol:.0e}", AxisymmetricResolutionWarning, stacklevel=3)
+            mults.append({k: v[:-1] for k, v in m.items()})
+        set_("multipliers", tuple(mults))
+
+    # ------------------------------------------------------------------ state
+    @property
+    def n_state(self) -> int:
+        """Length of the state vector, ``lmax + 1``."""
+        return self.lmax + 1
+
+    def state(self, b):
+        """State vector (a copy) from orthonormal coefficients ``b`` (lmax+1,)."""
+        return validate.real_array("b", b, (self.lmax + 1,)).copy()
+
+    def coefficients(self, y):
+        """Orthonormal coefficients ``b`` (lmax+1,) from a state vector (the same array)."""
+        return validate.real_array("y", y, (self.lmax + 1,))
+
+    def uniform(self):
+        """The uniform density (``f = 1``)."""
+        b = np.zeros(self.lmax + 1)
+        b[0] = 1.0
+        return b
+
+    def basis(self, t):
+        """Orthonormal basis ``Q_l(t)``, shape (lmax+1, n)."""
+        t = validate.real_array("t", t).reshape(-1)
+        if np.any(np.abs(t) > 1):
+            raise ValueError(f"t must lie in [-1, 1]; received values up to {np.abs(t).max():.6g}")
+        return gegenbauer_normalized(self.lmax, self.d, t) / self._norm[:, None]
+
+    def evaluate(self, b, t):
+        """Density ``f(t)`` (relative to ``sigma``) at ``t``."""
+        return np.asarray(b, dtype=float) @ self.basis(t)
+
+    def project_profile(self, profile):
+        """Coefficients of a function of ``t``: ``b_l = int profile(t) Q_l(t) dsigma`` by Gauss-Jacobi.
+
+        Exact for polynomial profiles of degree ``<= 2 nodes - 1 - lmax``; spectrally accurate for smooth ones.
+        """
+        if not callable(profile):
+            raise ValueError(f"profile must be a callable of t (ndarray in [-1, 1]); received {profile!r}")
+        vals = np.asarray(profile(self.nodes), dtype=float)
+        if vals.shape != self.nodes.shape or not np.all(np.isfinite(vals)):
+            raise ValueError(f"profile must return finite values of the shape of t, {self.nodes.shape}; received "
+                             f"shape {vals.shape}")
+        return self._Q @ (self.weights * vals)
+
+    def project(self, rho, seed=0, tol=1e-10):
+        """Coefficients of a density ``rho(X)`` given on points ``X`` (n, d) of the sphere.
+
+        ``rho`` must be a function of ``<x, axis>``: it is evaluated at random points of each node's
+        slice ``{x : <x, axis> = t}``, and a spread above ``tol`` (relative to ``max |rho|``) is refused.
+        """
+        if not callable(rho):
+            raise ValueError(f"rho must be a callable of points X (n, d); received {rho!r}")
+        gen = validate.rng(seed)
+        t = self.nodes
+        pts = []
+        for _ in range(3):
+            v = gen.standard_normal((t.size, self.d))
+            v -= np.outer(v @ self.axis, self.axis)
+            v /= np.linalg.norm(v, axis=1, keepdims=True)
+            pts.append(t[:, None] * self.axis + np.sqrt(1 - t * t)[:, None] * v)
+        vals = np.array([np.asarray(rho(X), dtype=float).reshape(-1) for X in pts])
+        spread = np.abs(vals - vals[0]).max()
+        scale = max(np.abs(vals).max(), 1e-300)
+        if spread > tol * scale:
+            raise ValueError(f"rho must be a function of <x, axis> only (axisymmetric); received a function varying "
+                             f"by {spread / scale:.2e} (relative) on a slice <x, axis> = const (allowed {tol:.0e})")
+        return self._Q @ (self.weights * vals[0])
+
+    def to_sphere_coefficients(self, b, grid):
+        """``d = 3``: the ``rho_lm`` of :class:`meanfield.ContinuumPDE` (surface density) about ``e_3``."""
+        if self.d != 3 or not np.array_equal(self.axis, np.eye(3)[-1]):
+            raise ValueError(f"d must be 3 and the axis e_3 for spherical-harmonic coefficients; received d = "
+                             f"{self.d}, axis {self.axis}")
+        out = np.zeros(grid.nalm, np.complex128)
+        L = min(self.lmax, grid.lmax)
+        out[:L + 1] = np.asarray(b, dtype=float)[:L + 1] / np.sqrt(4 * np.pi)   # m = 0 block comes first
+        return out
+
+    # ------------------------------------------------------------------ physics
+    def fields(self, b):
+        """On the nodes: ``f``, the velocity factor ``u`` (``X = u (e - t x)``) and the normalizers ``D`` (H, n)."""
+        b = np.asarray(b, dtype=float)
+        Q = self._Q
+        f = b @ Q
+        u = np.zeros_like(f)
+        D = np.ones((len(self.heads), f.size))
+        dQ = self._dQ
+        for h, (head, m) in enumerate(zip(self.heads, self.multipliers)):
+            gphi = (m["potential"] * b) @ dQ
+            norm = NORMALIZATIONS[head.normalization]
+            if norm.uses_normalizer:
+                D[h] = (m["normalizer"] * b) @ Q
+                norm.combine(gphi[None, :], D[h], axis=0)
+            u += gphi
+        return {"f": f, "u": u, "D": D}
+
+    def velocity(self, b):
+        """Tangential speed ``u(t) sqrt(1 - t^2)`` at the nodes (signed: > 0 towards the axis)."""
+        return self.fields(b)["u"] * np.sqrt(1 - self.nodes**2)
+
+    def tendency(self, b):
+        """``d b / dt``, shape (lmax+1,)."""
+        fl = self.fields(b)
+        out = self._dQ_flux @ (fl["f"] * fl["u"])
+        if self.nu:
+            out += self.nu * self._lap * b
+        return out
+
+    def rhs(self, t, y):
+        """Right-hand side ``rhs(t, y)``."""
+        return self.tendency(y)
+
+    def mass(self, b) -> float:
+        """``int f dsigma = b_0``."""
+        return float(b[0])
+
+    def energies(self, b):
+        """Per-head energies ``E_h = 1/2 int int K_h(lambda <x, y>) f(x) f(y) dsigma dsigma``, shape (H,)."""
+        b = np.asarray(b, dtype=float)
+        return np.array([0.5 * (m["potential"] * b) @ b for m in self.multipliers])
+
+    def entropy(self, b) -> float:
+        """Boltzmann entropy ``-int f log f dsigma`` (relative to ``sigma``; ``nan`` if ``f <= 0`` somewhere)."""
+        f = np.asarray(b, dtype=float) @ self._Q
+        if np.any(f <= 0):
+            return float("nan")
+        return float(-(self.weights * f * np.log(f)).sum())
+
+    def spectral_tail(self, b, fraction=2 / 3) -> float:
+        """Relative L2 size of degrees ``l > fraction lmax`` among ``l >= 1``."""
+        S = np.asarray(b, dtype=float) ** 2
+        total = S[1:].sum()
+        return float(np.sqrt(S[int(fraction * self.lmax) + 1:].sum() / total)) if total > 0 else 0.0
+
+    def negative_mass(self, b) -> float:
+        """``-int min(f, 0) dsigma`` on the nodes (>= 0)."""
+        f = np.asarray(b, dtype=float) @ self._Q
+        return float(-(self.weights * np.minimum(f, 0.0)).sum())
+
+    def cfl_dt(self, b, cfl=0.5) -> float:
+        """A fixed RK4 step: ``cfl / (lmax max|u sqrt(1-t^2)| / 2.83 + nu lmax (lmax + d - 2) / 2.78)``."""
+        cfl = validate.real("cfl", cfl, positive=True)
+        a = self.lmax * np.abs(self.velocity(b)).max()
+        dd = self.nu * self.lmax * (self.lmax + self.d - 2)
+        return float(cfl / max(a / 2 ** 1.5 + dd / 2.785, 1e-300))

@@ -1,0 +1,234 @@
+r"""The mean-field PDE on the circle ``S^1`` (``d = 2``) in Fourier modes (numpy FFT only).
+
+Densities ``f(theta)`` relative to the normalized measure ``dtheta / (2 pi)`` (uniform state ``f = 1``),
+
+.. math:: f(\theta) = \sum_{|k| \le K} c_k e^{i k\theta},\qquad
+          \partial_t f + \partial_\theta (f X) = \nu\, \partial_\theta^2 f,\qquad
+          X = \sum_h \frac{\partial_\theta N_h}{D_h}
+
+(``X`` the velocity along ``e_theta = (-sin theta, cos theta)``).  Zonal heads ``M = V = lambda I`` are
+diagonal (Funk-Hecke on the circle: ``(1/2pi) int exp(a cos(theta - phi)) e^{ik phi} dphi = I_k(a) e^{ik theta}``,
+:func:`meanfield.core.funk_hecke.funk_hecke_normalized` with ``d = 2``): ``N_h = m[K_h] c``,
+``Z_h = m[k_h] c``.  General 2 x 2 heads use the equispaced quadrature on the grid through the kernel
+sums of the particle system (:func:`meanfield.core.sums.aggregate`).  Products are formed on
+``N >= 3K + 1`` equispaced nodes (no aliasing into degrees ``<= K`` for mean zonal heads), so the
+mass ``c_0`` is conserved to round-off (the ``k = 0`` row of a derivative is 0).
+
+The state is the real view (re, im pairs) of ``c_0 .. c_K`` (``c_{-k} = conj(c_k)``), length ``2 (K+1)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core import validate
+from ..core.funk_hecke import funk_hecke_normalized
+from ..core.heads import check_heads
+from ..core.kernels import KERNELS, NORMALIZATIONS
+from ..core.sums import aggregate, pair_sum
+
+__all__ = ["CirclePDE", "CircleResolutionWarning", "circle_multipliers"]
+
+
+class CircleResolutionWarning(UserWarning):
+    """``kmax`` truncates a zonal head's Fourier multipliers above the requested tolerance."""
+
+
+def circle_multipliers(head, kmax):
+    """Fourier multipliers (k = 0..kmax) of a zonal head on the circle: ``"potential"`` ``m[K(lambda cos)]``
+    and ``"normalizer"`` ``m[k(lambda cos)]`` (exp: ``I_k(beta lambda) / beta`` and ``I_k(beta lambda)``)."""
+    lam = head.scalar
+    if head.kernel == "exp":
+        m = funk_hecke_normalized(kmax, 2, exp_rate=head.beta * lam)
+        return {"potential": m / head.beta, "normalizer": m}
+    kern = KERNELS[head.kernel]
+    return {"potential": funk_hecke_normalized(kmax, 2, g=lambda t: kern.antiderivative(head, lam * t)),
+            "normalizer": funk_hecke_normalized(kmax, 2, g=lambda t: kern.value(head, lam * t))}
+
+
+@dataclass(frozen=True, eq=False)
+class CirclePDE:
+    """Multi-head continuity equation on ``S^1``.
+
+    Parameters
+    ----------
+    heads : sequence of Head
+        Heads of dimension 2 (zonal: spectral path; otherwise quadrature on the grid).
+    kmax : int
+        Largest Fourier mode ``K >= 2``.
+    nu : float
+        Noise ``nu >= 0``.
+    kernel_tol : float
+        Zonal heads: warn (:class:`CircleResolutionWarning`) when the first neglected potential multiplier,
+        relative to the largest, exceeds this; raise above 1e-2.
+    method : {"auto", "spectral", "quadrature"}
+    chunk_bytes : int
+        Work space of the quadrature path.
+    """
+
+    heads: tuple
+    kmax: int
+    nu: float = 0.0
+    kernel_tol: float = 1e-10
+    method: str = "auto"
+    chunk_bytes: int = 4 * 2**20
+    theta: np.ndarray = field(init=False, repr=False)
+    zonal: bool = field(init=False)
+    multipliers: tuple = field(init=False, repr=False)
+
+    def __post_init__(self):
+        K = validate.integer("kmax", self.kmax, 2)
+        nu = validate.real("nu", self.nu, 0.0)
+        tol = validate.real("kernel_tol", self.kernel_tol, 0.0)
+        validate.integer("chunk_bytes", self.chunk_bytes, 1)
+        method = validate.choice("method", self.method, ("auto", "spectral", "quadrature"))
+        heads = check_heads(self.heads)
+        if heads[0].dim != 2:
+            raise ValueError(f"heads must have dimension d = 2 (the PDE is on S^1); received d = {heads[0].dim}")
+        all_zonal = all(h.is_zonal for h in heads)
+        if method == "spectral" and not all_zonal:
+            raise ValueError("method 'spectral' needs zonal heads (M = V = lambda I); received a non-zonal head")
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        for k, v in (("kmax", K), ("nu", nu), ("kernel_tol", tol), ("heads", heads), ("method", method)):
+            set_(k, v)
+        n = 3 * K + 3
+        set_("theta", 2 * np.pi * np.arange(n) / n)
+        set_("zonal", all_zonal and method != "quadrature")
+        mults = []
+        if self.zonal:
+            for i, h in enumerate(heads):
+                m = circle_multipliers(h, K + 1)
+                tail = abs(m["potential"][-1]) / np.abs(m["potential"]).max()
+                if tail > 1e-2:
+                    raise ValueError(f"kmax must resolve heads[{i}] (first neglected multiplier at most 1e-2 of the "
+                                     f"largest); received kmax = {K}, at which it is {tail:.1e}")
+                if tail > tol:
+                    warnings.warn(f"kmax = {K} truncates heads[{i}] at relative level {tail:.1e} > kernel_tol = "
+                                  f"{tol:.0e}", CircleResolutionWarning, stacklevel=3)
+                mults.append({k: v[:-1] for k, v in m.items()})
+        set_("multipliers", tuple(mults))
+        set_("_ik", 1j * np.arange(K + 1))
+        set_("_k2", -np.arange(K + 1) ** 2.0)
+        set_("_nodes", np.column_stack([np.cos(self.theta), np.sin(self.theta)]))
+
+    # ------------------------------------------------------------------ state
+    @property
+    def n_state(self) -> int:
+        """Length of the real state vector, ``2 (kmax + 1)``."""
+        return 2 * (self.kmax + 1)
+
+    def state(self, c):
+        """Real state vector (a copy) from Fourier coefficients ``c_0..c_K`` (complex, (kmax+1,))."""
+        c = np.asarray(c, dtype=np.complex128)
+        if c.shape != (self.kmax + 1,) or not np.all(np.isfinite(c)):
+            raise ValueError(f"c must be finite with shape ({self.kmax + 1},); received shape {c.shape}")
+        c = c.copy()
+        c[0] = c[0].real
+        return c.view(np.float64).copy()
+
+    def coefficients(self, y):
+        """Fourier coefficients ``c_0..c_K`` from a real state vector (a view)."""
+        y = np.ascontiguousarray(y, dtype=float)
+        if y.shape != (self.n_state,):
+            raise ValueError(f"y must have shape ({self.n_state},) for kmax = {self.kmax}; received shape {y.shape}")
+        return y.view(np.complex128)
+
+    def uniform(self):
+        """The uniform density ``f = 1``."""
+        c = np.zeros(self.kmax + 1, np.complex128)
+        c[0] = 1.0
+        return c
+
+    def synthesis(self, c, n=None):
+        """Values on ``n`` equispaced nodes (default the product grid)."""
+        n = self.theta.size if n is None else n
+        return np.fft.irfft(np.asarray(c), n) * n
+
+    def analysis(self, values):
+        """``c_0..c_K`` of values on equispaced nodes (exact for trigonometric polynomials of degree < n/2)."""
+        values = np.asarray(values, dtype=float)
+        return np.fft.rfft(values)[: self.kmax + 1] / values.size
+
+    def project(self, profile):
+        """Fourier coefficients of a function ``profile(theta)`` (vectorized), sampled on the product grid."""
+        if not callable(profile):
+            raise ValueError(f"profile must be a callable of theta (ndarray); received {profile!r}")
+        return self.analysis(profile(self.theta))
+
+    # ------------------------------------------------------------------ physics
+    def fields(self, c):
+        """On the grid: ``f``, the velocity ``X`` (along ``e_theta``) and normalizers ``D`` (H, n)."""
+        f = self.synthesis(c)
+        n = f.size
+        D = np.ones((len(self.heads), n))
+        X = np.zeros(n)
+        if self.zonal:
+            for h, (head, m) in enumerate(zip(self.heads, self.multipliers)):
+                gN = self.synthesis(self._ik * m["potential"] * c)
+                norm = NORMALIZATIONS[head.normalization]
+                if norm.uses_normalizer:
+                    D[h] = self.synthesis(m["normalizer"] * c)
+                    norm.combine(gN[None, :], D[h], axis=0)
+                X += gN
+            return {"f": f, "X": X, "D": D}
+        w = f / n
+        etheta = np.column_stack([-np.sin(self.theta), np.cos(self.theta)])
+        for h, head in enumerate(self.heads):
+            u, nrm = aggregate(head, self._nodes, self._nodes, w, self.chunk_bytes)
+            X += (u * etheta).sum(axis=1)
+            D[h] = nrm
+        return {"f": f, "X": X, "D": D}
+
+    def velocity(self, c):
+        """Velocity ``X(theta)`` along ``e_theta`` on the grid."""
+        return self.fields(c)["X"]
+
+    def tendency(self, c):
+        """``d c_k / dt = -i k (f X)_k - nu k^2 c_k``, shape (kmax+1,)."""
+        fl = self.fields(c)
+        out = -self._ik * self.analysis(fl["f"] * fl["X"])
+        if self.nu:
+            out += self.nu * self._k2 * c
+        return out
+
+    def rhs(self, t, y):
+        """Right-hand side ``rhs(t, y)`` on the real state vector."""
+        return self.tendency(self.coefficients(y)).view(np.float64)
+
+    def mass(self, c) -> float:
+        """``(1/2pi) int f = c_0``."""
+        return float(np.real(c[0]))
+
+    def energies(self, c):
+        """Per-head energies ``1/2 int int K_h(<x, M_h y>) f f``, shape (H,)."""
+        c = np.asarray(c)
+        if self.zonal:
+            p = np.abs(c) ** 2
+            p[1:] *= 2
+            return np.array([0.5 * (m["potential"] * p).sum() for m in self.multipliers])
+        w = self.synthesis(c) / self.theta.size
+        return np.array([pair_sum(h, self._nodes, w, self.chunk_bytes) for h in self.heads])
+
+    def entropy(self, c) -> float:
+        """``-(1/2pi) int f log f`` on the grid (``nan`` where ``f <= 0`` somewhere)."""
+        f = self.synthesis(c)
+        return float("nan") if np.any(f <= 0) else float(-(f * np.log(f)).mean())
+
+    def spectral_tail(self, c, fraction=2 / 3) -> float:
+        """Relative L2 size of modes ``k > fraction kmax`` among ``k >= 1``."""
+        S = np.abs(np.asarray(c)) ** 2
+        total = S[1:].sum()
+        return float(np.sqrt(S[int(fraction * self.kmax) + 1:].sum() / total)) if total > 0 else 0.0
+
+    def negative_mass(self, c) -> float:
+        """``-(1/2pi) int min(f, 0)`` on the grid (>= 0)."""
+        return float(-np.minimum(self.synthesis(c), 0.0).mean())
+
+    def cfl_dt(self, c, cfl=0.5) -> float:
+        """A fixed RK4 step ``cfl / (K max|X| / 2.83 + nu K^2 / 2.78)``."""
+        cfl = validate.real("cfl", cfl, positive=True)
+        a = self.kmax * np.abs(self.velocity(c)).max()
+        return float(cfl / max(a / 2 ** 1.5 + self.nu * self.kmax**2 / 2.785, 1e-300))
