@@ -426,7 +426,7 @@ def test_fastsum_refuses_previously_unchecked_arguments():
     X = initial.uniform_sphere(5, 3, seed=0)
     refused(fast.coefficients, X, [0.2, 0.2, np.nan, 0.2, 0.2], name="w", echo="nan")    # NaN weights went to ducc0
     refused(fast.coefficients, X, np.full(4, 0.25), name="w", echo="shape (4,)")
-    refused(fast.energies, [[0.0, 0.0, np.nan]] * 5, np.full(5, 0.2), name="X", echo="non-finite")
+    refused(fast.energies, [[0.0, 0.0, np.nan]] * 5, np.full(5, 0.2), name="X", echo="nan")
     refused(fast.forces, "abc", np.full(5, 0.2), name="X", echo="'abc'")
 
 

@@ -142,21 +142,13 @@ class SpectralSum:
 
     @staticmethod
     def _array(X):
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != 3:
-            raise ValueError(f"X must have shape (n, 3); received shape {X.shape}")
-        return X
+        if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == 3:
+            return X                                  # the integrator's states: no copy, no extra pass
+        return validate.real_array("X", X, ("n", 3), finite=False)   # NaN stages give NaN velocities
 
     @staticmethod
     def _weights(w, n):
         return np.ascontiguousarray(validate.real_array("w", w, (n,)))
-
-    @staticmethod
-    def _unit(X):
-        # Radial projection is the documented extension of the field off the sphere (Runge-Kutta
-        # stages), not a repair of input: ParticleSystem checks tokens before they get here.
-        X = validate.real_array("X", X, ("n", 3))
-        return X / np.sqrt(np.einsum("ij,ij->i", X, X))[:, None]
 
     # ------------------------------------------------------------------ public sums
     def velocity(self, X, w):
