@@ -303,8 +303,9 @@ class RunConfig:
             raise ConfigError(f"invalid TOML: {err}") from None
         return cls.from_dict(data)
 
-    def to_toml(self) -> str:
-        return to_toml(self.to_dict())
+    def to_toml(self, all_keys=False) -> str:
+        """TOML text of the config; ``all_keys``: also list the keys without a value (commented out)."""
+        return to_toml(self.to_dict(), all_keys=all_keys)
 
 
 def load_config(path) -> RunConfig:
@@ -342,10 +343,12 @@ def _comments(section_cls):
     return {f.name: f.metadata.get("doc", "") for f in fields(section_cls)} if section_cls else {}
 
 
-def to_toml(d: dict) -> str:
+def to_toml(d: dict, all_keys=False) -> str:
     """TOML text of a config dict (scalars, lists, tables, lists of tables), with key descriptions.
 
-    ``None`` values are left out (TOML has no null; absent keys take their defaults).
+    ``None`` values are left out (TOML has no null; absent keys take their defaults); with
+    ``all_keys`` every key of a section is listed, those without a value as a comment
+    (``# weights = ...    # description``), so that the text names every key a config can set.
     """
     classes = {"heads": HeadConfig, **_SECTIONS}
     lines = ["# meanfield run configuration (meanfield run CONFIG.toml); omitted keys take the defaults", ""]
@@ -365,5 +368,9 @@ def to_toml(d: dict) -> str:
                 if val is not None:
                     doc = docs.get(key)
                     lines.append(f"{key} = {_toml_value(val)}" + (f"    # {doc}" if doc else ""))
+            if all_keys:
+                for key, doc in docs.items():
+                    if table.get(key) is None:
+                        lines.append(f"# {key} = ...    # {doc}")
     return "\n".join(lines) + "\n"
 
