@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -179,8 +180,10 @@ def _plot(args):
         paths = plotting.save_figures(ds, out, dpi=results.config_of(ds).outputs.dpi,
                                       animation=not args.no_animation)
     except KeyError as err:
-        raise ValueError(f"{args.result} lacks the variable {err.args[0]!r} a figure needs (was it written by "
-                         f"meanfield run?)") from None
+        name = re.search(r"'([^']+)'", str(err.args[0]) if err.args else "")
+        name = name.group(1) if name else (err.args[0] if err.args else "?")
+        raise ValueError(f"{args.result} lacks the variable {name!r} that a figure needs; received a dataset "
+                         f"with {len(ds.data_vars)} variables (write it with meanfield run)") from None
     print(f"wrote {len(paths)} figures to {out}/: {', '.join(p.name for p in paths)}")
     return 0
 
