@@ -32,8 +32,9 @@ def test_spec_validation(tmp_path):
         SweepSpec(BASE, {"pde.lmax": [11, 1]})
     with pytest.raises(ConfigError, match="head index 5 out of range"):
         SweepSpec(BASE, {"heads[5].beta": [1.0]})
-    with pytest.raises(ConfigError, match="must list scalar values"):
-        SweepSpec(BASE, {"initial.kappas": [[3.0, 2.0, 2.0]]})
+    with pytest.raises(ConfigError, match="must list values that are numbers, strings, booleans or lists"):
+        SweepSpec(BASE, {"initial.kappas": [{"a": 3.0}]})
+    assert SweepSpec(BASE, {"initial.kappas": [[3.0, 2.0, 2.0], [1.0]]}).points[1] == {"initial.kappas": [1.0]}
     for text, match in [("parameters = 5\n", "parameters must be a table"), ('base = 5\n[parameters]\nseed = [1]\n',
                                                                              "base must be a config file name")]:
         f = tmp_path / "bad.toml"

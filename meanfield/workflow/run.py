@@ -29,7 +29,7 @@ from ..core.sphere import SphereGrid, to_lm_table
 from .checkpoint import Checkpointer, FolderLock, RunInterrupted, remove_stale_temporaries
 from .config import RunConfig, load_config
 from .paired import PairedResult, align_times, paired_run, transport_grid
-from .results import SCHEMA_VERSION, observables_to_variables, save
+from .results import SCHEMA_VERSION, add_provenance, describe, observables_to_variables, save
 
 __all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset", "summary", "main_job", "resume_job",
            "RunInterrupted", "FiguresInterrupted", "ResultExists", "estimate_cost", "available_memory", "preflight",
@@ -152,7 +152,7 @@ def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) 
                        ("w2", "2-Wasserstein distance, geodesic cost, radians"), ("lat", "latitude, degrees"),
                        ("lon", "longitude, degrees"), ("time", "time")):
         ds[name].attrs["long_name"] = text
-    return ds
+    return describe(ds)                 # CF attributes (units, long_name, Conventions); values untouched
 
 
 def _span(ds, name, k, reduce=None):
@@ -274,7 +274,7 @@ def preflight(config: RunConfig, force=False) -> list[str]:
     grid = SphereGrid(lmax)
     rho_lm0 = initial_density(config, grid)
     probe = SimpleNamespace(grid=grid, lmax=lmax)
-    tail, neg = spectral_tail(probe, rho_lm0), max(negative_mass(probe, rho_lm0), 0.0)
+    tail, neg = spectral_tail(probe, rho_lm0), max(0.0, negative_mass(probe, rho_lm0))
     if tail > config.pde.tail_tol:
         raise ValueError(f"the initial density is not resolved at pde.lmax = {lmax}: its spectral tail {tail:.2e} "
                          f"exceeds pde.tail_tol = {config.pde.tail_tol:g}, so the PDE would stop at t = 0; raise "
@@ -394,7 +394,9 @@ def _checkpoint_every(config):
 
 
 def _finish(config, out, checkpoints, progress):
+    started = time.time()
     ds = run(config, progress=progress, checkpoints=checkpoints, checkpoint_every=_checkpoint_every(config))
+    add_provenance(ds, started=started)
     paths = [save(ds, out / config.outputs.dataset)]
     checkpoints.clear()
     if config.outputs.figures or config.outputs.animation:
