@@ -176,9 +176,31 @@ class HeadConfig(_Section):
                 "kernel_params": self.kernel_params}
 
 
+def _npy_path(path, v):
+    if not (isinstance(v, str) and v.strip() and v.isprintable() and v.endswith(".npy")):
+        raise ConfigError(f"{path} must be the name of a .npy file (relative to the config file); received {v!r}")
+    return v
+
+
+def _profile(path, v):
+    if not isinstance(v, dict) or set(v) not in ({"mu", "rho"}, {"legendre"}):
+        raise ConfigError(f"{path} must be a table {{mu = [...], rho = [...]}} (a profile rho(mu), mu from -1 to 1) "
+                          f"or {{legendre = [a_0, a_1, ...]}}; received {v!r}")
+    return {k: _real_list(min_len=1)(f"{path}.{k}", x) for k, x in v.items()}
+
+
+_VMF_KEYS = ("mus", "kappas", "weights", "floor")
+
+
 @dataclass(frozen=True)
 class InitialConfig(_Section):
-    """Initial density ``(1 - floor) sum_k w_k vMF(mus[k], kappas[k]) + floor / (4 pi)``."""
+    """Initial density: by default ``(1 - floor) sum_k w_k vMF(mus[k], kappas[k]) + floor / (4 pi)``.
+
+    Instead of the mixture, ``coefficients`` names a ``.npy`` file of spherical-harmonic coefficients
+    (any degree; the layout of :mod:`meanfield.sphere`, e.g. a finished run's last density), or
+    ``profile`` gives a zonal density about the north pole (``{mu = [...], rho = [...]}`` or
+    ``{legendre = [...]}``); see :mod:`meanfield.workflow.inputs`.  Both are rescaled to mass 1.
+    """
 
     _path = "initial"
     mus: tuple = _opt(_unit_vectors, ((0.0, 0.0, 1.0), (1.0, 0.0, 0.0), (0.0, -0.6, -0.8)),
@@ -187,6 +209,36 @@ class InitialConfig(_Section):
     weights: tuple | None = _opt(_optional(_real_list(0.0)), None,
                                  "mixture weights >= 0 summing to 1 (omitted: equal)")
     floor: float = _opt(_real(0.0, 1.0), 0.25, "uniform fraction in [0, 1]")
+    coefficients: str | None = _opt(_optional(_npy_path), None,
+                                    "a .npy file of spherical-harmonic coefficients (instead of the mixture)")
+    profile: dict | None = _opt(_optional(_profile), None,
+                                "a zonal density {mu = [...], rho = [...]} or {legendre = [...]} (instead of "
+                                "the mixture)")
+
+    @classmethod
+    def from_dict(cls, d, path=None):
+        obj = super().from_dict(d, path)
+        path = path or cls._path
+        chosen = [k for k in ("coefficients", "profile") if isinstance(d, dict) and d.get(k) is not None]
+        if len(chosen) > 1:
+            raise ConfigError(f"{path} takes one of coefficients or profile; received both")
+        mixed = [k for k in _VMF_KEYS if k in d]
+        if chosen and mixed:
+            raise ConfigError(f"{path}.{chosen[0]} replaces the vMF mixture: remove {[f'{path}.{k}' for k in mixed]}; "
+                              f"received both")
+        return obj
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        if self.kind != "vmf":               # the mixture's keys do not apply (and from_dict refuses them)
+            for k in _VMF_KEYS:
+                out.pop(k, None)
+        return out
+
+    @property
+    def kind(self) -> str:
+        """``"coefficients"``, ``"profile"`` or ``"vmf"``: where the initial density comes from."""
+        return "coefficients" if self.coefficients else ("profile" if self.profile else "vmf")
 
     def _validate(self, path):
         K = len(self.mus)
@@ -316,9 +368,20 @@ def load_config(path) -> RunConfig:
     except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
         raise ConfigError(f"cannot read config file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
     try:
-        return RunConfig.from_toml(text)
+        config = RunConfig.from_toml(text)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
+    return _resolve_files(config, path.parent)
+
+
+def _resolve_files(config: "RunConfig", folder) -> "RunConfig":
+    """File names in a config (``initial.coefficients``) made absolute, relative to ``folder``."""
+    from dataclasses import replace
+
+    name = config.initial.coefficients
+    if name is not None and not Path(name).is_absolute():
+        config = replace(config, initial=replace(config.initial, coefficients=str((Path(folder) / name).resolve())))
+    return config
 
 
 # ---------------------------------------------------------------------------- TOML writer

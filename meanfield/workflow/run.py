@@ -42,8 +42,18 @@ def build_heads(config: RunConfig) -> tuple[Head, ...]:
 
 
 def initial_density(config: RunConfig, grid: SphereGrid):
-    """Initial coefficients ``rho_lm0`` (nalm,) on ``grid``: the config's vMF mixture."""
+    """Initial coefficients ``rho_lm0`` (nalm,) on ``grid``: the config's vMF mixture, or its
+    ``initial.coefficients`` file or ``initial.profile`` (:mod:`meanfield.workflow.inputs`)."""
     ic = config.initial
+    if ic.coefficients is not None:
+        from .inputs import density_from_coefficients, load_array
+
+        return density_from_coefficients(grid, load_array(ic.coefficients, "initial.coefficients"),
+                                         "initial.coefficients")
+    if ic.profile is not None:
+        from .inputs import zonal_density
+
+        return zonal_density(grid, **ic.profile, name="initial.profile")
     return vmf_mixture_density(grid, np.array(ic.mus), np.array(ic.kappas) if len(ic.kappas) > 1 else ic.kappas[0],
                                None if ic.weights is None else np.array(ic.weights), ic.floor)
 
