@@ -80,3 +80,30 @@ def test_profile_in_a_config_and_exclusive_choices(tmp_path):
     bad = tmp_path / "missing.toml"
     bad.write_text('[initial]\ncoefficients = "nowhere.npy"\n')
     assert main(["config", "check", str(bad)]) == 2
+
+
+def test_general_heads_inline_and_from_npy(tmp_path, capsys):
+    from meanfield.workflow.run import build_heads
+
+    M = [[1.0, 0.2, 0.0], [0.2, 0.8, 0.0], [0.0, 0.0, 0.5]]
+    np.save(tmp_path / "V.npy", np.diag([0.6, 0.6, 0.9]))
+    cfg = tmp_path / "general.toml"
+    cfg.write_text(SMALL
+                   + f'[[heads]]\nM = {M}\nV = "V.npy"\n[[heads]]\nlam = 0.5\n')
+    config = load_config(cfg)
+    heads = build_heads(config)
+    # the matrices are taken as given (no arithmetic): exact equality
+    np.testing.assert_array_equal(heads[0].M, M)
+    np.testing.assert_array_equal(heads[0].V, np.diag([0.6, 0.6, 0.9]))
+    assert heads[1].is_zonal and not heads[0].is_zonal
+    assert RunConfig.from_toml(config.to_toml()) == config
+    assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    assert "general M, V" in capsys.readouterr().out
+    ds = load(tmp_path / "o" / "result.nc")
+    assert np.isnan(ds["head_lambda"].values[0]) and ds["head_lambda"].values[1] == 0.5
+    with pytest.raises(ConfigError, match="must be given together"):
+        RunConfig.from_dict({"heads": [{"M": M}]})
+    with pytest.raises(ConfigError, match="lam does not apply to a general head"):
+        RunConfig.from_dict({"heads": [{"M": M, "V": M, "lam": 2.0}]})
+    with pytest.raises(ConfigError, match="must be a 3x3 matrix"):
+        RunConfig.from_dict({"heads": [{"M": [[1.0]], "V": M}]})

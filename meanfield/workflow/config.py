@@ -140,6 +140,17 @@ class _Section:
         return out
 
 
+def _matrix(path, v):
+    """A 3x3 matrix: inline rows ``[[..], [..], [..]]`` or the name of a .npy file (checked when loaded)."""
+    if isinstance(v, str):
+        return _npy_path(path, v)
+    if not (isinstance(v, (list, tuple)) and len(v) == 3 and all(isinstance(r, (list, tuple)) and len(r) == 3
+                                                                 for r in v)):
+        raise ConfigError(f"{path} must be a 3x3 matrix [[a, b, c], [d, e, f], [g, h, i]] or a .npy file name; "
+                          f"received {v!r}")
+    return tuple(tuple(_real()(f"{path}[{i}][{j}]", x) for j, x in enumerate(r)) for i, r in enumerate(v))
+
+
 def _table(path, v):
     if not isinstance(v, dict):
         raise ConfigError(f"{path} must be a table of kernel parameters (e.g. {{bias = -1.0}}); received {v!r}")
@@ -161,6 +172,28 @@ class HeadConfig(_Section):
     kernel: str = _opt(_choice(KERNELS), "exp", f"kernel profile, one of {list(KERNELS)}")
     normalization: str = _opt(_choice(NORMALIZATIONS), "mean", f"one of {list(NORMALIZATIONS)}")
     kernel_params: dict | None = _opt(_optional(_table), None, "parameters of the kernel (omitted: its defaults)")
+    M: tuple | str | None = _opt(_optional(_matrix), None,
+                                 "general head: query-key matrix, 3x3 rows or a .npy file (with V; replaces lam)")
+    V: tuple | str | None = _opt(_optional(_matrix), None,
+                                 "general head: value matrix, 3x3 rows or a .npy file (with M; replaces lam)")
+
+    @classmethod
+    def from_dict(cls, d, path=None):
+        obj = super().from_dict(d, path)
+        path = path or cls._path
+        if (obj.M is None) != (obj.V is None):
+            raise ConfigError(f"{path}.M and {path}.V must be given together (a general head); received only "
+                              f"{'M' if obj.V is None else 'V'}")
+        if obj.M is not None and "lam" in d:
+            raise ConfigError(f"{path}.lam does not apply to a general head (M and V given); received lam = "
+                              f"{d['lam']!r}")
+        return obj
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        if self.M is not None:              # lam does not apply (and from_dict refuses it)
+            out.pop("lam", None)
+        return out
 
     def _validate(self, path):
         if self.kernel_params is not None:
@@ -375,12 +408,17 @@ def load_config(path) -> RunConfig:
 
 
 def _resolve_files(config: "RunConfig", folder) -> "RunConfig":
-    """File names in a config (``initial.coefficients``) made absolute, relative to ``folder``."""
+    """File names in a config (``initial.coefficients``, ``heads[i].M`` / ``.V``) made absolute, relative to
+    ``folder``."""
     from dataclasses import replace
 
-    name = config.initial.coefficients
-    if name is not None and not Path(name).is_absolute():
-        config = replace(config, initial=replace(config.initial, coefficients=str((Path(folder) / name).resolve())))
+    def absolute(name):
+        return name if not isinstance(name, str) or Path(name).is_absolute() else str((Path(folder) / name).resolve())
+
+    if config.initial.coefficients is not None:
+        config = replace(config, initial=replace(config.initial, coefficients=absolute(config.initial.coefficients)))
+    if any(isinstance(h.M, str) or isinstance(h.V, str) for h in config.heads):
+        config = replace(config, heads=tuple(replace(h, M=absolute(h.M), V=absolute(h.V)) for h in config.heads))
     return config
 
 

@@ -37,8 +37,26 @@ __all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset
 
 
 def build_heads(config: RunConfig) -> tuple[Head, ...]:
-    """Zonal heads ``M = V = lam I`` in d = 3 from ``config.heads``."""
-    return tuple(Head(h.lam * np.eye(3), h.lam * np.eye(3), **h.head_kwargs()) for h in config.heads)
+    """Heads in d = 3 from ``config.heads``: zonal ``M = V = lam I``, or general ``M``, ``V`` (inline or .npy)."""
+    def matrix(h, i, which):
+        value = getattr(h, which)
+        if isinstance(value, str):
+            from .inputs import load_array
+
+            return load_array(value, f"heads[{i}].{which}")
+        return np.array(value, dtype=float)
+
+    heads = []
+    for i, h in enumerate(config.heads):
+        if h.M is None:
+            heads.append(Head(h.lam * np.eye(3), h.lam * np.eye(3), **h.head_kwargs()))
+            continue
+        M, V = matrix(h, i, "M"), matrix(h, i, "V")
+        for which, A in (("M", M), ("V", V)):
+            if A.shape != (3, 3):
+                raise ValueError(f"heads[{i}].{which} must be a 3x3 matrix; received shape {A.shape}")
+        heads.append(Head(M, V, **h.head_kwargs()))
+    return tuple(heads)
 
 
 def initial_density(config: RunConfig, grid: SphereGrid):
@@ -143,7 +161,7 @@ def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) 
     coords = {"time": times, "particle": np.arange(n), "dim": ["x", "y", "z"], "head": np.arange(H),
               "lat": 90.0 - np.degrees(display.theta), "lon": np.degrees(display.phi),
               "l": np.arange(lmax + 1), "m": np.arange(lmax + 1),
-              "head_lambda": ("head", [h.lam for h in config.heads]),
+              "head_lambda": ("head", [h.lam if h.M is None else np.nan for h in config.heads]),
               "head_beta": ("head", [h.beta for h in config.heads])}
     from .. import __version__
     tg = rc["transport_grid"]
@@ -174,8 +192,8 @@ def _span(ds, name, k, reduce=None):
 def summary(ds: xr.Dataset) -> str:
     """A few lines describing a run dataset: setup, how far each run got, energies, entropies, W2."""
     cfg = json.loads(ds.attrs["config"])
-    heads = ", ".join(f"lambda {h['lam']:g} beta {h['beta']:g} {h['kernel']}/{h['normalization']}"
-                      for h in cfg["heads"])
+    heads = ", ".join(("general M, V" if "M" in h else f"lambda {h.get('lam', 1.0):g}")
+                      + f" beta {h['beta']:g} {h['kernel']}/{h['normalization']}" for h in cfg["heads"])
     t = ds.time.values
     ok = np.flatnonzero(np.isfinite(ds["pde_energy"].values) & np.isfinite(ds["particle_energy"].values))
     k = ok[-1]
