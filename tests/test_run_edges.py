@@ -212,6 +212,18 @@ def test_quiet_run_prints_no_status_lines(tmp_path, capsys, small):
     assert main(["run", small, "--out", str(tmp_path / "p"), "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert "estimate: about" in err and "PDE: finished at t = 0.4" in err and "particles: finished" in err
+    assert err.index("PDE: started") < err.index("PDE: finished") < err.index("particles: started")
+
+
+def test_ctrl_c_during_start_up_is_one_line(tmp_path, monkeypatch, capsys, small):
+    import meanfield.workflow.config as config_module
+
+    def interrupted(path):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(config_module, "load_config", interrupted)   # Ctrl-C while the config is read
+    assert main(["run", small, "--out", str(tmp_path / "o"), "--no-progress"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "meanfield: interrupted (Ctrl-C)"
 
 
 def test_theory_refuses_options_that_do_not_apply_and_flags_out_of_range_values(capsys):

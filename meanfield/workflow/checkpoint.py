@@ -138,7 +138,11 @@ class Checkpointer:
 
     def state(self, phase):
         """The last saved integrator state of ``phase`` (to pass as ``resume``), or None."""
-        return self._read(f"{phase}.state.pkl")
+        state = self._read(f"{phase}.state.pkl")
+        if self.log is not None:             # asked for when the phase starts: say so
+            self.log(f"{_LABELS.get(phase, phase)}: " + ("started" if state is None else
+                                                          f"resumed at t = {float(state.get('t', float('nan'))):.4g}"))
+        return state
 
     def finish(self, phase, trajectory):
         """Keep the finished trajectory of ``phase``; its intermediate state is no longer needed."""
@@ -146,7 +150,7 @@ class Checkpointer:
         (self.folder / f"{phase}.state.pkl").unlink(missing_ok=True)
         if self.log is not None:
             self.log(f"{_LABELS.get(phase, phase)}: finished at t = {getattr(trajectory, 't_final', float('nan')):.4g} "
-                     f"({getattr(trajectory, 'message', '')})")
+                     f"({getattr(trajectory, 'message', '')})" + ("; W2 distances next" if phase == "particles" else ""))
 
     def finished(self, phase):
         """The finished trajectory of ``phase``, or None."""
