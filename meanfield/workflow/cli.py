@@ -92,7 +92,9 @@ def _run(args):
 
     started = time.perf_counter()
     progress = False if args.no_progress or args.verbosity < 0 else None
-    log = (lambda line: _say(args, f"meanfield run: {line}"))
+    def log(line):                      # the checks' details only with -v
+        if args.verbosity > 0 or not line.startswith("start resolved"):
+            _say(args, f"meanfield run: {line}")
     try:
         if args.resume is not None:
             if args.config is not None or args.out != DEFAULT_OUT or args.force:

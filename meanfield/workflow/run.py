@@ -372,7 +372,7 @@ def main_job(config: RunConfig | None = None, out_dir="meanfield-output", progre
         previous = _previous_outputs(out, config)
         if (out / config.outputs.dataset).exists() and not force:
             raise ResultExists(f"out_dir {str(out)!r} already holds a finished result ({config.outputs.dataset}); "
-                               f"choose another --out, or pass --force (force=True) to replace it and its figures")
+                               f"choose another output folder, or pass --force to replace it and its figures")
         for line in preflight(config, force=force):
             if log is not None:
                 log(line)
