@@ -96,8 +96,12 @@ def test_study_runs_the_study_module_from_the_repository(tmp_path, monkeypatch, 
     monkeypatch.setattr("meanfield.workflow.cli.studies_root", lambda: root)
     assert available_studies(root) == ["fake"]
     assert main(["study", "fake", "--quick"]) == 0          # the module saw --quick
-    assert main(["study", "fake"]) == 5                     # its exit status is passed on
     assert "studies.fake.run --quick" in capsys.readouterr().err
+    assert main(["study", "fake"]) == 2                     # a full run would replace the committed outputs
+    assert "pass --out DIR for another folder, or --force" in capsys.readouterr().err
+    assert main(["study", "fake", "--force"]) == 5          # its exit status is passed on
+    assert main(["study", "--list"]) == 0
+    assert capsys.readouterr().out.split() == ["fake"]
 
 
 def test_theory_beta_star(capsys):

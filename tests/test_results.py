@@ -106,3 +106,23 @@ def test_file_without_run_variables_is_a_schema_error(tmp_path):
     xr.Dataset({"a": ("x", [1.0])}, attrs={"schema_version": 1, "config": "{}"}).to_netcdf(path)
     with pytest.raises(SchemaError, match=r"lacks the variables \['X', 'rho'"):
         load(path)
+
+
+def test_cf_attributes_provenance_and_integer_counts(small_run, tmp_path):
+    ds, _ = small_run
+    ds = results.add_provenance(ds.copy(), command="meanfield run test.toml", started=0.0)
+    path = results.save(ds, tmp_path / "cf.nc")
+    raw = xr.open_dataset(path, mask_and_scale=False)                # as stored on disk
+    for name in raw.variables:
+        assert raw[name].attrs.get("long_name") and raw[name].attrs.get("units"), name
+    assert raw.attrs["Conventions"] == results.CONVENTIONS
+    assert raw["lat"].attrs["units"] == "degrees_north" and raw["lat"].attrs["standard_name"] == "latitude"
+    assert raw["lon"].attrs["units"] == "degrees_east" and raw["lon"].attrs["standard_name"] == "longitude"
+    assert raw["particle_n_clusters"].dtype.kind == "i"                  # counts stored as integers
+    for key in ("numpy_version", "scipy_version", "ducc0_version", "pot_version", "git_commit", "command",
+                "started_at", "ended_at"):
+        assert key in raw.attrs, key
+    assert raw.attrs["command"] == "meanfield run test.toml" and raw.attrs["started_at"].startswith("1970-01-01")
+    back = results.load(path)
+    # what was written reads back: the integer encoding is exact for counts, NaN where not reached (tolerance 0)
+    np.testing.assert_array_equal(back["particle_n_clusters"].values, ds["particle_n_clusters"].values)

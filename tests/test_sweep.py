@@ -32,8 +32,9 @@ def test_spec_validation(tmp_path):
         SweepSpec(BASE, {"pde.lmax": [11, 1]})
     with pytest.raises(ConfigError, match="head index 5 out of range"):
         SweepSpec(BASE, {"heads[5].beta": [1.0]})
-    with pytest.raises(ConfigError, match="must list scalar values"):
-        SweepSpec(BASE, {"initial.kappas": [[3.0, 2.0, 2.0]]})
+    with pytest.raises(ConfigError, match="must list values that are numbers, strings, booleans or lists"):
+        SweepSpec(BASE, {"initial.kappas": [{"a": 3.0}]})
+    assert SweepSpec(BASE, {"initial.kappas": [[3.0, 2.0, 2.0], [1.0]]}).points[1] == {"initial.kappas": [1.0]}
     for text, match in [("parameters = 5\n", "parameters must be a table"), ('base = 5\n[parameters]\nseed = [1]\n',
                                                                              "base must be a config file name")]:
         f = tmp_path / "bad.toml"
@@ -57,12 +58,15 @@ def test_killed_worker_every_point_once_identical_to_serial(tmp_path):
     client = Client(cluster)
     killed = []
 
+    def finished_tasks(dask_scheduler):
+        return sum(ts.state == "memory" for ts in dask_scheduler.tasks.values())
+
     def killer():
-        # once the first point is written, kill (SIGKILL) a worker that is busy with another point
+        # once the first point is computed, kill (SIGKILL) a worker that is busy with another point
+        # (the scheduler's view: the client writes a point's file only after its result arrives)
         deadline = time.time() + 120
         while time.time() < deadline and not killed:
-            idx = out / "index.json"
-            done = idx.is_file() and any(r["status"] == "done" for r in json.loads(idx.read_text()))
+            done = client.run_on_scheduler(finished_tasks) > 0
             busy = [w for w, keys in client.processing().items() if keys]
             if done and busy:
                 pids = client.run(os.getpid, workers=[busy[0]])

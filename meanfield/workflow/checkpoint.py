@@ -8,11 +8,77 @@ Files are pickles written to a temporary name and renamed, so a file is never ha
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pickle
 from pathlib import Path
 
-__all__ = ["Checkpointer", "RunInterrupted"]
+__all__ = ["Checkpointer", "RunInterrupted", "FolderLock", "FolderInUse", "remove_stale_temporaries"]
+
+LOCK_NAME = ".meanfield.lock"
+"""Hidden lock file of an output folder (held with ``flock`` while a run writes into the folder)."""
+
+
+class FolderInUse(ValueError):
+    """Another live process holds the lock of an output folder."""
+
+
+class FolderLock:
+    """An exclusive ``flock`` on ``folder/.meanfield.lock`` held while a run writes into ``folder``.
+
+    The operating system releases it when the process ends, however it ends (kill -9 included), so
+    a stale lock file never blocks a later run; the file holds the owner's process id for the message
+    a second run gets.  Use as a context manager.
+    """
+
+    def __init__(self, folder, log=None):
+        self.folder = Path(folder)
+        self.log = log                  # optional callable(str): a line per saved state / finished phase
+        self.path = self.folder / LOCK_NAME
+        self._fd = None
+
+    def acquire(self):
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise FolderInUse(f"output folder {str(self.folder)!r} is in use by process {owner} (a meanfield run "
+                              f"writing into it); wait for it to finish, stop it, or choose another --out") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def release(self):
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+
+def remove_stale_temporaries(folder, names=("*",)) -> list[Path]:
+    """Delete hidden temporary files (``.<name>.*.tmp``) left in ``folder`` by a killed save.
+
+    Call only while holding the folder's :class:`FolderLock` (no live writer can own them then).
+    Returns the removed paths.
+    """
+    folder, removed = Path(folder), []
+    if folder.is_dir():
+        for name in names:
+            for stale in folder.glob(f".{name}.*.tmp"):
+                stale.unlink(missing_ok=True)
+                removed.append(stale)
+    return removed
 
 
 class RunInterrupted(Exception):
@@ -23,11 +89,15 @@ class RunInterrupted(Exception):
         self.folder = Path(folder)
 
 
+_LABELS = {"pde": "PDE", "particles": "particles"}
+
+
 class Checkpointer:
     """Checkpoint files of one run in ``folder``."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, log=None):
         self.folder = Path(folder)
+        self.log = log                  # optional callable(str): a line per saved state / finished phase
 
     def _write(self, name, obj):
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -60,16 +130,27 @@ class Checkpointer:
 
     def saver(self, phase):
         """``checkpoint(state)`` callback writing ``<phase>.state.pkl``."""
-        return lambda state: self._write(f"{phase}.state.pkl", state)
+        def save(state):
+            self._write(f"{phase}.state.pkl", state)
+            if self.log is not None:
+                self.log(f"{_LABELS.get(phase, phase)}: t = {float(state.get('t', float('nan'))):.4g}, state saved")
+        return save
 
     def state(self, phase):
         """The last saved integrator state of ``phase`` (to pass as ``resume``), or None."""
-        return self._read(f"{phase}.state.pkl")
+        state = self._read(f"{phase}.state.pkl")
+        if self.log is not None:             # asked for when the phase starts: say so
+            self.log(f"{_LABELS.get(phase, phase)}: " + ("started" if state is None else
+                                                          f"resumed at t = {float(state.get('t', float('nan'))):.4g}"))
+        return state
 
     def finish(self, phase, trajectory):
         """Keep the finished trajectory of ``phase``; its intermediate state is no longer needed."""
         self._write(f"{phase}.done.pkl", trajectory)
         (self.folder / f"{phase}.state.pkl").unlink(missing_ok=True)
+        if self.log is not None:
+            self.log(f"{_LABELS.get(phase, phase)}: finished at t = {getattr(trajectory, 't_final', float('nan')):.4g} "
+                     f"({getattr(trajectory, 'message', '')})" + ("; W2 distances next" if phase == "particles" else ""))
 
     def finished(self, phase):
         """The finished trajectory of ``phase``, or None."""

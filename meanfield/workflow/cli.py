@@ -1,23 +1,33 @@
 """Command line ``meanfield``: the main job, configs, plots, studies and closed forms.
 
-* ``meanfield run [CONFIG.toml] [--out DIR]`` -- PDE and particles from one start, compared by W2
-  (no CONFIG: the built-in default, about a minute on 2 cores); writes a NetCDF dataset, PNG
-  figures and a GIF into DIR (default ``./meanfield-output``) and prints a summary.  Ctrl-C
-  saves the integrator states (exit 130); ``meanfield run --resume DIR`` continues the run.
+* ``meanfield run [CONFIG.toml] [--out DIR] [--force]`` -- PDE and particles from one start, compared
+  by W2 (no CONFIG: the built-in default, about a minute on 2 cores); writes a NetCDF dataset, PNG
+  figures and a GIF into DIR (default ``./meanfield-output``) and prints a summary.  Before
+  computing it runs every check of ``meanfield config check`` and prints an estimate of time and
+  memory.  Ctrl-C (exit 130) and SIGTERM (exit 143, what ``timeout`` and cluster schedulers send)
+  save the integrator states; ``meanfield run --resume DIR`` continues the run.  A folder in use
+  by another run is refused (a lock names its process); a folder that holds a finished result is
+  refused unless ``--force`` (which replaces the result and its figures).
 * ``meanfield sweep SWEEP.toml [--scheduler ADDRESS]`` -- the main job over parameter points on
   dask.distributed (see :mod:`meanfield.sweep`); re-running skips finished points.
-* ``meanfield config --default`` -- print the default config as TOML; ``meanfield config FILE``
-  validates a config file.
+* ``meanfield config --default`` -- print the default config as TOML (every key; keys without a
+  default are commented out); ``meanfield config FILE`` validates a config file and
+  ``meanfield config check FILE`` also runs every check ``run`` makes before computing.
 * ``meanfield plot RESULT.nc [--out DIR]`` -- redraw every figure from a results file.
-* ``meanfield study NAME [--quick]`` -- run ``python -m studies.NAME.run`` from the repository.
+* ``meanfield study NAME [--quick] [--out DIR]`` -- run ``python -m studies.NAME.run`` from the
+  repository (``meanfield study --list`` lists them).
 * ``meanfield theory {beta-star,lambda-max,growth-rates}`` -- closed forms of MODEL.md.
 
-Invalid arguments, configs and files exit with status 2 and a one-line message, never a traceback.
+Invalid arguments, configs and files exit with status 2 and a one-line message, never a traceback;
+``-q`` silences the status lines on stderr, ``-v`` adds the checks' details; ``meanfield --version``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -30,33 +40,88 @@ __all__ = ["main", "build_parser", "studies_root", "available_studies"]
 DEFAULT_OUT = "meanfield-output"
 
 
+class _Signals:
+    """SIGINT and SIGTERM raise KeyboardInterrupt once (so the run saves its state); later ones are ignored.
+
+    ``received`` is the first signal's number (None if none); the exit status is 128 + it.
+    """
+
+    def __init__(self):
+        self.received, self.saved = None, {}
+
+    def _handler(self, signum, frame):
+        if self.received is None:
+            self.received = signum
+            raise KeyboardInterrupt
+        # a second Ctrl-C while the state is being saved: ignored, the save finishes
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self.saved[sig] = signal.signal(sig, self._handler)
+            except ValueError:              # not the main thread (e.g. called from a worker): leave as is
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self.saved.items():
+            signal.signal(sig, old)
+        return False
+
+    @property
+    def status(self):
+        return 128 + (self.received or signal.SIGINT)
+
+
+_SIGNALS = _Signals()
+
+
+def _say(args, text):
+    """A status line on stderr, unless -q."""
+    if getattr(args, "verbosity", 0) >= 0:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _signal_name():
+    return "SIGTERM" if _SIGNALS.received == signal.SIGTERM else "Ctrl-C"
+
+
 def _run(args):
     from .config import RunConfig, load_config
-    from .run import RunInterrupted, main_job, resume_job
+    from .run import FiguresInterrupted, RunInterrupted, main_job, preflight, resume_job
 
     started = time.perf_counter()
-    progress = False if args.no_progress else None
+    progress = False if args.no_progress or args.verbosity < 0 else None
+    def log(line):                      # the checks' details only with -v
+        if args.verbosity > 0 or not line.startswith("start resolved"):
+            _say(args, f"meanfield run: {line}")
     try:
         if args.resume is not None:
-            if args.config is not None or args.out != DEFAULT_OUT:
-                raise ValueError("meanfield run --resume DIR takes no CONFIG and no --out (the run continues "
-                                 "in DIR with its saved config)")
-            print(f"meanfield run: resuming the run in {args.resume}/", file=sys.stderr)
-            out_dir, out = args.resume, resume_job(args.resume, progress=progress)
+            if args.config is not None or args.out != DEFAULT_OUT or args.force:
+                raise ValueError("meanfield run --resume DIR takes no CONFIG and no --out (nor --force; the run "
+                                 "continues in DIR with its saved config)")
+            _say(args, f"meanfield run: resuming the run in {args.resume}/")
+            out_dir, out = args.resume, resume_job(args.resume, progress=progress, log=log)
         else:
+            if not args.out or not args.out.strip():
+                raise ValueError(f"--out must name a folder; received {args.out!r}")
             config = RunConfig() if args.config is None else load_config(args.config)
-            print(f"meanfield run: {'built-in default' if args.config is None else args.config} -> {args.out}/",
-                  file=sys.stderr)
-            out_dir, out = args.out, main_job(config, args.out, progress=progress)
+            _say(args, f"meanfield run: {'built-in default' if args.config is None else args.config} -> "
+                       f"{args.out}/")
+            out_dir, out = args.out, main_job(config, args.out, progress=progress, force=args.force, log=log)
     except RunInterrupted as err:
-        print(f"meanfield: interrupted: {err}\ncontinue with: meanfield run --resume {err.folder.parent}",
-              file=sys.stderr)
-        return 130
-    except KeyboardInterrupt:                   # outside the integrators (W2, figures): phases are saved
-        folder = Path(args.resume or args.out)
+        print(f"meanfield: interrupted ({_signal_name()}): {err}\ncontinue with: meanfield run --resume "
+              f"{err.folder.parent}", file=sys.stderr)
+        return _SIGNALS.status
+    except FiguresInterrupted as err:
+        print(f"meanfield: interrupted ({_signal_name()}) while writing the figures; {err.path} is complete; "
+              f"redraw the figures with: meanfield plot {err.path}", file=sys.stderr)
+        return _SIGNALS.status
+    except KeyboardInterrupt:                   # outside the integrators (start-up, W2): phases are saved
+        folder = Path(args.resume or args.out or ".")
         hint = (f"; continue with: meanfield run --resume {folder}" if (folder / "checkpoint").is_dir() else "")
-        print(f"meanfield: interrupted{hint}", file=sys.stderr)
-        return 130
+        print(f"meanfield: interrupted ({_signal_name()}){hint}", file=sys.stderr)
+        return _SIGNALS.status
     print(out["summary"])
     print(f"wrote {len(out['paths'])} files to {out_dir}/: {', '.join(p.name for p in out['paths'])} "
           f"({time.perf_counter() - started:.1f} s)")
@@ -83,13 +148,28 @@ def _sweep(args):
 def _config(args):
     from .config import RunConfig, load_config
 
-    if args.default == (args.file is not None):
+    file = args.file
+    if file == "check":
+        if args.target is None:
+            raise ValueError("meanfield config check needs a FILE; received none")
+        file = args.target
+    elif args.target is not None:
+        raise ValueError(f"meanfield config takes one FILE (or 'check FILE'); received {args.file!r} "
+                         f"{args.target!r}")
+    if args.default == (file is not None):
         raise ValueError("meanfield config needs exactly one of --default or FILE")
     if args.default:
-        print(RunConfig().to_toml(), end="")
+        sys.stdout.write(RunConfig().to_toml(all_keys=True))
+        return 0
+    config = load_config(file)
+    if args.file == "check":
+        from .run import preflight
+
+        for line in preflight(config):
+            print(f"  {line}")
+        print(f"{file}: valid; every check of meanfield run passed")
     else:
-        load_config(args.file)
-        print(f"{args.file}: valid")
+        print(f"{file}: valid (meanfield config check {file} also runs the checks made before computing)")
     return 0
 
 
@@ -98,7 +178,14 @@ def _plot(args):
 
     ds = results.load(args.result)
     out = Path(args.out) if args.out else Path(args.result).resolve().parent
-    paths = plotting.save_figures(ds, out, dpi=results.config_of(ds).outputs.dpi, animation=not args.no_animation)
+    try:
+        paths = plotting.save_figures(ds, out, dpi=results.config_of(ds).outputs.dpi,
+                                      animation=not args.no_animation)
+    except KeyError as err:
+        name = re.search(r"'([^']+)'", str(err.args[0]) if err.args else "")
+        name = name.group(1) if name else (err.args[0] if err.args else "?")
+        raise ValueError(f"{args.result} lacks the variable {name!r} that a figure needs; received a dataset "
+                         f"with {len(ds.data_vars)} variables (write it with meanfield run)") from None
     print(f"wrote {len(paths)} figures to {out}/: {', '.join(p.name for p in paths)}")
     return 0
 
@@ -122,29 +209,71 @@ def available_studies(root=None) -> list[str]:
 def _study(args):
     root = studies_root()
     names = available_studies(root)
+    if args.list:
+        if args.name is not None:
+            raise ValueError(f"meanfield study --list takes no NAME; received {args.name!r}")
+        for name in names:
+            print(name)
+        return 0
+    if args.name is None:
+        raise ValueError(f"meanfield study needs a NAME (or --list); available studies: {names or 'none'}")
     if not root.is_dir():
         raise ValueError(f"no studies folder at {root} (studies live in the source repository, not in an "
                          f"installed wheel)")
     if args.name not in names:
         raise ValueError(f"unknown study {args.name!r}; available studies: {names or 'none'}")
     cmd = [sys.executable, "-m", f"studies.{args.name}.run"] + (["--quick"] if args.quick else [])
-    print(f"running {' '.join(cmd[1:])} in {root.parent}", file=sys.stderr)
+    if args.out is None and not args.quick and not args.force:
+        raise ValueError(f"a full run of study {args.name!r} writes into its committed outputs "
+                         f"(studies/{args.name}/); pass --out DIR for another folder, or --force to replace them")
+    if args.out is not None:
+        if not args.out.strip():
+            raise ValueError(f"--out must name a folder; received {args.out!r}")
+        cmd += ["--out", str(Path(args.out).resolve())]
+    _say(args, f"running {' '.join(cmd[1:])} in {root.parent}")
     return subprocess.call(cmd, cwd=root.parent)
 
 
+_THEORY_OPTIONS = {"beta-star": {"H", "n", "alpha"}, "lambda-max": {"beta", "n"},
+                   "growth-rates": {"lambdas", "beta", "normalization", "nu", "lmax", "d"}}
+"""The options each ``meanfield theory`` quantity uses; any other one given is refused."""
+
+
 def _theory(args):
+    import math
+
     from ..analysis import theory
 
+    given = {k for k in ("H", "n", "alpha", "beta", "lambdas", "normalization", "nu", "lmax", "d")
+             if getattr(args, k) is not None}
+    extra = sorted(given - _THEORY_OPTIONS[args.quantity])
+    if extra:
+        raise ValueError(f"meanfield theory {args.quantity} takes the options "
+                         f"{sorted('--' + o for o in _THEORY_OPTIONS[args.quantity])}; received "
+                         f"{['--' + o for o in extra]}")
     if args.quantity == "beta-star":
-        print(f"c*(H={args.H}) = {theory.c_star(args.H):.12f}")
-        value = theory.beta_star(args.H, args.n, args.alpha)
-        print(f"beta*(H={args.H}, n={args.n}, alpha={args.alpha}) = {value:.12f}")
+        H, n, alpha = (2 if args.H is None else args.H), (32 if args.n is None else args.n), (args.alpha or 1.0)
+        print(f"c*(H={H}) = {theory.c_star(H):.12f}")
+        value = theory.beta_star(H, n, alpha)
+        caveat = ""
+        if not math.isfinite(value):
+            caveat = "  (a single head has no cross-head coupling: no threshold)"
+        elif value <= 0:
+            caveat = (f"  (outside the formula's range: negative because n < 1 + (H-1)/c* = "
+                      f"{1 + (H - 1) / theory.c_star(H):.4g}; no positive beta satisfies the condition's "
+                      f"threshold, so no critical temperature is predicted)")
+        print(f"beta*(H={H}, n={n}, alpha={alpha}) = {value:.12f}{caveat}")
     elif args.quantity == "lambda-max":
-        print(f"lambda_max(beta={args.beta}, n={args.n}) = {theory.lambda_max(args.beta, args.n):.12f}")
-        print(f"inflection(beta={args.beta}, n={args.n}) = {theory.phi_inflection(args.beta, args.n):.12f}")
+        beta, n = (args.beta or 1.0), (32 if args.n is None else args.n)
+        print(f"lambda_max(beta={beta}, n={n}) = {theory.lambda_max(beta, n):.12f}")
+        print(f"inflection(beta={beta}, n={n}) = {theory.phi_inflection(beta, n):.12f}")
     else:
-        for ell in range(1, args.lmax + 1):
-            s = theory.growth_rate(ell, args.lambdas, args.beta, args.normalization, args.nu, d=args.d)
+        lambdas = args.lambdas or [1.0]
+        beta, nu = (args.beta or 1.0), (0.0 if args.nu is None else args.nu)
+        normalization, lmax = (args.normalization or "mean"), (8 if args.lmax is None else args.lmax)
+        d = 3 if args.d is None else args.d
+        for ell in range(1, lmax + 1):
+            s = theory.growth_rate(ell, lambdas, beta, normalization, nu, d=d)
             print(f"sigma_{ell} = {s:.10g}")
     return 0
 
@@ -172,61 +301,109 @@ def _positive_float(s):
         raise argparse.ArgumentTypeError(f"must be a positive finite number; received {s}") from None
 
 
+def _version():
+    from .. import __version__
+
+    return f"meanfield {__version__}"
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="meanfield", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=_version())
+    common = argparse.ArgumentParser(add_help=False)
+    loud = common.add_mutually_exclusive_group()
+    loud.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=0,
+                      help="more detail on stderr")
+    loud.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1,
+                      help="no status lines or progress on stderr (errors only)")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run the main job: PDE and particles from one start, compared by W2")
+    r = sub.add_parser("run", parents=[common], help="run the main job: PDE and particles from one start, compared by W2")
     r.add_argument("config", nargs="?", default=None, help="TOML config (default: the built-in demonstration)")
     r.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default ./{DEFAULT_OUT})")
+    r.add_argument("--force", action="store_true",
+                   help="replace a finished result (and its figures) in --out; run beyond the available memory")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.add_argument("--resume", default=None, metavar="DIR",
                    help="continue the interrupted run whose output folder is DIR")
     r.set_defaults(func=_run)
-    sw = sub.add_parser("sweep", help="run the main job over a grid or list of parameter points (dask)")
+    sw = sub.add_parser("sweep", parents=[common],
+                        help="run the main job over a grid or list of parameter points (dask)")
     sw.add_argument("sweep", help="sweep TOML file (see meanfield.sweep)")
     sw.add_argument("--out", default=None, help="output folder (default: the sweep file's name)")
     sw.add_argument("--scheduler", default=None, metavar="ADDRESS", help="an existing dask scheduler")
     sw.add_argument("--workers", type=_positive_int_1, default=2, help="LocalCluster workers (default 2)")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
     sw.set_defaults(func=_sweep)
-    c = sub.add_parser("config", help="print the default config (--default) or validate a config FILE")
-    c.add_argument("file", nargs="?", default=None, help="TOML config to validate")
-    c.add_argument("--default", action="store_true", help="print the default config as TOML")
+    c = sub.add_parser("config", parents=[common],
+                       help="print the default config (--default), validate a FILE, or 'check FILE' (every check)")
+    c.add_argument("file", nargs="?", default=None, help="TOML config to validate, or the word 'check'")
+    c.add_argument("target", nargs="?", default=None, help="after 'check': the TOML config to check")
+    c.add_argument("--default", action="store_true", help="print the default config as TOML (every key)")
     c.set_defaults(func=_config)
-    pl = sub.add_parser("plot", help="redraw every figure from a results file")
+    pl = sub.add_parser("plot", parents=[common], help="redraw every figure from a results file")
     pl.add_argument("result", help="NetCDF file written by meanfield run")
     pl.add_argument("--out", default=None, help="output folder (default: the file's folder)")
     pl.add_argument("--no-animation", action="store_true", help="skip the GIF")
     pl.set_defaults(func=_plot)
-    s = sub.add_parser("study", help="run a study of studies/ (python -m studies.NAME.run)")
-    s.add_argument("name", help="study name (a folder of studies/)")
+    s = sub.add_parser("study", parents=[common], help="run a study of studies/ (python -m studies.NAME.run)")
+    s.add_argument("name", nargs="?", default=None, help="study name (a folder of studies/)")
+    s.add_argument("--list", action="store_true", help="list the available studies")
     s.add_argument("--quick", action="store_true", help="the small fast version")
+    s.add_argument("--out", default=None, help="output folder (default: the study's committed outputs, "
+                                                "which a full run replaces only with --force)")
+    s.add_argument("--force", action="store_true", help="a full run may replace the study's committed outputs")
     s.set_defaults(func=_study)
-    t = sub.add_parser("theory", help="print closed forms of MODEL.md")
-    t.add_argument("quantity", choices=["beta-star", "lambda-max", "growth-rates"])
-    t.add_argument("--H", type=int, default=2)
-    t.add_argument("--n", type=_positive_int, default=32)
-    t.add_argument("--alpha", type=_positive_float, default=1.0)
-    t.add_argument("--beta", type=_positive_float, default=1.0)
-    t.add_argument("--lambdas", type=float, nargs="+", default=[1.0])
-    t.add_argument("--normalization", choices=["mean", "softmax"], default="mean")
-    t.add_argument("--nu", type=float, default=0.0)
-    t.add_argument("--lmax", type=_positive_int, default=8)
-    t.add_argument("--d", type=_int_at_least(2), default=3, help="growth-rates: the dimension of S^{d-1} (>= 2)")
+    t = sub.add_parser("theory", parents=[common], help="print closed forms of MODEL.md",
+                       description="Closed forms of MODEL.md.  beta-star takes --H --n --alpha; lambda-max takes "
+                                   "--beta --n; growth-rates takes --lambdas --beta --normalization --nu --lmax --d.  "
+                                   "Other options are refused.")
+    t.add_argument("quantity", choices=list(_THEORY_OPTIONS), help="which closed form")
+    t.add_argument("--H", type=_positive_int_1, default=None, help="number of heads (beta-star; default 2)")
+    t.add_argument("--n", type=_positive_int, default=None, help="number of tokens (beta-star, lambda-max; "
+                                                                 "default 32)")
+    t.add_argument("--alpha", type=_positive_float, default=None, help="head strength alpha (beta-star; default 1)")
+    t.add_argument("--beta", type=_positive_float, default=None,
+                   help="inverse temperature (lambda-max, growth-rates; default 1)")
+    t.add_argument("--lambdas", type=float, nargs="+", default=None,
+                   help="head strengths lambda_h, one per head (growth-rates; default 1)")
+    t.add_argument("--normalization", choices=["mean", "softmax"], default=None,
+                   help="normalization of the heads (growth-rates; default mean, as Head)")
+    t.add_argument("--nu", type=float, default=None, help="noise strength nu >= 0 (growth-rates; default 0)")
+    t.add_argument("--lmax", type=_positive_int_1, default=None, help="largest degree l printed (growth-rates; "
+                                                                      "default 8)")
+    t.add_argument("--d", type=_int_at_least(2), default=None,
+                   help="dimension d of the sphere S^{d-1} (growth-rates; >= 2, default 3)")
     t.set_defaults(func=_theory)
     return p
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    """The ``meanfield`` command; returns the exit status (0 ok, 1 failed points, 2 bad input,
+    130 Ctrl-C, 143 SIGTERM)."""
+    global _SIGNALS
+    _SIGNALS = _Signals()
     try:
-        return args.func(args)
-    except ValueError as err:          # ConfigError, SchemaError and library input errors
-        print(f"meanfield: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:             # an output folder that cannot be written, ...
-        print(f"meanfield: error: {err.strerror or err}: {err.filename or ''}", file=sys.stderr)
-        return 2
+        with _SIGNALS:
+            args = build_parser().parse_args(argv)
+            try:
+                status = args.func(args)
+                sys.stdout.flush()
+                return status
+            except BrokenPipeError:         # `meanfield config --default | head -1`: the reader had enough
+                try:
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                except (OSError, ValueError, AttributeError):
+                    pass
+                return 0
+            except ValueError as err:          # ConfigError, SchemaError and library input errors
+                print(f"meanfield: error: {err}", file=sys.stderr)
+                return 2
+            except OSError as err:             # an output folder that cannot be written, ...
+                print(f"meanfield: error: {err.strerror or err}: {err.filename or ''}", file=sys.stderr)
+                return 2
+    except KeyboardInterrupt:                   # Ctrl-C / SIGTERM during start-up (imports, parsing)
+        print(f"meanfield: interrupted ({_signal_name()})", file=sys.stderr)
+        return _SIGNALS.status
 
 
 if __name__ == "__main__":

@@ -140,6 +140,17 @@ class _Section:
         return out
 
 
+def _matrix(path, v):
+    """A 3x3 matrix: inline rows ``[[..], [..], [..]]`` or the name of a .npy file (checked when loaded)."""
+    if isinstance(v, str):
+        return _npy_path(path, v)
+    if not (isinstance(v, (list, tuple)) and len(v) == 3 and all(isinstance(r, (list, tuple)) and len(r) == 3
+                                                                 for r in v)):
+        raise ConfigError(f"{path} must be a 3x3 matrix [[a, b, c], [d, e, f], [g, h, i]] or a .npy file name; "
+                          f"received {v!r}")
+    return tuple(tuple(_real()(f"{path}[{i}][{j}]", x) for j, x in enumerate(r)) for i, r in enumerate(v))
+
+
 def _table(path, v):
     if not isinstance(v, dict):
         raise ConfigError(f"{path} must be a table of kernel parameters (e.g. {{bias = -1.0}}); received {v!r}")
@@ -161,6 +172,28 @@ class HeadConfig(_Section):
     kernel: str = _opt(_choice(KERNELS), "exp", f"kernel profile, one of {list(KERNELS)}")
     normalization: str = _opt(_choice(NORMALIZATIONS), "mean", f"one of {list(NORMALIZATIONS)}")
     kernel_params: dict | None = _opt(_optional(_table), None, "parameters of the kernel (omitted: its defaults)")
+    M: tuple | str | None = _opt(_optional(_matrix), None,
+                                 "general head: query-key matrix, 3x3 rows or a .npy file (with V; replaces lam)")
+    V: tuple | str | None = _opt(_optional(_matrix), None,
+                                 "general head: value matrix, 3x3 rows or a .npy file (with M; replaces lam)")
+
+    @classmethod
+    def from_dict(cls, d, path=None):
+        obj = super().from_dict(d, path)
+        path = path or cls._path
+        if (obj.M is None) != (obj.V is None):
+            raise ConfigError(f"{path}.M and {path}.V must be given together (a general head); received only "
+                              f"{'M' if obj.V is None else 'V'}")
+        if obj.M is not None and "lam" in d:
+            raise ConfigError(f"{path}.lam does not apply to a general head (M and V given); received lam = "
+                              f"{d['lam']!r}")
+        return obj
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        if self.M is not None:              # lam does not apply (and from_dict refuses it)
+            out.pop("lam", None)
+        return out
 
     def _validate(self, path):
         if self.kernel_params is not None:
@@ -176,9 +209,31 @@ class HeadConfig(_Section):
                 "kernel_params": self.kernel_params}
 
 
+def _npy_path(path, v):
+    if not (isinstance(v, str) and v.strip() and v.isprintable() and v.endswith(".npy")):
+        raise ConfigError(f"{path} must be the name of a .npy file (relative to the config file); received {v!r}")
+    return v
+
+
+def _profile(path, v):
+    if not isinstance(v, dict) or set(v) not in ({"mu", "rho"}, {"legendre"}):
+        raise ConfigError(f"{path} must be a table {{mu = [...], rho = [...]}} (a profile rho(mu), mu from -1 to 1) "
+                          f"or {{legendre = [a_0, a_1, ...]}}; received {v!r}")
+    return {k: _real_list(min_len=1)(f"{path}.{k}", x) for k, x in v.items()}
+
+
+_VMF_KEYS = ("mus", "kappas", "weights", "floor")
+
+
 @dataclass(frozen=True)
 class InitialConfig(_Section):
-    """Initial density ``(1 - floor) sum_k w_k vMF(mus[k], kappas[k]) + floor / (4 pi)``."""
+    """Initial density: by default ``(1 - floor) sum_k w_k vMF(mus[k], kappas[k]) + floor / (4 pi)``.
+
+    Instead of the mixture, ``coefficients`` names a ``.npy`` file of spherical-harmonic coefficients
+    (any degree; the layout of :mod:`meanfield.sphere`, e.g. a finished run's last density), or
+    ``profile`` gives a zonal density about the north pole (``{mu = [...], rho = [...]}`` or
+    ``{legendre = [...]}``); see :mod:`meanfield.workflow.inputs`.  Both are rescaled to mass 1.
+    """
 
     _path = "initial"
     mus: tuple = _opt(_unit_vectors, ((0.0, 0.0, 1.0), (1.0, 0.0, 0.0), (0.0, -0.6, -0.8)),
@@ -187,6 +242,36 @@ class InitialConfig(_Section):
     weights: tuple | None = _opt(_optional(_real_list(0.0)), None,
                                  "mixture weights >= 0 summing to 1 (omitted: equal)")
     floor: float = _opt(_real(0.0, 1.0), 0.25, "uniform fraction in [0, 1]")
+    coefficients: str | None = _opt(_optional(_npy_path), None,
+                                    "a .npy file of spherical-harmonic coefficients (instead of the mixture)")
+    profile: dict | None = _opt(_optional(_profile), None,
+                                "a zonal density {mu = [...], rho = [...]} or {legendre = [...]} (instead of "
+                                "the mixture)")
+
+    @classmethod
+    def from_dict(cls, d, path=None):
+        obj = super().from_dict(d, path)
+        path = path or cls._path
+        chosen = [k for k in ("coefficients", "profile") if isinstance(d, dict) and d.get(k) is not None]
+        if len(chosen) > 1:
+            raise ConfigError(f"{path} takes one of coefficients or profile; received both")
+        mixed = [k for k in _VMF_KEYS if k in d]
+        if chosen and mixed:
+            raise ConfigError(f"{path}.{chosen[0]} replaces the vMF mixture: remove {[f'{path}.{k}' for k in mixed]}; "
+                              f"received both")
+        return obj
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        if self.kind != "vmf":               # the mixture's keys do not apply (and from_dict refuses them)
+            for k in _VMF_KEYS:
+                out.pop(k, None)
+        return out
+
+    @property
+    def kind(self) -> str:
+        """``"coefficients"``, ``"profile"`` or ``"vmf"``: where the initial density comes from."""
+        return "coefficients" if self.coefficients else ("profile" if self.profile else "vmf")
 
     def _validate(self, path):
         K = len(self.mus)
@@ -303,8 +388,9 @@ class RunConfig:
             raise ConfigError(f"invalid TOML: {err}") from None
         return cls.from_dict(data)
 
-    def to_toml(self) -> str:
-        return to_toml(self.to_dict())
+    def to_toml(self, all_keys=False) -> str:
+        """TOML text of the config; ``all_keys``: also list the keys without a value (commented out)."""
+        return to_toml(self.to_dict(), all_keys=all_keys)
 
 
 def load_config(path) -> RunConfig:
@@ -315,9 +401,25 @@ def load_config(path) -> RunConfig:
     except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
         raise ConfigError(f"cannot read config file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
     try:
-        return RunConfig.from_toml(text)
+        config = RunConfig.from_toml(text)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
+    return _resolve_files(config, path.parent)
+
+
+def _resolve_files(config: "RunConfig", folder) -> "RunConfig":
+    """File names in a config (``initial.coefficients``, ``heads[i].M`` / ``.V``) made absolute, relative to
+    ``folder``."""
+    from dataclasses import replace
+
+    def absolute(name):
+        return name if not isinstance(name, str) or Path(name).is_absolute() else str((Path(folder) / name).resolve())
+
+    if config.initial.coefficients is not None:
+        config = replace(config, initial=replace(config.initial, coefficients=absolute(config.initial.coefficients)))
+    if any(isinstance(h.M, str) or isinstance(h.V, str) for h in config.heads):
+        config = replace(config, heads=tuple(replace(h, M=absolute(h.M), V=absolute(h.V)) for h in config.heads))
+    return config
 
 
 # ---------------------------------------------------------------------------- TOML writer
@@ -342,10 +444,12 @@ def _comments(section_cls):
     return {f.name: f.metadata.get("doc", "") for f in fields(section_cls)} if section_cls else {}
 
 
-def to_toml(d: dict) -> str:
+def to_toml(d: dict, all_keys=False) -> str:
     """TOML text of a config dict (scalars, lists, tables, lists of tables), with key descriptions.
 
-    ``None`` values are left out (TOML has no null; absent keys take their defaults).
+    ``None`` values are left out (TOML has no null; absent keys take their defaults); with
+    ``all_keys`` every key of a section is listed, those without a value as a comment
+    (``# weights = ...    # description``), so that the text names every key a config can set.
     """
     classes = {"heads": HeadConfig, **_SECTIONS}
     lines = ["# meanfield run configuration (meanfield run CONFIG.toml); omitted keys take the defaults", ""]
@@ -365,5 +469,9 @@ def to_toml(d: dict) -> str:
                 if val is not None:
                     doc = docs.get(key)
                     lines.append(f"{key} = {_toml_value(val)}" + (f"    # {doc}" if doc else ""))
+            if all_keys:
+                for key, doc in docs.items():
+                    if table.get(key) is None:
+                        lines.append(f"# {key} = ...    # {doc}")
     return "\n".join(lines) + "\n"
 

@@ -30,7 +30,8 @@ from .config import RunConfig
 from .paired import align_times  # noqa: F401  (public here since 0.1; the one time alignment lives in paired)
 
 __all__ = ["SCHEMA_VERSION", "DIMS", "SchemaError", "align_times", "coefficients_to_lm", "lm_to_coefficients",
-           "observables_to_variables", "save", "load", "config_of", "density_coefficients"]
+           "observables_to_variables", "save", "load", "config_of", "density_coefficients", "describe",
+           "provenance", "add_provenance", "CONVENTIONS", "INTEGER_COUNTS"]
 
 SCHEMA_VERSION = 1
 REQUIRED_VARIABLES = ("X", "rho", "rho_lm_real", "rho_lm_imag", "w2", "pde_energy", "particle_energy")
@@ -99,6 +100,121 @@ def config_of(ds: xr.Dataset) -> RunConfig:
     return RunConfig.from_dict(json.loads(ds.attrs["config"]))
 
 
+CONVENTIONS = "CF-1.10"
+"""The NetCDF conventions run datasets follow (``Conventions`` attribute)."""
+
+_DESCRIPTIONS = {                                   # name: (long_name, units); "1": dimensionless
+    "time": ("time (dimensionless model time)", "1"),
+    "particle": ("token index", "1"), "dim": ("Cartesian component", "1"), "head": ("attention head index", "1"),
+    "l": ("spherical-harmonic degree", "1"), "m": ("spherical-harmonic order", "1"),
+    "lat": ("latitude", "degrees_north"), "lon": ("longitude", "degrees_east"),
+    "head_lambda": ("head strength lambda (M = V = lambda I)", "1"),
+    "head_beta": ("head inverse temperature beta", "1"),
+    "X": ("particle positions (unit vectors in R^3)", "1"),
+    "rho": ("density with respect to the surface measure of the unit sphere", "sr-1"),
+    "rho_lm_real": ("real part of the density's spherical-harmonic coefficients (NaN for m > l)", "1"),
+    "rho_lm_imag": ("imaginary part of the density's spherical-harmonic coefficients (NaN for m > l)", "1"),
+    "w2": ("2-Wasserstein distance between particles and PDE density, geodesic cost", "rad"),
+    "w2_negative_mass": ("negative mass of the PDE density dropped before W2", "1"),
+}
+_OBSERVABLES = {
+    "mass": ("total mass", "1"), "energy": ("interaction energy", "1"),
+    "energy_head": ("interaction energy per head", "1"), "dissipation": ("energy dissipation rate", "1"),
+    "boltzmann_entropy": ("Boltzmann entropy -int rho log rho", "1"), "negative_mass": ("negative mass", "1"),
+    "spectral_tail": ("relative L2 size of the top third of degrees", "1"),
+    "max_density": ("maximum density", "sr-1"), "order_parameter": ("order parameter |mean of x|", "1"),
+    "second_moment": ("second moment", "1"), "entropy": ("relative attention entropy per head", "1"),
+    "min_inner": ("smallest inner product between tokens", "1"),
+    "mean_inner": ("mean inner product between tokens", "1"),
+    "n_clusters": ("number of clusters", "1"),
+    "free_energy_dissipation": ("free-energy dissipation rate", "1"),
+}
+_PREFIXES = {"pde_": "PDE", "particle_": "particles"}
+
+INTEGER_COUNTS = ("particle_n_clusters",)
+"""Variables holding counts: stored as integers in NetCDF (fill value -1 where a run did not reach a
+time); they read back as floats with NaN there, equal to what was written."""
+
+
+def describe(ds: xr.Dataset) -> xr.Dataset:
+    """Add CF attributes (``long_name`` and ``units`` on every variable, latitude/longitude standard
+    names, ``Conventions``) to a run dataset, in place; values are untouched.  Returns ``ds``."""
+    for name in ds.variables:
+        text = _DESCRIPTIONS.get(name)
+        if text is None:
+            prefix = next((p for p in _PREFIXES if name.startswith(p)), None)
+            obs = _OBSERVABLES.get(name[len(prefix):]) if prefix else None
+            text = ((f"{obs[0]} ({_PREFIXES[prefix]})", obs[1]) if obs else
+                    (name.replace("_", " "), "1"))
+        ds[name].attrs.setdefault("long_name", text[0])
+        ds[name].attrs["units"] = text[1]
+    ds["lat"].attrs.update(standard_name="latitude", axis="Y")
+    ds["lon"].attrs.update(standard_name="longitude", axis="X")
+    ds["time"].attrs.update(axis="T")
+    ds.attrs["Conventions"] = CONVENTIONS
+    ds.attrs.setdefault("title", "meanfield run: multi-head self-attention dynamics, particles and mean-field PDE")
+    from .. import __version__
+    ds.attrs.setdefault("source", f"meanfield {__version__}")
+    return ds
+
+
+def _git_commit():
+    """The commit of the checkout the package runs from (``+dirty`` if modified), or ''."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return ""
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return commit + ("+dirty" if commit and dirty else "")
+
+
+def provenance(command=None, started=None, ended=None) -> dict:
+    """Attributes saying what made a dataset: versions, git commit, command line, start and end times.
+
+    ``command`` (str; default ``sys.argv`` joined), ``started`` and ``ended`` (Unix times; default
+    now) are ISO 8601 UTC strings in the result.
+    """
+    import platform
+    import sys
+    from datetime import datetime, timezone
+    from importlib import metadata
+
+    from .. import __version__
+
+    def version(dist):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    def iso(t):
+        return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds")
+
+    import time as _time
+    now = _time.time()
+    return {"meanfield_version": __version__, "git_commit": _git_commit(),
+            "python_version": platform.python_version(),
+            **{f"{d.lower()}_version": version(d) for d in ("numpy", "scipy", "ducc0", "POT", "xarray", "netCDF4")},
+            "command": " ".join(sys.argv) if command is None else str(command),
+            "started_at": iso(now if started is None else started), "ended_at": iso(now if ended is None else ended),
+            "history": f"{iso(now if ended is None else ended)}: "
+                       f"{' '.join(sys.argv) if command is None else command}"}
+
+
+def add_provenance(ds: xr.Dataset, command=None, started=None, ended=None) -> xr.Dataset:
+    """Add :func:`provenance` and the CF attributes (:func:`describe`) to ``ds`` in place; returns ``ds``."""
+    describe(ds)
+    ds.attrs.update(provenance(command, started, ended))
+    return ds
+
+
 def save(ds: xr.Dataset, path) -> Path:
     """Write ``ds`` to NetCDF (netCDF4 engine) atomically: a temporary file in the same folder, then rename.
 
@@ -111,6 +227,12 @@ def save(ds: xr.Dataset, path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     ds = ds.copy()
     ds.attrs = {k: int(v) if isinstance(v, (bool, np.bool_)) else v for k, v in ds.attrs.items()}
+    for name in INTEGER_COUNTS:                 # counts as integers on disk, -1 where not reached
+        if name in ds.data_vars:
+            v = ds[name].values
+            ok = np.isfinite(v)
+            if np.array_equal(v[ok], np.round(v[ok])) and (v[ok].size == 0 or np.abs(v[ok]).max() < 2**31):
+                ds[name].encoding.update(dtype="int32", _FillValue=np.int32(-1))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:

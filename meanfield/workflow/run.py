@@ -26,23 +26,52 @@ from ..core import validate
 from ..core.densities import sample_particles, vmf_mixture_density
 from ..core.heads import Head
 from ..core.sphere import SphereGrid, to_lm_table
-from .checkpoint import Checkpointer, RunInterrupted
+from .checkpoint import Checkpointer, FolderLock, RunInterrupted, remove_stale_temporaries
 from .config import RunConfig, load_config
 from .paired import PairedResult, align_times, paired_run, transport_grid
-from .results import SCHEMA_VERSION, observables_to_variables, save
+from .results import SCHEMA_VERSION, add_provenance, describe, observables_to_variables, save
 
 __all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset", "summary", "main_job", "resume_job",
-           "RunInterrupted", "SPECTRAL_TOL"]
+           "RunInterrupted", "FiguresInterrupted", "ResultExists", "estimate_cost", "available_memory", "preflight",
+           "SPECTRAL_TOL"]
 
 
 def build_heads(config: RunConfig) -> tuple[Head, ...]:
-    """Zonal heads ``M = V = lam I`` in d = 3 from ``config.heads``."""
-    return tuple(Head(h.lam * np.eye(3), h.lam * np.eye(3), **h.head_kwargs()) for h in config.heads)
+    """Heads in d = 3 from ``config.heads``: zonal ``M = V = lam I``, or general ``M``, ``V`` (inline or .npy)."""
+    def matrix(h, i, which):
+        value = getattr(h, which)
+        if isinstance(value, str):
+            from .inputs import load_array
+
+            return load_array(value, f"heads[{i}].{which}")
+        return np.array(value, dtype=float)
+
+    heads = []
+    for i, h in enumerate(config.heads):
+        if h.M is None:
+            heads.append(Head(h.lam * np.eye(3), h.lam * np.eye(3), **h.head_kwargs()))
+            continue
+        M, V = matrix(h, i, "M"), matrix(h, i, "V")
+        for which, A in (("M", M), ("V", V)):
+            if A.shape != (3, 3):
+                raise ValueError(f"heads[{i}].{which} must be a 3x3 matrix; received shape {A.shape}")
+        heads.append(Head(M, V, **h.head_kwargs()))
+    return tuple(heads)
 
 
 def initial_density(config: RunConfig, grid: SphereGrid):
-    """Initial coefficients ``rho_lm0`` (nalm,) on ``grid``: the config's vMF mixture."""
+    """Initial coefficients ``rho_lm0`` (nalm,) on ``grid``: the config's vMF mixture, or its
+    ``initial.coefficients`` file or ``initial.profile`` (:mod:`meanfield.workflow.inputs`)."""
     ic = config.initial
+    if ic.coefficients is not None:
+        from .inputs import density_from_coefficients, load_array
+
+        return density_from_coefficients(grid, load_array(ic.coefficients, "initial.coefficients"),
+                                         "initial.coefficients")
+    if ic.profile is not None:
+        from .inputs import zonal_density
+
+        return zonal_density(grid, **ic.profile, name="initial.profile")
     return vmf_mixture_density(grid, np.array(ic.mus), np.array(ic.kappas) if len(ic.kappas) > 1 else ic.kappas[0],
                                None if ic.weights is None else np.array(ic.weights), ic.floor)
 
@@ -59,7 +88,7 @@ SPECTRAL_TOL = 1e-10
 """Accuracy of spectral particle sums in the main job (``ParticleSystem``'s default tolerance, as since 0.1)."""
 
 
-def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.Dataset:
+def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkpoint_every=None) -> xr.Dataset:
     """Run the main job and return its dataset (nothing is written but checkpoints).
 
     Parameters
@@ -72,6 +101,8 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.
         Save integrator states every ``config.outputs.checkpoint_every`` (simulated time) and on
         Ctrl-C, and continue from the states found there: a resumed run gives the same numbers,
         bit for bit, as an uninterrupted one.  An interrupt raises :class:`RunInterrupted`.
+    checkpoint_every : float, optional
+        Overrides ``config.outputs.checkpoint_every`` (when saves happen; never the numbers).
 
     Returns
     -------
@@ -95,7 +126,7 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.
         monitor=True, tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol,
         transport_grid=transport_grid(lmax + 1), w2_method=config.outputs.w2_method, metric="geodesic",
         negative="drop", progress=progress, checkpoints=checkpoints,
-        checkpoint_every=config.outputs.checkpoint_every)
+        checkpoint_every=config.outputs.checkpoint_every if checkpoint_every is None else checkpoint_every)
     return to_dataset(result, config, elapsed_s=time.perf_counter() - started)
 
 
@@ -132,7 +163,7 @@ def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) 
     coords = {"time": times, "particle": np.arange(n), "dim": ["x", "y", "z"], "head": np.arange(H),
               "lat": 90.0 - np.degrees(display.theta), "lon": np.degrees(display.phi),
               "l": np.arange(lmax + 1), "m": np.arange(lmax + 1),
-              "head_lambda": ("head", [h.lam for h in config.heads]),
+              "head_lambda": ("head", [h.lam if h.M is None else np.nan for h in config.heads]),
               "head_beta": ("head", [h.beta for h in config.heads])}
     from .. import __version__
     tg = rc["transport_grid"]
@@ -151,7 +182,7 @@ def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) 
                        ("w2", "2-Wasserstein distance, geodesic cost, radians"), ("lat", "latitude, degrees"),
                        ("lon", "longitude, degrees"), ("time", "time")):
         ds[name].attrs["long_name"] = text
-    return ds
+    return describe(ds)                 # CF attributes (units, long_name, Conventions); values untouched
 
 
 def _span(ds, name, k, reduce=None):
@@ -163,8 +194,8 @@ def _span(ds, name, k, reduce=None):
 def summary(ds: xr.Dataset) -> str:
     """A few lines describing a run dataset: setup, how far each run got, energies, entropies, W2."""
     cfg = json.loads(ds.attrs["config"])
-    heads = ", ".join(f"lambda {h['lam']:g} beta {h['beta']:g} {h['kernel']}/{h['normalization']}"
-                      for h in cfg["heads"])
+    heads = ", ".join(("general M, V" if "M" in h else f"lambda {h.get('lam', 1.0):g}")
+                      + f" beta {h['beta']:g} {h['kernel']}/{h['normalization']}" for h in cfg["heads"])
     t = ds.time.values
     ok = np.flatnonzero(np.isfinite(ds["pde_energy"].values) & np.isfinite(ds["particle_energy"].values))
     k = ok[-1]
@@ -185,52 +216,227 @@ def summary(ds: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
-def main_job(config: RunConfig | None = None, out_dir="meanfield-output", progress=None) -> dict:
+class FiguresInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) while the figures were being written: the dataset ``path`` is complete."""
+
+    def __init__(self, path):
+        super().__init__(str(path))
+        self.path = Path(path)
+
+
+class ResultExists(ValueError):
+    """The output folder already holds a finished result (and ``force`` was not given)."""
+
+
+def estimate_cost(config: RunConfig) -> dict:
+    """A rough estimate of a run's peak memory (bytes) and wall time (seconds) before it starts.
+
+    Memory counts the arrays that scale with the problem: the recorded coefficients and display
+    maps of the dataset, the particle states, and the W2 stage (a dense ``n x nodes`` cost matrix
+    and plan on the transport grid for the ``exact`` and ``sinkhorn`` solvers).  Time scales the
+    built-in default run (about 60 s on 2 busy cores) by the spectral work ``(lmax+1)^3`` of the
+    PDE, the particle work ``n (lmax+1)^2`` and the W2 work.  Both are order-of-magnitude guides
+    (a factor of a few either way), meant to catch the run that needs 100 times what is at hand.
+
+    Returns
+    -------
+    dict with ``memory_bytes`` and ``seconds`` (floats).
+    """
+    L, n, T = config.pde.lmax + 1, config.particles.n, config.integrator.n_frames
+    t = config.integrator.t_final
+    nodes = (L + 1) * 2 * (L + 1)                          # transport_grid(lmax + 1): nlat x 2 nlat
+    dataset = T * (L * L * 16 + 8 * L * L * 8 + n * 3 * 8)  # coefficients, display map (2L x 4L), particles
+    working = 40 * (2 * L) * (4 * L) * 8                   # stages and grids of the PDE integrator
+    w2 = 3 * n * nodes * 8 if config.outputs.w2_method in ("exact", "sinkhorn") else 4 * (n + nodes) * 8
+    memory = dataset + working + w2 + 200e6                # + the interpreter and its libraries
+
+    def work(L, n, T, t, method):
+        w2_work = n * (L + 1) * 2 * (L + 1) * (n if method == "exact" else 10)
+        return t * (L ** 3 * 50 + n * L * L * 10) + T * w2_work / 1e3
+    base = RunConfig()
+    ref = work(base.pde.lmax + 1, base.particles.n, base.integrator.n_frames, base.integrator.t_final,
+               base.outputs.w2_method)
+    seconds = 60.0 * work(L, n, T, t, config.outputs.w2_method) / ref
+    return {"memory_bytes": float(memory), "seconds": float(seconds)}
+
+
+def available_memory() -> float | None:
+    """Bytes of memory available to a new run (``MemAvailable`` of /proc/meminfo), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    try:
+        import os
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def preflight(config: RunConfig, force=False) -> list[str]:
+    """Every check the main job makes before computing; raises ``ValueError`` naming the keys to change.
+
+    * each head's kernel stays finite in float64 (``exp`` heads with mean normalization: ``beta |lam|``);
+    * the initial density is resolved at ``pde.lmax``: its spectral tail is below ``pde.tail_tol`` and
+      its negative mass below ``pde.negative_tol`` (otherwise the PDE would stop at t = 0);
+    * the estimated peak memory (:func:`estimate_cost`) fits in the available memory, unless ``force``.
+
+    Returns
+    -------
+    list of str
+        Lines to print: the estimate of time and memory, and the values checked.
+    """
+    from types import SimpleNamespace
+
+    from ..analysis.field_diagnostics import negative_mass, spectral_tail
+    from ..core.heads import check_exp_range
+
+    heads = build_heads(config)
+    try:
+        check_exp_range(heads)                      # names heads[i] as the config does
+    except ValueError as err:
+        raise ValueError(f"{err}; in the config: lower that head's beta or lam, or set its normalization = "
+                         f"\"softmax\"") from None
+    lmax = config.pde.lmax
+    grid = SphereGrid(lmax)
+    rho_lm0 = initial_density(config, grid)
+    probe = SimpleNamespace(grid=grid, lmax=lmax)
+    tail, neg = spectral_tail(probe, rho_lm0), max(0.0, negative_mass(probe, rho_lm0))
+    if tail > config.pde.tail_tol:
+        raise ValueError(f"the initial density is not resolved at pde.lmax = {lmax}: its spectral tail {tail:.2e} "
+                         f"exceeds pde.tail_tol = {config.pde.tail_tol:g}, so the PDE would stop at t = 0; raise "
+                         f"pde.lmax, lower initial.kappas, or raise pde.tail_tol")
+    if neg > config.pde.negative_tol:
+        raise ValueError(f"the initial density truncated at pde.lmax = {lmax} has negative mass {neg:.2e} > "
+                         f"pde.negative_tol = {config.pde.negative_tol:g}, so the PDE would stop at t = 0; raise "
+                         f"pde.lmax, lower initial.kappas, or raise initial.floor")
+    cost, avail = estimate_cost(config), available_memory()
+    mem, secs = cost["memory_bytes"], cost["seconds"]
+    lines = [f"estimate: about {_duration(secs)} and {mem / 1e9:.2g} GB of memory (rough, a factor of a few)"
+             + ("" if avail is None else f"; {avail / 1e9:.3g} GB available"),
+             f"start resolved at lmax {lmax}: spectral tail {tail:.1e} <= {config.pde.tail_tol:g}, "
+             f"negative mass {neg:.1e} <= {config.pde.negative_tol:g}"]
+    if avail is not None and mem > avail and not force:
+        raise ValueError(f"the run needs about {mem / 1e9:.3g} GB of memory and {avail / 1e9:.3g} GB are available "
+                         f"(pde.lmax = {lmax}, particles.n = {config.particles.n}, outputs.w2_method = "
+                         f"{config.outputs.w2_method!r}); lower them, use outputs.w2_method = \"sliced\", or pass "
+                         f"--force to try anyway")
+    return lines
+
+
+def _duration(seconds):
+    return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.0f} min" if seconds < 7200
+                                                      else f"{seconds / 3600:.1f} h")
+
+
+FIGURE_FILES = ("density_maps.png", "orthographic.png", "energy_entropy.png", "w2.png", "growth_rates.png",
+                "animation.gif")
+"""Files :func:`meanfield.plotting.save_figures` writes (named here so that run needs no matplotlib)."""
+
+
+def _previous_outputs(out: Path, config: RunConfig) -> list[Path]:
+    """Files of a previous finished run in ``out``: its dataset, figures and animation."""
+    return [p for p in [out / config.outputs.dataset, *(out / f for f in FIGURE_FILES)] if p.exists()]
+
+
+def main_job(config: RunConfig | None = None, out_dir="meanfield-output", progress=None, force=False,
+             log=None) -> dict:
     """Run, then write the dataset, the figures and the animation into ``out_dir``.
 
     Integrator states are checkpointed in ``out_dir/checkpoint/`` (every
     ``outputs.checkpoint_every`` and on Ctrl-C); :func:`resume_job` continues an interrupted run.
-    The checkpoint folder is removed once the dataset is written.
+    The checkpoint folder is removed once the dataset is written.  While the run writes, the folder
+    is locked (:class:`~meanfield.checkpoint.FolderLock`): a second run into it is refused with the
+    first one's process id.  A folder that already holds a finished result is refused
+    (:class:`ResultExists`) unless ``force`` is true, which removes the previous dataset and figures
+    first.  Hidden temporary files of a killed save are removed before the run starts.  Before
+    computing, :func:`preflight` checks the config (its lines go to ``log``, a callable, if given).
 
     Returns
     -------
     dict with ``dataset`` (the xarray Dataset), ``paths`` (list of written files) and ``summary`` (str).
     """
     config = RunConfig() if config is None else config
+    force = bool(validate.boolean("force", force))
     out = Path(out_dir)
+    if str(out_dir) == "":
+        raise ValueError("out_dir must name a folder; received ''")
     out.mkdir(parents=True, exist_ok=True)       # fail before the run if the folder cannot be made
-    checkpoints = Checkpointer(out / "checkpoint")
-    if checkpoints.folder.exists():
-        raise ValueError(f"out_dir {str(out)!r} holds the checkpoint of an unfinished run; continue it with "
-                         f"'meanfield run --resume {out}' or remove {checkpoints.folder}")
-    checkpoints.start(config.to_toml())
+    lock = FolderLock(out).acquire()
     try:
-        return _finish(config, out, checkpoints, progress)
-    except (RunInterrupted, KeyboardInterrupt):
-        raise                                   # keep the checkpoint: the run can be resumed
-    except BaseException:
-        if not checkpoints.has_states():        # failed before any state was saved: nothing to resume
-            checkpoints.clear()
-        raise
+        checkpoints = Checkpointer(out / "checkpoint")
+        if checkpoints.folder.exists():
+            raise ValueError(f"out_dir {str(out)!r} holds the checkpoint of an unfinished run; continue it with "
+                             f"'meanfield run --resume {out}' or remove {checkpoints.folder}")
+        previous = _previous_outputs(out, config)
+        if (out / config.outputs.dataset).exists() and not force:
+            raise ResultExists(f"out_dir {str(out)!r} already holds a finished result ({config.outputs.dataset}); "
+                               f"choose another output folder, or pass --force to replace it and its figures")
+        for line in preflight(config, force=force):
+            if log is not None:
+                log(line)
+        remove_stale_temporaries(out, (config.outputs.dataset,))
+        for p in previous:
+            p.unlink()
+        checkpoints.start(config.to_toml())
+        checkpoints.log = log
+        try:
+            return _finish(config, out, checkpoints, progress)
+        except (RunInterrupted, KeyboardInterrupt):
+            raise                                   # keep the checkpoint: the run can be resumed
+        except BaseException:
+            if not checkpoints.has_states():        # failed before any state was saved: nothing to resume
+                checkpoints.clear()
+            raise
+    finally:
+        lock.release()
 
 
-def resume_job(out_dir, progress=None) -> dict:
+def resume_job(out_dir, progress=None, log=None) -> dict:
     """Continue the interrupted run whose checkpoint is in ``out_dir/checkpoint/``."""
     out = Path(out_dir)
     checkpoints = Checkpointer(out / "checkpoint")
     if not (checkpoints.folder / "config.toml").is_file():
         raise ValueError(f"out_dir {str(out)!r} holds no checkpoint of an unfinished run "
                          f"(expected {checkpoints.folder / 'config.toml'})")
-    return _finish(load_config(checkpoints.folder / "config.toml"), out, checkpoints, progress)
+    with FolderLock(out):
+        config = load_config(checkpoints.folder / "config.toml")
+        remove_stale_temporaries(out, (config.outputs.dataset,))
+        remove_stale_temporaries(checkpoints.folder)
+        checkpoints.log = log
+        return _finish(config, out, checkpoints, progress)
+
+
+AUTO_CHECKPOINT_S = 60.0
+"""Runs estimated longer than this (seconds) save their states periodically even without
+``outputs.checkpoint_every`` (every twentieth of ``t_final``)."""
+
+
+def _checkpoint_every(config):
+    if config.outputs.checkpoint_every is not None:
+        return None                          # the config's own
+    if estimate_cost(config)["seconds"] > AUTO_CHECKPOINT_S:
+        return config.integrator.t_final / 20
+    return None
 
 
 def _finish(config, out, checkpoints, progress):
-    ds = run(config, progress=progress, checkpoints=checkpoints)
+    started = time.time()
+    ds = run(config, progress=progress, checkpoints=checkpoints, checkpoint_every=_checkpoint_every(config))
+    add_provenance(ds, started=started)
     paths = [save(ds, out / config.outputs.dataset)]
     checkpoints.clear()
     if config.outputs.figures or config.outputs.animation:
-        from . import plotting  # matplotlib only when figures are asked for
+        try:
+            from . import plotting  # matplotlib only when figures are asked for
 
-        paths += plotting.save_figures(ds, out, dpi=config.outputs.dpi, figures=config.outputs.figures,
-                                       animation=config.outputs.animation)
+            paths += plotting.save_figures(ds, out, dpi=config.outputs.dpi, figures=config.outputs.figures,
+                                           animation=config.outputs.animation)
+        except FiguresInterrupted:
+            raise
+        except KeyboardInterrupt:
+            raise FiguresInterrupted(paths[0]) from None
     return {"dataset": ds, "paths": paths, "summary": summary(ds)}

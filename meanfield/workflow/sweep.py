@@ -13,12 +13,18 @@ A sweep file (TOML) names a base config and the parameters to vary::
     "particles.n" = [100, 200]
 
 :func:`run_sweep` executes every point as one task (a LocalCluster on this machine by
-default, or an existing scheduler).  Each point writes its own result atomically
-(``points/<id>.nc``, temporary name then rename) and the client keeps an index
-(``index.json``: parameters, status, path, error, seconds).  Re-running skips finished points;
-a failed point is recorded with its error and does not stop the sweep; a task whose worker
-dies is re-run by the scheduler, and its point is still written exactly once.
-:func:`load_sweep` returns all results as one Dataset along the swept dimensions.
+default, or an existing scheduler).  Each task returns its dataset to the client, which writes
+it atomically (``points/<id>.nc`` in the sweep's folder, temporary name then rename; the folder
+is resolved once, at the start, so workers started in other directories or on other machines
+write nothing themselves) and keeps an index (``index.json``: parameters, status, path relative
+to the sweep folder, error, seconds).  A point is marked done only once its file exists and loads.
+Re-running skips finished points and starts no cluster when nothing is left to do.  Every point
+is validated as a config before anything runs (an invalid point makes the sweep file an error);
+a point that fails while running is recorded with its error and does not stop the sweep; a task
+whose worker dies is re-run by the scheduler, and its point is still written exactly once.
+Swept values are scalars or lists (``"initial.kappas" = [[3.0], [8.0]]``; a list value becomes a
+string coordinate such as ``"[3.0]"``).  :func:`load_sweep` returns all results as one Dataset
+along the swept dimensions, from any working directory.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from ..core import validate
 from ..core.choices import SWEEP_MODES
 from .config import ConfigError, RunConfig, load_config
 
-__all__ = ["SweepSpec", "load_sweep_spec", "run_sweep", "load_sweep", "run_point"]
+__all__ = ["SweepSpec", "load_sweep_spec", "run_sweep", "load_sweep", "run_point", "compute_point"]
 
 MODES = SWEEP_MODES          # core.choices
 _KEY = re.compile(r"^(heads\[(\d+)\]\.\w+|\w+(\.\w+)?)$")
@@ -59,6 +65,17 @@ def _set(d: dict, key: str, value):
         d.setdefault(section, {})[name] = value
     else:
         d[key] = value
+
+
+def _sweepable(v, depth=0):
+    if isinstance(v, (int, float, str, bool)):
+        return True
+    return isinstance(v, list) and depth < 2 and all(_sweepable(x, depth + 1) for x in v)
+
+
+def _coordinate(v):
+    """A swept value as a coordinate: scalars as they are, lists as their JSON text."""
+    return json.dumps(v) if isinstance(v, list) else v
 
 
 @dataclass(frozen=True)
@@ -84,9 +101,9 @@ class SweepSpec:
                                   f"or 'heads[0].beta'")
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"parameters.{key} must be a non-empty list of values; received {values!r}")
-            if not all(isinstance(v, (int, float, str, bool)) for v in values):
-                raise ConfigError(f"parameters.{key} must list scalar values (numbers or strings: each becomes a "
-                                  f"coordinate of the results); received {values!r}")
+            if not all(_sweepable(v) for v in values):
+                raise ConfigError(f"parameters.{key} must list values that are numbers, strings, booleans or lists "
+                                  f"of them (each becomes a coordinate of the results); received {values!r}")
         if self.mode == "list" and len({len(v) for v in self.parameters.values()}) != 1:
             raise ConfigError(f"mode 'list' needs lists of equal length; received lengths "
                               f"{ {k: len(v) for k, v in self.parameters.items()} }")
@@ -132,18 +149,54 @@ def load_sweep_spec(path) -> SweepSpec:
 
 
 def run_point(config_dict: dict, path: str) -> dict:
-    """Run one point and write its dataset atomically; errors are returned, not raised."""
+    """Run one point and write its dataset atomically to ``path`` (made absolute first); errors are
+    returned, not raised."""
     from .results import save
+
+    path = Path(path).resolve()
+    out = compute_point(config_dict)
+    if out["status"] == "done":
+        save(out.pop("dataset"), path)
+    return out
+
+
+def compute_point(config_dict: dict) -> dict:
+    """Run one point and return ``{"status", "error", "seconds"}`` plus ``dataset`` when it succeeded.
+
+    What a sweep task runs on a worker: it writes nothing; the client saves the dataset.
+    """
+    from .results import add_provenance
     from .run import run
 
-    started = time.perf_counter()
+    started, wall = time.perf_counter(), time.time()
     try:
         config = RunConfig.from_dict(config_dict)
-        save(run(config, progress=False), path)
+        ds = run(config, progress=False)
+        add_provenance(ds, command=f"meanfield sweep point {json.dumps(config_dict, sort_keys=True)}",
+                       started=wall)
     except Exception as err:  # noqa: BLE001 - a failed point is recorded, the sweep goes on
         return {"status": "failed", "error": f"{type(err).__name__}: {err}",
                 "seconds": time.perf_counter() - started}
-    return {"status": "done", "error": "", "seconds": time.perf_counter() - started}
+    return {"status": "done", "error": "", "seconds": time.perf_counter() - started, "dataset": ds}
+
+
+def _loads(path: Path) -> bool:
+    """Whether ``path`` is a results file that loads."""
+    from .results import load
+
+    try:
+        load(path)
+    except (ValueError, OSError):
+        return False
+    return True
+
+
+def _point_path(out: Path, row: dict) -> Path:
+    """Where a row's file is: relative to the sweep folder (or as written by older versions)."""
+    p = Path(row["path"])
+    if p.is_absolute():
+        return p
+    return out / p if (out / p).exists() or not p.exists() else p
 
 
 def _remove_partials(out: Path):
@@ -192,35 +245,47 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler=None, n_workers=2, retries=
     n_workers, retries = validate.integer("n_workers", n_workers, 1), validate.integer("retries", retries, 0)
     if progress is not None:
         validate.boolean("progress", progress)
-    out = Path(out_dir)
+    from .results import save
+
+    out = Path(out_dir).resolve()              # once: workers may run in any directory
     (out / "points").mkdir(parents=True, exist_ok=True)
     _remove_partials(out)
     index = _read_index(out)
     rows = []
     for i, point in enumerate(spec.points):
         pid = f"p{i:04d}"
-        path = out / "points" / f"{pid}.nc"
+        rel = f"points/{pid}.nc"
         old = index.get(pid)
-        keep = old and old["status"] == "done" and old["params"] == point and path.is_file()
-        rows.append(old if keep else {"id": pid, "params": point, "status": "pending", "path": str(path),
-                                      "error": "", "seconds": None})
+        keep = (old and old["status"] == "done" and old["params"] == point and (out / rel).is_file()
+                and _loads(out / rel))
+        rows.append(dict(old, path=rel) if keep else {"id": pid, "params": point, "status": "pending", "path": rel,
+                                                      "error": "", "seconds": None})
     _write_index(out, rows)
     todo = [r for r in rows if r["status"] != "done"]
+    if not todo:                                # nothing left to do: no cluster
+        return rows
     own = client is None
     if own:
         client = (Client(scheduler) if scheduler else
                   Client(LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True)))
     try:
-        futures = {client.submit(run_point, spec.config(r["params"]).to_dict(), r["path"], key=f"point-{r['id']}",
+        futures = {client.submit(compute_point, spec.config(r["params"]).to_dict(), key=f"point-{r['id']}",
                                  retries=retries, pure=False): r for r in todo}
         bar = tqdm(total=len(rows), initial=len(rows) - len(todo), desc="sweep points",
                    disable=None if progress is None else not progress)
         for fut in as_completed(futures):
             row = futures[fut]
             try:
-                row.update(fut.result())
+                result = fut.result()
+                ds = result.pop("dataset", None)
+                if ds is not None:                 # the client writes, atomically, where the sweep says
+                    save(ds, out / row["path"])
+                    if not _loads(out / row["path"]):
+                        result.update(status="failed", error=f"{row['path']} was written but does not load")
+                row.update(result)
             except Exception as err:  # noqa: BLE001 - e.g. KilledWorker after all retries
                 row.update(status="failed", error=f"{type(err).__name__}: {err}")
+            fut.release()
             _write_index(out, rows)
             bar.update(1)
         bar.close()
@@ -245,19 +310,20 @@ def load_sweep(out_dir):
 
     from .results import load
 
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()
     rows = [r for r in _read_index(out).values() if r["status"] == "done"]
     if not rows:
         raise ValueError(f"out_dir {str(out)!r} holds no finished sweep points")
     keys = list(rows[0]["params"])
     parts = []
     for r in rows:
-        ds = load(r["path"])
+        ds = load(_point_path(out, r))
         parts.append(ds.expand_dims(point=[r["id"]]).assign_coords(
-            {k: ("point", [r["params"][k]]) for k in keys}))
+            {k: ("point", [_coordinate(r["params"][k])]) for k in keys}))
     ds = xr.concat(parts, dim="point", data_vars="all", coords="different", compat="equals", join="outer",
                    combine_attrs="drop_conflicts")
-    spec_grid = len(rows) > 1 and np.prod([len(set(r["params"][k] for r in rows)) for k in keys]) == len(rows)
+    spec_grid = len(rows) > 1 and np.prod([len(set(_coordinate(r["params"][k]) for r in rows))
+                                           for k in keys]) == len(rows)
     if spec_grid:
         ds = ds.set_index(point=keys).unstack("point")
     return ds
