@@ -59,6 +59,7 @@ from .core.heads import (Head, approx_orthogonal_heads, orthogonal_block_heads, 
                          random_symmetric_heads, scalar_heads)
 from .core.integrate import SCHEMES, Trajectory, integrate
 from .core.sphere import SphereGrid
+from .core.zonal import required_lmax
 from .models.continuum import ContinuumPDE
 from .models.particles import ParticleSystem
 from .models.axisymmetric import AxisymmetricPDE
@@ -70,7 +71,7 @@ __version__ = "0.1.0"
 
 __all__ = ["Head", "scalar_heads", "orthogonal_block_heads", "random_symmetric_heads", "perturbed_value_heads",
            "approx_orthogonal_heads", "ParticleSystem", "ContinuumPDE", "SphereGrid", "integrate", "SCHEMES",
-           "Trajectory", "solve_particles", "solve_continuum", "densities", "diagnostics", "field_diagnostics",
+           "Trajectory", "required_lmax", "solve_particles", "solve_continuum", "densities", "diagnostics", "field_diagnostics",
            "initial", "theory", "transport", "__version__"]
 __all__ += ["CirclePDE", "AxisymmetricPDE", "solve_reduced"]
 

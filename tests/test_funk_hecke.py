@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+
+import meanfield as mf
 from scipy.special import spherical_in
 
 from meanfield.core import funk_hecke
@@ -139,3 +141,23 @@ def test_truncation_level_and_the_resolution_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error", KernelResolutionWarning)
         ContinuumPDE(scalar_heads([1.0], 3, beta=1.0, kernel="sigmoid"), lmax=40)   # resolved: silent
+
+
+@pytest.mark.parametrize("lambdas, beta", [([1.0], 6.0), ([1.0, -0.4], 3.0), ([2.0], 10.0)])
+def test_required_lmax_pde_criterion_is_where_the_pde_stops_warning(lambdas, beta):
+    import warnings
+
+    from meanfield.core.zonal import required_lmax, truncation_level
+    from meanfield.models.continuum import KernelResolutionWarning
+
+    heads = mf.scalar_heads(lambdas, 3, beta=beta)
+    L = required_lmax(heads, 1e-10, criterion="pde")
+    # exact statement of the rule: resolved at L, not at L - 1 (levels are plain ratios: no tolerance)
+    assert max(truncation_level(h, L) for h in heads) <= 1e-10 < max(truncation_level(h, L - 1) for h in heads)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KernelResolutionWarning)
+        mf.ContinuumPDE(heads, L, kernel_tol=1e-10)                  # accepted silently
+    with pytest.warns(KernelResolutionWarning):
+        mf.ContinuumPDE(heads, L - 1, kernel_tol=1e-10)
+    with pytest.raises(ValueError, match="criterion must be one of"):
+        required_lmax(heads, 1e-10, criterion="grid")

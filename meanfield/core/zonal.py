@@ -25,7 +25,7 @@ from . import validate
 from .heads import check_heads
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
 
-__all__ = ["zonal_multipliers", "required_lmax", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace",
+__all__ = ["zonal_multipliers", "required_lmax", "LMAX_CRITERIA", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace",
            "PointSpace", "LMAX_CAP"]
 
 
@@ -63,8 +63,17 @@ def no_lmax_rule(i, head):
             f"pass lmax explicitly")
 
 
-def required_lmax(heads, tolerance, cap=LMAX_CAP):
+LMAX_CRITERIA = ("sums", "pde")
+
+
+def required_lmax(heads, tolerance, cap=LMAX_CAP, *, criterion="sums"):
     r"""Smallest degree ``L >= 2`` resolving every head's Funk-Hecke tail to ``tolerance``.
+
+    ``criterion="sums"`` (the default: the accuracy of spectral particle sums, as below) or
+    ``"pde"``: the check of :class:`meanfield.ContinuumPDE` at ``kernel_tol = tolerance``, the first
+    neglected potential multiplier relative to the largest (:func:`truncation_level`) ``<= tolerance``,
+    i.e. the smallest ``lmax`` at which the PDE accepts the heads without a
+    ``KernelResolutionWarning``.
 
     The maximum over heads of :meth:`meanfield.core.kernels.Kernel.lmax_rule`: for the potential and
     normalizer multipliers ``c`` and the gradient growth ``G_l = (2l+1)/(4 pi) sqrt(l(l+1)+1)``,
@@ -94,14 +103,24 @@ def required_lmax(heads, tolerance, cap=LMAX_CAP):
     heads = check_heads(heads)
     tolerance = validate.real("tolerance", tolerance, 0, 1, lo_open=True, hi_open=True)
     cap = validate.integer("cap", cap, 2)
+    validate.choice("criterion", criterion, LMAX_CRITERIA)
     L = 2
     for i, h in enumerate(heads):
         _check_zonal(h)
         zonal_multipliers(h, 2)                      # refuses beta |lambda| beyond float64 range
         if not has_lmax_rule(h):
             raise ValueError(no_lmax_rule(i, h))
-        L = max(L, KERNELS[h.kernel].lmax_rule(h, tolerance, cap))
+        L = max(L, KERNELS[h.kernel].lmax_rule(h, tolerance, cap) if criterion == "sums"
+                else _pde_lmax(h, tolerance, cap))
     return L if L <= cap else None
+
+
+def _pde_lmax(head, tolerance, cap):
+    """Smallest ``L >= 2`` with ``truncation_level(head, L) <= tolerance`` (``cap + 1`` if none)."""
+    pot = np.abs(zonal_multipliers(head, cap + 1)["potential"])
+    level = pot[3:] / np.maximum.accumulate(pot)[3:]          # level[L - 2] = truncation_level(head, L)
+    ok = np.flatnonzero(level <= tolerance)
+    return int(ok[0]) + 2 if ok.size else cap + 1
 
 
 def truncation_level(head, lmax) -> float:
