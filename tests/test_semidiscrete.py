@@ -170,3 +170,13 @@ def test_bad_inputs_raise_named_errors():
         w2_distance(X, X, method="semidiscrete")
     with pytest.raises(ValueError, match="needs the density's SphereGrid"):
         w2_particles_density(X, X, np.full(50, 1 / 50), method="semidiscrete")
+
+
+def test_concentrated_particles_raise_instead_of_a_wrong_value():
+    # 200 particles in a cap of ~0.2 rad against a density spread over the sphere: the flip-based
+    # diagram cannot follow (see the module docstring); the solver must refuse, not return a number.
+    from meanfield.core import initial
+    grid, rho = two_bumps(16)
+    X = initial.von_mises_fisher(200, [0, 0, 1], 30.0, seed=0)
+    with pytest.raises(RuntimeError, match="method='exact'"):
+        w2_particles_field(X, rho, grid, metric="chordal")

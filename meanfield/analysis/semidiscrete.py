@@ -19,7 +19,13 @@ Combinatorics
     hemisphere) and is updated by rounds of vectorized Lawson flips: an edge ``ij`` between
     triangles ``(i, j, k)`` and ``(j, i, l)`` is flipped when ``l`` beats ``i, j, k`` at their
     common vertex.  A diagram that flips cannot repair (a vanishing vertex) is reported invalid
-    and the Newton step is shortened.
+    and the Newton step is shortened.  Flips make the triangulation *locally* regular; the final
+    diagram is checked globally (no vertex beaten by another particle, k-d tree candidates).
+
+Limitation: when the particles are far more concentrated than the density (e.g. a cluster in a
+cap against a density spread over the sphere) the flips can lock into a locally-but-not-globally
+regular triangulation; the solver then raises ``RuntimeError`` (never returns such a value) and a
+node-based method must be used.
 Cell integrals
     With :math:`\Delta u = \rho - \bar\rho` solved spectrally (:math:`u_{lm} = -\rho_{lm}/(l(l+1))`),
     :math:`\int_{L_i} \rho = \bar\rho\, |L_i| + \oint_{\partial L_i} \partial_\nu u`; the area
@@ -45,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from scipy.spatial import ConvexHull, QhullError
+from scipy.spatial import ConvexHull, QhullError, cKDTree
 
 from ..core.sphere import SphereGrid
 
@@ -140,7 +146,10 @@ def _vertices(X, psi, tri):
     d /= np.linalg.norm(d, axis=1, keepdims=True)
     disc = 1.0 - (p * p).sum(1)
     ok = (disc > 0) & np.isfinite(det)
-    return p + np.sqrt(np.maximum(disc, 0.0))[:, None] * d, ok
+    # no tie point on the sphere: the point of the sphere nearest the line of ties stands in for
+    # it, so the flip test can still tell which neighbour takes over there
+    near = p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-300)
+    return np.where(ok[:, None], p + np.sqrt(np.maximum(disc, 0.0))[:, None] * d, near), ok
 
 
 def _regular(X, psi, tri, max_rounds=500):
@@ -152,17 +161,18 @@ def _regular(X, psi, tri, max_rounds=500):
         if E is None:
             return None
         Y, ok = _vertices(X, psi, tri)
-        y = Y[E["t1"]]
-        s_i = 2 * (y * X[E["i"]]).sum(1) + psi[E["i"]]
-        s_l = 2 * (y * X[E["l"]]).sum(1) + psi[E["l"]]
-        bad = (s_l > s_i + _POWER_TOL) | ~ok[E["t1"]] | ~ok[E["t2"]]
+        y1, y2 = Y[E["t1"]], Y[E["t2"]]
+        i, j = E["i"], E["j"]
+        bad = (2 * (y1 * X[E["l"]]).sum(1) + psi[E["l"]] > 2 * (y1 * X[i]).sum(1) + psi[i] + _POWER_TOL) \
+            | (2 * (y2 * X[E["k"]]).sum(1) + psi[E["k"]] > 2 * (y2 * X[j]).sum(1) + psi[j] + _POWER_TOL)
         if not bad.any():
-            return tri, E, Y, flips
-        if not ok.all():
-            return None           # a triple lost its vertex: the step was too long
+            return (tri, E, Y, flips) if ok.all() else None
         v = np.flatnonzero(bad)
-        kl = np.cross(X[E["k"][v]], X[E["l"][v]])
-        convex = ((kl * X[E["i"][v]]).sum(1) * (kl * X[E["j"][v]]).sum(1)) < 0
+        # a flip is valid when neither new triangle folds over: both keep a plane normal on the
+        # side of the old pair's (a convex quad of the polyhedral surface with these triangles)
+        xi, xj, xk, xl = (X[E[c][v]] for c in "ijkl")
+        old = np.cross(xj - xi, xk - xi) + np.cross(xi - xj, xl - xj)
+        convex = ((np.cross(xj - xl, xk - xl) * old).sum(1) > 0) & ((np.cross(xi - xk, xl - xk) * old).sum(1) > 0)
         v = v[convex]
         if v.size == 0:
             return None
@@ -175,6 +185,30 @@ def _regular(X, psi, tri, max_rounds=500):
         tri[E["t2"][v]] = np.stack([k, i, l], 1)
         flips += v.size
     return None
+
+
+def _beaten_vertices(X, psi, tri, Y):
+    """Number of diagram vertices where a site outside the triangle scores higher (0 for the true
+    diagram).  Lawson flips only make the triangulation *locally* regular; when the particles leave
+    large parts of the sphere to a few cells that can differ from the regular one.  A site j beats
+    the triangle's score s at y only if |y - x_j|^2 < 2 + psi_j - s <= 2 + max(psi) - s: those
+    candidates come from a k-d tree and are checked exactly."""
+    s = 2 * np.einsum("tk,tk->t", Y, X[tri[:, 0]]) + psi[tri[:, 0]]
+    r2 = np.maximum(2.0 + psi.max() - s, 0.0)
+    tree = cKDTree(X)
+    counts = tree.query_ball_point(Y, np.sqrt(r2) * (1 + 1e-9) + 1e-12, return_length=True)
+    cand = np.flatnonzero(counts > 3)
+    beaten = 0
+    for start in range(0, cand.size, 100_000):
+        c = cand[start:start + 100_000]
+        lists = tree.query_ball_point(Y[c], np.sqrt(r2[c]) * (1 + 1e-9) + 1e-12)
+        lens = np.fromiter((len(x) for x in lists), int, c.size)
+        js = np.fromiter((j for x in lists for j in x), int, lens.sum())
+        ts = np.repeat(c, lens)
+        score = 2 * np.einsum("tk,tk->t", Y[ts], X[js]) + psi[js]
+        hit = (score > s[ts] + 1e-11) & (js != tri[ts, 0]) & (js != tri[ts, 1]) & (js != tri[ts, 2])
+        beaten += np.unique(ts[hit]).size
+    return beaten
 
 
 # ---------------------------------------------------------------------- geometry of a diagram
@@ -350,12 +384,20 @@ def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, 
                     break
             tau *= 0.5
         else:
-            raise RuntimeError("semi-discrete Newton: no acceptable step after 40 halvings")
+            raise RuntimeError("semi-discrete Newton: no acceptable step after 40 halvings (a diagram that flips "
+                               "cannot repair; seen when the particles are far more concentrated than the "
+                               "density): use a node-based method (method='exact') here")
         psi, (tri, E, Y) = trial, reg[:3]
         flips += reg[3]
         D, G, H = D_t, G_t, H_t
         taus.append(tau)
         it += 1
+    beaten = _beaten_vertices(X, psi, tri, Y)
+    if beaten:
+        raise RuntimeError(f"semi-discrete transport: the flipped triangulation is locally but not globally "
+                           f"regular ({beaten} diagram vertices are beaten by another particle); this happens "
+                           f"when the particles leave large parts of the density to a few cells. Use a "
+                           f"node-based method (method='exact') for such configurations")
     rho, gu, gm = F.arc_values(D.points, moments=True)
     q = D.q
     mom = np.empty((n, 3))
