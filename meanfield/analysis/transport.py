@@ -382,7 +382,7 @@ ho(y)\, dy,
 
     (Jensen's inequality; the chordal-optimal plan, :math:`	heta_i` the largest angle from
     :math:`x_i` within its cell), and the midpoint is returned with the bracket in
-    ``info["geodesic_bracket"]`` (relative width ~ ``max theta_i^2 / 12``: 1e-3 at n = 1000).
+    ``info["geodesic_bracket"]`` (relative width measured 1.6e-3 at n = 1000, 3e-4 at n = 10^4).
 
     Parameters
     ----------
