@@ -55,7 +55,7 @@ from scipy.spatial import ConvexHull, QhullError, cKDTree
 
 from ..core.sphere import SphereGrid
 
-__all__ = ["LaguerreSolution", "solve_semidiscrete"]
+__all__ = ["LaguerreSolution", "solve_semidiscrete", "grid_of_nodes", "check_field", "geodesic_bracket"]
 
 _POWER_TOL = 1e-13   # ties of power scores (~2 in size) below this are not flips (co-circular nodes)
 _CHUNK = 2_000_000   # arc quadrature points per ducc0 call (memory: ~100 bytes per point)
@@ -410,3 +410,46 @@ def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, 
             "quad_change": quad_change, "flips": int(flips), "damping": taus, "tol": tol,
             "n_edges": int(D.E["i"].size)}
     return LaguerreSolution(float(cell_costs.sum()), psi, G, D.area, cell_costs, D.max_angle, info)
+
+
+def grid_of_nodes(nodes):
+    """The :class:`SphereGrid` whose flattened ``nodes`` (``grid.nodes.reshape(-1, 3)``) these are, or None.
+
+    The rings are counted by distinct ``z``; ``lmax = min(nlat - 1, (nlon - 1) // 2)`` (the largest
+    degree such a grid holds) and the nodes must match to ``1e-12``.
+    """
+    nodes = np.asarray(nodes, dtype=float)
+    if nodes.ndim != 2 or nodes.shape[1] != 3 or nodes.shape[0] < 18:
+        return None
+    nlat = np.unique(np.round(nodes[:, 2], 12)).size
+    nlon = nodes.shape[0] // nlat
+    lmax = min(nlat - 1, (nlon - 1) // 2)
+    if nlat * nlon != nodes.shape[0] or lmax < 2:
+        return None
+    grid = SphereGrid(lmax, nlat=nlat, nlon=nlon)
+    if np.max(np.abs(grid.nodes.reshape(-1, 3) - nodes)) > 1e-12:
+        return None
+    return grid
+
+
+def check_field(grid, rho_lm):
+    """``rho_lm`` checked: shape (grid.nalm,), finite, mass 1 within ``1e-8``; complex128."""
+    if not isinstance(grid, SphereGrid):
+        raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
+    rho_lm = np.asarray(rho_lm)
+    if rho_lm.shape != (grid.nalm,) or not np.all(np.isfinite(rho_lm)):
+        raise ValueError(f"rho_lm must be finite with shape (nalm,) = ({grid.nalm},) for lmax = {grid.lmax}; "
+                         f"received shape {rho_lm.shape}")
+    mass = float(rho_lm[0].real) * np.sqrt(4 * np.pi)
+    if abs(mass - 1.0) > 1e-8:
+        raise ValueError(f"rho_lm must have mass 1 (tolerance {1e-8:g}); received mass {mass:.17g}")
+    return rho_lm.astype(np.complex128)
+
+
+def geodesic_bracket(sol):
+    """Bounds on the squared geodesic W2 from the chordal solution (see :func:`w2_particles_field`)."""
+    wc2 = max(sol.cost, 0.0)
+    lower = (2.0 * np.arcsin(min(np.sqrt(wc2) / 2.0, 1.0))) ** 2
+    th = sol.max_angle
+    factor = np.where(th > 1e-4, th**2 / np.maximum(2.0 - 2.0 * np.cos(th), 1e-300), 1.0 + th**2 / 12.0)
+    return lower, float(np.sum(np.maximum(sol.cell_costs, 0.0) * factor))

@@ -37,7 +37,9 @@ from scipy.special import logsumexp
 
 from ..core.sphere import SphereGrid
 from .mmd import MMD_KERNELS, mmd_iid_expectation, mmd_particles_field, mmd_weights
-from .semidiscrete import solve_semidiscrete
+from .semidiscrete import check_field as _check_field
+from .semidiscrete import geodesic_bracket as _geodesic_bracket
+from .semidiscrete import grid_of_nodes, solve_semidiscrete
 
 METRICS = ("geodesic", "chordal")
 METHODS = ("auto", "exact", "sinkhorn", "sliced", "semidiscrete")
@@ -319,48 +321,6 @@ def w2_distance(X, Y, a=None, b=None, *, metric="geodesic", method="auto", reg=N
     if cost < 0:
         info["cost_clipped_at_zero"] = cost
     return TransportResult(float(np.sqrt(max(cost, 0.0))), float(cost), method, metric, 0.0, info)
-
-
-def grid_of_nodes(nodes):
-    """The :class:`SphereGrid` whose flattened ``nodes`` (``grid.nodes.reshape(-1, 3)``) these are, or None.
-
-    The rings are counted by distinct ``z``; ``lmax = min(nlat - 1, (nlon - 1) // 2)`` (the largest
-    degree such a grid holds) and the nodes must match to ``1e-12``.
-    """
-    nodes = np.asarray(nodes, dtype=float)
-    if nodes.ndim != 2 or nodes.shape[1] != 3 or nodes.shape[0] < 18:
-        return None
-    nlat = np.unique(np.round(nodes[:, 2], 12)).size
-    nlon = nodes.shape[0] // nlat
-    lmax = min(nlat - 1, (nlon - 1) // 2)
-    if nlat * nlon != nodes.shape[0] or lmax < 2:
-        return None
-    grid = SphereGrid(lmax, nlat=nlat, nlon=nlon)
-    if np.max(np.abs(grid.nodes.reshape(-1, 3) - nodes)) > 1e-12:
-        return None
-    return grid
-
-
-def _check_field(grid, rho_lm):
-    if not isinstance(grid, SphereGrid):
-        raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
-    rho_lm = np.asarray(rho_lm)
-    if rho_lm.shape != (grid.nalm,) or not np.all(np.isfinite(rho_lm)):
-        raise ValueError(f"rho_lm must be finite with shape (nalm,) = ({grid.nalm},) for lmax = {grid.lmax}; "
-                         f"received shape {rho_lm.shape}")
-    mass = float(rho_lm[0].real) * np.sqrt(4 * np.pi)
-    if abs(mass - 1.0) > MASS_TOL:
-        raise ValueError(f"rho_lm must have mass 1 (tolerance {MASS_TOL:g}); received mass {mass:.17g}")
-    return rho_lm.astype(np.complex128)
-
-
-def _geodesic_bracket(sol):
-    """Bounds on the squared geodesic W2 from the chordal solution (see :func:`w2_particles_field`)."""
-    wc2 = max(sol.cost, 0.0)
-    lower = (2.0 * np.arcsin(min(np.sqrt(wc2) / 2.0, 1.0))) ** 2
-    th = sol.max_angle
-    factor = np.where(th > 1e-4, th**2 / np.maximum(2.0 - 2.0 * np.cos(th), 1e-300), 1.0 + th**2 / 12.0)
-    return lower, float(np.sum(np.maximum(sol.cell_costs, 0.0) * factor))
 
 
 def w2_particles_field(X, rho_lm, grid, a=None, *, metric="geodesic", tol=1e-8, n_quad=4, max_iter=100,
