@@ -190,25 +190,14 @@ def _regular(X, psi, tri, max_rounds=500):
 def _beaten_vertices(X, psi, tri, Y):
     """Number of diagram vertices where a site outside the triangle scores higher (0 for the true
     diagram).  Lawson flips only make the triangulation *locally* regular; when the particles leave
-    large parts of the sphere to a few cells that can differ from the regular one.  A site j beats
-    the triangle's score s at y only if |y - x_j|^2 < 2 + psi_j - s <= 2 + max(psi) - s: those
-    candidates come from a k-d tree and are checked exactly."""
-    s = 2 * np.einsum("tk,tk->t", Y, X[tri[:, 0]]) + psi[tri[:, 0]]
-    r2 = np.maximum(2.0 + psi.max() - s, 0.0)
-    tree = cKDTree(X)
-    counts = tree.query_ball_point(Y, np.sqrt(r2) * (1 + 1e-9) + 1e-12, return_length=True)
-    cand = np.flatnonzero(counts > 3)
-    beaten = 0
-    for start in range(0, cand.size, 100_000):
-        c = cand[start:start + 100_000]
-        lists = tree.query_ball_point(Y[c], np.sqrt(r2[c]) * (1 + 1e-9) + 1e-12)
-        lens = np.fromiter((len(x) for x in lists), int, c.size)
-        js = np.fromiter((j for x in lists for j in x), int, lens.sum())
-        ts = np.repeat(c, lens)
-        score = 2 * np.einsum("tk,tk->t", Y[ts], X[js]) + psi[js]
-        hit = (score > s[ts] + 1e-11) & (js != tri[ts, 0]) & (js != tri[ts, 1]) & (js != tri[ts, 2])
-        beaten += np.unique(ts[hit]).size
-    return beaten
+    large parts of the sphere to a few cells that can differ from the regular one.  The best site at
+    ``y`` minimizes ``|y - x_j|^2 - psi_j``, i.e. it is the nearest neighbour of ``(y, 0)`` among the
+    lifted points ``(x_j, sqrt(max(psi) - psi_j))`` of R^4: one k-d tree query per vertex."""
+    top = psi.max()
+    tree = cKDTree(np.column_stack([X, np.sqrt(top - psi)]))
+    dist, _ = tree.query(np.column_stack([Y, np.zeros(Y.shape[0])]))
+    own = ((Y - X[tri[:, 0]]) ** 2).sum(1) + top - psi[tri[:, 0]]
+    return int(np.sum(dist**2 < own - 1e-11))
 
 
 # ---------------------------------------------------------------------- geometry of a diagram
