@@ -329,8 +329,9 @@ def w2_particles_field(X, rho_lm, grid, a=None, *, metric="geodesic", tol=1e-8, 
 
     No grid is involved on the density side: the Laguerre cells of the particles are integrated
     against the density itself (:mod:`meanfield.analysis.semidiscrete`), so the result has no grid
-    floor.  Cost ``O(n log n)`` per Newton iteration (measured: ``n = 10^4`` in about 1 s,
-    ``10^5`` in about a minute on 2 shared cores; ``benchmarks/transport.py``).
+    floor.  Cost ``O(n log n)`` per Newton iteration, about 6 iterations (measured on 2 shared, busy
+    cores: ``n = 10^4`` in 0.8-2.6 s, ``10^5`` in 39-136 s; ``10^6`` needs ~3 GB and ~160 s CPU per
+    iteration; ``benchmarks/TRANSPORT.md``).
 
     The solver is exact for the *chordal* cost :math:`|x - y|^2`.  For ``metric="geodesic"`` the
     squared distance is bracketed, with :math:`g(s) = (2 rcsin(\sqrt{s}/2))^2` (the squared
