@@ -364,6 +364,7 @@ def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, 
         delta = _newton_step(D, H, G, b * G.sum())
         norm0, tau = np.linalg.norm(resid(G)), 1.0
         for _ in range(40):
+            D_t = G_t = H_t = None        # free a rejected trial before building the next (memory at 1e6)
             trial = psi + tau * delta
             reg = _regular(X, trial, tri)
             if reg is not None:
