@@ -268,7 +268,7 @@ def test_integer_array():
 def test_choices_defined_once_and_imported():
     from meanfield.workflow import config, sweep
 
-    assert config.W2_METHODS is choices.W2_SOLVERS and config.SAMPLING is choices.SAMPLINGS
+    assert config.W2_METHODS is choices.W2_METHODS and config.SAMPLING is choices.SAMPLINGS
     assert sweep.MODES is choices.SWEEP_MODES
     assert choices.W2_METHODS == ("auto",) + choices.W2_SOLVERS
     assert choices.SUMMATIONS == ("auto",) + choices.SUMMATION_PATHS

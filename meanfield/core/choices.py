@@ -20,11 +20,11 @@ SAMPLINGS = ("iid", "stratified")
 SAMPLING_NEGATIVE_POLICIES = ("raise", "clip")
 """What sampling does with a density of negative mass (``sample_particles(negative=...)``)."""
 
-W2_SOLVERS = ("exact", "sinkhorn", "sliced")
-"""The W2 solvers themselves (the run config's ``outputs.w2_method``)."""
+W2_SOLVERS = ("exact", "sinkhorn", "sliced", "semidiscrete")
+"""The W2 solvers themselves ("semidiscrete": particles against the continuous density only)."""
 
 W2_METHODS = ("auto",) + W2_SOLVERS
-"""W2 ``method`` of :mod:`meanfield.transport`: a solver, or ``"auto"`` (chosen by size)."""
+"""W2 ``method`` of :mod:`meanfield.transport` and the run config's ``outputs.w2_method``: a solver, or ``"auto"``."""
 
 W2_METRICS = ("geodesic", "chordal")
 """Ground cost of the W2 distances on the sphere (``metric``)."""

@@ -19,14 +19,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..core import validate
-from ..core.choices import SAMPLINGS, W2_SOLVERS
+from ..core.choices import SAMPLINGS, W2_METHODS
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.integrate import SCHEMES
 
 __all__ = ["ConfigError", "HeadConfig", "InitialConfig", "PDEConfig", "ParticleConfig", "IntegratorConfig",
            "OutputConfig", "RunConfig", "load_config", "to_toml"]
 
-W2_METHODS = W2_SOLVERS      # outputs.w2_method (core.choices; "auto" is not offered: a run names its solver)
 SAMPLING = SAMPLINGS         # particles.sampling
 
 
@@ -333,7 +332,9 @@ class OutputConfig(_Section):
     figures: bool = _opt(_bool, True, "write the PNG figures")
     animation: bool = _opt(_bool, True, "write the GIF animation")
     dpi: int = _opt(_int(30, 600), 110, "figure resolution")
-    w2_method: str = _opt(_choice(W2_METHODS), "exact", f"W2 solver, one of {list(W2_METHODS)}")
+    w2_method: str = _opt(_choice(W2_METHODS), "auto",
+                          f"W2 method, one of {list(W2_METHODS)} (auto: exact while n * nodes <= 8000^2, "
+                          f"else semidiscrete, against the continuous density)")
     checkpoint_every: float | None = _opt(_optional(_real(0, lo_open=True)), None,
                                           "save integrator states every this much simulated time "
                                           "(always on Ctrl-C)")

@@ -116,6 +116,8 @@ _DESCRIPTIONS = {                                   # name: (long_name, units); 
     "rho_lm_imag": ("imaginary part of the density's spherical-harmonic coefficients (NaN for m > l)", "1"),
     "w2": ("2-Wasserstein distance between particles and PDE density, geodesic cost", "rad"),
     "w2_negative_mass": ("negative mass of the PDE density dropped before W2", "1"),
+    "w2_grid_floor": ("W2 between the density's node measure and the density itself (the node-based W2's floor)",
+                      "rad"),
 }
 _OBSERVABLES = {
     "mass": ("total mass", "1"), "energy": ("interaction energy", "1"),

@@ -157,7 +157,9 @@ def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) 
     re, im = to_lm_table(rho_lm, lmax)
     data = {"X": (("time", "particle", "dim"), X), "rho": (("time", "lat", "lon"), rho),
             "rho_lm_real": (("time", "l", "m"), re), "rho_lm_imag": (("time", "l", "m"), im),
-            "w2": (("time",), result.w2), "w2_negative_mass": (("time",), result.w2_negative_mass)}
+            "w2": (("time",), result.w2), "w2_negative_mass": (("time",), result.w2_negative_mass),
+            "w2_grid_floor": (("time",), np.array([np.nan if info.get("grid_floor") is None else info["grid_floor"]
+                                                   for info in result.w2_info]))}
     data.update(observables_to_variables(result.pde, "pde_", rows, cols, T, H))
     data.update(observables_to_variables(result.particles, "particle_", prow, pcol, T, H))
     coords = {"time": times, "particle": np.arange(n), "dim": ["x", "y", "z"], "head": np.arange(H),
@@ -213,6 +215,11 @@ def summary(ds: xr.Dataset) -> str:
              f"  max density         {_span(ds, 'pde_max_density', k)} (uniform: {1 / (4 * np.pi):.4g})",
              f"  W2(particles, PDE)  {w2[0]:.4f} -> {w2[k]:.4f} radians (t = 0: sampling error of "
              f"{ds.sizes['particle']} points)"]
+    if "w2_grid_floor" in ds and np.isfinite(ds["w2_grid_floor"].values[[0, k]]).all():
+        floor = ds["w2_grid_floor"].values
+        lines.append(f"  W2 grid floor       {floor[0]:.4f} -> {floor[k]:.4f} radians (the density carried by "
+                     f"{ds.attrs.get('w2_grid_nlat', '?')} x {ds.attrs.get('w2_grid_nlon', '?')} nodes; a node-based "
+                     f"W2 cannot resolve less)")
     return "\n".join(lines)
 
 
@@ -247,16 +254,18 @@ def estimate_cost(config: RunConfig) -> dict:
     nodes = (L + 1) * 2 * (L + 1)                          # transport_grid(lmax + 1): nlat x 2 nlat
     dataset = T * (L * L * 16 + 8 * L * L * 8 + n * 3 * 8)  # coefficients, display map (2L x 4L), particles
     working = 40 * (2 * L) * (4 * L) * 8                   # stages and grids of the PDE integrator
-    w2 = 3 * n * nodes * 8 if config.outputs.w2_method in ("exact", "sinkhorn") else 4 * (n + nodes) * 8
+    method = config.outputs.w2_method
+    if method == "auto":                                   # transport's rule for the density side
+        method = "exact" if n * nodes <= 8000 ** 2 else "semidiscrete"
+    w2 = 3 * n * nodes * 8 if method in ("exact", "sinkhorn") else 40 * (n + nodes) * 8
     memory = dataset + working + w2 + 200e6                # + the interpreter and its libraries
 
     def work(L, n, T, t, method):
         w2_work = n * (L + 1) * 2 * (L + 1) * (n if method == "exact" else 10)
         return t * (L ** 3 * 50 + n * L * L * 10) + T * w2_work / 1e3
     base = RunConfig()
-    ref = work(base.pde.lmax + 1, base.particles.n, base.integrator.n_frames, base.integrator.t_final,
-               base.outputs.w2_method)
-    seconds = 60.0 * work(L, n, T, t, config.outputs.w2_method) / ref
+    ref = work(base.pde.lmax + 1, base.particles.n, base.integrator.n_frames, base.integrator.t_final, "exact")
+    seconds = 60.0 * work(L, n, T, t, method) / ref
     return {"memory_bytes": float(memory), "seconds": float(seconds)}
 
 
