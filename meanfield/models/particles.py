@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .fastsum import SpectralSum, spectral_supported
+from ..core import validate
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import kernel
 from ..core.sums import aggregate, pair_sum, row_chunks
@@ -110,6 +111,12 @@ class ParticleSystem:
         :meth:`energy_gradients` and :meth:`energy_rates` are always direct.
     tolerance : float
         Accuracy of the spectral sums relative to the size of the aggregates, in ``[1e-14, 1)``.
+    nu : float
+        Token noise ``nu >= 0``: each token also follows Brownian motion of generator
+        ``nu Lap_S`` on ``S^{d-1}`` (plain Brownian motion ``sqrt(2 nu) W`` when flat), the
+        particle side of ``ContinuumPDE(nu=...)`` (MODEL.md section 3).  :meth:`rhs` stays the
+        noiseless drift; :func:`meanfield.solve_particles` integrates the SDE
+        (:mod:`meanfield.core.sde`) when ``nu > 0``.
     """
 
     heads: tuple
@@ -117,9 +124,11 @@ class ParticleSystem:
     chunk_bytes: int = 1 * 2**20
     summation: str = "auto"
     tolerance: float = 1e-10
+    nu: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "heads", check_heads(self.heads))
+        object.__setattr__(self, "nu", validate.real("nu", self.nu, 0.0))
         if self.geometry not in GEOMETRIES:
             raise ValueError(f"geometry must be one of {GEOMETRIES}; received {self.geometry!r}")
         if not (isinstance(self.chunk_bytes, (int, np.integer)) and self.chunk_bytes > 0):

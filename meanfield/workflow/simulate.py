@@ -14,6 +14,7 @@ from ..analysis import diagnostics, field_diagnostics
 from ..models.continuum import ContinuumPDE
 from ..core.densities import check_density, normalize as normalize_density
 from ..core.integrate import integrate
+from ..core.sde import SDE_SCHEMES, integrate_sde
 from ..core.steppers import as_stepper
 from ..models.particles import ParticleSystem
 
@@ -26,17 +27,33 @@ def _times(t_final, t_eval):
     return np.linspace(0.0, t_final, 11) if t_eval is None else np.asarray(t_eval, dtype=float)
 
 
-def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None, method="dopri5", dt=None,
-                    rtol=1e-8, atol=1e-10, observe=True, threshold=0.99, progress=None, **kw):
+def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None, method=None, dt=None,
+                    rtol=1e-8, atol=1e-10, observe=True, threshold=0.99, progress=None, seed=None, **kw):
     """Evolve tokens ``X0`` (n, d) from ``t = 0`` to ``t_final``.
 
     ``observe=True`` records :func:`meanfield.diagnostics.observer` (energy, per-head energies,
     dissipation, entropy, clustering); pass a callable for your own hook or False for none.
-    Other keywords go to :func:`meanfield.integrate.integrate`.
+
+    ``method`` None means ``"dopri5"`` without noise and ``"geodesic_strang"`` with it.  With
+    token noise (``system.nu > 0``), or a method of :data:`meanfield.core.sde.SDE_SCHEMES`, the
+    SDE is integrated by :func:`meanfield.core.sde.integrate_sde` with the fixed step ``dt``
+    (required) and the Brownian increments of ``seed`` (an integer: reproducible bit for bit;
+    ``rtol``, ``atol`` and ``progress`` are not used).  Other keywords go to the integrator
+    (:func:`meanfield.integrate.integrate` or :func:`~meanfield.core.sde.integrate_sde`).
     """
     X0, w = system.check(X0, w)
     rhs = system.rhs if w is None or np.all(w == w[0]) else system.weighted_rhs(w)
     hook = diagnostics.observer(system, w, threshold) if observe is True else (observe or None)
+    if system.nu > 0 or (isinstance(method, str) and method in SDE_SCHEMES):
+        method = "geodesic_strang" if method is None else method
+        if not (isinstance(method, str) and method in SDE_SCHEMES):
+            raise ValueError(f"method must be one of {sorted(SDE_SCHEMES)} (or None) for tokens with noise "
+                             f"(nu = {system.nu}); received {method!r}")
+        if dt is None:
+            raise ValueError(f"dt must be a positive number for the stochastic scheme {method!r}; received None")
+        return integrate_sde(rhs, X0, (0.0, float(t_final)), nu=system.nu, dt=dt, method=method,
+                             geometry=system.geometry, seed=seed, t_eval=_times(t_final, t_eval), observe=hook, **kw)
+    method = "dopri5" if method is None else method
     return integrate(rhs, X0, (0.0, float(t_final)), t_eval=_times(t_final, t_eval), method=method, dt=dt,
                      rtol=rtol, atol=atol, retraction=system.retraction, observe=hook, progress=progress, **kw)
 
