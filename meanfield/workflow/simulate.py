@@ -71,6 +71,9 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method=
         Integrator settings.  A fixed-step method without ``dt`` takes the CFL step
         ``pde.cfl_dt(rho_lm0, cfl, method)`` (``cfl`` default 0.5) at the initial state: the
         scheme's own stability reach, see :meth:`ContinuumPDE.cfl_dt`.
+        Split schemes (``"etdrk4"``, ``"lawson_dopri5"`` with error control, ...) take the
+        diffusion ``nu Lap`` as their linear part (:meth:`ContinuumPDE.split`): its stable step
+        does not depend on ``nu lmax^2``.
     monitor : bool
         Stop (status 1, with the time and the reason) once the density is no longer resolved:
         :func:`meanfield.field_diagnostics.resolution_monitor` with ``tail_tol``, ``negative_tol``.
@@ -82,6 +85,9 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method=
         dt = pde.cfl_dt(rho_lm0, 0.5 if cfl is None else cfl, stepper)
     hook = field_diagnostics.observer(pde) if observe is True else (observe or None)
     event = field_diagnostics.resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
-    return integrate(pde.rhs, pde.state(rho_lm0), (0.0, float(t_final)), t_eval=_times(t_final, t_eval),
+    rhs = pde.rhs
+    if stepper.split:                      # diffusion as the split scheme's linear part (implicit / exact)
+        kw["linear"], rhs = pde.split()
+    return integrate(rhs, pde.state(rho_lm0), (0.0, float(t_final)), t_eval=_times(t_final, t_eval),
                      method=method, dt=dt, rtol=rtol, atol=atol, observe=hook, event=event,
                      progress=progress, **kw)
