@@ -17,6 +17,7 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       steppers          Stepper interface: explicit RK, and split (IMEX/exponential) steppers y' = L y + N
       controllers       step-size control: fixed grid, embedded error control
       integrate         the one driver: integrate(rhs, y0, ...) -> Trajectory (t_eval, hooks, checkpoints)
+      sde               token noise: stochastic schemes on S^{d-1} and their driver integrate_sde
       initial           seeded token configurations (uniform, vMF, equiangular, orthonormal)
       densities         initial densities on S^2 and sampling particles from them
       axisymmetric      axisymmetric densities on S^{d-1}: the law of <x, e>, sampling particles from it

@@ -306,5 +306,100 @@ def as_stepper(method) -> Stepper:
         return ExplicitRK(SCHEMES[method])
     if isinstance(method, str) and method in SPLIT_SCHEMES:
         return SPLIT_SCHEMES[method]
-    raise ValueError(f"method must be one of {sorted(SCHEMES) + sorted(SPLIT_SCHEMES)}, a Tableau or a Stepper; "
+    if isinstance(method, str) and method in LAWSON_SCHEMES:
+        return LAWSON_SCHEMES[method]
+    raise ValueError(f"method must be one of {sorted(SCHEMES) + sorted(LAWSON_SCHEMES) + sorted(SPLIT_SCHEMES)}, "
+                     f"a Tableau or a Stepper; "
                      f"received {method!r}")
+
+
+# ----------------------------------------------------------------------------- Lawson (integrating factor) schemes
+@dataclass(frozen=True, eq=False)
+class LawsonRK(Stepper):
+    r"""Lawson's integrating-factor form of an explicit Runge-Kutta tableau, for ``y' = L y + N(t, y)``.
+
+    The tableau is applied to ``v = e^{-(t - t_n) L} y``, so the diagonal ``L`` is integrated exactly:
+    with :math:`E(\tau) = e^{\tau \Delta t L}`,
+
+    .. math:: Y_i = E(c_i)\, y_n + \Delta t \sum_{j<i} a_{ij} E(c_i - c_j)\, N_j,\qquad
+              y_{n+1} = E(1)\, y_n + \Delta t \sum_j b_j E(1 - c_j)\, N_j,
+
+    ``N_j = N(t_n + c_j dt, Y_j)``; the embedded weights give the error estimate
+    :math:`\Delta t \sum_j (b_j - \hat b_j) E(1 - c_j) N_j`, so an embedded pair (``dopri5``) gets
+    adaptive error control, FSAL included.  The tableau's order holds when ``L`` is not stiff; for
+    diffusion ``L = -nu l (l + 1)`` every factor is at most 1, so the stable step is the tableau's
+    transport bound, independent of ``nu lmax^2``.  The tableau itself when ``L = 0``.
+    """
+
+    tableau: Tableau
+    split: bool = True
+
+    @property
+    def name(self) -> str:
+        return "lawson_" + self.tableau.name
+
+    @property
+    def order(self) -> int:
+        return self.tableau.order
+
+    @property
+    def adaptive(self) -> bool:
+        return self.tableau.adaptive
+
+    @property
+    def err_order(self) -> int | None:
+        return self.tableau.err_order
+
+    @property
+    def fsal(self) -> bool:
+        return self.tableau.fsal
+
+    @property
+    def explicit_tableau(self) -> Tableau:
+        return self.tableau
+
+    def _factors(self, dt, L):
+        """``{tau: exp(tau dt L)}`` for every difference ``c_i - c_j`` the step uses (cached for one ``dt``)."""
+        cache = self.__dict__.setdefault("_cache", [None])
+        hit = cache[0]
+        if hit is not None and hit[0] == dt and hit[1].shape == L.shape and np.array_equal(hit[1], L):
+            return hit[2]
+        c = [float(x) for x in self.tableau.c]
+        taus = {ci - cj for i, ci in enumerate(c) for cj in c[:i]} | set(c) | {1.0 - cj for cj in c}
+        E = {tau: np.exp(tau * dt * L) for tau in taus}
+        cache[0] = (dt, np.array(L, copy=True), E)
+        return E
+
+    def step(self, rhs, t, y, dt, k0=None, linear=None):
+        tab = self.tableau
+        if linear is None:
+            return rk_step(rhs, t, y, dt, tab, k0)
+        A, b, c, s = tab.A, tab.b, [float(x) for x in tab.c], len(tab.b)
+        E = self._factors(dt, np.asarray(linear))
+        K = [rhs(t, y) if k0 is None else k0]
+        for i in range(1, s):
+            yi = E[c[i]] * y
+            for j in range(i):
+                if A[i, j] != 0:
+                    yi = yi + (dt * A[i, j]) * (E[c[i] - c[j]] * K[j])
+            K.append(rhs(t + c[i] * dt, yi))
+        if tab.fsal:
+            y_new = yi
+        else:
+            y_new = E[1.0] * y
+            for j in range(s):
+                if b[j] != 0:
+                    y_new = y_new + (dt * b[j]) * (E[1.0 - c[j]] * K[j])
+        y_err = None
+        if tab.b_err is not None:
+            y_err = np.zeros_like(y_new)
+            for j, wj in enumerate(b - tab.b_err):
+                if wj != 0:
+                    y_err = y_err + (dt * wj) * (E[1.0 - c[j]] * K[j])
+        return y_new, y_err, (K[-1] if tab.fsal else None)
+
+
+LAWSON_SCHEMES: dict[str, Stepper] = {"lawson_dopri5": LawsonRK(SCHEMES["dopri5"]), "lawson_rk4": LawsonRK(SCHEMES["rk4"])}
+"""Lawson (integrating-factor) forms of explicit tableaux: split steppers for ``y' = L y + N`` (``split``
+is True), adaptive when the tableau has an embedded pair; :func:`as_stepper` knows their names."""
+__all__ += ["LawsonRK", "LAWSON_SCHEMES"]

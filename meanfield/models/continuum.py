@@ -196,6 +196,33 @@ class ContinuumPDE:
         """Right-hand side ``rhs(t, y)`` on the real state vector."""
         return to_real(self.tendency(from_real(np.ascontiguousarray(y))))
 
+    def transport(self, rho_lm):
+        """``d rho_lm / dt`` without the diffusion: ``-div(rho X)`` as coefficients (nalm,)."""
+        if self.zonal:
+            out = self.grid.divergence(self._zonal_flux(rho_lm))
+        else:
+            f = self.fields(rho_lm)
+            out = self.grid.divergence(f["rho"] * f["X"])
+        np.negative(out, out=out)
+        return out
+
+    def split(self):
+        """``(linear, rhs_nonlinear)`` for split steppers: ``y' = linear * y + rhs_nonlinear(t, y)``.
+
+        Returns
+        -------
+        linear : ndarray, shape (n_state,)
+            The diffusion ``-nu l (l + 1)`` in the real state layout (each coefficient's re and im).
+        rhs_nonlinear : callable ``rhs(t, y)``
+            The transport ``-div(rho X)`` on the real state vector.
+        """
+        linear = np.repeat(self.nu * self._lap, 2)
+
+        def rhs_nonlinear(t, y):
+            return to_real(self.transport(from_real(np.ascontiguousarray(y))))
+
+        return linear, rhs_nonlinear
+
     def energies(self, rho_lm):
         """Per-head energies ``E_h = 1/2 int int K_h(<x, M_h y>) rho(x) rho(y)``, shape (H,)."""
         g = self.grid
@@ -219,8 +246,10 @@ class ContinuumPDE:
         axis (:attr:`meanfield.core.tableaux.Tableau.imag_reach`, ``real_reach``; RK4:
         ``2 sqrt 2`` and 2.785).  The regions of the registered schemes contain the triangle
         ``(0, i I, -R)``, so for ``cfl <= 1`` every ``dt (i a' - d')`` with ``a' <= a``, ``d' <= d``
-        lies inside.  A split scheme is held to its explicit part's region (diffusion counted as if
-        explicit: safe whether or not it is the scheme's linear part).
+        lies inside.  A split scheme is held to its explicit part's region for transport only: it
+        treats the diffusion implicitly or exactly (:func:`meanfield.solve_continuum` hands it
+        :meth:`split`'s linear part), so ``d`` is not counted and the step does not depend on
+        ``nu lmax^2``.
 
         Parameters
         ----------
@@ -235,7 +264,7 @@ class ContinuumPDE:
         stepper = as_stepper(scheme)
         validate.real("cfl", cfl, positive=True)
         a = self.lmax * self.max_speed(rho_lm)
-        d = self.nu * self.lmax * (self.lmax + 1)
+        d = 0.0 if stepper.split else self.nu * self.lmax * (self.lmax + 1)
         if a > 0 and stepper.imag_reach == 0:
             stable = sorted(k for k in (*SCHEMES, *SPLIT_SCHEMES) if as_stepper(k).imag_reach > 0)
             raise ValueError(f"scheme must be one whose stability region contains part of the imaginary axis for "

@@ -112,6 +112,12 @@ class ParticleSystem:
         Threads of the spherical-harmonic transforms of the spectral sums (ducc0; the numpy glue around
         them is single-threaded).  2 threads cut a velocity call at n = 10^6 by about a third on the
         2-core reference machine (benchmarks/RESULTS.md, "Scale").
+    nu : float
+        Token noise ``nu >= 0``: each token also follows Brownian motion of generator
+        ``nu Lap_S`` on ``S^{d-1}`` (plain Brownian motion ``sqrt(2 nu) W`` when flat), the
+        particle side of ``ContinuumPDE(nu=...)`` (MODEL.md section 3).  :meth:`rhs` stays the
+        noiseless drift; :func:`meanfield.solve_particles` integrates the SDE
+        (:mod:`meanfield.core.sde`) when ``nu > 0``.
     """
 
     heads: tuple
@@ -120,9 +126,11 @@ class ParticleSystem:
     summation: str = "auto"
     tolerance: float = 1e-10
     nthreads: int = 1
+    nu: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "heads", check_heads(self.heads))
+        object.__setattr__(self, "nu", validate.real("nu", self.nu, 0.0))
         validate.choice("geometry", self.geometry, GEOMETRIES)
         validate.integer("chunk_bytes", self.chunk_bytes, 1, what="a positive integer")
         if self.geometry == "sphere":

@@ -293,6 +293,8 @@ class PDEConfig(_Section):
     lmax: int = _opt(_int(2, 1023), 31, "spectral truncation degree")
     tail_tol: float = _opt(_real(0, lo_open=True), 1e-3, "stop when the spectral tail exceeds this")
     negative_tol: float = _opt(_real(0, lo_open=True), 1e-4, "stop when the negative mass exceeds this")
+    nu: float = _opt(_real(0), 0.0, "token noise nu >= 0 of both the PDE and the particles (nu > 0 needs "
+                     "integrator.dt, the particles' fixed step)")
 
 
 @dataclass(frozen=True)
@@ -302,6 +304,7 @@ class ParticleConfig(_Section):
     _path = "particles"
     n: int = _opt(_int(2, 10**6), 1000, "number of tokens")
     sampling: str = _opt(_choice(SAMPLING), "iid", f"sampling of the start, one of {list(SAMPLING)}")
+    nu: float | None = _opt(_optional(_real(0)), None, "token noise; must equal pde.nu when given (one noise)")
 
 
 @dataclass(frozen=True)
@@ -379,6 +382,14 @@ class RunConfig:
             if not isinstance(heads, list) or not heads:
                 raise ConfigError(f"heads must be a non-empty list of tables ([[heads]] in TOML); received {heads!r}")
             kw["heads"] = tuple(HeadConfig.from_dict(h, f"heads[{i}]") for i, h in enumerate(heads))
+        pde, particles = kw.get("pde", PDEConfig()), kw.get("particles", ParticleConfig())
+        if particles.nu is not None and particles.nu != pde.nu:
+            raise ConfigError(f"particles.nu must equal pde.nu = {pde.nu!r} (the particles' mean-field limit is "
+                              f"the PDE with the same noise); received {particles.nu!r}")
+        integ = kw.get("integrator", IntegratorConfig())
+        if pde.nu > 0 and integ.dt is None:
+            raise ConfigError(f"integrator.dt must be a number > 0 when pde.nu = {pde.nu!r} > 0 (the noisy "
+                              f"particles take fixed steps); received no value")
         return cls(**kw)
 
     @classmethod

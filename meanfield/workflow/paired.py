@@ -297,7 +297,10 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     seed : int, optional
         Seed of the sampling (and, by default, of sliced W2 projections).
     nu : float
-        Must be 0: the particle system is noiseless, so it is paired with the noiseless PDE.
+        Token noise ``nu >= 0`` of both sides: ``ContinuumPDE(nu=nu)`` and ``ParticleSystem(nu=nu)``.
+        With ``nu > 0`` the particles need a fixed ``particle_dt``; ``particle_method="dopri5"`` (the
+        default) then means the stochastic default ``"geodesic_strang"``, and the Brownian increments
+        come from the stream ``default_rng([seed, 1])`` (independent of the sampling's).
     particle_sums : {"auto", "direct", "spectral"}
         :class:`meanfield.ParticleSystem` ``summation``: ``"auto"`` is the system's own rule
         (spectral for zonal exp heads from ``SPECTRAL_MIN_N`` tokens on, else direct), so zonal
@@ -339,17 +342,17 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     validate.choice("w2_method", w2_method, W2_METHODS)
     if progress is not None:
         validate.boolean("progress", progress)
-    if nu != 0:
-        raise ValueError(f"nu must be 0: the particle system has no noise, so only the noiseless PDE is its "
-                         f"mean-field limit; received nu = {nu!r}")
+    nu = validate.real("nu", nu, 0.0)      # one noise for both sides: the particles' law is the noisy PDE's
+    if nu > 0 and particle_method == "dopri5":
+        particle_method = None             # the default: solve_particles' stochastic scheme (geodesic_strang)
     if checkpoints is not None and not isinstance(checkpoints, Checkpointer):
         raise ValueError(f"checkpoints must be a Checkpointer or None; received {type(checkpoints).__name__}")
     t = _times(t_final, t_eval)
     n = int(n_particles)
     w2_options = dict(w2_options or {})
     w2_options.setdefault("seed", seed)
-    pde = ContinuumPDE(heads, lmax)
-    system = ParticleSystem(pde.heads, summation=particle_sums, tolerance=spectral_tol)
+    pde = ContinuumPDE(heads, lmax, nu=nu)
+    system = ParticleSystem(pde.heads, summation=particle_sums, tolerance=spectral_tol, nu=nu)
     tg = resolve_transport_grid(pde, transport_grid)      # checked before the runs
     rho0 = rho_lm0(pde.grid) if callable(rho_lm0) else rho_lm0
     rho0 = check_density(pde.grid, rho0, "rho_lm0")
@@ -369,7 +372,8 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     tic = time.perf_counter()
     ptraj = _phase(checkpoints, "particles", checkpoint_every, solve_particles, system, X0, t_final, t_eval=t,
                    method=particle_method, dt=particle_dt, rtol=particle_rtol, atol=particle_atol,
-                   observe=diagnostics.particle_observer(system), progress=progress)
+                   observe=diagnostics.particle_observer(system), progress=progress,
+                   **({"seed": None if seed is None else np.random.default_rng([seed, 1])} if nu > 0 else {}))
     timings["particles"] = time.perf_counter() - tic
     spectral = system.uses_spectral(n)
 
@@ -379,7 +383,7 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     timings["w2"] = time.perf_counter() - tic
 
     config = {"heads": [h.to_dict() for h in pde.heads], "n_particles": n, "t_final": float(t_final),
-              "t_eval": t.tolist(), "lmax": int(lmax), "sampling": sampling, "seed": seed, "nu": 0.0,
+              "t_eval": t.tolist(), "lmax": int(lmax), "sampling": sampling, "seed": seed, "nu": nu,
               "particle_sums": "spectral" if spectral else "direct", "particle_sums_requested": particle_sums,
               "spectral_lmax": system.spectral.lmax if spectral else None, "spectral_tol": spectral_tol,
               "particle_method": ptraj.method, "particle_nfev": ptraj.nfev, "pde_method": qtraj.method,

@@ -120,7 +120,7 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
     times = np.linspace(0.0, ic.t_final, ic.n_frames)
     result = paired_run(                 # samples the particles from the density (as initial_state does)
         build_heads(config), lambda grid: initial_density(config, grid), config.particles.n, ic.t_final, times,
-        lmax, sampling=config.particles.sampling, seed=config.seed, particle_sums="auto",
+        lmax, sampling=config.particles.sampling, seed=config.seed, nu=config.pde.nu, particle_sums="auto",
         particle_method=ic.method, particle_dt=ic.dt, particle_rtol=ic.rtol, particle_atol=ic.atol,
         spectral_tol=SPECTRAL_TOL, pde_method=ic.method, pde_dt=ic.dt, pde_rtol=ic.rtol, pde_atol=ic.atol,
         monitor=True, tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol,

@@ -15,6 +15,7 @@ from ..core import validate
 from ..models.continuum import ContinuumPDE
 from ..core.densities import check_density, normalize as normalize_density
 from ..core.integrate import integrate
+from ..core.sde import SDE_SCHEMES, integrate_sde
 from ..core.steppers import as_stepper
 from ..models.particles import ParticleSystem
 
@@ -25,18 +26,34 @@ def _times(t_final, t_eval):
     return np.linspace(0.0, t_final, 11) if t_eval is None else np.asarray(t_eval, dtype=float)
 
 
-def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None, method="dopri5", dt=None,
-                    rtol=1e-8, atol=1e-10, observe=True, threshold=0.99, progress=None, **kw):
+def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None, method=None, dt=None,
+                    rtol=1e-8, atol=1e-10, observe=True, threshold=0.99, progress=None, seed=None, **kw):
     """Evolve tokens ``X0`` (n, d) from ``t = 0`` to ``t_final``.
 
     ``observe=True`` records :func:`meanfield.diagnostics.observer` (energy, per-head energies,
     dissipation, entropy, clustering); pass a callable for your own hook or False for none.
-    Other keywords go to :func:`meanfield.integrate.integrate`.
+
+    ``method`` None means ``"dopri5"`` without noise and ``"geodesic_strang"`` with it.  With
+    token noise (``system.nu > 0``), or a method of :data:`meanfield.core.sde.SDE_SCHEMES`, the
+    SDE is integrated by :func:`meanfield.core.sde.integrate_sde` with the fixed step ``dt``
+    (required) and the Brownian increments of ``seed`` (an integer: reproducible bit for bit;
+    ``rtol``, ``atol`` and ``progress`` are not used).  Other keywords go to the integrator
+    (:func:`meanfield.integrate.integrate` or :func:`~meanfield.core.sde.integrate_sde`).
     """
     t_final = validate.real("t_final", t_final, positive=True)
     X0, w = system.check(X0, w, name="X0")
     rhs = system.rhs if w is None or np.all(w == w[0]) else system.weighted_rhs(w)
     hook = diagnostics.observer(system, w, threshold) if observe is True else (observe or None)
+    if system.nu > 0 or (isinstance(method, str) and method in SDE_SCHEMES):
+        method = "geodesic_strang" if method is None else method
+        if not (isinstance(method, str) and method in SDE_SCHEMES):
+            raise ValueError(f"method must be one of {sorted(SDE_SCHEMES)} (or None) for tokens with noise "
+                             f"(nu = {system.nu}); received {method!r}")
+        if dt is None:
+            raise ValueError(f"dt must be a positive number for the stochastic scheme {method!r}; received None")
+        return integrate_sde(rhs, X0, (0.0, float(t_final)), nu=system.nu, dt=dt, method=method,
+                             geometry=system.geometry, seed=seed, t_eval=_times(t_final, t_eval), observe=hook, **kw)
+    method = "dopri5" if method is None else method
     return integrate(rhs, X0, (0.0, float(t_final)), t_eval=_times(t_final, t_eval), method=method, dt=dt,
                      rtol=rtol, atol=atol, retraction=system.retraction, observe=hook, progress=progress, **kw)
 
@@ -54,6 +71,9 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method=
         Integrator settings.  A fixed-step method without ``dt`` takes the CFL step
         ``pde.cfl_dt(rho_lm0, cfl, method)`` (``cfl`` default 0.5) at the initial state: the
         scheme's own stability reach, see :meth:`ContinuumPDE.cfl_dt`.
+        Split schemes (``"etdrk4"``, ``"lawson_dopri5"`` with error control, ...) take the
+        diffusion ``nu Lap`` as their linear part (:meth:`ContinuumPDE.split`): its stable step
+        does not depend on ``nu lmax^2``.
     monitor : bool
         Stop (status 1, with the time and the reason) once the density is no longer resolved:
         :func:`meanfield.field_diagnostics.resolution_monitor` with ``tail_tol``, ``negative_tol``.
@@ -66,6 +86,9 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method=
         dt = pde.cfl_dt(rho_lm0, 0.5 if cfl is None else cfl, stepper)
     hook = field_diagnostics.observer(pde) if observe is True else (observe or None)
     event = field_diagnostics.resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
-    return integrate(pde.rhs, pde.state(rho_lm0), (0.0, float(t_final)), t_eval=_times(t_final, t_eval),
+    rhs = pde.rhs
+    if stepper.split:                      # diffusion as the split scheme's linear part (implicit / exact)
+        kw["linear"], rhs = pde.split()
+    return integrate(rhs, pde.state(rho_lm0), (0.0, float(t_final)), t_eval=_times(t_final, t_eval),
                      method=method, dt=dt, rtol=rtol, atol=atol, observe=hook, event=event,
                      progress=progress, **kw)

@@ -1,0 +1,208 @@
+"""Token noise: stochastic particles on S^{d-1} (meanfield.core.sde, ParticleSystem(nu=...)).
+
+Closed forms (MODEL.md section 3): without interaction the law is the spherical heat kernel, so
+E <x(t), x(0)> = exp(-nu (d - 1) t) and the uniform measure is invariant; flat Brownian motion
+has E |x(t) - x(0)|^2 = 2 nu d t.  Orders are slopes of log error against log dt.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.core.sde import (SDE_SCHEMES, NoiseStepWarning, brownian_increments, geodesic_noise, integrate_sde,
+                                sde_step)
+
+
+def _tokens(rng, n, d):
+    X = rng.standard_normal((n, d))
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def _free(d, nu):
+    """Particles without interaction (lambda = 0: zero velocity), only the noise."""
+    return mf.ParticleSystem(mf.scalar_heads([0.0], d), nu=nu, summation="direct")
+
+
+def _zero(t, X):
+    return np.zeros_like(X)
+
+
+def _slope(dts, errs):
+    return np.polyfit(np.log(dts), np.log(errs), 1)[0]
+
+
+@pytest.mark.parametrize("d", [3, 8])
+@pytest.mark.parametrize("method", sorted(SDE_SCHEMES))
+def test_heat_kernel_mean(d, method):
+    """E <x(t), x(0)> = exp(-nu (d - 1) t), measured over n independent tokens with its standard error."""
+    nu, T, n = 0.1, 1.0, 20000
+    dt = 0.01 if method == "geodesic_strang" else 0.0025
+    X0 = _tokens(np.random.default_rng(1), n, d)
+    # without interaction the drift is 0: integrate the noise alone (pairwise sums of 20000 tokens would be idle work)
+    traj = integrate_sde(_zero, X0, (0.0, T), nu=nu, dt=dt, method=method, seed=7)
+    c = np.einsum("nd,nd->n", traj.y_final, X0)
+    mean, se = c.mean(), c.std(ddof=1) / np.sqrt(n)
+    exact = np.exp(-nu * (d - 1) * T)
+    # bias: weak order 2 (geodesic_strang, ~1e-6 here) or 1 (Euler-Maruyama, about nu^2 (d-1)^2 dt T / 2
+    # <= 6e-4 for d = 8); 4 standard errors make a false alarm a 6e-5 event
+    bias = 1e-5 if method == "geodesic_strang" else 0.5 * (nu * (d - 1)) ** 2 * dt * T
+    assert abs(mean - exact) < 4 * se + bias, (mean, exact, se)
+
+
+def test_uniform_measure_is_invariant():
+    """Uniform tokens stay uniform: E x = 0 and E x x^T = I / d at t = 1 (within 5 standard errors)."""
+    d, n = 3, 20000
+    X0 = _tokens(np.random.default_rng(2), n, d)
+    traj = integrate_sde(_zero, X0, (0.0, 1.0), nu=0.3, dt=0.05, seed=3)
+    X = traj.y_final
+    se = 1.0 / np.sqrt(d * n)               # sd of one coordinate of a uniform point is 1/sqrt(d)
+    assert np.abs(X.mean(axis=0)).max() < 5 * se
+    second = X.T @ X / n
+    # sd of x_i x_j (i != j) is 1/sqrt(d (d + 2)) < 1/sqrt(d), of x_i^2 less than 1/sqrt(d): 5 se bounds both
+    assert np.abs(second - np.eye(d) / d).max() < 5 * se
+
+
+def test_flat_geometry_is_brownian_motion():
+    """Flat tokens without drift: E |x(t) - x(0)|^2 = 2 nu d t (both schemes exact in law here)."""
+    d, n, nu, T = 4, 20000, 0.2, 1.0
+    X0 = np.random.default_rng(4).standard_normal((n, d))
+    for method in SDE_SCHEMES:
+        traj = integrate_sde(_zero, X0, (0.0, T), nu=nu, dt=0.1, method=method, geometry="flat", seed=5)
+        r2 = np.sum((traj.y_final - X0) ** 2, axis=1)
+        # r2 / (2 nu T) is chi^2_d: sd sqrt(2 d) (2 nu T); 4 standard errors
+        assert abs(r2.mean() - 2 * nu * d * T) < 4 * np.sqrt(2 * d) * 2 * nu * T / np.sqrt(n)
+
+
+def test_weak_order_euler_maruyama():
+    """Global weak error of E <x(T), x(0)> for projected Euler-Maruyama falls like dt (order 1)."""
+    d, nu, T, n = 3, 0.5, 1.0, 100000
+    X0 = _tokens(np.random.default_rng(5), n, d)
+    dts, errs = [1 / 8, 1 / 16, 1 / 32], []
+    for dt in dts:
+        traj = integrate_sde(lambda t, X: np.zeros_like(X), X0, (0.0, T), nu=nu, dt=dt, method="euler_maruyama",
+                             seed=11)
+        c = np.einsum("nd,nd->n", traj.y_final, X0)
+        errs.append(abs(c.mean() - np.exp(-nu * (d - 1) * T)))
+        # the bias (0.01-0.05 here) must dominate the standard error (~1.5e-3) for the slope to mean anything
+        assert errs[-1] > 5 * c.std() / np.sqrt(n)
+    # declared weak order 1; pre-asymptotic slopes measured 0.8-0.9 at these steps
+    assert abs(_slope(dts, errs) - SDE_SCHEMES["euler_maruyama"].weak_order) < 0.3, errs
+
+
+@pytest.mark.parametrize("d", [3, 8])
+def test_weak_order_geodesic_noise_step(d):
+    """Local weak error of the geodesic noise step, E cos(theta) - exp(-nu (d-1) h), is O(h^3) (weak order 2);
+    with c = 1 (the plain geodesic random walk) it is O(h^2) (weak order 1).
+
+    Measured with the control variate 1 - theta^2 / 2 + theta^4 / 24, whose mean is known exactly, so the
+    standard error is O(h^3 / sqrt(N)) with a small constant against an O(h^3) signal.
+    """
+    nu, N = 1.0, 400000
+    rng = np.random.default_rng(6)
+    X = _tokens(rng, N, d)
+    local = {}
+    for corrected in (True, False):
+        # steps where each error is resolved and asymptotic (the plain walk's h^3 term is large at h ~ 0.1)
+        hs = np.array([0.2, 0.1, 0.05]) if corrected else np.array([0.05, 0.025, 0.0125])
+        errs = []
+        for h in hs:
+            dW = np.sqrt(h) * rng.standard_normal((N, d))
+            Y = geodesic_noise(X, dW, nu, h) if corrected else None
+            P = dW - np.einsum("nd,nd->n", dW, X)[:, None] * X
+            c = 1 - nu * (d - 2) * h / 3 if corrected else 1.0
+            theta2 = 2 * nu * c * np.sum(P**2, axis=1)
+            cos = np.einsum("nd,nd->n", Y, X) if corrected else np.cos(np.sqrt(theta2))
+            if corrected:   # the scheme's own output is cos(theta) (to round-off)
+                assert np.abs(cos - np.cos(np.sqrt(theta2))).max() < 1e-12
+            z = cos - (1 - theta2 / 2 + theta2**2 / 24)
+            # exact means: E theta^2 = 2 nu c h (d - 1), E theta^4 = 4 nu^2 c^2 h^2 (d^2 - 1)
+            est = z.mean() + 1 - nu * c * h * (d - 1) + 4 * (nu * c * h) ** 2 * (d * d - 1) / 24
+            se = z.std() / np.sqrt(N)
+            err = est - np.exp(-nu * (d - 1) * h)
+            assert abs(err) > 3 * se      # resolved (3 standard errors): the slope measures the scheme, not sampling
+            errs.append(abs(err))
+        local[corrected] = _slope(hs, errs)
+    # local orders 3 and 2 (weak orders 2 and 1); measured 2.9-3.0 and 2.0 here
+    assert abs(local[True] - 3) < 0.35, local
+    assert abs(local[False] - 2) < 0.35, local
+
+
+@pytest.mark.parametrize("method", sorted(SDE_SCHEMES))
+def test_strong_order_with_interaction(method):
+    """Strong error against a fine solution driven by the same Brownian path falls like dt^(1/2)."""
+    d, n, nu, T, paths = 3, 12, 0.2, 0.5, 30
+    system = mf.ParticleSystem(mf.scalar_heads([1.0], d, beta=2.0), nu=nu, summation="direct")
+    X0 = _tokens(np.random.default_rng(8), n, d)
+    levels, fine = [2, 3, 4, 5], 8            # dt = T / 2^level, reference T / 2^8
+    sq = np.zeros(len(levels))
+    rng = np.random.default_rng(9)
+    for _ in range(paths):
+        dW = np.sqrt(T / 2 ** (fine + 1)) * rng.standard_normal((2 ** (fine + 1), n, d))   # half-step increments
+        ends = {}
+        for L in levels + [fine]:
+            X, m = X0.copy(), 2 ** (fine + 1 - L)
+            for k in range(2**L):
+                seg = dW[k * m:(k + 1) * m]
+                X = sde_step(method, system.rhs, k * T / 2**L, X, T / 2**L,
+                             np.stack([seg[:m // 2].sum(0), seg[m // 2:].sum(0)]), nu)
+            ends[L] = X
+        for i, L in enumerate(levels):
+            sq[i] += np.mean(np.sum((ends[L] - ends[fine]) ** 2, axis=1)) / paths
+    rms = np.sqrt(sq)
+    dts = T / 2.0 ** np.array(levels)
+    # declared strong order 1/2 (non-commuting noise fields P_x e_k: no Levy areas); measured 0.5-0.6,
+    # and a 30-path RMS has ~15% relative error per level
+    assert abs(_slope(dts, rms) - SDE_SCHEMES[method].strong_order) < 0.2, rms
+
+
+def test_seed_reproducible_and_resume_bit_for_bit():
+    """The same seed gives the same run bit for bit; a run resumed from a checkpoint equals an uninterrupted one."""
+    d = 3
+    system = mf.ParticleSystem(mf.scalar_heads([1.0], d, beta=2.0), nu=0.3, summation="direct")
+    X0 = _tokens(np.random.default_rng(10), 40, d)
+    t_eval = np.linspace(0, 1.0, 5)
+    states = []
+    a = mf.solve_particles(system, X0, 1.0, dt=0.05, seed=12, t_eval=t_eval, checkpoint=states.append,
+                           checkpoint_every=0.3)
+    b = mf.solve_particles(system, X0, 1.0, dt=0.05, seed=12, t_eval=t_eval)
+    c = mf.solve_particles(system, X0, 1.0, dt=0.05, seed=13, t_eval=t_eval)
+    assert np.array_equal(a.y, b.y) and np.array_equal(a.y_final, b.y_final)      # bit for bit
+    assert np.abs(a.y_final - c.y_final).max() > 1e-3                           # another seed, another path
+    assert len(states) >= 2
+    r = mf.solve_particles(system, X0, 1.0, dt=0.05, seed=999, t_eval=t_eval, resume=states[1])
+    assert np.array_equal(r.y, a.y) and np.array_equal(r.y_final, a.y_final)      # bit for bit
+    for key in a.observables:
+        assert np.array_equal(r.observables[key], a.observables[key])
+
+
+@pytest.mark.parametrize("bad", [-0.1, np.nan, np.inf, True, "0.1"])
+def test_bad_nu_is_named(bad):
+    with pytest.raises(ValueError, match="nu"):
+        mf.ParticleSystem(mf.scalar_heads([1.0], 3), nu=bad)
+
+
+def test_step_range_refused_or_warned():
+    X0 = _tokens(np.random.default_rng(11), 10, 8)     # ParticleSystem path: few tokens
+    system = _free(8, 1.0)
+    with pytest.raises(ValueError, match="dt must be < 6 / \\(nu \\(d - 2\\)\\) = 1"):
+        mf.solve_particles(system, X0, 2.0, dt=1.5, observe=False)
+    with pytest.warns(NoiseStepWarning, match="0.5 / \\(nu \\(d - 1\\)\\)"):
+        mf.solve_particles(system, X0, 1.0, dt=0.5, method="euler_maruyama", observe=False)
+    with pytest.raises(ValueError, match="dt must be a positive number"):
+        mf.solve_particles(system, X0, 1.0, observe=False)
+    with pytest.raises(ValueError, match="method must be one of"):
+        mf.solve_particles(system, X0, 1.0, dt=0.1, method="dopri5", observe=False)
+
+
+def test_noiseless_default_unchanged():
+    """nu = 0 keeps the deterministic dopri5 path (method None means dopri5)."""
+    system = mf.ParticleSystem(mf.scalar_heads([1.0], 3), summation="direct")
+    X0 = _tokens(np.random.default_rng(12), 20, 3)
+    a = mf.solve_particles(system, X0, 0.5, observe=False)
+    b = mf.solve_particles(system, X0, 0.5, method="dopri5", observe=False)
+    assert a.method == "dopri5" and np.array_equal(a.y_final, b.y_final)        # the same code path
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        brownian_increments(np.random.default_rng(0), (2, 3), 0.1)
