@@ -59,6 +59,7 @@ def directions(y, rule):
 
 def step(system, y, dt, rule="post_ln"):
     """One layer of ``rule`` with step ``dt`` from state ``y`` (B, n, d); returns the new state."""
+    validate.choice("rule", rule, STEP_RULES)
     if rule in RADIAL_RULES:
         x = retract_batched(y)
         u = system.field(x)
