@@ -92,7 +92,9 @@ def iterate(system, X0, dt, n_steps, rule="post_ln", *, observe=None, every=1, s
 
     Parameters
     ----------
-    system : BatchedSystem
+    system : BatchedSystem or ScheduledSystem
+        A :class:`~meanfield.core.schedules.ScheduledSystem` uses the heads in force at the start of each
+        layer, ``(k - 1) dt`` for layer ``k``.
     X0 : array_like, shape (B, n, d)
         Unit tokens (the radial rules start from radius 1).
     dt : float
@@ -129,7 +131,8 @@ def iterate(system, X0, dt, n_steps, rule="post_ln", *, observe=None, every=1, s
 
     record(0, y)
     for k in range(1, n_steps + 1):
-        y = step(system, y, dt, rule)
+        layer = system.at((k - 1) * dt) if hasattr(system, "at") else system     # ScheduledSystem: heads in force
+        y = step(layer, y, dt, rule)
         if k % every == 0 or k == n_steps:
             record(k, y)
     finite = bool(np.all(np.isfinite(y)))
