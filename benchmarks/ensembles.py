@@ -63,6 +63,22 @@ def peer_cell(X0, beta, eta=STEP, steps=STEPS):
     return M
 
 
+def lean_peer_cell(X0, beta, eta=STEP, steps=STEPS):
+    """The same step with numpy's cheapest softmax (no max shift: safe here, beta <= 9 on unit tokens).
+
+    numpy has no fused softmax: the max-shift pass of a faithful port costs as much as the rest of the
+    step, where torch's fused ``softmax`` does not; this leaner port bounds what a tuned peer could do."""
+    M = X0.copy()
+    for _ in range(steps):
+        SM = np.exp(beta * (M @ M.transpose(0, 2, 1)))
+        SM /= SM.sum(axis=2, keepdims=True)
+        M2 = SM @ M
+        M2 *= eta
+        M2 += M
+        M = M2 / np.linalg.norm(M2, axis=2, keepdims=True)
+    return M
+
+
 def meanfield_cell(X0, beta, eta=STEP, steps=STEPS):
     system = BatchedSystem(scalar_heads([1.0], D, beta=beta, normalization="softmax"))
     return iterate(system, X0, eta, steps, "post_ln", save_states=False).y_final
@@ -83,11 +99,14 @@ def bench_cell(betas, repeats, loop_systems):
     X0 = starts()
     rows, summary = [], {}
     for beta in betas:
-        tp, tm = [], []
+        tp, tm, tq = [], [], []
         for _ in range(repeats):
             t = time.perf_counter()
             Xp = peer_cell(X0, beta)
             tp.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            Xq = lean_peer_cell(X0, beta)
+            tq.append(time.perf_counter() - t)
             t = time.perf_counter()
             Xm = meanfield_cell(X0, beta)
             tm.append(time.perf_counter() - t)
@@ -98,11 +117,14 @@ def bench_cell(betas, repeats, loop_systems):
         fp, dp = measures(Xp)
         fm, dm = measures(Xm)
         fl, dl = measures(Xl)
-        rows.append([f"{beta:g}", f"{min(tp):.3f}", f"{min(tm):.3f}", f"{min(tm) / min(tp):.2f}",
+        lean_same = measures(Xq) == (fp, dp)
+        rows.append([f"{beta:g}", f"{min(tp):.3f}", f"{min(tq):.3f}", f"{min(tm):.3f}",
+                     f"{min(tm) / min(tp):.2f} / {min(tm) / min(tq):.2f}",
                      f"{t_loop:.2f}", f"{one_step:.1e}", f"{np.abs(Xm - Xp).max():.1e}", f"{fp:.3f} / {dp:.4f}",
                      f"{fm:.3f} / {dm:.4f}", f"{fl:.3f} / {dl:.4f} ({loop_systems})"])
-        summary[beta] = (min(tp), min(tm), t_loop, fp == fm and dp == dm)
-    header = ["beta", "peer port (s)", "meanfield batched (s)", "ratio", "loop of solve_particles (s, scaled)",
+        summary[beta] = (min(tp), min(tm), t_loop, fp == fm and dp == dm and lean_same, min(tq))
+    header = ["beta", "peer port (s)", "lean peer port (s)", "meanfield batched (s)", "ratio to port / lean",
+              "loop of solve_particles (s, scaled)",
               "max dx 1 step", "max dx 300 steps", "peer one-cluster / pair density",
               "meanfield one-cluster / pair density", "loop (systems)"]
     return table(header, rows), summary
@@ -143,13 +165,15 @@ def main(argv=None):
     print(txt_o, flush=True)
     load1, total = os.getloadavg()[0], time.perf_counter() - start
     worst = max(v[1] / v[0] for v in cell.values())
+    worst_lean = max(v[1] / v[4] for v in cell.values())
     summary = [
         f"- phase-diagram cell (B = {B}, n = {N}, d = {D}, {STEPS} post-LN steps of {STEP}): meanfield batched "
         f"{min(v[1] for v in cell.values()):.2f}-{max(v[1] for v in cell.values()):.2f} s, the peer's step ported "
         f"to numpy {min(v[0] for v in cell.values()):.2f}-{max(v[0] for v in cell.values()):.2f} s: worst ratio "
-        f"{worst:.2f} (target <= 2: **{'met' if worst <= 2 else 'missed'}**); a Python loop over solve_particles "
+        f"{worst:.2f} (target <= 2: **{'met' if worst <= 2 else 'missed'}**); against a leaner port without the "
+        f"softmax max-shift (what torch fuses) worst ratio {worst_lean:.2f}; a Python loop over solve_particles "
         f"{min(v[2] for v in cell.values()):.1f}-{max(v[2] for v in cell.values()):.1f} s",
-        f"- same fractions (one-cluster and pair density) as the peer port at every beta: "
+        f"- same fractions (one-cluster and pair density) as both peer ports at every beta: "
         f"**{'yes' if all(v[3] for v in cell.values()) else 'no'}**",
         "- convergence orders of the step rules: " + ", ".join(f"{r} {s:.2f}" for r, s in slopes.items()),
     ]
@@ -161,7 +185,8 @@ def main(argv=None):
         "## Summary", "\n".join(summary),
         "## Phase-diagram cell, side by side\n\nThe peer: borjanG/2023-transformers-rotf `phase-diagrams.py`, "
         "`simu_xform.step_1` with its defaults (`--use_softmax`, KQ = V = Id), ported line by line to numpy "
-        "(torch is not installed here; CPU either way). meanfield: one `iterate(BatchedSystem(scalar_heads([1], 2, "
+        "(torch is not installed here; CPU either way); the lean port drops the softmax max-shift (numpy has no fused "
+        "softmax, so the faithful port pays a separate pass that torch does not). meanfield: one `iterate(BatchedSystem(scalar_heads([1], 2, "
         "beta, normalization='softmax')), X0, 0.1, 300, 'post_ln')` call, input checks included. Loop: "
         "`solve_particles(..., method='euler')` (projected Euler, the ODE's own step) per system, timed on the "
         "systems listed and scaled to 256. Fractions: one-cluster = every pair has <x_i, x_j> > 0.999.", txt_c,
