@@ -186,8 +186,8 @@ def main(argv=None):
         "## Phase-diagram cell, side by side\n\nThe peer: borjanG/2023-transformers-rotf `phase-diagrams.py`, "
         "`simu_xform.step_1` with its defaults (`--use_softmax`, KQ = V = Id), ported line by line to numpy "
         "(torch is not installed here; CPU either way); the lean port drops the softmax max-shift (numpy has no fused "
-        "softmax, so the faithful port pays a separate pass that torch does not). meanfield: one `iterate(BatchedSystem(scalar_heads([1], 2, "
-        "beta, normalization='softmax')), X0, 0.1, 300, 'post_ln')` call, input checks included. Loop: "
+        "softmax, so the faithful port pays a separate pass that torch does not). meanfield: one "
+        "`iterate(BatchedSystem(scalar_heads([1], 2, beta, normalization='softmax')), X0, 0.1, 300, 'post_ln')` call, input checks included. Loop: "
         "`solve_particles(..., method='euler')` (projected Euler, the ODE's own step) per system, timed on the "
         "systems listed and scaled to 256. Fractions: one-cluster = every pair has <x_i, x_j> > 0.999.", txt_c,
         "## Convergence orders of the step rules\n\nTwo random symmetric softmax heads (beta 2), d = 3, 3 systems "

@@ -171,5 +171,6 @@ def integrate_schedule(schedule, make_system, y0, t_span, *, t_eval=None, **kw) 
         if tr.status != 0:
             status, message = tr.status, tr.message
             break
-    return Trajectory(t=np.array(ts), y=np.array(ys) if ys else None, observables={k: np.array(v) for k, v in obs.items()},
+    return Trajectory(t=np.array(ts), y=np.array(ys) if ys else None,
+                      observables={k: np.array(v) for k, v in obs.items()},
                       y_final=y, t_final=float(tr.t_final), status=status, message=message, method=method, **tot)

@@ -18,8 +18,8 @@ by its largest ``log k`` where the kernel could overflow, as in :mod:`meanfield.
 
 ``causal=True`` masks the sums: token ``i`` attends to ``j <= i`` only (the decoder's mask; the
 softmax normalizer sums over the same ``j`` and the mean divides by their number ``i + 1``, so token
-``i`` moves exactly as in the system of the prefix ``x_0..x_i``).  The spectral (Funk-Hecke) path of :mod:`meanfield.fastsum`
-serves shared zonal heads on S^2 (``summation="spectral"``, one spectral sum per system); it sums
+``i`` moves exactly as in the system of the prefix ``x_0..x_i``).  The spectral (Funk-Hecke) path of
+:mod:`meanfield.fastsum` serves shared zonal heads on S^2 (``summation="spectral"``, one spectral sum per system); it sums
 over all tokens and cannot apply a mask, so ``causal=True`` with it is refused by name.
 
 :meth:`BatchedSystem.rhs` and :attr:`BatchedSystem.retraction` plug into the one driver

@@ -138,5 +138,6 @@ def iterate(system, X0, dt, n_steps, rule="post_ln", *, observe=None, every=1, s
     finite = bool(np.all(np.isfinite(y)))
     return Trajectory(t=np.array(ts), y=np.array(ys) if save_states else None,
                       observables={k: np.array(v) for k, v in obs.items()}, y_final=y, t_final=n_steps * dt,
-                      status=0 if finite else -1, message=f"{n_steps} layers of {rule}" if finite else "non-finite state",
+                      status=0 if finite else -1,
+                      message=f"{n_steps} layers of {rule}" if finite else "non-finite state",
                       method=rule, nfev=n_steps, n_steps=n_steps, n_rejected=0, max_retraction=0.0)
