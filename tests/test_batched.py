@@ -113,3 +113,13 @@ def test_cluster_measures_on_known_configurations():
     np.testing.assert_array_equal(ensembles.gram_rank(one), [1, 2])
     obs = ensembles.ensemble_observer()(0.0, one)
     assert obs["one_cluster"] == 0.5 and obs["median_clusters"] == 1.5
+
+
+def test_flat_geometry_matches_particle_system(rng):
+    heads = random_symmetric_heads(3, 2, seed=8, beta=0.5, normalization="softmax")
+    X = 1.5 * rng.standard_normal((3, 7, 3))               # tokens off the sphere: flat dynamics, no projection
+    bs = BatchedSystem(heads, geometry="flat")
+    assert bs.retraction is None
+    ps = ParticleSystem(heads, geometry="flat", summation="direct")
+    for b in range(3):
+        np.testing.assert_allclose(bs.velocity(X)[b], ps.velocity(X[b]), rtol=0, atol=SAME_SUMS)
