@@ -17,6 +17,8 @@
 * ``meanfield study NAME [--quick] [--out DIR]`` -- run ``python -m studies.NAME.run`` from the
   repository (``meanfield study --list`` lists them).
 * ``meanfield theory {beta-star,lambda-max,growth-rates}`` -- closed forms of MODEL.md.
+* ``meanfield phase-diagram CONFIG.toml [--out DIR]`` -- beta x t phase diagram of batched systems
+  (:mod:`meanfield.workflow.phase_diagram`).
 
 Invalid arguments, configs and files exit with status 2 and a one-line message, never a traceback;
 ``-q`` silences the status lines on stderr, ``-v`` adds the checks' details; ``meanfield --version``.
@@ -374,7 +376,23 @@ def build_parser():
     t.add_argument("--d", type=_int_at_least(2), default=None,
                    help="dimension d of the sphere S^{d-1} (growth-rates; >= 2, default 3)")
     t.set_defaults(func=_theory)
+    ph = sub.add_parser("phase-diagram", help="beta x t phase diagram of batched token systems (NetCDF + figure)")
+    ph.add_argument("config", help="TOML file with a [phase_diagram] table (see meanfield.workflow.phase_diagram)")
+    ph.add_argument("--out", default="phase-diagram-output", help="output folder")
+    ph.add_argument("--scheduler", default=None, choices=["threads", "processes", "synchronous"],
+                    help="run the beta cells as dask tasks")
+    ph.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ph.set_defaults(func=_phase_diagram)
     return p
+
+
+def _phase_diagram(args):
+    from .phase_diagram import run_phase_diagram
+
+    paths = run_phase_diagram(args.config, args.out, scheduler=args.scheduler,
+                              progress=False if args.no_progress else None)
+    print(f"wrote {', '.join(str(p) for p in paths)}")
+    return 0
 
 
 def main(argv=None) -> int:

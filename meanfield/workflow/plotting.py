@@ -38,7 +38,7 @@ from .results import density_coefficients  # noqa: E402
 from ..core.sphere import SphereGrid  # noqa: E402
 
 __all__ = ["density_maps", "orthographic_views", "energy_curves", "w2_curve", "growth_rate_spectrum",
-           "save_animation", "save_figures"]
+           "save_animation", "save_figures", "phase_diagram_figure"]
 
 CMAP = "viridis"
 PDE_STYLE = dict(color="C0", lw=2)
@@ -337,3 +337,27 @@ def save_figures(ds: xr.Dataset, out_dir, dpi=110, figures=True, animation=True)
     if animation:
         paths.append(save_animation(ds, out / "animation.gif"))
     return paths
+
+
+def phase_diagram_figure(ds: xr.Dataset) -> Figure:
+    """Colour maps over (t, beta) of a phase-diagram dataset (:mod:`meanfield.workflow.phase_diagram`), with
+    the equiangular clustering curve ``t*(beta)`` of the reduced ODE drawn where it exists."""
+    names = [("one_cluster", "fraction of runs in one cluster"), ("pair_density", "pair density <x_i, x_j> > thr"),
+             ("median_clusters", "median cluster count"), ("mean_gram_rank", "mean Gram rank")]
+    fig = Figure(figsize=(11, 8), layout="constrained")
+    axes = fig.subplots(2, 2, sharex=True, sharey=True)
+    t, beta = ds["t"].values, ds["beta"].values
+    curve = ds["equiangular_time"].values if "equiangular_time" in ds else np.full(beta.shape, np.nan)
+    for ax, (name, label) in zip(axes.flat, names):
+        pc = ax.pcolormesh(t, beta, ds[name].values, cmap="RdBu_r", shading="nearest", rasterized=True)
+        fig.colorbar(pc, ax=ax, label=label)
+        ok = np.isfinite(curve) & (curve <= t[-1])
+        if ok.any():
+            ax.plot(curve[ok], beta[ok], color="k", lw=1.5, ls="--", label="equiangular t*(beta)")
+            ax.legend(loc="lower right", fontsize=8)
+        ax.set_title(label, fontsize=10)
+    for ax in axes[-1]:
+        ax.set_xlabel("t")
+    for ax in axes[:, 0]:
+        ax.set_ylabel(r"$\beta$")
+    return fig

@@ -1,0 +1,80 @@
+"""Clustering measures over a batch of token systems (B, n, d): what a phase-diagram cell records.
+
+Each measure is computed per system from the Gram matrices ``G_b = X_b X_b^T`` (one batched matrix
+product); :func:`ensemble_observer` averages them over the batch for
+:func:`meanfield.integrate` / :func:`meanfield.models.step_rules.iterate`.  The thresholds follow
+borjanG/2023-transformers-rotf (``phase-diagrams.py``): a pair is "together" when
+``<x_i, x_j> > 0.999``, the cluster count is the rank of the 0/1 matrix ``[<x_i, x_j> > 0.9999]``
+and the Gram-rank dimension counts eigenvalues of ``G_b`` above ``1e-3``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import validate
+
+__all__ = ["PAIR_THRESHOLD", "CLUSTER_THRESHOLD", "RANK_TOL", "gram", "pair_density", "one_cluster",
+           "cluster_counts", "gram_rank", "ensemble_observer"]
+
+PAIR_THRESHOLD = 0.999
+CLUSTER_THRESHOLD = 0.9999
+RANK_TOL = 1e-3
+
+
+def _batch(X):
+    X = validate.real_array("X", X, ("B", "n", "d"))
+    if X.shape[1] < 2:
+        raise ValueError(f"X must have n >= 2 tokens per system (pairs are measured); received shape {X.shape}")
+    return X
+
+
+def gram(X):
+    """Gram matrices ``X_b X_b^T``, shape (B, n, n)."""
+    X = _batch(X)
+    return X @ np.swapaxes(X, 1, 2)
+
+
+def pair_density(X, threshold=PAIR_THRESHOLD):
+    """Per system, the fraction of ordered pairs ``i != j`` with ``<x_i, x_j> > threshold``, shape (B,)."""
+    threshold = validate.real("threshold", threshold, -1, 1)
+    G = gram(X)
+    n = G.shape[1]
+    off = ~np.eye(n, dtype=bool)
+    return (G[:, off] > threshold).mean(axis=1)
+
+
+def one_cluster(X, threshold=PAIR_THRESHOLD):
+    """Per system, whether every pair has ``<x_i, x_j> > threshold`` (one cluster), shape (B,) of bool."""
+    return pair_density(X, threshold) == 1.0
+
+
+def cluster_counts(X, threshold=CLUSTER_THRESHOLD):
+    """Per system, the rank of ``[<x_i, x_j> > threshold]`` (the number of clusters when they are
+    well separated: a block matrix of ones has one unit of rank per block), shape (B,) of int."""
+    threshold = validate.real("threshold", threshold, -1, 1)
+    A = (gram(X) > threshold).astype(float)
+    return np.linalg.matrix_rank(A).astype(int)
+
+
+def gram_rank(X, tol=RANK_TOL):
+    """Per system, the number of eigenvalues of ``X_b X_b^T`` above ``tol`` (the dimension the tokens
+    span, to ``tol``), shape (B,) of int."""
+    tol = validate.real("tol", tol, 0, lo_open=True)
+    return (np.linalg.eigvalsh(gram(X)) > tol).sum(axis=1)
+
+
+def ensemble_observer(pair_threshold=PAIR_THRESHOLD, cluster_threshold=CLUSTER_THRESHOLD, rank_tol=RANK_TOL):
+    """``observe(t, X) -> dict`` of batch summaries: ``one_cluster`` (fraction of systems in one cluster),
+    ``pair_density`` (mean over systems), ``median_clusters``, ``mean_gram_rank``."""
+    validate.real("pair_threshold", pair_threshold, -1, 1)
+    validate.real("cluster_threshold", cluster_threshold, -1, 1)
+    validate.real("rank_tol", rank_tol, 0, lo_open=True)
+
+    def observe(t, X):
+        dens = pair_density(X, pair_threshold)
+        return {"one_cluster": float(np.mean(dens == 1.0)), "pair_density": float(dens.mean()),
+                "median_clusters": float(np.median(cluster_counts(X, cluster_threshold))),
+                "mean_gram_rank": float(gram_rank(X, rank_tol).mean())}
+
+    return observe

@@ -1,0 +1,176 @@
+"""Heads that change with time: a piecewise-constant schedule ``[(t_start, heads), ...]`` (depth-dependent layers).
+
+On ``[t_k, t_{k+1})`` the heads are ``heads_k`` (the last entry holds to any later time).  A
+schedule is integrated segment by segment (:func:`integrate_schedule`): one system per entry, built
+by a ``make_system(heads)`` factory (``ParticleSystem``, ``BatchedSystem``, ``ContinuumPDE`` for
+zonal schedules, ...), each segment integrated by :func:`meanfield.core.integrate.integrate` from the
+state the previous one reached, so that no Runge-Kutta step straddles a switch.  The discrete step
+rules (:func:`meanfield.models.step_rules.iterate`) take a :class:`ScheduledSystem` and use the heads
+in force at the start of each layer.
+
+Random layers: :func:`random_layers` redraws :func:`~meanfield.core.random_heads.random_heads` for
+every layer (the peer's ``--regen_period``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import validate
+from .heads import Head, check_heads
+from .integrate import Trajectory, integrate
+from .random_heads import random_heads
+
+__all__ = ["HeadSchedule", "ScheduledSystem", "random_layers", "integrate_schedule"]
+
+
+def _check_entry_heads(i, heads):
+    name = f"schedule[{i}] heads"
+    if isinstance(heads, Head) or (isinstance(heads, (tuple, list)) and heads and isinstance(heads[0], Head)):
+        return check_heads(heads)
+    if isinstance(heads, (tuple, list)) and heads and all(isinstance(h, (tuple, list)) for h in heads):
+        return [check_heads(h) for h in heads]                    # per-system heads (BatchedSystem)
+    raise ValueError(f"{name} must be a sequence of Head or a list of per-system sequences of Head; "
+                     f"received {heads!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class HeadSchedule:
+    """A sorted list of ``(t_start, heads)``: the heads in force from ``t_start`` to the next start.
+
+    Parameters
+    ----------
+    entries : sequence of (float, heads)
+        Start times strictly increasing (no two layers start together, none out of order); heads a
+        sequence of :class:`~meanfield.core.heads.Head` or per-system sequences.
+    """
+
+    entries: tuple
+
+    def __post_init__(self):
+        try:
+            entries = tuple(tuple(e) for e in self.entries)
+        except TypeError:
+            entries = None
+        if not entries or any(len(e) != 2 for e in entries):
+            raise ValueError(f"schedule must be a non-empty sequence of (t_start, heads) pairs; received "
+                             f"{self.entries!r}")
+        starts = [validate.real(f"schedule[{i}] t_start", e[0]) for i, e in enumerate(entries)]
+        for i in range(1, len(starts)):
+            if starts[i] <= starts[i - 1]:
+                kind = "overlapping (equal)" if starts[i] == starts[i - 1] else "unsorted"
+                raise ValueError(f"schedule start times must be strictly increasing (allowed: t_0 < t_1 < ...); "
+                                 f"received {kind} times schedule[{i - 1}] t_start = {starts[i - 1]} and "
+                                 f"schedule[{i}] t_start = {starts[i]}")
+        heads = [_check_entry_heads(i, e[1]) for i, e in enumerate(entries)]
+        object.__setattr__(self, "entries", tuple(zip(starts, heads)))
+
+    @property
+    def starts(self) -> np.ndarray:
+        return np.array([e[0] for e in self.entries])
+
+    @property
+    def zonal(self) -> bool:
+        """Every head of every entry is zonal (``M = V = lambda I``): a schedule the continuum PDE accepts."""
+        def flat(h):
+            return h if isinstance(h[0], Head) else [x for hs in h for x in hs]
+        return all(x.is_zonal for _, h in self.entries for x in flat(h))
+
+    def index_at(self, t) -> int:
+        """Index of the entry in force at time ``t`` (``t >= t_0``)."""
+        t = validate.real("t", t)
+        if t < self.entries[0][0]:
+            raise ValueError(f"t must be >= the schedule's first start {self.entries[0][0]}; received {t}")
+        return int(np.searchsorted(self.starts, t, side="right") - 1)
+
+    def heads_at(self, t):
+        """The heads in force at time ``t``."""
+        return self.entries[self.index_at(t)][1]
+
+    def segments(self, t0, t1):
+        """``[(a, b, index), ...]`` covering ``[t0, t1]``, cut at the start times inside it."""
+        cuts = [s for s in self.starts if t0 < s < t1]
+        bounds = [t0] + cuts + [t1]
+        return [(a, b, self.index_at(a)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+@dataclass(frozen=True, eq=False)
+class ScheduledSystem:
+    """A schedule with one system per entry (``make_system(heads)``, built on first use)."""
+
+    schedule: HeadSchedule
+    make_system: object
+
+    def __post_init__(self):
+        if not isinstance(self.schedule, HeadSchedule):
+            raise ValueError(f"schedule must be a HeadSchedule; received {type(self.schedule).__name__}")
+        if not callable(self.make_system):
+            raise ValueError(f"make_system must be a callable heads -> system; received {self.make_system!r}")
+        object.__setattr__(self, "_systems", {})
+
+    def system(self, index):
+        if index not in self._systems:
+            self._systems[index] = self.make_system(self.schedule.entries[index][1])
+        return self._systems[index]
+
+    def at(self, t):
+        """The system in force at time ``t``."""
+        return self.system(self.schedule.index_at(t))
+
+    def check(self, X, name="X"):
+        return self.system(0).check(X, name)
+
+
+def random_layers(d, n_layers, layer_time, *, t0=0.0, **kwargs) -> HeadSchedule:
+    """A schedule of ``n_layers`` independent :func:`~meanfield.core.random_heads.random_heads` draws,
+    layer ``k`` from ``t0 + k * layer_time`` (keywords go to ``random_heads``; one ``seed`` drives them all)."""
+    n_layers = validate.integer("n_layers", n_layers, 1)
+    layer_time = validate.real("layer_time", layer_time, positive=True)
+    t0 = validate.real("t0", t0)
+    rng = validate.rng(kwargs.pop("seed", None))
+    return HeadSchedule(tuple((t0 + k * layer_time, random_heads(d, seed=rng, **kwargs)) for k in range(n_layers)))
+
+
+def integrate_schedule(schedule, make_system, y0, t_span, *, t_eval=None, **kw) -> Trajectory:
+    """Integrate across a :class:`HeadSchedule`, one :func:`integrate` call per segment.
+
+    ``make_system(heads)`` returns an object with ``rhs(t, y)`` (and a ``retraction`` attribute, used
+    when present); other keywords go to :func:`integrate` (not ``checkpoint``/``resume``: a
+    scheduled run is not resumable here).  Records at ``t_eval`` (default ``[t0, t1]``) as one
+    :class:`Trajectory`; counters are summed over segments.
+    """
+    system = schedule if isinstance(schedule, ScheduledSystem) else ScheduledSystem(schedule, make_system)
+    for bad in ("checkpoint", "resume", "retraction"):
+        if bad in kw:
+            raise ValueError(f"{bad} is not supported by integrate_schedule (allowed: integrate's other keywords); "
+                             f"received {bad}={kw[bad]!r}")
+    t0, t1 = (validate.real("t_span[0]", t_span[0]), validate.real("t_span[1]", t_span[1]))
+    targets = np.array([t0, t1]) if t_eval is None else validate.real_array("t_eval", t_eval, (None,))
+    y = np.array(y0, dtype=float)
+    ts, ys, obs, tot = [], [], {}, dict(nfev=0, n_steps=0, n_rejected=0, max_retraction=0.0)
+    status, message, method = 0, f"reached t = {t1}", ""
+    for a, b, k in system.schedule.segments(t0, t1):
+        sys_k = system.system(k)
+        inside = targets[(targets >= a) & (targets <= b)]
+        seg_eval = np.unique(np.concatenate([[a, b], inside]))
+        tr = integrate(sys_k.rhs, y, (a, b), t_eval=seg_eval, retraction=getattr(sys_k, "retraction", None), **kw)
+        for key in ("nfev", "n_steps", "n_rejected"):
+            tot[key] += getattr(tr, key)
+        tot["max_retraction"] = max(tot["max_retraction"], tr.max_retraction)
+        method = tr.method
+        for i, t in enumerate(tr.t):
+            if np.any(targets == t) and (not ts or t > ts[-1]):
+                ts.append(t)
+                if tr.y is not None:
+                    ys.append(tr.y[i])
+                for key, v in tr.observables.items():
+                    obs.setdefault(key, []).append(v[i])
+        y = tr.y_final
+        if tr.status != 0:
+            status, message = tr.status, tr.message
+            break
+    return Trajectory(t=np.array(ts), y=np.array(ys) if ys else None,
+                      observables={k: np.array(v) for k, v in obs.items()},
+                      y_final=y, t_final=float(tr.t_final), status=status, message=message, method=method, **tot)

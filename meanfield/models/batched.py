@@ -1,0 +1,263 @@
+r"""Many small particle systems at once: a leading batch axis (MODEL.md section 1, B copies).
+
+State ``X`` of shape (B, n, d): B independent systems of n tokens each (uniform weights ``1/n``).
+Every system sees the same heads (``heads`` a sequence of :class:`~meanfield.core.heads.Head`) or
+its own heads (``heads`` a sequence of B such sequences, one per system; head ``h`` of every system
+must then share ``beta``, kernel, normalization and kernel parameters, only ``M`` and ``V`` vary).
+For system ``b`` and head ``h``
+
+.. math::
+
+    u_{b,i}^h = \frac{\tfrac1n\sum_{j} k_h(\langle x_{b,i}, M_{b,h} x_{b,j}\rangle) V_{b,h} x_{b,j}}{N_{b,i}^h},
+    \qquad \frac{dx_{b,i}}{dt} = P_{x_{b,i}} \sum_h u_{b,i}^h \ (\text{sphere}),
+
+exactly the sums of :class:`~meanfield.models.particles.ParticleSystem`, vectorized over ``b`` with
+batched matrix products (chunks of systems of about ``chunk_bytes`` of scores).  Kernels and
+normalizations come from the registries of :mod:`meanfield.core.kernels` (a softmax row is shifted
+by its largest ``log k`` where the kernel could overflow, as in :mod:`meanfield.core.sums`).
+
+``causal=True`` masks the sums: token ``i`` attends to ``j <= i`` only (the decoder's mask; the
+softmax normalizer sums over the same ``j`` and the mean divides by their number ``i + 1``, so token
+``i`` moves exactly as in the system of the prefix ``x_0..x_i``).  The spectral (Funk-Hecke) path of
+:mod:`meanfield.fastsum` serves shared zonal heads on S^2 (``summation="spectral"``, one spectral sum per system); it sums
+over all tokens and cannot apply a mask, so ``causal=True`` with it is refused by name.
+
+:meth:`BatchedSystem.rhs` and :attr:`BatchedSystem.retraction` plug into the one driver
+:func:`meanfield.core.integrate.integrate` unchanged; :mod:`meanfield.models.step_rules` iterates the
+transformer's own discrete maps (post-LN, pre-LN, peri-LN, nGPT) on the same sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fastsum import SpectralSum, spectral_supported
+from .particles import UNIT_NORM_TOL
+from ..core import validate
+from ..core.choices import GEOMETRIES
+from ..core.heads import Head, check_exp_range, check_heads
+from ..core.kernels import KERNELS, NORMALIZATIONS
+
+__all__ = ["BATCHED_SUMMATIONS", "BatchedSystem", "project_tangent_batched", "retract_batched", "check_batch"]
+
+BATCHED_SUMMATIONS = ("direct", "spectral")
+"""``BatchedSystem(summation=...)``: pairwise sums (any heads, masks) or per-system spectral sums."""
+
+
+def project_tangent_batched(X, U):
+    """``P_x u = u - <u, x> x`` along the last axis; any leading shape."""
+    return U - np.sum(U * X, axis=-1, keepdims=True) * X
+
+
+def retract_batched(X):
+    """Retraction onto the unit sphere along the last axis (any leading shape)."""
+    return X / np.linalg.norm(X, axis=-1, keepdims=True)
+
+
+def check_batch(name, X, d=None, n=None, B=None, geometry="sphere"):
+    """Validate a batch of token sets: shape (B, n, d), finite, unit rows on the sphere (never renormalized)."""
+    X = validate.real_array(name, X, ("B", "n", "d"))
+    for axis, (label, want) in enumerate((("B", B), ("n", n), ("d", d))):
+        if want is not None and X.shape[axis] != want:
+            raise ValueError(f"{name} must have {label} = {want} along axis {axis} (shape (B, n, d) = "
+                             f"({B or 'B'}, {n or 'n'}, {d or 'd'})); received shape {X.shape}")
+    if X.shape[0] < 1 or X.shape[1] < 1 or X.shape[2] < 2:
+        raise ValueError(f"{name} must have shape (B, n, d) with B >= 1, n >= 1, d >= 2; received shape {X.shape}")
+    if geometry == "sphere":
+        dev = np.abs(np.linalg.norm(X, axis=-1) - 1.0).max()
+        if dev > UNIT_NORM_TOL:
+            raise ValueError(f"{name} rows must be unit vectors for spherical dynamics (tolerance {UNIT_NORM_TOL}); "
+                             f"received max | |x| - 1 | = {dev:.3e}")
+    return X
+
+
+def _per_system(heads):
+    """``(reference heads, M (B|1, H, d, d), V (B|1, H, d, d), shared)`` from shared or per-system heads."""
+    if isinstance(heads, Head) or (len(heads) > 0 and isinstance(heads[0], Head)) or len(heads) == 0:
+        ref = check_heads(heads)
+        M = np.stack([h.M for h in ref])[None]
+        V = np.stack([h.V for h in ref])[None]
+        return ref, M, V, True
+    systems = [check_heads(hs) for hs in heads]
+    ref = systems[0]
+    for b, hs in enumerate(systems):
+        if len(hs) != len(ref) or hs[0].dim != ref[0].dim:
+            raise ValueError(f"heads[{b}] must have {len(ref)} heads of dimension {ref[0].dim} like heads[0] "
+                             f"(per-system heads share their shapes); received {len(hs)} heads of dimension "
+                             f"{hs[0].dim}")
+        for h, (a, r) in enumerate(zip(hs, ref)):
+            if (a.beta, a.kernel, a.normalization, dict(a.kernel_params)) != \
+                    (r.beta, r.kernel, r.normalization, dict(r.kernel_params)):
+                raise ValueError(f"heads[{b}][{h}] must share beta, kernel, normalization and kernel_params with "
+                                 f"heads[0][{h}] (only M and V vary per system); received beta={a.beta}, "
+                                 f"kernel={a.kernel!r}, normalization={a.normalization!r}")
+    M = np.stack([np.stack([h.M for h in hs]) for hs in systems])
+    V = np.stack([np.stack([h.V for h in hs]) for hs in systems])
+    return ref, M, V, False
+
+
+@dataclass(frozen=True, eq=False)
+class BatchedSystem:
+    """B systems of n tokens, integrated together.
+
+    Parameters
+    ----------
+    heads : sequence of Head, or sequence of B sequences of Head
+        Shared heads, or one tuple of heads per system (same count, dimension, beta, kernel,
+        normalization and kernel parameters per head index; ``M`` and ``V`` vary).
+    geometry : {"sphere", "flat"}
+    causal : bool
+        Token ``i`` attends to tokens ``j <= i`` only (direct sums only).
+    summation : {"direct", "spectral"}
+        Pairwise sums, or one :class:`~meanfield.fastsum.SpectralSum` per system (shared zonal
+        heads on S^2, no mask).
+    chunk_bytes : int
+        Work space of one block of scores (whole systems per block).
+    tolerance : float
+        Accuracy of the spectral sums.
+    """
+
+    heads: tuple
+    geometry: str = "sphere"
+    causal: bool = False
+    summation: str = "direct"
+    chunk_bytes: int = 8 * 2**20
+    tolerance: float = 1e-10
+
+    def __post_init__(self):
+        ref, M, V, shared = _per_system(self.heads)
+        validate.choice("geometry", self.geometry, GEOMETRIES)
+        validate.boolean("causal", self.causal)
+        validate.choice("summation", self.summation, BATCHED_SUMMATIONS)
+        validate.integer("chunk_bytes", self.chunk_bytes, 1, what="a positive integer")
+        validate.real("tolerance", self.tolerance, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
+        if self.geometry == "sphere":
+            check_exp_range(ref)
+            if not shared:
+                for hs in self.heads:
+                    check_exp_range(check_heads(hs))
+        spectral = None
+        if self.summation == "spectral":
+            if self.causal:
+                raise ValueError("causal must be False with summation='spectral' (allowed: causal=False, or "
+                                 "summation='direct' for a causal mask); received causal=True: a spectral sum "
+                                 "is over all tokens and cannot apply a mask")
+            if not shared:
+                raise ValueError("summation='spectral' needs heads shared by every system (allowed: 'direct' "
+                                 "for per-system heads); received per-system heads")
+            why = spectral_supported(ref, self.geometry)
+            if why is not None:
+                raise ValueError(f"summation 'spectral' is not available: {why}")
+            spectral = SpectralSum(ref, self.tolerance)
+        M.setflags(write=False)
+        V.setflags(write=False)
+        object.__setattr__(self, "_ref", ref)
+        object.__setattr__(self, "_M", M)
+        object.__setattr__(self, "_V", V)
+        object.__setattr__(self, "_shared", shared)
+        object.__setattr__(self, "_spectral", spectral)
+        object.__setattr__(self, "_masks", {})
+
+    # ------------------------------------------------------------------ shapes
+    @property
+    def d(self) -> int:
+        return self._ref[0].dim
+
+    @property
+    def n_heads(self) -> int:
+        return len(self._ref)
+
+    @property
+    def batch(self):
+        """Number of systems fixed by per-system heads, or None (shared heads: any B)."""
+        return None if self._shared else self._M.shape[0]
+
+    @property
+    def retraction(self):
+        """Row normalization on the sphere (any batch shape), None when flat."""
+        return retract_batched if self.geometry == "sphere" else None
+
+    def check(self, X, name="X"):
+        """Validated batch of tokens (B, n, d); B must match per-system heads."""
+        return check_batch(name, X, self.d, None, self.batch, self.geometry)
+
+    def _mask(self, n):
+        if n not in self._masks:
+            self._masks[n] = np.triu(np.ones((n, n), dtype=bool), 1)     # True where j > i: masked out
+        return self._masks[n]
+
+    # ------------------------------------------------------------------ sums
+    def forces(self, X, *, checked=False):
+        """Per-head aggregates ``u`` before projection, shape (B, H, n, d) (direct sums)."""
+        if not checked:
+            X = self.check(X)
+        B, n, d = X.shape
+        if self.batch is not None and B != self.batch:
+            raise ValueError(f"X must hold B = {self.batch} systems (one per set of per-system heads); "
+                             f"received shape {X.shape}")
+        out = np.empty((B, self.n_heads, n, d))
+        per = max(1, int(self.chunk_bytes // (8 * n * n)))
+        mask = self._mask(n) if self.causal else None
+        for start in range(0, B, per):
+            sl = slice(start, min(start + per, B))
+            for h, head in enumerate(self._ref):
+                Mh = self._M[:, h] if self._shared else self._M[sl, h]
+                Vh = self._V[:, h] if self._shared else self._V[sl, h]
+                out[sl, h] = self._head_sum(head, X[sl], Mh, Vh, mask)
+        return out
+
+    def _head_sum(self, head, X, M, V, mask):
+        kern, norm = KERNELS[head.kernel], NORMALIZATIONS[head.normalization]
+        n = X.shape[1]
+        Y = X @ (kern.rate(head) * np.swapaxes(M, -1, -2))       # rows rate * (M x_j)^T
+        XV = X @ np.swapaxes(V, -1, -2)                           # rows (V x_j)^T
+        S = X @ np.swapaxes(Y, -1, -2)                            # (b, n, n) scaled scores
+        normalized = norm.uses_normalizer
+        smax = np.linalg.norm(M, 2, axis=(-2, -1)).max() * float(np.max(np.einsum("bnd,bnd->bn", X, X)))
+        if normalized and kern.needs_shift(head, smax):               # |s| <= |M|_2 max|x|^2
+            kern.log_scaled(head, S, out=S)
+            if mask is not None:
+                S[:, mask] = -np.inf
+            S -= S.max(axis=-1, keepdims=True)
+            np.exp(S, out=S)
+        else:
+            kern.scaled(head, S, out=S)
+            if mask is not None:
+                S[:, mask] = 0.0
+        U = S @ XV
+        if normalized:
+            Z = S.sum(axis=-1)
+            norm.combine(U, Z)
+        elif mask is not None:
+            U /= np.arange(1, n + 1)[:, None]      # mean over the attended tokens j <= i
+        else:
+            U /= n
+        return U
+
+    def velocity(self, X):
+        """Token velocities ``dx/dt``, shape (B, n, d)."""
+        return self._velocity(self.check(X))
+
+    def _velocity(self, X):
+        if self._spectral is not None:
+            w = np.full(X.shape[1], 1.0 / X.shape[1])
+            return np.stack([self._spectral.velocity(Xb, w) for Xb in X])
+        v = self.forces(X, checked=True).sum(axis=1)
+        return project_tangent_batched(X, v) if self.geometry == "sphere" else v
+
+    def field(self, X):
+        """The unprojected sum ``sum_h u^h`` (B, n, d): what the discrete step rules add to the tokens."""
+        if self._spectral is not None:
+            w = np.full(X.shape[1], 1.0 / X.shape[1])
+            return np.stack([self._spectral.forces(Xb, w)[0].sum(axis=0) for Xb in X])
+        return self.forces(X, checked=True).sum(axis=1)
+
+    def rhs(self, t, y):
+        """Right-hand side for :func:`meanfield.integrate`; ``y`` of shape (B, n, d).
+
+        The unit-norm check is skipped (Runge-Kutta stages leave the sphere by O(dt^2)); the formula
+        is a smooth extension of the field off the sphere, as for ``ParticleSystem.rhs``.
+        """
+        return self._velocity(y)

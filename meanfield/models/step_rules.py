@@ -1,0 +1,143 @@
+r"""The update rules of real transformers as discrete maps, and their continuous-time limits.
+
+A layer of step ``dt`` acting on tokens with the attention field ``u(x) = sum_h u^h(x)`` (the
+unprojected sums of :class:`~meanfield.models.batched.BatchedSystem` or of any object with a
+``field(X)`` method and a leading batch axis) is one of (``normalize`` divides each row by its norm,
+``P_x u = u - <u, x> x``):
+
+``"projected_euler"``
+    ``x <- normalize(x + dt P_x u(x))``: explicit Euler with retraction for the projected ODE
+    ``x' = P_x u(x)`` (what :func:`meanfield.integrate` does with ``method="euler"``).  Order 1.
+``"post_ln"``
+    ``x <- normalize(x + dt u(x))`` (post-LayerNorm, the step of borjanG/2023-transformers-rotf).
+    ``x + dt u = (1 + dt <x, u>) (x + dt P_x u / (1 + dt <x, u>))``: after normalization it is the
+    Euler step of the same projected ODE with the clock slowed by ``1 + dt <x, u>``; limit
+    ``x' = P_x u(x)`` at order 1.
+``"ngpt"``
+    ``x <- normalize(x + dt (normalize(u(x)) - x))`` (nGPT's normalized step with step size
+    ``alpha = dt``).  Limit ``x' = P_x (u / |u|)``: the projected ODE of the unit-length field, at
+    order 1 (the speed of every token is ``|P_x u| / |u| <= 1``).
+``"pre_ln"``
+    ``z <- z + dt u(z / |z|)`` on the unnormalized residual stream ``z`` (pre-LayerNorm); the state
+    is ``z = r x`` with a radius ``r`` per token.  Limit ``z' = u(z/|z|)``, i.e. ``x' = P_x u(x) / r``
+    and ``r' = <x, u(x)>`` (the projected ODE with the clock slowed by the growing radius), at order 1.
+``"peri_ln"``
+    ``z <- z + dt normalize(u(z / |z|))`` (peri-LN: the block's output normalized as well).  Limit
+    ``z' = u/|u|`` at ``x = z/|z|``, at order 1.
+
+:func:`iterate` runs a rule (every token set of a batch at once); :func:`limit_rhs` is the
+right-hand side of the rule's continuous-time limit, for :func:`meanfield.integrate`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import validate
+from ..core.integrate import Trajectory
+from .batched import project_tangent_batched, retract_batched
+
+__all__ = ["STEP_RULES", "RADIAL_RULES", "step", "iterate", "limit_rhs", "directions"]
+
+STEP_RULES = ("post_ln", "projected_euler", "ngpt", "pre_ln", "peri_ln")
+"""The discrete maps of this module (``rule``)."""
+
+RADIAL_RULES = ("pre_ln", "peri_ln")
+"""Rules whose state is the unnormalized stream ``z = r x`` (a radius per token)."""
+
+
+def _unit(U):
+    norm = np.linalg.norm(U, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(norm > 0, U / np.where(norm > 0, norm, 1.0), 0.0)    # u = 0: no direction, no move
+
+
+def directions(y, rule):
+    """The tokens on the sphere of a state ``y`` of ``rule`` (``z / |z|`` for the radial rules)."""
+    return retract_batched(y) if rule in RADIAL_RULES else y
+
+
+def step(system, y, dt, rule="post_ln"):
+    """One layer of ``rule`` with step ``dt`` from state ``y`` (B, n, d); returns the new state."""
+    validate.choice("rule", rule, STEP_RULES)
+    if rule in RADIAL_RULES:
+        x = retract_batched(y)
+        u = system.field(x)
+        return y + dt * (_unit(u) if rule == "peri_ln" else u)
+    u = system.field(y)
+    if rule == "post_ln":
+        return retract_batched(y + dt * u)
+    if rule == "projected_euler":
+        return retract_batched(y + dt * project_tangent_batched(y, u))
+    return retract_batched(y + dt * (_unit(u) - y))          # ngpt
+
+
+def limit_rhs(system, rule="post_ln"):
+    """``rhs(t, y)`` of the continuous-time limit of ``rule`` (see the module docstring)."""
+    validate.choice("rule", rule, STEP_RULES)
+
+    def rhs(t, y):
+        if rule in RADIAL_RULES:
+            u = system.field(retract_batched(y))
+            return _unit(u) if rule == "peri_ln" else u
+        x = retract_batched(y)
+        u = system.field(x)
+        return project_tangent_batched(x, _unit(u) if rule == "ngpt" else u)
+
+    return rhs
+
+
+def iterate(system, X0, dt, n_steps, rule="post_ln", *, observe=None, every=1, save_states=True):
+    """Run ``n_steps`` layers of ``rule`` from tokens ``X0`` (B, n, d) on the sphere.
+
+    Parameters
+    ----------
+    system : BatchedSystem or ScheduledSystem
+        A :class:`~meanfield.core.schedules.ScheduledSystem` uses the heads in force at the start of each
+        layer, ``(k - 1) dt`` for layer ``k``.
+    X0 : array_like, shape (B, n, d)
+        Unit tokens (the radial rules start from radius 1).
+    dt : float
+        Step (layer) size; the clock advances by ``dt`` per layer.
+    n_steps : int
+    rule : str
+        One of :data:`STEP_RULES`.
+    observe : callable ``observe(t, x) -> dict``, optional
+        Called with the tokens on the sphere (``directions``) at every recorded step.
+    every : int
+        Record every ``every`` steps (and the last one).
+    save_states : bool
+
+    Returns
+    -------
+    Trajectory
+        ``y`` holds the rule's states (``z`` for the radial rules), ``method`` the rule.
+    """
+    rule = validate.choice("rule", rule, STEP_RULES)
+    dt = validate.real("dt", dt, positive=True)
+    n_steps = validate.integer("n_steps", n_steps, 0)
+    every = validate.integer("every", every, 1)
+    validate.boolean("save_states", save_states)
+    y = system.check(X0, "X0").copy()
+    ts, ys, obs = [], [], {}
+
+    def record(k, y):
+        ts.append(k * dt)
+        if save_states:
+            ys.append(y.copy())
+        if observe is not None:
+            for key, v in observe(k * dt, directions(y, rule)).items():
+                obs.setdefault(key, []).append(np.asarray(v))
+
+    record(0, y)
+    for k in range(1, n_steps + 1):
+        layer = system.at((k - 1) * dt) if hasattr(system, "at") else system     # ScheduledSystem: heads in force
+        y = step(layer, y, dt, rule)
+        if k % every == 0 or k == n_steps:
+            record(k, y)
+    finite = bool(np.all(np.isfinite(y)))
+    return Trajectory(t=np.array(ts), y=np.array(ys) if save_states else None,
+                      observables={k: np.array(v) for k, v in obs.items()}, y_final=y, t_final=n_steps * dt,
+                      status=0 if finite else -1,
+                      message=f"{n_steps} layers of {rule}" if finite else "non-finite state",
+                      method=rule, nfev=n_steps, n_steps=n_steps, n_rejected=0, max_retraction=0.0)
