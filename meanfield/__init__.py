@@ -21,28 +21,38 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       initial           seeded token configurations (uniform, vMF, equiangular, orthonormal)
       densities         initial densities on S^2 and sampling particles from them
       axisymmetric      axisymmetric densities on S^{d-1}: the law of <x, e>, sampling particles from it
+      random_heads      seeded random-weight ensembles (Gaussian, Wigner, GOE scores; V = +-M, random V)
+      schedules         heads that change with t (layers): HeadSchedule, integrate_schedule
     models/     the two models
       fastsum           spectral (Funk-Hecke) particle sums for zonal heads on S^2
       particles         ParticleSystem: the finite-n system in any dimension d
       continuum         ContinuumPDE: the mean-field continuity equation on S^2
       circle            CirclePDE: the mean-field PDE on S^1 in Fourier modes
       axisymmetric      AxisymmetricPDE: the PDE on S^{d-1} (any d) for axisymmetric data, Gegenbauer basis
+      batched           BatchedSystem: B particle systems at once (shared or per-system heads, causal masks)
+      step_rules        the transformer's discrete updates (post-LN, nGPT, pre-LN, peri-LN) and their limits
     analysis/   what is measured on the models
       diagnostics       particle diagnostics (energy rates, radial shadows, Condition 8, entropy, clusters)
       field_diagnostics continuum diagnostics and the resolution monitor
       theory            closed forms of MODEL.md sections 2-3 (re-exports stability)
       stability         Funk-Hecke coefficients, growth rates sigma_l, critical noise
       transport         W2 distances on the sphere (the only POT user; imported on first use)
+      semidiscrete      W2 between particles and a continuous density: Laguerre cells on S^2, damped Newton
+      mmd               the spectral MMD between particles and a density, and its iid expectation
+      ensembles         measures over a batch of systems (one-cluster fraction, pair density, Gram rank)
       axisymmetric      hooks for the circle/axisymmetric PDEs; exact 1-D W2 of the angle marginal
     workflow/   runs, files and the command line
       simulate          solve_particles / solve_continuum: integrator + observe hooks
-      paired            paired particle / PDE runs compared by W2
+      paired            paired particle / PDE runs compared by W2 (the main job's engine)
+      reduced           solve_reduced: the circle / axisymmetric PDEs with observers and monitor
       config            RunConfig: the main job's settings, TOML in and out, validated
+      inputs            research inputs of configs: coefficient files, zonal profiles, head matrices
       checkpoint        integrator states of long runs, saved atomically; resume
       run               the main job: PDE + particles + W2 -> xarray Dataset
       results           NetCDF datasets with config, schema and package version
       plotting          figures and animations (the only matplotlib user)
       sweep             parameter sweeps of the main job on dask.distributed
+      phase_diagram     beta x t phase diagrams of ensembles (dataset, figure, CLI)
       cli               the ``meanfield`` command
 
 Every module of version 0.1 is also importable by its old short name (``meanfield.transport``,

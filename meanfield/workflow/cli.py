@@ -90,7 +90,7 @@ def _signal_name():
 
 def _run(args):
     from .config import RunConfig, load_config
-    from .run import FiguresInterrupted, RunInterrupted, main_job, preflight, resume_job
+    from .run import FiguresInterrupted, RunInterrupted, main_job, resume_job
 
     started = time.perf_counter()
     progress = False if args.no_progress or args.verbosity < 0 else None
