@@ -68,7 +68,8 @@ def _fig_defect(z, summ, out):
         dec = summ["decrease"]
         if np.isfinite(dec.get("drop_slope", np.nan)):
             ref = drop[ok][0] * (de[ok] / de[ok][0]) ** 2
-            axes[2].loglog(de[ok], ref, "k--", label=f"slope 2 (fit {dec['drop_slope']:.2f} +- {dec['drop_slope_stderr']:.2f})")
+            axes[2].loglog(de[ok], ref, "k--", label=f"slope 2 (heuristic); fitted {dec['drop_slope']:.2f} "
+                                                    f"+- {dec['drop_slope_stderr']:.2f}")
         axes[2].set(xlabel="|Delta_h|_op = eps", ylabel="energy units",
                     title=f"(c) E does decrease; energy rise E_max - E(0) = {rise.max():.3g}")
     style_axes(axes, legend=8)
@@ -159,8 +160,12 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
                    f"[0, {dec['t_final']}], rtol 1e-10; d = {dec['d']}, n = {dec['n']}, H = {dec['n_heads']}, one token "
                    f"draw): largest energy drop below its running maximum {drop_txt}; log-log slope "
                    f"{dec['drop_slope']:.2f} +- {dec['drop_slope_stderr']:.2f} (standard error, {dec['drop_fit_points']} "
-                   f"points, eps <= {ds['eps_fit_max']}), consistent with O(eps^2): a rate O(eps |v|) acting over the "
-                   f"O(eps) neighbourhood where |v| < C eps. Against the total energy rise "
+                   f"points, eps <= {ds['eps_fit_max']}). Heuristic: a rate O(eps |v|) acting over the O(eps) "
+                   f"neighbourhood where |v| < C eps gives O(eps^2); the measured exponent is "
+                   f"{'close to 2' if abs(dec['drop_slope'] - 2) < 3 * dec['drop_slope_stderr'] + 0.1 else 'between 1 and 2'}"
+                   f" (not a clean power: the local exponent drifts over the eps range, and within the horizon the run "
+                   f"need not enter the O(eps) neighbourhood), so the decrease is *superlinear* in eps, o(eps). Against "
+                   f"the total energy rise "
                    f"({z['decrease_energy_rise'].max():.3g}) it is negligible: Thm 12's robustness is a statement up "
                    f"to O(eps), and the measured decrease is within it.\n")
     else:
@@ -179,7 +184,8 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
          f"pointwise residual {res:.1e}, {len(ids)} trajectories (seeds 10..{9 + len(ids)})"],
         ["Thm 12: with V_h = M_h + Delta_h the identity holds up to O(|Delta|)", "symmetric M_h, exp, mean; sphere",
          REPRODUCED, f"defect slope {ds['slope_initial']:.3f} (t = 0), {ds['slope_traj']:.3f} (trajectory); the energy "
-                     "does decrease near equilibrium, by O(eps^2) (notes), within the stated O(eps) robustness"],
+                     "does decrease near equilibrium, by a superlinear amount in eps (notes), within the stated O(eps) "
+                     "robustness"],
         ["one softmax head: E monotone (weighted identity, Geshkovski et al.)", "symmetric, value-aligned, exp, softmax, H = 1",
          REPRODUCED, f"{n_neg1}/{len(single)} runs with dE/dt < 0"],
         ["(search) several softmax heads: E_multi non-decreasing?",

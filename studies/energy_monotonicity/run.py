@@ -19,7 +19,7 @@ C. **Softmax search.** Random symmetric heads with *softmax* normalization, H = 
 B'. **Decrease.** With the same perturbation, along a long spherical run sampled densely: the most
    negative ``dE/dt`` and the largest energy drop against eps (Thm 12 bounds the defect, it does not
    give monotonicity: near equilibrium the O(eps |v|) defect beats the O(|v|^2) dissipation; the
-   drop is expected to scale like eps^2).
+   drop is superlinear in eps, heuristically eps^2).
 
 Part C observes the rate on a dense grid and repeats its statistics on a coarse subgrid, so the
 "% of runs that decrease" is shown not to depend on the output grid.
@@ -152,8 +152,8 @@ def decrease_scan(d, n, n_heads, eps_values, t_final, n_eval, seed):
     quadratic in the velocity, the defect linear, so near an equilibrium (``|dx/dt| < C eps``) the
     energy can decrease.  Per eps: the most negative exact rate, the fraction of observed times with
     ``dE/dt < 0`` (dense grid) and the largest energy drop below its running maximum,
-    ``max_t (max_{s <= t} E(s) - E(t))``; expected ``O(eps^2)`` (a rate ``O(eps |v|)`` over the
-    ``O(eps)`` neighbourhood where it can be negative).
+    ``max_t (max_{s <= t} E(s) - E(t))``; heuristically ``O(eps^2)`` (a rate ``O(eps |v|)`` over the
+    ``O(eps)`` neighbourhood where it can be negative), measured superlinear (exponent 1.5-2).
     """
     base = mf.random_symmetric_heads(d, n_heads, seed=seed)
     X0 = mf.initial.uniform_sphere(n, d, seed=seed + 1)
