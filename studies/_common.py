@@ -31,7 +31,16 @@ import numpy as np
 import meanfield as mf
 
 __all__ = ["main", "save_json", "load_json", "open_study_data", "style_axes", "save_figure", "markdown_table",
-           "write_report", "study_dir", "SlopeFit", "fit_slope", "blowup_horizon"]
+           "write_report", "study_dir", "SlopeFit", "fit_slope", "blowup_horizon", "VERDICTS", "REPRODUCED",
+           "SHARPENED", "OUTSIDE", "REFUTED", "verdict_section"]
+
+# The referee vocabulary: every verdict against a claim of the paper is exactly one of these.
+REPRODUCED = "reproduced"
+SHARPENED = "reproduced with sharpened hypotheses"
+OUTSIDE = "outside the hypotheses"
+REFUTED = "refuted"
+VERDICTS = (REPRODUCED, SHARPENED, OUTSIDE, REFUTED)
+
 
 ROOT = Path(__file__).resolve().parent
 
@@ -105,10 +114,32 @@ def markdown_table(header, rows) -> str:
     return "\n".join(lines)
 
 
-def write_report(path, title, intro, claims, figures=(), notes="") -> Path:
-    """Write ``report.md``: title, intro, a claims table (claim, measured, verdict), figures, notes."""
-    parts = [f"# {title}", "", intro.strip(), "", "## Claims and verdicts", "",
-             markdown_table(["claim", "what we measured", "verdict"], claims), ""]
+def verdict_section(verdicts) -> str:
+    """The markdown section "Verdicts against the paper's hypotheses".
+
+    ``verdicts`` is a sequence of rows ``(claim, hypotheses, verdict, evidence)``: the paper's claim,
+    its hypotheses as the paper states them (symmetric, value-aligned, normalization, flat or
+    spherical, regime), one word of :data:`VERDICTS`, and the evidence (headline number, seeds).
+    A verdict outside the vocabulary is refused by name.
+    """
+    rows = []
+    for claim, hyp, verdict, evidence in verdicts:
+        if verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}; received {verdict!r}")
+        rows.append([claim, hyp, f"**{verdict}**", evidence])
+    return "\n".join(["## Verdicts against the paper's hypotheses", "",
+                      "Vocabulary: " + " / ".join(VERDICTS) + ".", "",
+                      markdown_table(["claim", "hypotheses (as stated)", "verdict", "evidence"], rows), ""])
+
+
+def write_report(path, title, intro, claims, figures=(), notes="", verdicts=()) -> Path:
+    """Write ``report.md``: title, intro, the verdicts against the paper's hypotheses (if
+    ``verdicts``, see :func:`verdict_section`), a claims table (claim, measured, verdict), figures, notes."""
+    parts = [f"# {title}", "", intro.strip(), ""]
+    if verdicts:
+        parts += [verdict_section(verdicts)]
+    parts += ["## Claims and verdicts", "",
+              markdown_table(["claim", "what we measured", "verdict"], claims), ""]
     for fname, caption in figures:
         parts += [f"![{caption}]({fname})", "", f"*{caption}*", ""]
     if notes:

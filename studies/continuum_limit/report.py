@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import fit_slope, open_study_data, save_figure, style_axes, write_report  # noqa: E402
+from studies._common import REPRODUCED, fit_slope, open_study_data, save_figure, style_axes, write_report  # noqa: E402
 
 
 def _fmt(x, nd=3):
@@ -220,8 +220,15 @@ shared 2-core machine).
                ("self_convergence.png", "PDE self-convergence in lmax"),
                ("observables.png", "Energy and relative attention entropy, particles vs PDE"),
                ("resolution_loss.png", "Larger beta: the PDE loses resolution and stops; particles continue")]
+    fts = s["fits"]["t=0"]
+    verdicts = [
+        ["W2(mu_n(t), rho(t)) -> 0 like n^(-1/2) (MODEL.md 4; mean-field limit)",
+         "one mean exp head M = V = I, beta = 1, i.i.d. tokens from rho, S^2, PDE resolved", REPRODUCED,
+         f"exact-W2 slope {fts['exact_slope']:.2f} at t = 0 (n = {fts['exact_n_range'][0]}..{fts['exact_n_range'][1]}); "
+         "one sample per n (no interval)"],
+    ]
     return write_report(out / "report.md", "Continuum limit: particles versus the mean-field PDE", intro,
-                        claims, figures, notes)
+                        claims, figures, notes, verdicts=verdicts)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import open_study_data, save_figure, style_axes, write_report  # noqa: E402
+from studies._common import (OUTSIDE, REPRODUCED, open_study_data, save_figure,  # noqa: E402
+                             style_axes, write_report)
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 
@@ -45,16 +46,32 @@ def _fig_identity(z, summ, out):
 def _fig_defect(z, summ, out):
     ds = summ["defect"]
     eps = z["defect_eps"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    has_dec = "decrease_eps" in z
+    fig, axes = plt.subplots(1, 3 if has_dec else 2, figsize=(16 if has_dec else 11, 4.4))
     axes[0].loglog(eps, z["defect_defect_initial"], "o-", label=f"at t=0 (slope {ds['slope_initial']:.3f})")
     axes[0].loglog(eps, z["defect_defect_traj_max"], "s-", label=f"max over t<={ds['t_final']} (slope {ds['slope_traj']:.3f})")
     axes[0].loglog(eps, z["defect_defect_initial"][0] * eps / eps[0], "k--", label="slope 1")
     axes[0].axvline(ds["eps_fit_max"], color="gray", lw=0.8, ls=":", label="fit range end")
     axes[0].set(xlabel="|Delta_h|_op = eps", ylabel="|dE/dt - (1/n) sum |dx/dt|^2|",
-                title="identity defect vs value misalignment")
+                title="(a) identity defect: O(eps) as Thm 12 says")
     axes[1].loglog(eps, z["defect_defect_initial_rel"], "o-", label="t=0")
     axes[1].loglog(eps, z["defect_defect_traj_rel_max"], "s-", label="max over trajectory")
-    axes[1].set(xlabel="|Delta_h|_op = eps", ylabel="defect / dissipation", title="relative defect")
+    axes[1].axhline(1, color="r", lw=0.9, ls="--", label="defect = dissipation")
+    axes[1].set(xlabel="|Delta_h|_op = eps", ylabel="defect / dissipation",
+                title="(b) relative defect: > 1 near equilibrium, any eps")
+    if has_dec:
+        de = z["decrease_eps"]
+        drop, rise = z["decrease_energy_drop"], z["decrease_energy_rise"]
+        ok = drop > 0
+        axes[2].loglog(de[ok], drop[ok], "o-", label="largest energy drop below its running max")
+        axes[2].loglog(de[ok], -np.minimum(z["decrease_min_rate"][ok], -1e-300), "s-", label="most negative dE/dt")
+        dec = summ["decrease"]
+        if np.isfinite(dec.get("drop_slope", np.nan)):
+            ref = drop[ok][0] * (de[ok] / de[ok][0]) ** 2
+            axes[2].loglog(de[ok], ref, "k--", label=f"slope 2 (heuristic); fitted {dec['drop_slope']:.2f} "
+                                                    f"+- {dec['drop_slope_stderr']:.2f}")
+        axes[2].set(xlabel="|Delta_h|_op = eps", ylabel="energy units",
+                    title=f"(c) E does decrease; energy rise E_max - E(0) = {rise.max():.3g}")
     style_axes(axes, legend=8)
     fig.suptitle(f"V_h = M_h + Delta_h, sphere, d={ds['d']}, n={ds['n']}, H={ds['n_heads']}, beta=1, mean normalization")
     save_figure(fig, out / "defect.png")
@@ -65,8 +82,15 @@ def _fig_softmax(z, summ, out):
     Hs = sorted(int(h) for h in sm["per_H"])
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     x = np.arange(len(Hs))
-    axes[0].bar(x - 0.2, [sm["per_H"][str(h)]["frac_runs_negative"] for h in Hs], 0.4, label="runs with some dE/dt<0")
-    axes[0].bar(x + 0.2, [sm["per_H"][str(h)]["frac_times_negative"] for h in Hs], 0.4, label="observed times with dE/dt<0")
+    coarse = "frac_runs_negative_coarse" in sm["per_H"][str(Hs[0])]
+    axes[0].bar(x - 0.27, [sm["per_H"][str(h)]["frac_runs_negative"] for h in Hs], 0.27,
+                label=f"runs with some dE/dt<0 ({sm['n_eval']} times)")
+    if coarse:
+        n_coarse = (sm["n_eval"] - 1) // sm["coarse_every"] + 1
+        axes[0].bar(x, [sm["per_H"][str(h)]["frac_runs_negative_coarse"] for h in Hs], 0.27,
+                    label=f"same on {n_coarse} times")
+    axes[0].bar(x + 0.27, [sm["per_H"][str(h)]["frac_times_negative"] for h in Hs], 0.27,
+                label="fraction of times with dE/dt<0")
     axes[0].set(xticks=x, xticklabels=[f"H={h}" for h in Hs], ylabel="fraction", ylim=(0, 1.05),
                 title=f"softmax heads: {sm['per_H'][str(Hs[0])]['runs']} runs per H")
     axes[0].legend(fontsize=8)
@@ -119,8 +143,69 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
         ["several softmax heads: E_multi can decrease (MODEL.md: measure, don't assume)",
          f"{100 * frac_multi:.0f}% of {len(multi)} runs (H=2..4) have dE/dt<0 somewhere; most negative rate "
          f"{worst.get('min_rel_rate', float('nan')):.3f} x max|rate| (d={worst.get('d')}, H={worst.get('H')})",
-         "decreases found" if frac_multi > 0 else "none found"],
+         ("decreases found (outside Thm 11's hypotheses)" if frac_multi > 0 else "none found")],
     ]
+    dec = summ.get("decrease")
+    if dec is not None:
+        de = z["decrease_eps"]
+        eps0 = float(z["defect_eps"][0])
+        drop_txt = ", ".join(f"eps={e:.0e}: {v:.1e}" for e, v in zip(de, z["decrease_energy_drop"]))
+        dec_txt = (f"\n**The defect panel, explained (Thm 12 gives a bounded error, not monotonicity).** Panel (a): the "
+                   f"defect |dE/dt - (1/n) sum |dx/dt|^2| is O(eps), as Thm 12 states. Panel (b) divides it by the "
+                   f"dissipation (1/n) sum |dx/dt|^2, which is *quadratic* in the velocity while the defect is only "
+                   f"*linear* in it (dE/dt = <grad E, v> and grad E = O(eps) at an equilibrium of the perturbed flow). "
+                   f"The ratio therefore grows without bound as |v| -> 0 near equilibrium, for every eps > 0 (its maximum "
+                   f"along the trajectory is {z['defect_defect_traj_rel_max'][0]:.1e} at the smallest eps = {eps0:.0e}, "
+                   f"t <= {ds['t_final']}), and once it exceeds 1 with the unfavourable sign the energy decreases. Panel (c) quantifies the decrease on a dense grid ({dec['n_eval']} times on "
+                   f"[0, {dec['t_final']}], rtol 1e-10; d = {dec['d']}, n = {dec['n']}, H = {dec['n_heads']}, one token "
+                   f"draw): largest energy drop below its running maximum {drop_txt}; log-log slope "
+                   f"{dec['drop_slope']:.2f} +- {dec['drop_slope_stderr']:.2f} (standard error, {dec['drop_fit_points']} "
+                   f"points, eps <= {ds['eps_fit_max']}). Heuristic: a rate O(eps |v|) acting over the O(eps) "
+                   f"neighbourhood where |v| < C eps gives O(eps^2); the measured exponent is "
+                   f"{'close to 2' if abs(dec['drop_slope'] - 2) < 3 * dec['drop_slope_stderr'] + 0.1 else 'between 1 and 2'}"
+                   f" (not a clean power: the local exponent drifts over the eps range, and within the horizon the run "
+                   f"need not enter the O(eps) neighbourhood), so the decrease is *superlinear* in eps, o(eps). Against "
+                   f"the total energy rise "
+                   f"({z['decrease_energy_rise'].max():.3g}) it is negligible: Thm 12's robustness is a statement up "
+                   f"to O(eps), and the measured decrease is within it.\n")
+    else:
+        dec_txt = ""
+    if "frac_runs_negative_coarse" in sm["per_H"][str(min(int(h) for h in sm["per_H"]))]:
+        n_coarse = (sm["n_eval"] - 1) // sm["coarse_every"] + 1
+        grid_txt = ("\nOutput-grid dependence (measured): fraction of runs with some dE/dt < 0 on the dense grid of "
+                    f"{sm['n_eval']} times vs on every {sm['coarse_every']}-th of them ({n_coarse} times): "
+                    + "; ".join(f"H={h}: {100 * v['frac_runs_negative']:.0f}% vs {100 * v['frac_runs_negative_coarse']:.0f}%"
+                                for h, v in sorted(sm["per_H"].items())) + ".\n")
+    else:
+        grid_txt = ""
+    hyp = "symmetric M_h, value-aligned (V_h = M_h), exp kernel, mean normalization"
+    verdicts = [
+        ["Thm 11: dE_multi/dt = (1/n) sum |dx/dt|^2 >= 0", hyp + "; flat and sphere", REPRODUCED,
+         f"pointwise residual {res:.1e}, {len(ids)} trajectories (seeds 10..{9 + len(ids)})"],
+        ["Thm 12: with V_h = M_h + Delta_h the identity holds up to O(|Delta|)", "symmetric M_h, exp, mean; sphere",
+         REPRODUCED, f"defect slope {ds['slope_initial']:.3f} (t = 0), {ds['slope_traj']:.3f} (trajectory); the energy "
+                     "does decrease near equilibrium, by a superlinear amount in eps (notes), within the stated O(eps) "
+                     "robustness"],
+        ["one softmax head: E monotone (weighted identity, Geshkovski et al.)", "symmetric, value-aligned, exp, softmax, H = 1",
+         REPRODUCED, f"{n_neg1}/{len(single)} runs with dE/dt < 0"],
+        ["(search) several softmax heads: E_multi non-decreasing?",
+         "softmax normalization: not a hypothesis of Thm 11 (mean-normalized only)", OUTSIDE,
+         f"{100 * frac_multi:.0f}% of {len(multi)} runs (H = 2..4, seeds {sm['seeds']}) decrease; expected: the "
+         "2-head rate is an indefinite quadratic form (notes)"],
+    ]
+    two_head = """
+**Why several softmax heads can decrease E_multi (2-head argument).** Write g_h = P f_i^h for the tangential
+(mean-form) force of head h at token i and Z_h = Z_i^h for its row sum; the softmax velocity is
+g_1/Z_1 + g_2/Z_2 and the contribution of token i to dE_multi/dt is (up to the positive factor 1/n^2)
+
+    <g_1 + g_2, g_1/Z_1 + g_2/Z_2> = (g_1, g_2) [[1/Z_1, m], [m, 1/Z_2]] (g_1, g_2)^T,   m = (1/Z_1 + 1/Z_2)/2.
+
+Its determinant is 1/(Z_1 Z_2) - m^2 = -(1/Z_1 - 1/Z_2)^2 / 4 <= 0, so the form is *indefinite whenever the
+row sums differ* (Z_1 != Z_2), and some pair (g_1, g_2) gives a negative rate (roughly opposite forces with
+the weaker one on the head of the smaller row sum). With Z_1 = Z_2 it is |g_1 + g_2|^2 / Z >= 0, the
+one-head (or equal-row-sum) case. Thm 11's hypotheses (mean normalization: Z_h = n for all h) exclude exactly
+this, so the search is outside the hypotheses, not a counterexample.
+"""
     per_H = "\n".join(f"- H={h}: {v['runs']} runs, {100 * v['frac_runs_negative']:.0f}% with a negative rate, "
                       f"{100 * v['frac_times_negative']:.1f}% of observed times negative, min rate/max|rate| "
                       f"{v['min_rel_rate']:.3g}, largest energy drop {100 * v['max_energy_drop_rel']:.2g}% of the "
@@ -142,11 +227,14 @@ With several softmax heads, each head's force is divided by its own row sum Z_i^
 sum_h sum_i w_i N_i^h <u_i^h, P sum_h' u_i^h'> has cross terms of any sign and no single weight
 makes it a square: E_multi does decrease, often and by visible amounts, in agreement with MODEL.md and
 beyond the paper's mean-normalized statement (which is the only one the paper proves).
-"""
+""" + grid_txt + two_head + dec_txt
     return write_report(out / "report.md", "Energy monotonicity of multi-head attention",
                         "Reproduces paper Thms 11-12 (MODEL.md section 1): the total-energy identity for symmetric "
                         "value-aligned heads, its O(|Delta|) defect under value misalignment, and a search for "
                         "energy decrease with softmax-normalized heads.", claims,
                         [("identity.png", "Energy identity along flat and spherical trajectories"),
-                         ("defect.png", "Identity defect against the value perturbation |Delta|"),
-                         ("softmax.png", "Softmax multi-head runs: how often E_multi decreases")], notes)
+                         ("defect.png", "Identity defect against the value perturbation |Delta| (a), relative to the "
+                                        "dissipation (b: above the red line the defect outweighs the dissipation, "
+                                        "near equilibrium), and the resulting energy decrease (c)"),
+                         ("softmax.png", "Softmax multi-head runs: how often E_multi decreases")], notes,
+                        verdicts=verdicts)

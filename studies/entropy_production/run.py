@@ -21,7 +21,7 @@ Four parts, all with exp kernels:
    ``H_discrete - log n`` (``attention_entropy(..., relative=True)``): sampling error at t = 0
    against n, then both evolved over a short run.
 
-Cost: quick ~10 s of CPU; full ~5 min wall on the shared 2-core machine under heavy load (parts
+Cost: quick ~10 s of CPU; full ~5 min wall on the shared 2-core machine under heavy load, 16 s when idle (parts
 3 and 4 dominate; on a loaded machine set ``OPENBLAS_NUM_THREADS=1``).  Run from the repository root::
 
     python -m studies.entropy_production.run [--quick]
@@ -64,7 +64,7 @@ class Settings:
 QUICK = Settings(identity_n=16, equiangular_n_t=51, failure_n=16, failure_n_t=7, failure_seeds=(0,),
                  lmax=32, continuum_t_final=0.5, continuum_n_t=6, sample_ns=(100, 400), sample_seeds=tuple(range(4)),
                  run_ns=(300,), run_seeds=tuple(range(1)))
-FULL = Settings(identity_n=32, equiangular_n_t=101, failure_n=32, failure_n_t=16, failure_seeds=(0, 1, 2, 3),
+FULL = Settings(identity_n=32, equiangular_n_t=101, failure_n=32, failure_n_t=16, failure_seeds=tuple(range(10)),
                 lmax=48, continuum_t_final=1.5, continuum_n_t=16, sample_ns=(100, 200, 400, 800, 1600, 3200),
                 sample_seeds=tuple(range(8)), run_ns=(250, 1000), run_seeds=tuple(range(3)))
 

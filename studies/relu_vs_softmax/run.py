@@ -20,6 +20,14 @@ Particle grids: full n in {16, 32, 64, 128}, d in {4, 16, 64}, 3 seeds; quick n 
 d in {16, 64}, 1 seed.  Fitted scalings: log-log slope of T against n, slope of T against log n,
 slope of T / n and of log T against log d.
 
+4. **d >> n** (``Settings.hd_*``; full n in {8, 16, 32}, d in {256, ..., 16384}, 10 seeds): the regime
+   ``sqrt(d) > n`` where a ``log d`` can show; run exactly in the span of the tokens
+   (:func:`span_particle_time`) and written to ``data_highd.*`` by :func:`run_high_d` (about 1-2
+   minutes on its own: ``python -c "from studies.relu_vs_softmax.run import run_high_d; run_high_d('studies/relu_vs_softmax/output')"``).
+
+The softmax "linearized" time of level 1 is a frozen-force (zeroth-order) approximation; the
+consistent first-order linearization (:func:`first_order_softmax_time`) grows like ``log n``.
+
 Cost: quick ~10 s of CPU; full ~6 min wall on the shared 2-core machine under heavy load
 (particle runs dominate; on a loaded machine set ``OPENBLAS_NUM_THREADS=1``, multi-threaded BLAS on
 these small matrices is several times slower).  Run from the repository root::
@@ -51,10 +59,14 @@ class Settings:
     n: tuple       # token counts
     d: tuple       # dimensions
     seeds: tuple
+    hd_n: tuple = ()      # high-dimension grid (d >> n, where log d can show): token counts
+    hd_d: tuple = ()      # ... dimensions
+    hd_seeds: tuple = ()  # ... seeds
 
 
-FULL = Settings(n=(16, 32, 64, 128), d=(4, 16, 64), seeds=(0, 1, 2))
-QUICK = Settings(n=(16, 32), d=(16, 64), seeds=(0,))
+FULL = Settings(n=(16, 32, 64, 128), d=(4, 16, 64), seeds=(0, 1, 2),
+                hd_n=(8, 16, 32), hd_d=(256, 1024, 4096, 16384), hd_seeds=tuple(range(10)))
+QUICK = Settings(n=(16, 32), d=(16, 64), seeds=(0,), hd_n=(8,), hd_d=(256, 4096), hd_seeds=(0, 1, 2))
 
 
 def combo_name(kernel, normalization):
@@ -118,6 +130,96 @@ def particle_time(kernel, normalization, n, d, seed, horizon):
     final = mf.diagnostics.clustering(tr.y_final)
     return {"T": T, "gamma0": float(m[0]), "final_mean_inner": final["mean_inner"],
             "final_clusters": final["n_clusters"], "n_steps": tr.n_steps}
+
+
+def span_particle_time(kernel, normalization, n, d, seed, horizon):
+    """:func:`particle_time` for ``d >> n``, run in the ``n``-dimensional span of the tokens.
+
+    Scalar heads ``M = V = lambda I`` make the velocity of every token a combination of the tokens
+    (the projection ``I - x x^T`` included), so the tokens never leave the span of ``X0`` and the
+    whole run depends only on the initial Gram matrix.  We draw ``X0`` uniform on ``S^{d-1}``
+    (same draw as :func:`particle_time`), take coordinates in an orthonormal basis of its span
+    (``X0^T = Q R``, coordinates ``R^T``, rows renormalized against round-off) and run in
+    ``R^n``: exact up to the integrator tolerance, and independent of ``d`` in cost (a run in
+    ``R^4096`` with ``d x d`` head matrices takes minutes).  Checked against :func:`particle_time`
+    in ``tests/test_study_relu_vs_softmax.py``.
+    """
+    X0 = mf.initial.uniform_sphere(n, d, seed)
+    _, R = np.linalg.qr(X0.T)
+    Y0 = R.T / np.linalg.norm(R.T, axis=1, keepdims=True)
+    system = mf.ParticleSystem(mf.scalar_heads([LAMBDA], n, beta=BETA, kernel=kernel, normalization=normalization))
+
+    def observe(t, X):
+        return {"mean_inner": mf.diagnostics.clustering(X)["mean_inner"]}
+
+    def event(t, X):
+        return "target reached" if observe(t, X)["mean_inner"] >= TARGET else None
+
+    t_eval = np.concatenate([[0.0], np.geomspace(1e-2, horizon, N_EVAL)])
+    tr = mf.solve_particles(system, Y0, horizon, t_eval=t_eval, observe=observe, event=event,
+                            rtol=1e-7, atol=1e-9, save_states=False, progress=False)
+    if tr.status < 0:
+        raise RuntimeError(f"particle run failed ({kernel}-{normalization}, n={n}, d={d}): {tr.message}")
+    m = tr.observables["mean_inner"]
+    T = np.inf
+    if tr.status == 1:
+        T = float(tr.t[-1]) if len(m) < 2 else float(np.interp(TARGET, m[-2:], tr.t[-2:]))
+    return {"T": T, "gamma0": float(m[0])}
+
+
+def first_order_softmax_time(n, gamma0=0.0, target=TARGET, lam=LAMBDA, beta=BETA):
+    """Clustering time of the *first-order* linearization of the softmax equiangular ODE.
+
+    ``dgamma/dt = F(gamma) = 2 B(gamma) (1 - gamma) (1 + (n-1) gamma)``, ``B = lam / (exp(beta lam (1-gamma)) + n - 1)``,
+    replaced by ``F(0) + F'(0) gamma = a + b gamma`` with ``a = 2 B(0)`` and
+    ``b = 2 (B'(0) + (n - 2) B(0))``, ``B'(0) = beta lam^2 e^(beta lam) / (e^(beta lam) + n - 1)^2``; the time from
+    ``gamma0`` to ``target`` is ``(1/b) ln((a + b target) / (a + b gamma0))``.  For large n, ``a ~ 2 lam / n`` and
+    ``b ~ 2 lam``, so ``T ~ ln(1 + n target) / (2 lam)``: already logarithmic in n.  (The "linearized" time of
+    :func:`meanfield.theory.linearized_clustering_time` keeps only ``a``: a frozen-force, zeroth-order
+    approximation, ``T = target / a = O(n)``.)
+    """
+    e = np.exp(beta * lam)
+    B0 = lam / (e + n - 1)
+    dB0 = beta * lam ** 2 * e / (e + n - 1) ** 2
+    a, b = 2 * B0, 2 * (dB0 + (n - 2) * B0)
+    return float(np.log((a + b * target) / (a + b * gamma0)) / b)
+
+
+def run_high_d(out_dir: Path, quick: bool = False) -> dict:
+    """The d >> n particle grid (``Settings.hd_*``) via :func:`span_particle_time`; writes
+    ``data_highd.npz`` / ``data_highd.json`` (separate from the main data, so it can be computed on its own)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    grid = QUICK if quick else FULL
+    hn, hd, seeds = np.array(grid.hd_n), np.array(grid.hd_d), np.array(grid.hd_seeds)
+    T = np.empty((len(COMBOS), len(hn), len(hd), len(seeds)))
+    g0 = np.empty_like(T)
+    for c, (kernel, norm) in enumerate(COMBOS):
+        for i, n in enumerate(hn):
+            for j, d in enumerate(hd):
+                for k, s in enumerate(seeds):
+                    r = span_particle_time(kernel, norm, int(n), int(d), int(s), horizon_for(n, d))
+                    T[c, i, j, k], g0[c, i, j, k] = r["T"], r["gamma0"]
+    theory = theory_times(hn, hd)
+    first = np.array([first_order_softmax_time(int(n)) for n in hn])
+    fitsd = {}
+    for c, (kernel, norm) in enumerate(COMBOS):
+        for i, n in enumerate(hn):
+            x = np.repeat(np.log(hd), len(seeds))
+            y = T[c, i].ravel()
+            f = fit_slope(x, y, drop_invalid=True, min_points=3)
+            lin = theory[c, 0, i]
+            fitsd[f"{combo_name(kernel, norm)}/n={int(n)}"] = {
+                "slope_T_vs_lnd": f.slope, "stderr": f.stderr, "points": f.n_points,
+                "linearized_slope": _slope(hd, lin, log_y=False) if np.all(np.isfinite(lin)) else None,
+                "nonlinear_ode_slope": _slope(hd, theory[c, 1, i], log_y=False),
+                "reached_fraction": float(np.isfinite(T[c, i]).mean())}
+    np.savez_compressed(out_dir / "data_highd.npz", T=T, gamma0=g0, n=hn, d=hd, seeds=seeds, theory=theory,
+                        first_order_softmax=first)
+    summary = {"quick": quick, "fits": fitsd, "combos": [combo_name(*c) for c in COMBOS],
+               "first_order_softmax_times": dict(zip(map(int, hn), first))}
+    save_json(out_dir / "data_highd.json", summary)
+    return summary
 
 
 def horizon_for(n, d):
@@ -195,7 +297,10 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         "relu_mean_linear_over_nlogd": float(np.median(theory[2, 0] / (THEORY_N[:, None] * np.log(THEORY_D)))),
         "particles_reached_fraction": {combo_name(*c): float(reached[i].mean()) for i, c in enumerate(COMBOS)},
     }
+    summary["first_order_softmax_times"] = {int(n): first_order_softmax_time(int(n)) for n in THEORY_N}
     save_json(out_dir / "data.json", summary)
+    if grid.hd_n:
+        summary["high_d"] = run_high_d(out_dir, quick)
     return summary
 
 
