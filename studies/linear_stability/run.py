@@ -96,13 +96,9 @@ FULL = Settings(pde_cases=tuple(range(len(PDE_CASES))), pde_degrees=tuple(range(
 
 # ----------------------------------------------------------------------------- helpers
 def kernel_lmax(lambdas, beta, tol=1e-10):
-    """Smallest lmax for which ``ContinuumPDE`` accepts every head at ``kernel_tol = tol``."""
-    ell = np.arange(400)
-    need = 2
-    for lam in lambdas:
-        c = np.abs(theory.funk_hecke_exp(ell, beta * lam))
-        need = max(need, int(np.argmax(c[1:] <= tol * c.max())))
-    return need
+    """Smallest lmax for which ``ContinuumPDE`` accepts every head at ``kernel_tol = tol``
+    (the PDE's own rule: :func:`meanfield.required_lmax` with ``criterion="pde"``)."""
+    return mf.required_lmax(mf.scalar_heads(lambdas, 3, beta=beta), tol, criterion="pde")
 
 
 def rk4_rate(sigma, dt):
