@@ -82,3 +82,10 @@ def test_short_module_import_does_not_shadow_public_functions():
     import meanfield.integrate  # noqa: F401
     from meanfield.core.integrate import integrate
     assert meanfield.integrate is integrate
+
+
+def test_sources_have_no_control_characters():
+    # a "\t"/"\r"/"\f"/"\a" meant as a TeX backslash in a non-raw docstring leaves a control byte
+    bad = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")
+           if any(b < 32 and b != 10 for b in p.read_bytes())]
+    assert bad == []

@@ -48,8 +48,10 @@ def test_octahedron_geodesic_bracket_contains_the_geodesic_value():
     lo, hi = res.info["geodesic_bracket"]
     # the bracket is rigorous; 1e-5 absorbs the reference's quadrature error
     assert lo**2 - 1e-5 <= ref <= hi**2 + 1e-5
-    # cells span up to ~55 degrees here, so the bracket is wide; the midpoint is within it
-    assert lo <= res.distance <= hi
+    # the returned value is the midpoint of the squared bracket: within half its width of the
+    # reference (cells span up to ~55 degrees here, so the bracket is wide); + the quadrature 1e-5
+    assert res.distance**2 == pytest.approx((lo**2 + hi**2) / 2, rel=1e-14)
+    assert abs(res.distance**2 - ref) <= (hi**2 - lo**2) / 2 + 1e-5
 
 
 def test_masses_areas_and_newton_reach_the_prescribed_masses():
@@ -180,3 +182,20 @@ def test_concentrated_particles_raise_instead_of_a_wrong_value():
     X = initial.von_mises_fisher(200, [0, 0, 1], 30.0, seed=0)
     with pytest.raises(RuntimeError, match="method='exact'"):
         w2_particles_field(X, rho, grid, metric="chordal")
+
+
+def test_auto_falls_back_to_sliced_where_the_laguerre_solver_cannot_go():
+    # clustered particles (what the dynamics produce) and a density with negative mass defeat the
+    # semi-discrete solver; "auto" must still return a distance and say why it switched
+    from meanfield.analysis import transport
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((10, 3))
+    X = np.repeat(centres / np.linalg.norm(centres, axis=1, keepdims=True), 50, axis=0)
+    X = X + 1e-9 * rng.standard_normal(X.shape)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    grid = SphereGrid(15)
+    nodes, w = grid.nodes.reshape(-1, 3), grid.weights.reshape(-1) / (4 * np.pi)     # uniform density
+    res = transport.w2_particles_density(X, nodes, w, method="auto", max_exact=1, seed=0, grid_floor=False)
+    assert res.method == "sliced" and "sliced instead" in res.info["auto"] and np.isfinite(res.distance)
+    with pytest.raises((ValueError, RuntimeError)):      # asked for explicitly, the failure is not hidden
+        transport.w2_particles_density(X, nodes, w, method="semidiscrete", grid_floor=False)
