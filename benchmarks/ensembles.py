@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._report import table, write_section
 import meanfield as mf
 from meanfield.analysis import ensembles
 from meanfield.core.heads import random_symmetric_heads, scalar_heads
@@ -147,11 +148,6 @@ def bench_orders():
     return table(["rule"] + [f"err dt = 1/{round(1 / d)}" for d in dts] + ["order (slope)"], rows), slopes
 
 
-def table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(out + ["| " + " | ".join(r) + " |" for r in rows])
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one beta, one repeat")
@@ -196,10 +192,7 @@ def main(argv=None):
     ])
     print("\n" + "\n".join(summary))
     if not args.no_write:
-        path = HERE / "RESULTS.md"
-        old = path.read_text() if path.exists() else ""
-        head = old.split("\n" + SECTION)[0].rstrip("\n") if SECTION in old else old.rstrip("\n")
-        path.write_text(head + "\n\n" + md + "\n")
+        write_section(HERE / "RESULTS.md", SECTION, md)
     return 0
 
 

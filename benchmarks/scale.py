@@ -42,6 +42,7 @@ from meanfield.core.sphere import _SHT, PointSet
 from meanfield.models.fastsum import SpectralSum
 from meanfield.models.particles import ParticleSystem
 from meanfield.workflow.simulate import solve_particles
+from ._report import table, write_section
 
 HERE = Path(__file__).resolve().parent
 LAMBDAS = [1.0, -0.5]      # two zonal mean heads, as in benchmarks/run.py
@@ -52,11 +53,6 @@ RTOL, ATOL = 1e-6, 1e-8    # trajectory error control: far below the particle/PD
 
 def heads():
     return scalar_heads(LAMBDAS, 3, beta=BETA)
-
-
-def table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
 
 
 def best_of(fns, repeats, cpu=None):
@@ -232,10 +228,7 @@ def main(argv=None):
     ])
     print("\n" + "\n".join(summary))
     if not args.no_write:
-        path = HERE / "RESULTS.md"
-        old = path.read_text() if path.exists() else ""
-        head = old.split("\n" + SECTION)[0].rstrip("\n") if SECTION in old else old.rstrip("\n")
-        path.write_text(head + "\n\n" + md + "\n")
+        write_section(HERE / "RESULTS.md", SECTION, md)
     return 0
 
 
