@@ -122,6 +122,23 @@ class _Recorder:
         self.i_target = len(self.targets)
         return 1, f"event at t = {t0}: {stop}"
 
+    def hooks(self, t, y, land, event):
+        """``(obs, stop)`` at the end ``(t, y)`` of a step not yet committed: the observables to record
+        (None when nothing is recorded there) and what ``event`` returned."""
+        keep = land and self.is_eval[self.i_target]
+        obs = self.observe_at(t, y) if keep else None
+        stop = event(t, y) if event is not None else None
+        if stop is not None and not keep:
+            obs = self.observe_at(t, y)
+        return obs, stop
+
+    def commit(self, t, y, land, obs):
+        """Record the committed step's end when :meth:`hooks` gave observables; move past a landed target."""
+        if obs is not None:
+            self.append(t, y, obs)
+        if land:
+            self.i_target += 1
+
     def state(self):
         """The recorded times, states and observables of a checkpoint state (with ``i_target``, :meth:`restore` reads them)."""
         return {"rec_t": list(self.t), "rec_y": list(self.y),
@@ -350,19 +367,12 @@ def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, afte
             y_new = y_ret
         # the hooks run before the commit: an interrupt inside them leaves the previous state,
         # and a resumed run redoes this step exactly
-        keep = land and rec.is_eval[rec.i_target]
-        obs = rec.observe_at(t_new, y_new) if keep else None
-        stop = event(t_new, y_new) if event is not None else None
-        if stop is not None and not keep:
-            obs = rec.observe_at(t_new, y_new)
+        obs, stop = rec.hooks(t_new, y_new, land, event)
         # commit the step (nothing above changed the state, so an interrupt there loses nothing)
         ctl.commit()
         pos.n_steps += 1
         pos.t, pos.y, pos.k0 = t_new, y_new, k_last
-        if keep or stop is not None:
-            rec.append(t_new, y_new, obs)
-        if land:
-            rec.i_target += 1
+        rec.commit(t_new, y_new, land, obs)
         if stop is not None:
             return 1, f"event at t = {t_new}: {stop}"
         after_step()

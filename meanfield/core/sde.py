@@ -243,19 +243,12 @@ def integrate_sde(drift, y0, t_span, *, nu, dt, method="geodesic_strang", geomet
             if not np.all(np.isfinite(y_new)):
                 status, message = -1, f"non-finite state in the step from t = {t} to t = {t_new}"
                 break
-            keep = land and rec.is_eval[rec.i_target]
-            obs = rec.observe_at(t_new, y_new) if keep else None
-            stop = event(t_new, y_new) if event is not None else None
-            if stop is not None and not keep:
-                obs = rec.observe_at(t_new, y_new)
+            obs, stop = rec.hooks(t_new, y_new, land, event)
             ctl.commit()
             rng = gen
             n_steps += 1
             t, y = t_new, y_new
-            if keep or stop is not None:
-                rec.append(t, y, obs)
-            if land:
-                rec.i_target += 1
+            rec.commit(t, y, land, obs)
             if stop is not None:
                 status, message = 1, f"event at t = {t}: {stop}"
                 break
