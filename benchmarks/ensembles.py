@@ -20,16 +20,14 @@ Times are minima over repeats, the peer and meanfield interleaved so that both s
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ._report import table, write_section
+from ._report import finish, provenance, table
 import meanfield as mf
 from meanfield.analysis import ensembles
 from meanfield.core.heads import random_symmetric_heads, scalar_heads
@@ -175,9 +173,7 @@ def main(argv=None):
     ]
     md = "\n\n".join([
         SECTION,
-        f"Date: {datetime.datetime.now():%Y-%m-%d %H:%M}. Machine: {platform.machine()}, {os.cpu_count()} cores, "
-        f"numpy {np.__version__}. Load average at start / end: {load0:.1f} / {load1:.1f} (shared machine). "
-        f"Total {total:.0f} s. Command: `.venv/bin/python -m benchmarks.ensembles{' --quick' if args.quick else ''}`.",
+        provenance(load0, load1, total, f".venv/bin/python -m benchmarks.ensembles{' --quick' if args.quick else ''}"),
         "## Summary", "\n".join(summary),
         "## Phase-diagram cell, side by side\n\nThe peer: borjanG/2023-transformers-rotf `phase-diagrams.py`, "
         "`simu_xform.step_1` with its defaults (`--use_softmax`, KQ = V = Id), ported line by line to numpy "
@@ -190,9 +186,7 @@ def main(argv=None):
         "of 10 tokens in a cap, t = 1; error: max over tokens of the direction against RK4 (dt = 1/1600) of the "
         "rule's continuous-time limit (`step_rules.limit_rhs`).", txt_o,
     ])
-    print("\n" + "\n".join(summary))
-    if not args.no_write:
-        write_section(HERE / "RESULTS.md", SECTION, md)
+    finish(summary, SECTION, md, not args.no_write, HERE / "RESULTS.md")
     return 0
 
 
