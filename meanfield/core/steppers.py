@@ -185,6 +185,18 @@ def _linear_or_zero(linear, y):
     return np.zeros((), dtype=y.dtype) if linear is None else linear
 
 
+def _last_step_cache(stepper, dt, L, compute):
+    """``compute(dt, L)``, kept for the last ``(dt, L)`` on the stepper instance (fixed steps reuse it)."""
+    cache = stepper.__dict__.setdefault("_cache", [None])   # per instance; frozen fields untouched
+    hit = cache[0]
+    if hit is not None and hit[0] == dt and hit[1].shape == L.shape and hit[1].dtype == L.dtype \
+            and np.array_equal(hit[1], L):
+        return hit[2]
+    value = compute(dt, L)
+    cache[0] = (dt, np.array(L, copy=True), value)          # one assignment: readers see old or new
+    return value
+
+
 @dataclass(frozen=True, eq=False)
 class IMEXEuler(Stepper):
     r"""IMEX Euler: explicit in ``rhs``, implicit in the diagonal ``L`` (order 1).
@@ -213,15 +225,12 @@ class _Exponential(Stepper):
     fixed steps reuse it (a step shortened to land on ``t_eval`` computes its own)."""
 
     def _coefficients(self, dt, L):
-        cache = self.__dict__.setdefault("_cache", [None])   # per instance; frozen fields untouched
-        hit = cache[0]
-        if hit is not None and hit[0] == dt and hit[1].shape == L.shape and hit[1].dtype == L.dtype \
-                and np.array_equal(hit[1], L):
-            return hit[2]
+        return _last_step_cache(self, dt, L, self._read_only_coefficients)
+
+    def _read_only_coefficients(self, dt, L):
         coef = self._compute(dt, L)
         for c in coef:
             c.setflags(write=False)
-        cache[0] = (dt, np.array(L, copy=True), coef)       # one assignment: readers see old or new
         return coef
 
     @abstractmethod
@@ -348,15 +357,12 @@ class LawsonRK(_TableauStepper):
 
     def _factors(self, dt, L):
         """``{tau: exp(tau dt L)}`` for every difference ``c_i - c_j`` the step uses (cached for one ``dt``)."""
-        cache = self.__dict__.setdefault("_cache", [None])
-        hit = cache[0]
-        if hit is not None and hit[0] == dt and hit[1].shape == L.shape and np.array_equal(hit[1], L):
-            return hit[2]
+        return _last_step_cache(self, dt, L, self._compute_factors)
+
+    def _compute_factors(self, dt, L):
         c = [float(x) for x in self.tableau.c]
         taus = {ci - cj for i, ci in enumerate(c) for cj in c[:i]} | set(c) | {1.0 - cj for cj in c}
-        E = {tau: np.exp(tau * dt * L) for tau in taus}
-        cache[0] = (dt, np.array(L, copy=True), E)
-        return E
+        return {tau: np.exp(tau * dt * L) for tau in taus}
 
     def step(self, rhs, t, y, dt, k0=None, linear=None):
         tab = self.tableau
