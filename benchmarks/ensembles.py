@@ -20,15 +20,14 @@ Times are minima over repeats, the peer and meanfield interleaved so that both s
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from ._report import finish, provenance, table
 import meanfield as mf
 from meanfield.analysis import ensembles
 from meanfield.core.heads import random_symmetric_heads, scalar_heads
@@ -147,11 +146,6 @@ def bench_orders():
     return table(["rule"] + [f"err dt = 1/{round(1 / d)}" for d in dts] + ["order (slope)"], rows), slopes
 
 
-def table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(out + ["| " + " | ".join(r) + " |" for r in rows])
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one beta, one repeat")
@@ -179,9 +173,7 @@ def main(argv=None):
     ]
     md = "\n\n".join([
         SECTION,
-        f"Date: {datetime.datetime.now():%Y-%m-%d %H:%M}. Machine: {platform.machine()}, {os.cpu_count()} cores, "
-        f"numpy {np.__version__}. Load average at start / end: {load0:.1f} / {load1:.1f} (shared machine). "
-        f"Total {total:.0f} s. Command: `.venv/bin/python -m benchmarks.ensembles{' --quick' if args.quick else ''}`.",
+        provenance(load0, load1, total, f".venv/bin/python -m benchmarks.ensembles{' --quick' if args.quick else ''}"),
         "## Summary", "\n".join(summary),
         "## Phase-diagram cell, side by side\n\nThe peer: borjanG/2023-transformers-rotf `phase-diagrams.py`, "
         "`simu_xform.step_1` with its defaults (`--use_softmax`, KQ = V = Id), ported line by line to numpy "
@@ -194,12 +186,7 @@ def main(argv=None):
         "of 10 tokens in a cap, t = 1; error: max over tokens of the direction against RK4 (dt = 1/1600) of the "
         "rule's continuous-time limit (`step_rules.limit_rhs`).", txt_o,
     ])
-    print("\n" + "\n".join(summary))
-    if not args.no_write:
-        path = HERE / "RESULTS.md"
-        old = path.read_text() if path.exists() else ""
-        head = old.split("\n" + SECTION)[0].rstrip("\n") if SECTION in old else old.rstrip("\n")
-        path.write_text(head + "\n\n" + md + "\n")
+    finish(summary, SECTION, md, not args.no_write, HERE / "RESULTS.md")
     return 0
 
 

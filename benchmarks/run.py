@@ -27,6 +27,7 @@ import meanfield as mf
 from meanfield.core.heads import scalar_heads
 from meanfield.core.kernels import aggregate, row_chunks
 from meanfield.models.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
+from ._report import table
 
 HERE = Path(__file__).resolve().parent
 LAMBDAS = [1.0, -0.5]          # two zonal mean heads
@@ -55,12 +56,6 @@ def best_pair(f, g, repeats):
 def tokens(n, seed=0):
     X = np.random.default_rng(seed).standard_normal((n, 3))
     return X / np.linalg.norm(X, axis=1, keepdims=True)
-
-
-def table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------- sums

@@ -23,10 +23,8 @@ item of issue 12): ``mean_inner`` is kept, O(n) and exact.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -42,6 +40,7 @@ from meanfield.core.sphere import _SHT, PointSet
 from meanfield.models.fastsum import SpectralSum
 from meanfield.models.particles import ParticleSystem
 from meanfield.workflow.simulate import solve_particles
+from ._report import finish, provenance, table
 
 HERE = Path(__file__).resolve().parent
 LAMBDAS = [1.0, -0.5]      # two zonal mean heads, as in benchmarks/run.py
@@ -52,11 +51,6 @@ RTOL, ATOL = 1e-6, 1e-8    # trajectory error control: far below the particle/PD
 
 def heads():
     return scalar_heads(LAMBDAS, 3, beta=BETA)
-
-
-def table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
 
 
 def best_of(fns, repeats, cpu=None):
@@ -213,10 +207,8 @@ def main(argv=None):
     ]
     md = "\n\n".join([
         SECTION,
-        f"Date: {datetime.datetime.now():%Y-%m-%d %H:%M}. Machine: {platform.machine()}, {os.cpu_count()} cores, "
-        f"numpy {np.__version__}. Load average at start / end: {load0:.1f} / {load1:.1f} (shared machine: "
-        f"absolute times inflate with the load; ratios are formed within this run). Total {total:.0f} s. "
-        f"Command: `.venv/bin/python -m benchmarks.scale{' --quick' if args.quick else ''}`.",
+        provenance(load0, load1, total, f".venv/bin/python -m benchmarks.scale{' --quick' if args.quick else ''}",
+                   "shared machine: absolute times inflate with the load; ratios are formed within this run"),
         "## Summary", "\n".join(summary),
         NOTES,
         "## Trajectory at scale\n\n`solve_particles` with `particle_observer(system, clustering=False)` (energies, "
@@ -230,12 +222,7 @@ def main(argv=None):
         "mean heads (beta 5), tokens tilted north. Error columns: relative energy and dissipation, absolute "
         "relative-entropy difference.", txt_d,
     ])
-    print("\n" + "\n".join(summary))
-    if not args.no_write:
-        path = HERE / "RESULTS.md"
-        old = path.read_text() if path.exists() else ""
-        head = old.split("\n" + SECTION)[0].rstrip("\n") if SECTION in old else old.rstrip("\n")
-        path.write_text(head + "\n\n" + md + "\n")
+    finish(summary, SECTION, md, not args.no_write, HERE / "RESULTS.md")
     return 0
 
 

@@ -10,14 +10,7 @@ from meanfield.models.fastsum import SpectralSum, spectral_supported, truncation
 from meanfield.core.heads import Head, scalar_heads
 from meanfield.core.initial import uniform_sphere
 from meanfield.models.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
-
-
-def clustered(n, seed, spread=0.3):
-    """Three noisy clusters on S^2: velocities O(1), unlike the O(n^-1/2) ones of uniform tokens."""
-    rng = np.random.default_rng(seed)
-    mu = rng.standard_normal((3, 3))
-    X = mu[rng.integers(0, 3, n)] / np.linalg.norm(mu, axis=1).max() + spread * rng.standard_normal((n, 3))
-    return X / np.linalg.norm(X, axis=1, keepdims=True)
+from _helpers import assert_spectral_sums_match, clustered
 
 
 def rel_err(a, b):
@@ -49,14 +42,7 @@ def test_forces_normalizers_energies_weighted(rng, normalization):
     w /= w.sum()
     fast = SpectralSum(heads, tolerance=1e-10)
     direct = ParticleSystem(heads, summation="direct")
-    U, N = direct.forces(X, w)
-    Uf, Nf = fast.forces(X, w)
-    # 1e-10: the requested tolerance, relative to the aggregates' size (measured ~1e-12)
-    assert np.abs(Uf - U).max() <= 1e-10 * np.abs(U).max()
-    assert np.abs(Nf - N).max() <= 1e-10 * np.abs(N).max()
-    assert np.abs(fast.velocity(X, w) - direct.velocity(X, w)).max() <= 1e-10 * np.abs(U).max()
-    # Parseval energies: the same truncation, errors ~1e-14 measured
-    np.testing.assert_allclose(fast.energies(X, w), direct.energies(X, w), rtol=1e-10)
+    assert_spectral_sums_match(fast, direct, X, w, tol=1e-10)   # the requested tolerance (see the helper)
 
 
 def test_self_interaction_included():

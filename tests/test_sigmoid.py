@@ -14,20 +14,13 @@ from meanfield.core.zonal import required_lmax
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.models.fastsum import SpectralSum
 from meanfield.models.particles import ParticleSystem, retract_sphere
-from _helpers import smooth_density
+from _helpers import assert_spectral_sums_match, clustered, smooth_density
 
 BIAS = {"bias": -0.6}
 
 
 def sig_heads(lambdas, beta, normalization="mean", params=BIAS):
     return scalar_heads(lambdas, 3, beta=beta, kernel="sigmoid", normalization=normalization, kernel_params=params)
-
-
-def clustered(n, seed, spread=0.3):
-    rng = np.random.default_rng(seed)
-    mu = rng.standard_normal((3, 3))
-    X = mu[rng.integers(0, 3, n)] / np.linalg.norm(mu, axis=1).max() + spread * rng.standard_normal((n, 3))
-    return X / np.linalg.norm(X, axis=1, keepdims=True)
 
 
 @pytest.mark.parametrize("normalization", ["mean", "softmax"])
@@ -41,13 +34,7 @@ def test_spectral_sums_equal_direct_sums(rng, normalization):
     fast = SpectralSum(heads, tolerance=1e-10)
     assert fast.lmax == required_lmax(heads, 1e-10)
     direct = ParticleSystem(heads, summation="direct")
-    U, N = direct.forces(X, w)
-    Uf, Nf = fast.forces(X, w)
-    # 1e-10: the requested tolerance, relative to the aggregates' size
-    assert np.abs(Uf - U).max() <= 1e-10 * np.abs(U).max()
-    assert np.abs(Nf - N).max() <= 1e-10 * np.abs(N).max()
-    assert np.abs(fast.velocity(X, w) - direct.velocity(X, w)).max() <= 1e-10 * np.abs(U).max()
-    np.testing.assert_allclose(fast.energies(X, w), direct.energies(X, w), rtol=1e-10)   # Parseval
+    assert_spectral_sums_match(fast, direct, X, w, tol=1e-10)   # the requested tolerance (see the helper)
     # log Z - Q / Z from sums accurate to 1e-10 of their size (|Q / Z| <= ~3 here)
     np.testing.assert_allclose(fast.entropies(X, w), attention_entropy(direct, X, w, relative=True),
                                rtol=0, atol=1e-9)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.funk_hecke import funk_hecke_multipliers
-from ..core.sphere import SphereGrid
+from .semidiscrete import check_field as _check
 
 __all__ = ["MMD_KERNELS", "mmd_weights", "mmd_particles_field", "mmd_iid_expectation"]
 
@@ -70,19 +70,6 @@ def _tail(lmax, kernel, s, beta):
         return float(head + 3.0 * ell[-1] ** (2 - 2 * s) / ((2 * s - 2) * np.pi))
     a = funk_hecke_multipliers(int(lmax) + 60, exp_rate=beta)[lmax + 1:]   # decays like beta^l / (2l+1)!!
     return float(np.sum(a * (2 * np.arange(lmax + 1, lmax + 61) + 1)) / np.pi)
-
-
-def _check(grid, rho_lm):
-    if not isinstance(grid, SphereGrid):
-        raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
-    rho_lm = np.asarray(rho_lm)
-    if rho_lm.shape != (grid.nalm,) or not np.all(np.isfinite(rho_lm)):
-        raise ValueError(f"rho_lm must be finite with shape (nalm,) = ({grid.nalm},) for lmax = {grid.lmax}; "
-                         f"received shape {rho_lm.shape}")
-    mass = float(rho_lm[0].real) * np.sqrt(4 * np.pi)
-    if abs(mass - 1.0) > 1e-8:
-        raise ValueError(f"rho_lm must have mass 1 (tolerance 1e-08); received mass {mass:.17g}")
-    return rho_lm.astype(np.complex128)
 
 
 def mmd_particles_field(X, rho_lm, grid, a=None, *, kernel="sobolev", s=2.0, beta=1.0, epsilon=1e-13):

@@ -21,7 +21,8 @@ from scipy.special import roots_legendre, spherical_in
 
 from . import validate
 
-__all__ = ["funk_hecke_multipliers", "zonal_multipliers", "gegenbauer_normalized", "funk_hecke_normalized"]
+__all__ = ["funk_hecke_multipliers", "zonal_multipliers", "gegenbauer_normalized", "funk_hecke_normalized",
+           "resolved_multipliers"]
 
 
 def funk_hecke_multipliers(lmax, g=None, exp_rate=None, n_nodes=None):
@@ -178,3 +179,26 @@ def funk_hecke_normalized(lmax, d, g=None, exp_rate=None, n_nodes=None):
     ws = wt * np.exp(log_s - log_s.max())
     ws /= ws.sum()
     return gegenbauer_normalized(lmax, d, t) @ (ws * g(t))
+
+
+def resolved_multipliers(m, i, size_name, size, tol, warning, what="multiplier"):
+    """Multipliers ``m`` (dict of sequences with one extra, neglected entry) of ``heads[i]``, truncated.
+
+    The first neglected ``m["potential"]`` relative to the largest is the truncation level: above
+    ``1e-2`` a ``ValueError`` (``size_name`` does not resolve the head), above ``tol`` a ``warning``
+    (a Warning subclass, attributed to the caller of the caller's ``__init__``).
+
+    Returns
+    -------
+    dict of the sequences without their last entry
+    """
+    import warnings
+
+    tail = abs(m["potential"][-1]) / np.abs(m["potential"]).max()
+    if tail > 1e-2:
+        raise ValueError(f"{size_name} must resolve heads[{i}] (first neglected {what} at most 1e-2 of the "
+                         f"largest); received {size_name} = {size}, at which it is {tail:.1e}")
+    if tail > tol:
+        warnings.warn(f"{size_name} = {size} truncates heads[{i}] at relative level {tail:.1e} > kernel_tol = "
+                      f"{tol:.0e}", warning, stacklevel=4)
+    return {k: v[:-1] for k, v in m.items()}

@@ -109,6 +109,41 @@ class _Recorder:
     def record(self, t, y):
         self.append(t, y, self.observe_at(t, y))
 
+    def start(self, t0, y, event):
+        """Record ``t0`` if it is a target and test ``event`` there; ``(status, message)`` when it fires, else None."""
+        if self.targets[0] == t0:
+            self.record(t0, y)
+            self.i_target = 1
+        stop = event(t0, y) if event is not None else None
+        if stop is None:
+            return None
+        if not self.t:
+            self.record(t0, y)
+        self.i_target = len(self.targets)
+        return 1, f"event at t = {t0}: {stop}"
+
+    def hooks(self, t, y, land, event):
+        """``(obs, stop)`` at the end ``(t, y)`` of a step not yet committed: the observables to record
+        (None when nothing is recorded there) and what ``event`` returned."""
+        keep = land and self.is_eval[self.i_target]
+        obs = self.observe_at(t, y) if keep else None
+        stop = event(t, y) if event is not None else None
+        if stop is not None and not keep:
+            obs = self.observe_at(t, y)
+        return obs, stop
+
+    def commit(self, t, y, land, obs):
+        """Record the committed step's end when :meth:`hooks` gave observables; move past a landed target."""
+        if obs is not None:
+            self.append(t, y, obs)
+        if land:
+            self.i_target += 1
+
+    def state(self):
+        """The recorded times, states and observables of a checkpoint state (with ``i_target``, :meth:`restore` reads them)."""
+        return {"rec_t": list(self.t), "rec_y": list(self.y),
+                "rec_obs": {k: list(v) for k, v in self.obs.items()}}
+
     def restore(self, state):
         self.i_target, self.t, self.y = state["i_target"], list(state["rec_t"]), list(state["rec_y"])
         self.obs = {k: list(v) for k, v in state["rec_obs"].items()}
@@ -251,20 +286,14 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         if k0.shape != y.shape:
             _fail("rhs", f"a callable returning arrays of the shape of y0, {y.shape}", k0.shape)
         pos = _Position(t0, y, k0)
-        if rec.targets[0] == t0:
-            rec.record(t0, y)
-            rec.i_target = 1
+        started = rec.start(t0, y, event)
         if adaptive:
             h = dt if dt is not None else initial_step(f, t0, y, k0, t1 - t0, stepper.err_order, rtol, atol)
             ctl = ErrorControl(min(h, dt_max), False, stepper.err_order, rtol, atol, dt_max, t1 - t0)
         else:
             ctl = FixedGrid(t0, t1, dt)
-        stop = event(t0, y) if event is not None else None
-        if stop is not None:
-            status, message = 1, f"event at t = {t0}: {stop}"
-            if not rec.t:
-                rec.record(t0, y)
-            rec.i_target = len(rec.targets)
+        if started is not None:
+            status, message = started
     else:
         _check_resume(resume, stepper.name, (t0, t1), t_eval, y.shape)
         pos = _Position(resume["t"], np.array(resume["y"]), resume["k0"], resume["n_steps"], resume["n_rejected"],
@@ -280,8 +309,7 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         return {"method": stepper.name, "t_span": (t0, t1), "t_eval": t_eval, "t": pos.t, "y": pos.y, "k0": pos.k0,
                 "h": c["h"], "i_target": rec.i_target, "n_steps": pos.n_steps, "n_rejected": pos.n_rejected,
                 "k_grid": c["k_grid"], "max_retraction": pos.max_retraction, "rejected_last": c["rejected_last"],
-                "nfev": f.nfev, "rec_t": list(rec.t), "rec_y": list(rec.y),
-                "rec_obs": {k: list(v) for k, v in rec.obs.items()}}
+                "nfev": f.nfev, **rec.state()}
 
     bar = _Progress(t0, t1, pos.t, progress, stepper.name)
     checkpoints = _Checkpoints(checkpoint, checkpoint_every, pos.t)
@@ -339,19 +367,12 @@ def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, afte
             y_new = y_ret
         # the hooks run before the commit: an interrupt inside them leaves the previous state,
         # and a resumed run redoes this step exactly
-        keep = land and rec.is_eval[rec.i_target]
-        obs = rec.observe_at(t_new, y_new) if keep else None
-        stop = event(t_new, y_new) if event is not None else None
-        if stop is not None and not keep:
-            obs = rec.observe_at(t_new, y_new)
+        obs, stop = rec.hooks(t_new, y_new, land, event)
         # commit the step (nothing above changed the state, so an interrupt there loses nothing)
         ctl.commit()
         pos.n_steps += 1
         pos.t, pos.y, pos.k0 = t_new, y_new, k_last
-        if keep or stop is not None:
-            rec.append(t_new, y_new, obs)
-        if land:
-            rec.i_target += 1
+        rec.commit(t_new, y_new, land, obs)
         if stop is not None:
             return 1, f"event at t = {t_new}: {stop}"
         after_step()

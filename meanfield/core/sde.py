@@ -209,15 +209,9 @@ def integrate_sde(drift, y0, t_span, *, nu, dt, method="geodesic_strang", geomet
     if resume is None:
         rng = validate.rng(seed)
         t, n_steps, ctl = t0, 0, FixedGrid(t0, t1, dt)
-        if rec.targets[0] == t0:
-            rec.record(t0, y)
-            rec.i_target = 1
-        stop = event(t0, y) if event is not None else None
-        if stop is not None:
-            status, message = 1, f"event at t = {t0}: {stop}"
-            if not rec.t:
-                rec.record(t0, y)
-            rec.i_target = len(rec.targets)
+        started = rec.start(t0, y, event)
+        if started is not None:
+            status, message = started
     else:
         need = {"method", "t_span", "t_eval", "t", "y", "n_steps", "k_grid", "nfev", "rng_state", "i_target",
                 "rec_t", "rec_y", "rec_obs"}
@@ -237,8 +231,7 @@ def integrate_sde(drift, y0, t_span, *, nu, dt, method="geodesic_strang", geomet
     def state():
         return {"method": method, "t_span": (t0, t1), "t_eval": t_eval, "t": t, "y": y, "n_steps": n_steps,
                 "k_grid": ctl.state()["k_grid"], "nfev": nfev[0], "rng_state": rng.bit_generator.state,
-                "i_target": rec.i_target, "rec_t": list(rec.t), "rec_y": list(rec.y),
-                "rec_obs": {k: list(v) for k, v in rec.obs.items()}}
+                "i_target": rec.i_target, **rec.state()}
 
     checkpoints = _Checkpoints(checkpoint, checkpoint_every, t)
     try:
@@ -250,19 +243,12 @@ def integrate_sde(drift, y0, t_span, *, nu, dt, method="geodesic_strang", geomet
             if not np.all(np.isfinite(y_new)):
                 status, message = -1, f"non-finite state in the step from t = {t} to t = {t_new}"
                 break
-            keep = land and rec.is_eval[rec.i_target]
-            obs = rec.observe_at(t_new, y_new) if keep else None
-            stop = event(t_new, y_new) if event is not None else None
-            if stop is not None and not keep:
-                obs = rec.observe_at(t_new, y_new)
+            obs, stop = rec.hooks(t_new, y_new, land, event)
             ctl.commit()
             rng = gen
             n_steps += 1
             t, y = t_new, y_new
-            if keep or stop is not None:
-                rec.append(t, y, obs)
-            if land:
-                rec.i_target += 1
+            rec.commit(t, y, land, obs)
             if stop is not None:
                 status, message = 1, f"event at t = {t}: {stop}"
                 break

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validate
-from .tableaux import SCHEMES, Tableau, rk_step
+from .tableaux import SCHEMES, Tableau, rk_stages, rk_step
 
 __all__ = ["Tableau", "SCHEMES", "rk_step", "Stepper", "ExplicitRK", "IMEXEuler", "ETDRK2", "ETDRK4", "SPLIT_SCHEMES",
            "phi_functions", "as_stepper"]
@@ -99,15 +99,10 @@ class Stepper(ABC):
         """
 
 
-@dataclass(frozen=True, eq=False)
-class ExplicitRK(Stepper):
-    """The explicit Runge-Kutta scheme of a :class:`Tableau` (name, order, error pair, FSAL from it)."""
+class _TableauStepper(Stepper):
+    """A stepper whose order, error pair, FSAL and stability region are those of its ``tableau`` field."""
 
     tableau: Tableau
-
-    @property
-    def name(self) -> str:
-        return self.tableau.name
 
     @property
     def order(self) -> int:
@@ -128,6 +123,18 @@ class ExplicitRK(Stepper):
     @property
     def explicit_tableau(self) -> Tableau:
         return self.tableau
+
+
+@dataclass(frozen=True, eq=False)
+class ExplicitRK(_TableauStepper):
+    """The explicit Runge-Kutta scheme of a :class:`Tableau` (name, order, error pair, FSAL from it)."""
+
+    tableau: Tableau
+
+    @property
+    def name(self) -> str:
+        return self.tableau.name
+
 
     def step(self, rhs, t, y, dt, k0=None, linear=None):
         if linear is not None:
@@ -178,6 +185,18 @@ def _linear_or_zero(linear, y):
     return np.zeros((), dtype=y.dtype) if linear is None else linear
 
 
+def _last_step_cache(stepper, dt, L, compute):
+    """``compute(dt, L)``, kept for the last ``(dt, L)`` on the stepper instance (fixed steps reuse it)."""
+    cache = stepper.__dict__.setdefault("_cache", [None])   # per instance; frozen fields untouched
+    hit = cache[0]
+    if hit is not None and hit[0] == dt and hit[1].shape == L.shape and hit[1].dtype == L.dtype \
+            and np.array_equal(hit[1], L):
+        return hit[2]
+    value = compute(dt, L)
+    cache[0] = (dt, np.array(L, copy=True), value)          # one assignment: readers see old or new
+    return value
+
+
 @dataclass(frozen=True, eq=False)
 class IMEXEuler(Stepper):
     r"""IMEX Euler: explicit in ``rhs``, implicit in the diagonal ``L`` (order 1).
@@ -206,15 +225,12 @@ class _Exponential(Stepper):
     fixed steps reuse it (a step shortened to land on ``t_eval`` computes its own)."""
 
     def _coefficients(self, dt, L):
-        cache = self.__dict__.setdefault("_cache", [None])   # per instance; frozen fields untouched
-        hit = cache[0]
-        if hit is not None and hit[0] == dt and hit[1].shape == L.shape and hit[1].dtype == L.dtype \
-                and np.array_equal(hit[1], L):
-            return hit[2]
+        return _last_step_cache(self, dt, L, self._read_only_coefficients)
+
+    def _read_only_coefficients(self, dt, L):
         coef = self._compute(dt, L)
         for c in coef:
             c.setflags(write=False)
-        cache[0] = (dt, np.array(L, copy=True), coef)       # one assignment: readers see old or new
         return coef
 
     @abstractmethod
@@ -315,7 +331,7 @@ def as_stepper(method) -> Stepper:
 
 # ----------------------------------------------------------------------------- Lawson (integrating factor) schemes
 @dataclass(frozen=True, eq=False)
-class LawsonRK(Stepper):
+class LawsonRK(_TableauStepper):
     r"""Lawson's integrating-factor form of an explicit Runge-Kutta tableau, for ``y' = L y + N(t, y)``.
 
     The tableau is applied to ``v = e^{-(t - t_n) L} y``, so the diagonal ``L`` is integrated exactly:
@@ -338,65 +354,32 @@ class LawsonRK(Stepper):
     def name(self) -> str:
         return "lawson_" + self.tableau.name
 
-    @property
-    def order(self) -> int:
-        return self.tableau.order
-
-    @property
-    def adaptive(self) -> bool:
-        return self.tableau.adaptive
-
-    @property
-    def err_order(self) -> int | None:
-        return self.tableau.err_order
-
-    @property
-    def fsal(self) -> bool:
-        return self.tableau.fsal
-
-    @property
-    def explicit_tableau(self) -> Tableau:
-        return self.tableau
 
     def _factors(self, dt, L):
         """``{tau: exp(tau dt L)}`` for every difference ``c_i - c_j`` the step uses (cached for one ``dt``)."""
-        cache = self.__dict__.setdefault("_cache", [None])
-        hit = cache[0]
-        if hit is not None and hit[0] == dt and hit[1].shape == L.shape and np.array_equal(hit[1], L):
-            return hit[2]
+        return _last_step_cache(self, dt, L, self._compute_factors)
+
+    def _compute_factors(self, dt, L):
         c = [float(x) for x in self.tableau.c]
         taus = {ci - cj for i, ci in enumerate(c) for cj in c[:i]} | set(c) | {1.0 - cj for cj in c}
-        E = {tau: np.exp(tau * dt * L) for tau in taus}
-        cache[0] = (dt, np.array(L, copy=True), E)
-        return E
+        return {tau: np.exp(tau * dt * L) for tau in taus}
 
     def step(self, rhs, t, y, dt, k0=None, linear=None):
         tab = self.tableau
         if linear is None:
             return rk_step(rhs, t, y, dt, tab, k0)
-        A, b, c, s = tab.A, tab.b, [float(x) for x in tab.c], len(tab.b)
         E = self._factors(dt, np.asarray(linear))
-        K = [rhs(t, y) if k0 is None else k0]
-        for i in range(1, s):
-            yi = E[c[i]] * y
-            for j in range(i):
-                if A[i, j] != 0:
-                    yi = yi + (dt * A[i, j]) * (E[c[i] - c[j]] * K[j])
-            K.append(rhs(t + c[i] * dt, yi))
-        if tab.fsal:
-            y_new = yi
-        else:
-            y_new = E[1.0] * y
-            for j in range(s):
-                if b[j] != 0:
-                    y_new = y_new + (dt * b[j]) * (E[1.0 - c[j]] * K[j])
-        y_err = None
-        if tab.b_err is not None:
-            y_err = np.zeros_like(y_new)
-            for j, wj in enumerate(b - tab.b_err):
-                if wj != 0:
-                    y_err = y_err + (dt * wj) * (E[1.0 - c[j]] * K[j])
-        return y_new, y_err, (K[-1] if tab.fsal else None)
+        c = [float(x) for x in tab.c]
+        K = [None] * len(tab.b)
+
+        def combine(tau, w, n, with_y):        # term by term, each stage carried by E(tau - c_j)
+            out = E[tau] * y if with_y else np.zeros_like(y)
+            for j in range(n):
+                if w[j] != 0:
+                    out = out + (dt * w[j]) * (E[tau - c[j]] * K[j])
+            return out
+
+        return rk_stages(rhs, t, y, dt, tab, k0, K, combine)
 
 
 LAWSON_SCHEMES: dict[str, Stepper] = {"lawson_dopri5": LawsonRK(SCHEMES["dopri5"]), "lawson_rk4": LawsonRK(SCHEMES["rk4"])}

@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["Tableau", "SCHEMES", "rk_step"]
+__all__ = ["Tableau", "SCHEMES", "rk_step", "rk_stages"]
 
 
 # ----------------------------------------------------------------------------- stability regions
@@ -205,19 +205,45 @@ def rk_step(rhs, t, y, dt, tableau, k0=None):
     k_last : ndarray, shape y.shape, or None
         ``rhs(t + dt, y_new)`` when the tableau is FSAL, else None; pass it as the next ``k0``.
     """
-    A, b, c, s = tableau.A, tableau.b, tableau.c, len(tableau.b)
+    s = len(tableau.b)
     K = np.empty((s,) + y.shape, dtype=np.result_type(y.dtype, float))
     Kf = K.reshape(s, -1)  # flat view: combinations of stages are one small matmul
 
-    def combine(w, n):
-        return (w[:n] @ Kf[:n]).reshape(y.shape)
+    def combine(tau, w, n, with_y):
+        dy = dt * (w[:n] @ Kf[:n]).reshape(y.shape)
+        return y + dy if with_y else dy
 
+    return rk_stages(rhs, t, y, dt, tableau, k0, K, combine)
+
+
+def rk_stages(rhs, t, y, dt, tableau, k0, K, combine):
+    """The stage loop of an explicit Runge-Kutta step, shared by :func:`rk_step` and the Lawson steppers.
+
+    Parameters
+    ----------
+    rhs, t, y, dt, tableau, k0
+        As in :func:`rk_step`.
+    K : sequence of ``len(tableau.b)`` slots (list or array), written in place
+        The stages ``K[j] = rhs(t + c_j dt, Y_j)``.
+    combine : callable ``combine(tau, w, n, with_y) -> ndarray``
+        The combination of the first ``n`` stages with weights ``w`` ending at ``t + tau dt``:
+        ``Y_i`` (``tau = c_i``, ``w = A[i]``, ``n = i``), ``y_new`` (``tau = 1``, ``w = b``) with
+        ``with_y`` True; the error estimate (``w = b - b_err``, no ``y`` term) with ``with_y`` False.
+        It fixes the floating-point order of the sums.
+
+    Returns
+    -------
+    y_new, y_err, k_last
+        As in :func:`rk_step`.
+    """
+    A, b, s = tableau.A, tableau.b, len(tableau.b)
+    c = [float(x) for x in tableau.c]
     K[0] = rhs(t, y) if k0 is None else k0
     yi = y
     for i in range(1, s):
-        yi = y + dt * combine(A[i], i)
+        yi = combine(c[i], A[i], i, True)
         K[i] = rhs(t + c[i] * dt, yi)
     fsal = tableau.fsal
-    y_new = yi if fsal else y + dt * combine(b, s)
-    y_err = None if tableau.b_err is None else dt * combine(b - tableau.b_err, s)
+    y_new = yi if fsal else combine(1.0, b, s, True)
+    y_err = None if tableau.b_err is None else combine(1.0, b - tableau.b_err, s, False)
     return y_new, y_err, (K[-1] if fsal else None)

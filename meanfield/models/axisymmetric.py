@@ -24,14 +24,13 @@ state maps onto the ``m = 0`` coefficients of :class:`meanfield.ContinuumPDE` ab
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import roots_jacobi
 
 from ..core import validate
-from ..core.funk_hecke import funk_hecke_normalized, gegenbauer_normalized
+from ..core.funk_hecke import funk_hecke_normalized, gegenbauer_normalized, resolved_multipliers
 from ..core.heads import check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
 
@@ -125,15 +124,8 @@ class AxisymmetricPDE:
         set_("_lap", -ell * (ell + d - 2.0))
         mults = []
         for i, h in enumerate(heads):
-            m = zonal_multipliers_d(h, lmax + 1, d)
-            tail = abs(m["potential"][-1]) / np.abs(m["potential"]).max()
-            if tail > 1e-2:
-                raise ValueError(f"lmax must resolve heads[{i}] (first neglected Funk-Hecke multiplier at most 1e-2 "
-                                 f"of the largest); received lmax = {lmax}, at which it is {tail:.1e}")
-            if tail > tol:
-                warnings.warn(f"lmax = {lmax} truncates heads[{i}] at relative level {tail:.1e} > kernel_tol = "
-                              f"{tol:.0e}", AxisymmetricResolutionWarning, stacklevel=3)
-            mults.append({k: v[:-1] for k, v in m.items()})
+            mults.append(resolved_multipliers(zonal_multipliers_d(h, lmax + 1, d), i, "lmax", lmax, tol,
+                                              AxisymmetricResolutionWarning, "Funk-Hecke multiplier"))
         set_("multipliers", tuple(mults))
 
     # ------------------------------------------------------------------ state

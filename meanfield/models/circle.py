@@ -19,13 +19,12 @@ The state is the real view (re, im pairs) of ``c_0 .. c_K`` (``c_{-k} = conj(c_k
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..core import validate
-from ..core.funk_hecke import funk_hecke_normalized
+from ..core.funk_hecke import funk_hecke_normalized, resolved_multipliers
 from ..core.heads import check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sums import aggregate, pair_sum
@@ -98,17 +97,8 @@ class CirclePDE:
         set_("theta", 2 * np.pi * np.arange(n) / n)
         set_("zonal", all_zonal and method != "quadrature")
         mults = []
-        if self.zonal:
-            for i, h in enumerate(heads):
-                m = circle_multipliers(h, K + 1)
-                tail = abs(m["potential"][-1]) / np.abs(m["potential"]).max()
-                if tail > 1e-2:
-                    raise ValueError(f"kmax must resolve heads[{i}] (first neglected multiplier at most 1e-2 of the "
-                                     f"largest); received kmax = {K}, at which it is {tail:.1e}")
-                if tail > tol:
-                    warnings.warn(f"kmax = {K} truncates heads[{i}] at relative level {tail:.1e} > kernel_tol = "
-                                  f"{tol:.0e}", CircleResolutionWarning, stacklevel=3)
-                mults.append({k: v[:-1] for k, v in m.items()})
+        for i, h in enumerate(heads if self.zonal else ()):
+            mults.append(resolved_multipliers(circle_multipliers(h, K + 1), i, "kmax", K, tol, CircleResolutionWarning))
         set_("multipliers", tuple(mults))
         set_("_ik", 1j * np.arange(K + 1))
         set_("_k2", -np.arange(K + 1) ** 2.0)

@@ -182,12 +182,7 @@ class ContinuumPDE:
 
     def tendency(self, rho_lm):
         """``d rho_lm / dt = -div(rho X) + nu Lap rho`` as coefficients (nalm,)."""
-        if self.zonal:
-            out = self.grid.divergence(self._zonal_flux(rho_lm))
-        else:
-            f = self.fields(rho_lm)
-            out = self.grid.divergence(f["rho"] * f["X"])
-        np.negative(out, out=out)
+        out = self.transport(rho_lm)
         if self.nu:
             out += self.nu * self._lap * rho_lm
         return out
