@@ -401,4 +401,19 @@ def test_schemes_live_in_steppers_and_are_re_exported():
     integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method="dopri5", checkpoint=saved.append,
               checkpoint_every=0.5)
     assert list(saved[0]) == ["method", "t_span", "t_eval", "t", "y", "k0", "h", "i_target", "n_steps", "n_rejected",
-                              "k_grid", "max_retraction", "rejected_last", "nfev", "rec_t", "rec_y", "rec_obs"]
+                              "k_grid", "max_retraction", "rejected_last", "nfev", "rec_t", "rec_y", "rec_obs",
+                              "settings"]                  # appended (older files without it still resume)
+
+
+def test_resume_with_other_step_settings_is_refused():
+    # a checkpoint continues only the run it came from: another dt (fixed) or rtol (adaptive) would
+    # silently change the step sequence (a grid point behind the current time, or another answer)
+    for method, first, other in (("rk4", dict(dt=0.1), dict(dt=0.05)),
+                                 ("dopri5", dict(rtol=1e-6), dict(rtol=1e-8))):
+        saved = []
+        integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method=method, checkpoint=saved.append,
+                  checkpoint_every=0.5, **first)
+        with pytest.raises(ValueError, match="same step settings"):
+            integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method=method, resume=saved[0], **other)
+        old = {k: v for k, v in saved[0].items() if k != "settings"}     # a file from before: still resumes
+        integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method=method, resume=old, **first)

@@ -206,3 +206,25 @@ def test_noiseless_default_unchanged():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         brownian_increments(np.random.default_rng(0), (2, 3), 0.1)
+
+
+def test_a_generator_passed_as_seed_is_advanced_and_resume_checks_settings():
+    # numpy's convention: a Generator handed in is consumed, so two calls give two Brownian paths
+    d = 3
+    system = mf.ParticleSystem(mf.scalar_heads([0.0], d), nu=0.3, summation="direct")
+    X0 = _tokens(np.random.default_rng(10), 20, d)
+    g = np.random.default_rng(5)
+    a = mf.solve_particles(system, X0, 0.5, dt=0.05, seed=g, observe=False)
+    b = mf.solve_particles(system, X0, 0.5, dt=0.05, seed=g, observe=False)
+    assert np.abs(a.y_final - b.y_final).max() > 1e-3
+    fresh = mf.solve_particles(system, X0, 0.5, dt=0.05, seed=np.random.default_rng(5), observe=False)
+    assert np.array_equal(fresh.y_final, a.y_final)                     # the first call: the seed's own stream
+    # a checkpoint continues only a run with the same dt and nu
+    states = []
+    mf.solve_particles(system, X0, 1.0, dt=0.05, seed=1, checkpoint=states.append, checkpoint_every=0.3,
+                       observe=False)
+    with pytest.raises(ValueError, match="settings"):
+        mf.solve_particles(system, X0, 1.0, dt=0.1, seed=1, resume=states[0], observe=False)
+    other = mf.ParticleSystem(mf.scalar_heads([0.0], d), nu=0.2, summation="direct")
+    with pytest.raises(ValueError, match="settings"):
+        mf.solve_particles(other, X0, 1.0, dt=0.05, seed=1, resume=states[0], observe=False)

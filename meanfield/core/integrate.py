@@ -279,6 +279,7 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
                                             max_steps, retraction, observe, event, checkpoint, checkpoint_every,
                                             linear)
     f = _Counted(rhs, None if stepper.split else L)
+    settings = {"rtol": float(rtol), "atol": float(atol)} if adaptive else {"dt": float(dt)}
     rec = _Recorder(t_eval, t1, observe, save_states)
     status, message = 0, f"reached t = {t1}"
     if resume is None:
@@ -295,7 +296,7 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         if started is not None:
             status, message = started
     else:
-        _check_resume(resume, stepper.name, (t0, t1), t_eval, y.shape)
+        _check_resume(resume, stepper.name, (t0, t1), t_eval, y.shape, settings)
         pos = _Position(resume["t"], np.array(resume["y"]), resume["k0"], resume["n_steps"], resume["n_rejected"],
                         resume["max_retraction"])
         f.nfev = resume["nfev"]
@@ -309,7 +310,7 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         return {"method": stepper.name, "t_span": (t0, t1), "t_eval": t_eval, "t": pos.t, "y": pos.y, "k0": pos.k0,
                 "h": c["h"], "i_target": rec.i_target, "n_steps": pos.n_steps, "n_rejected": pos.n_rejected,
                 "k_grid": c["k_grid"], "max_retraction": pos.max_retraction, "rejected_last": c["rejected_last"],
-                "nfev": f.nfev, **rec.state()}
+                "nfev": f.nfev, **rec.state(), "settings": settings}
 
     bar = _Progress(t0, t1, pos.t, progress, stepper.name)
     checkpoints = _Checkpoints(checkpoint, checkpoint_every, pos.t)
@@ -459,8 +460,10 @@ def _check_linear(linear, y):
     return L.astype(np.result_type(L.dtype, y.dtype))
 
 
-def _check_resume(state, method, t_span, t_eval, shape):
-    """A checkpoint continues only the run it came from: same scheme, span, times and shape."""
+def _check_resume(state, method, t_span, t_eval, shape, settings=None):
+    """A checkpoint continues only the run it came from: same scheme, span, times, shape and step
+    settings (``dt`` of fixed steps, ``rtol``/``atol`` of adaptive ones; checkpoints written before
+    the settings were recorded carry none and are not checked for them)."""
     need = {"method", "t_span", "t_eval", "t", "y", "k0", "h", "i_target", "n_steps", "n_rejected", "k_grid",
             "max_retraction", "rejected_last", "nfev", "rec_t", "rec_y", "rec_obs"}
     if not isinstance(state, dict) or need - set(state):
@@ -473,3 +476,6 @@ def _check_resume(state, method, t_span, t_eval, shape):
               f"t_span {tuple(state['t_span'])}", True)
     if np.shape(state["y"]) != shape:
         _fail("resume", f"a checkpoint with states of shape {shape}", np.shape(state["y"]), True)
+    saved = state.get("settings")
+    if settings is not None and saved is not None and saved != settings:
+        _fail("resume", f"a checkpoint made with the same step settings {settings}", f"one made with {saved}", True)

@@ -205,6 +205,7 @@ def integrate_sde(drift, y0, t_span, *, nu, dt, method="geodesic_strang", geomet
         return drift(t, X)
 
     rec = _Recorder(t_eval, t1, observe, save_states)
+    settings = {"dt": float(dt), "nu": float(nu), "geometry": geometry}
     status, message = 0, f"reached t = {t1}"
     if resume is None:
         rng = validate.rng(seed)
@@ -219,9 +220,11 @@ def integrate_sde(drift, y0, t_span, *, nu, dt, method="geodesic_strang", geomet
             raise ValueError(f"resume must be a checkpoint state from integrate_sde(checkpoint=...); received "
                              f"{'missing ' + str(sorted(need - set(resume))) if isinstance(resume, dict) else resume!r}")
         if resume["method"] != method or tuple(resume["t_span"]) != (t0, t1) \
-                or not np.array_equal(resume["t_eval"], t_eval) or np.shape(resume["y"]) != y.shape:
-            raise ValueError(f"resume must be a checkpoint of the same method {method!r}, t_span, t_eval and shape; "
-                             f"received one of method {resume['method']!r}, t_span {tuple(resume['t_span'])}")
+                or not np.array_equal(resume["t_eval"], t_eval) or np.shape(resume["y"]) != y.shape \
+                or resume.get("settings", settings) != settings:
+            raise ValueError(f"resume must be a checkpoint of the same method {method!r}, t_span, t_eval, shape and "
+                             f"settings {settings}; received one of method {resume['method']!r}, t_span "
+                             f"{tuple(resume['t_span'])}, settings {resume.get('settings')}")
         rng = _generator_from_state(resume["rng_state"])
         t, y, n_steps = resume["t"], np.array(resume["y"]), resume["n_steps"]
         nfev[0] = resume["nfev"]
@@ -231,7 +234,7 @@ def integrate_sde(drift, y0, t_span, *, nu, dt, method="geodesic_strang", geomet
     def state():
         return {"method": method, "t_span": (t0, t1), "t_eval": t_eval, "t": t, "y": y, "n_steps": n_steps,
                 "k_grid": ctl.state()["k_grid"], "nfev": nfev[0], "rng_state": rng.bit_generator.state,
-                "i_target": rec.i_target, **rec.state()}
+                "i_target": rec.i_target, **rec.state(), "settings": settings}
 
     checkpoints = _Checkpoints(checkpoint, checkpoint_every, t)
     try:
@@ -256,6 +259,8 @@ def integrate_sde(drift, y0, t_span, *, nu, dt, method="geodesic_strang", geomet
     except KeyboardInterrupt:
         status, message = 2, f"interrupted at t = {t}"
         checkpoints.interrupted(state)
+    if resume is None and isinstance(seed, np.random.Generator):
+        seed.bit_generator.state = rng.bit_generator.state   # a Generator passed in is advanced, as numpy's are
     t_rec, y_rec, obs = rec.arrays(y)
     return Trajectory(t=t_rec, y=y_rec, observables=obs, y_final=y, t_final=float(t), status=status,
                       message=message, method=method, nfev=nfev[0], n_steps=n_steps, n_rejected=0,

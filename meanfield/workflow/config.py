@@ -314,7 +314,8 @@ class IntegratorConfig(_Section):
     _path = "integrator"
     t_final: float = _opt(_real(0, lo_open=True), 1.2, "final time")
     n_frames: int = _opt(_int(2, 10**4), 25, "number of recorded times in [0, t_final]")
-    method: str = _opt(_choice(tuple(sorted(SCHEMES))), "dopri5", f"scheme, one of {sorted(SCHEMES)}")
+    method: str = _opt(_choice(tuple(sorted(SCHEMES))), "dopri5", f"scheme, one of {sorted(SCHEMES)} (with "
+                       f"pde.nu > 0 the particles use the SDE scheme geodesic_strang, the PDE this one)")
     rtol: float = _opt(_real(0, lo_open=True), 1e-7, "relative tolerance (adaptive schemes)")
     atol: float = _opt(_real(0, lo_open=True), 1e-10, "absolute tolerance (adaptive schemes)")
     dt: float | None = _opt(_optional(_real(0, lo_open=True)), None,

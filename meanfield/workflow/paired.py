@@ -271,7 +271,7 @@ def _phase(checkpoints, phase, every, solve, *args, **kw):
 
 
 def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sampling="iid", seed=None,
-               nu=0.0, particle_sums="auto", particle_method="dopri5", particle_dt=None, particle_rtol=1e-8,
+               nu=0.0, particle_sums="auto", particle_method=None, particle_dt=None, particle_rtol=1e-8,
                particle_atol=1e-10, spectral_tol=1e-12, pde_method="dopri5", pde_dt=None, pde_rtol=1e-8,
                pde_atol=1e-12, monitor=True, tail_tol=1e-3, negative_tol=1e-4, transport_grid=None,
                w2_method="auto", metric="geodesic", negative="drop", w2_options=None, progress=False,
@@ -298,15 +298,16 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
         Seed of the sampling (and, by default, of sliced W2 projections).
     nu : float
         Token noise ``nu >= 0`` of both sides: ``ContinuumPDE(nu=nu)`` and ``ParticleSystem(nu=nu)``.
-        With ``nu > 0`` the particles need a fixed ``particle_dt``; ``particle_method="dopri5"`` (the
-        default) then means the stochastic default ``"geodesic_strang"``, and the Brownian increments
-        come from the stream ``default_rng([seed, 1])`` (independent of the sampling's).
+        With ``nu > 0`` the particles need a fixed ``particle_dt`` and an SDE scheme (default
+        ``"geodesic_strang"``; an ODE scheme is refused by name), and the Brownian increments come
+        from the stream ``default_rng([seed, 1])`` (independent of the sampling's).
     particle_sums : {"auto", "direct", "spectral"}
         :class:`meanfield.ParticleSystem` ``summation``: ``"auto"`` is the system's own rule
         (spectral for zonal exp heads from ``SPECTRAL_MIN_N`` tokens on, else direct), so zonal
         ReLU heads run with direct sums; ``"spectral"`` raises where it does not apply.
     particle_method, particle_dt, particle_rtol, particle_atol
-        Particle integrator settings (:func:`meanfield.solve_particles`).
+        Particle integrator settings (:func:`meanfield.solve_particles`; ``particle_method=None``: its
+        default, ``"dopri5"`` without noise, ``"geodesic_strang"`` with).
     spectral_tol : float
         Accuracy of the spectral sums (``ParticleSystem`` ``tolerance``).
     pde_method, pde_dt, pde_rtol, pde_atol, monitor, tail_tol, negative_tol
@@ -343,8 +344,6 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     if progress is not None:
         validate.boolean("progress", progress)
     nu = validate.real("nu", nu, 0.0)      # one noise for both sides: the particles' law is the noisy PDE's
-    if nu > 0 and particle_method == "dopri5":
-        particle_method = None             # the default: solve_particles' stochastic scheme (geodesic_strang)
     if checkpoints is not None and not isinstance(checkpoints, Checkpointer):
         raise ValueError(f"checkpoints must be a Checkpointer or None; received {type(checkpoints).__name__}")
     t = _times(t_final, t_eval)

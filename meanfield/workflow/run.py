@@ -121,7 +121,8 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
     result = paired_run(                 # samples the particles from the density (as initial_state does)
         build_heads(config), lambda grid: initial_density(config, grid), config.particles.n, ic.t_final, times,
         lmax, sampling=config.particles.sampling, seed=config.seed, nu=config.pde.nu, particle_sums="auto",
-        particle_method=ic.method, particle_dt=ic.dt, particle_rtol=ic.rtol, particle_atol=ic.atol,
+        particle_method=ic.method if not config.pde.nu else None,      # noisy tokens: the SDE default
+        particle_dt=ic.dt, particle_rtol=ic.rtol, particle_atol=ic.atol,
         spectral_tol=SPECTRAL_TOL, pde_method=ic.method, pde_dt=ic.dt, pde_rtol=ic.rtol, pde_atol=ic.atol,
         monitor=True, tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol,
         transport_grid=transport_grid(lmax + 1), w2_method=config.outputs.w2_method, metric="geodesic",
