@@ -123,3 +123,13 @@ def test_flat_geometry_matches_particle_system(rng):
     ps = ParticleSystem(heads, geometry="flat", summation="direct")
     for b in range(3):
         np.testing.assert_allclose(bs.velocity(X)[b], ps.velocity(X[b]), rtol=0, atol=SAME_SUMS)
+
+
+def test_ensemble_measures_refuse_gram_matrices_beyond_the_limit(monkeypatch):
+    from meanfield.analysis import ensembles
+    X = np.tile(np.eye(3)[:2], (4, 1, 1))                 # B = 4 systems of n = 2 tokens
+    monkeypatch.setattr(ensembles, "GRAM_MAX_BYTES", 8 * 4 * 2 * 2 - 1)
+    with pytest.raises(ValueError, match="GRAM_MAX_BYTES"):
+        ensembles.pair_density(X)
+    monkeypatch.setattr(ensembles, "GRAM_MAX_BYTES", 8 * 4 * 2 * 2)
+    assert ensembles.pair_density(X).tolist() == [0.0] * 4     # orthogonal pairs: exact zeros

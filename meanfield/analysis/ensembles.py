@@ -29,9 +29,20 @@ def _batch(X):
     return X
 
 
+GRAM_MAX_BYTES = 2 * 2**30
+"""Largest ``8 B n^2`` bytes of Gram matrices these measures form (they are dense and cubic-cost:
+meant for ensembles of small systems; use :func:`meanfield.diagnostics.clustering` for large n)."""
+
+
 def gram(X):
-    """Gram matrices ``X_b X_b^T``, shape (B, n, n)."""
+    """Gram matrices ``X_b X_b^T``, shape (B, n, n); refused beyond :data:`GRAM_MAX_BYTES`."""
     X = _batch(X)
+    B, n = X.shape[:2]
+    if 8 * B * n * n > GRAM_MAX_BYTES:
+        raise ValueError(f"X of shape {X.shape} needs {8 * B * n * n / 2**30:.3g} GiB of Gram matrices (B n^2 "
+                         f"doubles), more than GRAM_MAX_BYTES = {GRAM_MAX_BYTES / 2**30:g} GiB: these ensemble "
+                         f"measures are for many small systems; use fewer systems (batch) or tokens (n), or "
+                         f"meanfield.diagnostics.clustering per system for large n")
     return X @ np.swapaxes(X, 1, 2)
 
 
@@ -72,9 +83,11 @@ def ensemble_observer(pair_threshold=PAIR_THRESHOLD, cluster_threshold=CLUSTER_T
     validate.real("rank_tol", rank_tol, 0, lo_open=True)
 
     def observe(t, X):
-        dens = pair_density(X, pair_threshold)
+        G = gram(X)                                  # once for the three measures
+        n = G.shape[1]
+        dens = (G[:, ~np.eye(n, dtype=bool)] > pair_threshold).mean(axis=1)
         return {"one_cluster": float(np.mean(dens == 1.0)), "pair_density": float(dens.mean()),
-                "median_clusters": float(np.median(cluster_counts(X, cluster_threshold))),
-                "mean_gram_rank": float(gram_rank(X, rank_tol).mean())}
+                "median_clusters": float(np.median(np.linalg.matrix_rank((G > cluster_threshold).astype(float)))),
+                "mean_gram_rank": float((np.linalg.eigvalsh(G) > rank_tol).sum(axis=1).mean())}
 
     return observe
