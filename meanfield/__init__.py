@@ -48,6 +48,7 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       config            RunConfig: the main job's settings, TOML in and out, validated
       inputs            research inputs of configs: coefficient files, zonal profiles, head matrices
       checkpoint        integrator states of long runs, saved atomically; resume
+      extend            continue a finished run to a later time (meanfield run --extend DIR --t-final T)
       run               the main job: PDE + particles + W2 -> xarray Dataset
       results           NetCDF datasets with config, schema and package version
       plotting          figures and animations (the only matplotlib user)
@@ -95,6 +96,7 @@ MODULES = {
     "simulate": "workflow.simulate", "paired": "workflow.paired", "config": "workflow.config",
     "checkpoint": "workflow.checkpoint", "run": "workflow.run", "results": "workflow.results",
     "plotting": "workflow.plotting", "sweep": "workflow.sweep", "cli": "workflow.cli",
+    "extend": "workflow.extend",
 }
 """Short module name -> its place in the layers (``meanfield.<short>`` imports ``meanfield.<place>``)."""
 

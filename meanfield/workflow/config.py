@@ -305,6 +305,21 @@ class ParticleConfig(_Section):
     n: int = _opt(_int(2, 10**6), 1000, "number of tokens")
     sampling: str = _opt(_choice(SAMPLING), "iid", f"sampling of the start, one of {list(SAMPLING)}")
     nu: float | None = _opt(_optional(_real(0)), None, "token noise; must equal pde.nu when given (one noise)")
+    positions: str | None = _opt(_optional(_npy_path), None,
+                                 "a .npy file of initial tokens (n, 3) instead of sampling (n: from the file)")
+
+    @classmethod
+    def from_dict(cls, d, path=None):
+        obj = super().from_dict(d, path)
+        path = path or cls._path
+        if obj.positions is not None:
+            if "sampling" in d:
+                raise ConfigError(f"{path}.positions gives the tokens, so {path}.sampling does not apply: remove "
+                                  f"it; received both")
+            if "n" not in d:                 # taken from the file (resolve_positions)
+                from dataclasses import replace
+                obj = replace(obj, n=None)
+        return obj
 
 
 @dataclass(frozen=True)
@@ -416,7 +431,31 @@ def load_config(path) -> RunConfig:
         config = RunConfig.from_toml(text)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
-    return _resolve_files(config, path.parent)
+    return resolve_positions(_resolve_files(config, path.parent), str(path))
+
+
+def resolve_positions(config: "RunConfig", where=None) -> "RunConfig":
+    """``particles.n`` taken from (or checked against) the ``particles.positions`` file, if one is given.
+
+    A missing or unusable file, or tokens that are not unit vectors in R^3, or an ``n`` that differs
+    from the file's, raise :class:`ConfigError` naming ``particles.positions`` / ``particles.n``.
+    """
+    from dataclasses import replace
+
+    from .inputs import load_positions
+
+    if config.particles.positions is None:
+        return config
+    prefix = "" if where is None else f"{where}: "
+    try:
+        X0 = load_positions(config.particles.positions, "particles.positions")
+    except ValueError as err:
+        raise ConfigError(f"{prefix}{err}") from None
+    n = config.particles.n
+    if n is not None and n != X0.shape[0]:
+        raise ConfigError(f"{prefix}particles.n must equal the number of tokens in particles.positions "
+                          f"({X0.shape[0]}), or be omitted; received {n}")
+    return replace(config, particles=replace(config.particles, n=int(X0.shape[0])))
 
 
 def _resolve_files(config: "RunConfig", folder) -> "RunConfig":
@@ -429,6 +468,8 @@ def _resolve_files(config: "RunConfig", folder) -> "RunConfig":
 
     if config.initial.coefficients is not None:
         config = replace(config, initial=replace(config.initial, coefficients=absolute(config.initial.coefficients)))
+    if config.particles.positions is not None:
+        config = replace(config, particles=replace(config.particles, positions=absolute(config.particles.positions)))
     if any(isinstance(h.M, str) or isinstance(h.V, str) for h in config.heads):
         config = replace(config, heads=tuple(replace(h, M=absolute(h.M), V=absolute(h.V)) for h in config.heads))
     return config
