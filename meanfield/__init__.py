@@ -78,6 +78,7 @@ from .models.axisymmetric import AxisymmetricPDE
 from .models.circle import CirclePDE
 from .workflow.simulate import solve_continuum, solve_particles
 from .workflow.reduced import solve_reduced
+from .workflow.inputs import density_from_coefficients, zonal_density
 
 __version__ = "0.1.0"
 
@@ -86,6 +87,7 @@ __all__ = ["Head", "scalar_heads", "orthogonal_block_heads", "random_symmetric_h
            "Trajectory", "required_lmax", "solve_particles", "solve_continuum", "densities", "diagnostics", "field_diagnostics",
            "initial", "theory", "transport", "__version__"]
 __all__ += ["CirclePDE", "AxisymmetricPDE", "solve_reduced"]
+__all__ += ["zonal_density", "density_from_coefficients"]
 
 MODULES = {
     "validate": "core.validate", "heads": "core.heads", "kernels": "core.kernels", "funk_hecke": "core.funk_hecke",

@@ -132,7 +132,7 @@ class AxisymmetricPDE:
                                  f"of the largest); received lmax = {lmax}, at which it is {tail:.1e}")
             if tail > tol:
                 warnings.warn(f"lmax = {lmax} truncates heads[{i}] at relative level {tail:.1e} > kernel_tol = "
-                              f"{tol:.0e}", AxisymmetricResolutionWarning, stacklevel=3)
+                              f"{tol:.0e}", AxisymmetricResolutionWarning, stacklevel=validate.outside_stacklevel())
             mults.append({k: v[:-1] for k, v in m.items()})
         set_("multipliers", tuple(mults))
 

@@ -107,7 +107,7 @@ class CirclePDE:
                                      f"largest); received kmax = {K}, at which it is {tail:.1e}")
                 if tail > tol:
                     warnings.warn(f"kmax = {K} truncates heads[{i}] at relative level {tail:.1e} > kernel_tol = "
-                                  f"{tol:.0e}", CircleResolutionWarning, stacklevel=3)
+                                  f"{tol:.0e}", CircleResolutionWarning, stacklevel=validate.outside_stacklevel())
                 mults.append({k: v[:-1] for k, v in m.items()})
         set_("multipliers", tuple(mults))
         set_("_ik", 1j * np.arange(K + 1))
