@@ -13,7 +13,7 @@ from meanfield.workflow import paired
 from meanfield.workflow.cli import main
 from meanfield.workflow.config import ConfigError, RunConfig, load_config
 from meanfield.workflow.extend import extend
-from meanfield.workflow.results import load
+from meanfield.workflow.results import config_of, load
 from meanfield.workflow.run import run
 
 SMALL = {"pde": {"lmax": 11}, "particles": {"n": 40}, "initial": {"kappas": [1.0]}, "seed": 3,
@@ -60,6 +60,8 @@ def test_positions_file_in_a_config(tmp_path):
     assert config.particles.n == 25 and config.particles.positions == str((tmp_path / "X0.npy").resolve())
     ds = run(config, progress=False)
     np.testing.assert_array_equal(ds["X"].values[0], X)       # the tokens of the file, as given (tolerance 0)
+    assert config_of(ds) == config                            # the stored config reads back (checkpoints, extend)
+    assert RunConfig.from_toml(config.to_toml()) == config
     (tmp_path / "b.toml").write_text(base + '[particles]\npositions = "X0.npy"\nn = 24\n')
     with pytest.raises(ConfigError, match=r"particles.n must equal the number of tokens in particles.positions "
                                           r"\(25\), or be omitted; received 24"):
@@ -120,3 +122,5 @@ def test_cli_extend_writes_a_new_file_and_keeps_the_result(tmp_path, capsys):
     assert "exists; pass --force" in capsys.readouterr().err
     assert main(["run", "--extend", str(out), "-q"]) == 2
     assert "needs --t-final T" in capsys.readouterr().err
+    assert main(["run", "--extend", str(tmp_path / "nope"), "--t-final", "1", "-q"]) == 2
+    assert "not a folder" in capsys.readouterr().err and not (tmp_path / "nope").exists()   # nothing created

@@ -298,8 +298,11 @@ def _extend(args, progress):
                          "written into DIR)")
     folder = Path(args.extend)
     started = time.perf_counter()
+    if not folder.is_dir():                 # checked before the lock, which would create it
+        raise ValueError(f"--extend must name the folder of a finished run (holding its .nc dataset); received "
+                         f"{str(folder)!r}, not a folder")
     with FolderLock(folder):
-        names = sorted(p.name for p in folder.glob("*.nc") if "_to_" not in p.name) if folder.is_dir() else []
+        names = sorted(p.name for p in folder.glob("*.nc") if "_to_" not in p.name)
         if not names:
             raise ValueError(f"--extend must name the folder of a finished run (holding its .nc dataset); received "
                              f"{str(folder)!r}")

@@ -321,6 +321,12 @@ class ParticleConfig(_Section):
                 obj = replace(obj, n=None)
         return obj
 
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        if self.positions is not None:       # sampling does not apply (and from_dict refuses it)
+            out.pop("sampling", None)
+        return out
+
 
 @dataclass(frozen=True)
 class IntegratorConfig(_Section):
