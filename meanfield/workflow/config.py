@@ -437,31 +437,9 @@ def load_config(path) -> RunConfig:
         config = RunConfig.from_toml(text)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
+    from .inputs import resolve_positions
+
     return resolve_positions(_resolve_files(config, path.parent), str(path))
-
-
-def resolve_positions(config: "RunConfig", where=None) -> "RunConfig":
-    """``particles.n`` taken from (or checked against) the ``particles.positions`` file, if one is given.
-
-    A missing or unusable file, or tokens that are not unit vectors in R^3, or an ``n`` that differs
-    from the file's, raise :class:`ConfigError` naming ``particles.positions`` / ``particles.n``.
-    """
-    from dataclasses import replace
-
-    from .inputs import load_positions
-
-    if config.particles.positions is None:
-        return config
-    prefix = "" if where is None else f"{where}: "
-    try:
-        X0 = load_positions(config.particles.positions, "particles.positions")
-    except ValueError as err:
-        raise ConfigError(f"{prefix}{err}") from None
-    n = config.particles.n
-    if n is not None and n != X0.shape[0]:
-        raise ConfigError(f"{prefix}particles.n must equal the number of tokens in particles.positions "
-                          f"({X0.shape[0]}), or be omitted; received {n}")
-    return replace(config, particles=replace(config.particles, n=int(X0.shape[0])))
 
 
 def _resolve_files(config: "RunConfig", folder) -> "RunConfig":

@@ -27,7 +27,8 @@ from ..core.densities import sample_particles, vmf_mixture_density
 from ..core.heads import Head
 from ..core.sphere import SphereGrid, to_lm_table
 from .checkpoint import Checkpointer, FolderLock, RunInterrupted, remove_stale_temporaries
-from .config import RunConfig, load_config, resolve_positions
+from .config import RunConfig, load_config
+from .inputs import resolve_positions
 from .paired import PairedResult, align_times, paired_run, transport_grid
 from .results import SCHEMA_VERSION, add_provenance, describe, observables_to_variables, save
 
