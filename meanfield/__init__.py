@@ -48,6 +48,7 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       config            RunConfig: the main job's settings, TOML in and out, validated
       inputs            research inputs of configs: coefficient files, zonal profiles, head matrices
       checkpoint        integrator states of long runs, saved atomically; resume
+      extend            continue a finished run to a later time (meanfield run --extend DIR --t-final T)
       run               the main job: PDE + particles + W2 -> xarray Dataset
       results           NetCDF datasets with config, schema and package version
       plotting          figures and animations (the only matplotlib user)
@@ -77,6 +78,7 @@ from .models.axisymmetric import AxisymmetricPDE
 from .models.circle import CirclePDE
 from .workflow.simulate import solve_continuum, solve_particles
 from .workflow.reduced import solve_reduced
+from .workflow.inputs import density_from_coefficients, zonal_density
 
 __version__ = "0.1.0"
 
@@ -85,6 +87,7 @@ __all__ = ["Head", "scalar_heads", "orthogonal_block_heads", "random_symmetric_h
            "Trajectory", "required_lmax", "solve_particles", "solve_continuum", "densities", "diagnostics", "field_diagnostics",
            "initial", "theory", "transport", "__version__"]
 __all__ += ["CirclePDE", "AxisymmetricPDE", "solve_reduced"]
+__all__ += ["zonal_density", "density_from_coefficients"]
 
 MODULES = {
     "validate": "core.validate", "heads": "core.heads", "kernels": "core.kernels", "funk_hecke": "core.funk_hecke",
@@ -95,6 +98,7 @@ MODULES = {
     "simulate": "workflow.simulate", "paired": "workflow.paired", "config": "workflow.config",
     "checkpoint": "workflow.checkpoint", "run": "workflow.run", "results": "workflow.results",
     "plotting": "workflow.plotting", "sweep": "workflow.sweep", "cli": "workflow.cli",
+    "extend": "workflow.extend",
 }
 """Short module name -> its place in the layers (``meanfield.<short>`` imports ``meanfield.<place>``)."""
 

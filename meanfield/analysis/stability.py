@@ -14,7 +14,7 @@ from ..core.validate import choice, integer, integer_array, real, real_array
 from ..core.kernels import KERNELS, NORMALIZATIONS
 
 __all__ = ["sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate", "most_unstable_degree",
-           "critical_noise"]
+           "critical_noise", "growth_rate_heads"]
 
 
 # ------------------------------------------------------------------ arguments shared with theory.py
@@ -156,6 +156,47 @@ def growth_rate(l, lambdas, beta, normalization="mean", nu=0.0, d=3):
         raise ValueError(f"beta * max|lambda| must be small enough for float64 growth rates (the Funk-Hecke "
                          f"coefficients grow like exp(beta |lambda|), overflowing near 700); received "
                          f"{beta * np.abs(lam).max():.4g} (use softmax normalization or a smaller beta)")
+    return sigma
+
+
+def growth_rate_heads(l, heads, nu=0.0):
+    r""":func:`growth_rate` for heads with their own ``beta`` (and normalization): each head's own bracket.
+
+    .. math:: \sigma_l = l(l+d-2)\Bigl[\sum_h \frac{1}{\beta_h} T_l(\beta_h\lambda_h) - \nu\Bigr],
+
+    ``T_l = c_l / |S^{d-1}|`` for a mean-normalized head, ``c_l / c_0`` for a softmax one (the
+    terms of :func:`growth_rate`, which is the case of one shared ``beta`` and normalization).
+
+    Parameters
+    ----------
+    l : array_like of int >= 0
+    heads : sequence of Head
+        Zonal exp heads ``M = V = lambda I`` (e.g. :func:`meanfield.scalar_heads`, or the heads of a
+        :class:`meanfield.ContinuumPDE`), any ``beta`` and normalization ``"mean"`` / ``"softmax"`` each.
+    nu : float, >= 0
+
+    Returns
+    -------
+    ndarray, shape of ``l``
+    """
+    from ..core.heads import check_heads
+
+    l = integer_array("l", l, 0)
+    heads = check_heads(heads)
+    nu = real("nu", nu, 0)
+    bracket = 0.0
+    for i, h in enumerate(heads):
+        if not h.is_zonal or h.kernel != "exp" or h.normalization not in _TERMS:
+            raise ValueError(f"heads[{i}] must be a zonal exp head (M = V = lambda I) with normalization one of "
+                             f"{sorted(_TERMS)} for a closed-form growth rate; received kernel {h.kernel!r}, "
+                             f"normalization {h.normalization!r}, zonal {h.is_zonal}")
+        bracket = bracket + _bracket(l, np.array([h.scalar]), h.beta, h.normalization, h.dim)
+    d = heads[0].dim
+    with np.errstate(over="ignore", invalid="ignore"):
+        sigma = l * (l + d - 2) * (bracket - nu)
+    if not np.all(np.isfinite(sigma)):
+        raise ValueError(f"beta_h * |lambda_h| must be small enough for float64 growth rates (overflow near 700); "
+                         f"received {max(h.beta * abs(h.scalar) for h in heads):.4g}")
     return sigma
 
 

@@ -31,13 +31,14 @@ from ..core.kernels import KERNELS, NORMALIZATIONS
 from .stability import _common, _gamma, _lambdas
 from .stability import (critical_noise, funk_hecke_exp, funk_hecke_relu, growth_rate,  # noqa: F401
                         most_unstable_degree, sphere_area)
+from .stability import growth_rate_heads  # noqa: F401
 
 __all__ = [
     "equiangular_rate", "solve_equiangular", "clustering_time", "linearized_clustering_time",
     "late_rate", "phi", "phi_derivative", "phi_second_derivative", "lambda_max",
     "phi_inflection", "early_rate", "heterogeneity_gain", "c_star", "beta_star",
     "radial_fraction", "sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate",
-    "most_unstable_degree", "critical_noise",
+    "most_unstable_degree", "critical_noise", "growth_rate_heads",
 ]
 
 

@@ -200,5 +200,5 @@ def resolved_multipliers(m, i, size_name, size, tol, warning, what="multiplier")
                          f"largest); received {size_name} = {size}, at which it is {tail:.1e}")
     if tail > tol:
         warnings.warn(f"{size_name} = {size} truncates heads[{i}] at relative level {tail:.1e} > kernel_tol = "
-                      f"{tol:.0e}", warning, stacklevel=4)
+                      f"{tol:.0e}", warning, stacklevel=validate.outside_stacklevel())
     return {k: v[:-1] for k, v in m.items()}

@@ -215,7 +215,7 @@ class _Position:
 def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6, atol=1e-9,
               dt_max=np.inf, retraction=None, observe=None, event=None, save_states=True,
               progress=None, max_steps=10_000_000, adaptive=None, checkpoint=None, checkpoint_every=None,
-              resume=None, linear=None) -> Trajectory:
+              resume=None, linear=None, progress_label=None) -> Trajectory:
     """Integrate ``y' = rhs(t, y)`` (or ``y' = L y + rhs(t, y)``) over ``t_span`` with a one-step scheme.
 
     Parameters
@@ -249,6 +249,8 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         Keep recorded states in ``Trajectory.y`` (otherwise only observables and ``y_final``).
     progress : bool or None
         tqdm bar over simulated time; None shows it only when stderr is a terminal.
+    progress_label : str, optional
+        The bar's label (e.g. ``"PDE"``, ``"particles"``); default the scheme's name.
     max_steps : int
         Most step attempts (accepted and rejected) before failing with status -1.
     adaptive : bool or None
@@ -275,6 +277,8 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     stepper, adaptive = _resolve_method(method, adaptive)
     if progress is not None:
         validate.boolean("progress", progress)               # None: a bar only when stderr is a terminal
+    if progress_label is not None and not (isinstance(progress_label, str) and progress_label.strip()):
+        raise ValueError(f"progress_label must be a non-empty string or None; received {progress_label!r}")
     y, t0, t1, t_eval, L = _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol, dt_max,
                                             max_steps, retraction, observe, event, checkpoint, checkpoint_every,
                                             linear)
@@ -312,7 +316,7 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
                 "k_grid": c["k_grid"], "max_retraction": pos.max_retraction, "rejected_last": c["rejected_last"],
                 "nfev": f.nfev, **rec.state(), "settings": settings}
 
-    bar = _Progress(t0, t1, pos.t, progress, stepper.name)
+    bar = _Progress(t0, t1, pos.t, progress, stepper.name if progress_label is None else progress_label)
     checkpoints = _Checkpoints(checkpoint, checkpoint_every, pos.t)
     try:
         outcome = _march(stepper, f, L if stepper.split else None, pos, ctl, rec, max_steps, retraction, event,

@@ -372,3 +372,20 @@ def rng(seed, name="seed"):
     if _is_int(seed) and seed >= 0:
         return np.random.default_rng(int(seed))
     raise ValueError(f"{name} must be None, an integer >= 0 or a numpy.random.Generator; received {seed!r}")
+
+
+def outside_stacklevel() -> int:
+    """``stacklevel`` for a ``warnings.warn`` made by the calling function: the first frame outside the
+    package (and outside dataclass-generated ``__init__`` code, whose file is ``<string>``), so that a
+    warning shows the user's module and line, not ``<string>``."""
+    import os
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))      # .../meanfield
+    frame, level = sys._getframe(1), 1
+    def inside(code):
+        return code.co_filename.startswith(root) or (code.co_filename == "<string>" and code.co_name == "__init__")
+
+    while frame is not None and inside(frame.f_code):
+        frame, level = frame.f_back, level + 1
+    return level

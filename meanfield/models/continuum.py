@@ -40,7 +40,9 @@ __all__ = ["METHODS", "ContinuumPDE", "KernelResolutionWarning", "funk_hecke_mul
 
 
 class KernelResolutionWarning(UserWarning):
-    """``lmax`` truncates the Funk-Hecke expansion of a head's kernel above the requested tolerance."""
+    """``lmax`` truncates the Funk-Hecke expansion of a head's kernel above the requested tolerance: the first
+    neglected potential multiplier, relative to the largest (:func:`meanfield.core.zonal.truncation_level`),
+    exceeds ``kernel_tol``."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,8 +117,10 @@ class ContinuumPDE:
                              f"multiplier is {tail:.1e} of the largest (allowed <= 1e-2)")
         if tail > self.kernel_tol:
             warnings.warn(f"lmax = {self.lmax} truncates the {head.kernel} kernel (lambda = {head.scalar}, "
-                          f"beta = {head.beta}) at relative level {tail:.1e} > kernel_tol = {self.kernel_tol:.0e}",
-                          KernelResolutionWarning, stacklevel=3)
+                          f"beta = {head.beta}): its first neglected Funk-Hecke multiplier (degree lmax + 1) is "
+                          f"{tail:.1e} of its largest, above kernel_tol = {self.kernel_tol:.0e}; raise lmax (or "
+                          f"kernel_tol) to silence this", KernelResolutionWarning,
+                          stacklevel=validate.outside_stacklevel())
 
     # ------------------------------------------------------------------ state handling
     @property
@@ -134,6 +138,23 @@ class ContinuumPDE:
         if y.shape != (self.n_state,):
             raise ValueError(f"y must have shape ({self.n_state},) for lmax = {self.lmax}; received shape {y.shape}")
         return from_real(y)
+
+    def trajectory_coefficients(self, traj):
+        """``rho_lm`` (T, nalm) at every recorded time of a :func:`meanfield.solve_continuum` trajectory."""
+        y = np.asarray(getattr(traj, "y", None) if not isinstance(traj, np.ndarray) else traj, dtype=float)
+        if y.ndim != 2 or y.shape[1] != self.n_state:
+            raise ValueError(f"traj must be a Trajectory of this PDE (states of shape (T, {self.n_state}), "
+                             f"saved with save_states=True); received states of shape {y.shape}")
+        return np.array([from_real(row) for row in y], dtype=np.complex128).reshape(-1, self.grid.nalm)
+
+    def density_at(self, rho, points):
+        """Density values at unit vectors ``points`` (m, 3) -> (m,), from coefficients ``rho_lm``
+        (complex, (nalm,)) or a real state vector (``(n_state,)``, e.g. ``traj.y[k]``)."""
+        rho = np.asarray(rho)
+        if not np.iscomplexobj(rho) and rho.shape == (self.n_state,):
+            rho = from_real(rho.astype(float))
+        points = validate.unit_vectors("points", points, 3)
+        return self.grid.evaluate(self.grid._alm(rho, "rho"), points)
 
     # ------------------------------------------------------------------ physics
     def fields(self, rho_lm):

@@ -151,16 +151,19 @@ class SpectralSum:
         return np.ascontiguousarray(validate.real_array("w", w, (n,)))
 
     # ------------------------------------------------------------------ public sums
-    def velocity(self, X, w):
+    def velocity(self, X, w=None):
         """Tangent velocities ``sum_h P_x u^h = sum_h grad N_h / D_h`` at the tokens, shape (n, 3).
 
         Parameters
         ----------
         X : ndarray, shape (n, 3)
-        w : ndarray, shape (n,)
-            Token weights (the same convention as :class:`meanfield.particles.ParticleSystem`).
+        w : ndarray, shape (n,), optional
+            Token weights (the same convention as :class:`meanfield.particles.ParticleSystem`);
+            default uniform ``1/n``, as :meth:`meanfield.ParticleSystem.velocity`.
         """
         X = self._array(X)
+        if w is None:
+            w = np.full(X.shape[0], 1.0 / X.shape[0])
         pts = PointSet._directions(self.grid, X, self._epsilon)   # one pass: radial projection, angles
         if pts is None:                        # a blown-up integrator stage: NaN, reported by integrate
             return np.full(X.shape, np.nan)

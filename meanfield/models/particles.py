@@ -118,6 +118,10 @@ class ParticleSystem:
         particle side of ``ContinuumPDE(nu=...)`` (MODEL.md section 3).  :meth:`rhs` stays the
         noiseless drift; :func:`meanfield.solve_particles` integrates the SDE
         (:mod:`meanfield.core.sde`) when ``nu > 0``.
+    lmax : int, optional
+        Degree of the spectral sums (None: :func:`meanfield.required_lmax` of the heads at
+        ``tolerance``).  Kernels without an lmax rule (ReLU) need it for ``summation="spectral"``;
+        the degree in use is :attr:`spectral_lmax`.
     """
 
     heads: tuple
@@ -127,6 +131,7 @@ class ParticleSystem:
     tolerance: float = 1e-10
     nthreads: int = 1
     nu: float = 0.0
+    lmax: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "heads", check_heads(self.heads))
@@ -140,14 +145,16 @@ class ParticleSystem:
         validate.real("tolerance", tol, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
         object.__setattr__(self, "nthreads", validate.integer("nthreads", self.nthreads, 1))
         spectral = None
+        if self.lmax is not None:
+            object.__setattr__(self, "lmax", validate.integer("lmax", self.lmax, 2, what="an integer >= 2 or None"))
         if self.summation == "spectral":
-            why = spectral_supported(self.heads, self.geometry)
+            why = spectral_supported(self.heads, self.geometry, lmax=self.lmax)
             if why is not None:
                 raise ValueError(f"summation 'spectral' is not available: {why}")
-            spectral = SpectralSum(self.heads, tol, nthreads=self.nthreads)
-        elif self.summation == "auto" and spectral_supported(self.heads, self.geometry) is None:
+            spectral = SpectralSum(self.heads, tol, lmax=self.lmax, nthreads=self.nthreads)
+        elif self.summation == "auto" and spectral_supported(self.heads, self.geometry, lmax=self.lmax) is None:
             try:                                     # beta |lambda| beyond float64 range: stay direct
-                lmax = required_lmax(self.heads, tol)
+                lmax = required_lmax(self.heads, tol) if self.lmax is None else self.lmax
             except ValueError:
                 lmax = None
             spectral = None if lmax is None else SpectralSum(self.heads, tol, lmax=lmax, nthreads=self.nthreads)
@@ -156,6 +163,11 @@ class ParticleSystem:
     @property
     def d(self) -> int:
         return self.heads[0].dim
+
+    @property
+    def spectral_lmax(self) -> int | None:
+        """Degree of the spectral sums this system can use (None: it sums directly only)."""
+        return None if self._spectral is None else self._spectral.lmax
 
     @property
     def n_heads(self) -> int:
@@ -309,6 +321,5 @@ class ParticleSystem:
         X, w = self.check(X, w)
         self.check_direct(X.shape[0], "ParticleSystem.energy_rates (always direct)", passes=2,
                           argument="diagnostics.dissipation (spectral at large n; = dE/dt for symmetric mean heads)")
-        if Xdot is None:
-            Xdot = self.velocity(X, w)
+        Xdot = self.velocity(X, w) if Xdot is None else validate.real_array("Xdot", Xdot, X.shape)
         return np.einsum("hnd,nd->h", self.energy_gradients(X, w), Xdot)

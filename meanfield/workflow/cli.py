@@ -8,6 +8,8 @@
   save the integrator states; ``meanfield run --resume DIR`` continues the run.  A folder in use
   by another run is refused (a lock names its process); a folder that holds a finished result is
   refused unless ``--force`` (which replaces the result and its figures).
+  ``meanfield run --extend DIR --t-final T`` continues the finished run in DIR to T and writes the
+  whole run as a new file ``DIR/result_to_T.nc`` (:mod:`meanfield.workflow.extend`).
 * ``meanfield sweep SWEEP.toml [--scheduler ADDRESS]`` -- the main job over parameter points on
   dask.distributed (see :mod:`meanfield.sweep`); re-running skips finished points.
 * ``meanfield config --default`` -- print the default config as TOML (every key; keys without a
@@ -97,6 +99,8 @@ def _run(args):
     def log(line):                      # the checks' details only with -v
         if args.verbosity > 0 or not line.startswith("start resolved"):
             _say(args, f"meanfield run: {line}")
+    if args.extend is not None or args.t_final is not None:
+        return _extend(args, progress)
     try:
         if args.resume is not None:
             if args.config is not None or args.out != DEFAULT_OUT or args.force:
@@ -280,6 +284,40 @@ def _theory(args):
     return 0
 
 
+def _extend(args, progress):
+    """``meanfield run --extend DIR --t-final T``: a new dataset file in DIR, the finished result untouched."""
+    from . import results
+    from .checkpoint import FolderLock
+    from .extend import extend, extended_name
+
+    if args.extend is None or args.t_final is None:
+        raise ValueError("meanfield run --extend DIR needs --t-final T (and --t-final needs --extend DIR); received "
+                         f"--extend {args.extend!r}, --t-final {args.t_final!r}")
+    if args.config is not None or args.resume is not None or args.out != DEFAULT_OUT:
+        raise ValueError("meanfield run --extend DIR takes no CONFIG, --resume or --out (the extension is "
+                         "written into DIR)")
+    folder = Path(args.extend)
+    started = time.perf_counter()
+    if not folder.is_dir():                 # checked before the lock, which would create it
+        raise ValueError(f"--extend must name the folder of a finished run (holding its .nc dataset); received "
+                         f"{str(folder)!r}, not a folder")
+    with FolderLock(folder):
+        names = sorted(p.name for p in folder.glob("*.nc") if "_to_" not in p.name)
+        if not names:
+            raise ValueError(f"--extend must name the folder of a finished run (holding its .nc dataset); received "
+                             f"{str(folder)!r}")
+        source = folder / ("result.nc" if "result.nc" in names else names[0])
+        ds = results.load(source)
+        target = folder / extended_name(source.name, args.t_final)
+        if target.exists() and not args.force:
+            raise ValueError(f"{target} exists; pass --force to replace it, or choose another --t-final")
+        _say(args, f"meanfield run: extending {source} from t = {float(ds.time[-1]):g} to t = {args.t_final:g}")
+        new = results.add_provenance(extend(ds, args.t_final, progress=progress))
+        path = results.save(new, target)
+    print(f"wrote {path} ({time.perf_counter() - started:.1f} s); draw its figures with: meanfield plot {path}")
+    return 0
+
+
 def _int_at_least(lo):
     """argparse type: an integer >= lo, with the allowed range and the received text in the error."""
 
@@ -327,6 +365,10 @@ def build_parser():
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     r.add_argument("--resume", default=None, metavar="DIR",
                    help="continue the interrupted run whose output folder is DIR")
+    r.add_argument("--extend", default=None, metavar="DIR",
+                   help="continue the finished run in DIR to --t-final; writes DIR/<dataset>_to_<T>.nc")
+    r.add_argument("--t-final", dest="t_final", type=_positive_float, default=None, metavar="T",
+                   help="with --extend: the new final time (after the run's last time)")
     r.set_defaults(func=_run)
     sw = sub.add_parser("sweep", parents=[common],
                         help="run the main job over a grid or list of parameter points (dask)")

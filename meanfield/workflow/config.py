@@ -305,6 +305,27 @@ class ParticleConfig(_Section):
     n: int = _opt(_int(2, 10**6), 1000, "number of tokens")
     sampling: str = _opt(_choice(SAMPLING), "iid", f"sampling of the start, one of {list(SAMPLING)}")
     nu: float | None = _opt(_optional(_real(0)), None, "token noise; must equal pde.nu when given (one noise)")
+    positions: str | None = _opt(_optional(_npy_path), None,
+                                 "a .npy file of initial tokens (n, 3) instead of sampling (n: from the file)")
+
+    @classmethod
+    def from_dict(cls, d, path=None):
+        obj = super().from_dict(d, path)
+        path = path or cls._path
+        if obj.positions is not None:
+            if "sampling" in d:
+                raise ConfigError(f"{path}.positions gives the tokens, so {path}.sampling does not apply: remove "
+                                  f"it; received both")
+            if "n" not in d:                 # taken from the file (resolve_positions)
+                from dataclasses import replace
+                obj = replace(obj, n=None)
+        return obj
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        if self.positions is not None:       # sampling does not apply (and from_dict refuses it)
+            out.pop("sampling", None)
+        return out
 
 
 @dataclass(frozen=True)
@@ -417,7 +438,9 @@ def load_config(path) -> RunConfig:
         config = RunConfig.from_toml(text)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
-    return _resolve_files(config, path.parent)
+    from .inputs import resolve_positions
+
+    return resolve_positions(_resolve_files(config, path.parent), str(path))
 
 
 def _resolve_files(config: "RunConfig", folder) -> "RunConfig":
@@ -430,6 +453,8 @@ def _resolve_files(config: "RunConfig", folder) -> "RunConfig":
 
     if config.initial.coefficients is not None:
         config = replace(config, initial=replace(config.initial, coefficients=absolute(config.initial.coefficients)))
+    if config.particles.positions is not None:
+        config = replace(config, particles=replace(config.particles, positions=absolute(config.particles.positions)))
     if any(isinstance(h.M, str) or isinstance(h.V, str) for h in config.heads):
         config = replace(config, heads=tuple(replace(h, M=absolute(h.M), V=absolute(h.V)) for h in config.heads))
     return config

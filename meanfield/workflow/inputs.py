@@ -6,6 +6,8 @@
 * :func:`zonal_density` -- a zonal density ``rho(mu)``, ``mu = cos(theta)`` about the north pole,
   from a tabulated profile (linear interpolation) or from Legendre coefficients ``a_l`` of
   ``rho(mu) = sum_l a_l P_l(mu)``;
+* :func:`load_positions` -- initial tokens (n, 3) from a ``.npy`` file (``particles.positions``), and
+  :func:`resolve_positions`, a config's ``particles.n`` from that file;
 * :func:`load_array` -- a ``.npy`` file, with a message naming the config key when it is unusable.
 
 Both densities are returned with mass 1 (``rho_00 = 1/sqrt(4 pi)``), rescaled from what was given:
@@ -25,7 +27,7 @@ from ..core import validate
 from ..core.densities import normalize
 from ..core.sphere import SphereGrid, from_lm_table, lm_indices, to_lm_table
 
-__all__ = ["density_from_coefficients", "zonal_density", "load_array"]
+__all__ = ["density_from_coefficients", "zonal_density", "load_array", "load_positions", "resolve_positions"]
 
 
 def load_array(path, name="path") -> np.ndarray:
@@ -36,6 +38,35 @@ def load_array(path, name="path") -> np.ndarray:
     except (OSError, ValueError, EOFError) as err:
         raise ValueError(f"{name} must name a readable .npy file; received {str(p)!r} "
                          f"({getattr(err, 'strerror', None) or err})") from None
+
+
+def load_positions(path, name="positions") -> np.ndarray:
+    """Initial tokens (n, 3) from a ``.npy`` file: finite unit vectors (to 1e-8, not renormalized), n >= 2."""
+    return validate.unit_vectors(name, load_array(path, name), 3, min_rows=2)
+
+
+def resolve_positions(config, where=None):
+    """``particles.n`` taken from (or checked against) the ``particles.positions`` file, if one is given.
+
+    A missing or unusable file, or tokens that are not unit vectors in R^3, or an ``n`` that differs
+    from the file's, raise :class:`ConfigError` naming ``particles.positions`` / ``particles.n``.
+    """
+    from dataclasses import replace
+
+    from .config import ConfigError
+
+    if config.particles.positions is None:
+        return config
+    prefix = "" if where is None else f"{where}: "
+    try:
+        X0 = load_positions(config.particles.positions, "particles.positions")
+    except ValueError as err:
+        raise ConfigError(f"{prefix}{err}") from None
+    n = config.particles.n
+    if n is not None and n != X0.shape[0]:
+        raise ConfigError(f"{prefix}particles.n must equal the number of tokens in particles.positions "
+                          f"({X0.shape[0]}), or be omitted; received {n}")
+    return replace(config, particles=replace(config.particles, n=int(X0.shape[0])))
 
 
 def _degree_of(nalm):

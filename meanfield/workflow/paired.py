@@ -275,7 +275,7 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
                particle_atol=1e-10, spectral_tol=1e-12, pde_method="dopri5", pde_dt=None, pde_rtol=1e-8,
                pde_atol=1e-12, monitor=True, tail_tol=1e-3, negative_tol=1e-4, transport_grid=None,
                w2_method="auto", metric="geodesic", negative="drop", w2_options=None, progress=False,
-               checkpoints=None, checkpoint_every=None) -> PairedResult:
+               checkpoints=None, checkpoint_every=None, X0=None) -> PairedResult:
     """Run particles and the PDE from the same density and compare them by W2.
 
     Parameters
@@ -330,6 +330,10 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
         :class:`~meanfield.checkpoint.RunInterrupted`.
     checkpoint_every : float, optional
         Simulated time between checkpoints (None: only on Ctrl-C).
+    X0 : array_like, shape (n_particles, 3), optional
+        Given initial particles (unit vectors) instead of a sample of ``rho_lm0`` (``sampling`` is
+        then not used; the config records ``sampling = "given"``), e.g. tokens from a file or the
+        last particles of an earlier run.
 
     Returns
     -------
@@ -358,7 +362,13 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     timings = {}
 
     tic = time.perf_counter()
-    X0 = sample_particles(pde.grid, rho0, n, method=sampling, seed=seed)
+    if X0 is None:
+        X0 = sample_particles(pde.grid, rho0, n, method=sampling, seed=seed)
+    else:
+        X0 = validate.unit_vectors("X0", X0, 3)
+        if X0.shape[0] != n:
+            raise ValueError(f"X0 must hold n_particles = {n} tokens (shape ({n}, 3)); received shape {X0.shape}")
+        sampling = "given"
     timings["sampling"] = time.perf_counter() - tic
 
     tic = time.perf_counter()

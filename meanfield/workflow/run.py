@@ -28,12 +28,13 @@ from ..core.heads import Head
 from ..core.sphere import SphereGrid, to_lm_table
 from .checkpoint import Checkpointer, FolderLock, RunInterrupted, remove_stale_temporaries
 from .config import RunConfig, load_config
+from .inputs import resolve_positions
 from .paired import PairedResult, align_times, paired_run, transport_grid
 from .results import SCHEMA_VERSION, add_provenance, describe, observables_to_variables, save
 
 __all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset", "summary", "main_job", "resume_job",
            "RunInterrupted", "FiguresInterrupted", "ResultExists", "estimate_cost", "available_memory", "preflight",
-           "SPECTRAL_TOL"]
+           "SPECTRAL_TOL", "initial_particles", "paired_settings", "extend"]
 
 
 def build_heads(config: RunConfig) -> tuple[Head, ...]:
@@ -80,8 +81,19 @@ def initial_state(config: RunConfig, grid: SphereGrid):
     """Initial coefficients ``rho_lm0`` (nalm,) on ``grid`` and particles ``X0`` (n, 3) sampled from them
     (the draw :func:`run` makes inside :func:`~meanfield.paired.paired_run`)."""
     rho_lm0 = initial_density(config, grid)
-    X0 = sample_particles(grid, rho_lm0, config.particles.n, method=config.particles.sampling, seed=config.seed)
+    X0 = initial_particles(config)
+    if X0 is None:
+        X0 = sample_particles(grid, rho_lm0, config.particles.n, method=config.particles.sampling, seed=config.seed)
     return rho_lm0, X0
+
+
+def initial_particles(config: RunConfig):
+    """The tokens (n, 3) of ``particles.positions``, or None when they are sampled from the density."""
+    if config.particles.positions is None:
+        return None
+    from .inputs import load_positions
+
+    return load_positions(config.particles.positions, "particles.positions")
 
 
 SPECTRAL_TOL = 1e-10
@@ -116,19 +128,35 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
     if progress is not None:
         validate.boolean("progress", progress)       # refused before the run starts
     started = time.perf_counter()
+    config = resolve_positions(config)               # particles.n from particles.positions, if given
     ic, lmax = config.integrator, config.pde.lmax
     times = np.linspace(0.0, ic.t_final, ic.n_frames)
     result = paired_run(                 # samples the particles from the density (as initial_state does)
         build_heads(config), lambda grid: initial_density(config, grid), config.particles.n, ic.t_final, times,
-        lmax, sampling=config.particles.sampling, seed=config.seed, nu=config.pde.nu, particle_sums="auto",
-        particle_method=ic.method if not config.pde.nu else None,      # noisy tokens: the SDE default
-        particle_dt=ic.dt, particle_rtol=ic.rtol, particle_atol=ic.atol,
-        spectral_tol=SPECTRAL_TOL, pde_method=ic.method, pde_dt=ic.dt, pde_rtol=ic.rtol, pde_atol=ic.atol,
-        monitor=True, tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol,
-        transport_grid=transport_grid(lmax + 1), w2_method=config.outputs.w2_method, metric="geodesic",
-        negative="drop", progress=progress, checkpoints=checkpoints,
-        checkpoint_every=config.outputs.checkpoint_every if checkpoint_every is None else checkpoint_every)
+        lmax, **paired_settings(config), progress=progress, checkpoints=checkpoints,
+        checkpoint_every=config.outputs.checkpoint_every if checkpoint_every is None else checkpoint_every,
+        **({} if config.particles.positions is None else {"X0": initial_particles(config)}))
     return to_dataset(result, config, elapsed_s=time.perf_counter() - started)
+
+
+def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
+    """The finished run ``ds`` continued to ``t_final`` (see :func:`meanfield.workflow.extend.extend`)."""
+    from .extend import extend as _extend
+
+    return _extend(ds, t_final, progress=progress)
+
+
+def paired_settings(config: RunConfig) -> dict:
+    """Keywords of :func:`~meanfield.paired.paired_run` the main job takes from ``config`` (besides the heads,
+    the start, the sizes and the times): sampling, seed, noise, integrators, monitor, transport grid, W2."""
+    ic, lmax = config.integrator, config.pde.lmax
+    return dict(sampling=config.particles.sampling, seed=config.seed, nu=config.pde.nu, particle_sums="auto",
+                particle_method=ic.method if not config.pde.nu else None,     # noisy tokens: the SDE default
+                particle_dt=ic.dt, particle_rtol=ic.rtol, particle_atol=ic.atol,
+                spectral_tol=SPECTRAL_TOL, pde_method=ic.method, pde_dt=ic.dt, pde_rtol=ic.rtol, pde_atol=ic.atol,
+                monitor=True, tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol,
+                transport_grid=transport_grid(lmax + 1), w2_method=config.outputs.w2_method, metric="geodesic",
+                negative="drop")
 
 
 def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) -> xr.Dataset:
@@ -250,6 +278,7 @@ def estimate_cost(config: RunConfig) -> dict:
     -------
     dict with ``memory_bytes`` and ``seconds`` (floats).
     """
+    config = resolve_positions(config)
     L, n, T = config.pde.lmax + 1, config.particles.n, config.integrator.n_frames
     t = config.integrator.t_final
     nodes = (L + 1) * 2 * (L + 1)                          # transport_grid(lmax + 1): nlat x 2 nlat
@@ -304,6 +333,7 @@ def preflight(config: RunConfig, force=False) -> list[str]:
     from ..analysis.field_diagnostics import negative_mass, spectral_tail
     from ..core.heads import check_exp_range
 
+    config = resolve_positions(config)
     heads = build_heads(config)
     try:
         check_exp_range(heads)                      # names heads[i] as the config does

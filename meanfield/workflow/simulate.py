@@ -38,7 +38,8 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
     SDE is integrated by :func:`meanfield.core.sde.integrate_sde` with the fixed step ``dt``
     (required) and the Brownian increments of ``seed`` (an integer: reproducible bit for bit;
     ``rtol``, ``atol`` and ``progress`` are not used).  Other keywords go to the integrator
-    (:func:`meanfield.integrate.integrate` or :func:`~meanfield.core.sde.integrate_sde`).
+    (:func:`meanfield.integrate.integrate` or :func:`~meanfield.core.sde.integrate_sde`); the
+    progress bar is labelled ``"particles"`` unless ``progress_label`` says otherwise.
     """
     t_final = validate.real("t_final", t_final, positive=True)
     X0, w = system.check(X0, w, name="X0")
@@ -54,6 +55,7 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
         return integrate_sde(rhs, X0, (0.0, float(t_final)), nu=system.nu, dt=dt, method=method,
                              geometry=system.geometry, seed=seed, t_eval=_times(t_final, t_eval), observe=hook, **kw)
     method = "dopri5" if method is None else method
+    kw.setdefault("progress_label", "particles")
     return integrate(rhs, X0, (0.0, float(t_final)), t_eval=_times(t_final, t_eval), method=method, dt=dt,
                      rtol=rtol, atol=atol, retraction=system.retraction, observe=hook, progress=progress, **kw)
 
@@ -77,6 +79,8 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method=
     monitor : bool
         Stop (status 1, with the time and the reason) once the density is no longer resolved:
         :func:`meanfield.field_diagnostics.resolution_monitor` with ``tail_tol``, ``negative_tol``.
+    progress : bool or None
+        tqdm bar labelled ``"PDE"`` (another ``progress_label`` may be passed); None: only on a terminal.
     """
     t_final = validate.real("t_final", t_final, positive=True)
     rho_lm0 = normalize_density(pde.grid, rho_lm0) if normalize else check_density(pde.grid, rho_lm0, "rho_lm0")
@@ -89,6 +93,7 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method=
     rhs = pde.rhs
     if stepper.split:                      # diffusion as the split scheme's linear part (implicit / exact)
         kw["linear"], rhs = pde.split()
+    kw.setdefault("progress_label", "PDE")
     return integrate(rhs, pde.state(rho_lm0), (0.0, float(t_final)), t_eval=_times(t_final, t_eval),
                      method=method, dt=dt, rtol=rtol, atol=atol, observe=hook, event=event,
                      progress=progress, **kw)

@@ -1,0 +1,120 @@
+"""Continue a finished main-job run to a later time.
+
+:func:`extend` takes a run dataset (:func:`meanfield.run.run`, or ``results.load("result.nc")``)
+whose PDE and particles both reached its last time ``t1``, and continues both from their last
+states -- the density ``rho_lm(t1)`` and the tokens ``X(t1)`` -- to ``t_final`` with the same
+heads and settings; the dataset returned holds the old frames followed by the new ones (spaced as
+the old, the last on ``t_final``), so that it reads as one run from 0 to ``t_final``.
+
+The continuation starts a fresh integration at ``t1``: its steps are not those of one run from 0 to
+``t_final``, so the numbers agree with such a run to the integrator's tolerance, not bit for bit.
+The W2 series continues with the same settings.  With token noise the continuation draws its
+Brownian increments from a seed drawn by ``default_rng([seed, 1, k])``, ``k`` the number of the
+extension, so they are independent of the first leg's.
+
+On the command line, ``meanfield run --extend DIR --t-final T`` writes the extended dataset into
+``DIR`` as a *new* file ``<dataset stem>_to_<T>.nc`` (e.g. ``result_to_2.4.nc``): the finished
+result is never replaced, and ``meanfield plot DIR/result_to_2.4.nc`` draws its figures.
+
+>>> from meanfield.workflow import results
+>>> ds2 = extend(results.load("meanfield-output/result.nc"), 2.4)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from ..core import validate
+from .paired import paired_run
+from .results import config_of, density_coefficients
+from .run import build_heads, paired_settings, to_dataset
+
+__all__ = ["extend", "extended_name"]
+
+
+def extended_name(dataset: str, t_final: float) -> str:
+    """File name of the extension to ``t_final`` of the dataset file ``dataset`` (``result.nc`` -> ``result_to_2.4.nc``)."""
+    return f"{Path(dataset).stem}_to_{float(t_final):g}.nc"
+
+
+def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
+    """The run of ``ds`` continued from its last time to ``t_final`` (old frames, then the new ones).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset whose PDE and particles both reached its last time (``pde_status`` and
+        ``particle_status`` 0).
+    t_final : float
+        Greater than the last time of ``ds``.
+    progress : bool or None
+        Progress bars (None: only when stderr is a terminal).
+
+    Returns
+    -------
+    xarray.Dataset
+        The schema of :func:`meanfield.run.to_dataset` on the joined time axis; its config says
+        ``integrator.t_final = t_final`` and ``n_frames`` the joined count, and the attribute
+        ``extended_from`` lists the times each extension started from.
+
+    Raises
+    ------
+    ValueError
+        ``ds`` is not a run dataset, a run in it stopped early, or ``t_final`` is not after its last time.
+    """
+    if not isinstance(ds, xr.Dataset):
+        raise ValueError(f"ds must be a run dataset (xarray.Dataset); received {type(ds).__name__}")
+    config = config_of(ds)
+    times = np.asarray(ds["time"].values, dtype=float)
+    t1 = float(times[-1])
+    t_final = _after("t_final", t_final, t1)
+    for side in ("pde", "particle"):
+        if int(ds.attrs.get(f"{side}_status", -1)) != 0:
+            raise ValueError(f"ds: only a run whose PDE and particles reached its last time t = {t1:g} can be "
+                             f"extended; its {side} run ended with status {ds.attrs.get(f'{side}_status')!r} "
+                             f"({ds.attrs.get(f'{side}_message', '')})")
+    if progress is not None:
+        validate.boolean("progress", progress)
+    frame = (times[-1] - times[0]) / max(times.size - 1, 1)
+    k = max(1, math.ceil((t_final - t1) / frame - 1e-9))
+    t_new = np.linspace(0.0, t_final - t1, k + 1)
+    leg = replace(config, integrator=replace(config.integrator, t_final=t_final - t1, n_frames=k + 1))
+    previous = json.loads(ds.attrs.get("extended_from", "[]"))
+    settings = paired_settings(config)
+    if config.pde.nu > 0:                          # fresh Brownian increments for this leg
+        settings["seed"] = int(np.random.default_rng([config.seed, 1, len(previous) + 1]).integers(2**62))
+    started = time.perf_counter()
+    result = paired_run(build_heads(config), density_coefficients(ds, -1), config.particles.n, t_final - t1, t_new,
+                        config.pde.lmax, **settings, progress=progress, X0=ds["X"].values[-1])
+    new = to_dataset(result, leg, elapsed_s=time.perf_counter() - started)
+    new = new.assign_coords(time=new["time"].values + t1).isel(time=slice(1, None))
+    for name in new.coords:                       # keep the old coordinates' attributes (CF)
+        new[name].attrs = dict(ds[name].attrs)
+    with_time = [v for v in ds.data_vars if "time" in ds[v].dims]
+    joined = xr.concat([ds[with_time], new[with_time]], dim="time", combine_attrs="override")
+    for v in ds.data_vars:
+        if v not in with_time:
+            joined[v] = ds[v]
+    whole = replace(config, integrator=replace(config.integrator, t_final=t_final, n_frames=int(joined.sizes["time"])))
+    attrs = dict(ds.attrs)
+    attrs.update({k: v for k, v in new.attrs.items() if k.startswith(("pde_", "particle_", "elapsed"))})
+    attrs.update(config=json.dumps(whole.to_dict(), sort_keys=True), extended_from=json.dumps(previous + [t1]))
+    joined.attrs = attrs
+    for v in joined.variables:
+        joined[v].attrs = dict(ds[v].attrs)
+        joined[v].encoding = {}                    # a loaded file's chunking and shapes do not apply
+    return joined
+
+
+def _after(name, x, t1):
+    x = validate.real(name, x)
+    if not x > t1:
+        raise ValueError(f"{name} must be a number > {t1:g}, the last time of the run; received {x!r}")
+    return x
