@@ -184,7 +184,6 @@ def main(argv=None):
     if args.trajectory_child is not None:
         return trajectory_child(args.trajectory_child, 1.0)
     start, load0 = time.perf_counter(), os.getloadavg()[0]
-    parts = []
     txt_t, traj = bench_trajectory(args.quick)     # first: the machine is as quiet as it will get
     print(txt_t, flush=True)
     txt_v, vel = bench_velocity(args.quick)

@@ -1,7 +1,5 @@
 """Quick mode of the high_dimension study: particles vs the axisymmetric PDE against d, sigma_l(d)."""
 
-import numpy as np
-
 from _study_helpers import quick_study_fixture
 from studies.high_dimension.report import report
 

@@ -1,7 +1,6 @@
 """Sweeps on dask.distributed: a killed worker loses nothing, every point is written exactly once,
 results equal a serial run; re-running skips finished points; failed points are recorded."""
 
-import json
 import os
 import signal
 import threading
