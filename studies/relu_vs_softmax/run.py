@@ -110,6 +110,15 @@ def particle_time(kernel, normalization, n, d, seed, horizon):
     system = mf.ParticleSystem(mf.scalar_heads([LAMBDA], d, beta=BETA, kernel=kernel,
                                                normalization=normalization))
     X0 = mf.initial.uniform_sphere(n, d, seed)
+    T, tr = _time_to_target(system, X0, horizon, f"{kernel}-{normalization}, n={n}, d={d}")
+    final = mf.diagnostics.clustering(tr.y_final)
+    return {"T": T, "gamma0": float(tr.observables["mean_inner"][0]), "final_mean_inner": final["mean_inner"],
+            "final_clusters": final["n_clusters"], "n_steps": tr.n_steps}
+
+
+def _time_to_target(system, X0, horizon, label):
+    """``(T, trajectory)``: the time the mean inner product of the tokens reaches ``TARGET`` (inf if
+    not before ``horizon``), by an event and linear interpolation within the last step interval."""
 
     def observe(t, X):
         return {"mean_inner": mf.diagnostics.clustering(X)["mean_inner"]}
@@ -121,15 +130,13 @@ def particle_time(kernel, normalization, n, d, seed, horizon):
     tr = mf.solve_particles(system, X0, horizon, t_eval=t_eval, observe=observe, event=event,
                             rtol=1e-7, atol=1e-9, save_states=False, progress=False)
     if tr.status < 0:
-        raise RuntimeError(f"particle run failed ({kernel}-{normalization}, n={n}, d={d}): {tr.message}")
+        raise RuntimeError(f"particle run failed ({label}): {tr.message}")
     m = tr.observables["mean_inner"]
     T = np.inf
     if tr.status == 1:
         # m[-2] < TARGET <= m[-1]: linear interpolation within the last step interval
         T = float(tr.t[-1]) if len(m) < 2 else float(np.interp(TARGET, m[-2:], tr.t[-2:]))
-    final = mf.diagnostics.clustering(tr.y_final)
-    return {"T": T, "gamma0": float(m[0]), "final_mean_inner": final["mean_inner"],
-            "final_clusters": final["n_clusters"], "n_steps": tr.n_steps}
+    return T, tr
 
 
 def span_particle_time(kernel, normalization, n, d, seed, horizon):
@@ -148,23 +155,8 @@ def span_particle_time(kernel, normalization, n, d, seed, horizon):
     _, R = np.linalg.qr(X0.T)
     Y0 = R.T / np.linalg.norm(R.T, axis=1, keepdims=True)
     system = mf.ParticleSystem(mf.scalar_heads([LAMBDA], n, beta=BETA, kernel=kernel, normalization=normalization))
-
-    def observe(t, X):
-        return {"mean_inner": mf.diagnostics.clustering(X)["mean_inner"]}
-
-    def event(t, X):
-        return "target reached" if observe(t, X)["mean_inner"] >= TARGET else None
-
-    t_eval = np.concatenate([[0.0], np.geomspace(1e-2, horizon, N_EVAL)])
-    tr = mf.solve_particles(system, Y0, horizon, t_eval=t_eval, observe=observe, event=event,
-                            rtol=1e-7, atol=1e-9, save_states=False, progress=False)
-    if tr.status < 0:
-        raise RuntimeError(f"particle run failed ({kernel}-{normalization}, n={n}, d={d}): {tr.message}")
-    m = tr.observables["mean_inner"]
-    T = np.inf
-    if tr.status == 1:
-        T = float(tr.t[-1]) if len(m) < 2 else float(np.interp(TARGET, m[-2:], tr.t[-2:]))
-    return {"T": T, "gamma0": float(m[0])}
+    T, tr = _time_to_target(system, Y0, horizon, f"{kernel}-{normalization}, n={n}, d={d}")
+    return {"T": T, "gamma0": float(tr.observables["mean_inner"][0])}
 
 
 def first_order_softmax_time(n, gamma0=0.0, target=TARGET, lam=LAMBDA, beta=BETA):
