@@ -167,8 +167,11 @@ def test_clustering_auto_rule():
     assert clustering(large) == clustering(large, method="tree")
     wide = uniform_sphere(CLUSTERING_TREE_MIN_N, CLUSTERING_TREE_MAX_D + 1, seed=3)
     assert clustering(wide) == clustering(wide, method="direct")
-    # not unit: the tree path does not apply, auto falls back to the direct path
-    assert clustering(1.5 * large) == clustering(1.5 * large, method="direct")
+    # not unit (beyond 1e-8, but within the tree's 1e-12): auto falls back to the direct path
+    near = large * np.sqrt(1 + 1e-10)
+    assert clustering(near) == clustering(near, method="direct")
+    with pytest.raises(ValueError, match=r"X rows must be unit vectors"):      # never renormalized silently
+        clustering(1.5 * large)
 
 
 def test_clustering_rejects():
@@ -180,7 +183,7 @@ def test_clustering_rejects():
     with pytest.raises(ValueError, match="X must be finite; received 1 non-finite"):
         clustering(np.where(np.arange(30).reshape(10, 3) == 4, np.nan, X))
     with pytest.raises(ValueError, match="rows of X must be unit vectors"):
-        clustering(1.01 * X, method="tree")
+        clustering(X * np.sqrt(1 + 1e-10), method="tree")
     with pytest.raises(ValueError, match="threshold must be < 1"):
         clustering(X, 1.0, method="tree")
     assert clustering(X, 1.0, method="direct")["n_clusters"] == 10

@@ -164,6 +164,10 @@ _MATMUL_PAIR = 16384               # ... else one by one (skipping joined cells)
 _PAIR_BATCH = 2**20                # tree path: point pairs checked per vectorized batch
 
 
+CLUSTERING_UNIT_TOL = 1e-8
+"""Largest ``| |x|^2 - 1 |`` :func:`clustering` accepts (tokens of spherical runs are unit to ~1e-15)."""
+
+
 def clustering(X, threshold=0.99, chunk_rows=2048, method="auto") -> dict:
     """Clustering measures of unit tokens ``X`` (n, d).
 
@@ -218,6 +222,9 @@ def clustering(X, threshold=0.99, chunk_rows=2048, method="auto") -> dict:
     s = X.sum(axis=0)
     mean_inner = (s @ s - np.einsum("nd,nd->", X, X)) / (n * (n - 1))
     e_max = float(np.abs(np.einsum("nd,nd->n", X, X) - 1).max())
+    if e_max > CLUSTERING_UNIT_TOL:        # the measures are of directions: never renormalize silently
+        raise ValueError(f"X rows must be unit vectors (| |x|^2 - 1 | <= {CLUSTERING_UNIT_TOL:g}); received max "
+                         f"| |x|^2 - 1 | = {e_max:.3e}")
     problem = _tree_problem(threshold, e_max)
     if method == "auto":
         tree_pays = n >= CLUSTERING_TREE_MIN_N and d <= CLUSTERING_TREE_MAX_D
