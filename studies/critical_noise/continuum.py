@@ -141,7 +141,8 @@ def run_limit(s, progress=print):
             for k in range(K):
                 res = _paired(nu, int(n), _seed(i, k), times, s, s.limit_dt)
                 if res.pde_status != 0 or res.particle_status != 0:
-                    raise RuntimeError(f"nu = {nu}, n = {n}: PDE {res.pde_message!r}, particles {res.particle_message!r}")
+                    raise RuntimeError(f"nu = {nu}, n = {n}: PDE {res.pde_message!r}, "
+                                       f"particles {res.particle_message!r}")
                 A["w2"][a, i, k] = res.w2
                 for key, v in _measure(res, grid, times, _seed(i, k), True).items():
                     A[key][a, i, k] = v
@@ -164,12 +165,13 @@ def run_limit(s, progress=print):
             res = _paired(nu, n_big, _seed(i_big, k), times[-1:], s, s.limit_dt / s.limit_dt_refine)
             w2f.append(res.w2[-1])
             mmdf.append(_measure(res, grid, times[-1:], _seed(i_big, k), False)["mmd2"][0])
+        iid = A["mmd2_iid"][a, i_big, 0, -1]
         m0, h0 = mean_ci(A["w2"][a, i_big, :, -1])
         m1, h1 = mean_ci(w2f)
         dt_check[f"{nu:g}"] = {"nu": nu, "n": n_big, "t": float(times[-1]), "dt": s.limit_dt,
                                "dt_fine": s.limit_dt / s.limit_dt_refine, "w2": [m0, h0], "w2_fine": [m1, h1],
-                               "mmd2_over_iid": float(A["mmd2"][a, i_big, :, -1].mean() / A["mmd2_iid"][a, i_big, 0, -1]),
-                               "mmd2_over_iid_fine": float(np.mean(mmdf) / A["mmd2_iid"][a, i_big, 0, -1]),
+                               "mmd2_over_iid": float(A["mmd2"][a, i_big, :, -1].mean() / iid),
+                               "mmd2_over_iid_fine": float(np.mean(mmdf) / iid),
                                "w2_fine_samples": w2f}
         progress(f"  dt check nu = {nu:g}: W2 {m0:.4f} +- {h0:.4f} (dt {s.limit_dt}) vs {m1:.4f} +- {h1:.4f}")
     fits = _fits(ns, A["w2"], A["mmd2"], nus, times)

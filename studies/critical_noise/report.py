@@ -135,7 +135,8 @@ def _limit_claims(d, L):
             "factor that still varies with n over this range (trend slopes above)")
          + " that shrinks as nu grows: the finite-n fluctuation is amplified by the unstable modes of the flow, "
            "which the noise damps (sigma_l falls by nu l (l+1))"
-         + (f"; at nu = {', '.join(f'{nus[a]:g}' for a in amp_iid)} the i.i.d. value is inside the CI" if amp_iid else "")),
+         + (f"; at nu = {', '.join(f'{nus[a]:g}' for a in amp_iid)} the i.i.d. value is inside the CI"
+            if amp_iid else "")),
         ("Does noise bring the particles closer to their PDE? (same n, same starting tokens, each against its "
          "own PDE)",
          f"paired ratio W2(nu) / W2(nu = 0) at t = {t[j]:g} per n = {[int(x) for x in ns]} (mean +- 95 % CI "
@@ -160,7 +161,8 @@ def _limit_notes(d, L):
               f"{m['rel_diff']:.1e}" for m in L["method_checks"]]
     lines.append("* PDE resolution: largest spectral tail " + ", ".join(
         f"nu = {k}: {v['max_spectral_tail']:.1e}" for k, v in L["pde"].items())
-        + f" (monitor threshold 1e-3); largest relative width of the geodesic W2 bracket {L['max_bracket_rel_width']:.1e}.")
+        + " (monitor threshold 1e-3); largest relative width of the geodesic W2 bracket "
+        + f"{L['max_bracket_rel_width']:.1e}.")
     lines.append(f"* t = 0 distances identical at every nu (same tokens, same density): {L['t0_identical_across_nu']}.")
     ns, t, w2 = d["limit_n"], d["limit_times"], d["limit_w2"]
     rows = []
