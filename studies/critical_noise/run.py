@@ -14,7 +14,7 @@ token noise against the PDE with the same ``nu`` (``paired_run(nu=...)``), by W2
 ``n`` with several seeds per ``n`` at fixed ``nu`` (and ``nu = 0`` from the same starts), fitted
 to ``C n^{-1/2}``.
 
-Cost (2 shared cores): quick ~30 s, full ~8 min.  Run from the repo root::
+Cost (2 shared cores): quick ~45 s, full ~6.5 min (part 1 ~2 min, part 2 ~4.5 min; measured 393 s wall).  Run from the repo root::
 
     python -m studies.critical_noise.run [--quick]
 """
