@@ -9,9 +9,12 @@ rates are compared with the closed form, and the particles' critical noise is th
 fitted to (nu, rate), compared with :func:`meanfield.theory.critical_noise` (the PDE's).  The
 PDE side (ContinuumPDE(nu=...) from ``1/(4 pi) + eps Y_10``) is measured at the same nu.
 
-Not yet here (issue 13, item 5): the noisy continuum limit (W2 / MMD distance against n at fixed nu).
+Second part, the noisy continuum limit (:mod:`studies.critical_noise.continuum`): particles with
+token noise against the PDE with the same ``nu`` (``paired_run(nu=...)``), by W2 and MMD, against
+``n`` with several seeds per ``n`` at fixed ``nu`` (and ``nu = 0`` from the same starts), fitted
+to ``C n^{-1/2}``.
 
-Cost (2 shared cores): quick ~20 s, full ~3 min.  Run from the repo root::
+Cost (2 shared cores): quick ~45 s, full ~6.5 min (part 1 ~2 min, part 2 ~4.5 min; measured 393 s wall).  Run from the repo root::
 
     python -m studies.critical_noise.run [--quick]
 """
@@ -26,6 +29,7 @@ import numpy as np
 import meanfield as mf
 from meanfield import theory
 from studies._common import fit_slope, main, save_json
+from studies.critical_noise.continuum import run_limit
 
 LAMBDAS, BETA = [1.0], 1.0
 
@@ -39,10 +43,22 @@ class Settings:
     seeds: int          # runs averaged per nu
     steps: int          # SDE steps per run (dt = T / steps)
     tilt: float         # a of the tilted start
+    # the noisy continuum limit (continuum.py)
+    limit_nus: tuple    # noise levels nu > 0 (nu = 0 is added as the noiseless reference)
+    limit_n: tuple      # particle numbers
+    limit_seeds: int    # runs per (nu, n): seeds of the sampling and of the Brownian increments
+    limit_times: tuple  # times of W2 / MMD (the first is 0)
+    limit_lmax: int     # PDE degree (every nu: resolves the noiseless run over limit_times)
+    limit_dt: float     # SDE step
+    limit_dt_refine: int    # step check: the largest n again with dt / limit_dt_refine
 
 
-QUICK = Settings(ratios=(0.6, 0.9, 1.1, 1.4), n=600, seeds=4, steps=30, tilt=0.3)
-FULL = Settings(ratios=(0.4, 0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.6), n=3000, seeds=8, steps=60, tilt=0.3)
+QUICK = Settings(ratios=(0.6, 0.9, 1.1, 1.4), n=600, seeds=4, steps=30, tilt=0.3,
+                 limit_nus=(0.1, 0.5), limit_n=(100, 400, 1600), limit_seeds=3, limit_times=(0.0, 0.4, 0.8),
+                 limit_lmax=63, limit_dt=0.02, limit_dt_refine=4)
+FULL = Settings(ratios=(0.4, 0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.6), n=3000, seeds=8, steps=60, tilt=0.3,
+                limit_nus=(0.1, 0.5), limit_n=(250, 500, 1000, 2000, 4000, 8000), limit_seeds=8,
+                limit_times=(0.0, 0.4, 0.8), limit_lmax=63, limit_dt=0.02, limit_dt_refine=4)
 
 
 def particle_rate(nu, s: Settings):
@@ -88,7 +104,13 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                "max_abs_rate_error_particles": float(np.max(np.abs(rates - [row["sigma"] for row in rows]))),
                "max_abs_rate_error_pde": float(max(abs(row["pde_rate"] - row["sigma"]) for row in rows)),
                "n": s.n, "seeds": s.seeds}
-    save_json(out_dir / "data.json", {"summary": summary, "rows": rows})
+    arrays, limit = run_limit(s)
+    np.savez_compressed(Path(out_dir) / "data.npz", **arrays)
+    f_last = {k: v for k, v in limit["fits"].items() if v["t"] == s.limit_times[-1]}
+    summary["limit"] = {"slopes_w2_last_time": {k: [v["w2_slope"], v["w2_stderr"]] for k, v in f_last.items()},
+                        "t0_identical_across_nu": limit["t0_identical_across_nu"],
+                        "wall_seconds": limit["wall_seconds"]}
+    save_json(out_dir / "data.json", {"summary": summary, "rows": rows, "limit": limit})
     return summary
 
 

@@ -1,0 +1,191 @@
+r"""The noisy continuum limit: particles with token noise against the PDE with the same ``nu`` (MODEL.md 3-4).
+
+Hypotheses (MODEL.md section 3, "Token noise on the particle side", and section 4):
+
+* H1 -- the PDE ``d rho/dt + div(rho X[rho]) = nu Lap rho`` is the mean-field limit of the noisy
+  particles ``dx_i = v_i dt - 2 nu x_i dt + sqrt(2 nu) P_x dW_i`` started i.i.d. from ``rho_0``;
+* H2 -- the distance between the empirical measure ``mu_n(t)`` and ``rho(t)`` decays like
+  ``n^{-1/2}`` up to logs (for ``n`` i.i.d. points of a smooth density on ``S^2``,
+  ``E W2 ~ sqrt(log n / n)``; ``E MMD^2 = C / n`` exactly, :func:`meanfield.transport.mmd_iid_expectation`).
+
+Setup: two zonal mean exp heads ``lambda = (1, 0.5)``, ``beta = 1`` (``nu_c = 0.539``); the start
+``0.8 (0.6 vMF(north, kappa 4) + 0.4 vMF(+x, kappa 4)) + 0.2 uniform`` of ``studies/continuum_limit``.
+For each ``nu`` in ``(0,) + Settings.limit_nus``, each ``n`` and each seed, one
+:func:`meanfield.paired.paired_run` (the same seed at every ``nu``: the same ``n`` starting tokens, so
+``t = 0`` is shared and the noise-vs-noiseless comparison is paired); every PDE at the same ``lmax``
+(noiseless: both ``dopri5``; noisy: particles ``geodesic_strang`` with a fixed ``dt``, the PDE
+``lawson_dopri5``, the split stepper that takes ``nu Lap`` exactly).
+Measured at ``Settings.limit_times``:
+
+* ``W2`` (geodesic) against the *continuous* density, by semi-discrete OT (``w2_method="semidiscrete"``:
+  no grid floor, one method at every ``n``; ``"auto"`` would switch from exact-on-nodes to
+  semi-discrete within the range of ``n`` and bend the fit); the geodesic bracket width is recorded;
+* the spectral ``MMD`` (Sobolev ``s = 2``, :func:`meanfield.transport.mmd_particles_field`) and its
+  i.i.d. expectation for ``rho(t)``;
+* the i.i.d. baseline ``W2`` of ``n`` fresh i.i.d. samples of ``rho(t)`` (``t > 0``): how close a
+  perfectly chaotic sample would be.
+
+Checks: the step (the largest ``n`` again with ``dt / limit_dt_refine``); the method (exact ``W2`` with
+the density on the PDE's quadrature nodes against semi-discrete, at the smallest ``n``, one seed).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from scipy import stats
+
+import meanfield as mf
+from meanfield import paired, transport
+from studies._common import fit_slope
+
+LAMBDAS, BETA = (1.0, 0.5), 1.0
+MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+KAPPA, BLOB_WEIGHTS, FLOOR = 4.0, (0.6, 0.4), 0.2
+SEED = 13_000
+MMD_S = 2.0                      # Sobolev order of the MMD kernel a_l = (1 + l(l+1))^-s
+
+
+def initial_density(grid):
+    return mf.densities.vmf_mixture_density(grid, MUS, KAPPA, BLOB_WEIGHTS, floor=FLOOR)
+
+
+def heads():
+    return mf.scalar_heads(LAMBDAS, 3, beta=BETA)
+
+
+def mean_ci(x, axis=-1, level=0.95):
+    """Mean over ``axis`` and the half-width of its Student-t confidence interval (NaN-free input)."""
+    x = np.asarray(x, float)
+    k = x.shape[axis]
+    half = stats.t.ppf(0.5 + level / 2, k - 1) * x.std(axis=axis, ddof=1) / np.sqrt(k)
+    return x.mean(axis=axis), half
+
+
+def _seed(i_n, k):
+    return SEED + 1000 * k + i_n
+
+
+def _paired(nu, n, seed, times, s, dt):
+    return paired.paired_run(heads(), initial_density, n, times[-1], times, s.limit_lmax, seed=seed, nu=nu,
+                             particle_dt=dt, pde_method="lawson_dopri5" if nu > 0 else "dopri5",
+                             w2_method="semidiscrete", monitor=True)
+
+
+def _measure(res, grid, times, seed, baseline):
+    """W2 (from the run), MMD^2, its i.i.d. expectation, the bracket width and the i.i.d. baseline W2 per time."""
+    T = len(times)
+    out = {k: np.full(T, np.nan) for k in ("mmd2", "mmd2_iid", "bracket", "w2_iid")}
+    for j, t in enumerate(times):
+        iq = int(np.flatnonzero(np.isclose(res.pde_times, t))[0])
+        rho = res.pde_coefficients[iq]
+        X = res.particle_states[j]
+        n = X.shape[0]
+        out["mmd2"][j] = transport.mmd_particles_field(X, rho, grid, s=MMD_S).cost
+        out["mmd2_iid"][j] = transport.mmd_iid_expectation(grid, rho, n, s=MMD_S)
+        lo, hi = res.w2_info[j]["geodesic_bracket"]
+        out["bracket"][j] = (hi - lo) / res.w2[j]
+        if baseline and t > 0:
+            Y = mf.densities.sample_particles(grid, rho, n, seed=np.random.default_rng([seed, 2, j]))
+            out["w2_iid"][j] = transport.w2_particles_field(Y, rho, grid).distance
+    return out
+
+
+def _method_check(res, nu, s):
+    """Exact W2 with the density on the PDE's quadrature nodes vs the semi-discrete value (last time, one run).
+
+    The node measure's own distance to the density (the grid floor) is not computed: its
+    semi-discrete solve on the ~18000 unequal nodes of lmax 63 takes minutes; the relative
+    difference of the two distances is reported instead.
+    """
+    pde = mf.ContinuumPDE(heads(), s.limit_lmax, nu=nu)
+    nodes, w = paired.density_measure(pde, res.pde_coefficients[-1])
+    ex = transport.w2_particles_density(res.particle_states[-1], nodes, w, method="exact", negative="drop",
+                                        grid_floor=False)
+    lo, hi = res.w2_info[-1]["geodesic_bracket"]
+    semi = float(res.w2[-1])
+    return {"nu": nu, "n": int(res.particle_states.shape[1]), "t": float(res.times[-1]), "exact": ex.distance,
+            "semidiscrete": semi, "rel_diff": abs(ex.distance - semi) / semi, "bracket": [lo, hi],
+            "nodes": int(nodes.shape[0]), "negative_mass": ex.negative_mass}
+
+
+def _fits(ns, w2, mmd2, nus, times):
+    """Slopes (with standard errors) of log mean W2 and log rms MMD against log n, per nu and time."""
+    fits = {}
+    for a, nu in enumerate(nus):
+        for j, t in enumerate(times):
+            fw = fit_slope(ns, w2[a, :, :, j].mean(axis=-1), log_x=True, log_y=True)
+            fl = fit_slope(ns / np.log(ns), w2[a, :, :, j].mean(axis=-1), log_x=True, log_y=True)
+            fm = fit_slope(ns, np.sqrt(mmd2[a, :, :, j].mean(axis=-1)), log_x=True, log_y=True)
+            fits[f"nu={nu:g},t={t:g}"] = {"nu": nu, "t": t, "w2_slope": fw.slope, "w2_stderr": fw.stderr,
+                                          "w2_C": float(np.exp(fw.intercept)), "w2_slope_n_over_log_n": fl.slope,
+                                          "w2_stderr_n_over_log_n": fl.stderr,
+                                          "mmd_slope": fm.slope, "mmd_stderr": fm.stderr}
+    return fits
+
+
+def run_limit(s, progress=print):
+    """Run the whole part; returns ``(arrays, summary)`` (arrays for ``data.npz``, summary for ``data.json``)."""
+    tic, cpu = time.perf_counter(), time.process_time()
+    nus = (0.0,) + tuple(s.limit_nus)
+    ns, times, K = np.asarray(s.limit_n), np.asarray(s.limit_times, float), s.limit_seeds
+    shape = (len(nus), len(ns), K, len(times))
+    A = {k: np.full(shape, np.nan) for k in ("w2", "mmd2", "mmd2_iid", "bracket", "w2_iid")}
+    pde_info, method_checks = {}, []
+    grid = mf.ContinuumPDE(heads(), s.limit_lmax).grid
+    for a, nu in enumerate(nus):
+        tails, negs = [], []
+        for i, n in enumerate(ns):
+            t0 = time.perf_counter()
+            for k in range(K):
+                res = _paired(nu, int(n), _seed(i, k), times, s, s.limit_dt)
+                if res.pde_status != 0 or res.particle_status != 0:
+                    raise RuntimeError(f"nu = {nu}, n = {n}: PDE {res.pde_message!r}, "
+                                       f"particles {res.particle_message!r}")
+                A["w2"][a, i, k] = res.w2
+                for key, v in _measure(res, grid, times, _seed(i, k), True).items():
+                    A[key][a, i, k] = v
+                tails.append(float(np.max(res.pde["spectral_tail"])))
+                negs.append(float(np.max(res.pde["negative_mass"])))
+                if i == 0 and k == 0:
+                    method_checks.append(_method_check(res, nu, s))
+            progress(f"  limit: nu = {nu:g}, n = {n}: W2 {np.round(A['w2'][a, i].mean(axis=0), 4)}, "
+                     f"MMD^2 / iid {np.round(A['mmd2'][a, i].mean(axis=0) / A['mmd2_iid'][a, i, 0], 2)} "
+                     f"({time.perf_counter() - t0:.1f} s)")
+        pde_info[f"{nu:g}"] = {"max_spectral_tail": max(tails), "max_negative_mass": max(negs)}
+    # the step check: the largest n again with dt / limit_dt_refine, at the last time only
+    n_big, i_big = int(ns[-1]), len(ns) - 1
+    dt_check = {}
+    for a, nu in enumerate(nus):
+        if nu == 0:
+            continue
+        w2f, mmdf = [], []
+        for k in range(K):
+            res = _paired(nu, n_big, _seed(i_big, k), times[-1:], s, s.limit_dt / s.limit_dt_refine)
+            w2f.append(res.w2[-1])
+            mmdf.append(_measure(res, grid, times[-1:], _seed(i_big, k), False)["mmd2"][0])
+        iid = A["mmd2_iid"][a, i_big, 0, -1]
+        m0, h0 = mean_ci(A["w2"][a, i_big, :, -1])
+        m1, h1 = mean_ci(w2f)
+        dt_check[f"{nu:g}"] = {"nu": nu, "n": n_big, "t": float(times[-1]), "dt": s.limit_dt,
+                               "dt_fine": s.limit_dt / s.limit_dt_refine, "w2": [m0, h0], "w2_fine": [m1, h1],
+                               "mmd2_over_iid": float(A["mmd2"][a, i_big, :, -1].mean() / iid),
+                               "mmd2_over_iid_fine": float(np.mean(mmdf) / iid),
+                               "w2_fine_samples": w2f}
+        progress(f"  dt check nu = {nu:g}: W2 {m0:.4f} +- {h0:.4f} (dt {s.limit_dt}) vs {m1:.4f} +- {h1:.4f}")
+    fits = _fits(ns, A["w2"], A["mmd2"], nus, times)
+    # paired comparison with the noiseless runs: per-seed ratio W2(nu) / W2(0), same n, t, start
+    ratio = A["w2"][1:] / A["w2"][:1]
+    rm, rh = mean_ci(ratio, axis=2)
+    summary = {"nus": nus, "n_values": ns, "times": times, "seeds": K, "lmax": s.limit_lmax, "dt": s.limit_dt,
+               "nu_c": float(mf.theory.critical_noise(list(LAMBDAS), BETA)),
+               "heads": [h.to_dict() for h in heads()], "fits": fits, "pde": pde_info, "method_checks": method_checks,
+               "dt_check": dt_check, "w2_ratio_to_noiseless": {"mean": rm, "ci95": rh},
+               "initial_density": {"mus": MUS, "kappa": KAPPA, "weights": BLOB_WEIGHTS, "floor": FLOOR},
+               "max_bracket_rel_width": float(np.nanmax(A["bracket"])),
+               "t0_identical_across_nu": bool(np.all(A["w2"][:, :, :, 0] == A["w2"][:1, :, :, 0])),
+               "wall_seconds": time.perf_counter() - tic, "cpu_seconds": time.process_time() - cpu}
+    arrays = {f"limit_{k}": v for k, v in A.items()}
+    arrays.update(limit_nus=np.asarray(nus), limit_n=ns, limit_times=times)
+    return arrays, summary
