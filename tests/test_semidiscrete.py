@@ -199,3 +199,18 @@ def test_auto_falls_back_to_sliced_where_the_laguerre_solver_cannot_go():
     assert res.method == "sliced" and "sliced instead" in res.info["auto"] and np.isfinite(res.distance)
     with pytest.raises((ValueError, RuntimeError)):      # asked for explicitly, the failure is not hidden
         transport.w2_particles_density(X, nodes, w, method="semidiscrete", grid_floor=False)
+
+
+def test_grid_floor_skipped_beyond_its_node_limit(monkeypatch):
+    # the floor costs a semi-discrete solve over the nodes: beyond GRID_FLOOR_MAX_NODES it is not
+    # computed, and the result says so (None plus a note), never a silent omission
+    from meanfield.analysis import transport
+    grid = SphereGrid(7)
+    nodes, w = grid.nodes.reshape(-1, 3), grid.weights.reshape(-1) / (4 * np.pi)
+    X = dn.sample_particles(grid, dn.uniform_density(grid), 50, seed=0)
+    ok = transport.w2_particles_density(X, nodes, w, method="exact")
+    assert ok.info["grid_floor"] > 0
+    monkeypatch.setattr(transport, "GRID_FLOOR_MAX_NODES", nodes.shape[0] - 1)
+    skipped = transport.w2_particles_density(X, nodes, w, method="exact")
+    assert skipped.info["grid_floor"] is None and "GRID_FLOOR_MAX_NODES" in skipped.info["grid_floor_note"]
+    assert skipped.distance == ok.distance                # the distance itself is unchanged
