@@ -26,7 +26,7 @@ from . import validate
 from .tableaux import SCHEMES, Tableau, rk_stages, rk_step
 
 __all__ = ["Tableau", "SCHEMES", "rk_step", "Stepper", "ExplicitRK", "IMEXEuler", "ETDRK2", "ETDRK4", "SPLIT_SCHEMES",
-           "phi_functions", "as_stepper"]
+           "phi_functions", "as_stepper", "stable_step"]
 
 
 # ----------------------------------------------------------------------------- the stepper interface
@@ -386,3 +386,21 @@ LAWSON_SCHEMES: dict[str, Stepper] = {"lawson_dopri5": LawsonRK(SCHEMES["dopri5"
 """Lawson (integrating-factor) forms of explicit tableaux: split steppers for ``y' = L y + N`` (``split``
 is True), adaptive when the tableau has an embedded pair; :func:`as_stepper` knows their names."""
 __all__ += ["LawsonRK", "LAWSON_SCHEMES"]
+
+
+def stable_step(a, d, scheme="rk4", cfl=0.5, what="the PDE") -> float:
+    r"""A stable fixed step ``cfl / (a / I + d / R)`` of ``scheme`` for transport rates up to ``i a``
+    and diffusion rates down to ``-d`` (``I``, ``R``: the scheme's reaches along the imaginary and the
+    negative real axis; RK4: ``2 sqrt 2`` and 2.785).  A split scheme treats the diffusion
+    implicitly or exactly, so ``d`` is not counted for it.  A scheme whose region holds no part of
+    the imaginary axis is refused when ``a > 0``, naming the schemes that qualify."""
+    stepper = as_stepper(scheme)
+    cfl = validate.real("cfl", cfl, positive=True)
+    d = 0.0 if stepper.split else d
+    if a > 0 and stepper.imag_reach == 0:
+        stable = sorted(k for k in (*SCHEMES, *SPLIT_SCHEMES) if as_stepper(k).imag_reach > 0)
+        raise ValueError(f"scheme must be one whose stability region contains part of the imaginary axis for "
+                         f"transport in {what} (one of {stable}); received {stepper.name!r}, stable on the "
+                         f"imaginary axis only at 0")
+    rate = (a / stepper.imag_reach if a > 0 else 0.0) + (d / stepper.real_reach if d > 0 else 0.0)
+    return float(cfl / max(rate, 1e-300))

@@ -30,6 +30,7 @@ import numpy as np
 from scipy.special import roots_jacobi
 
 from ..core import validate
+from ..core.steppers import stable_step
 from ..core.funk_hecke import funk_hecke_normalized, gegenbauer_normalized, resolved_multipliers
 from ..core.heads import check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
@@ -267,9 +268,9 @@ class AxisymmetricPDE:
         f = np.asarray(b, dtype=float) @ self._Q
         return float(-(self.weights * np.minimum(f, 0.0)).sum())
 
-    def cfl_dt(self, b, cfl=0.5) -> float:
-        """A fixed RK4 step: ``cfl / (lmax max|u sqrt(1-t^2)| / 2.83 + nu lmax (lmax + d - 2) / 2.78)``."""
-        cfl = validate.real("cfl", cfl, positive=True)
+    def cfl_dt(self, b, cfl=0.5, scheme="rk4") -> float:
+        """A stable fixed step of ``scheme``: ``cfl / (lmax max|u sqrt(1-t^2)| / I + nu lmax (lmax + d - 2) / R)``
+        (``I``, ``R``: its stability reaches; :func:`meanfield.core.steppers.stable_step`)."""
         a = self.lmax * np.abs(self.velocity(b)).max()
-        dd = self.nu * self.lmax * (self.lmax + self.d - 2)
-        return float(cfl / max(a / 2 ** 1.5 + dd / 2.785, 1e-300))
+        return stable_step(a, self.nu * self.lmax * (self.lmax + self.d - 2), scheme, cfl,
+                           what="the axisymmetric PDE")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import validate
+from ..core.steppers import stable_step
 from ..core.funk_hecke import funk_hecke_normalized, resolved_multipliers
 from ..core.heads import check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
@@ -217,8 +218,8 @@ class CirclePDE:
         """``-(1/2pi) int min(f, 0)`` on the grid (>= 0)."""
         return float(-np.minimum(self.synthesis(c), 0.0).mean())
 
-    def cfl_dt(self, c, cfl=0.5) -> float:
-        """A fixed RK4 step ``cfl / (K max|X| / 2.83 + nu K^2 / 2.78)``."""
-        cfl = validate.real("cfl", cfl, positive=True)
+    def cfl_dt(self, c, cfl=0.5, scheme="rk4") -> float:
+        """A stable fixed step of ``scheme``, ``cfl / (K max|X| / I + nu K^2 / R)`` (``I``, ``R``: its
+        stability reaches; :func:`meanfield.core.steppers.stable_step`, the rule of every PDE here)."""
         a = self.kmax * np.abs(self.velocity(c)).max()
-        return float(cfl / max(a / 2 ** 1.5 + self.nu * self.kmax**2 / 2.785, 1e-300))
+        return stable_step(a, self.nu * self.kmax**2, scheme, cfl, what="the circle PDE")

@@ -275,16 +275,8 @@ class ContinuumPDE:
         scheme : str, Tableau or Stepper
             A ``method`` of :func:`meanfield.integrate.integrate`.
         """
-        from ..core.steppers import SCHEMES, SPLIT_SCHEMES, as_stepper   # local: the rest of the module is another's
+        from ..core.steppers import stable_step
 
-        stepper = as_stepper(scheme)
-        validate.real("cfl", cfl, positive=True)
-        a = self.lmax * self.max_speed(rho_lm)
-        d = 0.0 if stepper.split else self.nu * self.lmax * (self.lmax + 1)
-        if a > 0 and stepper.imag_reach == 0:
-            stable = sorted(k for k in (*SCHEMES, *SPLIT_SCHEMES) if as_stepper(k).imag_reach > 0)
-            raise ValueError(f"scheme must be one whose stability region contains part of the imaginary axis for "
-                             f"transport at speed max|X| = {a / self.lmax:.3g} (one of {stable}); received "
-                             f"{stepper.name!r}, stable on the imaginary axis only at 0")
-        rate = (a / stepper.imag_reach if a > 0 else 0.0) + (d / stepper.real_reach if d > 0 else 0.0)
-        return float(cfl / max(rate, 1e-300))
+        speed = self.max_speed(rho_lm)
+        return stable_step(self.lmax * speed, self.nu * self.lmax * (self.lmax + 1), scheme, cfl,
+                           what=f"at speed max|X| = {speed:.3g}")

@@ -49,7 +49,8 @@ def solve_reduced(pde, c0, t_final, *, t_eval=None, method="dopri5", dt=None, cf
         raise ValueError(f"c0 must have mass 1 (to 1e-10); received mass {mass!r}")
     stepper = as_stepper(method)
     if (kw.get("adaptive") is False or not stepper.adaptive) and dt is None:
-        dt = pde.cfl_dt(pde.coefficients(y0), cfl)
+        # no linear part is handed over here: a split scheme runs as its explicit tableau, diffusion included
+        dt = pde.cfl_dt(pde.coefficients(y0), cfl, stepper.explicit_tableau if stepper.split else stepper)
     t_eval = np.linspace(0.0, t_final, 11) if t_eval is None else t_eval
     hook = reduced_observer(pde) if observe is True else (observe or None)
     event = resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
