@@ -98,3 +98,15 @@ def test_interval_helpers():
     assert abs(lo) < 1e-15 and abs(hi - 0.2775327998628899) < 1e-12   # Wilson score interval, closed form
     with pytest.raises(ValueError, match="m must be >= 1"):
         wilson95(0, 0)
+
+
+def test_committed_report_has_verdicts_in_the_vocabulary():
+    import re
+
+    from studies._common import ROOT, VERDICTS
+
+    text = (ROOT / "radial_dominance_invariance" / "output" / "report.md").read_text()
+    section = text.split("## Verdicts against the paper's hypotheses")[1].split("## Claims and verdicts")[0]
+    found = re.findall(r"\*\*([^*]+)\*\*", section)
+    # text, no tolerance: every bold verdict is a word of the vocabulary
+    assert found and all(v in VERDICTS for v in found), found
