@@ -144,6 +144,7 @@ def report(data_dir, out_dir=None) -> Path:
     neg_before_exact = sum(_neg_before_exact(r) for r in s["block_runs"])
     fails_at_0 = int((z["eq_gamma_fail"] == 0).sum())
     re_ratio = _reentry_beta_ratio(z)
+    fracs = ", ".join(sorted({f"{r['beta_over_beta_star']:g}" for r in s["eq_particles"]}))
     verdicts = [
         ("Thm 19: radial dominance (Condition 8) holds for beta < beta* at orthogonal tokens",
          "positive scalar heads M_h = V_h = alpha I, exp, mean, sphere, orthogonal tokens (t = 0)", REPRODUCED,
@@ -155,7 +156,8 @@ def report(data_dir, out_dir=None) -> Path:
          f"answer: no. Along the equiangular flow from orthogonal tokens it fails at a finite time for every beta "
          f"below its t = 0 threshold, at gamma_fail in [{lo:.3f}, {hi:.3f}]; gamma_fail -> c*(H)^2 "
          f"(norm-bounded; 0.382 for H = 2) and 1/H (exact) as n -> inf, error ~ n^(slope): {slopes} "
-         f"(deterministic). Random starts: it fails in every run ({seeds} seeds per setting)"),
+         f"(deterministic). Random starts ({seeds} seeds per setting): it fails in every run (scalar heads: at t = 0 "
+         f"or later; block heads: the norm-bounded reading already at t = 0)"),
         ("Thm 17: Condition 8 at every token of head h implies dE_h/dt >= 0",
          "symmetric value-aligned heads with M_h' M_h = 0, exp, mean, sphere", REPRODUCED,
          f"{s['block_sufficiency_violations']} violations in {s['block_sufficiency_checked']} (head, time) pairs "
@@ -165,8 +167,9 @@ def report(data_dir, out_dir=None) -> Path:
         ("Thm 19: per-head monotonicity for beta < beta*, and beyond the failure of the condition",
          "positive scalar heads, exp, mean, sphere, equiangular (orthogonal at t = 0)", SHARPENED,
          f"every dE_h/dt > 0 along the whole equiangular flow, before and after Condition 8 fails, at any beta "
-         f"(min rate / max |rate| = {s['eq_particles_min_rel_rate']:.3f} on {len(eqp)} particle runs; "
-         f"proof: P u_i^h is a positive multiple of P sum_(j != i) x_j for every head): beta < beta* is not needed. "
+         f"(measured: min rate / max |rate| = {s['eq_particles_min_rel_rate']:.3f} on {len(eqp)} particle runs at "
+         f"beta / beta* = {fracs}, followed past the failure; any beta by the proof: P u_i^h is a positive multiple "
+         f"of P sum_(j != i) x_j for every head): beta < beta* is not needed. "
          f"With orthogonal block heads monotonicity does fail after the condition: {blocks_neg}/{nblocks} runs "
          f"(Wilson 95 %: {lo_neg:.2f}-{hi_neg:.2f})"),
     ]
