@@ -10,8 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REPRODUCED, SHARPENED, markdown_table, open_study_data,  # noqa: E402
-                             save_figure, style_axes, wilson95, write_report)
+from studies._common import (OUTSIDE, REPRODUCED, SHARPENED, markdown_table, mean_ci95,  # noqa: E402
+                             open_study_data, save_figure, style_axes, wilson95, write_report)
 
 COLOURS = {"softmax b=1": "C0", "softmax b=4": "C1", "relu-mean": "C2", "relu-softmax": "C3"}
 
@@ -94,8 +94,11 @@ def _rule_rows(s):
     for rec in s["particles"]:
         for lab, st in rec["rules"].items():
             reached = st["T_mean_0.99_reached"]
+            runs = [r for r in s["runs"] if r["rule"] == lab and r["n"] == rec["n"] and r["d"] == rec["d"]]
+            rate = [np.log(10) / (r["T_mean_0.99"] - r["T_mean_0.9"]) for r in runs if r["T_mean_0.99"] is not None]
             rows.append([rec["n"], rec["d"], lab, _ci(st["T_mean_0.5"]), _ci(st["T_mean_0.9"]), _ci(st["T_mean_0.99"]),
-                         f"{reached[2]}/{st['runs']}", _ci(st["late_0.5_0.99"]), _ci(st["final_clusters"])])
+                         f"{reached[2]}/{st['runs']}", _ci(st["late_0.5_0.99"]), _ci(mean_ci95(rate)),
+                         _ci(st["final_clusters"])])
     return rows
 
 
@@ -128,6 +131,9 @@ def report(data_dir, out_dir=None) -> Path:
                          f" (Wilson {wilson95(f, b)[0]:.2f}-{wilson95(f, b)[1]:.2f}), ReLU never reached 0.99 in"
                          f" {nv}/{tot}" if b else f"{p}: no pair reached 0.99; ReLU never reached it in {nv}/{tot}"
                          for p, (b, f, nv, tot) in pools.items())
+    i32 = ns.index(32) if 32 in ns else 0
+    seg = np.array([z["ode_segment_rates_" + rule][i32, :, 1] for rule in s["rules"]])
+    seg_spread = float(seg.max() / seg.min())
     late = s["late_rates"]
     # JSON stores the times of runs that never reached a target (inf) as null
     never = {lab: sum(r["T_mean_0.99"] is None for r in s["runs"] if r["rule"] == lab) for lab in s["labels"]}
@@ -139,17 +145,21 @@ def report(data_dir, out_dir=None) -> Path:
          "one scalar head M = V = lambda I, equiangular tokens, sphere; softmax = exp + softmax normalization, "
          "ReLU = relu + mean (Thm 25) or row normalization; no proof in the paper", SHARPENED,
          f"late rates of eps = 1 - gamma (mf.theory.late_rate): 2 lambda (softmax, any beta), 2 lambda^2 (relu-mean), "
-         f"2 lambda (relu-softmax); at lambda = 1: {late['softmax']:g}, {late['relu-mean']:g}, {late['relu-softmax']:g}. "
+         f"2 lambda (relu-softmax); at lambda = 1: {late['softmax']:g}, {late['relu-mean']:g}, "
+         f"{late['relu-softmax']:g}. "
          f"relu-softmax is faster than "
          f"softmax exactly beyond gamma_x = -W0(-b e^-b)/b, b = beta lambda, which exists iff beta lambda > 1 "
          f"(independent of n; to {s['gamma_x_max_err']:.0e}); its advantage is O(e^(beta lambda)/n): late-segment time "
          f"ratio softmax/relu-softmax {rs[0, bmax]:.3f} (n = {ns[0]}, beta = {bs[bmax]:g}) down to {rs[-1, bmax]:.4f} "
-         f"(n = {ns[-1]}), {rs[:, b1].min():.3f}..{rs[:, b1].max():.3f} at beta = {bs[b1]:g}. relu-mean (the paper's pair) is slower "
-         f"late at lambda = 1 (ratio {rm[:, b1].min():.3f}..{rm[:, b1].max():.3f} at beta = {bs[b1]:g}) except small n and large "
+         f"(n = {ns[-1]}), {rs[:, b1].min():.3f}..{rs[:, b1].max():.3f} at beta = {bs[b1]:g}. relu-mean (the paper's "
+         f"pair) is slower late at lambda = 1 (ratio {rm[:, b1].min():.3f}..{rm[:, b1].max():.3f} at "
+         f"beta = {bs[b1]:g}) "
+         f"except small n and large "
          f"beta ({rm[0, bmax]:.2f} at n = {ns[0]}, beta = {bs[bmax]:g}) (deterministic)"),
         ("the same from random tokens",
          "not equiangular: outside the reduction the remark is made in", OUTSIDE,
-         f"{seeds} seeds per (n, d), paired (same tokens for every rule); {pool_txt}. ReLU does not attract tokens more "
+         f"{seeds} seeds per (n, d), paired (same tokens for every rule); {pool_txt}. ReLU does not attract tokens "
+         f"more "
          f"than 90 degrees apart, so it can freeze several clusters for ever (cluster counts in the report)"),
     ]
     claims = [
@@ -158,6 +168,11 @@ def report(data_dir, out_dir=None) -> Path:
         ["late rates (mf.theory.late_rate) = effective rate of the last ODE segment 0.99 -> 0.999",
          "relative deviation " + ", ".join(f"{k} {v:.1e}" for k, v in s["ode_last_segment_rate_err"].items())
          + " (the segment is not yet asymptotic: O(1 - gamma))", "checked"],
+        ["effective rate ln 10 / T(0.9 -> 0.99) of the equiangular ODE (late rate 2 at lambda = 1)",
+         "; ".join(f"{rule}: " + ", ".join(f"{z['ode_segment_rates_' + rule][i, j, 1]:.3f}" for j in range(len(bs)))
+                   for rule in s["rules"] for i in [ns.index(32) if 32 in ns else 0])
+         + f" (n = {32 if 32 in ns else ns[0]}, beta = {', '.join(f'{b:g}' for b in bs)})",
+         f"largest / smallest over rules and beta: {seg_spread:.3f}"],
         ["late segment 1/2 -> 0.99, softmax / relu-softmax (> 1: ReLU faster)",
          "; ".join(f"beta={b:g}: " + ", ".join(f"{rs[i, j]:.3f}" for i in range(len(ns))) for j, b in enumerate(bs))
          + f" (n = {', '.join(map(str, ns))})", "ReLU faster iff beta lambda > 1, by O(e^(beta lambda)/n)"],
@@ -168,9 +183,10 @@ def report(data_dir, out_dir=None) -> Path:
         ["integrator", f"max | |x| - 1 | at the step times {s['max_drift']:.1e} (RK45, rtol 1e-8)", "-"],
     ]
     table_p = markdown_table(["n", "d", "softmax / ReLU", "T(0.5) ratio", "late ratio T(0.5 -> 0.99)",
-                              "ReLU faster late", "T_min(0.99) ratio", "never 0.99 (ReLU / softmax)"], _particle_rows(s))
+                              "ReLU faster late", "T_min(0.99) ratio", "never 0.99 (ReLU / softmax)"],
+                             _particle_rows(s))
     table_r = markdown_table(["n", "d", "rule", "T(0.5)", "T(0.9)", "T(0.99)", "reached 0.99", "T(0.5 -> 0.99)",
-                              "final clusters"], _rule_rows(s))
+                              "rate ln 10 / T(0.9 -> 0.99)", "final clusters"], _rule_rows(s))
     notes = f"""
 **Reading taken.** The summaries say only that ReLU "may dominate late, when softmax over-concentrates"
 (no statement, no proof).  We read "late" as the phase after the tokens have half clustered (mean inner
@@ -205,8 +221,9 @@ From random tokens ReLU has a second, qualitative handicap the equiangular reduc
 inner product is negative do not interact at all, so groups more than 90 degrees apart never merge (the
 clusters figure): relu-mean did not reach 0.99 in {never['relu-mean']}/{total} runs, relu-softmax in
 {never['relu-softmax']}/{total} ({never_d4['relu-softmax']} of them in d = 4).  Softmax at beta = 1 reached 0.99 in
-{total - never['softmax b=1']}/{total} runs; at beta = 4 it did not in {never['softmax b=4']}/{total} ({never_d4['softmax b=4']}
-in d = 4), held on metastable plateaus of several clusters up to the horizon: its own, slower form of
+{total - never['softmax b=1']}/{total} runs; at beta = 4 it did not in {never['softmax b=4']}/{total}
+({never_d4['softmax b=4']} in d = 4), held on metastable plateaus of several clusters up to the horizon: its own,
+slower form of
 over-concentration (the figures), consistent with the paired random-start ratios against relu-softmax at
 beta = 4 exceeding the equiangular ones most in low d.
 """

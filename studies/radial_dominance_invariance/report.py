@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from studies.radial_dominance_invariance.run import equiangular_failure  # noqa: E402
-from studies._common import (OUTSIDE, REPRODUCED, SHARPENED, open_study_data, save_figure, style_axes,  # noqa: E402
-                             write_report)
+from studies._common import (OUTSIDE, REPRODUCED, SHARPENED, markdown_table, open_study_data,  # noqa: E402
+                             save_figure, style_axes, wilson95, write_report)
 
 LABEL = {"norm_bounded": "norm-bounded", "exact": "exact"}
 
@@ -62,7 +62,8 @@ def _fig_random(s, out):
         for rd, mk in (("norm_bounded", "o-"), ("exact", "s--")):
             p = np.array([r[f"holds0_{rd}"] for r in rows])
             ci = np.array([r[f"holds0_{rd}_ci"] for r in rows]).T
-            axes[0].errorbar(x, p, yerr=np.maximum(0, [p - ci[0], ci[1] - p]), fmt=mk, capsize=3, label=f"n={n}, {LABEL[rd]}")
+            axes[0].errorbar(x, p, yerr=np.maximum(0, [p - ci[0], ci[1] - p]), fmt=mk, capsize=3,
+                             label=f"n={n}, {LABEL[rd]}")
             g = np.array([np.nan if r[f"gamma_fail_{rd}"][0] is None else r[f"gamma_fail_{rd}"][0] for r in rows])
             e = np.array([np.nan if r[f"gamma_fail_{rd}"][1] is None else r[f"gamma_fail_{rd}"][1] for r in rows])
             axes[1].errorbar(x, g, yerr=e, fmt=mk, capsize=3, label=f"n={n}, {LABEL[rd]}")
@@ -108,7 +109,8 @@ def _block_table(s):
         runs = [q for q in s["block_runs"] if q["n"] == r["n"] and abs(q["beta"] - r["beta"]) < 1e-12]
         rows.append([r["n"], f"{r['beta']:g}", f"{r['holds0_exact']:.1f} / {r['holds0_norm_bounded']:.1f}",
                      _fmt_ci(r["t_fail_exact"]), f"{r['runs_with_negative_rate']}/{r['runs']}",
-                     _fmt_ci(r["t_neg"]), sum(_neg_before_exact(q) for q in runs), _fmt_ci(r["frac_time_neg_after_fail"], 2),
+                     _fmt_ci(r["t_neg"]), sum(_neg_before_exact(q) for q in runs),
+                     _fmt_ci(r["frac_time_neg_after_fail"], 2),
                      _fmt_ci(r["gamma_end"])])
     return rows
 
@@ -131,14 +133,12 @@ def report(data_dir, out_dir=None) -> Path:
     s["eq_threshold_ref"] = z["eq_threshold_ref"].tolist()
     _fig_equiangular(z, s, out)
     _fig_random(s, out)
-    lim = s["large_n_limits"]
     conv = s["large_n_convergence"]
     lo, hi = s["eq_fail_gamma_range_below_threshold"]
     n_max = s["largest_n"]
     slopes = ", ".join(f"{k} {v['slope']:.2f}" for k, v in conv.items())
     eqp = s["eq_particles"]
     blocks_neg, nblocks = s["block_runs_negative"], s["block_run_count"]
-    from studies._common import wilson95
     lo_neg, hi_neg = wilson95(blocks_neg, nblocks)
     seeds = len(s["settings"]["seeds"])
     neg_before_exact = sum(_neg_before_exact(r) for r in s["block_runs"])
@@ -182,13 +182,15 @@ def report(data_dir, out_dir=None) -> Path:
         ["threshold in beta at gamma = 0 = beta* (norm-bounded), ln((n-1)/(H-1))/2 (exact)",
          f"{s['threshold_at_0_max_err']:.1e}", REPRODUCED],
         ["Condition 8 fails along the equiangular flow for every beta below its threshold",
-         f"{s['eq_always_fails_below_threshold']}; gamma_fail in [{lo:.3f}, {hi:.3f}]", "new (answer to the open question)"],
-        [f"large-n limit of gamma_fail: c*(H)^2 (norm-bounded), 1/H (exact)",
+         f"{s['eq_always_fails_below_threshold']}; gamma_fail in [{lo:.3f}, {hi:.3f}]",
+         "new (answer to the open question)"],
+        ["large-n limit of gamma_fail: c*(H)^2 (norm-bounded), 1/H (exact)",
          f"at n = {n_max}, beta < 0.5: max error " + ", ".join(f"{k} {v:.1e}"
                                                              for k, v in s["large_n_limit_err_beta_lt_0.5"].items())
          + f"; log-log slope in n: {slopes}", "new"],
         ["re-entry: fails at t = 0 but holds again later",
-         f"{s['eq_reentrant_count']} of the {fails_at_0} (reading, H, n, beta) points of the equiangular scan that fail "
+         f"{s['eq_reentrant_count']} of the {fails_at_0} (reading, H, n, beta) points of the equiangular scan "
+         f"that fail "
          f"at t = 0, at beta / (t = 0 threshold) "
          f"in [{re_ratio[0]:.3f}, {re_ratio[1]:.3f}] (r = |P u|^2 / a^2 first rises with gamma)", "new"],
         ["random starts, scalar heads: fails in every run (at t = 0 or later)", str(s["scalar_all_fail"]), "new"],
@@ -196,14 +198,12 @@ def report(data_dir, out_dir=None) -> Path:
          REPRODUCED],
         ["integrator", f"max | |x| - 1 | at the step times {s['max_drift']:.1e} (DOP853, rtol 1e-9)", "-"],
     ]
-    header_s = "| n | beta/beta* | beta | holds at t=0 (nb / exact) | t_fail nb | gamma_fail nb | equiangular gamma_fail nb " \
-               "| t_fail exact | gamma_fail exact | equiangular gamma_fail exact | re-entries (nb / exact) |\n" \
-               "|---|---|---|---|---|---|---|---|---|---|---|\n"
-    table_s = header_s + "\n".join("| " + " | ".join(str(c) for c in row) + " |" for row in _scalar_table(s))
-    header_b = "| n | beta | holds at t=0 (exact / nb) | t_fail exact | runs with dE_h/dt < 0 | first negative time | " \
-               "negative before exact failure | fraction of time negative after failure | gamma at t_final |\n" \
-               "|---|---|---|---|---|---|---|---|---|\n"
-    table_b = header_b + "\n".join("| " + " | ".join(str(c) for c in row) + " |" for row in _block_table(s))
+    table_s = markdown_table(["n", "beta/beta*", "beta", "holds at t=0 (nb / exact)", "t_fail nb", "gamma_fail nb",
+                              "equiangular gamma_fail nb", "t_fail exact", "gamma_fail exact",
+                              "equiangular gamma_fail exact", "re-entries (nb / exact)"], _scalar_table(s))
+    table_b = markdown_table(["n", "beta", "holds at t=0 (exact / nb)", "t_fail exact", "runs with dE_h/dt < 0",
+                              "first negative time", "negative before exact failure",
+                              "fraction of time negative after failure", "gamma at t_final"], _block_table(s))
     notes = f"""
 **Why it cannot be invariant (equiangular flow).** With ``r = |P u^h|^2 / (a^h)^2`` (equal heads) the
 readings are ``r >= H - 1`` (exact) and ``r >= (H - 1)/c*(H)`` (norm-bounded, equivalently the radial
