@@ -67,7 +67,8 @@ def _fig_curves(z, s, out, which, fname, ylabel):
                 m = y.mean(axis=0)
                 half = 1.96 * y.std(axis=0, ddof=1) / np.sqrt(y.shape[0]) if y.shape[0] > 1 else 0 * m
                 ax.plot(t, m, color=COLOURS.get(lab), label=lab)
-                ax.fill_between(t, m - half, m + half, color=COLOURS.get(lab), alpha=0.2)
+                low = np.maximum(m - half, 1.0) if which == 2 else m - half     # at least one cluster
+                ax.fill_between(t, low, m + half, color=COLOURS.get(lab), alpha=0.2)
             ax.set(title=f"n = {n}, d = {d}", xlabel="t", ylabel=ylabel)
             if which == 2:
                 ax.set_yscale("log")
