@@ -45,6 +45,8 @@ def test_thm17_sufficiency_on_block_heads(quick):
     assert s["block_sufficiency_checked"] > 0 and s["block_sufficiency_violations"] == 0
     assert s["block_runs_negative"] > 0          # monotonicity does fail after the condition
     assert s["scalar_all_fail"]
+    # unequal scalar heads from random starts: the condition fails, yet no per-head rate turns negative (measured)
+    assert m["scalar_unequal_all_fail"] and s["scalar_unequal_runs_negative"] == 0
 
 
 def test_large_n_limit_closed_form():

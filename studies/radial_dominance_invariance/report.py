@@ -90,6 +90,13 @@ def _fig_random(s, out):
     save_figure(fig, out / "random_starts.png")
 
 
+def _unequal_table(s):
+    return [[r["n"], f"{r['beta_over_beta_star']:g}", f"{r['beta']:.3f}",
+             f"{r['holds0_norm_bounded']:.1f} / {r['holds0_exact']:.1f}", _fmt_ci(r["t_fail_norm_bounded"]),
+             _fmt_ci(r["gamma_fail_norm_bounded"]), _fmt_ci(r["t_fail_exact"]), _fmt_ci(r["gamma_fail_exact"]),
+             f"{r['runs_with_negative_rate']}/{r['runs']}"] for r in s["scalar_unequal"]]
+
+
 def _reentry_beta_ratio(z):
     """Range of beta / (t = 0 threshold of the same reading) over the re-entrant points of the scan."""
     re = z["eq_reentrant"]
@@ -101,6 +108,30 @@ def _reentry_beta_ratio(z):
 
 def _neg_before_exact(run):
     return run["t_neg"] is not None and (run["t_fail_exact"] is None or run["t_neg"] < run["t_fail_exact"])
+
+
+def _fig_example(z, s, out):
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7.5))
+    for k, name in enumerate(("equiangular", "blocks")):
+        t, meta = z[f"ex_{name}_t"], s["example"][name]
+        for rd, ls in (("norm_bounded", "-"), ("exact", "--")):
+            axes[0, k].plot(t, z[f"ex_{name}_{rd}"], ls, label=f"{LABEL[rd]}: worst relative margin")
+            tf = meta[f"t_fail_{rd}"]
+            if tf is not None and 0 < tf < t[-1]:
+                axes[0, k].axvline(tf, color="k", ls=ls, lw=0.8)
+        axes[0, k].plot(t, z[f"ex_{name}_gamma"], ":", color="gray", label="mean inner product")
+        axes[0, k].axhline(0, color="k", lw=0.6)
+        R = z[f"ex_{name}_rates"]
+        for h in range(R.shape[1]):
+            axes[1, k].plot(t, R[:, h], label=f"head {h}: dE_h/dt / max |rate|")
+        axes[1, k].axhline(0, color="k", lw=0.6)
+        axes[1, k].set(xlabel="t", ylabel="per-head rate")
+    e, b = s["example"]["equiangular"], s["example"]["blocks"]
+    axes[0, 0].set(title=f"equiangular start, scalar heads: H = {e['H']}, n = d = {e['n']}, beta = {e['beta']:.3f}",
+                   ylabel="margin (Condition 8 holds where >= 0)")
+    axes[0, 1].set(title=f"random start, block heads: d = 8, n = {b['n']}, beta = {b['beta']:g}", ylabel="margin")
+    style_axes(axes, legend=7)
+    save_figure(fig, out / "example.png")
 
 
 def _block_table(s):
@@ -133,6 +164,7 @@ def report(data_dir, out_dir=None) -> Path:
     s["eq_threshold_ref"] = z["eq_threshold_ref"].tolist()
     _fig_equiangular(z, s, out)
     _fig_random(s, out)
+    _fig_example(z, s, out)
     conv = s["large_n_convergence"]
     lo, hi = s["eq_fail_gamma_range_below_threshold"]
     n_max = s["largest_n"]
@@ -170,6 +202,9 @@ def report(data_dir, out_dir=None) -> Path:
          f"(measured: min rate / max |rate| = {s['eq_particles_min_rel_rate']:.3f} on {len(eqp)} particle runs at "
          f"beta / beta* = {fracs}, followed past the failure; any beta by the proof: P u_i^h is a positive multiple "
          f"of P sum_(j != i) x_j for every head): beta < beta* is not needed. "
+         f"Unequal scalar heads (1, 1/2) from random starts: "
+         f"{s['scalar_unequal_runs_negative']}/{len(s['scalar_unequal_runs'])} runs with a negative rate "
+         f"(min rate / max |rate| {s['scalar_unequal_min_rel_rate']:.1e}) although the condition fails in all. "
          f"With orthogonal block heads monotonicity does fail after the condition: {blocks_neg}/{nblocks} runs "
          f"(Wilson 95 %: {lo_neg:.2f}-{hi_neg:.2f})"),
     ]
@@ -193,7 +228,11 @@ def report(data_dir, out_dir=None) -> Path:
          f"that fail "
          f"at t = 0, at beta / (t = 0 threshold) "
          f"in [{re_ratio[0]:.3f}, {re_ratio[1]:.3f}] (r = |P u|^2 / a^2 first rises with gamma)", "new"],
-        ["random starts, scalar heads: fails in every run (at t = 0 or later)", str(s["scalar_all_fail"]), "new"],
+        ["random starts, scalar heads: fails in every run (at t = 0 or later)",
+         f"(1, 1): {s['scalar_all_fail']}; (1, 1/2): {s['scalar_unequal_all_fail']}", "new"],
+        ["random starts, scalar heads (1, 1/2): per-head rates stay >= 0 past the failure",
+         f"{s['scalar_unequal_runs_negative']}/{len(s['scalar_unequal_runs'])} runs negative; min rate / max |rate| "
+         f"{s['scalar_unequal_min_rel_rate']:.1e}", "new"],
         ["Thm 17 sufficiency along block-head trajectories", f"{s['block_sufficiency_violations']} violations",
          REPRODUCED],
         ["integrator", f"max | |x| - 1 | at the step times {s['max_drift']:.1e} (DOP853, rtol 1e-9)", "-"],
@@ -201,6 +240,8 @@ def report(data_dir, out_dir=None) -> Path:
     table_s = markdown_table(["n", "beta/beta*", "beta", "holds at t=0 (nb / exact)", "t_fail nb", "gamma_fail nb",
                               "equiangular gamma_fail nb", "t_fail exact", "gamma_fail exact",
                               "equiangular gamma_fail exact", "re-entries (nb / exact)"], _scalar_table(s))
+    table_u = markdown_table(["n", "beta/beta*", "beta", "holds at t=0 (nb / exact)", "t_fail nb", "gamma_fail nb",
+                              "t_fail exact", "gamma_fail exact", "runs with dE_h/dt < 0"], _unequal_table(s))
     table_b = markdown_table(["n", "beta", "holds at t=0 (exact / nb)", "t_fail exact", "runs with dE_h/dt < 0",
                               "first negative time", "negative before exact failure",
                               "fraction of time negative after failure", "gamma at t_final"], _block_table(s))
@@ -232,6 +273,10 @@ reading often fails already at t = 0 below beta*.  Where it holds at t = 0 it fa
 inner product well below the equiangular gamma_fail of the same (n, beta) (columns "equiangular"): the
 spread of the pairwise inner products makes the worst token fail first.
 
+Unequal strengths (1, 1/2), same settings (beta / beta* refers to beta*(2, n) at alpha = 1):
+
+{table_u}
+
 **Random starts, orthogonal block heads** (d = 8, H = 2, alpha = 1, {seeds} seeds):
 
 {table_b}
@@ -248,6 +293,9 @@ MODEL.md, with failure times found on dense output, and check whether per-head m
 beyond the failure."""
     figures = [("equiangular.png", "Equiangular flow from orthogonal tokens: gamma and time at the first failure "
                 "of Condition 8 against beta (solid norm-bounded, dashed exact; red: the n -> inf limits)"),
+               ("example.png", "Two runs on dense output: worst relative margins of both readings (vertical "
+                "lines: their first zeros) and per-head rates; scalar heads stay monotone after the failure, block "
+                "heads do not"),
                ("random_starts.png", "Random starts: whether Condition 8 holds at t = 0, gamma at its failure "
                 "(scalar heads), and how often per-head rates turn negative (block heads)")]
     return write_report(out / "report.md", "Is radial dominance invariant along trajectories?", intro, claims,

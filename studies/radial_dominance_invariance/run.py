@@ -24,9 +24,11 @@ A. **Equiangular flow** (Thm 19's regime: scalar heads ``M_h = V_h = lambda_h I`
    runs from orthonormal tokens (``d = n``) with dense output.  Per-head monotonicity: at an
    equiangular configuration every ``P u_i^h`` is a positive multiple of ``P sum_{j != i} x_j``, so
    every ``dE_h/dt > 0`` before and after the failure (measured on the particle runs).
-B. **Random starts, scalar heads** (``H = 2``, ``lambda = 1``; ``n`` uniform tokens on ``S^{d-1}``,
-   ``d = 4 n``; beta as fractions of ``beta*(2, n)``): whether it holds at t = 0, first failure
-   time and mean inner product ``gamma`` there (10 seeds, 95 % intervals).
+B. **Random starts, scalar heads** (``H = 2``, ``lambda = (1, 1)`` and ``(1, 1/2)``; ``n`` uniform tokens
+   on ``S^{d-1}``, ``d = 4 n``; beta as fractions of ``beta*(2, n)``): whether it holds at t = 0, first
+   failure time and mean inner product ``gamma`` there (10 seeds, 95 % intervals); with unequal
+   strengths the ``P u^h`` are no longer parallel, so whether ``dE_h/dt >= 0`` persists is a real question.
+   Runs end at 1.5 times the equiangular time to ``gamma = max(gamma_fail, 0.6)``.
 C. **Random starts, orthogonal block heads** (Thms 16-17's hypotheses: ``M_h = V_h = P_h`` on disjoint
    coordinate blocks, ``M_h' M_h = 0``, exp, mean; ``d = 8``, ``H = 2``): as B, plus the exact per-head
    rates ``dE_h/dt`` (``ParticleSystem.energy_rates``): first time one is negative, the fraction of
@@ -34,7 +36,7 @@ C. **Random starts, orthogonal block heads** (Thms 16-17's hypotheses: ``M_h = V
    every token ever has ``dE_h/dt < 0`` (it must not: Thm 17's sufficiency, since
    ``dE_h/dt = sum_i (|P u^h|^2 - a^h sum_{h'} a^{h'})`` here).
 
-Cost: quick ~8 s; full 4 min wall (50 s CPU) on the shared 2-core machine (``OPENBLAS_NUM_THREADS=1``).
+Cost: quick ~5 s; full ~5 min wall (about 1 min CPU) on the shared 2-core machine (``OPENBLAS_NUM_THREADS=1``).
 Run from the repository root: ``python -m studies.radial_dominance_invariance.run [--quick]``.
 """
 
@@ -53,6 +55,7 @@ READINGS = ("norm_bounded", "exact")
 REL_TOL = 1e-12       # round-off guard on relative margins (as studies/critical_temperature)
 NEG_REL = 1e-9        # a per-head rate counts as negative below -NEG_REL * max |rate| of its run
 GAMMA_GRID = 4001     # scan of gamma in [0, 1) before Brent's method
+SCALAR_STRENGTHS = {"scalar": (1.0, 1.0), "scalar_unequal": (1.0, 0.5)}
 
 
 @dataclass(frozen=True)
@@ -241,18 +244,20 @@ def equiangular_particles(settings):
 
 
 def random_scan(kind, settings):
-    """Parts B (``kind="scalar"``) and C (``"blocks"``): one row per (n, beta, seed)."""
+    """Parts B (``kind="scalar"``: strengths (1, 1); ``"scalar_unequal"``: (1, 1/2)) and C (``"blocks"``):
+    one row per (n, beta, seed)."""
     rows = []
-    if kind == "scalar":
+    lams = SCALAR_STRENGTHS.get(kind)
+    if lams is not None:
         cases = [(n, f * mf.theory.beta_star(2, n), f) for n in settings.scalar_n for f in settings.scalar_fracs]
     else:
         cases = [(n, b, b / mf.theory.beta_star(2, n)) for n in settings.block_n for b in settings.block_betas]
     for n, beta, frac in cases:
-        if kind == "scalar":
+        if lams is not None:
             d = 4 * n
-            system = mf.ParticleSystem(mf.scalar_heads([1.0, 1.0], d, beta))
-            g_nb = equiangular_failure("norm_bounded", [1.0, 1.0], beta, n)[0]
-            t_final = 1.5 * mf.theory.clustering_time(0.0, max(g_nb, 0.6), [1.0, 1.0], beta, n, normalization="mean")
+            system = mf.ParticleSystem(mf.scalar_heads(list(lams), d, beta))
+            g_nb = equiangular_failure("norm_bounded", list(lams), beta, n)[0]
+            t_final = 1.5 * mf.theory.clustering_time(0.0, max(g_nb, 0.6), list(lams), beta, n, normalization="mean")
         else:
             d = 8
             system = mf.ParticleSystem(mf.orthogonal_block_heads(d, 2, 1.0, beta))
@@ -264,6 +269,33 @@ def random_scan(kind, settings):
                          "seed": s, "t_final": t_final,
                          "gamma0": mf.diagnostics.clustering(X0)["mean_inner"], **o})
     return rows
+
+
+def example_series(settings):
+    """Time series for the figure: worst relative margins of both readings and per-head rates on the dense
+    samples of one equiangular particle run and one block-head run, with their failure times."""
+    H, n, frac = settings.eq_particle[-1]
+    beta = frac * mf.theory.beta_star(H, n)
+    cases = {"equiangular": (mf.ParticleSystem(mf.scalar_heads([1.0] * H, n, beta)), mf.initial.orthonormal(n, n),
+                             1.5 * mf.theory.clustering_time(0.0, equiangular_failure("exact", [1.0] * H, beta, n)[0],
+                                                             [1.0] * H, beta, n, normalization="mean")),
+             "blocks": (mf.ParticleSystem(mf.orthogonal_block_heads(8, 2, 1.0, settings.block_betas[0])),
+                        mf.initial.uniform_sphere(settings.block_n[0], 8, seed=1000 * settings.block_n[0]),
+                        settings.block_t_final)}
+    arrays, meta = {}, {"equiangular": {"H": H, "n": n, "beta": beta},
+                        "blocks": {"n": settings.block_n[0], "beta": settings.block_betas[0], "seed": 0}}
+    for name, (system, X0, t_final) in cases.items():
+        run = dense_particle_run(system, X0, t_final)
+        ts = run.sample_times(settings.per_step)
+        arrays[f"ex_{name}_t"] = ts
+        for rd in READINGS:
+            fun = condition_margin(system, rd)
+            arrays[f"ex_{name}_{rd}"] = np.array([fun(run.state(t)) for t in ts])
+            meta[name][f"t_fail_{rd}"] = first_sign_change(fun, run, settings.per_step)[0]
+        rates = np.array([system.energy_rates(run.state(t)) for t in ts])
+        arrays[f"ex_{name}_rates"] = rates / np.abs(rates).max()
+        arrays[f"ex_{name}_gamma"] = np.array([mf.diagnostics.clustering(run.state(t))["mean_inner"] for t in ts])
+    return {"arrays": arrays, "meta": meta}
 
 
 def aggregate(rows, key):
@@ -304,9 +336,12 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     limits = {H: large_n_limit(H) for H in settings.eq_H}
     eq_rows = equiangular_particles(settings)
     scalar = random_scan("scalar", settings)
+    unequal = random_scan("scalar_unequal", settings)
+    example = example_series(settings)
     blocks = random_scan("blocks", settings)
     np.savez_compressed(out_dir / "data.npz", eq_H=np.array(settings.eq_H), eq_n=np.array(settings.eq_n),
-                        eq_betas=np.array(settings.eq_betas), **{f"eq_{k}": v for k, v in eq.items()})
+                        eq_betas=np.array(settings.eq_betas), **{f"eq_{k}": v for k, v in eq.items()},
+                        **example["arrays"])
     jn = settings.eq_n.index(max(settings.eq_n))
     bs = np.array(settings.eq_betas)
     lim_err = {}
@@ -338,9 +373,14 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         "eq_particles_min_rel_rate": min(r["min_rel_rate"] for r in eq_rows),
         "scalar_runs": scalar, "block_runs": blocks,
         "scalar": aggregate(scalar, "scalar"), "blocks": aggregate(blocks, "blocks"),
+        "scalar_unequal_runs": unequal, "scalar_unequal": aggregate(unequal, "scalar_unequal"),
+        "scalar_unequal_runs_negative": int(sum(np.isfinite(r["t_neg"]) for r in unequal)),
+        "scalar_unequal_min_rel_rate": float(min(r["min_rel_rate"] for r in unequal)),
+        "scalar_unequal_all_fail": bool(all(np.isfinite(r["t_fail_norm_bounded"]) for r in unequal)),
+        "example": example["meta"],
         "block_sufficiency_violations": int(sum(r["sufficiency_violations"] for r in blocks)),
         "block_sufficiency_checked": int(sum(r["sufficiency_checked"] for r in blocks)),
-        "max_drift": float(max(r["drift"] for r in eq_rows + scalar + blocks)),
+        "max_drift": float(max(r["drift"] for r in eq_rows + scalar + unequal + blocks)),
     }
     summary["scalar_all_fail"] = bool(all(np.isfinite(r["t_fail_norm_bounded"]) for r in scalar))
     summary["block_neg_before_fail"] = int(sum(r["t_neg"] < r["t_fail_norm_bounded"] for r in blocks))
@@ -349,6 +389,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     save_json(out_dir / "data.json", summary)
     keys = ("threshold_at_0_max_err", "large_n_limit_err_beta_lt_0.5", "eq_always_fails_below_threshold",
             "eq_particles_max_t_fail_rel_err", "eq_particles_min_rel_rate", "scalar_all_fail",
+            "scalar_unequal_runs_negative", "scalar_unequal_min_rel_rate",
             "block_sufficiency_violations", "block_sufficiency_checked", "block_runs_negative",
             "block_neg_before_fail", "max_drift")
     return {k: summary[k] for k in keys}
