@@ -261,3 +261,121 @@ def main(run, report, default_out: Path, doc: str = ""):
     path = report(out, out)
     print(json.dumps(_plain(summary), indent=2))
     print(f"report: {path} ({time.perf_counter() - t0:.1f} s)")
+
+
+# ------------------------------------------------------------------ dense output and intervals
+# (added for studies/radial_dominance_invariance and studies/late_dominance)
+def mean_ci95(x):
+    """``(mean, half-width)`` of the Student-t 95 % confidence interval of the finite entries of ``x``.
+
+    The half-width is ``nan`` for fewer than two finite values; the mean is ``nan`` for none.
+    """
+    from scipy import stats
+
+    x = np.asarray(x, dtype=float).ravel()
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return np.nan, np.nan
+    if x.size == 1:
+        return float(x[0]), np.nan
+    return float(x.mean()), float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+
+
+def wilson95(k, m):
+    """Wilson 95 % score interval ``(low, high)`` of a proportion ``k / m`` (``m >= 1``)."""
+    if m < 1:
+        raise ValueError(f"m must be >= 1; received {m!r}")
+    z, p = 1.959963984540054, k / m
+    centre = (p + z * z / (2 * m)) / (1 + z * z / m)
+    half = z * np.sqrt(p * (1 - p) / m + z * z / (4 * m * m)) / (1 + z * z / m)
+    return float(centre - half), float(centre + half)
+
+
+@dataclass(frozen=True)
+class DenseRun:
+    """A particle trajectory with dense output (:func:`dense_particle_run`).
+
+    ``t_steps`` are the integrator's accepted step times; ``state(t)`` the tokens at any ``t`` in
+    ``[0, t_final]`` (the method's own interpolant; rows renormalized onto the sphere for spherical
+    systems, the largest correction over the step times is ``max_drift``).
+    """
+
+    sol: object
+    n: int
+    d: int
+    sphere: bool
+    t_steps: np.ndarray
+    t_final: float
+    max_drift: float
+
+    def state(self, t):
+        X = np.asarray(self.sol(float(t))).reshape(self.n, self.d)
+        return X / np.linalg.norm(X, axis=1, keepdims=True) if self.sphere else X
+
+    def sample_times(self, per_step):
+        """The step times plus ``per_step - 1`` equispaced times inside every step."""
+        t = self.t_steps
+        if per_step <= 1 or t.size < 2:
+            return t.copy()
+        frac = np.arange(per_step) / per_step
+        inner = (t[:-1, None] + frac[None, :] * np.diff(t)[:, None]).ravel()
+        return np.append(inner, t[-1])
+
+
+def dense_particle_run(system, X0, t_final, rtol=1e-9, atol=1e-11, method="DOP853", event=None):
+    """Integrate ``system`` (uniform weights) from ``X0`` with :func:`scipy.integrate.solve_ivp` and dense output.
+
+    Event times found from it do not depend on an output grid: they are roots of continuous
+    functions of the dense interpolant (:func:`first_sign_change`).  ``event``: an optional terminal
+    ``solve_ivp`` event on the flattened state.
+
+    Returns
+    -------
+    DenseRun
+    """
+    from scipy.integrate import solve_ivp
+
+    X0 = np.asarray(X0, dtype=float)
+    n, d = X0.shape
+
+    def f(t, y):
+        return np.asarray(system.rhs(t, y.reshape(n, d))).ravel()
+
+    sol = solve_ivp(f, (0.0, float(t_final)), X0.ravel(), method=method, rtol=rtol, atol=atol, dense_output=True,
+                    events=event)
+    if sol.status < 0:
+        raise RuntimeError(f"solve_ivp failed: {sol.message}")
+    sphere = system.geometry == "sphere"
+    Y = sol.y.T.reshape(-1, n, d)
+    drift = float(np.abs(np.linalg.norm(Y, axis=2) - 1).max()) if sphere else 0.0
+    return DenseRun(sol.sol, n, d, sphere, np.asarray(sol.t), float(sol.t[-1]), drift)
+
+
+def first_sign_change(fun, run, per_step=4, xtol=1e-12):
+    """First time the continuous scalar ``fun(X)`` of the tokens of ``run`` becomes negative.
+
+    ``fun`` is sampled at :meth:`DenseRun.sample_times` (``per_step`` points per accepted step);
+    the first sample where it is negative is refined by Brent's method on the dense interpolant
+    between it and the previous sample.
+
+    Returns
+    -------
+    t_first : float
+        ``0.0`` if ``fun < 0`` at ``t = 0``, ``inf`` if never negative at the samples.
+    reentered : bool
+        ``fun >= 0`` again at a later sample after its first negative one.
+    samples : (times, values)
+    """
+    from scipy import optimize
+
+    ts = run.sample_times(per_step)
+    vals = np.array([fun(run.state(t)) for t in ts])
+    neg = vals < 0
+    if not neg.any():
+        return np.inf, False, (ts, vals)
+    k = int(np.argmax(neg))
+    reentered = bool((~neg[k:]).any())
+    if k == 0:
+        return 0.0, reentered, (ts, vals)
+    root = optimize.brentq(lambda t: fun(run.state(t)), ts[k - 1], ts[k], xtol=xtol)
+    return float(root), reentered, (ts, vals)
