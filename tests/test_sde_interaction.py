@@ -191,7 +191,8 @@ def test_weak_order_with_interaction_precise(method):
 @pytest.mark.parametrize("method", sorted(SDE_SCHEMES))
 def test_strong_order_with_two_heads(method):
     """Strong error against a fine solution (dt = T / 256) on the same Brownian path, 300 systems of four tokens
-    under the two heads at once: RMS error falls like dt^(1/2) (non-commuting noise fields, no Levy areas)."""
+    under the two heads at once: RMS error falls like dt^(1/2) (non-commuting noise fields, no Levy areas);
+    measured 0.555 (euler_maruyama), 0.526 (geodesic_strang)."""
     nu, T, n, paths = 0.3, 0.5, 4, 300
     system = BatchedSystem(SYSTEM.heads)
     X0 = np.random.default_rng(8).standard_normal((paths, n, D))
@@ -210,3 +211,4 @@ def test_strong_order_with_two_heads(method):
     slope = np.polyfit(np.log(T / 2.0 ** np.array(levels)), np.log(rms), 1)[0]
     # declared strong order 1/2; 300 paths x 4 tokens: ~3 % sampling error per level, so 0.15 is ample
     assert abs(slope - SDE_SCHEMES[method].strong_order) < 0.15, (method, slope, rms)
+    print(f"{method}: strong slope {slope:.3f}")

@@ -172,9 +172,11 @@ def test_split_stepper_measured_order(name):
     errs = [np.max(np.abs(integrate(nonlinear, exact(0.0), (0.0, 2.0), method=name, dt=h, linear=LIN).y_final
                           - exact(2.0))) for h in dts]
     slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
-    # same margin as the explicit schemes' test (0.25); observed 0.999 (imex_euler), 1.94 (etdrk2), 3.95 (etdrk4)
+    # same margin as the explicit schemes' test (0.25); observed 0.999 (imex_euler), 1.94 (etdrk2), 3.95 (etdrk4),
+    # 1.96 (ars232), 2.78 (ars443: pre-asymptotic at |dt L| up to 0.47, local slopes 2.87-2.98 from dt = 2^-8 on;
+    # tests/test_imex.py measures it on the PDE)
     assert abs(slope - stepper.order) < 0.25, (name, slope, errs)
-    assert errs[-1] < 100 * dts[-1] ** stepper.order   # err ~ C dt^p with a modest C (observed 1.5, 3.2, 20)
+    assert errs[-1] < 100 * dts[-1] ** stepper.order   # err ~ C dt^p with a modest C (observed 1.5, 3.2, 20; 0.8, 28)
 
 
 def test_split_steppers_on_a_stiff_linear_part():
