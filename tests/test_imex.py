@@ -65,6 +65,10 @@ def test_ars_implicit_part_is_l_stable_and_the_joint_reach(name):
     xs = np.concatenate([[0.0], np.logspace(-6, 15, 4000)])          # finer than the property's own grid
     assert np.abs(tab.stability_function(-xs, 0.97j * r)).max() <= 1.0 + 1e-12
     assert np.abs(tab.stability_function(-xs, 1.03j * r)).max() > 1.0
+    # stiff modes under transport: ars443 (stiffly accurate) damps them, R = O(1 / |z_L|) (measured 8.5e-8 at
+    # z_L = -1e8, z_N = 5i); ars232 tends to -delta z_N (|delta| = 2 sqrt 2 / 3), to O(1 / |z_L|) again
+    stiff = abs(tab.stability_function(-1e8, 5j))
+    assert stiff < 1e-6 if name == "ars443" else abs(stiff - 5 * 2 * np.sqrt(2) / 3) < 1e-6
     if name == "ars232":      # the stiff limit R -> -delta z_N: reach 1 / |delta| = 3 / (2 sqrt 2), to the bisection's 1e-12
         assert r == pytest.approx(3 / (2 * np.sqrt(2)), rel=1e-10)
         assert tab.explicit.imag_reach == pytest.approx(np.sqrt(3), rel=1e-12)   # explicit part: third order on lambda y

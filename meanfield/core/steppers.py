@@ -330,7 +330,10 @@ class IMEXRK(Stepper):
     (``ars443``) hold while ``dt L`` is moderate; for stiff ``L`` the implicit parts are L-stable (the
     amplification of a mode tends to 0 as ``dt L -> -inf``), so the step is bounded by transport only:
     :attr:`imag_reach` is the pair's joint reach (:attr:`IMEXTableau.imag_reach`, for transport
-    at any diffusion rate; ARS(2,3,2): ``1.06``, below its explicit part's ``sqrt 3``).
+    at any diffusion rate; ARS(2,3,2): ``1.06``, below its explicit part's ``sqrt 3``).  ARS(4,4,3) is
+    stiffly accurate: a stiff mode is damped whatever its transport (``R(z_L, z_N) -> 0`` as
+    ``z_L -> -inf``); ARS(2,3,2)'s is not (``R -> -delta z_N``), so its step stays bound by transport at
+    the highest degree.
 
     No error control: Ascher, Ruuth and Spiteri publish no embedded pair for these schemes, and an
     estimate made up here (e.g. the difference to a lower-order combination of the same stages)
