@@ -16,9 +16,10 @@ reports the region of the explicit scheme it reduces to when ``L = 0``.
   (``"lawson_dopri5"``, adaptive, and ``"lawson_rk4"``).
 
 Which split scheme to use: ``"lawson_dopri5"`` is the only one with error control (no embedded
-estimate is published for the ARS pairs, see :class:`IMEXRK`); at fixed steps the ARS pairs are
-L-stable in the diffusion, so no stiff mode is amplified or left oscillating however large
-``dt nu l (l + 1)`` is.
+estimate is published for the ARS pairs, see :class:`IMEXRK`).  At fixed steps the ARS pairs'
+implicit parts are L-stable: a stiff mode without transport decays (not oscillates) however large
+``dt nu l (l + 1)`` is; under transport ARS(4,4,3) still damps it, ARS(2,3,2) does not (see
+:class:`IMEXRK`).
 
 Numpy only; nothing else of ``meanfield``.
 """
