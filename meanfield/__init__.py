@@ -14,7 +14,7 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       zonal             ZonalOperator (zonal heads in spherical harmonics) and required_lmax
       sphere            SphereGrid(lmax): the only spherical-harmonic (ducc0/pyshtools) user
       tableaux          Butcher tableaux in a registry (SCHEMES), stability polynomials and reaches
-      steppers          Stepper interface: explicit RK, and split (IMEX/exponential) steppers y' = L y + N
+      steppers          Stepper interface: explicit RK, and split (IMEX, ARS IMEX RK, exponential, Lawson) steppers y' = L y + N
       controllers       step-size control: fixed grid, embedded error control
       integrate         the one driver: integrate(rhs, y0, ...) -> Trajectory (t_eval, hooks, checkpoints)
       sde               token noise: stochastic schemes on S^{d-1} and their driver integrate_sde

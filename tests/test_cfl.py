@@ -51,7 +51,7 @@ def test_rk4_default_and_the_changed_constant(pdes, rho):
 def test_cfl_dt_refuses_schemes_unstable_for_transport(pdes, rho):
     plain, noisy = pdes
     for name in ("euler", "heun", "midpoint", "imex_euler", "etdrk2"):
-        allowed = r"\['bs32', 'dopri5', 'etdrk4', 'rk3', 'rk4'\]"
+        allowed = r"\['ars232', 'ars443', 'bs32', 'dopri5', 'etdrk4', 'rk3', 'rk4'\]"
         with pytest.raises(ValueError, match=rf"scheme must be .*imaginary axis.*{allowed}.*received '{name}'"):
             plain.cfl_dt(rho, 0.5, name)
     # without transport (uniform density: degree 0 only, X = 0) Euler is fine: diffusion alone, real reach 2

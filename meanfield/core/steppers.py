@@ -9,7 +9,17 @@ reports the region of the explicit scheme it reduces to when ``L = 0``.
 
 * :class:`ExplicitRK`: the scheme of any :class:`Tableau` (:data:`SCHEMES`);
 * :data:`SPLIT_SCHEMES`: :class:`IMEXEuler` (order 1), :class:`ETDRK2` and :class:`ETDRK4`
-  (exponential time differencing, orders 2 and 4, through :func:`phi_functions`).
+  (exponential time differencing, orders 2 and 4, through :func:`phi_functions`), and the
+  implicit-explicit Runge-Kutta pairs :class:`IMEXRK` ``"ars232"`` and ``"ars443"`` (Ascher, Ruuth
+  and Spiteri 1997, orders 2 and 3; :data:`meanfield.core.tableaux.IMEX_TABLEAUX`);
+* :data:`LAWSON_SCHEMES`: :class:`LawsonRK`, integrating-factor forms of explicit tableaux
+  (``"lawson_dopri5"``, adaptive, and ``"lawson_rk4"``).
+
+Which split scheme to use: ``"lawson_dopri5"`` is the only one with error control (no embedded
+estimate is published for the ARS pairs, see :class:`IMEXRK`).  At fixed steps the ARS pairs'
+implicit parts are L-stable: a stiff mode without transport decays (not oscillates) however large
+``dt nu l (l + 1)`` is; under transport ARS(4,4,3) still damps it, ARS(2,3,2) does not (see
+:class:`IMEXRK`).
 
 Numpy only; nothing else of ``meanfield``.
 """
@@ -23,10 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validate
-from .tableaux import SCHEMES, Tableau, rk_stages, rk_step
+from .tableaux import IMEX_TABLEAUX, SCHEMES, IMEXTableau, Tableau, rk_stages, rk_step
 
-__all__ = ["Tableau", "SCHEMES", "rk_step", "Stepper", "ExplicitRK", "IMEXEuler", "ETDRK2", "ETDRK4", "SPLIT_SCHEMES",
-           "phi_functions", "as_stepper", "stable_step"]
+__all__ = ["Tableau", "SCHEMES", "rk_step", "Stepper", "ExplicitRK", "IMEXEuler", "ETDRK2", "ETDRK4", "IMEXRK",
+           "SPLIT_SCHEMES", "phi_functions", "as_stepper", "stable_step"]
 
 
 # ----------------------------------------------------------------------------- the stepper interface
@@ -308,7 +318,100 @@ class ETDRK4(_Exponential):
         return e2, 0.5 * dt * p_half, e, p1 - 3.0 * q2 + 4.0 * q3, q2 - 2.0 * q3, 4.0 * q3 - q2
 
 
-SPLIT_SCHEMES: dict[str, Stepper] = {"imex_euler": IMEXEuler(), "etdrk2": ETDRK2(), "etdrk4": ETDRK4()}
+@dataclass(frozen=True, eq=False)
+class IMEXRK(Stepper):
+    r"""The implicit-explicit Runge-Kutta pair of an :class:`~meanfield.core.tableaux.IMEXTableau`: ``N``
+    explicit, the diagonal ``L`` diagonally implicit (one elementwise division per stage).
+
+    .. math:: Y_i = \frac{y_n + \Delta t \sum_{j<i} (\hat a_{ij} N_j + a_{ij} L Y_j)}{1 - \Delta t\, a_{ii} L},\qquad
+              y_{n+1} = y_n + \Delta t \sum_j (\hat b_j N_j + b_j L Y_j)
+
+    (``y_{n+1} = Y_s`` for a stiffly accurate pair such as ARS(4,4,3), whose last ``N`` is then
+    first-same-as-last).  The explicit tableau when ``L = 0``.  Orders 2 (``ars232``) and 3
+    (``ars443``) hold while ``dt L`` is moderate; for stiff ``L`` the implicit parts are L-stable (the
+    amplification of a mode tends to 0 as ``dt L -> -inf``), so the step is bounded by transport only:
+    :attr:`imag_reach` is the pair's joint reach (:attr:`IMEXTableau.imag_reach`, for transport
+    at any diffusion rate; ARS(2,3,2): ``1.06``, below its explicit part's ``sqrt 3``).  ARS(4,4,3) is
+    stiffly accurate: a stiff mode is damped whatever its transport (``R(z_L, z_N) -> 0`` as
+    ``z_L -> -inf``); ARS(2,3,2)'s is not (``R -> -delta z_N``), so its step stays bound by transport at
+    the highest degree.
+
+    No error control: Ascher, Ruuth and Spiteri publish no embedded pair for these schemes, and an
+    estimate made up here (e.g. the difference to a lower-order combination of the same stages)
+    would have no proven order or stiff behaviour; ``"lawson_dopri5"`` is the adaptive split scheme.
+    """
+
+    tableau: IMEXTableau
+    split: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.tableau.name
+
+    @property
+    def order(self) -> int:
+        return self.tableau.order
+
+    @property
+    def fsal(self) -> bool:
+        return self.tableau.fsal
+
+    @property
+    def explicit_tableau(self) -> Tableau:
+        return self.tableau.explicit
+
+    @property
+    def imag_reach(self) -> float:
+        return self.tableau.imag_reach
+
+    def _inverses(self, dt, L):
+        """``{a_ii: 1 / (1 - dt a_ii L)}`` for the nonzero diagonal entries (cached for one ``dt`` and ``L``)."""
+        return _last_step_cache(self, dt, L, self._compute_inverses)
+
+    def _compute_inverses(self, dt, L):
+        out = {}
+        for a in {float(x) for x in np.diag(self.tableau.A) if x != 0}:
+            inv = 1.0 / (1.0 - (dt * a) * L)
+            inv.setflags(write=False)
+            out[a] = inv
+        return out
+
+    def step(self, rhs, t, y, dt, k0=None, linear=None):
+        tab = self.tableau
+        Ae, be, c = tab.explicit.A, tab.explicit.b, [float(x) for x in tab.c]
+        Ai, bi = tab.A, tab.b
+        L = np.asarray(_linear_or_zero(linear, y))
+        inv = self._inverses(dt, L)
+        s = len(be)
+        N, LY = [None] * s, [None] * s
+        N[0] = rhs(t, y) if k0 is None else k0
+        LY[0] = L * y
+        Y = y
+        for i in range(1, s):
+            r = y
+            for j in range(i):
+                if Ae[i, j] != 0:
+                    r = r + (dt * Ae[i, j]) * N[j]
+                if Ai[i, j] != 0:
+                    r = r + (dt * Ai[i, j]) * LY[j]
+            Y = r * inv[float(Ai[i, i])] if Ai[i, i] != 0 else r
+            LY[i] = L * Y
+            if i < s - 1 or be[i] != 0 or tab.fsal:
+                N[i] = rhs(t + c[i] * dt, Y)
+        if tab.stiffly_accurate:
+            y_new = Y
+        else:
+            y_new = y
+            for j in range(s):
+                if be[j] != 0:
+                    y_new = y_new + (dt * be[j]) * N[j]
+                if bi[j] != 0:
+                    y_new = y_new + (dt * bi[j]) * LY[j]
+        return y_new, None, (N[-1] if tab.fsal else None)
+
+
+SPLIT_SCHEMES: dict[str, Stepper] = {"imex_euler": IMEXEuler(), "etdrk2": ETDRK2(), "etdrk4": ETDRK4(),
+                                     **{name: IMEXRK(tab) for name, tab in IMEX_TABLEAUX.items()}}
 """Split steppers for ``y' = L y + rhs(t, y)`` with a diagonal ``L`` (``integrate(..., linear=L)``)."""
 
 
