@@ -29,7 +29,7 @@ from . import validate
 from .controllers import ErrorControl, FixedGrid, initial_step
 from .steppers import SCHEMES, SPLIT_SCHEMES, ExplicitRK, Stepper, Tableau, as_stepper, rk_step
 
-__all__ = ["Tableau", "SCHEMES", "SPLIT_SCHEMES", "Stepper", "Trajectory", "rk_step", "integrate"]
+__all__ = ["Tableau", "SCHEMES", "SPLIT_SCHEMES", "Stepper", "Trajectory", "rk_step", "integrate", "estimate_nfev"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -331,6 +331,42 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     return Trajectory(t=t_rec, y=y_rec, observables=obs, y_final=pos.y, t_final=float(pos.t), status=status,
                       message=message, method=stepper.name, nfev=f.nfev, n_steps=pos.n_steps,
                       n_rejected=pos.n_rejected, max_retraction=pos.max_retraction)
+
+
+def estimate_nfev(method, t_span, *, dt=None, t_eval=None, adaptive=None) -> dict:
+    """Right-hand-side evaluations a run of :func:`integrate` will make, counted before it starts.
+
+    Fixed steps (a scheme without error control, or ``adaptive=False``): the grid times
+    ``t0 + k dt`` inside the span plus the ``t_eval`` times (and ``t1``) off that grid are the steps;
+    each costs the scheme's stages, the first one reusing the initial evaluation.  Exact for schemes
+    without FSAL (checked against :attr:`Trajectory.nfev` in the tests); for a FSAL scheme an upper
+    bound (a stage is reused where the retraction leaves the state unchanged).  Error control: the
+    step sizes are not known before the run, so the count is a lower bound: one step per output
+    interval (the stages less the reused one), plus the first evaluation and the initial-step probe.
+
+    Returns
+    -------
+    dict
+        ``nfev`` (int), ``steps`` (int) and ``lower_bound`` (bool: True under error control).
+    """
+    stepper, adaptive = _resolve_method(method, adaptive)
+    t0, t1 = (float(v) for v in validate.real_array("t_span", t_span, (2,)))
+    if not t1 > t0:
+        _fail("t_span", "a pair (t0, t1) of finite numbers with t1 > t0", t_span)
+    t_eval = np.array([t0, t1]) if t_eval is None else validate.real_array("t_eval", t_eval, (None,))
+    targets = np.unique(np.append(t_eval[t_eval > t0], t1))
+    stages = int(np.size(stepper.explicit_tableau.b))
+    if adaptive:
+        return {"nfev": 1 + (dt is None) + (stages - 1) * targets.size, "steps": int(targets.size),
+                "lower_bound": True}
+    if dt is None:
+        _fail("dt", f"a positive number for the fixed-step method {stepper.name!r}", dt)
+    dt = validate.real("dt", dt, positive=True)
+    inside = int(np.ceil((t1 - t0) / dt - 1e-6)) - 1            # grid times t0 + k dt before t1 (FixedGrid's snap)
+    k = (targets - t0) / dt
+    on_grid = (np.abs(k - np.round(k)) <= 1e-6) & (np.round(k) >= 1) & (np.round(k) <= inside)
+    steps = inside + int(targets.size - on_grid.sum())
+    return {"nfev": stages * steps, "steps": steps, "lower_bound": False}
 
 
 def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, after_step, bar):

@@ -49,8 +49,14 @@ DIRECT_TIME_LIMIT_S = 600.0
 """A direct O(n^2) evaluation estimated (at :data:`DIRECT_PAIR_RATE`) to take longer than this is
 refused up front (:meth:`ParticleSystem.check_direct`): never a silent O(n^2) at n = 10^6."""
 
+DIRECT_RUN_LIMIT_S = 3600.0
+"""A whole run (:func:`meanfield.solve_particles`) whose direct O(n^2) sums, right-hand sides plus observer
+records, are estimated (:meth:`ParticleSystem.check_direct_run`, at :data:`DIRECT_PAIR_RATE`) to take
+longer than this is refused up front, before its first evaluation: :data:`DIRECT_TIME_LIMIT_S` bounds one
+evaluation, this bounds their number times their cost.  ``solve_particles(direct_limit_s=...)`` moves it."""
+
 __all__ = ["GEOMETRIES", "SUMMATIONS", "SPECTRAL_MIN_N", "DIRECT_PAIR_RATE", "DIRECT_TIME_LIMIT_S",
-           "ParticleSystem", "check_tokens", "check_weights", "project_tangent", "retract_sphere"]
+           "DIRECT_RUN_LIMIT_S", "ParticleSystem", "check_tokens", "check_weights", "project_tangent", "retract_sphere"]
 
 
 def project_tangent(X, V):
@@ -228,6 +234,52 @@ class ParticleSystem:
                 f"= {cost['pairs']:.2e} head-pairs, estimated {cost['seconds']:.0f} s at {DIRECT_PAIR_RATE:.0e} "
                 f"head-pairs/s (work space {cost['bytes'] / 2**20:.0f} MiB), above DIRECT_TIME_LIMIT_S = "
                 f"{DIRECT_TIME_LIMIT_S:.0f} s; use {fix}")
+
+    def check_direct_run(self, n, evaluations, records=0, record_passes=0, *, lower_bound=False,
+                         limit_s=DIRECT_RUN_LIMIT_S, what="solve_particles", how=""):
+        """Refuse up front a whole run whose direct O(n^2) sums are estimated to exceed ``limit_s``.
+
+        Parameters
+        ----------
+        n : int
+            Tokens.
+        evaluations : int
+            Right-hand-side (velocity) evaluations of the run; direct only where
+            ``not self.uses_spectral(n)``.
+        records, record_passes : int
+            Observer records and the direct passes each makes (e.g. 3 for
+            :func:`meanfield.diagnostics.observer`: energies, entropies, dissipation).
+        lower_bound : bool
+            ``evaluations`` is a lower bound (adaptive steps: at least one step per output interval);
+            the message says "at least".
+        limit_s : float
+            Seconds allowed (``inf``: no limit).
+        what, how : str
+            The run's name and how ``evaluations`` was counted, for the message.
+
+        Returns
+        -------
+        dict
+            :meth:`direct_cost` of the run (``passes`` added), zero when nothing is direct.
+
+        Raises ``ValueError`` with the estimate, the limit and what to change.
+        """
+        limit_s = validate.real("direct_limit_s", limit_s, positive=True, finite=False)
+        passes = (0 if self.uses_spectral(n) else int(evaluations)) + int(records) * int(record_passes)
+        cost = dict(self.direct_cost(n, passes), passes=passes)
+        if cost["seconds"] > limit_s:
+            spectral = self.spectral is not None or spectral_supported(self.heads, self.geometry) is None
+            fix = ("summation='spectral' (or 'auto', the spectral sums from n = SPECTRAL_MIN_N on), fewer tokens"
+                   if spectral else "fewer tokens (these heads have no spectral path: zonal heads on S^2 only)")
+            at_least = "at least " if lower_bound else ""
+            raise ValueError(
+                f"{what} would run {at_least}{passes} direct O(n^2) passes over n = {n} tokens and {self.n_heads} "
+                f"heads ({int(evaluations) if not self.uses_spectral(n) else 0} right-hand sides{how} + {int(records)} "
+                f"observer records x {int(record_passes)} passes) = {cost['pairs']:.2e} head-pairs, estimated "
+                f"{at_least}{cost['seconds']:.0f} s ({cost['seconds'] / 3600:.1f} h) at {DIRECT_PAIR_RATE:.0e} "
+                f"head-pairs/s, above direct_limit_s = {limit_s:.0f} s (DIRECT_RUN_LIMIT_S); use {fix}, fewer "
+                f"steps or records (observe=False), or pass direct_limit_s=<seconds> (inf: no limit) to run it anyway")
+        return cost
 
     def chunks(self, n):
         """Row slices of at most ``chunk_bytes`` of float64 score rows (n x n scores)."""

@@ -210,6 +210,15 @@ class PairedResult:
         return self.pde_status != 0
 
     @property
+    def w2_geodesic_bracket(self) -> np.ndarray:
+        """Bounds ``(lower, upper)`` on the geodesic W2 at each time, shape (T, 2), where the semi-discrete
+        path computed it (``info["geodesic_bracket"]`` of :func:`meanfield.transport.w2_particles_field`:
+        exact chordal transport, geodesic W2 bracketed through the chordal/geodesic relation); NaN at the
+        times of a node-based method (its geodesic W2 is exact for the node measure) or without a W2."""
+        rows = [info.get("geodesic_bracket", (np.nan, np.nan)) for info in self.w2_info]
+        return np.array(rows, dtype=float).reshape(len(rows), 2)
+
+    @property
     def w2_method(self) -> str:
         """The W2 method(s) used, comma-joined if they differ between times."""
         return ",".join(sorted({m for m in self.w2_methods if m}))

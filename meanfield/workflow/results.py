@@ -118,6 +118,10 @@ _DESCRIPTIONS = {                                   # name: (long_name, units); 
     "w2_negative_mass": ("negative mass of the PDE density dropped before W2", "1"),
     "w2_grid_floor": ("W2 between the density's node measure and the density itself (the node-based W2's floor)",
                       "rad"),
+    "w2_geodesic_lower": ("lower bound of the geodesic W2 (semi-discrete transport; NaN for node-based methods)",
+                          "rad"),
+    "w2_geodesic_upper": ("upper bound of the geodesic W2 (semi-discrete transport; NaN for node-based methods)",
+                          "rad"),
 }
 _OBSERVABLES = {
     "mass": ("total mass", "1"), "energy": ("interaction energy", "1"),

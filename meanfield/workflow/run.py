@@ -188,7 +188,9 @@ def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) 
             "rho_lm_real": (("time", "l", "m"), re), "rho_lm_imag": (("time", "l", "m"), im),
             "w2": (("time",), result.w2), "w2_negative_mass": (("time",), result.w2_negative_mass),
             "w2_grid_floor": (("time",), np.array([np.nan if info.get("grid_floor") is None else info["grid_floor"]
-                                                   for info in result.w2_info]))}
+                                                   for info in result.w2_info])),
+            "w2_geodesic_lower": (("time",), result.w2_geodesic_bracket[:, 0]),
+            "w2_geodesic_upper": (("time",), result.w2_geodesic_bracket[:, 1])}
     data.update(observables_to_variables(result.pde, "pde_", rows, cols, T, H))
     data.update(observables_to_variables(result.particles, "particle_", prow, pcol, T, H))
     coords = {"time": times, "particle": np.arange(n), "dim": ["x", "y", "z"], "head": np.arange(H),
@@ -249,6 +251,10 @@ def summary(ds: xr.Dataset) -> str:
         lines.append(f"  W2 grid floor       {floor[0]:.4f} -> {floor[k]:.4f} radians (the density carried by "
                      f"{ds.attrs.get('w2_grid_nlat', '?')} x {ds.attrs.get('w2_grid_nlon', '?')} nodes; a node-based "
                      f"W2 cannot resolve less)")
+    if "w2_geodesic_lower" in ds and np.isfinite(ds["w2_geodesic_lower"].values[[0, k]]).all():
+        lo, hi = ds["w2_geodesic_lower"].values, ds["w2_geodesic_upper"].values
+        lines.append(f"  W2 geodesic bracket [{lo[0]:.4f}, {hi[0]:.4f}] -> [{lo[k]:.4f}, {hi[k]:.4f}] radians "
+                     f"(semi-discrete: chordal W2 exact, geodesic bracketed; w2 is the midpoint of the squares)")
     return "\n".join(lines)
 
 

@@ -14,10 +14,10 @@ from ..analysis import diagnostics, field_diagnostics
 from ..core import validate
 from ..models.continuum import ContinuumPDE
 from ..core.densities import check_density, normalize as normalize_density
-from ..core.integrate import integrate
+from ..core.integrate import estimate_nfev, integrate
 from ..core.sde import SDE_SCHEMES, integrate_sde
 from ..core.steppers import as_stepper
-from ..models.particles import ParticleSystem
+from ..models.particles import DIRECT_RUN_LIMIT_S, ParticleSystem
 
 __all__ = ["solve_particles", "solve_continuum"]
 
@@ -27,7 +27,8 @@ def _times(t_final, t_eval):
 
 
 def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None, method=None, dt=None,
-                    rtol=1e-8, atol=1e-10, observe=True, threshold=0.99, progress=None, seed=None, **kw):
+                    rtol=1e-8, atol=1e-10, observe=True, threshold=0.99, progress=None, seed=None,
+                    direct_limit_s=DIRECT_RUN_LIMIT_S, **kw):
     """Evolve tokens ``X0`` (n, d) from ``t = 0`` to ``t_final``.
 
     ``observe=True`` records :func:`meanfield.diagnostics.observer` (energy, per-head energies,
@@ -40,11 +41,23 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
     ``rtol``, ``atol`` and ``progress`` are not used).  Other keywords go to the integrator
     (:func:`meanfield.integrate.integrate` or :func:`~meanfield.core.sde.integrate_sde`); the
     progress bar is labelled ``"particles"`` unless ``progress_label`` says otherwise.
+
+    ``direct_limit_s``: a run whose direct O(n^2) sums (where the system does not sum spectrally) are
+    estimated to take longer is refused before it starts (:meth:`ParticleSystem.check_direct_run`:
+    right-hand sides counted by :func:`meanfield.core.integrate.estimate_nfev`, a lower bound under
+    error control, plus 3 passes per record of ``observe=True``; a callable hook's own cost is not
+    counted).  Default :data:`meanfield.particles.DIRECT_RUN_LIMIT_S` (1 h); ``inf`` switches it off.
     """
     t_final = validate.real("t_final", t_final, positive=True)
+    direct_limit_s = validate.real("direct_limit_s", direct_limit_s, positive=True, finite=False)
     X0, w = system.check(X0, w, name="X0")
     rhs = system.rhs if w is None or np.all(w == w[0]) else system.weighted_rhs(w)
     hook = diagnostics.observer(system, w, threshold) if observe is True else (observe or None)
+    times = _times(t_final, t_eval)
+    n = X0.shape[0]
+    # direct passes per record of the default observer: energies, entropies (spectral only for uniform
+    # weights), dissipation (one velocity)
+    passes = (0 if observe is not True else 3 if not system.uses_spectral(n) else 0 if w is None else 1)
     if system.nu > 0 or (isinstance(method, str) and method in SDE_SCHEMES):
         method = "geodesic_strang" if method is None else method
         if not (isinstance(method, str) and method in SDE_SCHEMES):
@@ -52,9 +65,19 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
                              f"(nu = {system.nu}); received {method!r}")
         if dt is None:
             raise ValueError(f"dt must be a positive number for the stochastic scheme {method!r}; received None")
+        steps = estimate_nfev("euler", (0.0, float(t_final)), dt=dt, t_eval=times)["steps"]   # the same grid
+        system.check_direct_run(n, steps * SDE_SCHEMES[method].n_drift, np.size(times), passes,
+                                limit_s=direct_limit_s, how=f" ({steps} steps of {method})")
         return integrate_sde(rhs, X0, (0.0, float(t_final)), nu=system.nu, dt=dt, method=method,
                              geometry=system.geometry, seed=seed, t_eval=_times(t_final, t_eval), observe=hook, **kw)
     method = "dopri5" if method is None else method
+    if not (system.uses_spectral(n) and passes == 0):
+        est = estimate_nfev(method, (0.0, float(t_final)), dt=dt, t_eval=times, adaptive=kw.get("adaptive"))
+        name = getattr(method, "name", method)
+        system.check_direct_run(n, est["nfev"], np.size(times), passes, lower_bound=est["lower_bound"],
+                                limit_s=direct_limit_s,
+                                how=f" ({'at least one step per output interval, ' if est['lower_bound'] else ''}"
+                                    f"{est['steps']} steps of {name})")
     kw.setdefault("progress_label", "particles")
     return integrate(rhs, X0, (0.0, float(t_final)), t_eval=_times(t_final, t_eval), method=method, dt=dt,
                      rtol=rtol, atol=atol, retraction=system.retraction, observe=hook, progress=progress, **kw)

@@ -1,0 +1,108 @@
+"""The per-run guard of direct O(n^2) sums (ParticleSystem.check_direct_run, solve_particles'
+direct_limit_s) and the evaluation count it rests on (core.integrate.estimate_nfev)."""
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.core.integrate import estimate_nfev, integrate
+from meanfield.models.particles import DIRECT_PAIR_RATE, DIRECT_RUN_LIMIT_S
+
+
+def direct_system(lams=(1.0, -0.5), **kw):
+    return mf.ParticleSystem(mf.scalar_heads(list(lams), 3, beta=2.0), summation="direct", **kw)
+
+
+def never(t, X):
+    raise AssertionError("the observer ran: the run was not refused up front")
+
+
+# ---------------------------------------------------------------------------- the evaluation count
+@pytest.mark.parametrize("method, dt, t_eval", [("rk4", 0.1, [0.0, 0.25, 1.0]), ("euler", 0.05, None),
+                                                ("heun", 0.3, np.linspace(0, 1, 11)), ("rk4", 1 / 3, [0, 1 / 3, 1])])
+def test_fixed_step_count_is_exact(method, dt, t_eval):
+    # fixed steps without FSAL: the count is the driver's, evaluation for evaluation (no tolerance)
+    est = estimate_nfev(method, (0.0, 1.0), dt=dt, t_eval=t_eval)
+    tr = integrate(lambda t, y: -y, np.ones(3), (0.0, 1.0), method=method, dt=dt, t_eval=t_eval)
+    assert not est["lower_bound"]
+    assert est["nfev"] == tr.nfev and est["steps"] == tr.n_steps
+
+
+@pytest.mark.parametrize("method", ["dopri5", "bs32"])
+def test_adaptive_count_is_a_lower_bound(method):
+    t_eval = np.linspace(0, 2, 11)
+    est = estimate_nfev(method, (0.0, 2.0), t_eval=t_eval)
+    tr = integrate(lambda t, y: np.cos(3 * t) * y, np.ones(2), (0.0, 2.0), method=method, t_eval=t_eval,
+                   rtol=1e-8, atol=1e-10)
+    assert est["lower_bound"] and est["steps"] == 10
+    assert est["nfev"] <= tr.nfev
+
+
+# ---------------------------------------------------------------------------- ParticleSystem.check_direct_run
+def test_check_direct_run_estimate_and_refusal():
+    system = direct_system()
+    cost = system.check_direct_run(1000, 100, records=11, record_passes=3)
+    # (100 + 33) passes x 2 heads x 1000^2 pairs at DIRECT_PAIR_RATE: exact arithmetic
+    assert cost["passes"] == 133 and cost["pairs"] == 133 * 2 * 1000**2
+    assert cost["seconds"] == pytest.approx(cost["pairs"] / DIRECT_PAIR_RATE, rel=1e-15)
+    with pytest.raises(ValueError, match=r"direct_limit_s = 1 s.*summation='spectral'"):
+        system.check_direct_run(1000, 100, records=11, record_passes=3, limit_s=1.0)
+    with pytest.raises(ValueError, match="direct_limit_s must be"):
+        system.check_direct_run(1000, 100, limit_s=-1.0)
+
+
+def test_spectral_right_hand_sides_are_not_counted():
+    spectral = mf.ParticleSystem(mf.scalar_heads([1.0, -0.5], 3, beta=2.0))      # auto: spectral from 2000 on
+    assert spectral.check_direct_run(10**6, 10**6, limit_s=1e-9)["passes"] == 0
+    with pytest.raises(ValueError, match="observer records"):                   # its direct records are
+        spectral.check_direct_run(10**6, 10**6, records=11, record_passes=1, limit_s=1e-9)
+
+
+def test_heads_without_spectral_path_say_so():
+    heads = mf.scalar_heads([1.0], 4, beta=2.0)                                  # d = 4: no spectral sums
+    with pytest.raises(ValueError, match="no spectral path"):
+        mf.ParticleSystem(heads).check_direct_run(10**5, 1000, limit_s=1.0)
+
+
+# ---------------------------------------------------------------------------- solve_particles
+def test_solve_particles_refuses_a_long_direct_run_up_front():
+    # n = 5e4, 2 direct heads, dopri5 to t = 1 with 11 records: at least 62 right-hand sides + 33
+    # observer passes = 95 passes x 5e9 head-pairs, ~4750 s at 1e8 head-pairs/s > DIRECT_RUN_LIMIT_S
+    X0 = mf.initial.uniform_sphere(50_000, 3, seed=1)
+    with pytest.raises(ValueError, match=r"at least 95 direct O\(n\^2\) passes.*direct_limit_s = 3600 s"):
+        mf.solve_particles(direct_system(), X0, 1.0)
+    with pytest.raises(ValueError, match="at least 62 direct"):                  # a custom hook: rhs only
+        mf.solve_particles(direct_system(), X0, 1.0, observe=never, direct_limit_s=1000.0)
+
+
+def test_fixed_step_and_noisy_runs_are_counted():
+    X0 = mf.initial.uniform_sphere(3000, 3, seed=2)
+    # rk4, dt = 1e-3 to t = 1: 1000 steps x 4 stages = 4000 right-hand sides, 2 heads x 9e6 pairs each:
+    # 7.2e10 head-pairs, 720 s: below the default limit, above 600 s
+    with pytest.raises(ValueError, match=r"4000 direct O\(n\^2\) passes.*4000 right-hand sides \(1000 steps of rk4\)"):
+        mf.solve_particles(direct_system(), X0, 1.0, method="rk4", dt=1e-3, observe=never, direct_limit_s=600.0)
+    noisy = direct_system(nu=0.1)
+    with pytest.raises(ValueError, match=r"2000 right-hand sides \(1000 steps of geodesic_strang\)"):
+        mf.solve_particles(noisy, X0, 1.0, dt=1e-3, observe=never, seed=1, direct_limit_s=60.0)
+
+
+def test_runs_below_the_limit_are_unchanged():
+    system = direct_system()
+    X0 = mf.initial.uniform_sphere(40, 3, seed=3)
+    a = mf.solve_particles(system, X0, 0.3)
+    b = mf.solve_particles(system, X0, 0.3, direct_limit_s=np.inf)
+    np.testing.assert_array_equal(a.y, b.y)                 # the guard only refuses; it changes no number
+    np.testing.assert_array_equal(a.observables["energy"], b.observables["energy"])
+    assert DIRECT_RUN_LIMIT_S == 3600.0
+    with pytest.raises(ValueError, match="direct_limit_s must be"):
+        mf.solve_particles(system, X0, 0.3, direct_limit_s=0.0)
+
+
+def test_noisy_step_count_matches_the_driver():
+    # geodesic_strang: 2 drift evaluations per fixed step, steps on the grid and the output times
+    system = direct_system(nu=0.1)
+    X0 = mf.initial.uniform_sphere(20, 3, seed=5)
+    t_eval = [0.0, 0.05, 0.3]
+    tr = mf.solve_particles(system, X0, 0.3, dt=0.02, t_eval=t_eval, observe=False, seed=3)
+    steps = estimate_nfev("euler", (0.0, 0.3), dt=0.02, t_eval=t_eval)["steps"]
+    assert tr.nfev == 2 * steps and tr.n_steps == steps
