@@ -21,7 +21,8 @@ from pathlib import Path
 from ..core import validate
 from ..core.choices import SAMPLINGS, W2_METHODS
 from ..core.kernels import KERNELS, NORMALIZATIONS
-from ..core.integrate import SCHEMES
+from ..core.integrate import SCHEMES, SPLIT_SCHEMES
+from ..core.steppers import LAWSON_SCHEMES, as_stepper
 
 __all__ = ["ConfigError", "HeadConfig", "InitialConfig", "PDEConfig", "ParticleConfig", "IntegratorConfig",
            "OutputConfig", "RunConfig", "load_config", "to_toml"]
@@ -285,6 +286,9 @@ class InitialConfig(_Section):
                 raise ConfigError(f"{path}.weights must sum to 1 (to 1e-12); received sum {sum(self.weights)!r}")
 
 
+PDE_METHODS = tuple(sorted(SCHEMES)) + tuple(sorted(LAWSON_SCHEMES)) + tuple(sorted(SPLIT_SCHEMES))
+
+
 @dataclass(frozen=True)
 class PDEConfig(_Section):
     """Continuum settings (:class:`meanfield.ContinuumPDE`, :func:`meanfield.solve_continuum`)."""
@@ -295,6 +299,11 @@ class PDEConfig(_Section):
     negative_tol: float = _opt(_real(0, lo_open=True), 1e-4, "stop when the negative mass exceeds this")
     nu: float = _opt(_real(0), 0.0, "token noise nu >= 0 of both the PDE and the particles (nu > 0 needs "
                      "integrator.dt, the particles' fixed step)")
+    method: str | None = _opt(_optional(_choice(PDE_METHODS)), None,
+                              f"the PDE's time stepper, one of {list(PDE_METHODS)}; unset: integrator.method. "
+                              f"The split schemes treat nu * Laplacian exactly or implicitly, so their stable "
+                              f"step does not shrink like 1/(nu lmax^2): lawson_dopri5 is adaptive (uses the "
+                              f"integrator's rtol/atol), the others take integrator.dt")
 
 
 @dataclass(frozen=True)
@@ -412,6 +421,9 @@ class RunConfig:
         if pde.nu > 0 and integ.dt is None:
             raise ConfigError(f"integrator.dt must be a number > 0 when pde.nu = {pde.nu!r} > 0 (the noisy "
                               f"particles take fixed steps); received no value")
+        if pde.method is not None and integ.dt is None and not as_stepper(pde.method).adaptive:
+            raise ConfigError(f"integrator.dt must be a number > 0 for the fixed-step PDE method pde.method = "
+                              f"{pde.method!r}; received no value")
         return cls(**kw)
 
     @classmethod

@@ -153,7 +153,7 @@ def paired_settings(config: RunConfig) -> dict:
     return dict(sampling=config.particles.sampling, seed=config.seed, nu=config.pde.nu, particle_sums="auto",
                 particle_method=ic.method if not config.pde.nu else None,     # noisy tokens: the SDE default
                 particle_dt=ic.dt, particle_rtol=ic.rtol, particle_atol=ic.atol,
-                spectral_tol=SPECTRAL_TOL, pde_method=ic.method, pde_dt=ic.dt, pde_rtol=ic.rtol, pde_atol=ic.atol,
+                spectral_tol=SPECTRAL_TOL, pde_method=config.pde.method or ic.method, pde_dt=ic.dt, pde_rtol=ic.rtol, pde_atol=ic.atol,
                 monitor=True, tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol,
                 transport_grid=transport_grid(lmax + 1), w2_method=config.outputs.w2_method, metric="geodesic",
                 negative="drop")
@@ -203,7 +203,7 @@ def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) 
     attrs = {"schema_version": SCHEMA_VERSION, "meanfield_version": __version__, "seed": config.seed,
              "config": json.dumps(config.to_dict(), sort_keys=True),
              "pde_status": result.pde_status, "pde_message": result.pde_message, "pde_t_final": result.pde_t_stop,
-             "pde_nfev": rc["pde_nfev"], "particle_status": result.particle_status,
+             "pde_nfev": rc["pde_nfev"], "pde_method": str(rc["pde_method"]), "particle_status": result.particle_status,
              "particle_message": result.particle_message, "particle_t_final": result.particle_t_stop,
              "particle_nfev": rc["particle_nfev"], "particle_max_retraction": result.particle_max_retraction,
              "particle_sums": rc["particle_sums"],
