@@ -109,6 +109,7 @@ def test_thm19_unequal_alphas(quick):
         assert C["C"][f"H{H}/s0_vs_beta_star_max_abs"] < 1e-12
         # unequal strengths lower the threshold below beta*(mean alpha) at every spread s > 0
         assert C["C"][f"H{H}/mean/mean_alpha_overestimates_fraction"] == 1.0
+        assert C["C"][f"H{H}/mean/mean_alpha_max_underestimate"] < 0      # strictly above wherever either is > 0
     assert C["weakest_head_fails_first_fraction"] == 1.0
     # per-head monotonicity at every beta (positive scalar heads): strictly positive, not round-off
     assert C["min_per_head_rate_ratio_t0"] > 1e-3 and C["min_per_head_rate_ratio_along_flow"] > 1e-4

@@ -25,6 +25,11 @@ def _f(x, p=4):
     return "n/a" if x is None else (f"{x:.{p}g}" if isinstance(x, float) else str(x))
 
 
+def _pct(lo_hi):
+    lo, hi = lo_hi
+    return f"{lo:.0%}" if lo == hi else f"{lo:.0%}..{hi:.0%}"
+
+
 def _fig_best(d, meta, path):
     A = meta["part_A"]
     lbar, best = d["A_lbar"], d["A_best"]
@@ -178,8 +183,11 @@ def _verdicts(meta):
     resc = "; ".join(f"{k}: {_f(B['rescale'][k]['relu_T_times_sumsq_over_one_head_max_rel_dev'], 2)}" for k in hs
                      if k in B["rescale"])
     Cs = C["C"]
-    over_max = max(Cs[f"H{H}/{nz}/max_alpha_overestimates_fraction"] for H in meta["Hs"] for nz in ("mean", "softmax"))
-    over_mean = min(Cs[f"H{H}/{nz}/mean_alpha_overestimates_fraction"] for H in meta["Hs"] for nz in ("mean", "softmax"))
+    keys = [f"H{H}/{nz}" for H in meta["Hs"] for nz in ("mean", "softmax")]
+    rng = lambda name: (min(Cs[f"{k}/{name}"] for k in keys), max(Cs[f"{k}/{name}"] for k in keys))  # noqa: E731
+    mean_over, mean_under = rng("mean_alpha_overestimates_fraction"), rng("mean_alpha_max_underestimate")
+    max_over, max_under = rng("max_alpha_overestimates_fraction"), rng("max_alpha_underestimates_fraction")
+    min_over = rng("min_alpha_overestimates_fraction")
     out = C["outside"]
     ci = out["negative_fraction_ci95"]
     rows = [
@@ -210,9 +218,13 @@ def _verdicts(meta):
          "the derived threshold (theory.radial_dominance_threshold; = beta* for equal strengths to "
          f"{max(Cs[f'H{H}/s0_vs_beta_star_max_abs'] for H in meta['Hs']):.0e}; particle thresholds on "
          f"{len(meta['c_seeds'])} random rotations agree to {C['particle_vs_theory_max_abs_err']:.1e}) is tracked by no "
-         f"single-alpha substitution: beta*(mean alpha) overestimates it at >= {over_mean:.0%} of the spreads s > 0, "
-         f"beta*(max alpha) at up to {over_max:.0%}; the weakest head fails first "
-         f"({C['weakest_head_fails_first_fraction']:.0%} of cases)"),
+         f"single-alpha substitution (H = {meta['Hs']}, n = {meta['part_C_ns']}, s in (0, 0.9], both normalizations): "
+         + (f"beta*(mean alpha) lies strictly above the threshold at every point (an upper bound, never attained for "
+            f"s > 0)" if mean_under[1] < 0 and mean_over[0] == 1.0 else
+            f"beta*(mean alpha) overestimates at {_pct(mean_over)} of the points and underestimates by up to {mean_under[1]:.2g}")
+         + f"; beta*(max alpha) overestimates at {_pct(max_over)} and underestimates at {_pct(max_under)} of the points "
+         f"(per H and normalization: no bound); beta*(min alpha) overestimates at {_pct(min_over)}; the weakest head fails first "
+         f"({C['weakest_head_fails_first_fraction']:.0%} of cases) (deterministic)"),
         ("Thm 19 with unequal alpha_h: per-head monotonicity holds for beta below the threshold", HYP_19
          + ", alpha_h > 0 unequal (shared span)", SHARPENED,
          f"holds for every beta: min_h dE_h/dt / max |dE_h/dt| = {C['min_per_head_rate_ratio_t0']:.3g} > 0 at t = 0 "
@@ -235,7 +247,9 @@ def _claims(meta):
     nec = A["smallest_helping_lambda_bar"]
     ref = A["lambda_max_c_by_n"]
     nec_txt = "; ".join(f"n={n}: " + ", ".join(f"H={H} {nec[str(H)][n]:.4f}" for H in meta["Hs"])
-                        + f" (lambda_max {ref[n][0]:.4f}, lambda_c {ref[n][1]:.4f})" for n in ref)
+                        + f" (lambda_max {ref[n][0]:.4f}, lambda_c {ref[n][1]:.4f})" for n in sorted(ref, key=int))
+    fam_below = ", ".join(f"H{H}/{f} {A['A'][f'H{H}/{f}']['helping_below_lambda_c_fraction']:.1%}"
+                          for H in meta["Hs"] for f in meta["families"] if H > 2 or f == "linear")
     bs = A["best_split_below_lambda_c"]
     bs_txt = "; ".join(f"H={H}: G* = {bs[H]['gain']:.3g} at {np.round(bs[H]['lambdas'], 3).tolist()}" for H in bs)
     big = [h for h in meta["Hs"] if h > 2]
@@ -246,10 +260,15 @@ def _claims(meta):
                         f"{r['T0.9_faster_without_early_gain']}, early gain but slower {r['T0.9_early_gain_but_slower']}")
     runs = A["runs"]
     Cs = C["C"]
+    soft_dev = max(abs(v["softmax_speedup_linearized"] / m - 1) for v in B["rescale"].values()
+                   for m, _ in v["softmax_speedup_vs_one_head"][0])      # n = hd_n[0], where the linearized one is taken
+    soft_dev_ode = max(abs(v["softmax_speedup_nonlinear_ode"] / m - 1) for v in B["rescale"].values()
+                       for m, _ in v["softmax_speedup_vs_one_head"][0])
     checks = C["particle_checks"]
     rows = [
         ("(our H = 2 finding) lambda_bar > lambda_c is also necessary for some split to help",
-         f"smallest lambda_bar with a helping split over the whole simplex (best-split scan, bisection): {nec_txt}",
+         f"smallest lambda_bar with a helping split over the whole simplex (best-split scan, bisection): {nec_txt}; "
+         f"on the family grids (n = {meta['n']}), share of helping points with lambda_bar <= lambda_c: {fam_below}",
          "holds for H = 2 (= lambda_c to the 1e-6 bracket); fails for H >= 3: heterogeneity helps from below lambda_c"),
         ("mechanism below lambda_c (H >= 3)", f"best split at lambda_bar = {bs['2']['lambda_bar']:.4f} = 0.97 lambda_c: {bs_txt}: "
          "H - 1 heads moved down towards lambda_max (where phi peaks) and one strong head carried far into the convex tail; "
@@ -265,9 +284,19 @@ def _claims(meta):
         ("softmax with equal heads: H heads = one head at H times the speed",
          f"equiangular times x H = one-head time to {B['softmax_equal_heads_identity_max_rel']:.1e}", "exact identity"),
         ("softmax with unequal heads: speed-up over one head (random tokens, same seeds)",
-         "; ".join(f"{k}: linearized {v['softmax_speedup_linearized']:.3f}, measured (n={meta['hd_n'][0]}) "
+         "; ".join(f"{k}: linearized sum phi(lambda_h)/phi(1) = {v['softmax_speedup_linearized']:.3f}, nonlinear ODE "
+                   f"{v['softmax_speedup_nonlinear_ode']:.3f}, measured (n={meta['hd_n'][0]}, d = {list(meta['hd_d'])}) "
                    + ", ".join(f"{m:.3f}+-{c:.3f}" for m, c in v['softmax_speedup_vs_one_head'][0])
-                   for k, v in B["rescale"].items()), "close to sum_h phi(lambda_h) / phi(1)"),
+                   for k, v in B["rescale"].items()),
+         f"linearized within {soft_dev:.1%} of the measured speed-up, the nonlinear ODE within {soft_dev_ode:.1%}"),
+        ("ReLU-mean: random-token slopes of T vs ln d against the linearized n / (4 sum lambda^2)",
+         "measured / linearized: " + "; ".join(
+             f"{k}: " + ", ".join(f"n={n} {B['fits'][f'{k}/relu-mean/n={n}']['slope_T_vs_lnd'] / B['fits'][f'{k}/relu-mean/n={n}']['linearized_slope']:.2f}"
+                                  for n in meta["hd_n"]) for k in B["hd_headsets"])
+         + "; slope x sum lambda^2 / one-head slope: " + "; ".join(
+             f"{k}: " + ", ".join(f"{x:.3f}" for x in v["relu_slope_x_sumsq_over_one_head"]) for k, v in B["rescale"].items()),
+         "the same fraction of the linearized slope for every head set (exact rescaling); below 1 because the "
+         "linearization holds only while (n - 1) gamma << 1"),
         ("Thm 19 closed form: unequal-alpha threshold reduces to beta* at s = 0",
          ", ".join(f"H={H}: {Cs[f'H{H}/s0_vs_beta_star_max_abs']:.1e}" for H in meta["Hs"]), "agrees"),
         ("derived threshold = threshold found on the particle system",
@@ -283,6 +312,7 @@ def _claims(meta):
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     out, d, meta = open_study_data(data_dir, out_dir)
     meta["_c_grid"] = list(d["C_grid"])
+    meta["part_C_ns"] = [int(n) for n in d["C_ns"]]
     _fig_best(d, meta, out / "best_split.png")
     _fig_maps(d, meta, out / "gain_maps.png")
     _fig_runs(d, meta, out / "runs.png")
@@ -305,6 +335,14 @@ so we read the claim as the same O(n) / O(n log d) with those constants. Thm 19'
 with unequal alpha_h we derive the threshold of Condition 8 from MODEL.md's radial-fraction computation
 (new library function `theory.radial_dominance_threshold`), and test the natural substitutions
 alpha -> mean / max / min strength against it.
+
+**Library closed forms and H > 2.** `theory.equiangular_rate`, `solve_equiangular`, `clustering_time`,
+`linearized_clustering_time`, `late_rate`, `early_rate` and `heterogeneity_gain` take any number of head
+strengths (checked here for H = 3, 4 against particle runs and, for the equal-head and ReLU-mean
+identities, against H = 1); `beta_star(H, n, alpha)` and `c_star(H)` take any H but one alpha. The
+unequal-alpha form was missing and is added: `theory.radial_dominance_margins` (closed-form Condition 8
+margins at orthogonal tokens) and `theory.radial_dominance_threshold` (their first root; tests in
+tests/test_theory_many_heads.py against the particle diagnostics and against beta*).
 
 **Headlines.** (1) For H >= 3 the condition lambda_bar > lambda_c (= {A['lambda_c']:.4f} at n = 32) is no longer
 necessary: some split helps already from lambda_bar = {A['smallest_helping_lambda_bar']['3'].get('32', float('nan')):.4f} (H = 3),
@@ -331,14 +369,19 @@ nevertheless holds at every beta under Thm 19's scalar-head hypotheses.
 * **Thm 25 with H heads.** Mean-normalized ReLU with lambda_h > 0: relu(lambda_h s) = lambda_h relu(s), so the
   velocity is (sum_h lambda_h^2) times the one-head velocity at lambda = 1: an exact time rescaling (the
   particle times agree to the crossing interpolation). Softmax with equal heads is likewise H times one
-  head; with unequal heads it is not, and the linearized speed-up sum_h phi(lambda_h)/phi(1) predicts
-  the measured one to a few per cent. ReLU-mean slopes of T against ln d are below the linearized
-  n / (4 sum lambda^2) by the same factor as for one head (the linearization holds only while (n-1) gamma << 1).
+  head; with unequal heads it is not, and the speed-up over one head is measured against the linearized
+  sum_h phi(lambda_h)/phi(1) and the nonlinear equiangular ODE (claims table). ReLU-mean slopes of T
+  against ln d fall below the linearized n / (4 sum lambda^2) by the same factor for every head set, as the
+  exact rescaling demands (the linearization holds only while (n-1) gamma << 1).
 * **Thm 19 with unequal alpha_h.** At orthogonal tokens every head's force is alpha_h (E_h x_i + S_i)/N_h
   (E_h = exp(beta alpha_h), N_h = n or E_h + n - 1), so Condition 8 for head h reads
   alpha_h (n-1)/(N_h E_h) >= sum_{h' != h} |u^{h'}| (norm-bounded): decreasing in beta, one root per head; the
   weakest head fails first. With a weak head the condition can fail already at beta = 0
   ((n-1) alpha_min < sqrt(n) sum of the others), where beta*(mean alpha) still predicts a positive threshold.
+* The seed summary says that for general H "c*(H) is related to Lambert W"; the formula it gives,
+  c*(H) = (sqrt((H-1)^2 + 4) - (H-1))/2, is the root of a quadratic, and Lambert W enters only lambda_max
+  (Thm 22). We use the quadratic root (as `theory.c_star` does); for unequal alpha_h no closed form is
+  claimed, the threshold is the first root of explicit margins.
 * The rotated block-head case (outside the hypotheses) shows negative per-head rates exist once the heads
   are not scalar: the sharpened statement needs P u_i^h parallel across heads.
 """

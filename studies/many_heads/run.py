@@ -290,6 +290,7 @@ def part_a(cfg):
             "dirichlet_max_relative_shortfall": float(max(dir_shortfall)),
             "smallest_helping_lambda_bar": {str(H): dict(zip(map(str, cfg.necessity_ns), nec[h])) for h, H in enumerate(HS)},
             "lambda_max_c_by_n": {str(n): list(r) for n, r in zip(cfg.necessity_ns, nec_ref)},
+            "necessity_ns": cfg.necessity_ns,
             "best_split_below_lambda_c": {str(H): {"lambda_bar": lb_show, "gain": g, "lambdas": lam}
                                   for H, (g, lam) in best_at.items()},
             "runs": [{k: v for k, v in r.items() if k not in ("t", "gamma", "gamma_ode", "eps")} for r in runs],
@@ -469,7 +470,11 @@ def part_b(cfg):
                           "softmax_speedup_vs_one_head": [[mean_ci(T[o, 0, i, j] / T[a, 0, i, j]) for j in range(len(hd))]
                                                           for i in range(len(hn))],
                           "softmax_speedup_linearized": float(mf.theory.early_rate(HEADSETS[k], BETA, int(hn[0]))
-                                                              / mf.theory.early_rate([1.0], BETA, int(hn[0])))}
+                                                              / mf.theory.early_rate([1.0], BETA, int(hn[0]))),
+                          "softmax_speedup_nonlinear_ode": float(th_hd[o, 0, 1, 0, 0] / th_hd[a, 0, 1, 0, 0]),
+                          "relu_slope_x_sumsq_over_one_head": [
+                              fits[f"{k}/relu-mean/n={int(n)}"]["slope_T_vs_lnd"] * sq[k]
+                              / fits[f"1 head/relu-mean/n={int(n)}"]["slope_T_vs_lnd"] for n in hn]}
     arrays = {"B_theory": theory, "B_theory_n": tn, "B_theory_d": td, "B_T": T, "B_gamma0": g0, "B_hn": hn, "B_hd": hd, "B_seeds": seeds, "B_theory_hd": th_hd}
     meta = {"headsets": {k: list(v) for k, v in HEADSETS.items()}, "headset_order": names, "hd_headsets": hs,
             "sum_sq": sq, "relu_identity_max_rel": relu_id, "softmax_equal_heads_identity_max_rel": soft_eq,
@@ -596,9 +601,12 @@ def _summaries_c(th, naive, s, ns):
     for h, H in enumerate(HS):
         for k, name in enumerate(("mean_alpha", "max_alpha", "min_alpha")):
             for z, nz in enumerate(("mean", "softmax")):
-                d = naive[k, h] - nb[z, h]        # > 0: naive formula claims more than holds
-                out[f"H{H}/{nz}/{name}_overestimates_fraction"] = float((d[:, 1:] > 1e-9).mean())
-                out[f"H{H}/{nz}/{name}_max_overestimate"] = float(d[:, 1:].max())
+                d = (naive[k, h] - nb[z, h])[:, 1:]           # > 0: the formula claims more than holds; s > 0
+                live = np.maximum(naive[k, h], nb[z, h])[:, 1:] > 0     # leave out points where both are 0
+                out[f"H{H}/{nz}/{name}_overestimates_fraction"] = float((d[live] > 1e-9).mean())
+                out[f"H{H}/{nz}/{name}_underestimates_fraction"] = float((d[live] < -1e-9).mean())
+                out[f"H{H}/{nz}/{name}_max_overestimate"] = float(d[live].max())
+                out[f"H{H}/{nz}/{name}_max_underestimate"] = float(-d[live].min())
         eq = nb[:, h, :, 0]
         out[f"H{H}/s0_vs_beta_star_max_abs"] = float(np.max(np.abs(eq - np.maximum(
             mf.theory.beta_star(H, ns, 1.0), 0.0))))
