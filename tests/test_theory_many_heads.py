@@ -93,3 +93,17 @@ def test_input_checks():
         mf.theory.radial_dominance_margins(1.0, [1.0, 0.5], 1)
     with pytest.raises(ValueError, match="beta"):
         mf.theory.radial_dominance_margins(np.nan, [1.0, 0.5], 8)
+
+
+def test_extreme_strengths_stay_finite():
+    # strength ratio 1e4: beta alpha_max reaches ~1e3 during the bracket search, beyond exp overflow
+    # (709); the softmax terms are written in exp(-|beta alpha|) and must stay finite
+    al = [1e-3, 10.0]
+    for nz in ("mean", "softmax"):
+        for rd in ("norm_bounded", "exact"):
+            b = mf.theory.radial_dominance_threshold(al, 10**5, nz, rd)
+            assert np.isfinite(b) and b >= 0
+            m = mf.theory.radial_dominance_margins(200.0, al, 10**5, nz, rd)
+            assert not np.any(np.isnan(m))
+    # softmax margins at beta alpha = 800 are finite (no inf - inf)
+    assert np.all(np.isfinite(mf.theory.radial_dominance_margins(80.0, [10.0, 12.0], 64, "softmax")))

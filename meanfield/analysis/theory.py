@@ -454,11 +454,30 @@ def _dominance_args(alphas, n, normalization, reading):
 
 
 def _dominance_terms(beta, a, n, normalization):
-    """Per head: tangential ``|P u|^2``, radial shadow ``a``, norm ``|u|`` at orthogonal tokens (no checks)."""
+    """Per head at orthogonal tokens (no checks): ``|P u|^2``, ``|P u|^2 / a``, radial shadow ``a``, norm ``|u|``.
+
+    Written with ``q = exp(-|beta alpha|)`` (softmax) so that no ``exp`` overflows; mean-normalized
+    terms that are themselves beyond float64 come out as ``inf``.
+    """
     m = n - 1.0
-    E = np.exp(beta * a)
-    N = np.full_like(a, float(n)) if normalization == "mean" else E + m
-    return a * a * m / (N * N), a * E / N, a * np.sqrt(E * E + m) / N
+    u = beta * a
+    with np.errstate(over="ignore", divide="ignore"):
+        if normalization == "mean":
+            E = np.exp(u)
+            return a * a * m / (n * n), a * m / (n * E), a * E / n, a * np.sqrt(E * E + m) / n
+        q = np.exp(-np.abs(u))
+        pos = u > 0                                   # u > 0: E = 1/q, N = (1 + m q)/q; else E = q, N = q + m
+        D = np.where(pos, 1 + m * q, q + m)
+        tan2 = a * a * m * np.where(pos, q * q, 1.0) / (D * D)
+        ratio = np.where(pos, a * m * q * q / (1 + m * q), a * m / np.where(pos, 1.0, q * (q + m)))
+        rad = a * np.where(pos, 1.0, q) / D
+        nrm = a * np.where(pos, np.sqrt(1 + m * q * q), np.sqrt(q * q + m)) / D
+    return tan2, ratio, rad, nrm
+
+
+def _others(w):
+    """``sum_{h' != h} w_h'`` per head, without ``inf - inf``."""
+    return np.array([np.delete(w, h).sum() for h in range(w.size)])
 
 
 def radial_dominance_margins(beta, alphas, n, normalization="mean", reading="norm_bounded"):
@@ -495,9 +514,8 @@ def radial_dominance_margins(beta, alphas, n, normalization="mean", reading="nor
     """
     a, n, normalization, reading = _dominance_args(alphas, n, normalization, reading)
     beta = real("beta", beta)
-    tan2, rad, nrm = _dominance_terms(beta, a, n, normalization)
-    other = rad if reading == "exact" else nrm
-    return tan2 - rad * (other.sum() - other)
+    tan2, _, rad, nrm = _dominance_terms(beta, a, n, normalization)
+    return tan2 - rad * _others(rad if reading == "exact" else nrm)
 
 
 def radial_dominance_threshold(alphas, n, normalization="mean", reading="norm_bounded"):
@@ -511,8 +529,9 @@ def radial_dominance_threshold(alphas, n, normalization="mean", reading="norm_bo
               \\qquad w = a \\ (\\text{exact})\\ \\text{or}\\ |u|\\ (\\text{norm-bounded}),
 
     strictly decreasing in ``beta >= 0`` for both normalizations (``E/N`` and ``sqrt(E^2+n-1)/N``
-    grow with ``E >= 1``; ``1/(N_h E_h)`` shrinks) and ``-> -inf``: each head has one root
-    ``beta_h`` (found by brentq to ~1e-13), and the threshold is ``min_h beta_h``.
+    grow with ``E >= 1``; ``1/(N_h E_h)`` shrinks) and eventually negative (mean: ``-> -inf``;
+    softmax: ``-> -sum_{h' != h} alpha_h'``): each head has one root ``beta_h`` (brentq, to
+    ~1e-14 in ``beta``), and the threshold is ``min_h beta_h``.
 
     Returns
     -------
@@ -525,9 +544,8 @@ def radial_dominance_threshold(alphas, n, normalization="mean", reading="norm_bo
         return np.inf
 
     def g(beta, h):
-        tan2, rad, nrm = _dominance_terms(beta, a, n, normalization)
-        other = rad if reading == "exact" else nrm
-        return tan2[h] / rad[h] - (other.sum() - other[h])
+        _, ratio, rad, nrm = _dominance_terms(beta, a, n, normalization)
+        return ratio[h] - _others(rad if reading == "exact" else nrm)[h]
 
     roots = []
     for h in range(a.size):
