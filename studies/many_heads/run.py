@@ -36,7 +36,7 @@ equiangular flow; and, outside the hypotheses, block heads with unequal strength
 (10 random token bases).
 
 Run from the repo root: ``nice -n 5 python -m studies.many_heads.run [--quick]``.
-Quick mode: ~10 s CPU.  Full mode: see ``data.json['elapsed_s']`` (measured ~6 min wall on the shared
+Quick mode: ~10 s CPU.  Full mode: see ``data.json['elapsed_s']`` (measured 4-6 min wall, 240-350 s, on the shared
 2-core machine).
 """
 
