@@ -126,3 +126,14 @@ def test_input_checks():
         late_slope(np.arange(3.0), np.ones(3))
     np.testing.assert_allclose(split(4, "one_weak", 2.0, 0.3).mean(), 2.0, rtol=1e-15)
     assert split(3, "one_strong", 2.0, 0.3).min() == pytest.approx(2.0 * 0.7, rel=1e-15)
+
+
+def test_committed_report_uses_the_vocabulary():
+    # the full-mode report is committed; every bold verdict in its verdict section is a vocabulary word
+    import re
+
+    from studies._common import ROOT, VERDICTS
+    text = (ROOT / "many_heads" / "output" / "report.md").read_text()
+    section = text.split("## Verdicts against the paper's hypotheses")[1].split("## Claims and verdicts")[0]
+    found = re.findall(r"\*\*([^*]+)\*\*", section)
+    assert len(found) == 7 and all(v in VERDICTS for v in found), found
