@@ -7,7 +7,9 @@ Pure functions of numbers and arrays (numpy and scipy only).  Three groups:
   :func:`clustering_time`, :func:`linearized_clustering_time`, :func:`late_rate`.
 * **Early rate and critical temperature**: :func:`phi` and its derivatives,
   :func:`lambda_max`, :func:`phi_inflection`, :func:`early_rate`,
-  :func:`heterogeneity_gain`, :func:`c_star`, :func:`beta_star`, :func:`radial_fraction`.
+  :func:`heterogeneity_gain`, :func:`c_star`, :func:`beta_star`, :func:`radial_fraction`;
+  unequal head strengths ``alpha_h``: :func:`radial_dominance_margins`,
+  :func:`radial_dominance_threshold`.
 * **Linear stability of the uniform density** (defined in :mod:`meanfield.stability`,
   re-exported here): :func:`funk_hecke_exp`, :func:`funk_hecke_relu`, :func:`growth_rate`,
   :func:`most_unstable_degree`, :func:`critical_noise`.
@@ -37,7 +39,7 @@ __all__ = [
     "equiangular_rate", "solve_equiangular", "clustering_time", "linearized_clustering_time",
     "late_rate", "phi", "phi_derivative", "phi_second_derivative", "lambda_max",
     "phi_inflection", "early_rate", "heterogeneity_gain", "c_star", "beta_star",
-    "radial_fraction", "sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate",
+    "radial_fraction", "radial_dominance_margins", "radial_dominance_threshold", "sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate",
     "most_unstable_degree", "critical_noise", "growth_rate_heads",
 ]
 
@@ -437,3 +439,120 @@ def radial_fraction(beta, alpha, n):
     beta = real_array("beta", beta)
     alpha, n = real("alpha", alpha, positive=True), integer("n", n, 2)
     return 1.0 / np.sqrt(1.0 + (n - 1) * np.exp(-2.0 * beta * alpha))
+
+
+READINGS = ("norm_bounded", "exact")
+"""The two readings of Condition 8 (MODEL.md section 1), as in :func:`meanfield.diagnostics.radial_dominance`."""
+
+
+def _dominance_args(alphas, n, normalization, reading):
+    a = _lambdas(alphas)
+    if np.any(a <= 0):
+        raise ValueError(f"alphas must be positive head strengths (Thm 19's scalar heads); received {alphas!r}")
+    return (a, integer("n", n, 2), choice("normalization", normalization, NORMALIZATIONS),
+            choice("reading", reading, READINGS))
+
+
+def _dominance_terms(beta, a, n, normalization):
+    """Per head at orthogonal tokens (no checks): ``|P u|^2``, ``|P u|^2 / a``, radial shadow ``a``, norm ``|u|``.
+
+    Written with ``q = exp(-|beta alpha|)`` (softmax) so that no ``exp`` overflows; mean-normalized
+    terms that are themselves beyond float64 come out as ``inf``.
+    """
+    m = n - 1.0
+    u = beta * a
+    with np.errstate(over="ignore", divide="ignore"):
+        if normalization == "mean":
+            E = np.exp(u)
+            return a * a * m / (n * n), a * m / (n * E), a * E / n, a * np.sqrt(E * E + m) / n
+        q = np.exp(-np.abs(u))
+        pos = u > 0                                   # u > 0: E = 1/q, N = (1 + m q)/q; else E = q, N = q + m
+        D = np.where(pos, 1 + m * q, q + m)
+        tan2 = a * a * m * np.where(pos, q * q, 1.0) / (D * D)
+        ratio = np.where(pos, a * m * q * q / (1 + m * q), a * m / np.where(pos, 1.0, q * (q + m)))
+        rad = a * np.where(pos, 1.0, q) / D
+        nrm = a * np.where(pos, np.sqrt(1 + m * q * q), np.sqrt(q * q + m)) / D
+    return tan2, ratio, rad, nrm
+
+
+def _others(w):
+    """``sum_{h' != h} w_h'`` per head, without ``inf - inf``."""
+    return np.array([np.delete(w, h).sum() for h in range(w.size)])
+
+
+def radial_dominance_margins(beta, alphas, n, normalization="mean", reading="norm_bounded"):
+    """Condition 8 at orthogonal tokens under scalar heads of unequal strengths (any ``H``).
+
+    Heads ``M_h = V_h = alpha_h I`` (exp kernel, all heads on the whole span), tokens
+    ``x_1..x_n`` orthonormal.  With ``E_h = exp(beta alpha_h)``, ``S_i = sum_{j != i} x_j``
+    (``|S_i|^2 = n - 1``, ``S_i`` orthogonal to ``x_i``) the force of head ``h`` at every token is
+    ``u_i^h = alpha_h (E_h x_i + S_i) / N_h``, ``N_h = n`` (mean) or ``E_h + n - 1`` (softmax), so
+
+    .. math::
+        |P u^h|^2 = \\frac{\\alpha_h^2 (n-1)}{N_h^2},\\quad
+        a^h = \\frac{\\alpha_h E_h}{N_h},\\quad
+        |u^h| = \\frac{\\alpha_h\\sqrt{E_h^2 + n - 1}}{N_h},
+
+    and the margin (left minus right side) of head ``h`` is ``|P u^h|^2 - a^h sum_{h' != h} a^{h'}``
+    (``"exact"``) or ``|P u^h|^2 - |a^h| sum_{h' != h} |u^{h'}|`` (``"norm_bounded"``): the same at
+    every token, and the same numbers as :func:`meanfield.diagnostics.radial_dominance`.  For equal
+    strengths the norm-bounded margin changes sign at :func:`beta_star`.
+
+    Parameters
+    ----------
+    beta : float
+        Inverse temperature (any finite real).
+    alphas : array_like, shape (H,)
+        Positive head strengths.
+    n : int, >= 2
+    normalization : {"mean", "softmax"}
+    reading : {"norm_bounded", "exact"}
+
+    Returns
+    -------
+    ndarray, shape (H,)
+    """
+    a, n, normalization, reading = _dominance_args(alphas, n, normalization, reading)
+    beta = real("beta", beta)
+    tan2, _, rad, nrm = _dominance_terms(beta, a, n, normalization)
+    return tan2 - rad * _others(rad if reading == "exact" else nrm)
+
+
+def radial_dominance_threshold(alphas, n, normalization="mean", reading="norm_bounded"):
+    """First ``beta >= 0`` at which Condition 8 fails at orthogonal tokens, unequal strengths.
+
+    The general-``H``, unequal-``alpha_h`` form of :func:`beta_star` (paper Thm 19, whose formula
+    has one ``alpha``).  Dividing the margin of head ``h`` (:func:`radial_dominance_margins`) by
+    ``a^h > 0`` gives
+
+    .. math:: g_h(\\beta) = \\frac{\\alpha_h (n-1)}{N_h E_h} - \\sum_{h' \\ne h} w_{h'},
+              \\qquad w = a \\ (\\text{exact})\\ \\text{or}\\ |u|\\ (\\text{norm-bounded}),
+
+    strictly decreasing in ``beta >= 0`` for both normalizations (``E/N`` and ``sqrt(E^2+n-1)/N``
+    grow with ``E >= 1``; ``1/(N_h E_h)`` shrinks) and eventually negative (mean: ``-> -inf``;
+    softmax: ``-> -sum_{h' != h} alpha_h'``): each head has one root ``beta_h`` (brentq, to
+    ~1e-14 in ``beta``), and the threshold is ``min_h beta_h``.
+
+    Returns
+    -------
+    float
+        ``0.0`` when the condition already fails at ``beta = 0`` (where :func:`beta_star` would be
+        ``<= 0`` for equal strengths), ``inf`` for one head (no cross-head coupling).
+    """
+    a, n, normalization, reading = _dominance_args(alphas, n, normalization, reading)
+    if a.size == 1:
+        return np.inf
+
+    def g(beta, h):
+        _, ratio, rad, nrm = _dominance_terms(beta, a, n, normalization)
+        return ratio[h] - _others(rad if reading == "exact" else nrm)[h]
+
+    roots = []
+    for h in range(a.size):
+        if g(0.0, h) < 0:
+            return 0.0
+        hi = 1.0 / a.max()
+        while g(hi, h) >= 0:
+            hi *= 2.0
+        roots.append(optimize.brentq(g, 0.0, hi, args=(h,), xtol=1e-14, rtol=4 * np.finfo(float).eps))
+    return float(min(roots))
