@@ -84,8 +84,8 @@ class Settings:
 FULL = Settings(beta=3.0, floor=0.95, lmax=127, lmax_low=63, t_max=2.0, dt_out=0.05,
                 n_values=tuple(int(round(10 ** e)) for e in np.arange(2.0, 6.01, 0.5)),
                 seeds_small=20, seeds_large=5, n_many_seeds=10_000,
-                w2_times=(0.0, 0.4, 0.8, 1.2), w2_max_n=100_000, w2_tol=1e-6, w2_fallback_max_n=4096,
-                w2_fallback_nlat=64, mmd_s=2.0, levels=(0.0025, 0.005, 0.01, 0.02, 0.04),
+                w2_times=(0.0, 0.6, 1.2), w2_max_n=100_000, w2_tol=1e-6, w2_fallback_max_n=4096,
+                w2_fallback_nlat=64, mmd_s=2.0, levels=(0.001, 0.002, 0.004, 0.008, 0.016, 0.032),
                 rtol=1e-6, atol=1e-8, spectral_tol=1e-10, n_workers=2)
 QUICK = Settings(beta=3.0, floor=0.95, lmax=47, lmax_low=31, t_max=1.0, dt_out=0.1,
                  n_values=(100, 316, 1000), seeds_small=4, seeds_large=4, n_many_seeds=1000,
