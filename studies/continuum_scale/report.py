@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REFUTED, REPRODUCED, SHARPENED, markdown_table,  # noqa: E402
+from studies._common import (OUTSIDE, REFUTED, REPRODUCED, markdown_table,  # noqa: E402
                              open_study_data, save_figure, style_axes, write_report)
 
 
@@ -132,53 +132,70 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     for key in [f"t={t[k]:g}" for k in _pick_times(t, 6)] + [k for k in t_w2 if k not in
                                                              [f"t={t[j]:g}" for j in _pick_times(t, 6)]]:
         f = s["fits"][key]
-        rows.append([key, _fmt_fit(f["mmd_sobolev"]), _fmt_fit(f["mmd_exp"]),
-                     _fmt_fit(f["w2"]) if "w2" in f else "-"])
-    fit_table = markdown_table(["time", "MMD H^-2 (every n)", "MMD exp kernel", "W2 semi-discrete"], rows)
+        rows.append([key, _fmt_fit(f["mmd_sobolev"]), _fmt_fit(f["mmd_sobolev_tail"]), _fmt_fit(f["mmd_exp"]),
+                     _fmt_fit(f["w2"]) if "w2" in f else "-", _fmt_fit(f["w2_tail"]) if "w2_tail" in f else "-"])
+    fit_table = markdown_table(["time", "MMD H^-2 (every n)", f"MMD H^-2 (n >= {cfg['tail_min_n']})", "MMD exp kernel",
+                                "W2 semi-discrete (every n)", "W2 (largest 3 n)"], rows)
     cross_rows = [[lev, ", ".join(f"{n}: {m:.3f} +- {h:.3f}" for n, m, h in zip(c["n"], c["mean"], c["ci95"])),
                    f"{_f(c['slope_vs_log_n'])} +- {_f(c['slope_stderr'])}"] for lev, c in s["crossing"].items()]
     cross_table = markdown_table(["MMD level", "crossing time per n (mean +- 95 % CI)", "slope vs log n"], cross_rows)
 
-    # verdict on the rate: W2 slopes within 2 standard errors of the band [-1/2, local slope of sqrt(log n / n)]
-    w2_fits = [s["fits"][k]["w2"] for k in t_w2 if "slope" in s["fits"][k]["w2"]]
-    mmd_fits = [s["fits"][f"t={x:g}"]["mmd_sobolev"] for x in t]
-    band_lo = -0.5
-    # the band: from -1/2 to the local slope of sqrt(log n / n) over the fitted n, widened by two
-    # standard errors of the fitted slope and 0.03 (the seed-mean noise of the end points)
-    se = lambda f: f["slope_stderr"] if f["slope_stderr"] is not None else 0.0  # noqa: E731
-    rate_ok = bool(w2_fits) and all(band_lo - 2 * se(f) - 0.03 <= f["slope"] <= f["local_slope_sqrt_log"] + 2 * se(f)
-                                    + 0.03 for f in w2_fits)
-    mmd_ok = all(abs(f["slope"] + 0.5) <= 2 * se(f) + 0.05 for f in mmd_fits if "slope" in f)
+    # verdict on the rate (an asymptotic claim: judged on the large-n fits).  W2: the slope over the
+    # largest three n where W2 was computed must lie in the band from -1/2 to the local slope of
+    # sqrt(log n / n) there, widened by two standard errors and 0.03 (seed-mean noise of the end
+    # points); MMD H^-2 (no log expected: E MMD^2 = c / n exactly for i.i.d.): slope over n >= tail_min_n
+    # within -1/2 +- (2 standard errors + 0.05)
+    se = lambda f: f["slope_stderr"] if f.get("slope_stderr") is not None else 0.0  # noqa: E731
+    w2_tail = {k: s["fits"][k]["w2_tail"] for k in t_w2 if "slope" in s["fits"][k].get("w2_tail", {})}
+    w2_in = {k: -0.5 - 2 * se(f) - 0.03 <= f["slope"] <= f["local_slope_sqrt_log"] + 2 * se(f) + 0.03
+             for k, f in w2_tail.items()}
+    mmd_tail = {f"t={x:g}": s["fits"][f"t={x:g}"]["mmd_sobolev_tail"] for x in t}
+    mmd_tail = {k: f for k, f in mmd_tail.items() if "slope" in f}
+    mmd_in = {k: abs(f["slope"] + 0.5) <= 2 * se(f) + 0.05 for k, f in mmd_tail.items()}
+    rate_ok = bool(w2_in) and all(w2_in.values()) and all(mmd_in.values())
+    mmd_full = [s["fits"][f"t={x:g}"]["mmd_sobolev"]["slope"] for x in t if "slope" in s["fits"][f"t={x:g}"]["mmd_sobolev"]]
+    mmd_tail_sl = [f["slope"] for f in mmd_tail.values()]
     p = s["crossing_pooled"]
-    grow_ok = p["slope"] is not None and p["slope"] > 0
+    g_rate, sig = s["growth_rate_large_n"], s["sigma_max"]
     L_cross = p["implied_L"]
+    # growth: the distance's rate in time at large n must not exceed sigma_max (a lower bound of any
+    # Lipschitz constant L of the flow: the linearization at the uniform state has that eigenvalue)
+    # by more than 10 % (fit noise); the crossing-time slope must agree with 1 / (2 rate) within 2 s.e.
+    grow_ok = g_rate is not None and 0 < g_rate <= 1.1 * sig
+    cross_ok = (p["slope"] is not None and p["stderr"] is not None and g_rate
+                and abs(p["slope"] - 1 / (2 * g_rate)) <= 2 * p["stderr"] + 0.02)
     hyp = (f"i.i.d. tokens from a smooth positive density; two zonal mean-normalized exp heads (symmetric, "
            f"value-aligned), beta = {cfg['beta']:g}, on S^2; t <= {t[-1]:g} (the PDE resolved at lmax {pde['lmax']}: "
            f"monitor stop t = {pde['t_stop']:.3f}; lmax {pde['lmax_low']} stops at {pde['t_stop_low']:.3f})")
-    w2_txt = "; ".join(f"{k}: {_f(s['fits'][k]['w2']['slope'])} +- {_f(s['fits'][k]['w2']['slope_stderr'])} "
-                       f"(prefers {s['fits'][k]['w2']['preferred']})" for k in t_w2 if "slope" in s["fits"][k]["w2"])
-    mmd_sl = [f["slope"] for f in mmd_fits if "slope" in f]
+    fmt_sl = lambda k, f: (f"{k}: {_f(f['slope'])} +- {_f(f['slope_stderr'])} over n = {int(f['n_range'][0])}"  # noqa: E731
+                           f"..{int(f['n_range'][1])} (band to {f['local_slope_sqrt_log']:.3f}; prefers {f['preferred']})")
+    w2_txt = "; ".join(fmt_sl(k, f) for k, f in w2_tail.items())
+    w2_full_txt = "; ".join(f"{k}: {_f(s['fits'][k]['w2']['slope'])} +- {_f(s['fits'][k]['w2']['slope_stderr'])} "
+                            f"(prefers {s['fits'][k]['w2']['preferred']})" for k in t_w2 if "slope" in s["fits"][k]["w2"])
+    mmd_txt = (f"MMD H^-2 slope over n >= {cfg['tail_min_n']}: [{min(mmd_tail_sl):.3f}, {max(mmd_tail_sl):.3f}] at "
+               f"the {len(mmd_tail_sl)} times ({sum(mmd_in.values())} within -1/2 +- (2 s.e. + 0.05)); over all n "
+               f"[{min(mmd_full):.3f}, {max(mmd_full):.3f}]" if mmd_tail_sl else "MMD tail not fitted")
+    growth_txt = (f"growth rate of the mean MMD in time (n >= {int(ns[-3])}) {_f(g_rate, '.2f')} against the "
+                  f"instability's sigma_max = {sig:.2f} (l = {s['l_max_growth']}; any Lipschitz constant L of the "
+                  f"flow is >= sigma_max); crossing time of fixed MMD levels against log n: pooled slope "
+                  f"{_f(p['slope'])} +- {_f(p['stderr'])} (L = {_f(L_cross, '.2f')}) against 1/(2 x rate) = "
+                  f"{_f(1 / (2 * g_rate) if g_rate else None)}")
     verdicts = [
-        ("MODEL.md 4: W2(mu_n(t), rho(t)) -> 0 at rate n^-1/2 up to logs, for each fixed t", hyp,
-         (REPRODUCED if rate_ok else REFUTED),
-         f"semi-discrete W2 up to n = {cfg['w2_max_n']}, seeds {seeds}: slopes {w2_txt}; the MMD (every n up to "
-         f"{int(ns[-1])}) has slopes in [{min(mmd_sl):.3f}, {max(mmd_sl):.3f}] over all {len(t)} times"),
-        ("MODEL.md 4: the constant grows like e^{Lt} (crossing time of a fixed distance ~ log n / (2L))", hyp,
-         (SHARPENED if grow_ok else OUTSIDE),
-         f"crossing time against log n: pooled slope {_f(p['slope'])} +- {_f(p['stderr'])} (implied L = "
-         f"{_f(L_cross, '.2f')}); growth rate of the MMD in time at the largest n {_f(s['growth_rate_large_n'], '.2f')}; the "
-         f"linear growth rate of the unstable uniform state sigma_max = {s['sigma_max']:.2f} (l = {s['l_max_growth']}), "
-         f"far below any Lipschitz bound L of the velocity field: the bound's e^(Lt) is not sharp, the observed "
-         f"rate is the instability's"),
+        ("MODEL.md 4: W2(mu_n(t), rho(t)) -> 0 at rate n^-1/2 up to logs (at t = 0 and along the flow)", hyp,
+         REPRODUCED if rate_ok else REFUTED,
+         f"semi-discrete W2 up to n = {cfg['w2_max_n']} (seeds per n {seeds}), large-n slopes {w2_txt}; {mmd_txt}"),
+        ("MODEL.md 4: along the flow the error grows at most like e^(L t) (the e^(Lt)/sqrt(n) picture: crossing "
+         "time ~ log n / (2L))", hyp, REPRODUCED if grow_ok else OUTSIDE,
+         growth_txt + ("" if grow_ok else "; the growth exceeds the linear rate: the nonlinear (clustering) regime"
+                       " dominates the window") + ("; crossing slope consistent with 1/(2 x rate)" if cross_ok else
+                                                  "; crossing slope NOT consistent with 1/(2 x rate)")),
     ]
     claims = [
-        ("D(mu_n(t), rho(t)) ~ C(t) n^-1/2 (MMD H^-2, every n)",
-         f"slopes at all times in [{min(mmd_sl):.3f}, {max(mmd_sl):.3f}]; E_iid MMD^2 ratio at t = 0: "
-         + ", ".join(f"{x:.2f}" for x in s["mmd_t0_over_iid"]),
-         REPRODUCED if mmd_ok else REFUTED),
-        ("W2 ~ n^-1/2 up to logs (semi-discrete, n <= 1e5)", w2_txt, REPRODUCED if rate_ok else REFUTED),
-        ("crossing time ~ log n / (2L)", f"pooled slope {_f(p['slope'])} +- {_f(p['stderr'])}",
-         SHARPENED if grow_ok else OUTSIDE),
+        ("W2 ~ n^-1/2 up to logs at each t (semi-discrete, large n)", w2_txt, REPRODUCED if w2_in and all(w2_in.values())
+         else REFUTED),
+        ("MMD ~ C(t) n^-1/2 (H^-2, up to n = 1e6)", mmd_txt + "; E_iid MMD^2 ratio at t = 0 per n: "
+         + ", ".join(f"{x:.2f}" for x in s["mmd_t0_over_iid"]), REPRODUCED if mmd_in and all(mmd_in.values()) else REFUTED),
+        ("growth at most e^(Lt); crossing time ~ log n / (2L)", growth_txt, REPRODUCED if grow_ok else OUTSIDE),
     ]
     intro = f"""
 Particles (n = {int(ns[0])} ... {int(ns[-1])}, {len(ns)} values; seeds per n: {seeds}) against the mean-field
@@ -210,6 +227,8 @@ every seed crosses within the window):
 Under D(n, t) = C e^(L t) / sqrt(n) the crossing time of a level is log n / (2L) + const: the pooled slope
 (one intercept per level) gives L = {_f(L_cross, '.2f')}; the MMD's own growth rate in time at the largest n is
 {_f(s['growth_rate_large_n'], '.2f')} and the linear instability's sigma_max = {s['sigma_max']:.2f}.
+
+W2 slopes over all n (not only the largest three): {w2_full_txt}.
 
 The W2 bracket: the semi-discrete solver is exact for the chordal cost; the geodesic W2 is the midpoint
 of a bracket (stored per task as w2_lower / w2_upper).
