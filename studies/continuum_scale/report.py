@@ -66,7 +66,7 @@ def _fig_vs_n(d, s, out):
 def _fig_vs_t(d, s, out):
     ns, t = d["n_values"], d["times"]
     fig, ax = plt.subplots(1, 3, figsize=(17, 4.6))
-    cmap = plt.get_cmap("plasma")
+    cmap = lambda x: plt.get_cmap("plasma")(0.85 * x)  # noqa: E731 - the palest end is unreadable
     for i, n in enumerate(ns):
         c = cmap(i / max(1, len(ns) - 1))
         m, h = d["mmd_sobolev_mean"][i], d["mmd_sobolev_ci"][i]
@@ -126,7 +126,12 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     _fig_cross(d, s, out)
     ns, t = d["n_values"], d["times"]
     cfg, pde = s["config"], s["pde"]
-    seeds = s["seeds"]
+    seeds = ", ".join(f"{k}: {v}" for k, v in sorted(s["seeds"].items(), key=lambda kv: int(kv[0])))
+    fb = np.nansum(d["w2_method"] == 1, axis=(1, 2))
+    w2n = int(ns[np.any(np.isfinite(d["w2"]), axis=(1, 2))][-1])
+    w2s = d["w2_seconds"][list(ns).index(w2n)]
+    w2s_lo, w2s_hi = np.nanmin(w2s), np.nanmax(w2s)
+    fallback = ", ".join(f"n = {int(n)}: {int(c)}" for n, c in zip(ns, fb) if c) or "none"
     t_w2 = [f"t={x:g}" for x in t if f"t={x:g}" in s["fits"] and "w2" in s["fits"][f"t={x:g}"]]
     rows = []
     for key in [f"t={t[k]:g}" for k in _pick_times(t, 6)] + [k for k in t_w2 if k not in
@@ -206,12 +211,14 @@ monitor stops it at t = {pde['t_stop']:.3f} ({pde['message']}); lmax {pde['lmax_
 {pde['t_stop_low']:.3f}.  Comparison times: every {cfg['dt_out']:g} up to t = {t[-1]:g}.  Distances: MMD with the
 Sobolev H^-{cfg['mmd_s']:g} kernel and the attention kernel e^(beta <x, y>) at every time and every n (exact,
 O(n + L^2 log L)); semi-discrete geodesic W2 (continuous density, no grid floor) at t in {cfg['w2_times']} for
-n <= {cfg['w2_max_n']} (beyond that one evaluation costs minutes to hours on 2 cores: ~40 s at 1e5,
-~160 s per Newton iteration at 1e6).  W2 fallbacks to exact node-based OT (Newton failure at small n):
-{s['w2_fallback_count']}; W2 not computed where planned: {s['w2_failed_count']}.  The {sum(seeds.values())} (n, seed)
+n <= {cfg['w2_max_n']} (one evaluation took {w2s_lo:.0f}-{w2s_hi:.0f} s at n = {w2n} here, on the shared cores; beyond,
+the semi-discrete solver's cost (~160 s per Newton iteration at 1e6, benchmarks) does not fit the budget).  W2 fallbacks to exact node-based OT (Newton failure at small n):
+{s['w2_fallback_count']}; W2 not computed where planned: {s['w2_failed_count']}.  The {sum(s['seeds'].values())} (n, seed)
 tasks ran on a dask LocalCluster ({cfg['n_workers']} workers) through `meanfield.workflow.sweep.run_tasks`
-(resumable): {s['task_wall_seconds']:.0f} s wall, {s['task_cpu_seconds_sum']:.0f} s summed task time; whole study
-{s['wall_seconds']:.0f} s.
+(resumable): {s['task_wall_seconds']:.0f} s wall for the task phase (summed over the runs that computed tasks,
+on 2 cores shared with other jobs), {s['task_cpu_seconds_sum']:.0f} s summed task time; the PDE {pde['seconds']:.1f} s.
+Exact node-based W2 fallbacks per n (where the damped Newton step failed; their grid floor is their
+bracket): {fallback}.
 """
     notes = f"""
 Model comparison per time (fits to the per-n means in log space; AIC = m log(RSS/m) + 2k, k = 1 for the
