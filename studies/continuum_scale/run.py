@@ -24,7 +24,9 @@ concentrates into clusters and the PDE's resolution monitor (spectral tail > 1e-
    and AIC; the time at which D crosses fixed levels, against log n (``e^{L t}/sqrt(n)`` predicts
    ``t_cross = log n / (2 L) + const``), compared with the measured growth rate ``L`` of D in time.
 
-Cost (2 shared cores): quick ~15 s; full ~30-40 min wall clock.  Run from the repo root::
+Cost (2 cores shared with other jobs, load 6-11): quick ~20-35 s; full 61 min wall clock (3672 s for the
+120 tasks, 7311 s summed task time: the semi-discrete W2 at n = 10^5 dominates, 70-270 s per
+evaluation; a 10^6 task 250-540 s).  Re-running skips finished tasks (seconds).  Run from the repo root::
 
     nice -n 5 python -m studies.continuum_scale.run [--quick]
 """
