@@ -25,6 +25,12 @@ whose worker dies is re-run by the scheduler, and its point is still written exa
 Swept values are scalars or lists (``"initial.kappas" = [[3.0], [8.0]]``; a list value becomes a
 string coordinate such as ``"[3.0]"``).  :func:`load_sweep` returns all results as one Dataset
 along the swept dimensions, from any working directory.
+
+The machinery is generic: :func:`run_tasks` runs any picklable ``func(args) -> result`` over a list
+of JSON parameter dicts with the same index, atomic per-point files (:class:`NpzStore` for dicts of
+arrays, :class:`NetCDFStore` for datasets), skipping and failure handling; :func:`run_sweep` is
+``run_tasks`` over main-job configs, and a study can farm its own tasks out the same way (e.g.
+``studies/continuum_scale``: one PDE solve, then the (n, seed) particle runs on a LocalCluster).
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ from ..core import validate
 from ..core.choices import SWEEP_MODES
 from .config import ConfigError, RunConfig, load_config
 
-__all__ = ["SweepSpec", "load_sweep_spec", "run_sweep", "load_sweep", "run_point", "compute_point"]
+__all__ = ["SweepSpec", "load_sweep_spec", "run_sweep", "load_sweep", "run_point", "compute_point", "run_tasks",
+           "call_task", "NpzStore", "NetCDFStore", "STORES"]
 
 MODES = SWEEP_MODES          # core.choices
 _KEY = re.compile(r"^(heads\[(\d+)\]\.\w+|\w+(\.\w+)?)$")
@@ -160,24 +167,223 @@ def run_point(config_dict: dict, path: str) -> dict:
     return out
 
 
+def _run_config(config_dict: dict):
+    """The dataset of one main-job point (what a sweep task computes)."""
+    from .results import add_provenance
+    from .run import run
+
+    wall = time.time()
+    config = RunConfig.from_dict(config_dict)
+    ds = run(config, progress=False)
+    add_provenance(ds, command=f"meanfield sweep point {json.dumps(config_dict, sort_keys=True)}", started=wall)
+    return ds
+
+
 def compute_point(config_dict: dict) -> dict:
     """Run one point and return ``{"status", "error", "seconds"}`` plus ``dataset`` when it succeeded.
 
     What a sweep task runs on a worker: it writes nothing; the client saves the dataset.
     """
-    from .results import add_provenance
-    from .run import run
+    out = call_task(_run_config, config_dict)
+    if "result" in out:
+        out["dataset"] = out.pop("result")
+    return out
 
-    started, wall = time.perf_counter(), time.time()
+
+# ----------------------------------------------------------------------------------------------
+# The generic resumable task runner (used by run_sweep and by studies that farm tasks out)
+# ----------------------------------------------------------------------------------------------
+
+def call_task(func, args) -> dict:
+    """``func(args)`` timed, as ``{"status": "done", "error": "", "seconds", "result"}`` or, if it
+    raised, ``{"status": "failed", "error": "Type: message", "seconds"}`` (what a worker runs)."""
+    started = time.perf_counter()
     try:
-        config = RunConfig.from_dict(config_dict)
-        ds = run(config, progress=False)
-        add_provenance(ds, command=f"meanfield sweep point {json.dumps(config_dict, sort_keys=True)}",
-                       started=wall)
-    except Exception as err:  # noqa: BLE001 - a failed point is recorded, the sweep goes on
-        return {"status": "failed", "error": f"{type(err).__name__}: {err}",
-                "seconds": time.perf_counter() - started}
-    return {"status": "done", "error": "", "seconds": time.perf_counter() - started, "dataset": ds}
+        result = func(args)
+    except Exception as err:  # noqa: BLE001 - a failed task is recorded, the others go on
+        return {"status": "failed", "error": f"{type(err).__name__}: {err}", "seconds": time.perf_counter() - started}
+    return {"status": "done", "error": "", "seconds": time.perf_counter() - started, "result": result}
+
+
+class NetCDFStore:
+    """Task results that are ``xarray.Dataset`` s with the package's schema, one ``.nc`` file each
+    (:func:`meanfield.workflow.results.save`, atomic)."""
+
+    suffix = ".nc"
+
+    @staticmethod
+    def save(result, path: Path):
+        from .results import save
+
+        save(result, path)
+
+    @staticmethod
+    def loads(path: Path) -> bool:
+        return _loads(path)
+
+
+class NpzStore:
+    """Task results that are dicts of arrays (or numbers), one ``.npz`` file each, written atomically
+    (a temporary ``.<name>.<pid>.tmp`` in the same folder, then rename); :meth:`load` returns a dict."""
+
+    suffix = ".npz"
+
+    @staticmethod
+    def save(result, path: Path):
+        if not isinstance(result, dict) or not all(isinstance(k, str) for k in result):
+            raise TypeError(f"an NpzStore task must return a dict with string keys; received {type(result).__name__}")
+        path = Path(path)
+        tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **{k: np.asarray(v) for k, v in result.items()})
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    @staticmethod
+    def load(path) -> dict:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+
+    @classmethod
+    def loads(cls, path: Path) -> bool:
+        try:
+            cls.load(path)
+        except (ValueError, OSError, EOFError, KeyError):
+            return False
+        return True
+
+
+STORES = {"netcdf": NetCDFStore, "npz": NpzStore}
+
+
+def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None, n_workers=2, retries=2,
+              progress=None, client=None, key_prefix="task", desc="tasks") -> list[dict]:
+    """Run ``func`` on every point not already finished in ``out_dir``, resumably; return the index rows.
+
+    The folder holds ``index.json`` (one row per point: ``id``, ``params``, ``status``, ``path``
+    relative to the folder, ``error``, ``seconds``) and ``points/<id><suffix>``, one result file per
+    point.  Each task runs ``func(inputs[i])`` on a dask worker and returns its result to the client,
+    which writes it atomically (the folder is resolved once, here, so workers in other directories or
+    on other machines write nothing); a point is marked done only once its file exists and loads.
+    Re-running skips points marked done with the same ``params`` whose file loads, and starts no
+    cluster when nothing is left to do.  A task that raises is recorded as failed with its error and
+    does not stop the others; a task whose worker dies is re-run by the scheduler (``retries``), and
+    its file is still written exactly once.
+
+    Parameters
+    ----------
+    func : callable
+        Picklable (a module-level function or a ``functools.partial`` of one); ``func(args) -> result``.
+    points : sequence of dict
+        JSON-serializable parameters of each task, recorded in the index and compared on re-runs.
+    out_dir : path
+    inputs : sequence, optional
+        What ``func`` receives for each point (default: the point itself), e.g. a full config built
+        from the swept keys.  Fixed inputs shared by all tasks go into a ``functools.partial``.
+    store : {"npz", "netcdf"} or a store object
+        How results are written and checked (:class:`NpzStore`: dicts of arrays;
+        :class:`NetCDFStore`: schema datasets); an object needs ``suffix``, ``save(result, path)``
+        and ``loads(path) -> bool``.
+    scheduler : str, optional
+        Address of an existing dask scheduler; default: a LocalCluster of ``n_workers``
+        single-threaded worker processes on this machine.
+    n_workers : int
+        Worker processes of the LocalCluster, ``>= 1``.
+    retries : int
+        Extra attempts (``>= 0``) of a task that raised inside dask (e.g. its worker died).
+    progress : bool, optional
+        Show a progress bar (None: only on a terminal).
+    client : distributed.Client, optional
+        Use this client; otherwise one is created and closed here.
+    key_prefix, desc : str
+        Dask key of a task (``<key_prefix>-<id>``) and the progress bar's label.
+
+    Raises
+    ------
+    ValueError
+        Bad ``n_workers``, ``retries``, ``progress``, ``store``, ``points`` or ``inputs``, before
+        anything starts.
+    """
+    from distributed import Client, LocalCluster, as_completed
+    from tqdm import tqdm
+
+    n_workers, retries = validate.integer("n_workers", n_workers, 1), validate.integer("retries", retries, 0)
+    if progress is not None:
+        validate.boolean("progress", progress)
+    if isinstance(store, str):
+        validate.choice("store", store, list(STORES))
+        store = STORES[store]
+    elif not all(hasattr(store, a) for a in ("suffix", "save", "loads")):
+        raise ValueError(f"store must be one of {sorted(STORES)} or an object with suffix, save and loads; "
+                         f"received {store!r}")
+    if not callable(func):
+        raise ValueError(f"func must be callable; received {func!r}")
+    points = list(points)
+    if not all(isinstance(p, dict) for p in points):
+        raise ValueError("points must be a sequence of dicts (the parameters of each task)")
+    for p in points:
+        try:
+            json.dumps(p)
+        except TypeError as err:
+            raise ValueError(f"points must be JSON-serializable (they are recorded in index.json); {p!r}: {err}") from None
+    inputs = points if inputs is None else list(inputs)
+    if len(inputs) != len(points):
+        raise ValueError(f"inputs must have one entry per point ({len(points)}); received {len(inputs)}")
+
+    out = Path(out_dir).resolve()              # once: workers may run in any directory
+    (out / "points").mkdir(parents=True, exist_ok=True)
+    _remove_partials(out)
+    index = _read_index(out)
+    rows, args = [], {}
+    for i, point in enumerate(json.loads(json.dumps(points))):   # as index.json will hold them
+        pid = f"p{i:04d}"
+        rel = f"points/{pid}{store.suffix}"
+        old = index.get(pid)
+        keep = (old and old["status"] == "done" and old["params"] == point and (out / rel).is_file()
+                and store.loads(out / rel))
+        rows.append(dict(old, path=rel) if keep else {"id": pid, "params": point, "status": "pending", "path": rel,
+                                                      "error": "", "seconds": None})
+        args[pid] = inputs[i]
+    _write_index(out, rows)
+    todo = [r for r in rows if r["status"] != "done"]
+    if not todo:                                # nothing left to do: no cluster
+        return rows
+    own = client is None
+    if own:
+        client = (Client(scheduler) if scheduler else
+                  Client(LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True)))
+    try:
+        futures = {client.submit(call_task, func, args[r["id"]], key=f"{key_prefix}-{r['id']}", retries=retries,
+                                 pure=False): r for r in todo}
+        bar = tqdm(total=len(rows), initial=len(rows) - len(todo), desc=desc,
+                   disable=None if progress is None else not progress)
+        for fut in as_completed(futures):
+            row = futures[fut]
+            try:
+                result = fut.result()
+                value = result.pop("result", None)
+                if result["status"] == "done":     # the client writes, atomically, where the index says
+                    store.save(value, out / row["path"])
+                    if not store.loads(out / row["path"]):
+                        result.update(status="failed", error=f"{row['path']} was written but does not load")
+                row.update(result)
+            except Exception as err:  # noqa: BLE001 - e.g. KilledWorker after all retries
+                row.update(status="failed", error=f"{type(err).__name__}: {err}")
+            fut.release()
+            _write_index(out, rows)
+            bar.update(1)
+        bar.close()
+        _remove_partials(out)                    # every task has ended: any temporary file is a killed attempt's
+    finally:
+        if own:
+            cluster = getattr(client, "cluster", None)
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    return rows
 
 
 def _loads(path: Path) -> bool:
@@ -220,6 +426,8 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler=None, n_workers=2, retries=
               client=None) -> list[dict]:
     """Run every point of ``spec`` not already finished in ``out_dir``; return the index rows.
 
+    The points run through :func:`run_tasks` (one main-job run per point, results as NetCDF files).
+
     Parameters
     ----------
     scheduler : str, optional
@@ -239,64 +447,9 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler=None, n_workers=2, retries=
     ValueError
         ``n_workers``, ``retries`` or ``progress`` out of range, before anything starts.
     """
-    from distributed import Client, LocalCluster, as_completed
-    from tqdm import tqdm
-
-    n_workers, retries = validate.integer("n_workers", n_workers, 1), validate.integer("retries", retries, 0)
-    if progress is not None:
-        validate.boolean("progress", progress)
-    from .results import save
-
-    out = Path(out_dir).resolve()              # once: workers may run in any directory
-    (out / "points").mkdir(parents=True, exist_ok=True)
-    _remove_partials(out)
-    index = _read_index(out)
-    rows = []
-    for i, point in enumerate(spec.points):
-        pid = f"p{i:04d}"
-        rel = f"points/{pid}.nc"
-        old = index.get(pid)
-        keep = (old and old["status"] == "done" and old["params"] == point and (out / rel).is_file()
-                and _loads(out / rel))
-        rows.append(dict(old, path=rel) if keep else {"id": pid, "params": point, "status": "pending", "path": rel,
-                                                      "error": "", "seconds": None})
-    _write_index(out, rows)
-    todo = [r for r in rows if r["status"] != "done"]
-    if not todo:                                # nothing left to do: no cluster
-        return rows
-    own = client is None
-    if own:
-        client = (Client(scheduler) if scheduler else
-                  Client(LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True)))
-    try:
-        futures = {client.submit(compute_point, spec.config(r["params"]).to_dict(), key=f"point-{r['id']}",
-                                 retries=retries, pure=False): r for r in todo}
-        bar = tqdm(total=len(rows), initial=len(rows) - len(todo), desc="sweep points",
-                   disable=None if progress is None else not progress)
-        for fut in as_completed(futures):
-            row = futures[fut]
-            try:
-                result = fut.result()
-                ds = result.pop("dataset", None)
-                if ds is not None:                 # the client writes, atomically, where the sweep says
-                    save(ds, out / row["path"])
-                    if not _loads(out / row["path"]):
-                        result.update(status="failed", error=f"{row['path']} was written but does not load")
-                row.update(result)
-            except Exception as err:  # noqa: BLE001 - e.g. KilledWorker after all retries
-                row.update(status="failed", error=f"{type(err).__name__}: {err}")
-            fut.release()
-            _write_index(out, rows)
-            bar.update(1)
-        bar.close()
-        _remove_partials(out)                    # every task has ended: any temporary file is a killed attempt's
-    finally:
-        if own:
-            cluster = getattr(client, "cluster", None)
-            client.close()
-            if cluster is not None:
-                cluster.close()
-    return rows
+    return run_tasks(_run_config, spec.points, out_dir, inputs=[spec.config(p).to_dict() for p in spec.points],
+                     store="netcdf", scheduler=scheduler, n_workers=n_workers, retries=retries, progress=progress,
+                     client=client, key_prefix="point", desc="sweep points")
 
 
 def load_sweep(out_dir):

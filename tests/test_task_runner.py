@@ -1,0 +1,95 @@
+"""The generic resumable task runner (meanfield.workflow.sweep.run_tasks) on its own."""
+
+import functools
+import json
+
+import numpy as np
+import pytest
+
+from meanfield.workflow.sweep import NpzStore, call_task, run_tasks
+
+
+def square(offset, p):
+    """A picklable task: arrays from the parameters; raises for ``x < 0``."""
+    if p["x"] < 0:
+        raise ValueError(f"negative x {p['x']}")
+    return {"y": np.arange(3) * p["x"] + offset, "x": p["x"]}
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        yield c
+
+
+def test_results_written_once_and_rerun_skips(tmp_path, client):
+    points = [{"x": 1}, {"x": 2}, {"x": 3}]
+    func = functools.partial(square, 10)
+    rows = run_tasks(func, points, tmp_path / "t", client=client, progress=False)
+    assert [r["status"] for r in rows] == ["done"] * 3
+    for r, p in zip(rows, points):
+        d = NpzStore.load(tmp_path / "t" / r["path"])
+        np.testing.assert_array_equal(d["y"], np.arange(3) * p["x"] + 10)   # integers: exact
+    assert sorted(f.name for f in (tmp_path / "t" / "points").iterdir()) == ["p0000.npz", "p0001.npz", "p0002.npz"]
+    stamps = [(tmp_path / "t" / r["path"]).stat().st_mtime_ns for r in rows]
+    # a re-run with the same points computes nothing (no client needed: none is started)
+    rows2 = run_tasks(func, points, tmp_path / "t", client=None, progress=False)
+    assert [(tmp_path / "t" / r["path"]).stat().st_mtime_ns for r in rows2] == stamps
+    # changed parameters of one point: only that point is recomputed
+    rows3 = run_tasks(func, [{"x": 1}, {"x": 5}, {"x": 3}], tmp_path / "t", client=client, progress=False)
+    new = [(tmp_path / "t" / r["path"]).stat().st_mtime_ns for r in rows3]
+    assert new[0] == stamps[0] and new[2] == stamps[2] and new[1] != stamps[1]
+    assert NpzStore.load(tmp_path / "t" / rows3[1]["path"])["x"] == 5
+    assert json.loads((tmp_path / "t" / "index.json").read_text())[1]["params"] == {"x": 5}
+
+
+def test_failures_recorded_damaged_files_recomputed(tmp_path, client):
+    rows = run_tasks(functools.partial(square, 0), [{"x": -1}, {"x": 2}], tmp_path / "f", client=client,
+                     progress=False)
+    assert rows[0]["status"] == "failed" and "ValueError: negative x -1" in rows[0]["error"]
+    assert rows[1]["status"] == "done"
+    assert not (tmp_path / "f" / "points" / "p0000.npz").exists()          # no file posing as a result
+    (tmp_path / "f" / "points" / "p0001.npz").write_bytes(b"truncated")   # a damaged result
+    (tmp_path / "f" / "points" / ".p0001.npz.123.tmp").write_bytes(b"x")  # a killed attempt's partial
+    rows = run_tasks(functools.partial(square, 0), [{"x": 1}, {"x": 2}], tmp_path / "f", client=client,
+                     progress=False)
+    assert [r["status"] for r in rows] == ["done", "done"]
+    np.testing.assert_array_equal(NpzStore.load(tmp_path / "f" / "points" / "p0001.npz")["y"], [0, 2, 4])
+    assert not list((tmp_path / "f" / "points").glob(".*.tmp"))
+
+
+def test_inputs_differ_from_recorded_params(tmp_path, client):
+    rows = run_tasks(functools.partial(square, 0), [{"id": "a"}], tmp_path / "i", inputs=[{"x": 7}], client=client,
+                     progress=False)
+    assert rows[0]["params"] == {"id": "a"}
+    assert NpzStore.load(tmp_path / "i" / rows[0]["path"])["x"] == 7
+
+
+def test_bad_input_refused_before_anything_runs(tmp_path):
+    f = functools.partial(square, 0)
+    with pytest.raises(ValueError, match="store must be one of"):
+        run_tasks(f, [{"x": 1}], tmp_path / "b", store="csv")
+    with pytest.raises(ValueError, match="n_workers"):
+        run_tasks(f, [{"x": 1}], tmp_path / "b", n_workers=0)
+    with pytest.raises(ValueError, match="JSON-serializable"):
+        run_tasks(f, [{"x": np.zeros(2)}], tmp_path / "b")
+    with pytest.raises(ValueError, match="sequence of dicts"):
+        run_tasks(f, [1, 2], tmp_path / "b")
+    with pytest.raises(ValueError, match="one entry per point"):
+        run_tasks(f, [{"x": 1}], tmp_path / "b", inputs=[])
+    with pytest.raises(ValueError, match="func must be callable"):
+        run_tasks(3, [{"x": 1}], tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+
+
+def test_call_task_and_npz_store(tmp_path):
+    ok = call_task(functools.partial(square, 1), {"x": 2})
+    assert ok["status"] == "done" and ok["error"] == "" and ok["seconds"] >= 0
+    bad = call_task(functools.partial(square, 1), {"x": -2})
+    assert bad["status"] == "failed" and bad["error"] == "ValueError: negative x -2" and "result" not in bad
+    with pytest.raises(TypeError, match="dict with string keys"):
+        NpzStore.save([1, 2], tmp_path / "a.npz")
+    assert not NpzStore.loads(tmp_path / "missing.npz")
