@@ -1,6 +1,6 @@
 r"""Semi-discrete optimal transport on S^2: particles against a band-limited density.
 
-Numpy and scipy only (no POT); :mod:`meanfield.analysis.transport` wraps it into a
+Numpy, scipy and pyamg (no POT); :mod:`meanfield.analysis.transport` wraps it into a
 ``TransportResult``.  For the chordal cost :math:`c(x, y) = |x - y|^2` and dual weights
 :math:`\psi`, the Laguerre cell of particle :math:`x_i` is
 
@@ -37,7 +37,10 @@ Newton
     :math:`\partial G_i / \partial \psi_j = -\int_{\Gamma_{ij}} \rho\, ds / (2 |x_i - x_j| \sin\alpha)
     = -\int \rho\, d\varphi / (2|x_i - x_j|)` (``j != i``), rows summing to zero; damped as in
     Kitagawa, Merigot & Thibert (2019): a step is accepted when every cell keeps mass
-    ``>= eps0`` and the residual norm drops by the factor ``1 - tau/2``.
+    ``>= eps0`` and the residual norm drops by the factor ``1 - tau/2``.  The Newton matrix is a
+    weighted graph Laplacian: sparse LU up to ``_LU_MAX`` (5e4) cells, beyond it conjugate gradients
+    preconditioned by smoothed-aggregation algebraic multigrid (pyamg) to relative residual 1e-6
+    (~20-30 iterations at 1e5-1e6, where Jacobi-CG needed thousands; benchmarks/RESULTS_semidiscrete.md).
 
 Accuracy: Newton stops when :math:`\max_i |G_i - b_i| \le` ``tol`` :math:`\cdot \min b`; then the
 masses are recomputed with ``n_quad + 2`` points and ``n_quad`` is raised (and Newton resumed)
