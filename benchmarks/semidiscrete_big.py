@@ -168,12 +168,24 @@ def child(args, timeout):
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")][-1]
 
 
+def before_available():
+    """Whether git and revision ``BEFORE`` are at hand (not in a shallow clone or an unpacked archive)."""
+    try:
+        return subprocess.run(["git", "cat-file", "-e", f"{BEFORE}^{{commit}}"], cwd=HERE.parent,
+                              capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
 def run(quick=False, write=True):
     p = QUICK if quick else FULL
     start, load0 = time.perf_counter(), load()
     solves, linear = [], []
+    with_before = before_available()
+    if not with_before:
+        print(f"git revision {BEFORE} not available: the 'before' rows are skipped", flush=True)
     for n in p["sizes"]:
-        for which in (("now", "before") if n <= p["before_max_n"] else ("now",)):
+        for which in (("now", "before") if with_before and n <= p["before_max_n"] else ("now",)):
             l0 = load()
             r = child(["solve", which, n], p["cap_s"])
             r = r or {"which": which, "n": n, "wall_s": float("nan"), "stopped_at_cap": p["cap_s"]}

@@ -16,13 +16,16 @@ def test_tables_are_complete(quick):
     md = quick["markdown"]
     for heading in ("## Targets", "## Solves", "## Where the time goes", "## The first Newton system"):
         assert heading in md
-    assert {(r["n"], r["which"]) for r in quick["solves"]} == {(20000, "now"), (20000, "before"), (60000, "now")}
+    expected = {(20000, "now"), (60000, "now")} | ({(20000, "before")} if semidiscrete_big.before_available() else set())
+    assert {(r["n"], r["which"]) for r in quick["solves"]} == expected
     for r in quick["solves"]:
         assert r["residual"] <= 1e-8                       # Newton's stopping rule, tol = 1e-8
         assert r["phases"]["_newton_step"] > 0 and r["wall_s"] >= sum(r["phases"].values()) - 1e-6
 
 
 def test_now_agrees_with_before(quick):
+    if not semidiscrete_big.before_available():
+        pytest.skip(f"git revision {semidiscrete_big.BEFORE} (the solver before AMG) is not in this checkout")
     now, before = ({r["which"]: r for r in quick["solves"] if r["n"] == 20000}[k] for k in ("now", "before"))
     # both solve to masses within tol = 1e-8 of the targets; the cost is stationary at the optimum, so
     # the W2 values agree far below 1e-8 (measured 0 at 2e4, 1.9e-12 relative at 1e5)
