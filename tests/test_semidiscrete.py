@@ -214,3 +214,29 @@ def test_grid_floor_skipped_beyond_its_node_limit(monkeypatch):
     skipped = transport.w2_particles_density(X, nodes, w, method="exact")
     assert skipped.info["grid_floor"] is None and "GRID_FLOOR_MAX_NODES" in skipped.info["grid_floor_note"]
     assert skipped.distance == ok.distance                # the distance itself is unchanged
+
+
+def test_amg_preconditioned_newton_agrees_with_the_lu_path(monkeypatch):
+    # Beyond _LU_MAX cells the Newton systems are solved by AMG-preconditioned CG (an inexact Newton
+    # step to relative residual _CG_RTOL); the stopping rule is the same (max relative mass error <=
+    # tol), so both paths must land on the same optimum.  Force the AMG path at n = 3000.
+    grid, rho = two_bumps(16)
+    n = 3000
+    X = dn.sample_particles(grid, rho, n, seed=5)
+    b = np.full(n, 1.0 / n)
+    lu = sd.solve_semidiscrete(X, b, grid, rho)
+    monkeypatch.setattr(sd, "_LU_MAX", 0)
+    amg = sd.solve_semidiscrete(X, b, grid, rho)
+    assert lu.info["linear_solver"] == "lu" and amg.info["linear_solver"] == "amg-cg"
+    # smoothed aggregation on a mesh Laplacian: ~10-30 iterations for 1e-6, nearly independent of n;
+    # 100 would mean the preconditioner is not working (Jacobi needs hundreds at this n)
+    assert len(amg.info["cg_iterations"]) == amg.info["newton_iterations"] >= 1
+    assert 0 < max(amg.info["cg_iterations"]) <= 100
+    assert amg.info["residual"] <= 1e-8
+    # both meet the masses to tol = 1e-8 relative; the cost's sensitivity to the dual weights vanishes
+    # at the optimum (first order), so the costs agree far below that: 1e-9 relative leaves margin
+    assert amg.cost == pytest.approx(lu.cost, rel=1e-9)
+    # the dual weights differ by (mass residual <= 1e-8 / n) over the Newton matrix's smallest nonzero
+    # eigenvalue (~1 / n here, rho ~ 1 / (4 pi), edges ~ n^-1/2): <= ~1e-8 (measured 3e-14: the last Newton
+    # steps overshoot tol); psi itself is ~0.1.  1e-7 absolute
+    assert np.max(np.abs(amg.psi - lu.psi)) < 1e-7

@@ -1,6 +1,6 @@
 r"""Semi-discrete optimal transport on S^2: particles against a band-limited density.
 
-Numpy and scipy only (no POT); :mod:`meanfield.analysis.transport` wraps it into a
+Numpy, scipy and pyamg (no POT); :mod:`meanfield.analysis.transport` wraps it into a
 ``TransportResult``.  For the chordal cost :math:`c(x, y) = |x - y|^2` and dual weights
 :math:`\psi`, the Laguerre cell of particle :math:`x_i` is
 
@@ -37,7 +37,10 @@ Newton
     :math:`\partial G_i / \partial \psi_j = -\int_{\Gamma_{ij}} \rho\, ds / (2 |x_i - x_j| \sin\alpha)
     = -\int \rho\, d\varphi / (2|x_i - x_j|)` (``j != i``), rows summing to zero; damped as in
     Kitagawa, Merigot & Thibert (2019): a step is accepted when every cell keeps mass
-    ``>= eps0`` and the residual norm drops by the factor ``1 - tau/2``.
+    ``>= eps0`` and the residual norm drops by the factor ``1 - tau/2``.  The Newton matrix is a
+    weighted graph Laplacian: sparse LU up to ``_LU_MAX`` (5e4) cells, beyond it conjugate gradients
+    preconditioned by smoothed-aggregation algebraic multigrid (pyamg) to relative residual 1e-6
+    (~20-30 iterations at 1e5-1e6, where Jacobi-CG needed thousands; benchmarks/RESULTS_semidiscrete.md).
 
 Accuracy: Newton stops when :math:`\max_i |G_i - b_i| \le` ``tol`` :math:`\cdot \min b`; then the
 masses are recomputed with ``n_quad + 2`` points and ``n_quad`` is raised (and Newton resumed)
@@ -49,6 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyamg
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.spatial import ConvexHull, QhullError, cKDTree
@@ -59,7 +63,10 @@ __all__ = ["LaguerreSolution", "solve_semidiscrete", "grid_of_nodes", "check_fie
 
 _POWER_TOL = 1e-13   # ties of power scores (~2 in size) below this are not flips (co-circular nodes)
 _CHUNK = 2_000_000   # arc quadrature points per ducc0 call (memory: ~100 bytes per point)
-_LU_MAX = 200_000    # largest n for a direct sparse solve of the Newton system
+_LU_MAX = 50_000     # largest n for a direct sparse solve of the Newton system (AMG-CG is faster beyond:
+                     # 0.9 s against LU's 1.8 s at 1e5, benchmarks/RESULTS_semidiscrete.md)
+_CG_RTOL = 1e-6      # relative residual of the AMG-preconditioned CG (an inexact Newton step)
+_CG_MAXITER = 500    # AMG-CG needs ~20-30 iterations for 1e-6 at 1e5-1e6; a stall shows in info
 
 
 @dataclass(frozen=True)
@@ -118,7 +125,7 @@ def _edges(tri, n):
     k = np.roll(tri, -2, axis=1).ravel()
     t = np.repeat(np.arange(tri.shape[0]), 3)
     lo, hi = np.minimum(i, j).astype(np.int64), np.maximum(i, j).astype(np.int64)
-    order = np.argsort(lo * n + hi, kind="stable")
+    order = np.argsort(lo * n + hi)                  # equal keys come in pairs: no stability needed
     if order.size % 2:
         return None
     h1, h2 = order[0::2], order[1::2]                 # an undirected edge's two half-edges, adjacent
@@ -156,11 +163,11 @@ def _regular(X, psi, tri, max_rounds=500):
     """Lawson-flip ``tri`` into the regular triangulation for ``psi``: (tri, edges, Y, flips) or None."""
     n, flips = X.shape[0], 0
     tri = tri.copy()
+    Y, ok = _vertices(X, psi, tri)            # then updated only where a flip changed a triangle
     for _ in range(max_rounds):
         E = _edges(tri, n)
         if E is None:
             return None
-        Y, ok = _vertices(X, psi, tri)
         y1, y2 = Y[E["t1"]], Y[E["t2"]]
         i, j = E["i"], E["j"]
         bad = (2 * (y1 * X[E["l"]]).sum(1) + psi[E["l"]] > 2 * (y1 * X[i]).sum(1) + psi[i] + _POWER_TOL) \
@@ -183,6 +190,8 @@ def _regular(X, psi, tri, max_rounds=500):
         i, j, k, l = E["i"][v], E["j"][v], E["k"][v], E["l"][v]
         tri[E["t1"][v]] = np.stack([l, j, k], 1)
         tri[E["t2"][v]] = np.stack([k, i, l], 1)
+        changed = np.concatenate([E["t1"][v], E["t2"][v]])
+        Y[changed], ok[changed] = _vertices(X, psi, tri[changed])
         flips += v.size
     return None
 
@@ -238,15 +247,20 @@ class _Diagram:
                        + np.sin(phi)[..., None] * rxa[:, None, :]).reshape(-1, 3)
         self.points /= np.linalg.norm(self.points, axis=1, keepdims=True)
         self.q = n_quad
-        # largest angle from x_i to its cell: vertices and arc nodes (both sides of each arc)
-        cmin = np.full(n, 1.0)
+        self.T = T
+        self._X, self._tri, self._Y = X, tri, Y
+
+    def max_angle(self):
+        """Largest angle from x_i to its cell: vertices and arc nodes (both sides of each arc).  Only the
+        final diagram needs it (for the geodesic bracket), so it is not computed for every trial step."""
+        X, tri, Y, i, j = self._X, self._tri, self._Y, self.E["i"], self.E["j"]
+        cmin = np.full(self.n, 1.0)
         for r in range(3):
             np.minimum.at(cmin, tri[:, r], (Y * X[tri[:, r]]).sum(1))
-        P = self.points.reshape(-1, n_quad, 3)
+        P = self.points.reshape(-1, self.q, 3)
         np.minimum.at(cmin, i, np.einsum("eqk,ek->eq", P, X[i]).min(1))
         np.minimum.at(cmin, j, np.einsum("eqk,ek->eq", P, X[j]).min(1))
-        self.max_angle = np.arccos(np.clip(cmin, -1.0, 1.0))
-        self.T = T
+        return np.arccos(np.clip(cmin, -1.0, 1.0))
 
 
 class _Fields:
@@ -298,8 +312,12 @@ def _masses(D, F, with_hessian=True):
 
 
 def _newton_step(D, H, G, b):
-    """Newton direction with ``delta[0] = 0``: sparse LU up to ``_LU_MAX`` cells (1 s at 1e5), beyond it
-    Jacobi-preconditioned CG to ``1e-4`` (an inexact Newton step: SuperLU's fill exhausts 4 GB at 1e6)."""
+    """Newton direction and the number of CG iterations (0 for LU), with ``delta[0] = 0`` (the reduced matrix is a weighted graph Laplacian with one
+    row and column removed: symmetric positive definite).  Sparse LU up to ``_LU_MAX`` cells; beyond it
+    conjugate gradients preconditioned by smoothed-aggregation algebraic multigrid (pyamg) to relative
+    residual ``_CG_RTOL`` (an inexact Newton step; SuperLU's fill exhausts 4 GB at 1e6).  Measured on the
+    first Newton system of the benchmark density (benchmarks/RESULTS_semidiscrete.md): at n = 1e6 AMG-CG
+    needs 27 iterations (setup included ~14 s) where Jacobi-CG needed > 1000 iterations for ``1e-4``."""
     n, i, j = D.n, D.E["i"], D.E["j"]
     A = sp.coo_matrix((np.concatenate([-H, -H, np.bincount(i, H, n) + np.bincount(j, H, n)]),
                        (np.concatenate([i, j, np.arange(n)]), np.concatenate([j, i, np.arange(n)]))),
@@ -308,11 +326,15 @@ def _newton_step(D, H, G, b):
     delta = np.zeros(n)
     if n <= _LU_MAX:
         delta[1:] = spla.spsolve(A.tocsc(), rhs)
+        return delta, 0
     else:
-        inv_diag = 1.0 / A.diagonal()
-        M = spla.LinearOperator(A.shape, matvec=lambda v: inv_diag * v, dtype=float)
-        delta[1:], _ = spla.cg(A, rhs, M=M, rtol=1e-4, maxiter=20 * int(np.sqrt(n)))
-    return delta
+        ml = pyamg.smoothed_aggregation_solver(A, symmetry="symmetric", max_coarse=500)
+        count = [0]
+        delta[1:], status = spla.cg(A, rhs, M=ml.aspreconditioner(cycle="V"), rtol=_CG_RTOL, maxiter=_CG_MAXITER,
+                                    callback=lambda _: count.__setitem__(0, count[0] + 1))
+        if status < 0:
+            raise RuntimeError(f"semi-discrete Newton: AMG-preconditioned CG broke down (scipy status {status})")
+    return delta, count[0]
 
 
 def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, epsilon=1e-13):
@@ -343,7 +365,7 @@ def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, 
         raise RuntimeError(f"a Voronoi cell of the particles carries no density mass (min {G.min():.3e}); "
                            f"the damped Newton method needs positive initial masses")
     target = tol * b.min()
-    it, taus, quad_change = 0, [], np.nan
+    it, taus, quad_change, cg_its = 0, [], np.nan, []
     # Targets b * sum(G): the computed total mass differs from 1 by round-off of the n area sums
     # (~n eps, measured 2e-11 at n = 1e5); without it that defect would pile up in the gauge cell.
     resid = lambda G_: G_ - b * G_.sum()  # noqa: E731
@@ -361,7 +383,8 @@ def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, 
         if it >= max_iter:
             raise RuntimeError(f"semi-discrete Newton did not converge in {max_iter} iterations: max relative "
                                f"mass error {err / b.min():.3e} > tol = {tol:g}")
-        delta = _newton_step(D, H, G, b * G.sum())
+        delta, n_cg = _newton_step(D, H, G, b * G.sum())
+        cg_its.append(n_cg)
         norm0, tau = np.linalg.norm(resid(G)), 1.0
         for _ in range(40):
             D_t = G_t = H_t = None        # free a rejected trial before building the next (memory at 1e6)
@@ -398,8 +421,9 @@ def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, 
     info = {"newton_iterations": it, "residual": float(np.abs(resid(G)).max() / b.min()),
             "total_mass_defect": float(G.sum() - 1.0), "n_quad": n_quad,
             "quad_change": quad_change, "flips": int(flips), "damping": taus, "tol": tol,
+            "linear_solver": "lu" if n <= _LU_MAX else "amg-cg", "cg_iterations": cg_its,
             "n_edges": int(D.E["i"].size)}
-    return LaguerreSolution(float(cell_costs.sum()), psi, G, D.area, cell_costs, D.max_angle, info)
+    return LaguerreSolution(float(cell_costs.sum()), psi, G, D.area, cell_costs, D.max_angle(), info)
 
 
 def grid_of_nodes(nodes):
