@@ -87,7 +87,8 @@ class Settings:
 
 
 QUICK = Settings(pde_cases=(0, 2, 4), pde_degrees=(1, 3, 5), rhs_check_n=300, direct=((1, 1000, 1),),
-                 big_degrees=(), big_seeds=(11, 12), big_n=20000, power_ns=(), cluster_betas=(8.0,), cluster_seeds=10, cluster_n=600,
+                 big_degrees=(), big_seeds=(11, 12), big_n=20000, power_ns=(), cluster_betas=(8.0,), cluster_seeds=10,
+                 cluster_n=600,
                  maxima_degrees=tuple(range(1, 6)), maxima_samples=5, crit_cases=(0,), crit_ratios=(0.98, 1.02),
                  crit_degrees=(1, 2))
 FULL = Settings(pde_cases=tuple(range(len(PDE_CASES))), pde_degrees=tuple(range(1, 7)), rhs_check_n=1000,
