@@ -59,11 +59,24 @@ def test_particle_sigma1_within_sampling_tolerance(quick):
 def test_clusters_and_report(quick):
     out, _, data = quick
     c = data["clusters"][0]
-    # beta = 8: l* = 4 (sqrt(2 beta) = 4); the count of macroscopic clusters from a uniform start
-    # lies between 2 and the ~6 maxima of a random degree-4 field, plus a margin for sampling
-    assert c["l_star"] == 4
-    assert 2 <= c["final"] <= 10, c
+    # beta = 8: l* = 4 (sqrt(2 beta) = 4)
+    assert c["l_star"] == 4 and c["status_ok"]
+    # ten independent token draws, each counted, and the statistics are their mean and t-interval
+    assert len(c["runs"]) == len(set(c["seeds"])) == 10
+    finals = np.array([r["final"] for r in c["runs"]], float)
+    assert np.isclose(c["final"][0], finals.mean(), rtol=1e-12)
+    # half-width t_{0.975, 9} s / sqrt(10) = 2.262 s / sqrt(10) exactly (round-off only)
+    assert np.isclose(c["final"][1], 2.2621571627 * finals.std(ddof=1) / np.sqrt(10), rtol=1e-9)
+    # the count of macroscopic clusters from a uniform start lies between 2 and the ~6 maxima of a random
+    # degree-4 field (n = 600: ~3.6 +- 0.5 over 10 seeds), plus a margin for sampling
+    assert 2 <= c["final"][0] <= 8, c["final"]
+    # count / (l*(l*+1)/(2 sqrt 3)) = count / 5.77: its mean lies in (0.3, 1.2) and its 95 % interval is
+    # informative (half-width < 0.3), i.e. the count is of the order of the maxima of a degree-l* field
+    assert 0.3 < c["ratio_pred"][0] < 1.2 and 0 < c["ratio_pred"][1] < 0.3, c["ratio_pred"]
+    # the Monte Carlo maxima of random fields carry intervals too (5 fields per degree in quick mode)
+    assert len(data["random_maxima"]["ci"]) == len(data["random_maxima"]["mean"])
     path = report(out)
-    assert path.exists() and "confirmed" in path.read_text()
+    text = path.read_text()
+    assert path.exists() and "confirmed" in text and "95 % CI" in text
     for name in ("pde_rates.png", "particle_rates.png", "clusters.png", "critical_noise.png"):
         assert (out / name).stat().st_size > 1000

@@ -14,7 +14,7 @@ token noise against the PDE with the same ``nu`` (``paired_run(nu=...)``), by W2
 ``n`` with several seeds per ``n`` at fixed ``nu`` (and ``nu = 0`` from the same starts), fitted
 to ``C n^{-1/2}``.
 
-Cost (2 shared cores): quick ~45 s, full ~6.5 min (part 1 ~2 min, part 2 ~4.5 min; measured 393 s wall).  Run from the repo root::
+Cost (2 shared cores): quick ~45 s, full ~8 min idle with 10 seeds (934 s measured on the loaded machine, next to another full run).  Run from the repo root::
 
     python -m studies.critical_noise.run [--quick]
 """
@@ -56,8 +56,8 @@ class Settings:
 QUICK = Settings(ratios=(0.6, 0.9, 1.1, 1.4), n=600, seeds=4, steps=30, tilt=0.3,
                  limit_nus=(0.1, 0.5), limit_n=(100, 400, 1600), limit_seeds=3, limit_times=(0.0, 0.4, 0.8),
                  limit_lmax=63, limit_dt=0.02, limit_dt_refine=4)
-FULL = Settings(ratios=(0.4, 0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.6), n=3000, seeds=8, steps=60, tilt=0.3,
-                limit_nus=(0.1, 0.5), limit_n=(250, 500, 1000, 2000, 4000, 8000), limit_seeds=8,
+FULL = Settings(ratios=(0.4, 0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.6), n=3000, seeds=10, steps=60, tilt=0.3,
+                limit_nus=(0.1, 0.5), limit_n=(250, 500, 1000, 2000, 4000, 8000), limit_seeds=10,
                 limit_times=(0.0, 0.4, 0.8), limit_lmax=63, limit_dt=0.02, limit_dt_refine=4)
 
 

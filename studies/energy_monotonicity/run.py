@@ -24,7 +24,7 @@ B'. **Decrease.** With the same perturbation, along a long spherical run sampled
 Part C observes the rate on a dense grid and repeats its statistics on a coarse subgrid, so the
 "% of runs that decrease" is shown not to depend on the output grid.
 
-Cost: quick about 5 s, full about 3-4 minutes on 2 cores.
+Cost: quick about 5 s, full about 5-7 minutes on 2 cores with 10 search seeds (890 s measured on the loaded shared machine).
 Run from the repository root: ``python -m studies.energy_monotonicity.run [--quick]``.
 """
 
@@ -68,7 +68,7 @@ FULL = Settings(
                     (8, 32, 3, "sphere", 8.0, 801), (8, 32, 3, "flat", 2.0, 801)),
     defect_eps=tuple(np.logspace(-5, 0, 11)),
     defect=dict(d=3, n=32, n_heads=3, t_final=4.0, n_eval=21),
-    search=dict(dims=(3, 6), head_counts=(1, 2, 3, 4), scales=(1.0, 3.0), seeds=tuple(range(5)), n=16,
+    search=dict(dims=(3, 6), head_counts=(1, 2, 3, 4), scales=(1.0, 3.0), seeds=tuple(range(10)), n=16,
                 t_final=10.0, n_eval=2001, coarse_every=50),
     decrease=dict(d=3, n=32, n_heads=3, t_final=20.0, n_eval=2001))
 

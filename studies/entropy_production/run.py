@@ -66,7 +66,7 @@ QUICK = Settings(identity_n=16, equiangular_n_t=51, failure_n=16, failure_n_t=7,
                  run_ns=(300,), run_seeds=tuple(range(1)))
 FULL = Settings(identity_n=32, equiangular_n_t=101, failure_n=32, failure_n_t=16, failure_seeds=tuple(range(10)),
                 lmax=48, continuum_t_final=1.5, continuum_n_t=16, sample_ns=(100, 200, 400, 800, 1600, 3200),
-                sample_seeds=tuple(range(8)), run_ns=(250, 1000), run_seeds=tuple(range(3)))
+                sample_seeds=tuple(range(10)), run_ns=(250, 1000), run_seeds=tuple(range(10)))
 
 
 # ------------------------------------------------------------------------------ heads

@@ -16,11 +16,13 @@ B. Particle rates.  Tokens sampled (stratified) from ``1/(4 pi) + eps Y_l0`` (``
 C. Cluster count vs the most unstable degree ``l*`` for beta = 2..40: i.i.d. uniform tokens evolved
    until metastable clusters have formed; the count of macroscopic clusters is compared with ``l*``,
    ``sqrt(2 beta)``, the number of maxima of a random degree-``l*`` field (Monte Carlo) and the
-   number of maxima of the linearly evolved initial empirical measure.
+   number of maxima of the linearly evolved initial empirical measure.  Every beta is run with
+   ``cluster_seeds`` independent token draws (full: 10); counts and ratios are reported as means
+   with 95 % Student-t confidence intervals over the seeds (the Monte Carlo maxima too, over fields).
 D. Critical noise.  PDE runs at ``nu = r nu_c`` (``r`` just below/above 1): the critical degree grows
    below ``nu_c`` and every degree decays above it.
 
-Cost (2 shared cores): quick ~10-20 s, full ~1.5-4 min (load-dependent).  Run from the repo root::
+Cost (2 shared cores): quick ~15-25 s, full ~5-8 min (load-dependent; part C is 100 runs of ~2 s).  Run from the repo root::
 
     python -m studies.linear_stability.run [--quick]
 """
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
@@ -73,8 +76,9 @@ class Settings:
     big_seeds: tuple
     big_n: int
     power_ns: tuple         # B: i.i.d. uniform runs (degree powers), one per n
-    cluster_betas: tuple    # C: one cluster run per beta ...
-    cluster_n: int          # ... with this many tokens
+    cluster_betas: tuple    # C: cluster runs at each beta ...
+    cluster_seeds: int      # ... with this many token draws (seeds) per beta ...
+    cluster_n: int          # ... of this many tokens
     maxima_degrees: tuple   # C: random single-degree fields (degrees, samples per degree)
     maxima_samples: int
     crit_cases: tuple       # D: indices into CRIT_CASES, noise ratios nu / nu_c, degrees
@@ -83,13 +87,15 @@ class Settings:
 
 
 QUICK = Settings(pde_cases=(0, 2, 4), pde_degrees=(1, 3, 5), rhs_check_n=300, direct=((1, 1000, 1),),
-                 big_degrees=(), big_seeds=(11, 12), big_n=20000, power_ns=(), cluster_betas=(8.0,), cluster_n=600,
+                 big_degrees=(), big_seeds=(11, 12), big_n=20000, power_ns=(), cluster_betas=(8.0,), cluster_seeds=10,
+                 cluster_n=600,
                  maxima_degrees=tuple(range(1, 6)), maxima_samples=5, crit_cases=(0,), crit_ratios=(0.98, 1.02),
                  crit_degrees=(1, 2))
 FULL = Settings(pde_cases=tuple(range(len(PDE_CASES))), pde_degrees=tuple(range(1, 7)), rhs_check_n=1000,
                 direct=((1, 2000, 1), (1, 2000, 2), (1, 2000, 3), (2, 2000, 4)),
                 big_degrees=tuple(range(1, 7)), big_seeds=(11, 12), big_n=20000, power_ns=(20000, 100000),
-                cluster_betas=(2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 40.0), cluster_n=2000,
+                cluster_betas=(2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 40.0), cluster_seeds=10,
+                cluster_n=2000,
                 maxima_degrees=tuple(range(1, 11)), maxima_samples=40, crit_cases=tuple(range(len(CRIT_CASES))),
                 crit_ratios=(0.9, 0.98, 1.02, 1.1), crit_degrees=(1, 2, 3, 4))
 
@@ -129,6 +135,14 @@ def pde_rate(lambdas, beta, normalization, nu, l, m, t_cap=2.0):
     a = np.array([pde.coefficients(y)[pde.grid.index(l, m)] for y in tr.y])
     return dict(l=l, m=m, sigma=sigma, measured=slope(t, a), rk4=float(rk4_rate(sigma, T / steps)), T=T,
                 lmax=lmax)
+
+
+def ci95(x):
+    """Mean and half-width of the 95 % Student-t confidence interval of the mean of ``x`` (nan for < 2)."""
+    x = np.asarray(x, dtype=float)
+    if x.size < 2:
+        return float(x.mean()), float("nan")
+    return float(x.mean()), float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
 
 
 def particle_system(lambdas, beta, normalization="mean", direct=False):
@@ -211,7 +225,8 @@ def local_maxima(grid, f):
 
 
 def random_field_maxima(degrees, samples, seed):
-    """Mean number of local maxima of an isotropic Gaussian field of a single degree ``l``."""
+    """Number of local maxima of isotropic Gaussian fields of a single degree ``l``: per degree, the
+    mean and the half-width of its 95 % confidence interval over ``samples`` fields."""
     rng = np.random.default_rng(seed)
     out = []
     for l in degrees:
@@ -223,7 +238,7 @@ def random_field_maxima(degrees, samples, seed):
             a[sel] = rng.standard_normal(sel.sum()) + 1j * rng.standard_normal(sel.sum())
             a[sel & (grid.m_index == 0)] = a[sel & (grid.m_index == 0)].real * np.sqrt(2)
             counts.append(local_maxima(grid, grid.synthesis(a)))
-        out.append(float(np.mean(counts)))
+        out.append(ci95(counts))
     return out
 
 
@@ -269,6 +284,36 @@ def cluster_run(beta, n, seed, t_mult=(4, 6, 8, 10, 12, 14)):
                 t_linear=hi, linear_maxima=is_max, linear_maxima_positive=above, status=tr.status)
 
 
+def cluster_stats(beta, n, seeds, maxima):
+    """``cluster_run`` at one beta for each seed, and the statistics over seeds.
+
+    ``maxima`` maps a degree to the (mean, half-width) Monte Carlo count of maxima of a random field of
+    that degree, or lacks it.  Every statistic is a mean with the half-width of its 95 % Student-t
+    confidence interval over the seeds: the final count (t = 14/sigma_max), the count at 4/sigma_max,
+    the maxima of the linearly evolved sample, and the ratios of the final count to ``l*``, to the
+    asymptotic maxima count ``l*(l*+1)/(2 sqrt 3)`` of a degree-``l*`` field and to the sample's linear
+    maxima.  ``ratio_mc`` divides the mean count by the Monte Carlo maxima of degree ``l*``, with the
+    two relative half-widths added in quadrature (independent samples).
+    """
+    runs = [cluster_run(beta, n, s) for s in seeds]
+    lstar = runs[0]["l_star"]
+    final = np.array([r["final"] for r in runs], float)
+    early = np.array([r["counts"][0] for r in runs], float)
+    lin = np.array([r["linear_maxima_positive"] for r in runs], float)
+    pred = lstar * (lstar + 1) / (2 * np.sqrt(3))
+    out = dict(beta=beta, n=n, seeds=list(seeds), l_star=lstar, sigma_max=runs[0]["sigma_max"],
+               lmax=runs[0]["lmax"], t=runs[0]["t"], predicted=pred, runs=runs,
+               final=ci95(final), early=ci95(early), linear_maxima_positive=ci95(lin),
+               ratio_lstar=ci95(final / lstar), ratio_pred=ci95(final / pred), ratio_linear=ci95(final / lin),
+               status_ok=all(r["status"] == 0 for r in runs))
+    if lstar in maxima:
+        m, hm = maxima[lstar]
+        c, hc = out["final"]
+        out["mc_maxima"] = [m, hm]
+        out["ratio_mc"] = [c / m, c / m * float(np.hypot(hc / c if c else 0.0, hm / m))]
+    return out
+
+
 # ----------------------------------------------------------------------------- part D
 def critical_runs(case, ratios, degrees):
     lam, beta, norm = case["lambdas"], case["beta"], case["normalization"]
@@ -305,15 +350,17 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     big = [particle_rate(l, cfg.big_n, seed, T=2.0 / s_max) for l in cfg.big_degrees for seed in cfg.big_seeds]
     power = [uniform_power_rates(n, 5, list(range(1, 7))) for n in cfg.power_ns]
     # C. clusters vs l*
-    clusters = [cluster_run(b, cfg.cluster_n, 100 + i) for i, b in enumerate(cfg.cluster_betas)]
     maxima_degrees = list(cfg.maxima_degrees)
     maxima = random_field_maxima(maxima_degrees, cfg.maxima_samples, 7)
+    clusters = [cluster_stats(b, cfg.cluster_n, [1000 * (i + 1) + k for k in range(cfg.cluster_seeds)],
+                              dict(zip(maxima_degrees, maxima))) for i, b in enumerate(cfg.cluster_betas)]
     # D. critical noise
     crit = [critical_runs(CRIT_CASES[i], cfg.crit_ratios, cfg.crit_degrees) for i in cfg.crit_cases]
 
     data = dict(quick=quick, pde=pde, pde_cases=cases, rhs_check=check, particle_direct=direct,
                 particle_big=big, particle_power=power, clusters=clusters,
-                random_maxima=dict(degrees=maxima_degrees, mean=maxima), critical=crit,
+                random_maxima=dict(degrees=maxima_degrees, mean=[m for m, _ in maxima],
+                                               ci=[h for _, h in maxima], samples=cfg.maxima_samples), critical=crit,
                 settings=dict(sigma_dt=SIGMA_DT, pde_eps=PDE_EPS, particle_eps=PARTICLE_EPS))
     save_json(out_dir / "data.json", data)
     switch = all((row["measured"] > 0) == (row["ratio"] < 1) for cc in crit for row in cc["rows"]
@@ -323,7 +370,8 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                 particle_direct_sigma1_rel_error=direct[0]["measured"] / direct[0]["sigma"] - 1,
                 particle_big_max_rel_error=max([abs(r["measured"] / r["sigma"] - 1) for r in big], default=None),
                 rhs_check=check, critical_switch=switch,
-                clusters={c["beta"]: (c["l_star"], c["final"]) for c in clusters})
+                clusters={c["beta"]: dict(l_star=c["l_star"], final=c["final"], ratio_pred=c["ratio_pred"])
+                          for c in clusters})
 
 
 if __name__ == "__main__":
