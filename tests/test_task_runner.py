@@ -93,3 +93,38 @@ def test_call_task_and_npz_store(tmp_path):
     with pytest.raises(TypeError, match="dict with string keys"):
         NpzStore.save([1, 2], tmp_path / "a.npz")
     assert not NpzStore.loads(tmp_path / "missing.npz")
+
+
+
+def test_damaged_zip_changed_inputs_second_runner_and_nan_points(tmp_path, client):
+    """A half-written (really damaged) npz is recomputed; changed inputs recompute their point; a second
+    runner on the same folder is refused; non-dict and non-finite points are refused by name."""
+    import zipfile
+
+    from meanfield.workflow.checkpoint import FolderInUse, FolderLock
+
+    out, func = tmp_path / "t", functools.partial(square, 0)
+    pts = [{"k": 0}, {"k": 1}]
+    rows = run_tasks(func, pts, out, inputs=[{"x": 2}, {"x": 3}], client=client, progress=False)
+    assert [r["status"] for r in rows] == ["done", "done"] and all(len(r["inputs_sha256"]) == 64 for r in rows)
+    f = out / rows[0]["path"]
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])                 # a real zip cut in half
+    with pytest.raises(zipfile.BadZipFile):               # the error the old `except` tuple let through
+        NpzStore.load(f)
+    stamp1 = (out / rows[1]["path"]).stat().st_mtime_ns
+    rows2 = run_tasks(func, pts, out, inputs=[{"x": 2}, {"x": 3}], client=client, progress=False)
+    np.testing.assert_array_equal(NpzStore.load(out / rows2[0]["path"])["y"], [0, 2, 4])   # recomputed
+    assert (out / rows2[1]["path"]).stat().st_mtime_ns == stamp1                        # kept
+    # same params, another input for point 1: that point (only) is recomputed
+    stamp0 = (out / rows2[0]["path"]).stat().st_mtime_ns
+    rows3 = run_tasks(func, pts, out, inputs=[{"x": 2}, {"x": 5}], client=client, progress=False)
+    np.testing.assert_array_equal(NpzStore.load(out / rows3[1]["path"])["y"], [0, 5, 10])
+    assert (out / rows3[0]["path"]).stat().st_mtime_ns == stamp0
+    with FolderLock(out):                                 # another runner holds the folder
+        with pytest.raises(FolderInUse, match="in use"):
+            run_tasks(func, pts, out, client=client, progress=False)
+    with pytest.raises(ValueError, match=r"points must be JSON-serializable with finite numbers"):
+        run_tasks(func, [{"x": float("nan")}], tmp_path / "u", client=client, progress=False)
+    with pytest.raises(ValueError, match=r"received element 1 of type int"):
+        run_tasks(func, [{"x": 1}, 3], tmp_path / "v", client=client, progress=False)

@@ -35,6 +35,7 @@ arrays, :class:`NetCDFStore` for datasets), skipping and failure handling; :func
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -48,6 +49,7 @@ import numpy as np
 
 from ..core import validate
 from ..core.choices import SWEEP_MODES
+from .checkpoint import FolderLock
 from .config import ConfigError, RunConfig, load_config
 
 __all__ = ["SweepSpec", "load_sweep_spec", "run_sweep", "load_sweep", "run_point", "compute_point", "run_tasks",
@@ -251,7 +253,7 @@ class NpzStore:
     def loads(cls, path: Path) -> bool:
         try:
             cls.load(path)
-        except (ValueError, OSError, EOFError, KeyError):
+        except Exception:  # noqa: BLE001 - a damaged file raises anything from ValueError to zipfile.BadZipFile
             return False
         return True
 
@@ -268,8 +270,12 @@ def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None
     point.  Each task runs ``func(inputs[i])`` on a dask worker and returns its result to the client,
     which writes it atomically (the folder is resolved once, here, so workers in other directories or
     on other machines write nothing); a point is marked done only once its file exists and loads.
-    Re-running skips points marked done with the same ``params`` whose file loads, and starts no
-    cluster when nothing is left to do.  A task that raises is recorded as failed with its error and
+    Re-running skips points marked done with the same ``params`` (and, when ``inputs`` are given and
+    JSON-serializable, the same SHA-256 of their input, kept as ``inputs_sha256``) whose file loads,
+    and starts no cluster when nothing is left to do.  Fixed arguments in a ``functools.partial`` are
+    not compared: put everything a result depends on into ``params`` or ``inputs`` (e.g. a hash of a
+    shared setup, as ``studies/continuum_scale`` does).  One runner per folder: the folder is locked
+    (:class:`~meanfield.workflow.checkpoint.FolderLock`) for the whole run.  A task that raises is recorded as failed with its error and
     does not stop the others; a task whose worker dies is re-run by the scheduler (``retries``), and
     its file is still written exactly once.
 
@@ -304,12 +310,11 @@ def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None
     Raises
     ------
     ValueError
-        Bad ``n_workers``, ``retries``, ``progress``, ``store``, ``points`` or ``inputs``, before
-        anything starts.
+        Bad ``n_workers``, ``retries``, ``progress``, ``store``, ``points`` (not dicts, not JSON, or
+        non-finite numbers) or ``inputs``, before anything starts.
+    FolderInUse
+        Another process is running tasks (or a run) in ``out_dir``.
     """
-    from distributed import Client, LocalCluster, as_completed
-    from tqdm import tqdm
-
     n_workers, retries = validate.integer("n_workers", n_workers, 1), validate.integer("retries", retries, 0)
     if progress is not None:
         validate.boolean("progress", progress)
@@ -322,19 +327,42 @@ def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None
     if not callable(func):
         raise ValueError(f"func must be callable; received {func!r}")
     points = list(points)
-    if not all(isinstance(p, dict) for p in points):
-        raise ValueError("points must be a sequence of dicts (the parameters of each task)")
+    for i, p in enumerate(points):
+        if not isinstance(p, dict):
+            raise ValueError(f"points must be a sequence of dicts (the parameters of each task); received "
+                             f"element {i} of type {type(p).__name__}: {p!r}")
     for p in points:
         try:
-            json.dumps(p)
-        except TypeError as err:
-            raise ValueError(f"points must be JSON-serializable (they are recorded in index.json); {p!r}: {err}") from None
+            json.dumps(p, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"points must be JSON-serializable with finite numbers (they are recorded in "
+                             f"index.json and compared on a re-run); received {p!r}: {err}") from None
+    explicit = inputs is not None
     inputs = points if inputs is None else list(inputs)
     if len(inputs) != len(points):
         raise ValueError(f"inputs must have one entry per point ({len(points)}); received {len(inputs)}")
 
     out = Path(out_dir).resolve()              # once: workers may run in any directory
     (out / "points").mkdir(parents=True, exist_ok=True)
+    with FolderLock(out):                       # one runner per folder: a second one is refused by name
+        return _run_tasks_locked(func, points, inputs, explicit, out, store, scheduler, n_workers, retries,
+                                 progress, client, key_prefix, desc)
+
+
+def _fingerprint(value):
+    """SHA-256 of a JSON-serializable task input (None when it is not JSON: then only ``params`` count)."""
+    try:
+        text = json.dumps(value, sort_keys=True, allow_nan=True)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _run_tasks_locked(func, points, inputs, explicit, out, store, scheduler, n_workers, retries, progress, client,
+                      key_prefix, desc):
+    from distributed import Client, LocalCluster, as_completed
+    from tqdm import tqdm
+
     _remove_partials(out)
     index = _read_index(out)
     rows, args = [], {}
@@ -342,10 +370,15 @@ def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None
         pid = f"p{i:04d}"
         rel = f"points/{pid}{store.suffix}"
         old = index.get(pid)
-        keep = (old and old["status"] == "done" and old["params"] == point and (out / rel).is_file()
+        fp = _fingerprint(inputs[i]) if explicit else None
+        same_input = fp is None or old is None or old.get("inputs_sha256", fp) == fp
+        keep = (old and old["status"] == "done" and old["params"] == point and same_input and (out / rel).is_file()
                 and store.loads(out / rel))
-        rows.append(dict(old, path=rel) if keep else {"id": pid, "params": point, "status": "pending", "path": rel,
-                                                      "error": "", "seconds": None})
+        row = dict(old, path=rel) if keep else {"id": pid, "params": point, "status": "pending", "path": rel,
+                                                "error": "", "seconds": None}
+        if fp is not None:
+            row["inputs_sha256"] = fp
+        rows.append(row)
         args[pid] = inputs[i]
     _write_index(out, rows)
     todo = [r for r in rows if r["status"] != "done"]
