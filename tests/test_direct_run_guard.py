@@ -106,3 +106,19 @@ def test_noisy_step_count_matches_the_driver():
     tr = mf.solve_particles(system, X0, 0.3, dt=0.02, t_eval=t_eval, observe=False, seed=3)
     steps = estimate_nfev("euler", (0.0, 0.3), dt=0.02, t_eval=t_eval)["steps"]
     assert tr.nfev == 2 * steps and tr.n_steps == steps
+
+
+def test_paired_run_refuses_a_too_long_direct_particle_run_before_its_pde(monkeypatch):
+    """The guard fires before the PDE phase: solve_continuum is never called."""
+    import meanfield as mf
+    from meanfield.core import densities
+    from meanfield.workflow import paired
+
+    called = []
+    monkeypatch.setattr(paired, "solve_continuum", lambda *a, **k: called.append(1))
+    heads = mf.scalar_heads([1.0], 3, beta=1.0)
+    with pytest.raises(ValueError, match=r"direct O\(n\^2\) passes.*direct_limit_s"):
+        # direct sums, 4000 tokens, fixed rk4 steps of 1e-5 to t = 1: 4e5 evaluations x 1.6e7 pairs >> 1 h
+        paired.paired_run(heads, lambda g: densities.uniform_density(g), 4000, 1.0, lmax=7, particle_sums="direct",
+                          particle_method="rk4", particle_dt=1e-5)
+    assert called == []

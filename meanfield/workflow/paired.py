@@ -40,7 +40,7 @@ from ..core.sphere import SphereGrid
 from ..models.continuum import ContinuumPDE
 from ..models.particles import SUMMATIONS, ParticleSystem
 from .checkpoint import Checkpointer, RunInterrupted
-from .simulate import solve_continuum, solve_particles
+from .simulate import check_particle_run, solve_continuum, solve_particles
 
 PARTICLE_SUMS = SUMMATIONS
 PARTICLE_KEYS = diagnostics.PARTICLE_OBSERVABLES
@@ -379,6 +379,8 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
             raise ValueError(f"X0 must hold n_particles = {n} tokens (shape ({n}, 3)); received shape {X0.shape}")
         sampling = "given"
     timings["sampling"] = time.perf_counter() - tic
+    # the particle run's up-front checks (method, dt, the direct-sum budget) before the PDE's minutes
+    check_particle_run(system, n, t_final, t_eval=t, method=particle_method, dt=particle_dt)
 
     tic = time.perf_counter()
     qtraj = _phase(checkpoints, "pde", checkpoint_every, solve_continuum, pde, rho0, t_final, t_eval=t,

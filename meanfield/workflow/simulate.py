@@ -19,7 +19,7 @@ from ..core.sde import SDE_SCHEMES, integrate_sde
 from ..core.steppers import as_stepper
 from ..models.particles import DIRECT_RUN_LIMIT_S, ParticleSystem
 
-__all__ = ["solve_particles", "solve_continuum"]
+__all__ = ["solve_particles", "solve_continuum", "check_particle_run"]
 
 
 def _times(t_final, t_eval):
@@ -58,6 +58,31 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
     # direct passes per record of the default observer: energies, entropies (spectral only for uniform
     # weights), dissipation (one velocity)
     passes = (0 if observe is not True else 3 if not system.uses_spectral(n) else 0 if w is None else 1)
+    method = check_particle_run(system, n, t_final, t_eval=times, method=method, dt=dt, record_passes=passes,
+                                direct_limit_s=direct_limit_s, adaptive=kw.get("adaptive"))
+    if isinstance(method, str) and method in SDE_SCHEMES:
+        return integrate_sde(rhs, X0, (0.0, float(t_final)), nu=system.nu, dt=dt, method=method,
+                             geometry=system.geometry, seed=seed, t_eval=_times(t_final, t_eval), observe=hook, **kw)
+    kw.setdefault("progress_label", "particles")
+    return integrate(rhs, X0, (0.0, float(t_final)), t_eval=_times(t_final, t_eval), method=method, dt=dt,
+                     rtol=rtol, atol=atol, retraction=system.retraction, observe=hook, progress=progress, **kw)
+
+
+def check_particle_run(system: ParticleSystem, n, t_final, *, t_eval=None, method=None, dt=None, record_passes=0,
+                       direct_limit_s=DIRECT_RUN_LIMIT_S, adaptive=None):
+    """The up-front checks of :func:`solve_particles` without running it; returns the resolved method.
+
+    ``method`` None resolves to ``"dopri5"`` (no noise) or ``"geodesic_strang"`` (``system.nu > 0``);
+    a noisy run needs ``dt``.  A run whose direct O(n^2) sums (right-hand sides counted by
+    :func:`meanfield.core.integrate.estimate_nfev`, plus ``record_passes`` per output time) are
+    estimated above ``direct_limit_s`` raises ``ValueError`` (:meth:`ParticleSystem.check_direct_run`).
+    :func:`meanfield.paired.paired_run` calls it before its PDE phase, so a refused particle run
+    costs nothing.
+    """
+    n = validate.integer("n", n, 1)
+    t_final = validate.real("t_final", t_final, positive=True)
+    direct_limit_s = validate.real("direct_limit_s", direct_limit_s, positive=True, finite=False)
+    times = _times(t_final, t_eval)
     if system.nu > 0 or (isinstance(method, str) and method in SDE_SCHEMES):
         method = "geodesic_strang" if method is None else method
         if not (isinstance(method, str) and method in SDE_SCHEMES):
@@ -66,21 +91,18 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
         if dt is None:
             raise ValueError(f"dt must be a positive number for the stochastic scheme {method!r}; received None")
         steps = estimate_nfev("euler", (0.0, float(t_final)), dt=dt, t_eval=times)["steps"]   # the same grid
-        system.check_direct_run(n, steps * SDE_SCHEMES[method].n_drift, np.size(times), passes,
+        system.check_direct_run(n, steps * SDE_SCHEMES[method].n_drift, np.size(times), record_passes,
                                 limit_s=direct_limit_s, how=f" ({steps} steps of {method})")
-        return integrate_sde(rhs, X0, (0.0, float(t_final)), nu=system.nu, dt=dt, method=method,
-                             geometry=system.geometry, seed=seed, t_eval=_times(t_final, t_eval), observe=hook, **kw)
+        return method
     method = "dopri5" if method is None else method
-    if not (system.uses_spectral(n) and passes == 0):
-        est = estimate_nfev(method, (0.0, float(t_final)), dt=dt, t_eval=times, adaptive=kw.get("adaptive"))
+    if not (system.uses_spectral(n) and record_passes == 0):
+        est = estimate_nfev(method, (0.0, float(t_final)), dt=dt, t_eval=times, adaptive=adaptive)
         name = getattr(method, "name", method)
-        system.check_direct_run(n, est["nfev"], np.size(times), passes, lower_bound=est["lower_bound"],
+        system.check_direct_run(n, est["nfev"], np.size(times), record_passes, lower_bound=est["lower_bound"],
                                 limit_s=direct_limit_s,
                                 how=f" ({'at least one step per output interval, ' if est['lower_bound'] else ''}"
                                     f"{est['steps']} steps of {name})")
-    kw.setdefault("progress_label", "particles")
-    return integrate(rhs, X0, (0.0, float(t_final)), t_eval=_times(t_final, t_eval), method=method, dt=dt,
-                     rtol=rtol, atol=atol, retraction=system.retraction, observe=hook, progress=progress, **kw)
+    return method
 
 
 def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method="dopri5", dt=None, cfl=None,
