@@ -232,6 +232,7 @@ def test_amg_preconditioned_newton_agrees_with_the_lu_path(monkeypatch):
     # 100 would mean the preconditioner is not working (Jacobi needs hundreds at this n)
     assert len(amg.info["cg_iterations"]) == amg.info["newton_iterations"] >= 1
     assert 0 < max(amg.info["cg_iterations"]) <= 100
+    assert amg.info["cg_unconverged"] == 0                  # every AMG-CG solve reached its rtol (20-30 iterations)
     assert amg.info["residual"] <= 1e-8
     # both meet the masses to tol = 1e-8 relative; the cost's sensitivity to the dual weights vanishes
     # at the optimum (first order), so the costs agree far below that: 1e-9 relative leaves margin

@@ -326,7 +326,7 @@ def _newton_step(D, H, G, b):
     delta = np.zeros(n)
     if n <= _LU_MAX:
         delta[1:] = spla.spsolve(A.tocsc(), rhs)
-        return delta, 0
+        return delta, 0, True
     else:
         ml = pyamg.smoothed_aggregation_solver(A, symmetry="symmetric", max_coarse=500)
         count = [0]
@@ -334,7 +334,9 @@ def _newton_step(D, H, G, b):
                                     callback=lambda _: count.__setitem__(0, count[0] + 1))
         if status < 0:
             raise RuntimeError(f"semi-discrete Newton: AMG-preconditioned CG broke down (scipy status {status})")
-    return delta, count[0]
+    # status > 0: not at _CG_RTOL after _CG_MAXITER iterations; the inexact direction still goes to the damped
+    # line search (convergence is judged on the masses), and the step is counted in info["cg_unconverged"]
+    return delta, count[0], status == 0
 
 
 def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, epsilon=1e-13):
@@ -365,7 +367,7 @@ def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, 
         raise RuntimeError(f"a Voronoi cell of the particles carries no density mass (min {G.min():.3e}); "
                            f"the damped Newton method needs positive initial masses")
     target = tol * b.min()
-    it, taus, quad_change, cg_its = 0, [], np.nan, []
+    it, taus, quad_change, cg_its, cg_unconverged = 0, [], np.nan, [], 0
     # Targets b * sum(G): the computed total mass differs from 1 by round-off of the n area sums
     # (~n eps, measured 2e-11 at n = 1e5); without it that defect would pile up in the gauge cell.
     resid = lambda G_: G_ - b * G_.sum()  # noqa: E731
@@ -383,8 +385,9 @@ def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, 
         if it >= max_iter:
             raise RuntimeError(f"semi-discrete Newton did not converge in {max_iter} iterations: max relative "
                                f"mass error {err / b.min():.3e} > tol = {tol:g}")
-        delta, n_cg = _newton_step(D, H, G, b * G.sum())
+        delta, n_cg, cg_ok = _newton_step(D, H, G, b * G.sum())
         cg_its.append(n_cg)
+        cg_unconverged += not cg_ok
         norm0, tau = np.linalg.norm(resid(G)), 1.0
         for _ in range(40):
             D_t = G_t = H_t = None        # free a rejected trial before building the next (memory at 1e6)
@@ -422,6 +425,7 @@ def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, 
             "total_mass_defect": float(G.sum() - 1.0), "n_quad": n_quad,
             "quad_change": quad_change, "flips": int(flips), "damping": taus, "tol": tol,
             "linear_solver": "lu" if n <= _LU_MAX else "amg-cg", "cg_iterations": cg_its,
+            "cg_unconverged": cg_unconverged,
             "n_edges": int(D.E["i"].size)}
     return LaguerreSolution(float(cell_costs.sum()), psi, G, D.area, cell_costs, D.max_angle(), info)
 
