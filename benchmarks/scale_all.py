@@ -57,7 +57,7 @@ FULL = dict(traj_n=10**6, vel_quick=False, diag_sizes=[1000, 2000, 5000, 10**4, 
             diag_direct_max=2 * 10**4, w2_ref_n=1000, w2_ref_L=(63, 95, 127), sd_sizes=[10**4, 10**5],
             big_n=10**6, big_cap_s=600.0, mmd_sizes=[10**4, 10**5, 10**6])
 QUICK = dict(traj_n=10**4, vel_quick=True, diag_sizes=[1000, 2000, 5000, 10**4, 10**5], diag_direct_max=5000,
-             w2_ref_n=300, w2_ref_L=(31, 47, 63), sd_sizes=[3000], big_n=10**4, big_cap_s=60.0,
+             w2_ref_n=300, w2_ref_L=(31, 47, 63), sd_sizes=[3000], big_n=10**4, big_cap_s=300.0,
              mmd_sizes=[10**4, 10**5])
 
 

@@ -111,8 +111,6 @@ def child_solve(which, n):
 
 def child_linear(n):
     """Child: the first Newton system at n solved by LU, Jacobi-CG (1e-4) and AMG-CG; one JSON line."""
-    import pyamg
-    import scipy.sparse as sp
     import scipy.sparse.linalg as spla
 
     from meanfield.analysis import semidiscrete as sdm
@@ -123,11 +121,7 @@ def child_linear(n):
     tri, E, Y, _ = sdm._regular(X, np.zeros(n), sdm._delaunay(X))
     D = sdm._Diagram(X, np.zeros(n), tri, E, Y, 4)
     G, H = sdm._masses(D, F)
-    i, j = D.E["i"], D.E["j"]
-    A = sp.coo_matrix((np.concatenate([-H, -H, np.bincount(i, H, n) + np.bincount(j, H, n)]),
-                       (np.concatenate([i, j, np.arange(n)]), np.concatenate([j, i, np.arange(n)]))),
-                      shape=(n, n)).tocsr()[1:, 1:]
-    rhs = (b * G.sum() - G)[1:]
+    A, rhs = sdm._newton_system(D, H, G, b * G.sum())       # the solver's own Newton system
     rows = []
 
     def res(x):
@@ -142,7 +136,7 @@ def child_linear(n):
         count = [0]
         t0 = time.perf_counter()
         if name == "AMG-CG":
-            M = pyamg.smoothed_aggregation_solver(A, symmetry="symmetric", max_coarse=500).aspreconditioner(cycle="V")
+            M = sdm.amg_preconditioner(A)
         else:
             inv = 1.0 / A.diagonal()
             M = spla.LinearOperator(A.shape, matvec=lambda v: inv * v, dtype=float)

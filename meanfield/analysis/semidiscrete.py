@@ -311,6 +311,22 @@ def _masses(D, F, with_hessian=True):
     return G, H
 
 
+def _newton_system(D, H, G, b):
+    """The Newton system of the cell masses: the weighted graph Laplacian of the Laguerre diagram (edge
+    weights ``H``) without its first row and column (the weights are defined up to a constant), and
+    its right-hand side ``(b - G)[1:]``; CSR, shape (n - 1, n - 1)."""
+    n, i, j = D.n, D.E["i"], D.E["j"]
+    A = sp.coo_matrix((np.concatenate([-H, -H, np.bincount(i, H, n) + np.bincount(j, H, n)]),
+                       (np.concatenate([i, j, np.arange(n)]), np.concatenate([j, i, np.arange(n)]))),
+                      shape=(n, n)).tocsr()[1:, 1:]
+    return A, (b - G)[1:]
+
+
+def amg_preconditioner(A):
+    """One smoothed-aggregation V-cycle (pyamg) as a preconditioner for CG on the SPD matrix ``A``."""
+    return pyamg.smoothed_aggregation_solver(A, symmetry="symmetric", max_coarse=500).aspreconditioner(cycle="V")
+
+
 def _newton_step(D, H, G, b):
     """Newton direction and the number of CG iterations (0 for LU), with ``delta[0] = 0`` (the reduced matrix is a weighted graph Laplacian with one
     row and column removed: symmetric positive definite).  Sparse LU up to ``_LU_MAX`` cells; beyond it
@@ -318,19 +334,15 @@ def _newton_step(D, H, G, b):
     residual ``_CG_RTOL`` (an inexact Newton step; SuperLU's fill exhausts 4 GB at 1e6).  Measured on the
     first Newton system of the benchmark density (benchmarks/RESULTS_semidiscrete.md): at n = 1e6 AMG-CG
     needs 27 iterations (setup included ~14 s) where Jacobi-CG needed > 1000 iterations for ``1e-4``."""
-    n, i, j = D.n, D.E["i"], D.E["j"]
-    A = sp.coo_matrix((np.concatenate([-H, -H, np.bincount(i, H, n) + np.bincount(j, H, n)]),
-                       (np.concatenate([i, j, np.arange(n)]), np.concatenate([j, i, np.arange(n)]))),
-                      shape=(n, n)).tocsr()[1:, 1:]
-    rhs = (b - G)[1:]
+    n = D.n
+    A, rhs = _newton_system(D, H, G, b)
     delta = np.zeros(n)
     if n <= _LU_MAX:
         delta[1:] = spla.spsolve(A.tocsc(), rhs)
         return delta, 0, True
     else:
-        ml = pyamg.smoothed_aggregation_solver(A, symmetry="symmetric", max_coarse=500)
         count = [0]
-        delta[1:], status = spla.cg(A, rhs, M=ml.aspreconditioner(cycle="V"), rtol=_CG_RTOL, maxiter=_CG_MAXITER,
+        delta[1:], status = spla.cg(A, rhs, M=amg_preconditioner(A), rtol=_CG_RTOL, maxiter=_CG_MAXITER,
                                     callback=lambda _: count.__setitem__(0, count[0] + 1))
         if status < 0:
             raise RuntimeError(f"semi-discrete Newton: AMG-preconditioned CG broke down (scipy status {status})")

@@ -153,7 +153,8 @@ def paired_settings(config: RunConfig) -> dict:
     return dict(sampling=config.particles.sampling, seed=config.seed, nu=config.pde.nu, particle_sums="auto",
                 particle_method=ic.method if not config.pde.nu else None,     # noisy tokens: the SDE default
                 particle_dt=ic.dt, particle_rtol=ic.rtol, particle_atol=ic.atol,
-                spectral_tol=SPECTRAL_TOL, pde_method=config.pde.method or ic.method, pde_dt=ic.dt, pde_rtol=ic.rtol, pde_atol=ic.atol,
+                spectral_tol=SPECTRAL_TOL, pde_method=config.pde.method or ic.method, pde_dt=ic.dt,
+                pde_rtol=ic.rtol, pde_atol=ic.atol,
                 monitor=True, tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol,
                 transport_grid=transport_grid(lmax + 1), w2_method=config.outputs.w2_method, metric="geodesic",
                 negative="drop")
