@@ -78,7 +78,7 @@ def _fig_defect(z, summ, out):
                        label="max over trajectory" if k == 0 else None)
     axes[1].axhline(1, color="r", lw=0.9, ls="--", label="defect = dissipation")
     axes[1].set(xlabel="|Delta_h|_op = eps", ylabel="defect / dissipation",
-                title="(b) relative defect: > 1 near equilibrium, any eps")
+                title="(b) relative defect (above 1: outweighs the dissipation)")
     if has_dec:
         de = z["decrease_eps"]
         dec = summ["decrease"]
