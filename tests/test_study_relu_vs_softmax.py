@@ -95,3 +95,25 @@ def test_high_dimension_relu_grows_with_d(study):
     # sqrt(d) > n: the linearized time (n/4) ln d grows by 2 ln 16 = 5.5 from d = 256 to 4096; the
     # quick runs grow by ~3 (nonlinear speed-up); requiring +1 separates growth from seed noise (~0.5)
     assert means[1] - means[0] > 1.0
+
+
+def test_particle_seed_fits_mean_and_interval():
+    from studies.relu_vs_softmax.run import COMBOS, particle_seed_fits
+    pn, pd = np.array([16, 32, 64]), np.array([4, 16, 64])
+    rng = np.random.default_rng(0)
+    slopes = np.array([0.2, 0.4, 0.3, 0.5])                     # one exact power law n^a per seed
+    T = np.empty((len(COMBOS), 3, 3, 4))
+    for k, a in enumerate(slopes):
+        T[..., k] = rng.uniform(1, 2) * pn[None, :, None] ** a * np.log(pd)[None, None, :]
+    T[1, :, 0, :] = np.inf                                      # a combo whose d = 4 runs never reach the target
+    T[1, -1, :, 3] = np.inf                                     # ... and one seed without any run at the largest n
+    f = particle_seed_fits(T, pn, pd)
+    # per-seed log-log slopes are exact (round-off, 1e-12); their mean and t-interval (t_0.975,3 = 3.182)
+    v = f["exp-softmax/loglog_n"]
+    assert v["seeds"] == 4 and abs(v["mean"] - 0.35) < 1e-12
+    assert abs(v["ci95"] - 3.182446305284263 * slopes.std(ddof=1) / 2) < 1e-9
+    # T / n_max against ln d with T ~ ln d: slope = n_max^a / n_max * c per seed -> positive, 4 seeds
+    assert f["exp-softmax/Tn_vs_logd"]["seeds"] == 4 and f["exp-softmax/Tn_vs_logd"]["mean"] > 0
+    # unreached runs are left out: the d-fit of seed 3 at the largest n has no point left, the others keep 2
+    assert f["exp-mean/loglog_d"]["seeds"] == 3
+    assert f["exp-mean/loglog_n"]["seeds"] == 4 and abs(f["exp-mean/loglog_n"]["mean"] - 0.35) < 1e-12

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REPRODUCED, open_study_data, save_figure,  # noqa: E402
+from studies._common import (OUTSIDE, REFUTED, REPRODUCED, open_study_data, save_figure,  # noqa: E402
                              style_axes, write_report)
 
 PASS, FAIL = "reproduced", "NOT reproduced"
@@ -43,37 +43,64 @@ def _fig_identity(z, summ, out):
     save_figure(fig, out / "identity.png")
 
 
+def _ci(m, h, p=3):
+    """``"m +- h"``; just ``m`` when the half-width is not finite (one draw; JSON stores nan as null)."""
+    return f"{m:.{p}f}" + (f" +- {h:.{p}f}" if h is not None and np.isfinite(h) else "")
+
+
+def _draws(a):
+    """Per-draw rows ``(draw, eps)`` of a defect / decrease array (older one-draw outputs are 1-d)."""
+    a = np.asarray(a)
+    return a[None] if a.ndim == 1 else a
+
+
 def _fig_defect(z, summ, out):
     ds = summ["defect"]
     eps = z["defect_eps"]
     has_dec = "decrease_eps" in z
+    nd = _draws(z["defect_defect_initial"]).shape[0]
     fig, axes = plt.subplots(1, 3 if has_dec else 2, figsize=(16 if has_dec else 11, 4.4))
-    axes[0].loglog(eps, z["defect_defect_initial"], "o-", label=f"at t=0 (slope {ds['slope_initial']:.3f})")
-    axes[0].loglog(eps, z["defect_defect_traj_max"], "s-", label=f"max over t<={ds['t_final']} (slope {ds['slope_traj']:.3f})")
-    axes[0].loglog(eps, z["defect_defect_initial"][0] * eps / eps[0], "k--", label="slope 1")
+    for k, (a, b) in enumerate(zip(_draws(z["defect_defect_initial"]), _draws(z["defect_defect_traj_max"]))):
+        axes[0].loglog(eps, a, "o-", color="C0", lw=0.8, ms=3, alpha=0.6,
+                       label=f"at t=0, {nd} draws (slope {_ci(ds['slope_initial'], ds.get('slope_initial_ci95'))})"
+                       if k == 0 else None)
+        axes[0].loglog(eps, b, "s-", color="C1", lw=0.8, ms=3, alpha=0.6,
+                       label=f"max over t<={ds['t_final']} (slope {_ci(ds['slope_traj'], ds.get('slope_traj_ci95'))})"
+                       if k == 0 else None)
+    g0 = np.exp(np.log(_draws(z["defect_defect_initial"])[:, 0]).mean())
+    axes[0].loglog(eps, g0 * eps / eps[0], "k--", label="slope 1")
     axes[0].axvline(ds["eps_fit_max"], color="gray", lw=0.8, ls=":", label="fit range end")
     axes[0].set(xlabel="|Delta_h|_op = eps", ylabel="|dE/dt - (1/n) sum |dx/dt|^2|",
                 title="(a) identity defect: O(eps) as Thm 12 says")
-    axes[1].loglog(eps, z["defect_defect_initial_rel"], "o-", label="t=0")
-    axes[1].loglog(eps, z["defect_defect_traj_rel_max"], "s-", label="max over trajectory")
+    for k, (a, b) in enumerate(zip(_draws(z["defect_defect_initial_rel"]), _draws(z["defect_defect_traj_rel_max"]))):
+        axes[1].loglog(eps, a, "o-", color="C0", lw=0.8, ms=3, alpha=0.6, label="t=0" if k == 0 else None)
+        axes[1].loglog(eps, b, "s-", color="C1", lw=0.8, ms=3, alpha=0.6,
+                       label="max over trajectory" if k == 0 else None)
     axes[1].axhline(1, color="r", lw=0.9, ls="--", label="defect = dissipation")
     axes[1].set(xlabel="|Delta_h|_op = eps", ylabel="defect / dissipation",
-                title="(b) relative defect: > 1 near equilibrium, any eps")
+                title="(b) relative defect (above 1: outweighs the dissipation)")
     if has_dec:
         de = z["decrease_eps"]
-        drop, rise = z["decrease_energy_drop"], z["decrease_energy_rise"]
-        ok = drop > 0
-        axes[2].loglog(de[ok], drop[ok], "o-", label="largest energy drop below its running max")
-        axes[2].loglog(de[ok], -np.minimum(z["decrease_min_rate"][ok], -1e-300), "s-", label="most negative dE/dt")
         dec = summ["decrease"]
-        if np.isfinite(dec.get("drop_slope", np.nan)):
-            ref = drop[ok][0] * (de[ok] / de[ok][0]) ** 2
-            axes[2].loglog(de[ok], ref, "k--", label=f"slope 2 (heuristic); fitted {dec['drop_slope']:.2f} "
-                                                    f"+- {dec['drop_slope_stderr']:.2f}")
+        drops, rises, rates = (_draws(z[f"decrease_{k}"]) for k in ("energy_drop", "energy_rise", "min_rate"))
+        floor = dec["drop_floor_rel"] * _draws(z["decrease_energy_scale"])
+        for k, (drop, rate, fl) in enumerate(zip(drops, rates, floor)):
+            ok = drop > fl        # resolved drops only (above the round-off floor)
+            axes[2].loglog(de[ok], drop[ok], "o-", color="C0", lw=0.8, ms=3, alpha=0.6,
+                           label="largest drop below running max (resolved)" if k == 0 else None)
+            axes[2].loglog(de[ok], -np.minimum(rate[ok], -1e-300), "s-", color="C1", lw=0.8, ms=3, alpha=0.6,
+                           label="most negative dE/dt" if k == 0 else None)
+        fitted = [(r, fl) for r, fl in zip(drops, floor) if ((r > fl) & (de <= ds["eps_fit_max"])).sum() >= 3]
+        if dec.get("drop_slope") is not None and fitted:
+            ok = fitted[0][0] > fitted[0][1]
+            axes[2].loglog(de[ok], fitted[0][0][ok][0] * (de[ok] / de[ok][0]) ** 2, "k--",
+                           label=f"slope 2 (heuristic); fit {_ci(dec['drop_slope'], dec.get('drop_slope_ci95'), 2)}\n"
+                                 f"(mean, 95% CI; {len(fitted)}/{drops.shape[0]} draws with >= 3 resolved drops)")
         axes[2].set(xlabel="|Delta_h|_op = eps", ylabel="energy units",
-                    title=f"(c) E does decrease; energy rise E_max - E(0) = {rise.max():.3g}")
+                    title=f"(c) E does decrease (energy rise E_max - E(0) >= {rises.min():.3g})")
     style_axes(axes, legend=8)
-    fig.suptitle(f"V_h = M_h + Delta_h, sphere, d={ds['d']}, n={ds['n']}, H={ds['n_heads']}, beta=1, mean normalization")
+    fig.suptitle(f"V_h = M_h + Delta_h, sphere, d={ds['d']}, n={ds['n']}, H={ds['n_heads']}, beta=1, mean normalization, "
+                 f"{nd} draws of heads, Delta direction and tokens")
     save_figure(fig, out / "defect.png")
 
 
@@ -126,6 +153,11 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     n_neg1 = sum(r["any_negative"] for r in single)
     frac_multi = np.mean([r["any_negative"] for r in multi]) if multi else float("nan")
     worst = sm.get("worst", {})
+    per_draw = ds.get("slopes_initial", [ds["slope_initial"]]) + ds.get("slopes_traj", [ds["slope_traj"]])
+    n_draws = len(ds.get("seeds", [None]))
+    # Thm 12: defect linear in eps, in every draw: each per-draw slope (t = 0 and trajectory) within 0.15 of 1
+    # (the fit range eps <= 0.1 bends single slopes by a few hundredths; an O(eps^2) or O(1) defect is far outside)
+    defect_ok = all(abs(v - 1) < 0.15 for v in per_draw)
     claims = [
         ["dE_multi/dt = (1/n) sum|dx/dt|^2 (Thm 11), flat and sphere",
          f"max relative pointwise residual {res:.1e} over {len(ids)} trajectories", PASS if res < 1e-12 else FAIL],
@@ -135,8 +167,10 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
          f"FD error orders {fdo} (expect 2), Simpson orders {sio} (expect 4); smallest Simpson error <= {sim_min:.1e}",
          PASS if min(fdo) > 1.5 and sim_min < 1e-5 else FAIL],
         ["defect with V = M + Delta is O(|Delta|) (Thm 12)",
-         f"log-log slope {ds['slope_initial']:.3f} (t=0), {ds['slope_traj']:.3f} (max along trajectory), eps <= {ds['eps_fit_max']}",
-         PASS if abs(ds["slope_initial"] - 1) < 0.15 and abs(ds["slope_traj"] - 1) < 0.15 else FAIL],
+         f"log-log slope (mean, 95% CI over {n_draws} draws) {_ci(ds['slope_initial'], ds.get('slope_initial_ci95'))} "
+         f"(t=0), {_ci(ds['slope_traj'], ds.get('slope_traj_ci95'))} (max along trajectory), eps <= {ds['eps_fit_max']}; "
+         f"per-draw slopes in [{min(per_draw):.3f}, {max(per_draw):.3f}]",
+         PASS if defect_ok else FAIL],
         ["one softmax head: monotone, dE/dt = sum_i Z_i/n^2 |dx_i/dt|^2",
          f"{n_neg1}/{len(single)} runs with dE/dt<0; weighted-identity residual {wres:.1e} (relative)",
          PASS if n_neg1 == 0 and wres < 1e-10 else FAIL],
@@ -146,28 +180,60 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
          ("decreases found (outside Thm 11's hypotheses)" if frac_multi > 0 else "none found")],
     ]
     dec = summ.get("decrease")
+    superlinear = None
     if dec is not None:
         de = z["decrease_eps"]
         eps0 = float(z["defect_eps"][0])
-        drop_txt = ", ".join(f"eps={e:.0e}: {v:.1e}" for e, v in zip(de, z["decrease_energy_drop"]))
+        drops = _draws(z["decrease_energy_drop"])
+        nd = drops.shape[0]
+        drop_txt = ", ".join(f"eps={e:.0e}: {lo:.1e}..{hi:.1e}" for e, lo, hi in zip(de, drops.min(0), drops.max(0)))
+        drop_txt += " (raw, floor included)"
+        m, h = dec["drop_slope"], dec.get("drop_slope_ci95")
+        fitted = [v for v in dec["drop_slopes"] if v is not None and np.isfinite(v)]
+        n_dec, n_all = dec["draws_decreasing"], dec["draws_decreasing_every_eps"]
+        if m is None or not np.isfinite(m):
+            superlinear, shape = False, "not measurable (no draw decreases at 3 or more eps)"
+        elif h is None or not np.isfinite(h):
+            superlinear, shape = m > 1, f"{m:.2f} in the single fitted draw (no interval)"
+        else:
+            h0 = h
+            superlinear = m - h0 > 1
+            if m - h0 <= 1 and 2 <= m + h0:
+                shape = f"not resolved: the 95 % interval {m - h0:.2f}..{m + h0:.2f} contains both 1 and 2"
+            elif m - h0 <= 2 <= m + h0 + 0.1:
+                shape = "consistent with 2 (95 % interval, +0.1 for the curvature of the fit range)"
+            elif superlinear and m + h0 < 2:
+                shape = "between 1 and 2 (whole 95 % interval)"
+            elif m - h0 > 2:
+                shape = "above 2 (whole 95 % interval)"
+            else:
+                shape = "not distinguishable from 1 (the 95 % interval reaches 1)"
+        slopes_txt = (f"mean {_ci(m, h, 2)} (95 % t-interval over the {len(fitted)} draws with >= 3 resolved drops; "
+                      f"per-draw slopes {min(fitted):.2f}..{max(fitted):.2f})" if fitted else "no fit")
+        rel0 = _draws(z["defect_defect_traj_rel_max"])[:, 0]
         dec_txt = (f"\n**The defect panel, explained (Thm 12 gives a bounded error, not monotonicity).** Panel (a): the "
                    f"defect |dE/dt - (1/n) sum |dx/dt|^2| is O(eps), as Thm 12 states. Panel (b) divides it by the "
                    f"dissipation (1/n) sum |dx/dt|^2, which is *quadratic* in the velocity while the defect is only "
                    f"*linear* in it (dE/dt = <grad E, v> and grad E = O(eps) at an equilibrium of the perturbed flow). "
                    f"The ratio therefore grows without bound as |v| -> 0 near equilibrium, for every eps > 0 (its maximum "
-                   f"along the trajectory is {z['defect_defect_traj_rel_max'][0]:.1e} at the smallest eps = {eps0:.0e}, "
-                   f"t <= {ds['t_final']}), and once it exceeds 1 with the unfavourable sign the energy decreases. Panel (c) quantifies the decrease on a dense grid ({dec['n_eval']} times on "
-                   f"[0, {dec['t_final']}], rtol 1e-10; d = {dec['d']}, n = {dec['n']}, H = {dec['n_heads']}, one token "
-                   f"draw): largest energy drop below its running maximum {drop_txt}; log-log slope "
-                   f"{dec['drop_slope']:.2f} +- {dec['drop_slope_stderr']:.2f} (standard error, {dec['drop_fit_points']} "
-                   f"points, eps <= {ds['eps_fit_max']}). Heuristic: a rate O(eps |v|) acting over the O(eps) "
-                   f"neighbourhood where |v| < C eps gives O(eps^2); the measured exponent is "
-                   f"{'close to 2' if abs(dec['drop_slope'] - 2) < 3 * dec['drop_slope_stderr'] + 0.1 else 'between 1 and 2'}"
-                   f" (not a clean power: the local exponent drifts over the eps range, and within the horizon the run "
-                   f"need not enter the O(eps) neighbourhood), so the decrease is *superlinear* in eps, o(eps). Against "
-                   f"the total energy rise "
-                   f"({z['decrease_energy_rise'].max():.3g}) it is negligible: Thm 12's robustness is a statement up "
-                   f"to O(eps), and the measured decrease is within it.\n")
+                   f"along the trajectory at the smallest eps = {eps0:.0e}, t <= {ds['t_final']}, is "
+                   f"{rel0.min():.1e}..{rel0.max():.1e} over the {nd} draws), and once it exceeds 1 with the unfavourable "
+                   f"sign the energy decreases. Panel (c) quantifies the decrease on a dense grid ({dec['n_eval']} times on "
+                   f"[0, {dec['t_final']}], rtol 1e-10; d = {dec['d']}, n = {dec['n']}, H = {dec['n_heads']}, {nd} "
+                   f"independent draws of heads, perturbation direction and tokens, seeds {dec['seeds']}): largest energy "
+                   f"drop below its running maximum (range over draws) {drop_txt}. A drop counts as resolved above "
+                   f"{dec['drop_floor_rel']:g} x max|E| of its run (the recorded drops of runs that never decrease sit at a "
+                   f"few ulps, 1e-15..3e-15, on energy plateaus). Resolved decreases occur in {n_dec} of {nd} draws "
+                   f"at some eps (in {n_all} at every eps); elsewhere E is non-decreasing to round-off on the "
+                   f"observed grid up to t = {dec['t_final']}. Log-log slope of the drop, "
+                   f"fitted per draw over eps <= {ds['eps_fit_max']} (resolved points, at least 3): {slopes_txt}. Heuristic: a rate O(eps |v|) acting "
+                   f"over the O(eps) neighbourhood where |v| < C eps gives O(eps^2); the measured exponent is {shape} "
+                   f"(not a clean power: the local exponent drifts over the eps range, and within the horizon a run "
+                   f"need not enter the O(eps) neighbourhood), so the decrease is "
+                   + ("*superlinear* in eps, o(eps)" if superlinear else "not shown to be superlinear in eps")
+                   + f". Against the total energy rise (at least {_draws(z['decrease_energy_rise']).min():.3g} over the "
+                   f"draws) it is negligible: Thm 12's robustness is a statement up to O(eps), and the measured decrease "
+                   f"is within it.\n")
     else:
         dec_txt = ""
     if "frac_runs_negative_coarse" in sm["per_H"][str(min(int(h) for h in sm["per_H"]))]:
@@ -183,9 +249,14 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
         ["Thm 11: dE_multi/dt = (1/n) sum |dx/dt|^2 >= 0", hyp + "; flat and sphere", REPRODUCED,
          f"pointwise residual {res:.1e}, {len(ids)} trajectories (seeds 10..{9 + len(ids)})"],
         ["Thm 12: with V_h = M_h + Delta_h the identity holds up to O(|Delta|)", "symmetric M_h, exp, mean; sphere",
-         REPRODUCED, f"defect slope {ds['slope_initial']:.3f} (t = 0), {ds['slope_traj']:.3f} (trajectory); the energy "
-                     "does decrease near equilibrium, by a superlinear amount in eps (notes), within the stated O(eps) "
-                     "robustness"],
+         REPRODUCED if defect_ok else REFUTED,
+         f"defect slope (mean, 95 % CI over {n_draws} draws) {_ci(ds['slope_initial'], ds.get('slope_initial_ci95'))} "
+         f"(t = 0), {_ci(ds['slope_traj'], ds.get('slope_traj_ci95'))} (trajectory); criterion: every draw's "
+         f"slope within 0.15 of 1 (per-draw range {min(per_draw):.3f}..{max(per_draw):.3f})" + ("" if dec is None else
+         "; the energy does decrease near equilibrium, "
+         + (f"by a superlinear amount in eps (drop exponent {_ci(dec['drop_slope'], dec.get('drop_slope_ci95'), 2)}, "
+            "notes), within the stated O(eps) robustness" if superlinear else
+            f"drop exponent {_ci(dec['drop_slope'] or np.nan, dec.get('drop_slope_ci95'), 2)} (notes)"))],
         ["one softmax head: E monotone (weighted identity, Geshkovski et al.)", "symmetric, value-aligned, exp, softmax, H = 1",
          REPRODUCED, f"{n_neg1}/{len(single)} runs with dE/dt < 0"],
         ["(search) several softmax heads: E_multi non-decreasing?",

@@ -11,6 +11,8 @@ A. **Identity.** Random symmetric value-aligned heads (``mf.random_symmetric_hea
 B. **Defect.** ``V_h = M_h + Delta_h`` (``mf.perturbed_value_heads``, one fixed direction scaled
    to ``|Delta_h|_op = eps``): the defect ``|dE/dt - (1/n) sum |dx/dt|^2|`` against ``eps``, at
    the initial tokens and as a maximum along a spherical trajectory; log-log slope (expected 1).
+   Repeated over independent draws of heads, perturbation direction and tokens (``defect_seeds``:
+   10 in the full mode); slopes reported as mean and 95 % t-interval over draws.
 C. **Softmax search.** Random symmetric heads with *softmax* normalization, H = 1..4, random
    tokens, several seeds and strengths on the sphere: fraction of runs and of observed times
    with ``dE_multi/dt < 0`` and the most negative example.  One softmax head must stay
@@ -19,12 +21,15 @@ C. **Softmax search.** Random symmetric heads with *softmax* normalization, H = 
 B'. **Decrease.** With the same perturbation, along a long spherical run sampled densely: the most
    negative ``dE/dt`` and the largest energy drop against eps (Thm 12 bounds the defect, it does not
    give monotonicity: near equilibrium the O(eps |v|) defect beats the O(|v|^2) dissipation; the
-   drop is superlinear in eps, heuristically eps^2).
+   drop is superlinear in eps, heuristically eps^2).  Same draws as B; a drop counts as resolved above
+   ``DROP_REL * max|E|`` (round-off floor); the drop exponent is fitted per draw with >= 3 resolved
+   drops and reported as mean and 95 % t-interval over those draws.
 
 Part C observes the rate on a dense grid and repeats its statistics on a coarse subgrid, so the
 "% of runs that decrease" is shown not to depend on the output grid.
 
-Cost: quick about 5 s, full about 5-7 minutes on 2 cores with 10 search seeds (890 s measured on the loaded shared machine).
+Cost: quick about 5 s, full about 5-7 minutes on 2 cores with 10 search seeds (890 s measured on the loaded shared machine)
+plus ~20 s per draw of parts B and B' (10 draws; the decrease runs at rtol 1e-10 dominate).
 Run from the repository root: ``python -m studies.energy_monotonicity.run [--quick]``.
 """
 
@@ -38,11 +43,14 @@ from scipy.integrate import cumulative_simpson
 
 import meanfield as mf
 from meanfield import diagnostics as dg
-from studies._common import blowup_horizon, fit_slope, main, save_json
+from studies._common import blowup_horizon, fit_slope, main, mean_ci95, save_json
 from studies.energy_monotonicity.report import report
 
 FLAT_FRACTION = 0.6   # flat runs stop at this fraction of the detected blow-up time
 NEG_REL = 1e-8   # a rate counts as negative below -NEG_REL * max|rate| of its run (round-off guard)
+# an energy drop (part B') counts as resolved above DROP_REL * max|E| of its run: E sums n^2 = 1024 O(1) terms,
+# and on plateaus the recorded drops of non-decreasing runs sit at 1e-15..3e-15 (a few ulps); 1e-13 is ~30x above
+DROP_REL = 1e-13
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,7 @@ class Settings:
     defect: dict            # part B: d, n, n_heads, t_final, n_eval
     search: dict            # part C: dims, head_counts, scales, seeds, n, t_final, n_eval, coarse_every
     decrease: dict          # part B': d, n, n_heads, t_final, n_eval (energy decrease near equilibrium vs eps)
+    defect_seeds: tuple     # parts B and B': one independent draw (heads, Delta direction, tokens) per seed
 
 
 QUICK = Settings(
@@ -62,7 +71,8 @@ QUICK = Settings(
     defect=dict(d=3, n=12, n_heads=3, t_final=1.0, n_eval=6),
     search=dict(dims=(3,), head_counts=(1, 2), scales=(1.0,), seeds=(0, 1), n=12, t_final=4.0, n_eval=161,
                 coarse_every=8),
-    decrease=dict(d=3, n=12, n_heads=3, t_final=6.0, n_eval=121))
+    decrease=dict(d=3, n=12, n_heads=3, t_final=6.0, n_eval=121),
+    defect_seeds=(3, 13, 23))
 FULL = Settings(
     identity_cases=((3, 32, 3, "sphere", 8.0, 1601), (3, 32, 3, "flat", 2.0, 1601),
                     (8, 32, 3, "sphere", 8.0, 801), (8, 32, 3, "flat", 2.0, 801)),
@@ -70,7 +80,8 @@ FULL = Settings(
     defect=dict(d=3, n=32, n_heads=3, t_final=4.0, n_eval=21),
     search=dict(dims=(3, 6), head_counts=(1, 2, 3, 4), scales=(1.0, 3.0), seeds=tuple(range(10)), n=16,
                 t_final=10.0, n_eval=2001, coarse_every=50),
-    decrease=dict(d=3, n=32, n_heads=3, t_final=20.0, n_eval=2001))
+    decrease=dict(d=3, n=32, n_heads=3, t_final=20.0, n_eval=2001),
+    defect_seeds=tuple(3 + 10 * k for k in range(10)))   # seed, seed + 1, seed + 2 are used per draw: step 10
 
 
 def _slope(x, y):
@@ -157,7 +168,7 @@ def decrease_scan(d, n, n_heads, eps_values, t_final, n_eval, seed):
     """
     base = mf.random_symmetric_heads(d, n_heads, seed=seed)
     X0 = mf.initial.uniform_sphere(n, d, seed=seed + 1)
-    min_rate, frac_neg, drop, rise = [], [], [], []
+    min_rate, frac_neg, drop, rise, scale = [], [], [], [], []
     for eps in eps_values:
         heads = mf.perturbed_value_heads(base, eps, seed=seed + 2)
         system = mf.ParticleSystem(heads, "sphere")
@@ -170,8 +181,10 @@ def decrease_scan(d, n, n_heads, eps_values, t_final, n_eval, seed):
         frac_neg.append(float(np.mean(R < -NEG_REL * np.abs(R).max())))
         drop.append(float((np.maximum.accumulate(E) - E).max()))
         rise.append(float(E.max() - E[0]))
+        scale.append(float(np.abs(E).max()))
     return {"eps": np.asarray(eps_values, dtype=float), "min_rate": np.array(min_rate),
-            "frac_negative": np.array(frac_neg), "energy_drop": np.array(drop), "energy_rise": np.array(rise)}
+            "frac_negative": np.array(frac_neg), "energy_drop": np.array(drop), "energy_rise": np.array(rise),
+            "energy_scale": np.array(scale)}
 
 
 def softmax_run(d, n, n_heads, scale, seed, t_final, n_eval, coarse_every=1):
@@ -249,18 +262,32 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                                     "fd_error_min": float(r["fd_error"].min()),
                                     "simpson_error_min": float(r["simpson_error"].min()),
                                     "max_norm_final": float(r["max_norm"][-1])})
-    ds = defect_scan(eps_values=eps, seed=3, **dscan)
-    for key in ("eps", "defect_initial", "defect_initial_rel", "defect_traj_max", "defect_traj_rel_max"):
-        arrays[f"defect_{key}"] = ds[key]
-    summary["defect"] = {**dscan, "eps_fit_max": ds["eps_fit_max"], "slope_initial": ds["slope_initial"],
-                         "slope_traj": ds["slope_traj"]}
-    dec = decrease_scan(eps_values=eps, seed=3, **cfg.decrease)
-    for key in ("eps", "min_rate", "frac_negative", "energy_drop", "energy_rise"):
-        arrays[f"decrease_{key}"] = dec[key]
-    fit = (dec["eps"] <= ds["eps_fit_max"]) & (dec["energy_drop"] > 0)
-    drop_fit = fit_slope(dec["eps"][fit], dec["energy_drop"][fit], log_x=True, log_y=True, min_points=3)
-    summary["decrease"] = {**cfg.decrease, "drop_slope": drop_fit.slope, "drop_slope_stderr": drop_fit.stderr,
-                           "drop_fit_points": drop_fit.n_points}
+    seeds = cfg.defect_seeds
+    scans = [defect_scan(eps_values=eps, seed=sd, **dscan) for sd in seeds]
+    for key in ("defect_initial", "defect_initial_rel", "defect_traj_max", "defect_traj_rel_max"):
+        arrays[f"defect_{key}"] = np.array([ds[key] for ds in scans])          # (draw, eps)
+    arrays["defect_eps"] = scans[0]["eps"]
+    eps_fit_max = scans[0]["eps_fit_max"]
+    slopes = {q: np.array([ds[f"slope_{q}"] for ds in scans]) for q in ("initial", "traj")}
+    ci = {q: mean_ci95(v) for q, v in slopes.items()}
+    summary["defect"] = {**dscan, "seeds": list(seeds), "eps_fit_max": eps_fit_max,
+                         **{f"slope_{q}": ci[q][0] for q in ci}, **{f"slope_{q}_ci95": ci[q][1] for q in ci},
+                         **{f"slopes_{q}": slopes[q].tolist() for q in slopes}}
+    decs = [decrease_scan(eps_values=eps, seed=sd, **cfg.decrease) for sd in seeds]
+    for key in ("min_rate", "frac_negative", "energy_drop", "energy_rise", "energy_scale"):
+        arrays[f"decrease_{key}"] = np.array([dec[key] for dec in decs])        # (draw, eps)
+    arrays["decrease_eps"] = decs[0]["eps"]
+    drop_fits = []
+    for dec in decs:
+        fit = (dec["eps"] <= eps_fit_max) & (dec["energy_drop"] > DROP_REL * dec["energy_scale"])
+        drop_fits.append(fit_slope(dec["eps"][fit], dec["energy_drop"][fit], log_x=True, log_y=True, min_points=3))
+    drop_mean, drop_ci = mean_ci95([f.slope for f in drop_fits])
+    resolved = arrays["decrease_energy_drop"] > DROP_REL * arrays["decrease_energy_scale"]
+    summary["decrease"] = {**cfg.decrease, "seeds": list(seeds), "drop_floor_rel": DROP_REL,
+                           "draws_decreasing": int(resolved.any(axis=1).sum()),
+                           "draws_decreasing_every_eps": int(resolved.all(axis=1).sum()), "drop_slope": drop_mean, "drop_slope_ci95": drop_ci,
+                           "drop_slopes": [f.slope for f in drop_fits], "drop_slope_stderrs": [f.stderr for f in drop_fits],
+                           "drop_fit_points": [f.n_points for f in drop_fits]}
     rows, per_H, worst = softmax_search(**search)
     summary["softmax"] = {**{k: list(v) if isinstance(v, tuple) else v for k, v in search.items()},
                           "neg_rel_threshold": NEG_REL, "per_H": per_H, "runs": rows}
@@ -278,13 +305,17 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         "min_energy_increment": min(c["min_energy_increment"] for c in summary["identity"]),
         "fd_orders": [c["fd_order"] for c in summary["identity"]],
         "simpson_orders": [c["simpson_order"] for c in summary["identity"]],
-        "defect_slope_initial": ds["slope_initial"], "defect_slope_traj": ds["slope_traj"],
+        "defect_slope_initial": summary["defect"]["slope_initial"], "defect_slope_traj": summary["defect"]["slope_traj"],
+        "defect_slopes_initial": slopes["initial"].tolist(), "defect_slopes_traj": slopes["traj"].tolist(),
+        "defect_slope_ci95": [ci["initial"][1], ci["traj"][1]],
         "single_head_negative_runs": int(sum(r["any_negative"] for r in single)),
         "single_head_max_weighted_residual": float(max(r["weighted_residual"] for r in single)),
         "multi_head_frac_runs_negative": float(np.mean([r["any_negative"] for r in multi])) if multi else None,
         "most_negative_rel_rate": summary["softmax"].get("worst", {}).get("min_rel_rate"),
-        "decrease_drop_slope": summary["decrease"]["drop_slope"],
-        "decrease_energy_drop": dec["energy_drop"].tolist(),
+        "decrease_drop_slope": drop_mean, "decrease_drop_slope_ci95": drop_ci,
+        "decrease_drop_slopes": summary["decrease"]["drop_slopes"],
+        "decrease_energy_drop": arrays["decrease_energy_drop"].ravel().tolist(),
+        "decrease_draws_decreasing": summary["decrease"]["draws_decreasing"],
         "softmax_runs_negative_dense_vs_coarse": [[v["frac_runs_negative"], v["frac_runs_negative_coarse"]]
                                                   for v in per_H.values()],
     }

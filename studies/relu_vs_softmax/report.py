@@ -26,18 +26,16 @@ def _dcolor(d):
 
 
 def _particle_stats(T):
-    """Median, min and max over seeds (last axis) of the finite times; nan where none finite."""
-    P = np.where(np.isfinite(T), T, np.nan)
-    ok = np.isfinite(P).any(axis=-1)
-    Q = np.where(ok[..., None], P, 0.0)
-    med, lo, hi = (np.where(ok, f(Q, axis=-1), np.nan) for f in (np.nanmedian, np.nanmin, np.nanmax))
-    return med, lo, hi
+    """Mean and 95 % t-interval half-width over seeds (last axis) of the finite times (runs that
+    reached the target); mean nan where none did, half-width 0 where only one did (drawn without bar)."""
+    m, h = _mean_ci(T)
+    return m, np.nan_to_num(h, nan=0.0)
 
 
 def _fig_vs_n(z, s, out):
     theory, tn, td = z["theory"], z["theory_n"], z["theory_d"]
     pT, pn, pd = z["particle_T"], z["particle_n"], z["particle_d"]
-    med, lo, hi = _particle_stats(pT)
+    med, ci = _particle_stats(pT)
     fig, axes = plt.subplots(2, 2, figsize=(12, 9))
     show_d = [j for j, d in enumerate(td) if d in (16, 64, 4096)]
     for c, (ax, name) in enumerate(zip(axes.flat, s["combos"])):
@@ -57,9 +55,8 @@ def _fig_vs_n(z, s, out):
         for j, d in enumerate(pd):
             m = np.isfinite(med[c, :, j])
             if m.any():
-                ax.errorbar(pn[m], med[c, m, j], yerr=[med[c, m, j] - lo[c, m, j], hi[c, m, j] - med[c, m, j]],
-                            fmt="o", color=_dcolor(d), ms=5, capsize=3,
-                            label=f"random tokens, d={d} (median, range over seeds)")
+                ax.errorbar(pn[m], med[c, m, j], yerr=ci[c, m, j], fmt="o", color=_dcolor(d), ms=5, capsize=3,
+                            label=f"random tokens, d={d} (mean, 95% CI over {pT.shape[-1]} seeds)")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("number of tokens n")
@@ -74,7 +71,7 @@ def _fig_vs_n(z, s, out):
 def _fig_vs_d(z, s, out):
     theory, tn, td = z["theory"], z["theory_n"], z["theory_d"]
     pT, pn, pd = z["particle_T"], z["particle_n"], z["particle_d"]
-    med, lo, hi = _particle_stats(pT)
+    med, ci = _particle_stats(pT)
     i64 = int(np.argmin(np.abs(tn - 64)))
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
     ax = axes[0]
@@ -93,8 +90,7 @@ def _fig_vs_d(z, s, out):
     i = len(pn) - 1
     for c, name in enumerate(s["combos"]):
         m = np.isfinite(med[c, i])
-        ax.errorbar(pd[m], med[c, i, m], yerr=[med[c, i, m] - lo[c, i, m], hi[c, i, m] - med[c, i, m]],
-                    fmt="o-", color=COLORS[c], capsize=3, label=name)
+        ax.errorbar(pd[m], med[c, i, m], yerr=ci[c, i, m], fmt="o-", color=COLORS[c], capsize=3, label=name)
     miss = [f"{name} d={d}: {int((~np.isfinite(pT[c, i, j])).sum())}/{pT.shape[-1]}"
             for c, name in enumerate(s["combos"]) for j, d in enumerate(pd) if not np.isfinite(pT[c, i, j]).all()]
     ax.set_xscale("log")
@@ -108,7 +104,7 @@ def _fig_vs_d(z, s, out):
                   fontsize=9)
     ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.set_ylabel("clustering time T (mean pairwise inner product reaches 1/2)")
-    ax.set_title(f"random tokens on S^(d-1), n = {pn[i]}, median and range over {pT.shape[-1]} seeds",
+    ax.set_title(f"random tokens on S^(d-1), n = {pn[i]}, mean and 95% CI over {pT.shape[-1]} seeds",
                  fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
@@ -157,11 +153,35 @@ def _f(x, p=2):
     return "nan" if x is None or not np.isfinite(x) else f"{x:.{p}f}"
 
 
+def _num(x):
+    """A JSON number as a float (the JSON writer stores nan as null)."""
+    return np.nan if x is None else float(x)
+
+
+def _pm(m, h, p=2):
+    """``"m +- h"`` (just ``m`` where the half-width is not finite, e.g. one seed)."""
+    return _f(m, p) + (f" +- {_f(h, p)}" if h is not None and np.isfinite(h) else "")
+
+
+def _sfit(s, key, p=3):
+    """A particle slope as mean +- 95 % half-width over seeds, with the number of seeds fitted."""
+    v = s["particle_seed_fits"][key]
+    return f"{_pm(_num(v['mean']), _num(v['ci95']), p)} ({v['seeds']} seeds)"
+
+
+def _upper(s, key):
+    """Upper end of the 95 % interval of a particle slope (the mean itself for one seed)."""
+    v = s["particle_seed_fits"][key]
+    m, h = _num(v["mean"]), _num(v["ci95"])
+    return m + (h if np.isfinite(h) else 0.0)
+
+
 def _claims(z, s):
     f = s["fits"]
     theory, tn, td = z["theory"], z["theory_n"], z["theory_d"]
     pT, pn, pd = z["particle_T"], z["particle_n"], z["particle_d"]
-    med = _particle_stats(pT)[0]
+    med, ci = _particle_stats(pT)
+    ns = pT.shape[-1]
     nl = theory[0, 1, :, 0]
     lin_soft = f["linearized/exp-softmax/loglog_n"]
     rows = [[
@@ -185,11 +205,12 @@ def _claims(z, s):
     ps = f["particles/exp-softmax/loglog_n"]
     rows.append([
         "O(n) for softmax with random initial tokens",
-        f"particles (d={pd[-1]}, n={pn[0]}..{pn[-1]}): median T = "
-        + ", ".join(_f(x) for x in med[0, :, -1]) + f"; log-log slope vs n = {_f(ps, 3)}, "
-        f"slope vs ln n = {_f(f['particles/exp-softmax/vs_logn'], 3)}",
-        "NOT observed: T grows roughly like log n (O(n) is a property of the linearization)" if ps < 0.5
-        else "consistent with O(n)"])
+        f"particles (d={pd[-1]}, n={pn[0]}..{pn[-1]}): mean T (95% CI, {ns} seeds) = "
+        + ", ".join(_pm(x, h) for x, h in zip(med[0, :, -1], ci[0, :, -1]))
+        + f"; per-seed log-log slope vs n = {_sfit(s, 'exp-softmax/loglog_n')}, "
+        f"slope vs ln n = {_sfit(s, 'exp-softmax/vs_logn')}",
+        "NOT observed: T grows roughly like log n (O(n) is a property of the linearization)"
+        if _upper(s, "exp-softmax/loglog_n") < 0.5 else "consistent with O(n)"])
     rl = f["linearized/relu-mean/Tn_vs_logd"]
     ratio = theory[2, 0] / (tn[:, None] * np.log(td))
     rows.append([
@@ -208,10 +229,11 @@ def _claims(z, s):
     reach = s["particles_reached_fraction"]
     rows.append([
         "O(n log d) for mean-normalized ReLU with random initial tokens",
-        f"particles (d={pd[-1]}): median T = " + ", ".join(_f(x) for x in med[2, :, -1]) +
-        f" (n={pn[0]}..{pn[-1]}); log-log slope vs n = {_f(pr, 3)}; at n={pn[-1]}: slope of T/n vs ln d = "
-        f"{_f(f['particles/relu-mean/Tn_vs_logd'], 3)} (linearized: 0.25), log-log slope vs d = "
-        f"{_f(f['particles/relu-mean/loglog_d'], 3)}; runs reaching 1/2: "
+        f"particles (d={pd[-1]}): mean T (95% CI, {ns} seeds) = "
+        + ", ".join(_pm(x, h) for x, h in zip(med[2, :, -1], ci[2, :, -1])) +
+        f" (n={pn[0]}..{pn[-1]}); per-seed log-log slope vs n = {_sfit(s, 'relu-mean/loglog_n')}; at n={pn[-1]}: "
+        f"slope of T/n vs ln d = {_sfit(s, 'relu-mean/Tn_vs_logd')} (linearized: 0.25), log-log slope vs d = "
+        f"{_sfit(s, 'relu-mean/loglog_d')}; runs reaching 1/2: "
         f"{_f(100 * reach['relu-mean'], 0)}% (d=4 runs end in 2-3 clusters more than 90 degrees apart, "
         "which ReLU never joins)",
         "NOT observed on this grid, which has sqrt(d) < n (outside the linearized regime); observed for d >> n "
@@ -221,14 +243,16 @@ def _claims(z, s):
         "Theory author's note: with softmax normalization the ReLU rate does not depend on n",
         f"ReLU-softmax log-log slope vs n: linearized {_f(rs, 3)}, nonlinear "
         f"{_f(f['nonlinear/relu-softmax/loglog_n'], 3)}, particles (d={pd[-1]}) "
-        f"{_f(f['particles/relu-softmax/loglog_n'], 3)}",
+        f"{_sfit(s, 'relu-softmax/loglog_n')}",
         ("NOT reproduced" if abs(rs) >= 0.05 else "reproduced (ODEs and random tokens)"
          if abs(f["particles/relu-softmax/loglog_n"]) < 0.15 else "reproduced for the ODEs; particles depend on n")])
     rat = med[2, -1, -1] / med[0, -1, -1]
     rows.append([
         "ReLU (mean) is slower than softmax by a factor ~log d",
         f"linearized ratio at n={tn[-1]}, d={td[-1]}: {_f(theory[2, 0, -1, -1] / theory[0, 0, -1, -1])} "
-        f"(ln d = {_f(np.log(td[-1]))}); particles, n={pn[-1]}, d={pd[-1]}: T_relu-mean / T_exp-softmax = {_f(rat)}",
+        f"(ln d = {_f(np.log(td[-1]))}); particles, n={pn[-1]}, d={pd[-1]}: ratio of the seed means "
+        f"T_relu-mean / T_exp-softmax = {_f(rat)} ({_pm(med[2, -1, -1], ci[2, -1, -1])} vs "
+        f"{_pm(med[0, -1, -1], ci[0, -1, -1])}, 95% CIs)",
         "reproduced qualitatively (ReLU slower)" if rat > 1 else "NOT reproduced"])
     return rows
 
@@ -246,7 +270,8 @@ def _verdicts(z, s, zh, sh):
          f"true for the frozen-force (zeroth-order) linearization (slope {_f(f['linearized/exp-softmax/loglog_n'], 3)} "
          f"in log-log); the consistent first-order linearization already gives T ~ ln n ({_f(fo[0])} .. {_f(fo[-1])} "
          f"for n = {tn[0]}..{tn[-1]}), as do the nonlinear ODE and random tokens: O(n) holds only as an upper bound "
-         "(deterministic ODEs; particles 3 seeds)"],
+         f"(deterministic ODEs; random tokens: log-log slope vs n {_sfit(s, 'exp-softmax/loglog_n')}, "
+         "mean and 95 % CI of per-seed fits)"],
     ]
     high_txt = ""
     if zh is not None:
@@ -327,11 +352,13 @@ at all, so the ReLU-softmax times below are n-independent.
   instability of the uniform state, whose growth rates do not carry a 1/n; for ReLU, tokens more
   than 90 degrees apart do not interact, and in low d (d = 4) most runs end in 2-3 clusters more than
   90 degrees apart (final mean pairwise inner product 0 to 0.45), which never reach 1/2 (counted as
-  'not reached', excluded from medians; the horizon is max(100, 1.5 n ln d), beyond the linearized time).
-* Medians over 3 seeds only; the particle slopes carry a seed-to-seed uncertainty of roughly +-0.1.
+  'not reached', excluded from means; the horizon is max(100, 1.5 n ln d), beyond the linearized time).
+* Particle times: mean and 95 % t-interval over the seeds that reached 1/2 ({ns} seeds per (n, d));
+  particle slopes: fitted per seed, then mean and 95 % t-interval over the seeds with at least two
+  usable points (their number is given).
 * Fitted slopes use n = 16..4096 and d = 16..4096 for the ODEs (at d = 4096 for n-slopes, n = 4096
   for d-slopes), and the particle grid's largest d (n-slopes) and largest n (d-slopes).
-"""
+""".replace("{ns}", str(z["particle_T"].shape[-1]))
     theory, tn, td = z["theory"], z["theory_n"], z["theory_d"]
     j = int(np.flatnonzero(td == 64)[0]) if 64 in td else 0
     side = markdown_table(

@@ -16,9 +16,10 @@ kernel-normalization pairs: exp-softmax (transformers), exp-mean, ReLU-mean (the
    do not interact, so several clusters can persist).
 
 Theory grids: n = 16..4096, d = 16..4096 (``gamma0 = 1/sqrt(d)``; d = 4 would start at the target).
-Particle grids: full n in {16, 32, 64, 128}, d in {4, 16, 64}, 3 seeds; quick n in {16, 32},
+Particle grids: full n in {16, 32, 64, 128}, d in {4, 16, 64}, 10 seeds; quick n in {16, 32},
 d in {16, 64}, 1 seed.  Fitted scalings: log-log slope of T against n, slope of T against log n,
-slope of T / n and of log T against log d.
+slope of T / n and of log T against log d; for the particles, one fit per seed and the mean with a
+95 % t-interval over seeds (:func:`particle_seed_fits`).
 
 4. **d >> n** (``Settings.hd_*``; full n in {8, 16, 32}, d in {256, ..., 16384}, 10 seeds): the regime
    ``sqrt(d) > n`` where a ``log d`` can show; run exactly in the span of the tokens
@@ -28,8 +29,9 @@ slope of T / n and of log T against log d.
 The softmax "linearized" time of level 1 is a frozen-force (zeroth-order) approximation; the
 consistent first-order linearization (:func:`first_order_softmax_time`) grows like ``log n``.
 
-Cost: quick ~10 s of CPU; full ~6 min wall on the shared 2-core machine under heavy load
-(particle runs dominate; on a loaded machine set ``OPENBLAS_NUM_THREADS=1``, multi-threaded BLAS on
+Cost: quick ~10 s of CPU; full with 10 seeds: the particle grid took ~15 s per seed (measured
+2026-11-30, lightly loaded shared 2-core machine), the d >> n grid 1-2 minutes; under heavy load
+expect 2-3x that (particle runs dominate; on a loaded machine set ``OPENBLAS_NUM_THREADS=1``, multi-threaded BLAS on
 these small matrices is several times slower).  Run from the repository root::
 
     python -m studies.relu_vs_softmax.run [--quick]
@@ -43,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 import meanfield as mf
-from studies._common import fit_slope, main, save_json
+from studies._common import fit_slope, main, mean_ci95, save_json
 
 LAMBDA, BETA, TARGET = 1.0, 1.0, 0.5
 COMBOS = (("exp", "softmax"), ("exp", "mean"), ("relu", "mean"), ("relu", "softmax"))
@@ -64,7 +66,7 @@ class Settings:
     hd_seeds: tuple = ()  # ... seeds
 
 
-FULL = Settings(n=(16, 32, 64, 128), d=(4, 16, 64), seeds=(0, 1, 2),
+FULL = Settings(n=(16, 32, 64, 128), d=(4, 16, 64), seeds=tuple(range(10)),
                 hd_n=(8, 16, 32), hd_d=(256, 1024, 4096, 16384), hd_seeds=tuple(range(10)))
 QUICK = Settings(n=(16, 32), d=(16, 64), seeds=(0,), hd_n=(8,), hd_d=(256, 4096), hd_seeds=(0, 1, 2))
 
@@ -227,6 +229,30 @@ def _slope(x, y, log_y):
     return fit_slope(x, y, log_x=True, log_y=log_y, drop_invalid=True).slope
 
 
+def _scalings(T, nn, dd):
+    """The four fitted scalings of one time table ``T[n, d]`` (see :func:`fits`)."""
+    return {"loglog_n": _slope(nn, T[:, -1], log_y=True), "vs_logn": _slope(nn, T[:, -1], log_y=False),
+            "Tn_vs_logd": _slope(dd, T[-1, :] / nn[-1], log_y=False), "loglog_d": _slope(dd, T[-1, :], log_y=True)}
+
+
+def particle_seed_fits(particles, pn, pd):
+    """Per-seed fitted scalings of the particle times and their mean with a 95 % t-interval over seeds.
+
+    Each seed's times ``particles[c, :, :, k]`` are fitted on their own (times not reached are left
+    out; a seed with fewer than 2 usable points gives no slope).  Returns a dict keyed
+    ``"<combo>/<quantity>"`` of ``{"mean", "ci95", "seeds"}`` (``ci95`` the half-width, nan for
+    fewer than 2 seeds; ``seeds`` the number of seeds with a slope).
+    """
+    out = {}
+    for c, (kernel, norm) in enumerate(COMBOS):
+        per_seed = [_scalings(particles[c, :, :, k], pn, pd) for k in range(particles.shape[-1])]
+        for q in per_seed[0]:
+            vals = np.array([p[q] for p in per_seed])
+            m, h = mean_ci95(vals)
+            out[f"{combo_name(kernel, norm)}/{q}"] = {"mean": m, "ci95": h, "seeds": int(np.isfinite(vals).sum())}
+    return out
+
+
 def fits(theory, ns, ds, particles, pn, pd):
     """Fitted scalings of the theory and particle times (see module docstring).
 
@@ -234,27 +260,18 @@ def fits(theory, ns, ds, particles, pn, pd):
     -------
     dict of floats keyed ``"<level>/<combo>/<quantity>"``: ``loglog_n`` (slope of log T vs log n,
     at the largest d), ``vs_logn`` (slope of T vs ln n), ``Tn_vs_logd`` (slope of T / n vs ln d,
-    at the largest n), ``loglog_d`` (slope of log T vs log d).  Particle fits use the median
-    over seeds of the runs that reached the target.
+    at the largest n), ``loglog_d`` (slope of log T vs log d).  Particle entries are the mean over
+    seeds of the per-seed slopes (:func:`particle_seed_fits`, which also gives their 95 % intervals).
     """
     out = {}
-    med = _median_finite(particles)
     for c, (kernel, norm) in enumerate(COMBOS):
         name = combo_name(kernel, norm)
-        for level, T, nn, dd in (("linearized", theory[c, 0], ns, ds), ("nonlinear", theory[c, 1], ns, ds),
-                                 ("particles", med[c], pn, pd)):
-            out[f"{level}/{name}/loglog_n"] = _slope(nn, T[:, -1], log_y=True)
-            out[f"{level}/{name}/vs_logn"] = _slope(nn, T[:, -1], log_y=False)
-            out[f"{level}/{name}/Tn_vs_logd"] = _slope(dd, T[-1, :] / nn[-1], log_y=False)
-            out[f"{level}/{name}/loglog_d"] = _slope(dd, T[-1, :], log_y=True)
+        for level, T in (("linearized", theory[c, 0]), ("nonlinear", theory[c, 1])):
+            for q, v in _scalings(T, ns, ds).items():
+                out[f"{level}/{name}/{q}"] = v
+    for key, v in particle_seed_fits(particles, pn, pd).items():
+        out[f"particles/{key}"] = v["mean"]
     return out
-
-
-def _median_finite(particles):
-    """Median over the seed axis (last) of the finite times; nan where no seed reached the target."""
-    P = np.where(np.isfinite(particles), particles, np.nan)
-    ok = np.isfinite(P).any(axis=-1)
-    return np.where(ok, np.nanmedian(np.where(ok[..., None], P, 0.0), axis=-1), np.nan)
 
 
 def run(out_dir: Path, quick: bool = False) -> dict:
@@ -276,6 +293,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                     final_k[idx], steps[idx] = r["final_clusters"], r["n_steps"]
     theory_p = theory_times(pn, pd)   # theory at the particle grid (same start convention), to compare
     f = fits(theory, THEORY_N, THEORY_D, T, pn, pd)
+    seed_fits = particle_seed_fits(T, pn, pd)
     np.savez_compressed(out_dir / "data.npz", theory=theory, theory_n=THEORY_N, theory_d=THEORY_D,
                         particle_T=T, particle_gamma0=g0, particle_final_mean_inner=final_m,
                         particle_final_clusters=final_k, particle_steps=steps, particle_n=pn,
@@ -284,6 +302,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     summary = {
         "quick": quick, "lambda": LAMBDA, "beta": BETA, "target": TARGET,
         "combos": [combo_name(*c) for c in COMBOS], "fits": f,
+        "particle_seed_fits": seed_fits, "particle_seeds": len(seeds),
         "nonlinear_softmax_times": dict(zip(map(int, THEORY_N), theory[0, 1, :, 0])),
         "linearized_softmax_times": dict(zip(map(int, THEORY_N), theory[0, 0, :, 0])),
         "relu_mean_linear_over_nlogd": float(np.median(theory[2, 0] / (THEORY_N[:, None] * np.log(THEORY_D)))),
