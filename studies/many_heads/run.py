@@ -51,13 +51,14 @@ from scipy import optimize, stats
 
 import meanfield as mf
 from studies._common import fit_slope, main, save_json
+# H = 2's particle run, late-rate fit and crossing time, shared with the study of Thm 22 at H = 2
+from studies.heterogeneous_heads.run import LATE_WINDOW, _first_time, late_slope, particle_run
 
 N, BETA = 32, 1.0
 HS = (2, 3, 4)
 FAMILIES = ("linear", "one_strong", "one_weak")
 TARGETS = (0.5, 0.9)
 N_QUAD = 256
-LATE_WINDOW = (1e-9, 1e-4)
 HEADSETS = {"1 head": (1.0,), "H=3 unequal": (0.5, 1.0, 1.5), "H=4 unequal": (0.25, 0.75, 1.25, 1.75),
             "H=3 equal": (1.0, 1.0, 1.0), "H=4 equal": (1.0, 1.0, 1.0, 1.0)}
 COMBOS = (("exp", "softmax"), ("relu", "mean"))
@@ -201,44 +202,6 @@ def smallest_helping_lambda_bar(H, n, beta=BETA, n_scan=4001):
         if hi - lo < 1e-10 * hi:
             break
     return hi
-
-
-def _pair_eps(X):
-    n = X.shape[0]
-    diff = X[:, None, :] - X[None, :, :]
-    D = np.einsum("ijk,ijk->ij", diff, diff)
-    return float(D[~np.eye(n, dtype=bool)].mean() / 2)
-
-
-def particle_run(lambdas, t_final, n_t=400, beta=BETA, n=N):
-    """Softmax scalar heads on ``n`` orthonormal tokens in ``d = n``: ``gamma(t)``, ``1 - gamma``, spread."""
-    system = mf.ParticleSystem(mf.scalar_heads(lambdas, n, beta, normalization="softmax"))
-    X0 = mf.initial.orthonormal(n, n, seed=3)
-
-    def observe(t, X):
-        G = X @ X.T
-        off = G[~np.eye(n, dtype=bool)]
-        return {"gamma": off.mean(), "spread": off.max() - off.min(), "eps": _pair_eps(X)}
-
-    t = np.linspace(0.0, t_final, n_t)
-    tr = mf.solve_particles(system, X0, t_final, t_eval=t, observe=observe, rtol=1e-10, atol=1e-13, progress=False)
-    if not tr.success:
-        raise RuntimeError(f"particle run failed: {tr.message}")
-    ob = tr.observables
-    return {"t": tr.t, "gamma": ob["gamma"], "eps": ob["eps"], "gamma_spread": ob["spread"]}
-
-
-def late_slope(t, eps, window=LATE_WINDOW):
-    """Least-squares slope of ``log eps`` against ``t`` over ``window[0] <= eps <= window[1]``."""
-    m = (eps >= window[0]) & (eps <= window[1])
-    if m.sum() < 3:
-        raise ValueError(f"fewer than 3 samples with eps in {window}; received {int(m.sum())}")
-    return fit_slope(t[m], eps[m], log_y=True).slope
-
-
-def _first_time(t, g, target):
-    k = int(np.argmax(g >= target))
-    return float(np.interp(target, g[k - 1:k + 1], t[k - 1:k + 1]))
 
 
 def part_a(cfg):
