@@ -459,26 +459,11 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler=None, n_workers=2, retries=
               client=None) -> list[dict]:
     """Run every point of ``spec`` not already finished in ``out_dir``; return the index rows.
 
-    The points run through :func:`run_tasks` (one main-job run per point, results as NetCDF files).
-
-    Parameters
-    ----------
-    scheduler : str, optional
-        Address of an existing dask scheduler; default: a LocalCluster of ``n_workers``
-        single-threaded worker processes on this machine.
-    n_workers : int
-        Worker processes of the LocalCluster, ``>= 1``.
-    retries : int
-        Extra attempts (``>= 0``) of a point whose task raised inside dask (e.g. its worker died).
-    progress : bool, optional
-        Show a progress bar (None: only on a terminal).
-    client : distributed.Client, optional
-        Use this client (tests); otherwise one is created and closed here.
-
-    Raises
-    ------
-    ValueError
-        ``n_workers``, ``retries`` or ``progress`` out of range, before anything starts.
+    The points run through :func:`run_tasks` (one main-job run per point, results as NetCDF files;
+    each point's full config is its fingerprinted input, so editing the base config recomputes the
+    points it changes).  ``scheduler``, ``n_workers``, ``retries``, ``progress`` and ``client`` are
+    :func:`run_tasks`'s, and so are the errors (``ValueError`` before anything starts,
+    ``FolderInUse`` when another process runs in ``out_dir``).
     """
     return run_tasks(_run_config, spec.points, out_dir, inputs=[spec.config(p).to_dict() for p in spec.points],
                      store="netcdf", scheduler=scheduler, n_workers=n_workers, retries=retries, progress=progress,
