@@ -288,3 +288,29 @@ def test_spectral_velocity_off_sphere_equals_projected(rng):
     bad = X.copy()
     bad[3] = np.nan
     assert np.isnan(s.velocity(bad, w)).all()  # a blown-up stage gives NaN (integrate reports it)
+
+
+def test_public_velocity_fused_check_same_result_and_same_errors():
+    """ParticleSystem.velocity checks spectral tokens from the norms its transform computes anyway
+    (one pass less at large n): the result is bit-identical to the separate check + sum (same
+    arithmetic, exact equality), and every input the separate check refuses is still refused with
+    its message, while rows within the unit tolerance but outside the fused criterion are accepted."""
+    system = ParticleSystem(scalar_heads([1.0, -0.5], 3, beta=3.0), summation="spectral")
+    X = uniform_sphere(3000, 3, seed=5)
+    w = np.random.default_rng(6).random(2 * 3000)[::2]          # non-contiguous weights
+    w /= w.sum()
+    for ww in (None, w):
+        np.testing.assert_array_equal(system.velocity(X, ww), system._velocity(*system.check(X, ww)))
+    # |x| - 1 = 0.99e-8 is within UNIT_NORM_TOL = 1e-8, but |x|^2 - 1 ~ 1.98e-8 > 1.9e-8: the fused
+    # criterion passes it on to check_tokens, which accepts it (same result as the separate path)
+    Y = X.copy()
+    Y[7] *= 1 + 0.99e-8
+    np.testing.assert_array_equal(system.velocity(Y), system._velocity(*system.check(Y, None)))
+    for bad, msg in ((1 + 1e-6, "rows must be unit vectors"), (np.nan, "must be a finite real array"),
+                     (np.inf, "must be a finite real array"), (0.0, "rows must be unit vectors")):
+        Z = X.copy()
+        Z[11] *= bad
+        with pytest.raises(ValueError, match=msg):
+            system.velocity(Z)
+    with pytest.raises(ValueError, match="w must be 3000 finite weights"):
+        system.velocity(X, np.full(3000, 1.0))

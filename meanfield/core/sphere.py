@@ -182,11 +182,11 @@ def _polar(x, norm2=None):
         cp[on_axis] = 1.0
     loc = np.empty((r.shape[0], 2))
     phi = np.arctan2(sp, cp, out=inv_r)        # inv_r no longer needed: its buffer is reused
-    phi += (phi < 0.0) * (2.0 * np.pi)         # longitude in [0, 2 pi)
+    np.add(phi, 2.0 * np.pi, out=phi, where=phi < 0.0)   # longitude in [0, 2 pi), no temporary product
     loc[:, 1] = phi
     np.arctan2(r, z, out=loc[:, 0])            # colatitude (scale-free)
     if norm2 is not None:
-        inv = np.sqrt(norm2)
+        inv = np.sqrt(norm2, out=phi)          # phi is in loc now: its buffer is reused again
         np.divide(1.0, inv, out=inv)
         r *= inv                               # sin theta, cos theta of the direction
         z *= inv
@@ -586,6 +586,16 @@ class PointSet:
         self._points = x if norm2 is None else None
         self.grid, self.loc, self.epsilon, self.n = grid, loc, float(epsilon), x.shape[0]
         self._kw = dict(grid._kw, loc=loc, epsilon=float(epsilon))
+
+    @property
+    def norms2(self):
+        """``|x_i|^2`` of the rows given to :meth:`directions` (n,), read-only; None for unit points
+        (the constructor)."""
+        if self._norm2 is None:
+            return None
+        v = self._norm2.view()
+        v.setflags(write=False)
+        return v
 
     @property
     def points(self):

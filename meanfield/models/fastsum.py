@@ -164,10 +164,22 @@ class SpectralSum:
         X = self._array(X)
         if w is None:
             w = np.full(X.shape[0], 1.0 / X.shape[0])
-        pts = PointSet._directions(self.grid, X, self._epsilon)   # one pass: radial projection, angles
+        pts = self.directions(X)
         if pts is None:                        # a blown-up integrator stage: NaN, reported by integrate
             return np.full(X.shape, np.nan)
-        return self.operator.velocity(pts.adjoint(self._weights(w, pts.n)), PointSpace(pts))
+        return self.velocity_at(pts, self._weights(w, pts.n))
+
+    def directions(self, X):
+        """The :class:`~meanfield.core.sphere.PointSet` of the directions of float64 rows ``X`` (n, 3) at
+        this sum's accuracy, in one pass (radial projection, angles, ``norms2``); None where a row is
+        not finite or zero.  With :meth:`velocity_at`, the velocity of callers that check the rows
+        from ``norms2`` (:meth:`meanfield.ParticleSystem.velocity`) instead of in a pass of their own.
+        """
+        return PointSet._directions(self.grid, X, self._epsilon)
+
+    def velocity_at(self, pts, w):
+        """:meth:`velocity` at a point set from :meth:`directions`, for validated float64 weights ``w`` (n,)."""
+        return self.operator.velocity(pts.adjoint(w), PointSpace(pts))
 
     def forces(self, X, w):
         """Per-head aggregates ``u^h`` before projection and their normalizers.
