@@ -37,6 +37,13 @@ def test_quick_study_and_rerun_skips_tasks(tmp_path):
     for g in s["growth_in_time"].values():
         assert 0.5 < g["rate"] < 1.05 * s["sigma_max"], g
     assert s["w2_failed_count"] == 0
+    # W2 at n = 1000 > w2_max_n = 316 comes from the separate W2 tasks, which re-run the particle
+    # tasks' tokens: the same trajectory (the same code on single-threaded workers: measured 0.0; the
+    # run refuses > 1e-9), and W2 at every n and every W2 time
+    assert s["w2_n_values"] == [100, 316, 1000] and s["w2_rerun_mmd_max_rel_diff"] <= 1e-12
+    assert len(list((tmp_path / "tasks_w2" / "points").iterdir())) == s["seeds"]["1000"]
+    w2_t = np.isin(t, s["config"]["w2_times"])
+    assert np.all(np.isfinite(d["w2"][:, :, w2_t])) and np.all(np.isnan(d["w2"][:, :, ~w2_t]))
     text = path.read_text()
     assert "| claim |" in text and "## Verdicts against the paper's hypotheses" in text
     for fig in ("distance_vs_n.png", "distance_vs_t.png", "crossing_times.png"):

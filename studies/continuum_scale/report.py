@@ -56,7 +56,7 @@ def _fig_vs_n(d, s, out):
         if "n^-1/2" in f:
             ax[1].plot(ns[ok], f["sqrt(log n / n)"]["C"] * np.sqrt(np.log(ns[ok]) / ns[ok]), ":", color=c, lw=1)
     ax[1].set(xscale="log", yscale="log", xlabel="n", ylabel="W2 (geodesic, semi-discrete) to rho(t)",
-              title=f"W2, n <= {s['config']['w2_max_n']}; dotted: C sqrt(log n / n)")
+              title=f"W2, n <= {max(s['w2_n_values'])}; dotted: C sqrt(log n / n)")
     style_axes(ax, legend=7, which="both")
     fig.suptitle(f"Particles vs PDE (lmax {s['pde']['lmax']}), beta = {s['config']['beta']:g}, "
                  f"heads lambda = (1, 0.5); PDE stop t = {s['pde']['t_stop']:.3f}")
@@ -188,7 +188,7 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     verdicts = [
         ("MODEL.md 4: W2(mu_n(t), rho(t)) -> 0 at rate n^-1/2 up to logs (at t = 0 and along the flow)", hyp,
          REPRODUCED if rate_ok else REFUTED,
-         f"semi-discrete W2 up to n = {cfg['w2_max_n']} (seeds per n {seeds}), large-n slopes {w2_txt}; {mmd_txt}"),
+         f"semi-discrete W2 up to n = {max(s['w2_n_values'])} (seeds per n {seeds}), large-n slopes {w2_txt}; {mmd_txt}"),
         ("MODEL.md 4: along the flow the error grows at most like e^(L t) (the e^(Lt)/sqrt(n) picture: crossing "
          "time ~ log n / (2L))", hyp, REPRODUCED if grow_ok else OUTSIDE,
          growth_txt + ("" if grow_ok else "; the growth exceeds the linear rate: the nonlinear (clustering) regime"
@@ -211,8 +211,9 @@ monitor stops it at t = {pde['t_stop']:.3f} ({pde['message']}); lmax {pde['lmax_
 {pde['t_stop_low']:.3f}.  Comparison times: every {cfg['dt_out']:g} up to t = {t[-1]:g}.  Distances: MMD with the
 Sobolev H^-{cfg['mmd_s']:g} kernel and the attention kernel e^(beta <x, y>) at every time and every n (exact,
 O(n + L^2 log L)); semi-discrete geodesic W2 (continuous density, no grid floor) at t in {cfg['w2_times']} for
-n <= {cfg['w2_max_n']} (one evaluation took {w2s_lo:.0f}-{w2s_hi:.0f} s at n = {w2n} here, on the shared cores; beyond,
-the semi-discrete solver's cost (~160 s per Newton iteration at 1e6, benchmarks) does not fit the budget).  W2 fallbacks to exact node-based OT (Newton failure at small n):
+n in {s['w2_n_values']} (one evaluation took {w2s_lo:.0f}-{w2s_hi:.0f} s at n = {w2n} here, on the shared cores; above
+n = {cfg['w2_max_n']} in W2 tasks of their own, which re-run the particle tasks' tokens: MMD of the re-run against the
+particle task's, max relative difference {s['w2_rerun_mmd_max_rel_diff']:.1e}).  W2 fallbacks to exact node-based OT (Newton failure at small n):
 {s['w2_fallback_count']}; W2 not computed where planned: {s['w2_failed_count']}.  The {sum(s['seeds'].values())} (n, seed)
 tasks ran on a dask LocalCluster ({cfg['n_workers']} workers) through `meanfield.workflow.sweep.run_tasks`
 (resumable): {s['task_wall_seconds']:.0f} s wall for the task phase (summed over the runs that computed tasks,
@@ -241,7 +242,7 @@ The W2 bracket: the semi-discrete solver is exact for the chordal cost; the geod
 of a bracket (stored per task as w2_lower / w2_upper).
 """
     return write_report(out / "report.md", "Continuum limit at scale: n = 10^2 ... 10^6", intro, claims,
-                        figures=[("distance_vs_n.png", "MMD (all n) and W2 (n <= 1e5) against n, mean and 95 % CI"),
+                        figures=[("distance_vs_n.png", f"MMD and W2 (n <= {max(s['w2_n_values'])}) against n, mean and 95 % CI"),
                                  ("distance_vs_t.png", "MMD against time; sqrt(n) MMD; order parameter"),
                                  ("crossing_times.png", "crossing time of fixed MMD levels against log n")],
                        notes=notes, verdicts=verdicts)

@@ -18,7 +18,10 @@ concentrates into clusters and the PDE's resolution monitor (spectral tail > 1e-
    samples n i.i.d. tokens from the initial density, integrates them (spectral sums, dopri5) to the
    last comparison time and measures, at every output time, the MMD to the PDE density (Sobolev
    ``H^{-2}`` kernel, and the attention kernel ``e^{beta <x, y>}``; exact, O(n + L^2 log L)) and, at
-   ``w2_times`` for ``n <= w2_max_n``, the semi-discrete geodesic W2 (no grid floor).
+   ``w2_times`` for ``n <= w2_max_n``, the semi-discrete geodesic W2 (no grid floor).  For the larger
+   ``n`` in ``w2_extra_n`` (3e5 and 1e6) the W2 runs in tasks of their own (``<out>/tasks_w2/``),
+   which re-run the same tokens (the same stream and integrator; their MMD must equal the particle
+   task's to 1e-9 relative), so that adding them left the 120 finished particle tasks as they were.
 3. Fits per time (over the per-n means): free slope of log D against log n (with standard error),
    and the one-parameter models ``C n^{-1/2}`` and ``C sqrt(log n / n)`` compared by residual sums
    and AIC; the time at which D crosses fixed levels, against log n (``e^{L t}/sqrt(n)`` predicts
@@ -48,7 +51,7 @@ from meanfield.analysis import stability
 from meanfield.analysis.mmd import mmd_iid_expectation
 from meanfield.workflow.sweep import NpzStore, run_tasks
 from studies._common import fit_slope, main, save_json
-from studies.continuum_scale.tasks import particle_task
+from studies.continuum_scale.tasks import W2_KEYS, particle_task, w2_task
 
 LAMBDAS = (1.0, 0.5)
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
@@ -71,7 +74,8 @@ class Settings:
     seeds_large: int          # ... and above
     n_many_seeds: int
     w2_times: tuple           # times of the semi-discrete W2 (rounded to the output grid)
-    w2_max_n: int             # W2 up to this n
+    w2_max_n: int             # W2 inside the particle tasks up to this n ...
+    w2_extra_n: tuple         # ... and at these larger n in separate W2 tasks (tasks_w2/: same tokens re-run)
     w2_tol: float             # semi-discrete cell-mass tolerance
     w2_fallback_max_n: int    # exact node-based W2 where the Newton solver fails, up to this n
     w2_fallback_nlat: int     # ... against the density on nlat x 2 nlat Gauss-Legendre nodes
@@ -87,12 +91,13 @@ class Settings:
 FULL = Settings(beta=3.0, floor=0.95, lmax=127, lmax_low=63, t_max=2.0, dt_out=0.05,
                 n_values=tuple(int(round(10 ** e)) for e in np.arange(2.0, 6.01, 0.5)),
                 seeds_small=20, seeds_large=5, n_many_seeds=10_000,
-                w2_times=(0.0, 0.6, 1.2), w2_max_n=100_000, w2_tol=1e-6, w2_fallback_max_n=4096,
+                w2_times=(0.0, 0.6, 1.2), w2_max_n=100_000,
+                w2_extra_n=(316_228, 1_000_000), w2_tol=1e-6, w2_fallback_max_n=4096,
                 w2_fallback_nlat=64, mmd_s=2.0, levels=(0.001, 0.002, 0.004, 0.008, 0.016, 0.032), tail_min_n=10_000,
                 rtol=1e-6, atol=1e-8, spectral_tol=1e-10, n_workers=2)
 QUICK = Settings(beta=3.0, floor=0.95, lmax=47, lmax_low=31, t_max=1.0, dt_out=0.1,
                  n_values=(100, 316, 1000), seeds_small=4, seeds_large=4, n_many_seeds=1000,
-                 w2_times=(0.0, 0.5), w2_max_n=1000, w2_tol=1e-6, w2_fallback_max_n=1000,
+                 w2_times=(0.0, 0.5), w2_max_n=316, w2_extra_n=(1000,), w2_tol=1e-6, w2_fallback_max_n=1000,
                  w2_fallback_nlat=24, mmd_s=2.0, levels=(0.01, 0.02), tail_min_n=100,
                  rtol=1e-6, atol=1e-8, spectral_tol=1e-10, n_workers=2)
 
@@ -209,9 +214,17 @@ def run(out_dir: Path, quick: bool = False, client=None) -> dict:
     previous = json.loads(wall_file.read_text())["wall_seconds"] if wall_file.is_file() else 0.0
     rows = run_tasks(functools.partial(particle_task, setup), points, out_dir / "tasks", store="npz",
                      n_workers=cfg.n_workers, client=client, progress=False, desc="particle tasks")
+    # W2 beyond w2_max_n: the same tokens re-run in tasks of their own (the particle tasks' setup key,
+    # and so their finished files, stay as they were); the smaller n first
+    bad = [n for n in cfg.w2_extra_n if n not in seeds or n <= cfg.w2_max_n]
+    if bad:
+        raise ValueError(f"w2_extra_n must be n values above w2_max_n = {cfg.w2_max_n}; received {bad}")
+    w2_points = [{"n": int(n), "seed": s, "setup": key} for n in sorted(cfg.w2_extra_n) for s in range(seeds[int(n)])]
+    w2_rows = run_tasks(functools.partial(w2_task, setup), w2_points, out_dir / "tasks_w2", store="npz",
+                        n_workers=cfg.n_workers, client=client, progress=False, desc="W2 tasks") if w2_points else []
     wall_tasks = previous + time.perf_counter() - tic_tasks
     wall_file.write_text(json.dumps({"wall_seconds": wall_tasks}))
-    failed = [r for r in rows if r["status"] != "done"]
+    failed = [r for r in rows + w2_rows if r["status"] != "done"]
     if failed:
         raise RuntimeError(f"{len(failed)} particle tasks failed, e.g. {failed[0]['params']}: {failed[0]['error']}")
 
@@ -227,6 +240,20 @@ def run(out_dir: Path, quick: bool = False, client=None) -> dict:
             arr[k][i, s] = d[k]
         secs["particle_seconds"][i, s], secs["mmd_seconds"][i, s] = d["particle_seconds"], d["mmd_seconds"]
         secs["task_seconds"][i, s] = r["seconds"]
+    # the W2 tasks: their re-run must be the particle task's trajectory (MMD equal to the summation's
+    # rounding: measured ~1e-15 relative; refused above 1e-9, the W2 would belong to other tokens)
+    rerun_diff = 0.0
+    for r in w2_rows:
+        d = NpzStore.load(out_dir / "tasks_w2" / r["path"])
+        i, s = int(np.flatnonzero(ns == r["params"]["n"])[0]), int(r["params"]["seed"])
+        at = np.isfinite(d["mmd_sobolev"])
+        rerun_diff = max(rerun_diff, float(np.max(np.abs(d["mmd_sobolev"][at] / arr["mmd_sobolev"][i, s, at] - 1))))
+        for k in W2_KEYS:
+            arr[k][i, s, at] = d[k][at]
+        secs["task_seconds"][i, s] += r["seconds"]
+    if rerun_diff > 1e-9:
+        raise RuntimeError(f"the W2 tasks' re-run tokens differ from the particle tasks' (MMD relative difference "
+                           f"{rerun_diff:.2e} > 1e-9): delete {out_dir / 'tasks_w2'} and re-run")
     mmd_iid = np.array([[mmd_iid_expectation(pde.grid, rho0, int(n), kernel="sobolev", s=cfg.mmd_s)] for n in ns])[:, 0]
 
     def stat(x):     # mean and 95 % CI half-width over the seeds of each n (NaN seeds left out)
@@ -309,7 +336,9 @@ def run(out_dir: Path, quick: bool = False, client=None) -> dict:
         "mmd_t0_over_iid": [float(np.nanmean(arr["mmd_sobolev"][i, :, 0] ** 2) / mmd_iid[i]) for i in range(ns.size)],
         "w2_fallback_count": int(np.nansum(arr["w2_method"] == 1)),
         "w2_failed_count": int(sum(np.sum(~np.isfinite(arr["w2"][i, :seeds[int(n)]][:, np.isin(times, np.round(
-            cfg.w2_times, 9))])) for i, n in enumerate(ns) if n <= cfg.w2_max_n)),
+            cfg.w2_times, 9))])) for i, n in enumerate(ns) if n <= cfg.w2_max_n or n in cfg.w2_extra_n)),
+        "w2_n_values": [int(n) for n in ns if n <= cfg.w2_max_n or n in cfg.w2_extra_n],
+        "w2_rerun_mmd_max_rel_diff": rerun_diff,
         "task_wall_seconds": wall_tasks, "task_cpu_seconds_sum": float(np.nansum(secs["task_seconds"])),
         "wall_seconds": time.perf_counter() - tic, "cpu_seconds_client": time.process_time() - cpu,
     }
