@@ -249,7 +249,7 @@ def real_array(name, x, shape=None, *, finite=True):
     if shape is not None and (a.ndim != len(shape) or any(isinstance(s, numbers.Integral) and k != s
                                                            for k, s in zip(a.shape, shape))):
         raise ValueError(f"{name} must be {what}; received shape {a.shape}")
-    if np.any(np.isnan(a)) or (finite and not np.all(np.isfinite(a))):
+    if not np.all(np.isfinite(a)) if finite else np.any(np.isnan(a)):     # one pass over a
         raise ValueError(f"{name} must be {what}; received {x!r}")
     return a
 
