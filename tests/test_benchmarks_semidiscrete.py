@@ -44,3 +44,17 @@ def test_linear_solvers_reach_their_residuals(quick):
     assert rows["sparse"]["residual"] < 1e-10              # direct: round-off (measured 1e-13)
     assert rows["Jacobi-CG"]["residual"] <= 1e-4 and rows["AMG-CG"]["residual"] <= 1e-6   # cg's rtol
     assert rows["AMG-CG"]["iterations"] < rows["Jacobi-CG"]["iterations"] / 10
+
+
+def test_independent_monte_carlo_check_quick():
+    """benchmarks/semidiscrete_check.py at n = 2e4: the solver's cost equals the Monte-Carlo cost of the
+    power plan of its psi (10^6 points, exact power assignment), and the power cells carry the masses b.
+    Both statistics are ~N(0, 1) when the solver is right (seeds fixed: measured z = -0.46 and -0.01);
+    |z| < 4 leaves a 6e-5 false-alarm rate; what it catches: a relative bias of the cost beyond ~6e-3 (the
+    MC standard error is 1.4e-3 of the cost here) or mass errors of ~3 % (Pearson z ~ 4).  The full mode
+    (n = 1e6, 4e6 points, standard error ~5e-4 relative) is in RESULTS_semidiscrete.md."""
+    from benchmarks import semidiscrete_check
+
+    r = semidiscrete_check.run(quick=True, write=False)
+    assert abs(r["z"]) < 4 and abs(r["pearson_z"]) < 4, r
+    assert r["residual"] <= 1e-8
