@@ -27,9 +27,11 @@ concentrates into clusters and the PDE's resolution monitor (spectral tail > 1e-
    and AIC; the time at which D crosses fixed levels, against log n (``e^{L t}/sqrt(n)`` predicts
    ``t_cross = log n / (2 L) + const``), compared with the measured growth rate ``L`` of D in time.
 
-Cost (2 cores shared with other jobs, load 6-11): quick ~20-35 s; full 61 min wall clock (3672 s for the
-120 tasks, 7311 s summed task time: the semi-discrete W2 at n = 10^5 dominates, 70-270 s per
-evaluation; a 10^6 task 250-540 s).  Re-running skips finished tasks (seconds).  Run from the repo root::
+Cost (2 cores shared with other jobs): quick ~20-35 s; full about 3 h wall clock: the 120 particle
+tasks 61 min (load 6-11; 7311 s summed task time, the semi-discrete W2 at n = 10^5 dominating at
+70-270 s per evaluation), the 10 W2 tasks at 3e5 and 1e6 1 h 53 min (load ~2-3; a W2 evaluation at
+3e5 72-280 s, at 1e6 315-2163 s, the clustered t = 1.2 the slowest).  Re-running skips finished tasks
+(seconds).  Run from the repo root::
 
     nice -n 5 python -m studies.continuum_scale.run [--quick]
 """
