@@ -50,9 +50,9 @@ def test_independent_monte_carlo_check_quick():
     """benchmarks/semidiscrete_check.py at n = 2e4: the solver's cost equals the Monte-Carlo cost of the
     power plan of its psi (10^6 points, exact power assignment), and the power cells carry the masses b.
     Both statistics are ~N(0, 1) when the solver is right (seeds fixed: measured z = -0.46 and -0.01);
-    |z| < 4 leaves a 6e-5 false-alarm rate; what it catches: a relative bias of the cost beyond ~6e-3 (the
-    MC standard error is 1.4e-3 of the cost here) or mass errors of ~3 % (Pearson z ~ 4).  The full mode
-    (n = 1e6, 4e6 points, standard error ~5e-4 relative) is in RESULTS_semidiscrete.md."""
+    |z| < 4 for both leaves a ~1.3e-4 false-alarm rate; what it catches: a relative bias of the cost beyond
+    ~6e-3 (the MC standard error is 1.4e-3 of the cost here) or mass errors of ~3 % (Pearson z ~ 4).  The
+    full mode (n = 1e6, 4e6 points, standard error 7.6e-4 relative) is in RESULTS_semidiscrete.md."""
     from benchmarks import semidiscrete_check
 
     r = semidiscrete_check.run(quick=True, write=False)

@@ -183,7 +183,7 @@ def _polar(x, norm2=None):
     loc = np.empty((r.shape[0], 2))
     phi = np.arctan2(sp, cp, out=inv_r)        # inv_r no longer needed: its buffer is reused
     np.add(phi, 2.0 * np.pi, out=phi, where=phi < 0.0)   # longitude in [0, 2 pi), no temporary product
-    loc[:, 1] = phi
+    np.add(phi, 0.0, out=loc[:, 1])            # the copy into loc, with -0.0 -> +0.0 (as phi + 0 * 2 pi did)
     np.arctan2(r, z, out=loc[:, 0])            # colatitude (scale-free)
     if norm2 is not None:
         inv = np.sqrt(norm2, out=phi)          # phi is in loc now: its buffer is reused again

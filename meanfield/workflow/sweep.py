@@ -42,6 +42,7 @@ import os
 import re
 import time
 import tomllib
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -305,7 +306,7 @@ def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None
     client : distributed.Client, optional
         Use this client; otherwise one is created and closed here.
     key_prefix, desc : str
-        Dask key of a task (``<key_prefix>-<id>``) and the progress bar's label.
+        Dask key of a task (``<key_prefix>-<id>-<random run id>``) and the progress bar's label.
 
     Raises
     ------
@@ -389,8 +390,11 @@ def _run_tasks_locked(func, points, inputs, explicit, out, store, scheduler, n_w
         client = (Client(scheduler) if scheduler else
                   Client(LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True)))
     try:
-        futures = {client.submit(call_task, func, args[r["id"]], key=f"{key_prefix}-{r['id']}", retries=retries,
-                                 pure=False): r for r in todo}
+        # a key unique to this call: dask hands back a held future's result for a key it already has, so
+        # two runs sharing a client (two folders, or one re-run) must never reuse ``<prefix>-p0000``
+        run_id = uuid.uuid4().hex[:12]
+        futures = {client.submit(call_task, func, args[r["id"]], key=f"{key_prefix}-{r['id']}-{run_id}",
+                                 retries=retries, pure=False): r for r in todo}
         bar = tqdm(total=len(rows), initial=len(rows) - len(todo), desc=desc,
                    disable=None if progress is None else not progress)
         for fut in as_completed(futures):

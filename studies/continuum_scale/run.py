@@ -209,6 +209,9 @@ def run(out_dir: Path, quick: bool = False, client=None) -> dict:
     key = _fingerprint(setup)
     ns = np.asarray(cfg.n_values)
     seeds = {int(n): cfg.seeds_small if n <= cfg.n_many_seeds else cfg.seeds_large for n in ns}
+    bad = [n for n in cfg.w2_extra_n if n not in seeds or n <= cfg.w2_max_n]
+    if bad:     # refused before any task runs
+        raise ValueError(f"w2_extra_n must be n values above w2_max_n = {cfg.w2_max_n}; received {bad}")
     # the largest first: the long tasks start at once and the short ones fill in around them
     points = [{"n": int(n), "seed": s, "setup": key} for n in sorted(ns, reverse=True) for s in range(seeds[int(n)])]
     tic_tasks = time.perf_counter()
@@ -217,10 +220,8 @@ def run(out_dir: Path, quick: bool = False, client=None) -> dict:
     rows = run_tasks(functools.partial(particle_task, setup), points, out_dir / "tasks", store="npz",
                      n_workers=cfg.n_workers, client=client, progress=False, desc="particle tasks")
     # W2 beyond w2_max_n: the same tokens re-run in tasks of their own (the particle tasks' setup key,
-    # and so their finished files, stay as they were); the smaller n first
-    bad = [n for n in cfg.w2_extra_n if n not in seeds or n <= cfg.w2_max_n]
-    if bad:
-        raise ValueError(f"w2_extra_n must be n values above w2_max_n = {cfg.w2_max_n}; received {bad}")
+    # and so their finished files, stay as they were); the smaller n first, so that a run stopped
+    # early leaves whole n values done
     w2_points = [{"n": int(n), "seed": s, "setup": key} for n in sorted(cfg.w2_extra_n) for s in range(seeds[int(n)])]
     w2_rows = run_tasks(functools.partial(w2_task, setup), w2_points, out_dir / "tasks_w2", store="npz",
                         n_workers=cfg.n_workers, client=client, progress=False, desc="W2 tasks") if w2_points else []
@@ -228,7 +229,7 @@ def run(out_dir: Path, quick: bool = False, client=None) -> dict:
     wall_file.write_text(json.dumps({"wall_seconds": wall_tasks}))
     failed = [r for r in rows + w2_rows if r["status"] != "done"]
     if failed:
-        raise RuntimeError(f"{len(failed)} particle tasks failed, e.g. {failed[0]['params']}: {failed[0]['error']}")
+        raise RuntimeError(f"{len(failed)} particle or W2 tasks failed, e.g. {failed[0]['params']}: {failed[0]['error']}")
 
     # 3. gather: arrays (n, seed, time), NaN-padded to the largest seed count
     S, T = max(seeds.values()), times.size
