@@ -265,6 +265,17 @@ def main(run, report, default_out: Path, doc: str = ""):
 
 # ------------------------------------------------------------------ dense output and intervals
 # (added for studies/radial_dominance_invariance and studies/late_dominance)
+def mean_ci(x, axis=-1, level=0.95):
+    """Mean over ``axis`` and the half-width of its Student-t confidence interval (NaN-free input;
+    vectorized: :func:`mean_ci95` is the NaN-dropping scalar form)."""
+    from scipy import stats
+
+    x = np.asarray(x, float)
+    k = x.shape[axis]
+    half = stats.t.ppf(0.5 + level / 2, k - 1) * x.std(axis=axis, ddof=1) / np.sqrt(k)
+    return x.mean(axis=axis), half
+
+
 def mean_ci95(x):
     """``(mean, half-width)`` of the Student-t 95 % confidence interval of the finite entries of ``x``.
 

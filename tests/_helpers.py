@@ -48,3 +48,20 @@ def assert_spectral_sums_match(fast, direct, X, w, tol=1e-10):
     assert np.abs(fast.velocity(X, w) - direct.velocity(X, w)).max() <= tol * np.abs(U).max()
     # Parseval energies: the same truncation, errors ~1e-14 measured
     np.testing.assert_allclose(fast.energies(X, w), direct.energies(X, w), rtol=tol)
+
+
+def sde_ends_on_one_path(method, rhs, X0, T, dW, levels, fine, nu):
+    """End states of ``sde_step`` runs with ``dt = T / 2^L`` for each ``L`` in ``levels + [fine]``, all
+    driven by the same Brownian path: ``dW`` holds its ``2^(fine + 1)`` half-step increments (leading
+    axis), summed per half step of each level.  Returns ``{L: X(T)}``."""
+    from meanfield.core.sde import sde_step
+
+    ends = {}
+    for L in list(levels) + [fine]:
+        X, m = X0.copy(), 2 ** (fine + 1 - L)
+        for k in range(2**L):
+            seg = dW[k * m:(k + 1) * m]
+            X = sde_step(method, rhs, k * T / 2**L, X, T / 2**L,
+                         np.stack([seg[:m // 2].sum(0), seg[m // 2:].sum(0)]), nu)
+        ends[L] = X
+    return ends

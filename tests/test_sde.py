@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.core.sde import (SDE_SCHEMES, NoiseStepWarning, brownian_increments, geodesic_noise, integrate_sde,
-                                sde_step)
+from meanfield.core.sde import SDE_SCHEMES, NoiseStepWarning, brownian_increments, geodesic_noise, integrate_sde
+from _helpers import sde_ends_on_one_path
 
 
 def _tokens(rng, n, d):
@@ -140,14 +140,7 @@ def test_strong_order_with_interaction(method):
     rng = np.random.default_rng(9)
     for _ in range(paths):
         dW = np.sqrt(T / 2 ** (fine + 1)) * rng.standard_normal((2 ** (fine + 1), n, d))   # half-step increments
-        ends = {}
-        for L in levels + [fine]:
-            X, m = X0.copy(), 2 ** (fine + 1 - L)
-            for k in range(2**L):
-                seg = dW[k * m:(k + 1) * m]
-                X = sde_step(method, system.rhs, k * T / 2**L, X, T / 2**L,
-                             np.stack([seg[:m // 2].sum(0), seg[m // 2:].sum(0)]), nu)
-            ends[L] = X
+        ends = sde_ends_on_one_path(method, system.rhs, X0, T, dW, levels, fine, nu)
         for i, L in enumerate(levels):
             sq[i] += np.mean(np.sum((ends[L] - ends[fine]) ** 2, axis=1)) / paths
     rms = np.sqrt(sq)

@@ -27,6 +27,7 @@ from scipy.linalg import expm
 import meanfield as mf
 from meanfield.core.sde import SDE_SCHEMES, sde_step
 from meanfield.models.batched import BatchedSystem
+from _helpers import sde_ends_on_one_path
 
 D = 3
 HEADS = [(1.0, 1.0, 4.0), (0.5, -1.0, 2.0)]          # (lambda, mu, beta): attractive, repulsive; softmax
@@ -200,14 +201,7 @@ def test_strong_order_with_two_heads(method):
     X0 /= np.linalg.norm(X0, axis=-1, keepdims=True)
     levels, fine = [2, 3, 4, 5], 8
     dW = np.sqrt(T / 2 ** (fine + 1)) * np.random.default_rng(9).standard_normal((2 ** (fine + 1), paths, n, D))
-    ends = {}
-    for L in levels + [fine]:
-        X, m = X0.copy(), 2 ** (fine + 1 - L)
-        for k in range(2**L):
-            seg = dW[k * m:(k + 1) * m]
-            X = sde_step(method, system.rhs, k * T / 2**L, X, T / 2**L,
-                         np.stack([seg[:m // 2].sum(0), seg[m // 2:].sum(0)]), nu)
-        ends[L] = X
+    ends = sde_ends_on_one_path(method, system.rhs, X0, T, dW, levels, fine, nu)
     rms = np.array([np.sqrt(np.mean(np.sum((ends[L] - ends[fine]) ** 2, axis=-1))) for L in levels])
     slope = np.polyfit(np.log(T / 2.0 ** np.array(levels)), np.log(rms), 1)[0]
     # declared strong order 1/2; 300 paths x 4 tokens: ~3 % sampling error per level, so 0.15 is ample

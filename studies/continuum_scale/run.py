@@ -46,13 +46,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 import meanfield as mf
 from meanfield.analysis import stability
 from meanfield.analysis.mmd import mmd_iid_expectation
 from meanfield.workflow.sweep import NpzStore, run_tasks
-from studies._common import fit_slope, main, save_json
+from studies._common import fit_slope, main, mean_ci, save_json
 from studies.continuum_scale.tasks import W2_KEYS, particle_task, w2_task
 
 LAMBDAS = (1.0, 0.5)
@@ -119,14 +118,6 @@ def solve_pde(cfg, lmax):
     t = np.round(np.arange(0.0, cfg.t_max + 1e-9, cfg.dt_out), 9)
     tr = mf.solve_continuum(pde, rho0, cfg.t_max, t_eval=t, progress=False)
     return pde, rho0, tr
-
-
-def mean_ci(x, axis=-1, level=0.95):
-    """Mean over ``axis`` and the half-width of its Student-t confidence interval (NaN-free input)."""
-    x = np.asarray(x, float)
-    k = x.shape[axis]
-    half = stats.t.ppf(0.5 + level / 2, k - 1) * x.std(axis=axis, ddof=1) / np.sqrt(k)
-    return x.mean(axis=axis), half
 
 
 def model_comparison(ns, d):

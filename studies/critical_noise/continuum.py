@@ -34,11 +34,10 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy import stats
 
 import meanfield as mf
 from meanfield import paired, transport
-from studies._common import fit_slope
+from studies._common import fit_slope, mean_ci
 
 LAMBDAS, BETA = (1.0, 0.5), 1.0
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
@@ -53,14 +52,6 @@ def initial_density(grid):
 
 def heads():
     return mf.scalar_heads(LAMBDAS, 3, beta=BETA)
-
-
-def mean_ci(x, axis=-1, level=0.95):
-    """Mean over ``axis`` and the half-width of its Student-t confidence interval (NaN-free input)."""
-    x = np.asarray(x, float)
-    k = x.shape[axis]
-    half = stats.t.ppf(0.5 + level / 2, k - 1) * x.std(axis=axis, ddof=1) / np.sqrt(k)
-    return x.mean(axis=axis), half
 
 
 def _seed(i_n, k):

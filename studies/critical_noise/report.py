@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 
 from studies._common import (fit_slope, markdown_table, open_study_data, save_figure, style_axes,  # noqa: E402
                              write_report)
-from studies.critical_noise.continuum import mean_ci  # noqa: E402
+from studies._common import mean_ci  # noqa: E402
 
 COLORS = {0: "k", 1: "tab:blue", 2: "tab:red", 3: "tab:green"}
 
