@@ -314,3 +314,38 @@ def test_public_velocity_fused_check_same_result_and_same_errors():
             system.velocity(Z)
     with pytest.raises(ValueError, match="w must be 3000 finite weights"):
         system.velocity(X, np.full(3000, 1.0))
+
+
+def test_velocity_scratch_buffers_reused_safely_across_calls_and_threads():
+    """SpectralSum.velocity keeps its transient point set in per-thread reused buffers (no page faults of
+    fresh arrays): successive calls at the same n, a call at another n in between, and calls from two
+    threads at once all give exactly (bit for bit) the velocities of fresh buffers."""
+    import threading
+
+    from meanfield.core.sphere import PointSet
+
+    fast = SpectralSum(scalar_heads([1.0, -0.5], 3, beta=3.0), 1e-10)
+    rng = np.random.default_rng(12)
+    Xs = [rng.standard_normal((4000, 3)) for _ in range(3)] + [rng.standard_normal((2500, 3))]
+
+    def fresh(X):            # the same sum over a point set in fresh arrays
+        pts = PointSet._directions(fast.grid, X, fast._epsilon)
+        return fast.velocity_at(pts, np.full(X.shape[0], 1.0 / X.shape[0]))
+
+    want = [fresh(X) for X in Xs]
+    got = [fast.velocity(X) for X in (Xs[0], Xs[3], Xs[1], Xs[2])]
+    for g, k in zip(got, (0, 3, 1, 2)):
+        np.testing.assert_array_equal(g, want[k])
+    out = {}
+
+    def worker(k):
+        for _ in range(5):
+            out[k] = fast.velocity(Xs[k])
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in (0, 1):
+        np.testing.assert_array_equal(out[k], want[k])

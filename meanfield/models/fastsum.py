@@ -164,18 +164,20 @@ class SpectralSum:
         X = self._array(X)
         if w is None:
             w = np.full(X.shape[0], 1.0 / X.shape[0])
-        pts = self.directions(X)
+        pts = self.directions(X, scratch=True)
         if pts is None:                        # a blown-up integrator stage: NaN, reported by integrate
             return np.full(X.shape, np.nan)
         return self.velocity_at(pts, self._weights(w, pts.n))
 
-    def directions(self, X):
+    def directions(self, X, scratch=False):
         """The :class:`~meanfield.core.sphere.PointSet` of the directions of float64 rows ``X`` (n, 3) at
         this sum's accuracy, in one pass (radial projection, angles, ``norms2``); None where a row is
         not finite or zero.  With :meth:`velocity_at`, the velocity of callers that check the rows
         from ``norms2`` (:meth:`meanfield.ParticleSystem.velocity`) instead of in a pass of their own.
+        ``scratch=True``: in this thread's reused buffers, overwritten by the next such call (use the
+        point set at once and drop it; saves the page faults of fresh arrays, ~8 ms at n = 10^6).
         """
-        return PointSet._directions(self.grid, X, self._epsilon)
+        return PointSet._directions(self.grid, X, self._epsilon, scratch)
 
     def velocity_at(self, pts, w):
         """:meth:`velocity` at a point set from :meth:`directions`, for validated float64 weights ``w`` (n,)."""

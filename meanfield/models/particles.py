@@ -324,7 +324,7 @@ class ParticleSystem:
                 and X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == 3 and X.shape[0] >= 2
                 and self.uses_spectral(X.shape[0])):
             return None
-        pts = self._spectral.directions(X)     # None for a non-finite or zero row
+        pts = self._spectral.directions(X, scratch=True)     # None for a non-finite or zero row
         # | |x|^2 - 1 | <= 1.9 tol implies | |x| - 1 | < tol (check_tokens' own one-pass criterion);
         # two reductions, no temporary array
         if pts is None or not (pts.norms2.max() - 1.0 <= 1.9 * UNIT_NORM_TOL
