@@ -136,10 +136,10 @@ class Head:
 
 def check_exp_range(heads):
     """Refuse heads whose kernel can overflow float64 on the unit sphere where no shift is possible
-    (normalizations that do not use ``Z``, i.e. mean): exp heads with ``beta |M|_2 > EXP_LIMIT``
+    (normalizations that do not shift rows: mean, Sinkhorn): exp heads with ``beta |M|_2 > EXP_LIMIT``
     (:meth:`Kernel.check_range`); softmax heads are evaluated shifted and never overflow."""
     for i, h in enumerate(heads):
-        if not NORMALIZATIONS[h.normalization].uses_normalizer:
+        if not NORMALIZATIONS[h.normalization].shifts_rows:
             KERNELS[h.kernel].check_range(h, f"heads[{i}]")
     return heads
 

@@ -34,9 +34,10 @@ from scipy.special import expit, log_expit, spherical_in
 
 from . import validate
 from .funk_hecke import funk_hecke_multipliers
+from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, solve_scaling
 
 __all__ = ["KernelParams", "Kernel", "ExpKernel", "ReluKernel", "SigmoidKernel", "KERNELS", "Normalization", "MeanNormalization",
-           "SoftmaxNormalization", "NORMALIZATIONS", "get_kernel", "get_normalization", "EXP_LIMIT", "LMAX_CAP",
+           "SoftmaxNormalization", "SinkhornNormalization", "NORMALIZATIONS", "get_kernel", "get_normalization", "EXP_LIMIT", "LMAX_CAP",
            "kernel", "antiderivative"]
 
 EXP_LIMIT = 700.0
@@ -404,10 +405,19 @@ class Normalization:
     uses_normalizer : bool
         ``u`` depends on ``Z``.  When False, ``u`` is linear in the kernel (spectral paths sum such
         heads' potentials before one gradient) and a kernel must not overflow (no shift possible).
+    shifts_rows : bool
+        ``u`` is invariant under scaling a row of ``k`` (softmax): rows are summed shifted by their
+        largest ``log k`` and the kernel never overflows.  Otherwise exp heads are range-checked.
+    row_local : bool
+        ``u_i`` depends on row ``i`` of the kernel only (through ``U_i`` and ``Z_i``): :meth:`combine`
+        gives it.  When False (Sinkhorn) the force needs a solve over all points, :meth:`scalings`,
+        and the model sums the aggregate with the scaled sources.
     """
 
     name: ClassVar[str] = ""
     uses_normalizer: ClassVar[bool] = False
+    row_local: ClassVar[bool] = True
+    shifts_rows: ClassVar[bool] = False
 
     def combine(self, U, Z, axis=-1):
         """The force from ``U`` and ``Z`` (in place on ``U``); ``axis`` is ``U``'s vector axis."""
@@ -437,6 +447,7 @@ class SoftmaxNormalization(Normalization):
 
     name: ClassVar[str] = "softmax"
     uses_normalizer: ClassVar[bool] = True
+    shifts_rows: ClassVar[bool] = True
 
     def combine(self, U, Z, axis=-1):
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -447,7 +458,34 @@ class SoftmaxNormalization(Normalization):
         return Z
 
 
-NORMALIZATIONS = MappingProxyType({n.name: n for n in (MeanNormalization(), SoftmaxNormalization())})
+@dataclass(frozen=True)
+class SinkhornNormalization(Normalization):
+    r"""Doubly stochastic attention (MODEL.md section 6): ``u_i = a_i sum_j w_j k_ij b_j V y_j`` with the
+    Sinkhorn scalings ``a, b`` of :func:`meanfield.core.sinkhorn.solve_scaling` (``a = b`` for a symmetric
+    ``M``); ``N = 1 / a`` (so that ``u = U[b] / N`` as for softmax, ``U[b]`` the aggregate of the sources
+    scaled by ``b``).  Not row-local: a model sums the aggregate with sources ``w b`` and multiplies by ``a``.
+    The kernel is not shifted: the range check of the mean normalization applies (:meth:`Kernel.check_range`).
+    """
+
+    name: ClassVar[str] = "sinkhorn"
+    uses_normalizer: ClassVar[bool] = True
+    row_local: ClassVar[bool] = False
+
+    def combine(self, U, Z, axis=-1):
+        raise NotImplementedError("Sinkhorn normalization is not row-local: use scalings() and the aggregate "
+                                  "of the scaled sources (this model does not support it)")
+
+    def normalizer(self, Z):
+        return Z
+
+    def scalings(self, apply, n, *, apply_t=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head",
+                 start=None):
+        """:func:`meanfield.core.sinkhorn.solve_scaling` (the scalings ``a, b``, error, count)."""
+        return solve_scaling(apply, n, apply_t=apply_t, tol=tol, maxiter=maxiter, where=where, start=start)
+
+
+NORMALIZATIONS = MappingProxyType({n.name: n for n in (MeanNormalization(), SoftmaxNormalization(),
+                                                       SinkhornNormalization())})
 """Normalization name -> :class:`Normalization` (read-only)."""
 
 

@@ -46,7 +46,7 @@ def aggregate(head, targets, sources, w, chunk_bytes):
     Y = sources @ head.M.T          # row j: (M y_j)^T
     YV = sources @ head.V.T         # row j: (V y_j)^T
     normalized = norm.uses_normalizer
-    shifted = normalized and kern.needs_shift(head, _max_score(head, targets, sources))
+    shifted = norm.shifts_rows and kern.needs_shift(head, _max_score(head, targets, sources))
     weighted = w > 0
     all_weighted = bool(weighted.all())
     Y = kern.rate(head) * Y

@@ -1,0 +1,78 @@
+"""The Sinkhorn scaling solve (MODEL.md section 6) on dense kernel matrices, where the answer is checkable."""
+
+import numpy as np
+import pytest
+
+from meanfield.core.kernels import NORMALIZATIONS
+from meanfield.core.sinkhorn import SinkhornError, solve_scaling
+
+
+def _kernel(rng, n, d, beta, symmetric=True):
+    X = rng.standard_normal((n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    M = rng.standard_normal((d, d))
+    M = M + M.T if symmetric else M
+    return np.exp(beta * X @ M @ X.T / np.linalg.norm(M, 2))
+
+
+@pytest.mark.parametrize("beta", [0.5, 4.0])
+def test_symmetric_scaling_is_doubly_stochastic(rng, beta):
+    n = 60
+    K = _kernel(rng, n, 3, beta)
+    w = rng.uniform(0.5, 1.5, n)
+    w /= w.sum()
+    res = solve_scaling(lambda f: K @ (w * f), n, tol=1e-13)
+    P = res.a[:, None] * K * res.b[None, :]
+    # both weighted marginals are 1 to the requested tolerance (plus a few ulps of the final apply)
+    assert np.max(np.abs(P @ w - 1)) <= 1e-12
+    assert np.max(np.abs(w @ P - 1)) <= 1e-12
+    assert res.error <= 1e-13 and res.b is res.a
+
+
+def test_nonsymmetric_scaling_matches_both_marginals(rng):
+    n = 40
+    K = _kernel(rng, n, 4, 2.0, symmetric=False)
+    w = np.full(n, 1.0 / n)
+    res = solve_scaling(lambda f: K @ (w * f), n, apply_t=lambda f: K.T @ (w * f), tol=1e-12, maxiter=5000)
+    P = res.a[:, None] * K * res.b[None, :]
+    assert np.max(np.abs(P @ w - 1)) <= 1e-12          # rows exact by construction (round-off)
+    assert np.max(np.abs(w @ P - 1)) <= 1e-12          # columns: the reported error
+
+
+def test_symmetric_iteration_contracts_by_half_for_a_positive_definite_kernel(rng):
+    # exp(beta <x, y>) with beta > 0 is positive definite on the sphere: error at least halves per step
+    n = 50
+    X = rng.standard_normal((n, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    K = np.exp(3.0 * X @ X.T)
+    w = np.full(n, 1.0 / n)
+    res = solve_scaling(lambda f: K @ (w * f), n, tol=1e-12)
+    # from a start error of order 1, halving reaches 1e-12 within log2(1e12) + a few = 45 applications
+    assert res.n_apply <= 45
+
+
+def test_non_convergence_names_the_head_and_the_error(rng):
+    K = _kernel(rng, 30, 3, 4.0)
+    with pytest.raises(SinkhornError, match=r"heads\[2\].*did not converge in 3 iterations: marginal error"):
+        solve_scaling(lambda f: K @ f / 30, 30, tol=1e-14, maxiter=3, where="heads[2]")
+
+
+def test_vanishing_kernel_sums_are_refused():
+    with pytest.raises(SinkhornError, match="must be finite and > 0"):
+        solve_scaling(lambda f: np.zeros_like(f), 5, where="heads[0]")
+
+
+def test_warm_start_converges_at_once(rng):
+    n = 40
+    K = _kernel(rng, n, 3, 2.0)
+    apply = lambda f: K @ f / n                                        # noqa: E731
+    first = solve_scaling(apply, n, tol=1e-12)
+    again = solve_scaling(apply, n, tol=1e-12, start=first.a)
+    assert again.n_apply == 1 and np.allclose(again.a, first.a, rtol=1e-12, atol=0)
+
+
+def test_registry_entry_is_not_row_local():
+    norm = NORMALIZATIONS["sinkhorn"]
+    assert not norm.row_local and not norm.shifts_rows and norm.uses_normalizer
+    with pytest.raises(NotImplementedError, match="not row-local"):
+        norm.combine(np.ones((2, 3)), np.ones(2))
