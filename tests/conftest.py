@@ -18,3 +18,16 @@ def rng():
 def random_tokens(rng, n, d):
     X = rng.standard_normal((n, d))
     return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+# The marked tier (``-m extended``): the studies' quick modes, the benchmarks' quick modes and the doc
+# snippets. They test research scripts and documents, not the library, and take most of the suite's time:
+# the default ``pytest`` runs the library tier only; README's test command (= .ci/run) runs both tiers.
+EXTENDED_PREFIXES = ("test_study_", "test_benchmarks_", "test_docs")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name.startswith(EXTENDED_PREFIXES):
+            item.add_marker(pytest.mark.extended)
