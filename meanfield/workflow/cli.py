@@ -241,7 +241,8 @@ def _study(args):
 
 
 _THEORY_OPTIONS = {"beta-star": {"H", "n", "alpha"}, "lambda-max": {"beta", "n"},
-                   "growth-rates": {"lambdas", "beta", "normalization", "nu", "lmax", "d"}}
+                   "growth-rates": {"lambdas", "beta", "normalization", "nu", "lmax", "d"},
+                   "phase-transition": {"d", "beta", "normalization", "lmax"}}
 """The options each ``meanfield theory`` quantity uses; any other one given is refused."""
 
 
@@ -273,6 +274,8 @@ def _theory(args):
         beta, n = (args.beta or 1.0), (32 if args.n is None else args.n)
         print(f"lambda_max(beta={beta}, n={n}) = {theory.lambda_max(beta, n):.12f}")
         print(f"inflection(beta={beta}, n={n}) = {theory.phi_inflection(beta, n):.12f}")
+    elif args.quantity == "phase-transition":
+        _phase_transition(args)
     else:
         lambdas = args.lambdas or [1.0]
         beta, nu = (args.beta or 1.0), (0.0 if args.nu is None else args.nu)
@@ -282,6 +285,37 @@ def _theory(args):
             s = theory.growth_rate(ell, lambdas, beta, normalization, nu, d=d)
             print(f"sigma_{ell} = {s:.10g}")
     return 0
+
+
+def _phase_transition(args):
+    """``meanfield theory phase-transition``: one zonal exp head of strength 1 on S^{d-1} (MODEL.md section 7)."""
+    import math
+
+    from ..analysis import equilibria
+
+    d = 3 if args.d is None else args.d
+    normalization = args.normalization or "mean"
+    if args.beta is None:
+        if args.lmax is not None or args.normalization is not None:
+            raise ValueError("meanfield theory phase-transition without --beta prints beta_star (one mean head) and "
+                             "takes only --d; received --lmax or --normalization")
+        print(f"beta_star = {equilibria.beta_star_bessel(d):.12g}  (root of I_(d/2+1)/I_(d/2) = 1/d, d = {d})")
+        print(f"beta_star_continuation = {equilibria.beta_star_continuation(d):.12g}  (where the degree-1 branch's "
+              f"direction at nu_# changes sign)")
+        return
+    r = equilibria.phase_transition(d, args.beta, normalization, args.lmax)
+    cont = r["transition"] == "continuous"
+    print(f"nu_sharp = {r['nu_sharp']:.12g}  (sigma_1 of the uniform state vanishes)")
+    print(f"nu_fold = {r['nu_fold']:.12g}" + ("  (= nu_sharp: no fold, the branch is supercritical)" if cont else
+                                             "  (the subcritical branch turns)"))
+    if math.isfinite(r["nu_global"]):
+        print(f"nu_global = {r['nu_global']:.12g}" + ("  (= nu_sharp)" if cont else
+                                                     "  (G of the clustered state equals G of uniform)"))
+    else:
+        print(f"nu_global = nan  ({normalization} normalization has no free energy)")
+    print(f"transition = {r['transition']}")
+    print(f"# d = {d}, beta = {args.beta:g}, {normalization}; branch curvature nu_2 = {r['nu_2']:.6g}; lmax = "
+          f"{r['lmax']} (relative change from the previous degree {r['discretization_change']:.1e})")
 
 
 def _extend(args, progress):
@@ -399,7 +433,8 @@ def build_parser():
     s.set_defaults(func=_study)
     t = sub.add_parser("theory", parents=[common], help="print closed forms of MODEL.md",
                        description="Closed forms of MODEL.md.  beta-star takes --H --n --alpha; lambda-max takes "
-                                   "--beta --n; growth-rates takes --lambdas --beta --normalization --nu --lmax --d.  "
+                                   "--beta --n; growth-rates takes --lambdas --beta --normalization --nu --lmax --d; "
+                                   "phase-transition takes --d [--beta --normalization --lmax].  "
                                    "Other options are refused.")
     t.add_argument("quantity", choices=list(_THEORY_OPTIONS), help="which closed form")
     t.add_argument("--H", type=_positive_int_1, default=None, help="number of heads (beta-star; default 2)")
@@ -407,16 +442,18 @@ def build_parser():
                                                                  "default 32)")
     t.add_argument("--alpha", type=_positive_float, default=None, help="head strength alpha (beta-star; default 1)")
     t.add_argument("--beta", type=_positive_float, default=None,
-                   help="inverse temperature (lambda-max, growth-rates; default 1)")
+                   help="inverse temperature (lambda-max, growth-rates, phase-transition; default 1, "
+                        "phase-transition: none prints beta_star)")
     t.add_argument("--lambdas", type=float, nargs="+", default=None,
                    help="head strengths lambda_h, one per head (growth-rates; default 1)")
     t.add_argument("--normalization", choices=["mean", "softmax"], default=None,
-                   help="normalization of the heads (growth-rates; default mean, as Head)")
+                   help="normalization of the heads (growth-rates, phase-transition; default mean, as Head)")
     t.add_argument("--nu", type=float, default=None, help="noise strength nu >= 0 (growth-rates; default 0)")
     t.add_argument("--lmax", type=_positive_int_1, default=None, help="largest degree l printed (growth-rates; "
-                                                                      "default 8)")
+                                                                      "default 8); the discretization degree "
+                                                                      "(phase-transition; default: chosen)")
     t.add_argument("--d", type=_int_at_least(2), default=None,
-                   help="dimension d of the sphere S^{d-1} (growth-rates; >= 2, default 3)")
+                   help="dimension d of the sphere S^{d-1} (growth-rates, phase-transition; >= 2, default 3)")
     t.set_defaults(func=_theory)
     ph = sub.add_parser("phase-diagram", help="beta x t phase diagram of batched token systems (NetCDF + figure)")
     ph.add_argument("config", help="TOML file with a [phase_diagram] table (see meanfield.workflow.phase_diagram)")
