@@ -18,13 +18,10 @@ resolves (:func:`resolution_error`), returns a status saying so instead of a sta
 With mean normalization the flow is the gradient ascent of the free energy
 ``G = E - nu int rho log rho``; :func:`free_energy_gap` returns ``G[f] - G[1]``.
 
-The degree-1 branch that leaves the uniform state at ``nu_# = sigma_1``'s zero (:func:`degree_one_state`)
-is parametrized by its amplitude ``b_1`` (the order parameter ``|<x>| = b_1 / sqrt(d)``): ``nu`` is a
-single-valued function of ``b_1`` along it, so the fold of the branch in ``nu`` is the maximum of
-``nu(b_1)`` and needs no arclength.  :func:`classify_transition` gives the transition type, ``nu_#``,
-``nu_fold`` and the Maxwell point ``nu_global`` (where ``G`` of the stable clustered state equals
-``G`` of uniform); :func:`beta_star_continuation` the ``beta`` where the branch's direction at ``nu_#``
-changes sign, against the Bessel root :func:`beta_star_bessel` (Mun and Rosenzweig).
+Branches that leave the uniform state at the zero of ``sigma_l`` are parametrized by their amplitude
+``b_l`` (:func:`branch_state`, :func:`branch_states`); :func:`linear_spectrum` gives the model's linearized
+spectrum at any state.  The classification of the transition built on them is
+:mod:`meanfield.analysis.phase_transition`.
 """
 
 from __future__ import annotations
@@ -33,17 +30,14 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize
 from scipy.special import roots_jacobi
 
 from ..core import validate
-from ..core.heads import scalar_heads
 from ..core.kernels import NORMALIZATIONS
 from ..models.axisymmetric import AxisymmetricPDE
 
 __all__ = ["StationaryState", "potential", "self_consistency_residual", "solve_stationary", "free_energy_gap",
-           "degree_one_state", "resolution_error", "nu_sharp", "branch_curvature", "linear_spectrum", "classify_transition", "beta_star_bessel",
-           "beta_star_continuation", "phase_transition_model", "phase_transition", "LMAX_LADDER"]
+           "branch_state", "branch_states", "degree_one_state", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL"]
 
 RESOLUTION_TOL = 1e-10
 """Largest :func:`resolution_error` of a state counted as resolved (the classification reports 6 significant
@@ -264,57 +258,53 @@ def free_energy_gap(pde, b, nu) -> float:
     return float(E - nu * f_log_f)
 
 
-def nu_sharp(pde) -> float:
-    """``nu_#``: the noise at which ``sigma_1`` of the uniform state vanishes (degree 1 of the model's
-    multipliers: ``sum_h m_1 / beta``, divided by ``m_0`` for normalizing heads)."""
+def nu_sharp(pde, degree=1) -> float:
+    """The noise at which ``sigma_l`` of the uniform state vanishes, ``l = degree`` (``nu_#`` for degree 1:
+    ``sum_h m_l / beta`` of the model's multipliers, divided by ``m_0`` for normalizing heads)."""
+    pde = _check_model(pde)
+    degree = validate.integer("degree", degree, 1, pde.lmax)
     _, dphi = potential(pde, pde.uniform())
     Q = _basis(pde)
-    # linearized Gibbs map at f = 1: delta b_1 = <Q_1, dPhi . delta b> / nu, so nu_# = <Q_1 dPhi_1>
-    return float((pde.weights * Q[1]) @ dphi[:, 1])
+    # linearized Gibbs map at f = 1: delta b_l = <Q_l, dPhi . delta b> / nu, so nu_l = <Q_l dPhi_l>
+    return float((pde.weights * Q[degree]) @ dphi[:, degree])
 
 
 def degree_one_state(pde, amplitude, *, start=None, nu_start=None, tol=1e-11, maxiter=50) -> StationaryState:
-    """The state of the degree-1 branch with ``b_1 = amplitude`` (in ``(0, sqrt(d))``, ``b_1 = sqrt(d) |<x>|``);
-    ``nu`` is solved for.
+    """:func:`branch_state` of degree 1: ``b_1 = amplitude`` in ``(0, sqrt(d))`` (``b_1 = sqrt(d) |<x>|``)."""
+    return branch_state(pde, amplitude, 1, start=start, nu_start=nu_start, tol=tol, maxiter=maxiter)
+
+
+def branch_state(pde, amplitude, degree=1, *, start=None, nu_start=None, tol=1e-11, maxiter=50) -> StationaryState:
+    """The state of the branch leaving uniform at degree ``degree`` with ``b_degree = amplitude``; ``nu`` is
+    solved for.  Degree 1: one cluster; degree ``l``: the axisymmetric pattern of ``Q_l`` (degree 2 with
+    ``amplitude > 0``: two antipodal clusters; ``< 0``: a band around the equator).
 
     ``start`` / ``nu_start``: a nearby state of the branch and its ``nu``.  Without them the branch is followed
-    from the uniform state (at most 40 warm-started solves, steps of 0.025 in ``|<x>|``): Newton from uniform
-    plus a large amplitude alone may not find the branch.
+    from the uniform state in at most 40 warm-started solves (Newton from uniform plus a large amplitude alone
+    may not find the branch).  ``|amplitude| < Q_l(1)`` (the value at a point mass; ``sqrt(d)`` for degree 1).
     """
     pde = _check_model(pde)
-    amplitude = validate.real("amplitude", amplitude, positive=True)
-    if not amplitude < np.sqrt(pde.d):
-        raise ValueError(f"amplitude must lie in (0, sqrt(d)) = (0, {np.sqrt(pde.d):.6g}) (b_1 = sqrt(d) |<x>|); "
-                         f"received {amplitude!r}")
+    degree = validate.integer("degree", degree, 1, pde.lmax)
+    amplitude = validate.real("amplitude", amplitude, nonzero=True)
+    top = float(pde.basis(np.array([1.0]))[degree, 0])
+    if not abs(amplitude) < top:
+        raise ValueError(f"amplitude must lie in (-{top:.6g}, {top:.6g}) without 0 for degree {degree} (|b_l| <= "
+                         f"Q_l(1), a point mass); received {amplitude!r}")
     if start is None:
-        steps = int(np.ceil(40 * amplitude / np.sqrt(pde.d)))
+        steps = int(np.ceil(40 * abs(amplitude) / top))
         if steps > 1:
-            previous = _march(pde, np.linspace(amplitude / steps, amplitude, steps)[:-1])[-1]
+            previous = branch_states(pde, np.linspace(amplitude / steps, amplitude, steps)[:-1], degree)[-1]
             if not previous.success:
                 return previous
             start, nu_start = previous.b, previous.nu
     if start is None:
-        b, nu = pde.uniform(), nu_sharp(pde)
+        b, nu = pde.uniform(), nu_sharp(pde, degree)
     else:
         b = validate.real_array("start", start, (pde.lmax + 1,)).copy()
-        nu = nu_sharp(pde) if nu_start is None else validate.real("nu_start", nu_start, positive=True)
-    b[1] = amplitude
-    b, nu, res, it, ok = _newton(pde, b, nu, 1, tol, maxiter)
+        nu = nu_sharp(pde, degree) if nu_start is None else validate.real("nu_start", nu_start, positive=True)
+    b[degree] = amplitude
+    b, nu, res, it, ok = _newton(pde, b, nu, degree, tol, maxiter)
     return _state(pde, b, nu, ok, res, it, tol)
-
-
-def branch_curvature(pde, eps=1e-2) -> float:
-    """``nu_2`` in ``nu(b_1) = nu_# + nu_2 b_1^2 + O(b_1^4)`` along the degree-1 branch, from the solved
-    states at ``b_1 = eps, 2 eps`` (Richardson: the ``b_1^4`` term cancels; at ``eps = 1e-2`` the ``b_1^6``
-    term and the round-off of ``nu`` divided by ``eps^2`` are both about 1e-10).  ``nu_2 > 0``: subcritical
-    (discontinuous transition); ``< 0``: supercritical (continuous)."""
-    n0 = nu_sharp(pde)
-    s1 = degree_one_state(pde, eps)
-    s2 = degree_one_state(pde, 2 * eps, start=s1.b, nu_start=s1.nu)
-    for s in (s1, s2):
-        if not s.success:
-            raise RuntimeError(f"branch_curvature: {s.message}")
-    return float((16 * (s1.nu - n0) - (s2.nu - n0)) / (12 * eps ** 2))
 
 
 def linear_spectrum(pde, b, nu) -> np.ndarray:
@@ -341,158 +331,15 @@ def linear_spectrum(pde, b, nu) -> np.ndarray:
     return ev[np.argsort(-ev.real)]
 
 
-def phase_transition_model(d, beta, normalization="mean", lmax=48) -> AxisymmetricPDE:
-    """One zonal exp head of strength 1 on ``S^{d-1}`` as an :class:`AxisymmetricPDE` (``d = 2``: the circle)."""
-    d = validate.integer("d", d, 2)
-    beta = validate.real("beta", beta, positive=True)
-    return AxisymmetricPDE(scalar_heads([1.0], d, beta, normalization=normalization), d, lmax)
-
-
-def _amplitudes(d, r_max, n_steps):
-    """Branch amplitudes ``b_1 = sqrt(d) r``: ``2 n_steps / 3`` even steps of the order parameter ``r`` up to
-    0.9, then ``n_steps / 3`` steps closing in geometrically on ``r_max`` (clusters sharpen fast there)."""
-    n1 = max(3, 2 * n_steps // 3)
-    r = np.linspace(0.9 / n1, 0.9, n1)
-    if r_max > 0.9:
-        r = np.append(r, 1 - (1 - 0.9) * ((1 - r_max) / 0.1) ** np.linspace(0, 1, n_steps - n1 + 1)[1:])
-    else:
-        r = np.linspace(r_max / n_steps, r_max, n_steps)
-    return np.sqrt(d) * r
-
-
-def _march(pde, grid):
-    """States along the branch at the amplitudes ``grid``: list of StationaryState (stops at the first failure)."""
+def branch_states(pde, grid, degree=1):
+    """States along the degree-``degree`` branch at the amplitudes ``grid`` (increasing in size, of one sign),
+    each warm-started from the last: a list of :class:`StationaryState`, ending at the first failure."""
     out = []
-    start, nu0 = pde.uniform(), nu_sharp(pde)
+    start, nu0 = pde.uniform(), nu_sharp(pde, degree)
     for a in grid:
-        s = degree_one_state(pde, a, start=start, nu_start=nu0)
+        s = branch_state(pde, a, degree, start=start, nu_start=nu0)
         out.append(s)
         if not s.success:
             break
         start, nu0 = s.b, s.nu
     return out
-
-
-def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
-    """Transition type and critical noises of the degree-1 branch of ``pde`` (one or more zonal heads).
-
-    Returns a dict: ``nu_sharp``; ``nu_2`` (the branch curvature); ``transition`` (``"continuous"`` if
-    ``nu_2 < 0``, else ``"discontinuous"``); for a discontinuous transition ``nu_fold`` (the largest ``nu``
-    along the branch, by Brent's method on ``nu(b_1)``), ``b1_fold``, and with mean normalization
-    ``nu_global`` (the ``nu`` where ``G`` of the stable branch, ``b_1 > b1_fold``, equals ``G`` of uniform).
-    For a continuous transition ``nu_fold = nu_global = nu_sharp`` (no fold; uniform is the global
-    maximizer for ``nu >= nu_sharp``); without a free energy (softmax) ``nu_global`` is NaN.  The branch is
-    marched in the order parameter ``r = b_1 / sqrt(d)`` up to ``r_max`` in ``n_steps`` warm-started solves
-    (:func:`_amplitudes`); a march that stops (not resolved or not converged) before the quantities are
-    bracketed raises ``RuntimeError`` with the solver's message.
-    """
-    pde = _check_model(pde)
-    d = pde.d
-    n0 = nu_sharp(pde)
-    nu2 = branch_curvature(pde)
-    out = {"nu_sharp": n0, "nu_2": nu2}
-    has_G = not any(NORMALIZATIONS[h.normalization].uses_normalizer for h in pde.heads)
-    if nu2 < 0:
-        out.update(transition="continuous", nu_fold=n0, nu_global=n0 if has_G else float("nan"), b1_fold=0.0)
-        return out
-    r_max = validate.real("r_max", r_max, 0.0, 1.0, lo_open=True, hi_open=True)
-    grid = _amplitudes(d, r_max, validate.integer("n_steps", n_steps, 6))
-    states = _march(pde, grid)
-    nus = np.array([s.nu for s in states if s.success])
-    if nus.size < 3 or int(np.argmax(nus)) in (0, nus.size - 1):
-        last = states[-1]
-        raise RuntimeError(f"classify_transition: the fold of the degree-1 branch was not bracketed up to "
-                           f"b_1 = {last.b[1]:.4g} ({last.message})")
-    k = int(np.argmax(nus))
-    cache = {}
-
-    def state_at(a):
-        if a not in cache:
-            j = int(np.argmin(np.abs(grid[:nus.size] - a)))
-            s = degree_one_state(pde, a, start=states[j].b, nu_start=states[j].nu)
-            if not s.success:
-                raise RuntimeError(f"classify_transition: {s.message}")
-            cache[a] = s
-        return cache[a]
-
-    opt = optimize.minimize_scalar(lambda a: -state_at(a).nu, bracket=(grid[k - 1], grid[k], grid[k + 1]),
-                                   method="brent", tol=1e-10)
-    out.update(transition="discontinuous", nu_fold=float(-opt.fun), b1_fold=float(opt.x))
-    if has_G:
-        gaps = np.array([free_energy_gap(pde, s.b, s.nu) for s in states[:nus.size]])
-        upper = np.nonzero((grid[:nus.size] > opt.x) & (gaps > 0))[0]
-        if upper.size == 0:
-            raise RuntimeError(f"classify_transition: G of the clustered branch stays below G of uniform up to "
-                               f"b_1 = {grid[nus.size - 1]:.4g}: the Maxwell point was not bracketed")
-        j = int(upper[0])
-        lo = max(float(opt.x), grid[j - 1])
-        a = optimize.brentq(lambda a: free_energy_gap(pde, state_at(a).b, state_at(a).nu), lo, grid[j],
-                            xtol=1e-13, rtol=1e-13)
-        out.update(nu_global=float(state_at(a).nu), b1_global=float(a))
-    else:
-        out.update(nu_global=float("nan"))
-    return out
-
-
-def _bessel_ratio(order, x, terms=400):
-    """``I_{order+1}(x) / I_order(x)`` by its continued fraction (Gauss), evaluated backwards: no overflow or
-    underflow for any order (``ive`` underflows at orders of a few hundred); 400 terms are exact to round-off
-    for ``x <= 50``."""
-    r = 0.0
-    for k in range(terms, 0, -1):
-        r = 1.0 / (2.0 * (order + k) / x + r)
-    return r
-
-
-def beta_star_bessel(d) -> float:
-    """The root of ``I_{d/2+1}(beta) / I_{d/2}(beta) = 1/d`` (MODEL.md section 7), by Brent's method.
-
-    The ratio rises from ``beta / (d + 2)`` at 0 to 1, so the root lies in ``(0, 2]`` (at ``beta = 2`` the
-    ratio already exceeds ``1/d`` for every ``d >= 2``)."""
-    d = validate.integer("d", d, 2)
-    return float(optimize.brentq(lambda b: _bessel_ratio(d / 2, b) - 1.0 / d, 1e-3, 4.0, xtol=1e-15, rtol=1e-15))
-
-
-def beta_star_continuation(d, normalization="mean", lmax=48, bracket=None) -> float:
-    """The ``beta`` where the degree-1 branch's curvature ``nu_2`` (:func:`branch_curvature`) changes sign,
-    by Brent's method on the solved branch (no Bessel root used)."""
-    d = validate.integer("d", d, 2)
-    f = lambda beta: branch_curvature(phase_transition_model(d, beta, normalization, lmax))   # noqa: E731
-    lo, hi = (0.25, 1.0) if bracket is None else bracket
-    while f(hi) < 0:
-        lo, hi = hi, 2 * hi
-    return float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12))
-
-
-LMAX_LADDER = (48, 64, 96, 128, 192)
-"""Degrees tried by :func:`phase_transition` until two successive ones agree (the discretization check)."""
-
-
-def phase_transition(d, beta, normalization="mean", lmax=None, rtol=1e-9) -> dict:
-    """:func:`classify_transition` of one zonal exp head of strength 1 on ``S^{d-1}`` at ``beta``, with its
-    discretization checked: with ``lmax`` None, successive degrees of :data:`LMAX_LADDER` until ``nu_#``,
-    ``nu_fold`` and ``nu_global`` of two successive ones agree to ``rtol`` (the result of the larger, its
-    ``lmax`` and the change reported as ``lmax`` and ``discretization_change``); with ``lmax`` given, that
-    degree and the next of the ladder above it.  ``ValueError`` if no degree of the ladder resolves it.
-    """
-    d = validate.integer("d", d, 2)
-    beta = validate.real("beta", beta, positive=True)
-    validate.choice("normalization", normalization, [k for k, v in NORMALIZATIONS.items() if v.row_local])
-    ladder = LMAX_LADDER if lmax is None else (validate.integer("lmax", lmax, 8),) + tuple(
-        L for L in LMAX_LADDER if L > lmax)[:1] or (lmax + 16,)
-    keys = ("nu_sharp", "nu_fold", "nu_global")
-    prev, errors = None, []
-    for L in ladder:
-        try:
-            res = classify_transition(phase_transition_model(d, beta, normalization, L))
-        except RuntimeError as exc:
-            errors.append(f"lmax = {L}: {exc}")
-            prev = None
-            continue
-        if prev is not None:
-            change = max(abs(res[k] - prev[k]) / abs(res[k]) for k in keys if np.isfinite(res[k]))
-            if change <= rtol:
-                return {**res, "lmax": L, "discretization_change": change}
-        prev = res
-    raise ValueError(f"phase_transition(d = {d}, beta = {beta:g}): no two successive degrees of {ladder} agree "
-                     f"to rtol = {rtol:g}; " + ("; ".join(errors) if errors else "the values still change"))

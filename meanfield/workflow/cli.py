@@ -291,7 +291,7 @@ def _phase_transition(args):
     """``meanfield theory phase-transition``: one zonal exp head of strength 1 on S^{d-1} (MODEL.md section 7)."""
     import math
 
-    from ..analysis import equilibria
+    from ..analysis import phase_transition as equilibria
 
     d = 3 if args.d is None else args.d
     normalization = args.normalization or "mean"

@@ -1,0 +1,187 @@
+r"""The phase transition of the noisy model from its degree-1 branch (MODEL.md section 7).
+
+For one or more zonal heads on ``S^{d-1}`` (:class:`meanfield.AxisymmetricPDE`, ``d = 2``: even densities on
+the circle), the branch of clustered states that leaves the uniform state at ``nu_#`` is followed in its
+amplitude ``b_1`` (:func:`meanfield.analysis.equilibria.branch_state`): ``nu`` is a single-valued function of
+``b_1`` along it, so the fold of the branch in ``nu`` is the maximum of ``nu(b_1)`` and needs no arclength.
+
+* :func:`branch_curvature` -- ``nu_2`` in ``nu = nu_# + nu_2 b_1^2 + O(b_1^4)``: ``> 0`` subcritical
+  (discontinuous transition), ``< 0`` supercritical (continuous);
+* :func:`classify_transition` -- the type, ``nu_#``, ``nu_fold``, the Maxwell point ``nu_global``;
+* :func:`beta_star_continuation` -- the ``beta`` where ``nu_2`` changes sign, against the Bessel root
+  :func:`beta_star_bessel` (Mun and Rosenzweig: ``I_{d/2+1}(beta) / I_{d/2}(beta) = 1/d``);
+* :func:`phase_transition` -- the classification of one zonal exp head of strength 1 with its
+  discretization checked (``meanfield theory phase-transition``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import optimize
+
+from ..core import validate
+from ..core.heads import scalar_heads
+from ..core.kernels import NORMALIZATIONS
+from ..models.axisymmetric import AxisymmetricPDE
+from .equilibria import _check_model, branch_states, degree_one_state, free_energy_gap, nu_sharp
+
+__all__ = ["branch_curvature", "classify_transition", "beta_star_bessel", "beta_star_continuation",
+           "phase_transition_model", "phase_transition", "LMAX_LADDER"]
+
+
+def branch_curvature(pde, eps=1e-2) -> float:
+    """``nu_2`` in ``nu(b_1) = nu_# + nu_2 b_1^2 + O(b_1^4)`` along the degree-1 branch, from the solved
+    states at ``b_1 = eps, 2 eps`` (Richardson: the ``b_1^4`` term cancels; at ``eps = 1e-2`` the ``b_1^6``
+    term and the round-off of ``nu`` divided by ``eps^2`` are both about 1e-10).  ``nu_2 > 0``: subcritical
+    (discontinuous transition); ``< 0``: supercritical (continuous)."""
+    n0 = nu_sharp(pde)
+    s1 = degree_one_state(pde, eps)
+    s2 = degree_one_state(pde, 2 * eps, start=s1.b, nu_start=s1.nu)
+    for s in (s1, s2):
+        if not s.success:
+            raise RuntimeError(f"branch_curvature: {s.message}")
+    return float((16 * (s1.nu - n0) - (s2.nu - n0)) / (12 * eps ** 2))
+
+
+def phase_transition_model(d, beta, normalization="mean", lmax=48) -> AxisymmetricPDE:
+    """One zonal exp head of strength 1 on ``S^{d-1}`` as an :class:`AxisymmetricPDE` (``d = 2``: the circle)."""
+    d = validate.integer("d", d, 2)
+    beta = validate.real("beta", beta, positive=True)
+    return AxisymmetricPDE(scalar_heads([1.0], d, beta, normalization=normalization), d, lmax)
+
+
+def _amplitudes(d, r_max, n_steps):
+    """Branch amplitudes ``b_1 = sqrt(d) r``: ``2 n_steps / 3`` even steps of the order parameter ``r`` up to
+    0.9, then ``n_steps / 3`` steps closing in geometrically on ``r_max`` (clusters sharpen fast there)."""
+    n1 = max(3, 2 * n_steps // 3)
+    r = np.linspace(0.9 / n1, 0.9, n1)
+    if r_max > 0.9:
+        r = np.append(r, 1 - (1 - 0.9) * ((1 - r_max) / 0.1) ** np.linspace(0, 1, n_steps - n1 + 1)[1:])
+    else:
+        r = np.linspace(r_max / n_steps, r_max, n_steps)
+    return np.sqrt(d) * r
+
+
+def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
+    """Transition type and critical noises of the degree-1 branch of ``pde`` (one or more zonal heads).
+
+    Returns a dict: ``nu_sharp``; ``nu_2`` (the branch curvature); ``transition`` (``"continuous"`` if
+    ``nu_2 < 0``, else ``"discontinuous"``); for a discontinuous transition ``nu_fold`` (the largest ``nu``
+    along the branch, by Brent's method on ``nu(b_1)``), ``b1_fold``, and with mean normalization
+    ``nu_global`` (the ``nu`` where ``G`` of the stable branch, ``b_1 > b1_fold``, equals ``G`` of uniform).
+    For a continuous transition ``nu_fold = nu_global = nu_sharp`` (no fold; uniform is the global
+    maximizer for ``nu >= nu_sharp``); without a free energy (softmax) ``nu_global`` is NaN.  The branch is
+    marched in the order parameter ``r = b_1 / sqrt(d)`` up to ``r_max`` in ``n_steps`` warm-started solves
+    (:func:`_amplitudes`); a march that stops (not resolved or not converged) before the quantities are
+    bracketed raises ``RuntimeError`` with the solver's message.
+    """
+    pde = _check_model(pde)
+    d = pde.d
+    n0 = nu_sharp(pde)
+    nu2 = branch_curvature(pde)
+    out = {"nu_sharp": n0, "nu_2": nu2}
+    has_G = not any(NORMALIZATIONS[h.normalization].uses_normalizer for h in pde.heads)
+    if nu2 < 0:
+        out.update(transition="continuous", nu_fold=n0, nu_global=n0 if has_G else float("nan"), b1_fold=0.0)
+        return out
+    r_max = validate.real("r_max", r_max, 0.0, 1.0, lo_open=True, hi_open=True)
+    grid = _amplitudes(d, r_max, validate.integer("n_steps", n_steps, 6))
+    states = branch_states(pde, grid)
+    nus = np.array([s.nu for s in states if s.success])
+    if nus.size < 3 or int(np.argmax(nus)) in (0, nus.size - 1):
+        last = states[-1]
+        raise RuntimeError(f"classify_transition: the fold of the degree-1 branch was not bracketed up to "
+                           f"b_1 = {last.b[1]:.4g} ({last.message})")
+    k = int(np.argmax(nus))
+    cache = {}
+
+    def state_at(a):
+        if a not in cache:
+            j = int(np.argmin(np.abs(grid[:nus.size] - a)))
+            s = degree_one_state(pde, a, start=states[j].b, nu_start=states[j].nu)
+            if not s.success:
+                raise RuntimeError(f"classify_transition: {s.message}")
+            cache[a] = s
+        return cache[a]
+
+    opt = optimize.minimize_scalar(lambda a: -state_at(a).nu, bracket=(grid[k - 1], grid[k], grid[k + 1]),
+                                   method="brent", tol=1e-10)
+    out.update(transition="discontinuous", nu_fold=float(-opt.fun), b1_fold=float(opt.x))
+    if has_G:
+        gaps = np.array([free_energy_gap(pde, s.b, s.nu) for s in states[:nus.size]])
+        upper = np.nonzero((grid[:nus.size] > opt.x) & (gaps > 0))[0]
+        if upper.size == 0:
+            raise RuntimeError(f"classify_transition: G of the clustered branch stays below G of uniform up to "
+                               f"b_1 = {grid[nus.size - 1]:.4g}: the Maxwell point was not bracketed")
+        j = int(upper[0])
+        lo = max(float(opt.x), grid[j - 1])
+        a = optimize.brentq(lambda a: free_energy_gap(pde, state_at(a).b, state_at(a).nu), lo, grid[j],
+                            xtol=1e-13, rtol=1e-13)
+        out.update(nu_global=float(state_at(a).nu), b1_global=float(a))
+    else:
+        out.update(nu_global=float("nan"))
+    return out
+
+
+def _bessel_ratio(order, x, terms=400):
+    """``I_{order+1}(x) / I_order(x)`` by its continued fraction (Gauss), evaluated backwards: no overflow or
+    underflow for any order (``ive`` underflows at orders of a few hundred); 400 terms are exact to round-off
+    for ``x <= 50``."""
+    r = 0.0
+    for k in range(terms, 0, -1):
+        r = 1.0 / (2.0 * (order + k) / x + r)
+    return r
+
+
+def beta_star_bessel(d) -> float:
+    """The root of ``I_{d/2+1}(beta) / I_{d/2}(beta) = 1/d`` (MODEL.md section 7), by Brent's method.
+
+    The ratio rises from ``beta / (d + 2)`` at 0 to 1, so the root lies in ``(0, 2]`` (at ``beta = 2`` the
+    ratio already exceeds ``1/d`` for every ``d >= 2``)."""
+    d = validate.integer("d", d, 2)
+    return float(optimize.brentq(lambda b: _bessel_ratio(d / 2, b) - 1.0 / d, 1e-3, 4.0, xtol=1e-15, rtol=1e-15))
+
+
+def beta_star_continuation(d, normalization="mean", lmax=48, bracket=None) -> float:
+    """The ``beta`` where the degree-1 branch's curvature ``nu_2`` (:func:`branch_curvature`) changes sign,
+    by Brent's method on the solved branch (no Bessel root used)."""
+    d = validate.integer("d", d, 2)
+    f = lambda beta: branch_curvature(phase_transition_model(d, beta, normalization, lmax))   # noqa: E731
+    lo, hi = (0.25, 1.0) if bracket is None else bracket
+    while f(hi) < 0:
+        lo, hi = hi, 2 * hi
+    return float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12))
+
+
+LMAX_LADDER = (48, 64, 96, 128, 192)
+"""Degrees tried by :func:`phase_transition` until two successive ones agree (the discretization check)."""
+
+
+def phase_transition(d, beta, normalization="mean", lmax=None, rtol=1e-9) -> dict:
+    """:func:`classify_transition` of one zonal exp head of strength 1 on ``S^{d-1}`` at ``beta``, with its
+    discretization checked: with ``lmax`` None, successive degrees of :data:`LMAX_LADDER` until ``nu_#``,
+    ``nu_fold`` and ``nu_global`` of two successive ones agree to ``rtol`` (the result of the larger, its
+    ``lmax`` and the change reported as ``lmax`` and ``discretization_change``); with ``lmax`` given, that
+    degree and the next of the ladder above it.  ``ValueError`` if no degree of the ladder resolves it.
+    """
+    d = validate.integer("d", d, 2)
+    beta = validate.real("beta", beta, positive=True)
+    validate.choice("normalization", normalization, [k for k, v in NORMALIZATIONS.items() if v.row_local])
+    ladder = LMAX_LADDER if lmax is None else (validate.integer("lmax", lmax, 8),) + tuple(
+        L for L in LMAX_LADDER if L > lmax)[:1] or (lmax + 16,)
+    keys = ("nu_sharp", "nu_fold", "nu_global")
+    prev, errors = None, []
+    for L in ladder:
+        try:
+            res = classify_transition(phase_transition_model(d, beta, normalization, L))
+        except RuntimeError as exc:
+            errors.append(f"lmax = {L}: {exc}")
+            prev = None
+            continue
+        if prev is not None:
+            change = max(abs(res[k] - prev[k]) / abs(res[k]) for k in keys if np.isfinite(res[k]))
+            if change <= rtol:
+                return {**res, "lmax": L, "discretization_change": change}
+        prev = res
+    raise ValueError(f"phase_transition(d = {d}, beta = {beta:g}): no two successive degrees of {ladder} agree "
+                     f"to rtol = {rtol:g}; " + ("; ".join(errors) if errors else "the values still change"))
