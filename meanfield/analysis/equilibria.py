@@ -37,7 +37,7 @@ from ..core.kernels import NORMALIZATIONS
 from ..models.axisymmetric import AxisymmetricPDE
 
 __all__ = ["StationaryState", "potential", "self_consistency_residual", "solve_stationary", "free_energy_gap",
-           "branch_state", "branch_states", "degree_one_state", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL"]
+           "branch_state", "branch_states", "degree_one_state", "noise_problem", "beta_problem", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL"]
 
 RESOLUTION_TOL = 1e-10
 """Largest :func:`resolution_error` of a state counted as resolved (the classification reports 6 significant
@@ -343,3 +343,49 @@ def branch_states(pde, grid, degree=1):
             break
         start, nu0 = s.b, s.nu
     return out
+
+
+def noise_problem(pde):
+    """The self-consistency equation as ``F(u, nu) = 0`` for :func:`meanfield.analysis.continuation.continue_branch`
+    (``u = b[1:]``, ``b_0 = 1``), with its exact Jacobian ``(F_u, F_nu)``."""
+    pde = _check_model(pde)
+
+    def full(u):
+        return np.r_[1.0, u]
+
+    def F(u, nu):
+        b = full(u)
+        return (b - _gibbs(pde, b, nu)[0])[1:]
+
+    def jacobian(u, nu):
+        _, db, dnu = _gibbs(pde, full(u), nu)
+        return (np.eye(u.size + 1) - db)[1:, 1:], -dnu[1:]
+
+    return F, jacobian
+
+
+def beta_problem(pde, nu):
+    """The self-consistency equation at fixed ``nu`` as ``F(u, beta) = 0``: every head's ``beta`` is set to the
+    parameter (the model is rebuilt, so ``F_beta`` is a central difference, step ``1e-6 beta``)."""
+    pde = _check_model(pde)
+    nu = validate.real("nu", nu, positive=True)
+    models = {}
+
+    def model(beta):
+        if beta not in models:
+            if len(models) > 64:
+                models.clear()
+            models[beta] = replace(pde, heads=tuple(h.replace(beta=beta) for h in pde.heads))
+        return models[beta]
+
+    def F(u, beta):
+        b = np.r_[1.0, u]
+        return (b - _gibbs(model(beta), b, nu)[0])[1:]
+
+    def jacobian(u, beta):
+        b = np.r_[1.0, u]
+        db = _gibbs(model(beta), b, nu)[1]
+        h = 1e-6 * beta
+        return (np.eye(b.size) - db)[1:, 1:], (F(u, beta + h) - F(u, beta - h)) / (2 * h)
+
+    return F, jacobian

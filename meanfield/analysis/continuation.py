@@ -1,0 +1,201 @@
+r"""Pseudo-arclength continuation of ``F(u, p) = 0`` with fold and branch-point detection (numpy, scipy).
+
+A branch is a curve ``(u(s), p(s))`` parametrized by arclength.  From a solution and the tangent
+``t = (t_u, t_p)`` (the null vector of ``[F_u  F_p]``, oriented like the previous one), the predictor is
+``(u, p) + ds t`` and the corrector solves the bordered system
+
+.. math:: F(u, p) = 0, \qquad \langle t_u, u - \hat u\rangle + t_p (p - \hat p) = 0
+
+by Newton (Keller).  The step is halved when the corrector fails and grown after easy steps.  Along the
+branch two test functions are watched (Govaerts, *Numerical methods for bifurcations of dynamical equilibria*):
+
+* the parameter component of the tangent ``t_p`` changes sign at a **fold** (a limit point in ``p``);
+* the sign of ``det [[F_u, F_p], [t_u^T, t_p]]`` changes at a **branch point** (another branch crosses);
+
+each located to ``tol_s`` in arclength by Brent's method on the corresponding continuous quantity (``t_p``;
+the sign of that determinant times the smallest singular value of its matrix).  A step that crosses two
+branch points at once sees no sign change: keep ``ds_max`` below the spacing of the points sought.  The Jacobians are dense: the axisymmetric and circle problems have
+at most a few hundred unknowns.
+
+The problem is given as ``F(u, p) -> (n,)`` and ``jacobian(u, p) -> (F_u (n, n), F_p (n,))``; nothing here knows
+about the models (:mod:`meanfield.analysis.equilibria` supplies their self-consistency residuals).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize
+
+from ..core import validate
+
+__all__ = ["Branch", "SpecialPoint", "continue_branch", "switch_branch", "tangent"]
+
+
+@dataclass(frozen=True)
+class SpecialPoint:
+    """A fold (``kind = "fold"``) or branch point (``"branch_point"``) located on a branch: its state ``u``,
+    parameter ``p``, the null vector ``phi`` of ``F_u`` there (branch points; the fold's too) and the segment
+    ``index`` (between points ``index`` and ``index + 1``)."""
+
+    kind: str
+    u: np.ndarray
+    p: float
+    phi: np.ndarray
+    index: int
+
+
+@dataclass(frozen=True)
+class Branch:
+    """The points of a continuation, ``u`` (N, n) and ``p`` (N,), their tangents' ``t_p`` (N,), the special
+    points found, ``status`` (0: the parameter range or step budget was covered; 1: the corrector failed at the
+    smallest step; 2: ``stop(u, p)`` asked to stop) and a ``message``; ``n_newton`` counts corrector
+    iterations."""
+
+    u: np.ndarray
+    p: np.ndarray
+    t_p: np.ndarray
+    special: tuple = field(default_factory=tuple)
+    status: int = 0
+    message: str = ""
+    n_newton: int = 0
+
+    @property
+    def folds(self):
+        return tuple(s for s in self.special if s.kind == "fold")
+
+    @property
+    def branch_points(self):
+        return tuple(s for s in self.special if s.kind == "branch_point")
+
+
+def tangent(Fu, Fp, previous=None):
+    """Unit null vector of ``[F_u  F_p]`` (n, n+1), oriented so that ``<t, previous> > 0`` (else ``t_p > 0``)."""
+    A = np.column_stack([Fu, Fp])
+    t = np.linalg.svd(A)[2][-1]
+    ref = previous if previous is not None else np.r_[np.zeros(Fu.shape[1]), 1.0]
+    return -t if t @ ref < 0 else t
+
+
+def _correct(F, jacobian, u, p, t, u_hat, p_hat, tol, maxiter):
+    """Newton on the bordered system; returns (u, p, converged, iterations)."""
+    for it in range(1, maxiter + 1):
+        r = np.append(F(u, p), t[:-1] @ (u - u_hat) + t[-1] * (p - p_hat))
+        Fu, Fp = jacobian(u, p)
+        A = np.block([[Fu, Fp[:, None]], [t[None, :]]])
+        try:
+            step = np.linalg.solve(A, -r)
+        except np.linalg.LinAlgError:
+            return u, p, False, it
+        u, p = u + step[:-1], p + step[-1]
+        if np.abs(step).max() <= tol * max(1.0, np.abs(u).max()):
+            if np.abs(F(u, p)).max() <= 1e3 * tol * max(1.0, np.abs(u).max()):
+                return u, p, True, it
+    return u, p, False, maxiter
+
+
+def _det_sign(Fu, Fp, t):
+    sign, _ = np.linalg.slogdet(np.block([[Fu, Fp[:, None]], [t[None, :]]]))
+    return sign
+
+
+def continue_branch(F, jacobian, u0, p0, *, ds=0.05, ds_min=1e-6, ds_max=0.5, p_range=(-np.inf, np.inf),
+                    max_steps=200, tol=1e-12, tol_s=1e-10, direction=1.0, t0=None, stop=None) -> Branch:
+    """Follow the branch of ``F(u, p) = 0`` through ``(u0, p0)`` (a solution) by pseudo-arclength.
+
+    ``direction``: +1 or -1, the initial sense in ``p``; or ``t0``, an initial tangent (n+1,): branch switching
+    at a branch point ``(u0, p0)`` along ``t0 = (phi, 0)`` (:func:`switch_branch`), where the first segment's
+    test functions change sign by construction and are not reported.  The march ends when ``p`` leaves ``p_range``, after ``max_steps`` points, when the corrector
+    fails at ``ds_min`` (status 1), or when ``stop(u, p)`` returns a message (status 2).
+    """
+    u = validate.real_array("u0", u0).astype(float).copy()
+    p = validate.real("p0", p0)
+    ds = validate.real("ds", ds, positive=True)
+    max_steps = validate.integer("max_steps", max_steps, 1)
+    if direction not in (1, -1, 1.0, -1.0):
+        raise ValueError(f"direction must be +1 or -1; received {direction!r}")
+    if np.abs(F(u, p)).max() > 1e3 * tol * max(1.0, np.abs(u).max()):
+        raise ValueError(f"(u0, p0) must solve F = 0 (to 1e3 tol); received a residual "
+                         f"{np.abs(F(u, p)).max():.3g}")
+    Fu, Fp = jacobian(u, p)
+    if t0 is None:
+        t = tangent(Fu, Fp) * (1.0 if direction > 0 else -1.0)
+    else:                                  # at a branch point the null space of [F_u F_p] is 2-D: take t0 itself
+        t = validate.real_array("t0", t0, (u.size + 1,))
+        t = t / np.linalg.norm(t)
+    us, ps, tps, special = [u], [p], [t[-1]], []
+    sign = _det_sign(Fu, Fp, t)
+    n_newton, status, message = 0, 0, f"{max_steps} points"
+    while len(us) < max_steps:
+        un, pn, ok, it = _correct(F, jacobian, u + ds * t[:-1], p + ds * t[-1], t, u + ds * t[:-1],
+                                  p + ds * t[-1], tol, 12)
+        n_newton += it
+        if not ok:
+            ds /= 2
+            if ds < ds_min:
+                status, message = 1, f"the corrector failed at the smallest step ds = {ds_min:g} (p = {p:.10g})"
+                break
+            continue
+        Fu, Fp = jacobian(un, pn)
+        tn = tangent(Fu, Fp, t)
+        new_sign = _det_sign(Fu, Fp, tn)
+        first = len(us) == 1 and t0 is not None       # leaving a branch point: its own crossing is not new
+        if tn[-1] * t[-1] < 0 and not first:
+            special.append(_locate(F, jacobian, u, p, t, ds, tol, tol_s, "fold", len(us) - 1))
+        if new_sign * sign < 0 and not first:
+            special.append(_locate(F, jacobian, u, p, t, ds, tol, tol_s, "branch_point", len(us) - 1))
+        if not (p_range[0] <= pn <= p_range[1]):
+            message = f"the branch left the range p in {p_range} after p = {p:.10g}"
+            break
+        u, p, t, sign = un, pn, tn, new_sign
+        us.append(u)
+        ps.append(p)
+        tps.append(t[-1])
+        if stop is not None:
+            why = stop(u, p)
+            if why:
+                status, message = 2, str(why)
+                break
+        ds = min(ds_max, ds * (1.5 if it <= 3 else 1.0))
+    return Branch(np.array(us), np.array(ps), np.array(tps), tuple(special), status, message, n_newton)
+
+
+def _locate(F, jacobian, u, p, t, ds, tol, tol_s, kind, index):
+    """The special point between ``(u, p)`` and the next point at arclength ``ds``, by Brent's method on
+    ``t_p(s)`` (fold) or the signed smallest singular value of the bordered Jacobian (branch point)."""
+    cache = {}
+
+    def solve(s):
+        if s not in cache:
+            un, pn, ok, _ = _correct(F, jacobian, u + s * t[:-1], p + s * t[-1], t, u + s * t[:-1], p + s * t[-1],
+                                     tol, 20)
+            Fu, Fp = jacobian(un, pn)
+            cache[s] = (un, pn, Fu, Fp)
+        return cache[s]
+
+    if kind == "fold":
+        g = lambda s: tangent(solve(s)[2], solve(s)[3], t)[-1]              # noqa: E731
+    else:
+        def g(s):                          # sign(det A) * smallest singular value of A: continuous, 0 at the point
+            un, pn, Fu, Fp = solve(s)
+            A = np.block([[Fu, Fp[:, None]], [tangent(Fu, Fp, t)[None, :]]])
+            return float(np.linalg.slogdet(A)[0] * np.linalg.svd(A, compute_uv=False)[-1])
+    try:
+        s = optimize.brentq(g, 0.0, ds, xtol=tol_s, rtol=1e-14)
+    except ValueError:                     # no sign change of the smooth quantity: keep the segment's end
+        s = ds
+    un, pn, Fu, _ = solve(s)
+    phi = np.linalg.svd(Fu)[2][-1]
+    return SpecialPoint(kind, un, float(pn), phi, index)
+
+
+def switch_branch(F, jacobian, point: SpecialPoint, *, side=1.0, **kw) -> Branch:
+    """Follow the other branch through a branch point: start along its null vector ``phi`` (``side`` +1 or -1
+    picks the half-branch), keyword arguments as :func:`continue_branch`.  For a bifurcation from a trivial
+    branch (the uniform state) ``phi`` is the critical mode, the tangent of the new branch there."""
+    if not isinstance(point, SpecialPoint) or point.kind != "branch_point":
+        raise ValueError(f"point must be a SpecialPoint of kind 'branch_point'; received {point!r}")
+    if side not in (1, -1, 1.0, -1.0):
+        raise ValueError(f"side must be +1 or -1; received {side!r}")
+    return continue_branch(F, jacobian, point.u, point.p, t0=side * np.r_[point.phi, 0.0], **kw)
