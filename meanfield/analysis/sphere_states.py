@@ -1,0 +1,320 @@
+r"""Stationary states of the noisy continuum on the full sphere S^2 (:class:`meanfield.ContinuumPDE`), any shape.
+
+MODEL.md section 7.  For zonal heads with mean or softmax normalization the velocity is a gradient,
+``X = grad_S Phi[rho]``, and the stationary states solve ``rho = G(rho) = exp(Phi[rho] / nu) / Z``.  On the
+model's spherical-harmonic coefficients this is solved by an inexact Newton-Krylov method: GMRES on the
+Jacobian ``I - DG`` applied matrix-free,
+
+.. math:: DG\,\delta = P\Big[f\, \frac{\delta\Phi - \int f\,\delta\Phi}{\nu}\Big],\qquad
+          \delta\Phi = \sum_h \frac{1}{\beta} K_h * \delta \ \ (\text{mean}),\quad
+          \sum_h \frac{K_h * \delta}{\beta\, Z_h} \ \ (\text{softmax}),
+
+one synthesis and one analysis of the model's grid per product (``P`` the analysis, ``f = G(rho)`` on the
+grid).  Rotations map stationary states to stationary states: the orbit's tangents ``L_k rho``
+(``L_k f = (e_k x x) . grad f``, :func:`rotation_generators`) span the kernel of ``I - DG``.  They are
+removed by phase conditions on every Newton step ``delta``: ``<c_j, delta> = 0`` with multipliers
+``omega_j`` (the bordered system ``J delta + sum_j omega_j c_j = -F``), ``c_j`` an orthonormal basis of the span
+of ``L_k rho`` at the current iterate (an SVD: its rank is the orbit's dimension, :data:`PHASE_RANK_TOL`).
+The number of neutral modes removed at the solution is reported.  A solve that does not converge, or whose state the grid does not resolve, returns a status
+saying so.
+
+:func:`sphere_spectrum` gives the leading eigenvalues of the PDE linearized at a state (ARPACK on the
+model's own tendency, matrix-free), with the neutral rotation modes identified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator, eigs, gmres
+
+from ..core import validate
+from ..core.kernels import NORMALIZATIONS
+from ..core.sphere import SphereGrid
+from ..models.continuum import ContinuumPDE
+
+__all__ = ["SphereState", "gibbs_map", "rotation_generators", "solve_sphere_state", "sphere_spectrum",
+           "sphere_resolution_error", "sphere_branch", "RESOLUTION_TOL"]
+
+RESOLUTION_TOL = 1e-8
+"""Largest :func:`sphere_resolution_error` of a state counted as resolved."""
+
+
+@dataclass(frozen=True)
+class SphereState:
+    """One Newton-Krylov solve: ``rho_lm`` (nalm,), ``nu``, ``status`` (0 converged, 1 not converged, 2 not
+    resolved), ``message``, ``residual`` (max-norm of ``rho - G(rho)`` relative to ``max |rho_lm|``),
+    ``newton`` and ``krylov`` iteration counts, ``products`` (Jacobian products plus residual evaluations:
+    each one synthesis and one analysis), ``removed`` (the number of neutral rotation modes at the state, the
+    orbit's dimension: 2 for an axisymmetric state, 3 for a generic one, 0 for uniform) and ``resolution``
+    (:func:`sphere_resolution_error`)."""
+
+    rho_lm: np.ndarray
+    nu: float
+    status: int
+    message: str
+    residual: float
+    newton: int
+    krylov: int
+    products: int
+    removed: int
+    resolution: float
+
+    @property
+    def success(self) -> bool:
+        return self.status == 0
+
+
+def _check(pde):
+    if not isinstance(pde, ContinuumPDE):
+        raise ValueError(f"pde must be a ContinuumPDE; received {type(pde).__name__}")
+    if not pde.zonal:
+        raise ValueError("pde must have zonal heads (M = V = lambda I) on the spectral path: their velocity is a "
+                         "gradient, X = grad Phi, which the self-consistency equation needs")
+    for i, h in enumerate(pde.heads):
+        if not NORMALIZATIONS[h.normalization].row_local:
+            raise ValueError(f"heads[{i}]: normalization {h.normalization!r} is not supported on S^2 yet (allowed: "
+                             f"{[k for k, v in NORMALIZATIONS.items() if v.row_local]})")
+    return pde
+
+
+class _Ops:
+    """The potential and its linearization on one grid (the model's, or a finer one for the resolution check)."""
+
+    def __init__(self, pde, grid):
+        self.grid = grid
+        li = grid.l_index
+        self.linear = np.zeros(grid.nalm)
+        self.normalizing = []
+        for head, m in zip(pde.heads, pde.operator.multipliers):
+            if NORMALIZATIONS[head.normalization].uses_normalizer:
+                self.normalizing.append((head.beta, m["normalizer"][li]))
+            else:
+                self.linear += m["potential"][li]
+
+    def potential(self, rho_lm):
+        g = self.grid
+        phi = g.synthesis(self.linear * rho_lm)
+        Z = []
+        for beta, mult in self.normalizing:
+            Z.append(g.synthesis(mult * rho_lm))
+            if np.any(Z[-1] <= 0):
+                raise ValueError("the normalizer Z of a softmax head is not positive on the grid")
+            phi += np.log(Z[-1]) / beta
+        return phi, Z
+
+    def dpotential(self, delta_lm, Z):
+        g = self.grid
+        out = g.synthesis(self.linear * delta_lm)
+        for (beta, mult), z in zip(self.normalizing, Z):
+            out += g.synthesis(mult * delta_lm) / (beta * z)
+        return out
+
+    def gibbs(self, rho_lm, nu, with_phi=False):
+        phi, Z = self.potential(rho_lm)
+        e = np.exp((phi - phi.max()) / nu)
+        f = e / self.grid.integrate(e)
+        return (f, Z, phi) if with_phi else (f, Z)
+
+
+def gibbs_map(pde, rho_lm, nu):
+    """``G(rho)``: the coefficients of ``exp(Phi[rho] / nu) / Z`` (nalm,) on the model's grid."""
+    pde = _check(pde)
+    nu = validate.real("nu", nu, positive=True)
+    ops = _Ops(pde, pde.grid)
+    return pde.grid.analysis(ops.gibbs(pde.grid._alm(rho_lm, "rho_lm"), nu)[0])
+
+
+def rotation_generators(grid: SphereGrid, rho_lm):
+    """``L_k rho`` (3, nalm), ``k = x, y, z``: ``(e_k x x) . grad rho``, the tangents of the rotation orbit
+    (degree-preserving, so exact on the grid)."""
+    grad = grid.to_cartesian(grid.gradient(rho_lm))
+    x = grid.nodes
+    out = np.empty((3, grid.nalm), np.complex128)
+    for k in range(3):
+        axis = np.eye(3)[k]
+        out[k] = grid.analysis(np.einsum("ijk,ijk->ij", np.cross(axis, x), grad))
+    return out
+
+
+def _real(z):
+    return np.concatenate([z.real, z.imag])
+
+
+def _complex(v):
+    n = v.size // 2
+    return v[:n] + 1j * v[n:]
+
+
+def sphere_resolution_error(pde, rho_lm, nu) -> float:
+    """The potential's truncation (its top third of degrees relative to its largest, as for the axisymmetric
+    solver) and the quadrature error of ``G`` (the model's grid against one twice as fine), the larger."""
+    g = pde.grid
+    ops = _Ops(pde, g)
+    rho_lm = g._alm(rho_lm)
+    mults = [ops.linear] + [m for _, m in ops.normalizing]
+    pot = [np.abs(m * rho_lm)[g.l_index >= 1] for m in mults if np.any(m)]
+    top = max(float(p.max()) for p in pot)
+    if top == 0:
+        return 0.0
+    high = g.l_index[g.l_index >= 1] > 2 * g.lmax / 3
+    tail = max(float(p[high].max()) for p in pot) / top
+    fine = SphereGrid(g.lmax, nlat=2 * g.nlat, nlon=2 * g.nlon)
+    ops_fine = _Ops(pde, fine)
+    G1 = g.analysis(ops.gibbs(rho_lm, nu)[0])
+    G2 = fine.analysis(ops_fine.gibbs(rho_lm, nu)[0])
+    quad = max(float(np.abs(m * (G1 - G2)).max()) for m in mults if np.any(m)) / top
+    return max(tail, quad)
+
+
+PHASE_RANK_TOL = 1e-3
+"""Orbit directions with singular values below this fraction of the largest are not fixed in a Newton step
+(an iterate near a symmetric state: the vanishing direction is not a neutral mode of the solution)."""
+
+
+def _orbit_basis(grid, rho, rtol):
+    """Orthonormal rows (r, 2 nalm) spanning the rotation orbit's tangent at ``rho`` (singular values of
+    ``(L_x, L_y, L_z) rho`` above ``rtol`` times the largest; none at uniform)."""
+    L = np.array([_real(x) for x in rotation_generators(grid, rho)])
+    _, sv, Vt = np.linalg.svd(L, full_matrices=False)
+    scale = float(np.abs(rho[grid.l_index >= 1]).max(initial=0.0))
+    keep = (sv > rtol * sv[0]) & (sv > 1e-10 * scale)
+    return Vt[keep]
+
+
+def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, krylov_maxiter=200,
+                       amplitude=None) -> SphereState:
+    """A stationary state of ``pde`` at noise ``nu`` by Newton-Krylov from the coefficients ``rho_lm0``.
+
+    ``tol``: the residual ``max |rho - G(rho)|`` relative to ``max |rho_lm|``.  ``phase``: fix the rotation by
+    phase conditions (module docstring); False solves the singular system as it is.
+    GMRES tolerance ``min(0.1, residual)`` per Newton step (inexact Newton).  ``amplitude``: hold the
+    coefficient ``rho_10`` (a cluster's pull along the z axis) at this value and solve for ``nu`` instead
+    (``nu`` is then the start): the branch of :func:`sphere_branch`.
+    """
+    pde = _check(pde)
+    g = pde.grid
+    rho = np.array(g._alm(rho_lm0, "rho_lm0"), dtype=np.complex128)
+    mass = g.integrate(g.synthesis(rho))
+    if abs(mass - 1.0) > 1e-10:
+        raise ValueError(f"rho_lm0 must have mass 1 (within 1e-10); received mass {mass!r}")
+    nu = validate.real("nu", nu, positive=True)
+    tol = validate.real("tol", tol, positive=True)
+    maxiter = validate.integer("maxiter", maxiter, 1)
+    phase = validate.boolean("phase", phase)
+    ops = _Ops(pde, g)
+    n = 2 * g.nalm
+    j = g.index(1, 0) if amplitude is not None else None       # its real part's slot carries delta nu
+    if j is not None:
+        rho[j] = validate.real("amplitude", amplitude)
+    products, krylov = 0, 0
+    res = np.inf
+    for it in range(maxiter + 1):
+        f, Z, phi = ops.gibbs(rho, nu, with_phi=True)
+        products += 1
+        F = rho - g.analysis(f)
+        res = float(np.abs(F).max() / np.abs(rho).max())
+        if res <= tol:
+            break
+        if it == maxiter:
+            break
+        C = _orbit_basis(g, rho, PHASE_RANK_TOL) if phase else np.zeros((0, n))
+        if j is not None:
+            C[:, j] = 0.0                  # the slot of rho_10 carries delta nu
+        na = len(C)
+
+        dG_dnu = _real(g.analysis(-f * (phi - g.integrate(f * phi)) / nu ** 2)) if j is not None else None
+
+        def matvec(v, f=f, Z=Z, C=C, na=na, dG_dnu=dG_dnu):
+            d = _complex(v[:n])
+            if j is not None:
+                d[j] = 0.0
+            dphi = ops.dpotential(d, Z)
+            df = f * (dphi - g.integrate(f * dphi)) / nu
+            out = _real(d) - _real(g.analysis(df))
+            if j is not None:
+                out = out - dG_dnu * v[j]
+            if na:
+                return np.concatenate([out + C.T @ v[n:], C @ v[:n]])
+            return out
+
+        A = LinearOperator((n + na, n + na), matvec=matvec, dtype=float)
+        rhs = -np.concatenate([_real(F), np.zeros(na)])
+        count = [0]
+        step, info = gmres(A, rhs, rtol=min(0.1, res), atol=0.0, restart=min(krylov_maxiter, 60),
+                           maxiter=krylov_maxiter, callback=lambda r: count.__setitem__(0, count[0] + 1),
+                           callback_type="pr_norm")
+        krylov += count[0]
+        products += count[0]
+        if j is not None:
+            nu = nu + step[j]
+            if nu <= 0:
+                break
+            step[j] = 0.0
+        rho = rho + _complex(step[:n])
+        rho[g.m_index == 0] = rho[g.m_index == 0].real        # a real field: m = 0 coefficients are real
+    err = sphere_resolution_error(pde, rho, nu)
+    removed = len(_orbit_basis(g, rho, 1e-6)) if phase else 0
+    common = dict(residual=res, newton=it, krylov=krylov, products=products, removed=removed, resolution=err)
+    if res > tol:
+        return SphereState(rho, nu, 1, f"Newton-Krylov did not converge: residual {res:.3g} > tol = {tol:g} after "
+                                       f"{it} Newton steps ({krylov} Krylov iterations)", **common)
+    if err > RESOLUTION_TOL:
+        return SphereState(rho, nu, 2, f"state not resolved at lmax = {g.lmax}: resolution error {err:.2e} > "
+                                       f"{RESOLUTION_TOL:g} (use a larger lmax)", **common)
+    return SphereState(rho, nu, 0, f"converged in {it} Newton steps, {krylov} Krylov iterations, residual "
+                                   f"{res:.2e}", **common)
+
+
+def sphere_spectrum(pde, rho_lm, nu, k=10, *, h=1e-6):
+    """The ``k`` eigenvalues of largest real part of the PDE (with noise ``nu``) linearized at ``rho_lm``, and
+    how much of each eigenvector lies along the rotation orbit ``L_k rho`` (1: a neutral rotation mode).
+
+    ARPACK (``scipy.sparse.linalg.eigs``, ``which="LR"``) on the Jacobian of :meth:`ContinuumPDE.tendency`
+    applied by central differences (step ``h`` relative to ``max |rho_lm|``; exact to round-off for mean heads,
+    whose tendency is quadratic) on the mass-free coefficients.  Returns ``(eigenvalues (k,), rotation (k,))``.
+    """
+    pde = _check(pde)
+    from dataclasses import replace
+
+    model = replace(pde, nu=validate.real("nu", nu, 0.0))
+    g = model.grid
+    rho = np.array(g._alm(rho_lm, "rho_lm"), dtype=np.complex128)
+    k = validate.integer("k", k, 1)
+    step = h * np.abs(rho).max()
+    n = 2 * g.nalm
+
+    def matvec(v):
+        d = _complex(np.asarray(v, dtype=float))
+        d[g.l_index == 0] = 0.0
+        d[g.m_index == 0] = d[g.m_index == 0].real
+        out = (model.tendency(rho + step * d) - model.tendency(rho - step * d)) / (2 * step)
+        out[g.m_index == 0] = out[g.m_index == 0].real
+        return _real(out)
+
+    A = LinearOperator((n, n), matvec=matvec, dtype=float)
+    vals, vecs = eigs(A, k=k, which="LR", tol=1e-12, v0=np.ones(n), ncv=min(n - 1, max(4 * k, 40)))
+    order = np.argsort(-vals.real)
+    vals, vecs = vals[order], vecs[:, order]
+    L = np.array([_real(x) for x in rotation_generators(g, rho)])
+    Q, _ = np.linalg.qr(L.T[:, np.linalg.norm(L, axis=1) > 1e-10 * max(np.abs(rho).max(), 1e-300)])
+    rot = np.array([np.linalg.norm(Q.T @ v) / np.linalg.norm(v) if Q.size else 0.0
+                    for v in vecs.T])
+    return vals, rot
+
+
+def sphere_branch(pde, amplitudes, start, nu_start, *, tol=1e-10, maxiter=30):
+    """States of ``pde`` along a branch parametrized by ``rho_10`` (the amplitudes, in order), each solve of
+    :func:`solve_sphere_state` (``amplitude=``) warm-started from the last; ``start``: coefficients near the
+    first state (e.g. a degree-1 cluster along z), ``nu_start`` its ``nu``.  A list of :class:`SphereState`,
+    ending at the first failure."""
+    out = []
+    rho, nu = start, nu_start
+    for a in amplitudes:
+        s = solve_sphere_state(pde, rho, nu, tol=tol, maxiter=maxiter, amplitude=a)
+        out.append(s)
+        if not s.success:
+            break
+        rho, nu = s.rho_lm, s.nu
+    return out

@@ -1,0 +1,127 @@
+"""Stationary states on the full sphere S^2 by Newton-Krylov (analysis/sphere_states.py), checked against the
+axisymmetric solver (a different basis, quadrature and solver), the closed-form growth rates and rotations."""
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.analysis import equilibria as eq
+from meanfield.analysis import phase_transition as pt
+from meanfield.analysis import sphere_states as ss
+from meanfield.analysis.stability import growth_rate
+
+BETA = 2 * 1.8161545254358837            # 2 beta_*^(3): a discontinuous transition
+
+
+@pytest.fixture(scope="module")
+def setting():
+    ax = pt.phase_transition_model(3, BETA, lmax=48)
+    pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, BETA), lmax=31)
+    return ax, pde
+
+
+def _rotated(ax, b, grid, axis):
+    """The axisymmetric state ``b`` about ``axis``, as coefficients on ``grid`` (surface density, mass 1)."""
+    t = np.clip(grid.nodes @ axis, -1, 1)
+    return grid.analysis(ax.evaluate(b, t.ravel()).reshape(grid.shape) / (4 * np.pi))
+
+
+def test_an_axisymmetric_state_about_any_axis_solves_the_sphere_equation(setting):
+    # the 1-D state (Gegenbauer basis, Gauss-Jacobi nodes) turned to a generic axis and analysed on the S^2 grid:
+    # the S^2 self-consistency residual is the two truncations' round-off, measured 8e-14
+    ax, pde = setting
+    s = eq.degree_one_state(ax, 1.5)
+    axis = np.array([0.3, -0.5, 0.8]) / np.linalg.norm([0.3, -0.5, 0.8])
+    rho = _rotated(ax, s.b, pde.grid, axis)
+    assert np.abs(rho - ss.gibbs_map(pde, rho, s.nu)).max() <= 1e-12 * np.abs(rho).max()
+
+
+def test_newton_krylov_from_a_perturbed_cluster_removes_two_rotation_modes(setting):
+    ax, pde = setting
+    g = pde.grid
+    s = eq.degree_one_state(ax, 1.5)
+    axis = np.array([0.3, -0.5, 0.8]) / np.linalg.norm([0.3, -0.5, 0.8])
+    exact = _rotated(ax, s.b, g, axis)
+    bump = g.analysis(0.02 * np.cos(3 * g.nodes[..., 0]) * np.sin(2 * g.nodes[..., 1]) / (4 * np.pi))
+    bump[0] = 0.0
+    st = ss.solve_sphere_state(pde, exact + bump, s.nu)
+    assert st.success, st.message
+    assert st.removed == 2                       # rotations moving the cluster's axis; the one about it is no mode
+    # the issue's target: at most 100 right-hand-side equivalents (Newton steps times Krylov iterations)
+    assert st.krylov <= 100 and st.newton <= 6
+    # the state is the cluster up to a rotation: the power spectrum is rotation invariant (residual 1e-10)
+    np.testing.assert_allclose(g.power_spectrum(st.rho_lm), g.power_spectrum(exact), rtol=0, atol=1e-9)
+
+
+def test_the_uniform_state_is_a_solution_with_no_rotation_mode(setting):
+    _, pde = setting
+    g = pde.grid
+    uni = np.zeros(g.nalm, complex)
+    uni[0] = 1 / np.sqrt(4 * np.pi)
+    st = ss.solve_sphere_state(pde, uni, 1.3)
+    assert st.success and st.newton == 0 and st.removed == 0
+
+
+def test_spectrum_at_uniform_is_sigma_l_and_at_a_cluster_has_two_neutral_rotation_modes(setting):
+    # ARPACK on central differences of the model's tendency (exact to round-off for mean heads): 1e-8 relative.
+    # At uniform every eigenvalue found is a sigma_l (ARPACK may return fewer copies of a degenerate one).
+    ax, pde = setting
+    g = pde.grid
+    beta, nu = 6.0, 0.5
+    pde6 = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta), lmax=31)
+    uni = np.zeros(g.nalm, complex)
+    uni[0] = 1 / np.sqrt(4 * np.pi)
+    vals, rot = ss.sphere_spectrum(pde6, uni, nu, k=8)
+    sigma = np.array([growth_rate(ell, [1.0], beta, "mean", nu) for ell in range(1, 32)])
+    assert np.abs(vals.imag).max() <= 1e-8 * sigma.max() and np.all(rot == 0)
+    assert all(np.abs(sigma - v).min() <= 1e-8 * sigma.max() for v in vals.real)
+    assert vals.real.max() == pytest.approx(sigma.max(), rel=1e-9)     # the most unstable degree (l = 3 here)
+    # upper-branch cluster: two zero eigenvalues whose eigenvectors are rotations; every other mode decays,
+    # in all azimuthal orders (the axisymmetric solver sees only m = 0: its leading eigenvalue must appear)
+    s = eq.degree_one_state(ax, 1.5)
+    st = ss.solve_sphere_state(pde, ax.to_sphere_coefficients(s.b, g), s.nu)
+    vals, rot = ss.sphere_spectrum(pde, st.rho_lm, s.nu, k=6)
+    neutral = np.abs(vals) <= 1e-7
+    assert neutral.sum() == 2 and np.all(rot[neutral] > 1 - 1e-6)
+    assert np.all(vals.real[~neutral] < -0.5)
+    lead_m0 = eq.linear_spectrum(ax, s.b, s.nu)[0].real
+    assert np.abs(vals.real - lead_m0).min() <= 1e-6 * abs(lead_m0)
+
+
+def test_a_branch_on_the_sphere_matches_the_axisymmetric_branch(setting):
+    # 40 warm-started amplitude-constrained solves on S^2 (rho_10 held, nu solved for) against the 1-D solver:
+    # the two discretizations agree to their residuals (1e-10)
+    ax, pde = setting
+    s0 = eq.degree_one_state(ax, 0.05)
+    amps = np.linspace(0.05, 1.6, 40)
+    br = ss.sphere_branch(pde, amps / np.sqrt(4 * np.pi), ax.to_sphere_coefficients(s0.b, pde.grid), s0.nu)
+    assert len(br) == 40 and all(s.success for s in br)
+    for a, s in zip(amps[::7], br[::7]):
+        assert s.nu == pytest.approx(eq.degree_one_state(ax, a).nu, rel=1e-9)
+
+
+def test_failures_and_bad_input(setting):
+    ax, pde = setting
+    g = pde.grid
+    s = eq.degree_one_state(ax, 1.5)
+    far = ax.to_sphere_coefficients(eq.degree_one_state(ax, 0.3).b, g)
+    st = ss.solve_sphere_state(pde, far, s.nu, maxiter=1)
+    assert st.status == 1 and "did not converge" in st.message and st.residual > 1e-6
+    with pytest.raises(ValueError, match="rho_lm0 must have mass 1"):
+        ss.solve_sphere_state(pde, 2 * far, s.nu)
+    with pytest.raises(ValueError, match="pde must be a ContinuumPDE"):
+        ss.gibbs_map(ax, far, 1.0)
+    general = mf.ContinuumPDE((mf.Head(np.diag([1.0, 0.5, 0.2]), np.diag([1.0, 0.5, 0.2]), 1.0),), lmax=8)
+    with pytest.raises(ValueError, match="pde must have zonal heads"):
+        ss.gibbs_map(general, np.zeros(general.grid.nalm), 1.0)
+
+
+def test_softmax_heads(setting):
+    # softmax: Phi = (1/beta) log Z; the axisymmetric softmax state turned to S^2 solves the S^2 equation
+    ax = pt.phase_transition_model(3, BETA, "softmax", lmax=48)
+    pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, BETA, normalization="softmax"), lmax=31)
+    s = eq.degree_one_state(ax, 0.8)
+    rho = ax.to_sphere_coefficients(s.b, pde.grid)
+    assert np.abs(rho - ss.gibbs_map(pde, rho, s.nu)).max() <= 1e-12 * np.abs(rho).max()
+    st = ss.solve_sphere_state(pde, rho, s.nu * (1 + 1e-3))   # a nearby nu: Newton moves along the branch
+    assert st.success and st.removed == 2
