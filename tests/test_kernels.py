@@ -23,7 +23,7 @@ def head(kernel, beta=1.7, lam=1.0, **params):
 # ------------------------------------------------------------------------------ registry contents
 def test_registry_contents():
     assert {"exp", "relu", "sigmoid"} <= set(KERNELS)
-    assert set(NORMALIZATIONS) == {"mean", "softmax"}
+    assert set(NORMALIZATIONS) == {"mean", "softmax", "sinkhorn"}
     for name, k in KERNELS.items():
         assert isinstance(k, Kernel) and k.name == name
         with pytest.raises(dataclasses.FrozenInstanceError):

@@ -27,17 +27,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 from scipy.special import expit, log_expit, spherical_in
 
 from . import validate
 from .funk_hecke import funk_hecke_multipliers
-from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, solve_scaling
+from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult, solve_scaling
 
 __all__ = ["KernelParams", "Kernel", "ExpKernel", "ReluKernel", "SigmoidKernel", "KERNELS", "Normalization", "MeanNormalization",
-           "SoftmaxNormalization", "SinkhornNormalization", "NORMALIZATIONS", "get_kernel", "get_normalization", "EXP_LIMIT", "LMAX_CAP",
+           "SoftmaxNormalization", "SinkhornNormalization", "HeadForce", "NORMALIZATIONS", "get_kernel", "get_normalization", "EXP_LIMIT", "LMAX_CAP",
            "kernel", "antiderivative"]
 
 EXP_LIMIT = 700.0
@@ -389,6 +389,14 @@ def antiderivative(head, S):
 
 
 # ----------------------------------------------------------------------------------- normalizations
+class HeadForce(NamedTuple):
+    """One head's force ``u``, its normalizer ``D`` (None: 1) and its Sinkhorn scalings (None if row-local)."""
+
+    u: np.ndarray
+    D: np.ndarray | None
+    scaling: SinkhornResult | None
+
+
 def _safe(Z):
     """Divisor with ``u = 0`` where ``Z <= 0`` (no attention mass)."""
     return np.where(Z > 0, Z, np.inf)
@@ -422,6 +430,31 @@ class Normalization:
     def combine(self, U, Z, axis=-1):
         """The force from ``U`` and ``Z`` (in place on ``U``); ``axis`` is ``U``'s vector axis."""
         raise NotImplementedError
+
+    def field_force(self, aggregate, apply, shape, *, axis=-1, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER,
+                    where="head", known=None) -> HeadForce:
+        r"""One head's force from a model's two kernel applications (the continuum models' one map).
+
+        ``aggregate(f)`` is the head's (projected) aggregate of the sources scaled by ``f``,
+        ``U[f](x) = int k(<x, M y>) P_x V y f(y) rho(y) dy`` (on a grid: the gradient of the potential
+        multipliers applied to the coefficients of ``f rho``), and ``apply(f)`` the kernel applied to the
+        same sources, ``Z[f](x) = int k(<x, M y>) f(y) rho(y) dy``; ``f = None`` means ``f = 1`` (the
+        model's cheap path: the multipliers on the density's own coefficients).  ``shape`` is a scalar
+        field's shape, ``axis`` the vector axis of ``U``.  ``tol``, ``maxiter``, ``where`` and ``known``
+        (a :class:`~meanfield.core.sinkhorn.SinkhornResult` of the same sources, returned as is) concern
+        solving normalizations only.
+
+        Returns
+        -------
+        HeadForce
+            ``u`` (mean: ``U[1]``; softmax: ``U[1] / Z[1]``; Sinkhorn: ``a U[a]``), the normalizer ``D``
+            with ``u = U[b] / D`` (None for mean: 1; ``Z[1]``; Sinkhorn ``1 / a``) and the Sinkhorn result
+            (None for row-local normalizations).
+        """
+        if not self.uses_normalizer:
+            return HeadForce(aggregate(None), None, None)
+        Z = apply(None)
+        return HeadForce(self.combine(aggregate(None), Z, axis), Z, None)
 
     def normalizer(self, Z):
         """The normalizer reported with the forces (``N`` of ``ParticleSystem.forces``)."""
@@ -475,8 +508,26 @@ class SinkhornNormalization(Normalization):
         raise NotImplementedError("Sinkhorn normalization is not row-local: use scalings() and the aggregate "
                                   "of the scaled sources (this model does not support it)")
 
+    def field_force(self, aggregate, apply, shape, *, axis=-1, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER,
+                    where="head", known=None) -> HeadForce:
+        r"""``u = a U[a]`` with ``a Z[a] = 1`` (symmetric kernels: zonal heads), see
+        :meth:`Normalization.field_force`.  The solve starts from ``a = Z[1]^{-1/2}`` (a function of the
+        state only, so a run is bit-reproducible; exact at the uniform state); ``known`` skips it."""
+        res = self.field_scaling(apply, shape, tol=tol, maxiter=maxiter, where=where, known=known)
+        U = aggregate(res.b)
+        U *= np.expand_dims(res.a, axis)
+        return HeadForce(U, 1.0 / res.a, res)
+
     def normalizer(self, Z):
         return Z
+
+    def field_scaling(self, apply, shape, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", known=None):
+        """The scaling of :meth:`field_force` alone (``known`` if given), started from ``Z[1]^{-1/2}``."""
+        if known is not None:
+            return known
+        Z = apply(None)
+        start = 1.0 / np.sqrt(Z) if np.all(np.isfinite(Z) & (Z > 0)) else None
+        return self.scalings(apply, shape, tol=tol, maxiter=maxiter, where=where, start=start)
 
     def scalings(self, apply, n, *, apply_t=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head",
                  start=None):
