@@ -33,7 +33,7 @@ import numpy as np
 from scipy.special import expit, log_expit, spherical_in
 
 from . import validate
-from .funk_hecke import funk_hecke_multipliers
+from .funk_hecke import funk_hecke_multipliers, funk_hecke_normalized
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult, solve_scaling
 
 __all__ = ["KernelParams", "Kernel", "ExpKernel", "ReluKernel", "SigmoidKernel", "KERNELS", "Normalization", "MeanNormalization",
@@ -201,6 +201,13 @@ class Kernel:
             out["entropy"] = c(lambda t: self.value(head, lam * t) * self.log_value(head, lam * t))
         return out
 
+    def normalized_multipliers(self, head, lmax, d) -> dict:
+        """``"potential"`` ``m[K(lambda t)]`` and ``"normalizer"`` ``m[k(lambda t)]`` on S^{d-1} for the normalized
+        measure (:func:`meanfield.core.funk_hecke.funk_hecke_normalized`); default: quadrature of the profiles."""
+        lam = head.scalar
+        return {"potential": funk_hecke_normalized(lmax, d, g=lambda t: self.antiderivative(head, lam * t)),
+                "normalizer": funk_hecke_normalized(lmax, d, g=lambda t: self.value(head, lam * t))}
+
     def quadrature_nodes(self, head, lmax) -> int:
         """Gauss-Legendre nodes per half of [-1, 1] for :meth:`multipliers`."""
         return lmax + 8
@@ -274,6 +281,11 @@ class ExpKernel(Kernel):
             raise ValueError(f"{where}: beta * |M|_2 must be <= {EXP_LIMIT:g} for an exp head with mean "
                              f"normalization (exp(beta s) overflows float64 beyond ~709); received "
                              f"{top:.4g} (use softmax normalization or a smaller beta)")
+
+    def normalized_multipliers(self, head, lmax, d):
+        """Closed form ``m_l(beta lambda)`` (``/ beta`` for the potential)."""
+        m = funk_hecke_normalized(lmax, d, exp_rate=head.beta * head.scalar)
+        return {"potential": m / head.beta, "normalizer": m}
 
     def multipliers(self, head, lmax):
         r"""Closed forms (``a = beta lambda``): ``c[K] = 4 pi i_l(a) / beta``, ``c[k] = 4 pi i_l(a)``,
@@ -420,12 +432,16 @@ class Normalization:
         ``u_i`` depends on row ``i`` of the kernel only (through ``U_i`` and ``Z_i``): :meth:`combine`
         gives it.  When False (Sinkhorn) the force needs a solve over all points, :meth:`scalings`,
         and the model sums the aggregate with the scaled sources.
+    equal_rows_as : str
+        The normalization this one coincides with on configurations whose kernel rows all have the same
+        sum (equiangular or orthonormal tokens, the closed forms of :mod:`meanfield.analysis.theory`).
     """
 
     name: ClassVar[str] = ""
     uses_normalizer: ClassVar[bool] = False
     row_local: ClassVar[bool] = True
     shifts_rows: ClassVar[bool] = False
+    equal_rows_as: ClassVar[str] = ""
 
     def combine(self, U, Z, axis=-1):
         """The force from ``U`` and ``Z`` (in place on ``U``); ``axis`` is ``U``'s vector axis."""
@@ -466,6 +482,7 @@ class MeanNormalization(Normalization):
     """``u = U`` (the weights already sum to 1: ``u = f / n`` for uniform weights); ``N = 1``."""
 
     name: ClassVar[str] = "mean"
+    equal_rows_as: ClassVar[str] = "mean"
 
     def combine(self, U, Z, axis=-1):
         return U
@@ -479,6 +496,7 @@ class SoftmaxNormalization(Normalization):
     """``u = U / Z`` (``u = 0`` where ``Z <= 0``: no attention mass, possible for ReLU); ``N = Z``."""
 
     name: ClassVar[str] = "softmax"
+    equal_rows_as: ClassVar[str] = "softmax"
     uses_normalizer: ClassVar[bool] = True
     shifts_rows: ClassVar[bool] = True
 
@@ -501,6 +519,7 @@ class SinkhornNormalization(Normalization):
     """
 
     name: ClassVar[str] = "sinkhorn"
+    equal_rows_as: ClassVar[str] = "softmax"        # equal row sums Z: a = Z^(-1/2) constant, P = K / Z
     uses_normalizer: ClassVar[bool] = True
     row_local: ClassVar[bool] = False
 

@@ -31,7 +31,7 @@ from scipy.special import roots_jacobi
 
 from ..core import validate
 from ..core.steppers import stable_step
-from ..core.funk_hecke import funk_hecke_normalized, gegenbauer_normalized, resolved_multipliers
+from ..core.funk_hecke import gegenbauer_normalized, resolved_multipliers
 from ..core.heads import check_heads
 from ..core.field_forces import ScalingCache, field_scalings, field_velocity
 from ..core.kernels import KERNELS
@@ -51,17 +51,10 @@ def zonal_multipliers_d(head, lmax, d):
     and ``m(beta lambda)``, closed form; other kernels of :data:`meanfield.core.kernels.KERNELS` by
     quadrature of their profiles).
     """
-    lam = head.scalar
-    if head.kernel == "exp":
-        m = funk_hecke_normalized(lmax, d, exp_rate=head.beta * lam)
-        out = {"potential": m / head.beta, "normalizer": m}
-    else:
-        kern = KERNELS[head.kernel]
-        out = {"potential": funk_hecke_normalized(lmax, d, g=lambda t: kern.antiderivative(head, lam * t)),
-               "normalizer": funk_hecke_normalized(lmax, d, g=lambda t: kern.value(head, lam * t))}
+    out = KERNELS[head.kernel].normalized_multipliers(head, lmax, d)
     for k, v in out.items():
         if not np.all(np.isfinite(v)):
-            raise ValueError(f"heads: beta * |lambda| = {head.beta * abs(lam):.4g} overflows the {k} multipliers "
+            raise ValueError(f"heads: beta * |lambda| = {head.beta * abs(head.scalar):.4g} overflows the {k} multipliers "
                              f"in float64 (allowed: below about 700)")
     return out
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..core import validate
 from ..core.steppers import stable_step
-from ..core.funk_hecke import funk_hecke_normalized, resolved_multipliers
+from ..core.funk_hecke import resolved_multipliers
 from ..core.heads import check_heads
 from ..core.field_forces import ScalingCache, field_scalings, field_velocity
 from ..core.kernels import KERNELS, NORMALIZATIONS
@@ -42,13 +42,7 @@ class CircleResolutionWarning(UserWarning):
 def circle_multipliers(head, kmax):
     """Fourier multipliers (k = 0..kmax) of a zonal head on the circle: ``"potential"`` ``m[K(lambda cos)]``
     and ``"normalizer"`` ``m[k(lambda cos)]`` (exp: ``I_k(beta lambda) / beta`` and ``I_k(beta lambda)``)."""
-    lam = head.scalar
-    if head.kernel == "exp":
-        m = funk_hecke_normalized(kmax, 2, exp_rate=head.beta * lam)
-        return {"potential": m / head.beta, "normalizer": m}
-    kern = KERNELS[head.kernel]
-    return {"potential": funk_hecke_normalized(kmax, 2, g=lambda t: kern.antiderivative(head, lam * t)),
-            "normalizer": funk_hecke_normalized(kmax, 2, g=lambda t: kern.value(head, lam * t))}
+    return KERNELS[head.kernel].normalized_multipliers(head, kmax, 2)
 
 
 @dataclass(frozen=True, eq=False)
