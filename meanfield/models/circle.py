@@ -110,6 +110,7 @@ class CirclePDE:
         for i, h in enumerate(heads if self.zonal else ()):
             mults.append(resolved_multipliers(circle_multipliers(h, K + 1), i, "kmax", K, tol, CircleResolutionWarning))
         set_("multipliers", tuple(mults))
+        set_("_dpotential", tuple(1j * np.arange(K + 1) * m["potential"] for m in mults))
         set_("_ik", 1j * np.arange(K + 1))
         set_("_k2", -np.arange(K + 1) ** 2.0)
         set_("_nodes", np.column_stack([np.cos(self.theta), np.sin(self.theta)]))
@@ -187,7 +188,8 @@ class CirclePDE:
         return {"f": f, "X": X, "D": D, "sinkhorn_error": err}
 
     def _mult(self, i, key):
-        return self.multipliers[i][key]
+        # the derivative i k is folded into the potential multipliers (_FourierSpace.gradient only synthesizes)
+        return self._dpotential[i] if key == "potential" else self.multipliers[i][key]
 
     def _solve_options(self, f):
         return dict(rho=f, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter, cache=self._scaling_cache)
@@ -258,7 +260,8 @@ class CirclePDE:
 
 class _FourierSpace:
     """The circle's space for :func:`meanfield.core.field_forces.field_velocity`: Fourier coefficients
-    ``c_0..c_K`` and values on the product grid (velocities as (1, n) along ``e_theta``)."""
+    ``c_0..c_K`` and values on the product grid (velocities as (1, n) along ``e_theta``).  The derivative
+    ``i k`` is in the potential multipliers (:meth:`CirclePDE._mult`): ``gradient`` only synthesizes."""
 
     axis = 0
 
@@ -270,7 +273,7 @@ class _FourierSpace:
         return m * c
 
     def gradient(self, c, key):
-        return self.pde.synthesis(self.pde._ik * c)[None, :]
+        return self.pde.synthesis(c)[None, :]
 
     def evaluate(self, c, key):
         return self.pde.synthesis(c)

@@ -29,7 +29,7 @@ from ..core import validate
 from ..core.choices import CONTINUUM_METHODS
 from ..core.funk_hecke import funk_hecke_multipliers  # re-exported (public API)
 from ..core.heads import check_exp_range, check_heads
-from ..core.field_forces import ScalingCache, field_scalings
+from ..core.field_forces import ScalingCache, field_scalings, field_velocity
 from ..core.kernels import NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sphere import SphereGrid, from_real, to_real
@@ -191,7 +191,9 @@ class ContinuumPDE:
         if self.zonal:
             rho_lm = g._alm(rho_lm, "rho_lm")
             info = {}
-            X = self.operator.velocity(rho_lm, GridSpace(g), **self._solve_options(rho), details=info)
+            # head by head (no summed mean potentials): the same arithmetic as before the shared loop
+            X = field_velocity(self.heads, self.operator._mult, rho_lm, GridSpace(g), **self._solve_options(rho),
+                               details=info)
             for h, (Dh, res) in enumerate(zip(info["D"], info["scalings"])):
                 if Dh is not None:
                     D[h] = Dh
