@@ -242,3 +242,28 @@ def test_equal_row_sums_make_sinkhorn_softmax():
     assert np.abs(v_sk - v_sm).max() <= 1e-13 * np.abs(v_sm).max()        # solved to 1e-14; round-off
     rate = v_sk[0] @ X[1] + X[0] @ v_sk[1]
     assert rate == pytest.approx(theory.equiangular_rate(gamma, lambdas, beta, n, "exp", "sinkhorn"), rel=1e-12)
+
+
+def test_attention_entropy_of_the_doubly_stochastic_attention():
+    """H(x_g) = -sum_g' P_gg' W_g' log P_gg' with P = a K a of the dense scaling on the nodes (MODEL.md 5.3),
+    against the spectral -log a - a (Q[a rho] + Z[a log a rho]); mean heads keep log Z - Q / Z."""
+    pde = _sphere(lmax=16)
+    g = pde.grid
+    rho_lm = _rho(pde)
+    x = g.nodes.reshape(-1, 3)
+    W = (g.synthesis(rho_lm) * g.weights).reshape(-1)
+    H = pde.attention_entropies(rho_lm).reshape(len(LAMBDAS), -1)
+    for h, lam in enumerate(LAMBDAS):
+        K = np.exp(BETA * lam * (x @ x.T))
+        a = solve_scaling(lambda f: K @ (W * f), x.shape[0], tol=1e-14).a
+        P = a[:, None] * K * a[None, :]
+        H_dense = -(P * np.log(P)) @ W
+        assert np.all(H_dense <= 1e-12)                                       # -KL(p | rho) <= 0
+        # exact GL quadrature of band-limited sums, scalings at 1e-14: round-off (measured 1.6e-14)
+        assert np.abs(H[h] - H_dense).max() <= 1e-12 * np.abs(H_dense).max()
+    rec = fd.attention_entropy(pde, rho_lm)
+    assert rec == pytest.approx([g.integrate(g.synthesis(rho_lm) * Hh.reshape(g.shape)) for Hh in H], rel=1e-14)
+    mean = mf.ContinuumPDE(mf.scalar_heads(LAMBDAS, 3, beta=BETA), lmax=16)
+    Z = [g.synthesis(g.multiply_degree(rho_lm, m["normalizer"])) for m in mean.operator.multipliers]
+    Q = [g.synthesis(g.multiply_degree(rho_lm, m["entropy"])) for m in mean.operator.multipliers]
+    assert np.array_equal(mean.attention_entropies(rho_lm), np.log(Z) - np.array(Q) / Z)   # unchanged arithmetic

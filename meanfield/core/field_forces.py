@@ -34,7 +34,7 @@ import numpy as np
 from .kernels import NORMALIZATIONS
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
-__all__ = ["field_velocity", "field_scalings", "ScalingCache"]
+__all__ = ["field_velocity", "field_scalings", "field_entropies", "ScalingCache"]
 
 
 class ScalingCache:
@@ -118,16 +118,33 @@ def field_scalings(heads, mult, b, space, *, rho, tol=SINKHORN_TOL, maxiter=SINK
     return out
 
 
-def _applications(mult, b, space, rho, i):
-    """``(aggregate, apply)`` of head ``i``: ``f -> grad c[K] (f rho)`` and ``f -> c[k] (f rho)`` in ``space``."""
+def field_entropies(heads, mult, b, space, *, has_entropy, rho=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER,
+                    cache=None):
+    """Relative attention entropies ``H_h`` (H,) + ``space.shape`` by each head's
+    :meth:`~meanfield.core.kernels.Normalization.field_entropy` (the multipliers ``mult(i, "entropy")``,
+    ``c[k log k]``); NaN for the heads with ``has_entropy[i]`` False (kernels that can vanish)."""
+    out = np.full((len(heads),) + tuple(space.shape), np.nan)
+    scalings = field_scalings(heads, mult, b, space, rho=rho, tol=tol, maxiter=maxiter, cache=cache) \
+        if any(not NORMALIZATIONS[h.normalization].row_local for h in heads) else [None] * len(heads)
+    for i, head in enumerate(heads):
+        if has_entropy[i]:
+            _, apply = _applications(mult, b, space, rho, i)
+            _, apply_entropy = _applications(mult, b, space, rho, i, "entropy", "R")
+            out[i] = NORMALIZATIONS[head.normalization].field_entropy(apply, apply_entropy, scalings[i])
+    return out
 
-    def sources(f, key):
+
+def _applications(mult, b, space, rho, i, key="normalizer", work="Z"):
+    """``(aggregate, apply)`` of head ``i``: ``f -> grad c[K] (f rho)`` and ``f -> c[key] (f rho)`` in
+    ``space`` (``key`` ``"normalizer"``: ``c[k]``; ``"entropy"``: ``c[k log k]``)."""
+
+    def sources(f, k):
         if f is None:
-            return space.multiply(b, mult(i, key))
+            return space.multiply(b, mult(i, k))
         if rho is None:
             raise ValueError(f"heads[{i}]: a solving normalization (Sinkhorn) needs the density on the grid (rho) "
                              f"and a space with an analysis; this call gave none")
-        return space.multiply(space.analysis(f * rho), mult(i, key))
+        return space.multiply(space.analysis(f * rho), mult(i, k))
 
     return (lambda f: space.gradient(sources(f, "potential"), "grad"),
-            lambda f: space.evaluate(sources(f, "normalizer"), "Z"))
+            lambda f: space.evaluate(sources(f, key), work))

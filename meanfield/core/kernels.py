@@ -472,6 +472,13 @@ class Normalization:
         Z = apply(None)
         return HeadForce(self.combine(aggregate(None), Z, axis), Z, None)
 
+    def field_entropy(self, apply, apply_entropy, scaling=None):
+        """Relative attention entropy ``H(x) = -int p log p rho(y) dy`` of the head's attention ``p(x, .)``
+        (a probability for ``rho dy``) from ``apply`` (``Z[f]``) and ``apply_entropy`` (``Q[f]``, the sums
+        of ``k log k``); row-local: ``p = k / Z``, ``H = log Z[1] - Q[1] / Z[1]``."""
+        Z = apply(None)
+        return np.log(Z) - apply_entropy(None) / Z
+
     def normalizer(self, Z):
         """The normalizer reported with the forces (``N`` of ``ParticleSystem.forces``)."""
         raise NotImplementedError
@@ -539,6 +546,11 @@ class SinkhornNormalization(Normalization):
 
     def normalizer(self, Z):
         return Z
+
+    def field_entropy(self, apply, apply_entropy, scaling=None):
+        """``p(x, y) = a(x) k a(y)``: ``H = -log a - a (Q[a] + Z[a log a])`` (``scaling`` of the same sources)."""
+        a = scaling.a
+        return -np.log(a) - a * (apply_entropy(a) + apply(a * np.log(a)))
 
     def field_scaling(self, apply, shape, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", known=None):
         """The scaling of :meth:`field_force` alone (``known`` if given), started from ``Z[1]^{-1/2}``."""

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import validate
 from .heads import check_heads
-from .field_forces import field_velocity
+from .field_forces import field_entropies, field_velocity
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
@@ -295,17 +295,14 @@ class ZonalOperator:
             N[i] = norm.normalizer(Z)
         return U, N
 
-    def entropies(self, b, space):
-        """Relative attention entropies ``H_h = log Z_h - Q_h / Z_h``, shape (H,) + the space's field shape.
+    def entropies(self, b, space, *, rho=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, cache=None):
+        """Relative attention entropies, shape (H,) + the space's field shape: ``H_h = log Z_h - Q_h / Z_h``
+        for row-local heads, the Sinkhorn attention's ``-log a - a (Q[a rho] + Z[a log a rho])`` for Sinkhorn
+        heads (needs ``rho``; :func:`meanfield.core.field_forces.field_entropies`).
 
         ``-int p log(p / rho) rho`` with ``p = k / Z`` (or ``-sum_j p_ij log(p_ij / w_j)`` for a
         weighted measure); NaN for heads whose kernel can vanish (no distribution where ``Z = 0``;
         ``c[k log k]`` not defined by the registry).
         """
-        out = np.full((len(self.heads),) + tuple(space.shape), np.nan)
-        for i in range(len(self.heads)):
-            if "entropy" in self.multipliers[i]:
-                Z = space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
-                Q = space.evaluate(space.multiply(b, self._mult(i, "entropy")), "R")
-                out[i] = np.log(Z) - Q / Z
-        return out
+        return field_entropies(self.heads, self._mult, b, space, has_entropy=["entropy" in m for m in self.multipliers],
+                               rho=rho, tol=tol, maxiter=maxiter, cache=cache)

@@ -224,6 +224,16 @@ class ContinuumPDE:
         return field_scalings(self.heads, self.operator._mult, rho_lm, GridSpace(g),
                               **self._solve_options(g.synthesis(rho_lm)))
 
+    def attention_entropies(self, rho_lm):
+        """Zonal path: relative attention entropies ``H_h(x) = -int p_h log p_h rho(y) dy`` on the grid, (H, nlat,
+        nlon) (:meth:`meanfield.core.zonal.ZonalOperator.entropies`; Sinkhorn heads: ``p = a k a``)."""
+        if not self.zonal:
+            raise ValueError("attention_entropies needs the zonal (spectral) path; the quadrature path sums them "
+                             "by meanfield.core.sums.entropy_rows")
+        g = self.grid
+        rho_lm = g._alm(rho_lm, "rho_lm")
+        return self.operator.entropies(rho_lm, GridSpace(g), **self._solve_options(g.synthesis(rho_lm)))
+
     def velocity(self, rho_lm):
         """Velocity ``X[rho]`` at the grid nodes as Cartesian tangent vectors, shape (nlat, nlon, 3)."""
         return self.grid.to_cartesian(self.fields(rho_lm)["X"])
