@@ -267,3 +267,14 @@ def test_attention_entropy_of_the_doubly_stochastic_attention():
     Z = [g.synthesis(g.multiply_degree(rho_lm, m["normalizer"])) for m in mean.operator.multipliers]
     Q = [g.synthesis(g.multiply_degree(rho_lm, m["entropy"])) for m in mean.operator.multipliers]
     assert np.array_equal(mean.attention_entropies(rho_lm), np.log(Z) - np.array(Q) / Z)   # unchanged arithmetic
+
+
+def test_pickled_model_starts_with_an_empty_cache():
+    import pickle
+
+    pde = _sphere(lmax=16)
+    y = pde.state(_rho(pde))
+    out = pde.rhs(0.0, y)
+    copy = pickle.loads(pickle.dumps(pde))
+    assert copy._scaling_cache.lookup(b"") == {}          # nothing of the original's state travels
+    assert np.array_equal(copy.rhs(0.0, y), out)          # and the copy computes the same bits

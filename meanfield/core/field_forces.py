@@ -46,6 +46,9 @@ class ScalingCache:
     def __init__(self):
         self._entry = (None, {})
 
+    def __reduce__(self):                      # a copy or a pickled model starts empty
+        return (ScalingCache, ())
+
     def lookup(self, key):
         k, results = self._entry
         if k != key:
