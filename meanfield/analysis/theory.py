@@ -260,12 +260,13 @@ def _linearized_exp(g0, g1, lam, beta, n, normalization):
 
 
 def _linearized_relu(g0, g1, lam, beta, n, normalization):
-    if normalization == "softmax" and g0 < 0:        # the negative heads: a constant rate
+    normalized = NORMALIZATIONS[normalization].uses_normalizer          # softmax (mean: False)
+    if normalized and g0 < 0:        # the negative heads: a constant rate
         rate = 2.0 * lam[lam < 0].sum() / (n - 1)
         T = (g1 - g0) / rate if rate != 0 else np.inf
         return float(T) if T > 0 else np.inf
     same = lam * g0 > 0
-    k = {"mean": lambda: (2.0 / n) * np.sum(lam[same] ** 2), "softmax": lambda: 2.0 * lam[same].sum()}[normalization]()
+    k = 2.0 * lam[same].sum() if normalized else (2.0 / n) * np.sum(lam[same] ** 2)
     if g0 == 0 or k == 0 or g1 / g0 <= 1:
         return np.inf
     return float(np.log(g1 / g0) / k)
