@@ -209,7 +209,7 @@ def growth_rate_heads(l, heads, nu=0.0):
     for i, h in enumerate(heads):
         if not h.is_zonal or "growth_rate" not in KERNELS[h.kernel].closed_forms or h.normalization not in _TERMS:
             have = [k for k, v in KERNELS.items() if "growth_rate" in v.closed_forms]
-            raise ValueError(f"heads[{i}] must be a zonal head (M = V = lambda I) of a kernel in {have} with "
+            raise ValueError(f"heads[{i}] must be a zonal {' or '.join(have)} head (M = V = lambda I) with "
                              f"normalization one of {sorted(_TERMS)} for a closed-form growth rate; received "
                              f"kernel {h.kernel!r}, normalization {h.normalization!r}, zonal {h.is_zonal}")
         bracket = bracket + _bracket(l, np.array([h.scalar]), h.beta, h.normalization, h.dim)
