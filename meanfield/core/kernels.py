@@ -12,7 +12,8 @@ r"""Kernel and normalization registries: what a head's ``kernel`` and ``normaliz
 * which closed forms of :mod:`meanfield.theory` exist for it.
 
 :data:`NORMALIZATIONS` maps a normalization name to a :class:`Normalization`: how an aggregate and its
-normalizer ``Z`` combine (``"mean"``: ``u``; ``"softmax"``: ``u / Z``).  Adding a kernel is adding
+normalizer ``Z`` combine (``"mean"``: ``u``; ``"softmax"``: ``u / Z``; ``"sinkhorn"``: a scaling solve,
+:meth:`Normalization.field_force` for the continuum models).  Adding a kernel is adding
 one class and one registry entry here; no other module compares kernel or normalization names.
 
 .. math:: k_{\rm exp}(s) = e^{\beta s},\quad k_{\rm relu}(s) = \max(s, 0),\quad
@@ -464,8 +465,8 @@ class Normalization:
         -------
         HeadForce
             ``u`` (mean: ``U[1]``; softmax: ``U[1] / Z[1]``; Sinkhorn: ``a U[a]``), the normalizer ``D``
-            with ``u = U[b] / D`` (None for mean: 1; ``Z[1]``; Sinkhorn ``1 / a``) and the Sinkhorn result
-            (None for row-local normalizations).
+            with ``u = U[s] / D`` for the source scaling ``s`` (mean: None, i.e. 1; softmax: ``Z[1]``;
+            Sinkhorn: ``1 / a``) and the Sinkhorn result (None for row-local normalizations).
         """
         if not self.uses_normalizer:
             return HeadForce(aggregate(None), None, None)
