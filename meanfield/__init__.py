@@ -12,6 +12,8 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       sums              chunked kernel sums shared by particles and the continuum quadrature path
       funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2 (and on S^{d-1}, Gegenbauer basis)
       zonal             ZonalOperator (zonal heads in spherical harmonics) and required_lmax
+      sinkhorn          Sinkhorn scalings of one head (doubly stochastic attention): solve_scaling
+      field_forces      the one per-head loop (kernel sums, then the normalization) of the PDE models
       sphere            SphereGrid(lmax): the only spherical-harmonic (ducc0/pyshtools) user
       tableaux          Butcher tableaux in a registry (SCHEMES), stability polynomials and reaches
       steppers          Stepper interface: explicit RK, and split (IMEX, ARS IMEX RK, exponential, Lawson) steppers y' = L y + N

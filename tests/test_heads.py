@@ -41,7 +41,7 @@ def test_head_bad_input(kwargs, match):
     (dict(beta="1.0"), r"beta must be a positive finite number; received '1.0'"),
     (dict(beta=None), r"beta must be a positive finite number; received None"),
     (dict(kernel="Exp"), r"kernel must be one of \('exp', 'relu'.*\); received 'Exp'"),
-    (dict(normalization=None), r"normalization must be one of \('mean', 'softmax'\); received None"),
+    (dict(normalization=None), r"normalization must be one of \('mean', 'softmax', 'sinkhorn'\); received None"),
     (dict(M=np.ones((1, 1)), V=np.ones((1, 1))), r"M must be a square matrix of size d x d with d >= 2; "
                                                  r"received shape \(1, 1\)"),
     (dict(M=np.ones((2, 3))), r"M must be a square matrix .* received shape \(2, 3\)"),

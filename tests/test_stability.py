@@ -259,7 +259,7 @@ STABILITY_BAD = [
     (T.funk_hecke_relu, (-2, 1.0), {}, r"l must be integer\(s\) >= 0; received -2"),
     (T.growth_rate, (1, [1.0], 0.0), {}, r"beta must be a positive finite number; received 0.0"),
     (T.growth_rate, (1, [1.0], 1.0), {"normalization": "sum"},
-     r"normalization must be one of \('mean', 'softmax'\); received 'sum'"),
+     r"normalization must be one of \('mean', 'softmax', 'sinkhorn'\); received 'sum'"),
     (T.growth_rate, (1, [], 1.0), {}, r"lambdas must be a non-empty 1-d sequence"),
     (T.growth_rate, (1, [1.0], 1.0), {"nu": np.nan}, r"nu must be a finite number >= 0; received nan"),
     (T.growth_rate, (1, [1.0], 1.0), {"d": 1.0}, r"d must be an integer >= 2; received 1.0"),

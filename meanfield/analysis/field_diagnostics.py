@@ -17,7 +17,6 @@ import numpy as np
 from ..core import validate
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sums import entropy_rows
-from ..core.zonal import GridSpace
 from ..models.continuum import ContinuumPDE
 
 __all__ = ["mass", "negative_mass", "spectral_tail", "concentration", "dissipation", "boltzmann_entropy",
@@ -103,7 +102,7 @@ def attention_entropy(pde: ContinuumPDE, rho_lm, rho=None):
     rho = g.synthesis(rho_lm) if rho is None else rho
     out = np.full(len(pde.heads), np.nan)
     if pde.zonal:
-        H = pde.operator.entropies(rho_lm, GridSpace(g))
+        H = pde.attention_entropies(rho_lm)            # Sinkhorn heads: the entropy of p = a k a
         for h, head in enumerate(pde.heads):
             if KERNELS[head.kernel].positive:
                 out[h] = g.integrate(rho * H[h])

@@ -40,9 +40,16 @@ def _gamma(name, g, n):
 
 
 def _common(lambdas, beta, n, kernel, normalization):
-    """The arguments every equiangular closed form takes, validated."""
+    """The arguments every equiangular closed form takes, validated; the normalization as the one it equals on
+    configurations with equal kernel row sums (:attr:`meanfield.core.kernels.Normalization.equal_rows_as`:
+    Sinkhorn is softmax there)."""
     return (_lambdas(lambdas), real("beta", beta, positive=True), integer("n", n, 2),
-            choice("kernel", kernel, KERNELS), choice("normalization", normalization, NORMALIZATIONS))
+            choice("kernel", kernel, KERNELS), _equal_rows(normalization))
+
+
+def _equal_rows(normalization):
+    """The validated ``normalization`` as the one it coincides with when every kernel row has the same sum."""
+    return NORMALIZATIONS[choice("normalization", normalization, NORMALIZATIONS)].equal_rows_as
 
 
 def sphere_area(d):
@@ -120,24 +127,36 @@ def funk_hecke_relu(l, a, d=3, power=1):
 
 
 def growth_rate(l, lambdas, beta, normalization="mean", nu=0.0, d=3):
-    """Exact linear growth rate of ``eps Y_l`` about the uniform density (MODEL.md section 3).
+    r"""Exact linear growth rate of ``eps Y_l`` about the uniform density (MODEL.md sections 3 and 6).
 
     Scalar value-aligned exp heads ``M_h = V_h = lambda_h I`` on :math:`S^{d-1}`:
 
     .. math::
-        \\sigma_l^{\\rm mean} &= l(l+d-2)\\Bigl[\\frac1\\beta\\sum_h
-            \\frac{c_l(\\beta\\lambda_h)}{|S^{d-1}|} - \\nu\\Bigr],\\\\
-        \\sigma_l^{\\rm softmax} &= l(l+d-2)\\Bigl[\\frac1\\beta\\sum_h
-            \\frac{c_l(\\beta\\lambda_h)}{c_0(\\beta\\lambda_h)} - \\nu\\Bigr],
+        \sigma_l^{\rm mean} &= l(l+d-2)\Bigl[\frac1\beta\sum_h
+            \frac{c_l(\beta\lambda_h)}{|S^{d-1}|} - \nu\Bigr],\\
+        \sigma_l^{\rm softmax} &= l(l+d-2)\Bigl[\frac1\beta\sum_h
+            \frac{c_l(\beta\lambda_h)}{c_0(\beta\lambda_h)} - \nu\Bigr],\\
+        \sigma_l^{\rm sinkhorn} &= l(l+d-2)\Bigl[\frac1\beta\sum_h
+            \frac{c_l(\beta\lambda_h)}{c_0(\beta\lambda_h) + c_l(\beta\lambda_h)} - \nu\Bigr],
 
-    ``c_l`` from :func:`funk_hecke_exp` (``d = 3``: ``i_l`` resp. ``i_l / i_0``).
+    ``c_l`` from :func:`funk_hecke_exp` (``d = 3``: ``i_l``, ``i_l / i_0`` resp. ``i_l / (i_0 + i_l)``).
+
+    Sinkhorn (derivation, one head; heads add): at ``rho_0 = 1/|S|`` the scaling of
+    ``a K[a rho] = 1`` is the constant ``a_0`` with ``a_0^2 c_0 / |S| = 1``.  For
+    ``rho = rho_0 + eps r Y_l``, ``a = a_0 + eps alpha Y_l`` the order-``eps`` part of the constraint,
+    ``alpha a_0 (c_0 + c_l) / |S| + a_0^2 c_l r = 0``, gives ``alpha = -a_0 |S| c_l r / (c_0 + c_l)``; the
+    velocity is a gradient, ``X = -(1/beta) grad log a`` (MODEL.md section 6), so
+    ``delta X = |S| c_l r / (beta (c_0 + c_l)) grad Y_l`` and the linearized continuity equation
+    ``d_t delta rho = -rho_0 div delta X + nu Lap delta rho`` (``Lap Y_l = -l(l+d-2) Y_l``,
+    ``rho_0 |S| = 1``) gives ``sigma_l``.  ``c_0 + c_l > 0`` since ``|c_l| < c_0`` for ``l >= 1``.
 
     Parameters
     ----------
     l : array_like of int >= 0
     lambdas : array_like, shape (H,)
     beta : float, > 0
-    normalization : {"mean", "softmax"}
+    normalization : a key of :data:`meanfield.core.kernels.NORMALIZATIONS` with a term in :data:`_TERMS`
+        (``"mean"``, ``"softmax"``, ``"sinkhorn"``)
     nu : float, >= 0
         Token-noise (diffusion) coefficient.
     d : int, >= 2
@@ -164,15 +183,17 @@ def growth_rate_heads(l, heads, nu=0.0):
 
     .. math:: \sigma_l = l(l+d-2)\Bigl[\sum_h \frac{1}{\beta_h} T_l(\beta_h\lambda_h) - \nu\Bigr],
 
-    ``T_l = c_l / |S^{d-1}|`` for a mean-normalized head, ``c_l / c_0`` for a softmax one (the
-    terms of :func:`growth_rate`, which is the case of one shared ``beta`` and normalization).
+    ``T_l = c_l / |S^{d-1}|`` for a mean-normalized head, ``c_l / c_0`` for a softmax one, ``c_l / (c_0 + c_l)``
+    for a Sinkhorn one (the terms of :func:`growth_rate`, which is the case of one shared ``beta`` and
+    normalization).
 
     Parameters
     ----------
     l : array_like of int >= 0
     heads : sequence of Head
-        Zonal exp heads ``M = V = lambda I`` (e.g. :func:`meanfield.scalar_heads`, or the heads of a
-        :class:`meanfield.ContinuumPDE`), any ``beta`` and normalization ``"mean"`` / ``"softmax"`` each.
+        Zonal heads ``M = V = lambda I`` of a kernel with the closed form ``"growth_rate"`` (exp; e.g.
+        :func:`meanfield.scalar_heads`, or the heads of a :class:`meanfield.ContinuumPDE`), any ``beta``
+        and a normalization of :data:`_TERMS` each.
     nu : float, >= 0
 
     Returns
@@ -186,10 +207,11 @@ def growth_rate_heads(l, heads, nu=0.0):
     nu = real("nu", nu, 0)
     bracket = 0.0
     for i, h in enumerate(heads):
-        if not h.is_zonal or h.kernel != "exp" or h.normalization not in _TERMS:
-            raise ValueError(f"heads[{i}] must be a zonal exp head (M = V = lambda I) with normalization one of "
-                             f"{sorted(_TERMS)} for a closed-form growth rate; received kernel {h.kernel!r}, "
-                             f"normalization {h.normalization!r}, zonal {h.is_zonal}")
+        if not h.is_zonal or "growth_rate" not in KERNELS[h.kernel].closed_forms or h.normalization not in _TERMS:
+            have = [k for k, v in KERNELS.items() if "growth_rate" in v.closed_forms]
+            raise ValueError(f"heads[{i}] must be a zonal {' or '.join(have)} head (M = V = lambda I) with "
+                             f"normalization one of {sorted(_TERMS)} for a closed-form growth rate; received "
+                             f"kernel {h.kernel!r}, normalization {h.normalization!r}, zonal {h.is_zonal}")
         bracket = bracket + _bracket(l, np.array([h.scalar]), h.beta, h.normalization, h.dim)
     d = heads[0].dim
     with np.errstate(over="ignore", invalid="ignore"):
@@ -205,40 +227,37 @@ LARGE_D = 100
 (logarithms): ``|S^{d-1}|`` and ``I_{l+d/2-1}`` under/overflow float64 from about ``d = 350``."""
 
 
-def _bracket_large_d(l, lam, beta, normalization, d):
-    from ..core.funk_hecke import funk_hecke_normalized
-
-    l = np.asarray(l)
-    top = int(l.max(initial=0))
-    terms = []
-    for a in beta * np.atleast_1d(lam):
-        m = funk_hecke_normalized(top, d, exp_rate=float(a))
-        terms.append(m[l] / m[0] if normalization == "softmax" else m[l])
-    return np.sum(terms, axis=0) / beta
-
-
 def _bracket(l, lam, beta, normalization, d):
-    if d > LARGE_D and normalization in _TERMS:
-        return _bracket_large_d(l, lam, beta, normalization, d)
-    a = beta * lam
-    cl = _fh_exp_scaled(np.asarray(l)[..., None], a, d)
+    """``(1/beta) sum_h T_l(beta lambda_h)`` with the term of :data:`_TERMS` (no checks but the table's)."""
     if normalization not in _TERMS:
         raise NotImplementedError(f"no closed-form growth rate for normalization {normalization!r}; "
                                   f"it exists for {sorted(_TERMS)}")
-    return _TERMS[normalization](cl, a, d).sum(axis=-1) / beta
+    term = _TERMS[normalization]
+    l = np.asarray(l)
+    if d > LARGE_D:
+        from ..core.funk_hecke import funk_hecke_normalized
 
-
-def _softmax_terms(cl, a, d):
-    return cl / _fh_exp_scaled(np.zeros_like(a, dtype=int), a, d)
-
-
-def _mean_terms(cl, a, d):
+        out = []
+        for a in beta * np.atleast_1d(lam):
+            m = funk_hecke_normalized(int(l.max(initial=0)), d, exp_rate=float(a))
+            out.append(term(m[l], m[0], 1.0))
+        return np.sum(out, axis=0) / beta
+    a = beta * lam
+    cl = _fh_exp_scaled(l[..., None], a, d)
+    c0 = _fh_exp_scaled(np.zeros_like(a, dtype=int), a, d)
     with np.errstate(over="ignore"):
-        return cl * np.exp(np.abs(a)) / sphere_area(d)
+        unscale = np.exp(np.abs(a)) / sphere_area(d)
+    return term(cl, c0, unscale).sum(axis=-1) / beta
 
 
-_TERMS = {"mean": _mean_terms, "softmax": _softmax_terms}
-"""Per normalization: the terms ``c_l / |S^{d-1}|`` (mean) or ``c_l / c_0`` (softmax) of the bracket."""
+_TERMS = {"mean": lambda cl, c0, unscale: cl * unscale,
+          "softmax": lambda cl, c0, unscale: cl / c0,
+          "sinkhorn": lambda cl, c0, unscale: cl / (c0 + cl)}
+"""Per normalization (the one place growth rates depend on it): the term ``T_l`` of the bracket from
+multipliers ``cl``, ``c0`` known up to a common factor, ``unscale`` times them being the normalized
+multipliers ``c_l / |S^{d-1}|``: ``c_l / |S^{d-1}|`` (mean), ``c_l / c_0`` (softmax), ``c_l / (c_0 + c_l)``
+(Sinkhorn; :func:`growth_rate` derives it).  Keys are names of
+:data:`meanfield.core.kernels.NORMALIZATIONS`."""
 
 
 def _degrees(lambdas, beta, lmax):
@@ -260,10 +279,10 @@ def most_unstable_degree(lambdas, beta, normalization="mean", nu=0.0, d=3, lmax=
 
 
 def critical_noise(lambdas, beta, normalization="mean", d=3, lmax=None):
-    """Critical noise ``nu_c = max_{l>=1} (1/beta) sum_h c_l(beta lambda_h) / norm``.
+    """Critical noise ``nu_c = max_{l>=1} (1/beta) sum_h T_l(beta lambda_h)`` (the terms of :func:`growth_rate`).
 
-    The uniform state is linearly stable iff ``nu >= nu_c`` (``norm = |S^{d-1}|`` for mean,
-    ``c_0`` for softmax).  For positive heads the maximum is at ``l = 1``.
+    The uniform state is linearly stable iff ``nu >= nu_c`` (``T_l = c_l / |S^{d-1}|`` for mean, ``c_l / c_0``
+    for softmax, ``c_l / (c_0 + c_l)`` for Sinkhorn).  For positive heads the maximum is at ``l = 1``.
     """
     lam, beta, ls = _degrees(lambdas, beta, lmax)
     normalization = choice("normalization", normalization, NORMALIZATIONS)

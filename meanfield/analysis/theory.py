@@ -30,7 +30,7 @@ from scipy import integrate, optimize, special
 
 from ..core.validate import choice, integer, integer_array, real, real_array
 from ..core.kernels import KERNELS, NORMALIZATIONS
-from .stability import _common, _gamma, _lambdas
+from .stability import _common, _equal_rows, _gamma, _lambdas
 from .stability import (critical_noise, funk_hecke_exp, funk_hecke_relu, growth_rate,  # noqa: F401
                         most_unstable_degree, sphere_area)
 from .stability import growth_rate_heads  # noqa: F401
@@ -260,12 +260,13 @@ def _linearized_exp(g0, g1, lam, beta, n, normalization):
 
 
 def _linearized_relu(g0, g1, lam, beta, n, normalization):
-    if normalization == "softmax" and g0 < 0:        # the negative heads: a constant rate
+    normalized = NORMALIZATIONS[normalization].uses_normalizer          # softmax (mean: False)
+    if normalized and g0 < 0:        # the negative heads: a constant rate
         rate = 2.0 * lam[lam < 0].sum() / (n - 1)
         T = (g1 - g0) / rate if rate != 0 else np.inf
         return float(T) if T > 0 else np.inf
     same = lam * g0 > 0
-    k = {"mean": lambda: (2.0 / n) * np.sum(lam[same] ** 2), "softmax": lambda: 2.0 * lam[same].sum()}[normalization]()
+    k = 2.0 * lam[same].sum() if normalized else (2.0 / n) * np.sum(lam[same] ** 2)
     if g0 == 0 or k == 0 or g1 / g0 <= 1:
         return np.inf
     return float(np.log(g1 / g0) / k)
@@ -288,7 +289,7 @@ def late_rate(lambdas, beta=None, kernel="exp", normalization="softmax"):
     """
     lam = _lambdas(lambdas)
     kernel = choice("kernel", kernel, KERNELS)
-    normalization = choice("normalization", normalization, NORMALIZATIONS)
+    normalization = _equal_rows(normalization)
     _closed_form("late_rate", kernel, normalization)
     return _LATE_RATES[kernel, normalization](lam, beta)
 
@@ -449,7 +450,7 @@ def _dominance_args(alphas, n, normalization, reading):
     a = _lambdas(alphas)
     if np.any(a <= 0):
         raise ValueError(f"alphas must be positive head strengths (Thm 19's scalar heads); received {alphas!r}")
-    return (a, integer("n", n, 2), choice("normalization", normalization, NORMALIZATIONS),
+    return (a, integer("n", n, 2), _equal_rows(normalization),
             choice("reading", reading, READINGS))
 
 
@@ -462,7 +463,7 @@ def _dominance_terms(beta, a, n, normalization):
     m = n - 1.0
     u = beta * a
     with np.errstate(over="ignore", divide="ignore"):
-        if normalization == "mean":
+        if not NORMALIZATIONS[normalization].uses_normalizer:         # mean
             E = np.exp(u)
             return a * a * m / (n * n), a * m / (n * E), a * E / n, a * np.sqrt(E * E + m) / n
         q = np.exp(-np.abs(u))

@@ -12,7 +12,8 @@ r"""Kernel and normalization registries: what a head's ``kernel`` and ``normaliz
 * which closed forms of :mod:`meanfield.theory` exist for it.
 
 :data:`NORMALIZATIONS` maps a normalization name to a :class:`Normalization`: how an aggregate and its
-normalizer ``Z`` combine (``"mean"``: ``u``; ``"softmax"``: ``u / Z``).  Adding a kernel is adding
+normalizer ``Z`` combine (``"mean"``: ``u``; ``"softmax"``: ``u / Z``; ``"sinkhorn"``: a scaling solve,
+:meth:`Normalization.field_force` for the continuum models).  Adding a kernel is adding
 one class and one registry entry here; no other module compares kernel or normalization names.
 
 .. math:: k_{\rm exp}(s) = e^{\beta s},\quad k_{\rm relu}(s) = \max(s, 0),\quad
@@ -27,17 +28,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 from scipy.special import expit, log_expit, spherical_in
 
 from . import validate
-from .funk_hecke import funk_hecke_multipliers
-from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, solve_scaling
+from .funk_hecke import funk_hecke_multipliers, funk_hecke_normalized
+from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult, solve_scaling
 
 __all__ = ["KernelParams", "Kernel", "ExpKernel", "ReluKernel", "SigmoidKernel", "KERNELS", "Normalization", "MeanNormalization",
-           "SoftmaxNormalization", "SinkhornNormalization", "NORMALIZATIONS", "get_kernel", "get_normalization", "EXP_LIMIT", "LMAX_CAP",
+           "SoftmaxNormalization", "SinkhornNormalization", "HeadForce", "NORMALIZATIONS", "get_kernel", "get_normalization", "EXP_LIMIT", "LMAX_CAP",
            "kernel", "antiderivative"]
 
 EXP_LIMIT = 700.0
@@ -201,6 +202,13 @@ class Kernel:
             out["entropy"] = c(lambda t: self.value(head, lam * t) * self.log_value(head, lam * t))
         return out
 
+    def normalized_multipliers(self, head, lmax, d) -> dict:
+        """``"potential"`` ``m[K(lambda t)]`` and ``"normalizer"`` ``m[k(lambda t)]`` on S^{d-1} for the normalized
+        measure (:func:`meanfield.core.funk_hecke.funk_hecke_normalized`); default: quadrature of the profiles."""
+        lam = head.scalar
+        return {"potential": funk_hecke_normalized(lmax, d, g=lambda t: self.antiderivative(head, lam * t)),
+                "normalizer": funk_hecke_normalized(lmax, d, g=lambda t: self.value(head, lam * t))}
+
     def quadrature_nodes(self, head, lmax) -> int:
         """Gauss-Legendre nodes per half of [-1, 1] for :meth:`multipliers`."""
         return lmax + 8
@@ -274,6 +282,11 @@ class ExpKernel(Kernel):
             raise ValueError(f"{where}: beta * |M|_2 must be <= {EXP_LIMIT:g} for an exp head with mean "
                              f"normalization (exp(beta s) overflows float64 beyond ~709); received "
                              f"{top:.4g} (use softmax normalization or a smaller beta)")
+
+    def normalized_multipliers(self, head, lmax, d):
+        """Closed form ``m_l(beta lambda)`` (``/ beta`` for the potential)."""
+        m = funk_hecke_normalized(lmax, d, exp_rate=head.beta * head.scalar)
+        return {"potential": m / head.beta, "normalizer": m}
 
     def multipliers(self, head, lmax):
         r"""Closed forms (``a = beta lambda``): ``c[K] = 4 pi i_l(a) / beta``, ``c[k] = 4 pi i_l(a)``,
@@ -389,6 +402,14 @@ def antiderivative(head, S):
 
 
 # ----------------------------------------------------------------------------------- normalizations
+class HeadForce(NamedTuple):
+    """One head's force ``u``, its normalizer ``D`` (None: 1) and its Sinkhorn scalings (None if row-local)."""
+
+    u: np.ndarray
+    D: np.ndarray | None
+    scaling: SinkhornResult | None
+
+
 def _safe(Z):
     """Divisor with ``u = 0`` where ``Z <= 0`` (no attention mass)."""
     return np.where(Z > 0, Z, np.inf)
@@ -412,16 +433,52 @@ class Normalization:
         ``u_i`` depends on row ``i`` of the kernel only (through ``U_i`` and ``Z_i``): :meth:`combine`
         gives it.  When False (Sinkhorn) the force needs a solve over all points, :meth:`scalings`,
         and the model sums the aggregate with the scaled sources.
+    equal_rows_as : str
+        The normalization this one coincides with on configurations whose kernel rows all have the same
+        sum (equiangular or orthonormal tokens, the closed forms of :mod:`meanfield.analysis.theory`).
     """
 
     name: ClassVar[str] = ""
     uses_normalizer: ClassVar[bool] = False
     row_local: ClassVar[bool] = True
     shifts_rows: ClassVar[bool] = False
+    equal_rows_as: ClassVar[str] = ""
 
     def combine(self, U, Z, axis=-1):
         """The force from ``U`` and ``Z`` (in place on ``U``); ``axis`` is ``U``'s vector axis."""
         raise NotImplementedError
+
+    def field_force(self, aggregate, apply, shape, *, axis=-1, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER,
+                    where="head", known=None) -> HeadForce:
+        r"""One head's force from a model's two kernel applications (the continuum models' one map).
+
+        ``aggregate(f)`` is the head's (projected) aggregate of the sources scaled by ``f``,
+        ``U[f](x) = int k(<x, M y>) P_x V y f(y) rho(y) dy`` (on a grid: the gradient of the potential
+        multipliers applied to the coefficients of ``f rho``), and ``apply(f)`` the kernel applied to the
+        same sources, ``Z[f](x) = int k(<x, M y>) f(y) rho(y) dy``; ``f = None`` means ``f = 1`` (the
+        model's cheap path: the multipliers on the density's own coefficients).  ``shape`` is a scalar
+        field's shape, ``axis`` the vector axis of ``U``.  ``tol``, ``maxiter``, ``where`` and ``known``
+        (a :class:`~meanfield.core.sinkhorn.SinkhornResult` of the same sources, returned as is) concern
+        solving normalizations only.
+
+        Returns
+        -------
+        HeadForce
+            ``u`` (mean: ``U[1]``; softmax: ``U[1] / Z[1]``; Sinkhorn: ``a U[a]``), the normalizer ``D``
+            with ``u = U[s] / D`` for the source scaling ``s`` (mean: None, i.e. 1; softmax: ``Z[1]``;
+            Sinkhorn: ``1 / a``) and the Sinkhorn result (None for row-local normalizations).
+        """
+        if not self.uses_normalizer:
+            return HeadForce(aggregate(None), None, None)
+        Z = apply(None)
+        return HeadForce(self.combine(aggregate(None), Z, axis), Z, None)
+
+    def field_entropy(self, apply, apply_entropy, scaling=None):
+        """Relative attention entropy ``H(x) = -int p log p rho(y) dy`` of the head's attention ``p(x, .)``
+        (a probability for ``rho dy``) from ``apply`` (``Z[f]``) and ``apply_entropy`` (``Q[f]``, the sums
+        of ``k log k``); row-local: ``p = k / Z``, ``H = log Z[1] - Q[1] / Z[1]``."""
+        Z = apply(None)
+        return np.log(Z) - apply_entropy(None) / Z
 
     def normalizer(self, Z):
         """The normalizer reported with the forces (``N`` of ``ParticleSystem.forces``)."""
@@ -433,6 +490,7 @@ class MeanNormalization(Normalization):
     """``u = U`` (the weights already sum to 1: ``u = f / n`` for uniform weights); ``N = 1``."""
 
     name: ClassVar[str] = "mean"
+    equal_rows_as: ClassVar[str] = "mean"
 
     def combine(self, U, Z, axis=-1):
         return U
@@ -446,6 +504,7 @@ class SoftmaxNormalization(Normalization):
     """``u = U / Z`` (``u = 0`` where ``Z <= 0``: no attention mass, possible for ReLU); ``N = Z``."""
 
     name: ClassVar[str] = "softmax"
+    equal_rows_as: ClassVar[str] = "softmax"
     uses_normalizer: ClassVar[bool] = True
     shifts_rows: ClassVar[bool] = True
 
@@ -468,6 +527,7 @@ class SinkhornNormalization(Normalization):
     """
 
     name: ClassVar[str] = "sinkhorn"
+    equal_rows_as: ClassVar[str] = "softmax"        # equal row sums Z: a = Z^(-1/2) constant, P = K / Z
     uses_normalizer: ClassVar[bool] = True
     row_local: ClassVar[bool] = False
 
@@ -475,8 +535,31 @@ class SinkhornNormalization(Normalization):
         raise NotImplementedError("Sinkhorn normalization is not row-local: use scalings() and the aggregate "
                                   "of the scaled sources (this model does not support it)")
 
+    def field_force(self, aggregate, apply, shape, *, axis=-1, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER,
+                    where="head", known=None) -> HeadForce:
+        r"""``u = a U[a]`` with ``a Z[a] = 1`` (symmetric kernels: zonal heads), see
+        :meth:`Normalization.field_force`.  The solve starts from ``a = Z[1]^{-1/2}`` (a function of the
+        state only, so a run is bit-reproducible; exact at the uniform state); ``known`` skips it."""
+        res = self.field_scaling(apply, shape, tol=tol, maxiter=maxiter, where=where, known=known)
+        U = aggregate(res.b)
+        U *= np.expand_dims(res.a, axis)
+        return HeadForce(U, 1.0 / res.a, res)
+
     def normalizer(self, Z):
         return Z
+
+    def field_entropy(self, apply, apply_entropy, scaling=None):
+        """``p(x, y) = a(x) k a(y)``: ``H = -log a - a (Q[a] + Z[a log a])`` (``scaling`` of the same sources)."""
+        a = scaling.a
+        return -np.log(a) - a * (apply_entropy(a) + apply(a * np.log(a)))
+
+    def field_scaling(self, apply, shape, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", known=None):
+        """The scaling of :meth:`field_force` alone (``known`` if given), started from ``Z[1]^{-1/2}``."""
+        if known is not None:
+            return known
+        Z = apply(None)
+        start = 1.0 / np.sqrt(Z) if np.all(np.isfinite(Z) & (Z > 0)) else None
+        return self.scalings(apply, shape, tol=tol, maxiter=maxiter, where=where, start=start)
 
     def scalings(self, apply, n, *, apply_t=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head",
                  start=None):

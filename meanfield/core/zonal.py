@@ -23,7 +23,9 @@ import numpy as np
 
 from . import validate
 from .heads import check_heads
+from .field_forces import field_entropies, field_velocity
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
+from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
 __all__ = ["zonal_multipliers", "required_lmax", "LMAX_CRITERIA", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace",
            "PointSpace", "LMAX_CAP"]
@@ -158,6 +160,10 @@ class GridSpace:
     def evaluate(self, f_lm, key):
         return self.grid.synthesis(f_lm, out=self._w(key))
 
+    def analysis(self, values):
+        """Coefficients of grid values (GL quadrature; the sources of a Sinkhorn head)."""
+        return self.grid.analysis(values)
+
     @property
     def shape(self):
         """Shape of a scalar field."""
@@ -257,21 +263,18 @@ class ZonalOperator:
             return self._lm[i if key is None else (i, key)]
         return self.linear_potential if key is None else self.multipliers[i][key]
 
-    def velocity(self, b, space):
+    def velocity(self, b, space, *, rho=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, cache=None,
+                 details=None):
         """``sum_h grad N_h / D_h`` in ``space`` from the coefficients ``b`` of the measure or density.
 
         Heads with a linear normalization share one gradient; each normalizing head costs one
-        gradient and one evaluation.
+        gradient and one evaluation; a Sinkhorn head solves its scaling on the grid (needs ``rho``, the
+        density's grid values, and a :class:`GridSpace`).  The loop is
+        :func:`meanfield.core.field_forces.field_velocity` (options and ``details`` there).
         """
-        if self.linear_potential is not None:
-            v = space.gradient(space.multiply(b, self._mult("linear", None)), "v")
-        else:
-            v = space.zeros("v")
-        for i in self.normalized:
-            grad = space.gradient(space.multiply(b, self._mult(i, "potential")), "grad")
-            Z = space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
-            v += NORMALIZATIONS[self.heads[i].normalization].combine(grad, Z, space.axis)
-        return v
+        linear = None if self.linear_potential is None else self._mult("linear", None)
+        return field_velocity(self.heads, self._mult, b, space, linear=linear, rho=rho, tol=tol, maxiter=maxiter,
+                              cache=cache, details=details)
 
     def normalizer(self, b, space, i):
         """``Z_h = c[k_h] b`` of head ``i`` in ``space``."""
@@ -292,17 +295,14 @@ class ZonalOperator:
             N[i] = norm.normalizer(Z)
         return U, N
 
-    def entropies(self, b, space):
-        """Relative attention entropies ``H_h = log Z_h - Q_h / Z_h``, shape (H,) + the space's field shape.
+    def entropies(self, b, space, *, rho=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, cache=None):
+        """Relative attention entropies, shape (H,) + the space's field shape: ``H_h = log Z_h - Q_h / Z_h``
+        for row-local heads, the Sinkhorn attention's ``-log a - a (Q[a rho] + Z[a log a rho])`` for Sinkhorn
+        heads (needs ``rho``; :func:`meanfield.core.field_forces.field_entropies`).
 
         ``-int p log(p / rho) rho`` with ``p = k / Z`` (or ``-sum_j p_ij log(p_ij / w_j)`` for a
         weighted measure); NaN for heads whose kernel can vanish (no distribution where ``Z = 0``;
         ``c[k log k]`` not defined by the registry).
         """
-        out = np.full((len(self.heads),) + tuple(space.shape), np.nan)
-        for i in range(len(self.heads)):
-            if "entropy" in self.multipliers[i]:
-                Z = space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
-                Q = space.evaluate(space.multiply(b, self._mult(i, "entropy")), "R")
-                out[i] = np.log(Z) - Q / Z
-        return out
+        return field_entropies(self.heads, self._mult, b, space, has_entropy=["entropy" in m for m in self.multipliers],
+                               rho=rho, tol=tol, maxiter=maxiter, cache=cache)

@@ -31,9 +31,11 @@ from scipy.special import roots_jacobi
 
 from ..core import validate
 from ..core.steppers import stable_step
-from ..core.funk_hecke import funk_hecke_normalized, gegenbauer_normalized, resolved_multipliers
+from ..core.funk_hecke import gegenbauer_normalized, resolved_multipliers
 from ..core.heads import check_heads
-from ..core.kernels import KERNELS, NORMALIZATIONS
+from ..core.field_forces import ScalingCache, field_scalings, field_velocity
+from ..core.kernels import KERNELS
+from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
 __all__ = ["AxisymmetricPDE", "AxisymmetricResolutionWarning", "zonal_multipliers_d"]
 
@@ -49,17 +51,10 @@ def zonal_multipliers_d(head, lmax, d):
     and ``m(beta lambda)``, closed form; other kernels of :data:`meanfield.core.kernels.KERNELS` by
     quadrature of their profiles).
     """
-    lam = head.scalar
-    if head.kernel == "exp":
-        m = funk_hecke_normalized(lmax, d, exp_rate=head.beta * lam)
-        out = {"potential": m / head.beta, "normalizer": m}
-    else:
-        kern = KERNELS[head.kernel]
-        out = {"potential": funk_hecke_normalized(lmax, d, g=lambda t: kern.antiderivative(head, lam * t)),
-               "normalizer": funk_hecke_normalized(lmax, d, g=lambda t: kern.value(head, lam * t))}
+    out = KERNELS[head.kernel].normalized_multipliers(head, lmax, d)
     for k, v in out.items():
         if not np.all(np.isfinite(v)):
-            raise ValueError(f"heads: beta * |lambda| = {head.beta * abs(lam):.4g} overflows the {k} multipliers "
+            raise ValueError(f"heads: beta * |lambda| = {head.beta * abs(head.scalar):.4g} overflows the {k} multipliers "
                              f"in float64 (allowed: below about 700)")
     return out
 
@@ -83,6 +78,9 @@ class AxisymmetricPDE:
     kernel_tol : float
         Warn (:class:`AxisymmetricResolutionWarning`) when the first neglected potential multiplier,
         relative to the largest, exceeds this; raise above 1e-2.
+    sinkhorn_tol, sinkhorn_maxiter :
+        Marginal tolerance and iteration cap of the Sinkhorn scalings of Sinkhorn heads, solved on the
+        Gauss-Jacobi nodes (:meth:`scalings` reports the error reached).
     """
 
     heads: tuple
@@ -91,6 +89,8 @@ class AxisymmetricPDE:
     nu: float = 0.0
     axis: np.ndarray | None = None
     kernel_tol: float = 1e-10
+    sinkhorn_tol: float = SINKHORN_TOL
+    sinkhorn_maxiter: int = SINKHORN_MAXITER
     nodes: np.ndarray = field(init=False, repr=False)
     weights: np.ndarray = field(init=False, repr=False)
     multipliers: tuple = field(init=False, repr=False)
@@ -100,6 +100,8 @@ class AxisymmetricPDE:
         lmax = validate.integer("lmax", self.lmax, 2)
         nu = validate.real("nu", self.nu, 0.0)
         tol = validate.real("kernel_tol", self.kernel_tol, 0.0)
+        validate.real("sinkhorn_tol", self.sinkhorn_tol, 0.0, lo_open=True)
+        validate.integer("sinkhorn_maxiter", self.sinkhorn_maxiter, 1)
         heads = check_heads(self.heads)
         if heads[0].dim != d:
             raise ValueError(f"heads must have dimension d = {d}; received heads of dimension {heads[0].dim}")
@@ -128,6 +130,7 @@ class AxisymmetricPDE:
             mults.append(resolved_multipliers(zonal_multipliers_d(h, lmax + 1, d), i, "lmax", lmax, tol,
                                               AxisymmetricResolutionWarning, "Funk-Hecke multiplier"))
         set_("multipliers", tuple(mults))
+        set_("_scaling_cache", ScalingCache())
 
     # ------------------------------------------------------------------ state
     @property
@@ -209,21 +212,34 @@ class AxisymmetricPDE:
 
     # ------------------------------------------------------------------ physics
     def fields(self, b):
-        """On the nodes: ``f``, the velocity factor ``u`` (``X = u (e - t x)``) and the normalizers ``D`` (H, n)."""
+        """On the nodes: ``f``, the velocity factor ``u`` (``X = u (e - t x)``), the normalizers ``D`` (H, n;
+        1 for mean, ``Z`` for softmax, ``1 / a`` for Sinkhorn) and ``sinkhorn_error`` (H,; NaN for row-local
+        heads)."""
         b = np.asarray(b, dtype=float)
-        Q = self._Q
-        f = b @ Q
-        u = np.zeros_like(f)
+        f = b @ self._Q
         D = np.ones((len(self.heads), f.size))
-        dQ = self._dQ
-        for h, (head, m) in enumerate(zip(self.heads, self.multipliers)):
-            gphi = (m["potential"] * b) @ dQ
-            norm = NORMALIZATIONS[head.normalization]
-            if norm.uses_normalizer:
-                D[h] = (m["normalizer"] * b) @ Q
-                norm.combine(gphi[None, :], D[h], axis=0)
-            u += gphi
-        return {"f": f, "u": u, "D": D}
+        err = np.full(len(self.heads), np.nan)
+        info = {}
+        u = field_velocity(self.heads, self._mult, b, _GegenbauerSpace(self), **self._solve_options(f),
+                           details=info)[0]
+        for h, (Dh, res) in enumerate(zip(info["D"], info["scalings"])):
+            if Dh is not None:
+                D[h] = Dh
+            if res is not None:
+                err[h] = res.error
+        return {"f": f, "u": u, "D": D, "sinkhorn_error": err}
+
+    def _mult(self, i, key):
+        return self.multipliers[i][key]
+
+    def _solve_options(self, f):
+        return dict(rho=f, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter, cache=self._scaling_cache)
+
+    def scalings(self, b):
+        """Per head: the Sinkhorn scaling ``a`` on the nodes (a :class:`meanfield.core.sinkhorn.SinkhornResult`
+        with the marginal error reached), None for heads with a row-local normalization."""
+        b = np.asarray(b, dtype=float)
+        return field_scalings(self.heads, self._mult, b, _GegenbauerSpace(self), **self._solve_options(b @ self._Q))
 
     def velocity(self, b):
         """Tangential speed ``u(t) sqrt(1 - t^2)`` at the nodes (signed: > 0 towards the axis)."""
@@ -246,9 +262,13 @@ class AxisymmetricPDE:
         return float(b[0])
 
     def energies(self, b):
-        """Per-head energies ``E_h = 1/2 int int K_h(lambda <x, y>) f(x) f(y) dsigma dsigma``, shape (H,)."""
+        """Per-head energies ``E_h = 1/2 int int K_h(lambda <x, y>) f(x) f(y) dsigma dsigma``, shape (H,); for a
+        Sinkhorn head ``E_S = -(1/beta) int log a f dsigma`` (MODEL.md section 6)."""
         b = np.asarray(b, dtype=float)
-        return np.array([0.5 * (m["potential"] * b) @ b for m in self.multipliers])
+        f = b @ self._Q
+        return np.array([0.5 * (m["potential"] * b) @ b if res is None
+                         else -(self.weights * np.log(res.a) * f).sum() / h.beta
+                         for h, m, res in zip(self.heads, self.multipliers, self.scalings(b))])
 
     def entropy(self, b) -> float:
         """Boltzmann entropy ``-int f log f dsigma`` (relative to ``sigma``; ``nan`` if ``f <= 0`` somewhere)."""
@@ -274,3 +294,29 @@ class AxisymmetricPDE:
         a = self.lmax * np.abs(self.velocity(b)).max()
         return stable_step(a, self.nu * self.lmax * (self.lmax + self.d - 2), scheme, cfl,
                            what="the axisymmetric PDE")
+
+
+class _GegenbauerSpace:
+    """The axisymmetric space for :func:`meanfield.core.field_forces.field_velocity`: orthonormal Gegenbauer
+    coefficients and values on the Gauss-Jacobi nodes (the velocity factor ``u`` as (1, n))."""
+
+    axis = 0
+
+    def __init__(self, pde):
+        self.pde = pde
+        self.shape = pde.nodes.shape
+
+    def multiply(self, b, m):
+        return m * b
+
+    def gradient(self, c, key):
+        return (c @ self.pde._dQ)[None, :]
+
+    def evaluate(self, c, key):
+        return c @ self.pde._Q
+
+    def analysis(self, values):
+        return self.pde._Q @ (self.pde.weights * values)
+
+    def zeros(self, key):
+        return np.zeros((1,) + self.shape)

@@ -25,9 +25,11 @@ import numpy as np
 
 from ..core import validate
 from ..core.steppers import stable_step
-from ..core.funk_hecke import funk_hecke_normalized, resolved_multipliers
+from ..core.funk_hecke import resolved_multipliers
 from ..core.heads import check_heads
+from ..core.field_forces import ScalingCache, field_scalings, field_velocity
 from ..core.kernels import KERNELS, NORMALIZATIONS
+from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sums import aggregate, pair_sum
 
 __all__ = ["CirclePDE", "CircleResolutionWarning", "circle_multipliers"]
@@ -40,13 +42,7 @@ class CircleResolutionWarning(UserWarning):
 def circle_multipliers(head, kmax):
     """Fourier multipliers (k = 0..kmax) of a zonal head on the circle: ``"potential"`` ``m[K(lambda cos)]``
     and ``"normalizer"`` ``m[k(lambda cos)]`` (exp: ``I_k(beta lambda) / beta`` and ``I_k(beta lambda)``)."""
-    lam = head.scalar
-    if head.kernel == "exp":
-        m = funk_hecke_normalized(kmax, 2, exp_rate=head.beta * lam)
-        return {"potential": m / head.beta, "normalizer": m}
-    kern = KERNELS[head.kernel]
-    return {"potential": funk_hecke_normalized(kmax, 2, g=lambda t: kern.antiderivative(head, lam * t)),
-            "normalizer": funk_hecke_normalized(kmax, 2, g=lambda t: kern.value(head, lam * t))}
+    return KERNELS[head.kernel].normalized_multipliers(head, kmax, 2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,6 +63,9 @@ class CirclePDE:
     method : {"auto", "spectral", "quadrature"}
     chunk_bytes : int
         Work space of the quadrature path.
+    sinkhorn_tol, sinkhorn_maxiter :
+        Marginal tolerance and iteration cap of the Sinkhorn scalings of Sinkhorn heads (zonal heads only;
+        :meth:`scalings` reports the error reached).
     """
 
     heads: tuple
@@ -75,6 +74,8 @@ class CirclePDE:
     kernel_tol: float = 1e-10
     method: str = "auto"
     chunk_bytes: int = 4 * 2**20
+    sinkhorn_tol: float = SINKHORN_TOL
+    sinkhorn_maxiter: int = SINKHORN_MAXITER
     theta: np.ndarray = field(init=False, repr=False)
     zonal: bool = field(init=False)
     multipliers: tuple = field(init=False, repr=False)
@@ -84,6 +85,8 @@ class CirclePDE:
         nu = validate.real("nu", self.nu, 0.0)
         tol = validate.real("kernel_tol", self.kernel_tol, 0.0)
         validate.integer("chunk_bytes", self.chunk_bytes, 1)
+        validate.real("sinkhorn_tol", self.sinkhorn_tol, 0.0, lo_open=True)
+        validate.integer("sinkhorn_maxiter", self.sinkhorn_maxiter, 1)
         method = validate.choice("method", self.method, ("auto", "spectral", "quadrature"))
         heads = check_heads(self.heads)
         if heads[0].dim != 2:
@@ -97,10 +100,17 @@ class CirclePDE:
         n = 3 * K + 3
         set_("theta", 2 * np.pi * np.arange(n) / n)
         set_("zonal", all_zonal and method != "quadrature")
+        solving = [i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local]
+        if solving and not self.zonal:
+            raise ValueError(f"heads {solving} have normalization {heads[solving[0]].normalization!r}, which the "
+                             f"quadrature path (non-zonal heads or method='quadrature') does not support: it needs "
+                             f"zonal heads (M = V = lambda I) and the spectral path")
+        set_("_scaling_cache", ScalingCache())
         mults = []
         for i, h in enumerate(heads if self.zonal else ()):
             mults.append(resolved_multipliers(circle_multipliers(h, K + 1), i, "kmax", K, tol, CircleResolutionWarning))
         set_("multipliers", tuple(mults))
+        set_("_dpotential", tuple(1j * np.arange(K + 1) * m["potential"] for m in mults))
         set_("_ik", 1j * np.arange(K + 1))
         set_("_k2", -np.arange(K + 1) ** 2.0)
         set_("_nodes", np.column_stack([np.cos(self.theta), np.sin(self.theta)]))
@@ -151,27 +161,46 @@ class CirclePDE:
 
     # ------------------------------------------------------------------ physics
     def fields(self, c):
-        """On the grid: ``f``, the velocity ``X`` (along ``e_theta``) and normalizers ``D`` (H, n)."""
+        """On the grid: ``f``, the velocity ``X`` (along ``e_theta``), normalizers ``D`` (H, n; 1 for mean,
+        ``Z`` for softmax, ``1 / a`` for Sinkhorn) and ``sinkhorn_error`` (H,; NaN for row-local heads)."""
+        c = np.asarray(c)
         f = self.synthesis(c)
         n = f.size
         D = np.ones((len(self.heads), n))
-        X = np.zeros(n)
+        err = np.full(len(self.heads), np.nan)
         if self.zonal:
-            for h, (head, m) in enumerate(zip(self.heads, self.multipliers)):
-                gN = self.synthesis(self._ik * m["potential"] * c)
-                norm = NORMALIZATIONS[head.normalization]
-                if norm.uses_normalizer:
-                    D[h] = self.synthesis(m["normalizer"] * c)
-                    norm.combine(gN[None, :], D[h], axis=0)
-                X += gN
-            return {"f": f, "X": X, "D": D}
+            info = {}
+            X = field_velocity(self.heads, self._mult, c, _FourierSpace(self), **self._solve_options(f),
+                               details=info)[0]
+            for h, (Dh, res) in enumerate(zip(info["D"], info["scalings"])):
+                if Dh is not None:
+                    D[h] = Dh
+                if res is not None:
+                    err[h] = res.error
+            return {"f": f, "X": X, "D": D, "sinkhorn_error": err}
+        X = np.zeros(n)
         w = f / n
         etheta = np.column_stack([-np.sin(self.theta), np.cos(self.theta)])
         for h, head in enumerate(self.heads):
             u, nrm = aggregate(head, self._nodes, self._nodes, w, self.chunk_bytes)
             X += (u * etheta).sum(axis=1)
             D[h] = nrm
-        return {"f": f, "X": X, "D": D}
+        return {"f": f, "X": X, "D": D, "sinkhorn_error": err}
+
+    def _mult(self, i, key):
+        # the derivative i k is folded into the potential multipliers (_FourierSpace.gradient only synthesizes)
+        return self._dpotential[i] if key == "potential" else self.multipliers[i][key]
+
+    def _solve_options(self, f):
+        return dict(rho=f, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter, cache=self._scaling_cache)
+
+    def scalings(self, c):
+        """Per head: the Sinkhorn scaling ``a`` on the grid (a :class:`meanfield.core.sinkhorn.SinkhornResult`
+        with the marginal error reached), None for heads with a row-local normalization."""
+        if not self.zonal:
+            return [None] * len(self.heads)
+        c = np.asarray(c)
+        return field_scalings(self.heads, self._mult, c, _FourierSpace(self), **self._solve_options(self.synthesis(c)))
 
     def velocity(self, c):
         """Velocity ``X(theta)`` along ``e_theta`` on the grid."""
@@ -194,12 +223,16 @@ class CirclePDE:
         return float(np.real(c[0]))
 
     def energies(self, c):
-        """Per-head energies ``1/2 int int K_h(<x, M_h y>) f f``, shape (H,)."""
+        """Per-head energies ``1/2 int int K_h(<x, M_h y>) f f``, shape (H,); for a Sinkhorn head
+        ``E_S = -(1/beta) int log a f`` (MODEL.md section 6)."""
         c = np.asarray(c)
         if self.zonal:
             p = np.abs(c) ** 2
             p[1:] *= 2
-            return np.array([0.5 * (m["potential"] * p).sum() for m in self.multipliers])
+            scalings = self.scalings(c)
+            f = self.synthesis(c)
+            return np.array([0.5 * (m["potential"] * p).sum() if res is None else -(np.log(res.a) * f).mean() / h.beta
+                             for h, m, res in zip(self.heads, self.multipliers, scalings)])
         w = self.synthesis(c) / self.theta.size
         return np.array([pair_sum(h, self._nodes, w, self.chunk_bytes) for h in self.heads])
 
@@ -223,3 +256,30 @@ class CirclePDE:
         stability reaches; :func:`meanfield.core.steppers.stable_step`, the rule of every PDE here)."""
         a = self.kmax * np.abs(self.velocity(c)).max()
         return stable_step(a, self.nu * self.kmax**2, scheme, cfl, what="the circle PDE")
+
+
+class _FourierSpace:
+    """The circle's space for :func:`meanfield.core.field_forces.field_velocity`: Fourier coefficients
+    ``c_0..c_K`` and values on the product grid (velocities as (1, n) along ``e_theta``).  The derivative
+    ``i k`` is in the potential multipliers (:meth:`CirclePDE._mult`): ``gradient`` only synthesizes."""
+
+    axis = 0
+
+    def __init__(self, pde):
+        self.pde = pde
+        self.shape = pde.theta.shape
+
+    def multiply(self, c, m):
+        return m * c
+
+    def gradient(self, c, key):
+        return self.pde.synthesis(c)[None, :]
+
+    def evaluate(self, c, key):
+        return self.pde.synthesis(c)
+
+    def analysis(self, values):
+        return self.pde.analysis(values)
+
+    def zeros(self, key):
+        return np.zeros((1,) + self.shape)

@@ -29,7 +29,9 @@ from ..core import validate
 from ..core.choices import CONTINUUM_METHODS
 from ..core.funk_hecke import funk_hecke_multipliers  # re-exported (public API)
 from ..core.heads import check_exp_range, check_heads
+from ..core.field_forces import ScalingCache, field_scalings, field_velocity
 from ..core.kernels import NORMALIZATIONS
+from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sphere import SphereGrid, from_real, to_real
 from ..core.sums import aggregate, pair_sum
 from ..core.zonal import GridSpace, ZonalOperator, truncation_level
@@ -67,6 +69,11 @@ class ContinuumPDE:
         Work space of the quadrature path (general heads).
     method : {"auto", "spectral", "quadrature"}
         ``"auto"``: spectral (Funk-Hecke) when every head is zonal, else quadrature on the grid.
+    sinkhorn_tol : float
+        Marginal tolerance of the Sinkhorn scalings ``a(x) int k(<x, y>) a(y) rho(y) dy = 1`` of Sinkhorn
+        heads (MODEL.md section 6; solved on the grid, :meth:`scalings` reports the error reached).
+    sinkhorn_maxiter : int
+        Iteration cap of a scaling; beyond it :class:`meanfield.core.sinkhorn.SinkhornError` names the head.
     """
 
     heads: tuple
@@ -76,6 +83,8 @@ class ContinuumPDE:
     nthreads: int = 1
     chunk_bytes: int = 4 * 2**20
     method: str = "auto"
+    sinkhorn_tol: float = SINKHORN_TOL
+    sinkhorn_maxiter: int = SINKHORN_MAXITER
     grid: SphereGrid = field(init=False)
     zonal: bool = field(init=False)
     operator: ZonalOperator | None = field(init=False)
@@ -87,6 +96,8 @@ class ContinuumPDE:
         validate.real("nu", self.nu, 0.0)
         validate.real("kernel_tol", self.kernel_tol, 0.0)
         validate.integer("chunk_bytes", self.chunk_bytes, 1, what="a positive integer")
+        validate.real("sinkhorn_tol", self.sinkhorn_tol, 0.0, lo_open=True)
+        validate.integer("sinkhorn_maxiter", self.sinkhorn_maxiter, 1)
         check_exp_range(heads)
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("heads", heads)
@@ -96,6 +107,12 @@ class ContinuumPDE:
         if self.method == "spectral" and not all_zonal:
             raise ValueError("method 'spectral' needs zonal heads (M = V = lambda I); received a non-zonal head")
         set_("zonal", all_zonal and self.method != "quadrature")
+        solving = [i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local]
+        if solving and not self.zonal:
+            raise ValueError(f"heads {solving} have normalization {heads[solving[0]].normalization!r}, which the "
+                             f"quadrature path (non-zonal heads or method='quadrature') does not support: it needs "
+                             f"zonal heads (M = V = lambda I) and the spectral path")
+        set_("_scaling_cache", ScalingCache())
         if self.zonal:
             for h in heads:                # the first neglected potential multiplier (Funk-Hecke)
                 self._check_tail(h, truncation_level(h, self.lmax))
@@ -163,31 +180,59 @@ class ContinuumPDE:
         Returns
         -------
         dict with ``rho`` (nlat, nlon), ``X`` (2, nlat, nlon) tangent components of the velocity,
-        ``N_lm`` list of per-head potential coefficients (zonal path only) and ``D`` (H, nlat, nlon)
-        normalizers (1 for mean heads).
+        ``N_lm`` list of per-head potential coefficients ``c[K] rho`` (zonal path only), ``D`` (H, nlat, nlon)
+        normalizers (1 for mean heads, ``Z`` for softmax, ``1 / a`` for Sinkhorn: ``X_h = U_h / D_h``) and
+        ``sinkhorn_error`` (H,) the marginal error of each Sinkhorn head's scaling (NaN for the others).
         """
         g = self.grid
         rho = g.synthesis(rho_lm)
         D = np.ones((len(self.heads),) + g.shape)
+        err = np.full(len(self.heads), np.nan)
         if self.zonal:
-            X = np.zeros((2,) + g.shape)
-            N_lm = []
-            for h, (head, m) in enumerate(zip(self.heads, self.operator.multipliers)):
-                N_lm.append(g.multiply_degree(rho_lm, m["potential"]))
-                gradN = g.gradient(N_lm[-1])
-                norm = NORMALIZATIONS[head.normalization]
-                if norm.uses_normalizer:
-                    D[h] = g.synthesis(g.multiply_degree(rho_lm, m["normalizer"]))
-                    norm.combine(gradN, D[h], axis=0)     # u = 0 where Z <= 0, as in particles
-                X += gradN
-            return {"rho": rho, "X": X, "N_lm": N_lm, "D": D}
+            rho_lm = g._alm(rho_lm, "rho_lm")
+            info = {}
+            # head by head (no summed mean potentials): the same arithmetic as before the shared loop
+            X = field_velocity(self.heads, self.operator._mult, rho_lm, GridSpace(g), **self._solve_options(rho),
+                               details=info)
+            for h, (Dh, res) in enumerate(zip(info["D"], info["scalings"])):
+                if Dh is not None:
+                    D[h] = Dh
+                if res is not None:
+                    err[h] = res.error
+            N_lm = [g.multiply_degree(rho_lm, m["potential"]) for m in self.operator.multipliers]
+            return {"rho": rho, "X": X, "N_lm": N_lm, "D": D, "sinkhorn_error": err}
         W = rho.reshape(-1) * self._w
         U = np.zeros_like(self._nodes)
         for h, head in enumerate(self.heads):
             u, nrm = aggregate(head, self._nodes, self._nodes, W, self.chunk_bytes)
             U += u
             D[h] = nrm.reshape(g.shape)
-        return {"rho": rho, "X": g.from_cartesian(U.reshape(g.shape + (3,))), "N_lm": None, "D": D}
+        return {"rho": rho, "X": g.from_cartesian(U.reshape(g.shape + (3,))), "N_lm": None, "D": D,
+                "sinkhorn_error": err}
+
+    def _solve_options(self, rho):
+        return dict(rho=rho, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter, cache=self._scaling_cache)
+
+    def scalings(self, rho_lm):
+        """Per head: the Sinkhorn scaling ``a`` on the grid (a :class:`meanfield.core.sinkhorn.SinkhornResult`,
+        ``a`` of shape (nlat, nlon), ``error`` the marginal error ``max |a K[a rho] - 1|`` reached), None for
+        heads with a row-local normalization."""
+        g = self.grid
+        rho_lm = g._alm(rho_lm, "rho_lm")
+        if not self.zonal:
+            return [None] * len(self.heads)
+        return field_scalings(self.heads, self.operator._mult, rho_lm, GridSpace(g),
+                              **self._solve_options(g.synthesis(rho_lm)))
+
+    def attention_entropies(self, rho_lm):
+        """Zonal path: relative attention entropies ``H_h(x) = -int p_h log p_h rho(y) dy`` on the grid, (H, nlat,
+        nlon) (:meth:`meanfield.core.zonal.ZonalOperator.entropies`; Sinkhorn heads: ``p = a k a``)."""
+        if not self.zonal:
+            raise ValueError("attention_entropies needs the zonal (spectral) path; the quadrature path sums them "
+                             "by meanfield.core.sums.entropy_rows")
+        g = self.grid
+        rho_lm = g._alm(rho_lm, "rho_lm")
+        return self.operator.entropies(rho_lm, GridSpace(g), **self._solve_options(g.synthesis(rho_lm)))
 
     def velocity(self, rho_lm):
         """Velocity ``X[rho]`` at the grid nodes as Cartesian tangent vectors, shape (nlat, nlon, 3)."""
@@ -197,8 +242,9 @@ class ContinuumPDE:
         """``rho X`` on the grid (a work array) for zonal heads: the gradient of the summed mean
         potentials, plus one gradient and one synthesis per softmax head; no other allocation."""
         g, wk = self.grid, self._work
-        X = self.operator.velocity(g._alm(rho_lm, "rho_lm"), GridSpace(g, wk))
-        X *= g.synthesis(rho_lm, out=wk["rho"])
+        rho = g.synthesis(rho_lm, out=wk["rho"])
+        X = self.operator.velocity(g._alm(rho_lm, "rho_lm"), GridSpace(g, wk), **self._solve_options(rho))
+        X *= rho
         return X
 
     def tendency(self, rho_lm):
@@ -240,11 +286,16 @@ class ContinuumPDE:
         return linear, rhs_nonlinear
 
     def energies(self, rho_lm):
-        """Per-head energies ``E_h = 1/2 int int K_h(<x, M_h y>) rho(x) rho(y)``, shape (H,)."""
+        """Per-head energies, shape (H,): ``E_h = 1/2 int int K_h(<x, M_h y>) rho(x) rho(y)`` and, for a
+        Sinkhorn head, ``E_S = -(1/beta) int log a rho`` (MODEL.md section 6; ``dE_S/dt = int |X|^2 rho``)."""
         g = self.grid
         if self.zonal:
-            return np.array([0.5 * g.inner(rho_lm, g.multiply_degree(rho_lm, m["potential"]))
-                             for m in self.operator.multipliers])
+            rho_lm = g._alm(rho_lm, "rho_lm")
+            scalings = self.scalings(rho_lm)
+            rho = g.synthesis(rho_lm) if any(r is not None for r in scalings) else None
+            return np.array([0.5 * g.inner(rho_lm, g.multiply_degree(rho_lm, m["potential"])) if res is None
+                             else -g.integrate(np.log(res.a) * rho) / h.beta
+                             for h, m, res in zip(self.heads, self.operator.multipliers, scalings)])
         W = g.synthesis(rho_lm).reshape(-1) * self._w
         return np.array([pair_sum(h, self._nodes, W, self.chunk_bytes) for h in self.heads])
 

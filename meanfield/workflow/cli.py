@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from ..core import validate
+from ..core.kernels import NORMALIZATIONS
 
 __all__ = ["main", "build_parser", "studies_root", "available_studies"]
 
@@ -281,8 +282,10 @@ def _theory(args):
         beta, nu = (args.beta or 1.0), (0.0 if args.nu is None else args.nu)
         normalization, lmax = (args.normalization or "mean"), (8 if args.lmax is None else args.lmax)
         d = 3 if args.d is None else args.d
+        from ..analysis.stability import growth_rate
+
         for ell in range(1, lmax + 1):
-            s = theory.growth_rate(ell, lambdas, beta, normalization, nu, d=d)
+            s = growth_rate(ell, lambdas, beta, normalization, nu, d=d)
             print(f"sigma_{ell} = {s:.10g}")
     return 0
 
@@ -446,7 +449,7 @@ def build_parser():
                         "phase-transition: none prints beta_star)")
     t.add_argument("--lambdas", type=float, nargs="+", default=None,
                    help="head strengths lambda_h, one per head (growth-rates; default 1)")
-    t.add_argument("--normalization", choices=["mean", "softmax"], default=None,
+    t.add_argument("--normalization", choices=list(NORMALIZATIONS), default=None,
                    help="normalization of the heads (growth-rates, phase-transition; default mean, as Head)")
     t.add_argument("--nu", type=float, default=None, help="noise strength nu >= 0 (growth-rates; default 0)")
     t.add_argument("--lmax", type=_positive_int_1, default=None, help="largest degree l printed (growth-rates; "
