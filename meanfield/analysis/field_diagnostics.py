@@ -132,7 +132,7 @@ def observer(pde: ContinuumPDE, entropy=True):
                "negative_mass": negative_mass(pde, rho_lm, f["rho"]),
                "spectral_tail": spectral_tail(pde, rho_lm), **concentration(pde, rho_lm, f["rho"])}
         if entropy:
-            rec["entropy"] = attention_entropy(pde, rho_lm, f["rho"])
+            rec["relative_entropy"] = attention_entropy(pde, rho_lm, f["rho"])
         softmax = [h for h, head in enumerate(pde.heads) if NORMALIZATIONS[head.normalization].uses_normalizer]
         if softmax:         # Z <= 0 anywhere (truncated ReLU kernels) means u = 0 there: reported, not hidden
             rec["min_normalizer"] = float(f["D"][softmax].min())
