@@ -122,6 +122,12 @@ def test_clustering_false_keeps_the_exact_mean_inner(rng):
     np.testing.assert_allclose(rec["mean_inner"], clustering(X)["mean_inner"], rtol=1e-12)
     with pytest.raises(ValueError, match="clustering"):
         observer(system, clustering="yes")
+    with pytest.raises(ValueError, match="per_token must be"):
+        observer(system, per_token="yes")
+    with pytest.raises(ValueError, match=r"threshold must be .*received 2"):
+        observer(system, threshold=2)
+    with pytest.raises(ValueError, match="w must"):
+        observer(system, np.full(10, 0.2))            # weights that do not sum to 1, refused up front
 
 
 # ----------------------------------------------------------------------------- guards
