@@ -1,4 +1,4 @@
-"""Benchmark of :func:`meanfield.analysis.diagnostics.clustering`: direct (all n^2 inner products)
+"""Benchmark of :func:`meanfield.analysis.clustering.clustering`: direct (all n^2 inner products)
 vs tree path (KD-tree + grid of clique cells), time and peak memory against n.
 
 Configurations (d = 3, threshold 0.99, the default): ``uniform`` tokens; ``clusters``: three vMF
@@ -47,7 +47,7 @@ def tokens(kind, n, d=3, seed=0):
 
 def measure_one(path, method, repeats):
     """Child process: time and peak-memory growth of ``clustering`` on the tokens in ``path``."""
-    from meanfield.analysis.diagnostics import clustering
+    from meanfield.analysis.clustering import clustering
 
     X = np.load(path)
     clustering(X[:64], method=method)                      # imports and first-call costs

@@ -1,6 +1,6 @@
 """Benchmarks of issue 12 (the continuum limit at scale), measured in one run and printed as tables:
 
-1. particle diagnostics (:func:`meanfield.diagnostics.particle_observer`) against n: direct pairwise
+1. particle diagnostics (:func:`meanfield.diagnostics.observer`) against n: direct pairwise
    sums vs spectral (Funk-Hecke) sums, and their agreement where both run;
 2. one spectral velocity call against the bare spherical-harmonic library calls it makes (the ratio is
    the cost of the numpy glue: input checks, angles, tangent frame), with 1 and 2 ducc0 threads;
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from meanfield.analysis.diagnostics import particle_observer
+from meanfield.analysis.diagnostics import observer
 from meanfield.core.heads import scalar_heads
 from meanfield.core.initial import uniform_sphere
 from meanfield.core.sphere import _SHT, PointSet
@@ -73,7 +73,7 @@ def bench_diagnostics(quick):
     sizes = [1000, 4000, 16000, 10**5] + ([] if quick else [10**6])
     direct_max = 4000 if quick else 16000
     spec_sys, dir_sys = (ParticleSystem(heads(), summation=s) for s in ("spectral", "direct"))
-    spec_obs, dir_obs = particle_observer(spec_sys, clustering=False), particle_observer(dir_sys, clustering=False)
+    spec_obs, dir_obs = observer(spec_sys, clustering=False), observer(dir_sys, clustering=False)
     rows, last = [], None
     for n in sizes:
         X = uniform_sphere(n, seed=1) + [0.0, 0.0, 0.5]
@@ -85,7 +85,7 @@ def bench_diagnostics(quick):
             rs, rd = spec_obs(0.0, X), dir_obs(0.0, X)
             err = max(abs(rs["energy"] - rd["energy"]) / abs(rd["energy"]),
                       abs(rs["dissipation"] - rd["dissipation"]) / abs(rd["dissipation"]),
-                      float(np.max(np.abs(rs["entropy"] - rd["entropy"]))))
+                      float(np.max(np.abs(rs["relative_entropy"] - rd["relative_entropy"]))))
             last, how, err_s = (n, td), "measured", f"{err:.1e}"
         else:
             td, how, err_s = last[1] * (n / last[0]) ** 2, f"extrapolated n^2 from n = {last[0]}", "-"
@@ -138,7 +138,7 @@ def trajectory_child(n, t_final):
     X0 = uniform_sphere(n, seed=4)
     t0 = time.perf_counter()
     tr = solve_particles(system, X0, t_final, rtol=RTOL, atol=ATOL,
-                         observe=particle_observer(system))          # the full observer, KD-tree clustering included
+                         observe=observer(system))          # the full observer, KD-tree clustering included
     wall = time.perf_counter() - t0
     obs = tr.observables
     print(json.dumps({"n": n, "wall_s": wall, "status": tr.status, "nfev": tr.nfev, "n_steps": tr.n_steps,
@@ -210,14 +210,14 @@ def main(argv=None):
                    "shared machine: absolute times inflate with the load; ratios are formed within this run"),
         "## Summary", "\n".join(summary),
         NOTES,
-        "## Trajectory at scale\n\n`solve_particles` with `particle_observer(system)` (energies, "
+        "## Trajectory at scale\n\n`solve_particles` with `observer(system)` (energies, "
         "dissipation, relative entropies, order parameter, clustering measures by KD-tree: all O(n) or O(n log n)), run in its "
         "own process (peak RSS = `ru_maxrss` of that process).", txt_t,
         "## Spectral velocity against its spherical-harmonic calls\n\nBare: ducc0 `adjoint_synthesis_general` + "
         "`synthesis_general` (DERIV1) at the same points, lmax and epsilon. `SpectralSum.velocity` is timed at an "
         "off-sphere Runge-Kutta stage (radial projection included), `ParticleSystem.velocity` on unit tokens with "
         "its input checks.", txt_v,
-        "## Particle diagnostics: direct vs spectral\n\n`particle_observer(clustering=False)` per record, two zonal "
+        "## Particle diagnostics: direct vs spectral\n\n`observer(clustering=False)` per record, two zonal "
         "mean heads (beta 5), tokens tilted north. Error columns: relative energy and dissipation, absolute "
         "relative-entropy difference.", txt_d,
     ])

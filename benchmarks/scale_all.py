@@ -4,7 +4,7 @@ its measured number, and met / missed and by how much.  Writes ``benchmarks/RESU
 Rows (one process, plus one child process per peak-memory measurement):
 
 1. the n = 10^6 trajectory: 2 zonal mean heads, beta = 5, ``solve_particles`` at its default
-   tolerances to t = 1 with the full particle observer (``particle_observer``: spectral energies,
+   tolerances to t = 1 with the full particle observer (``observer``: spectral energies,
    dissipation, entropies; KD-tree clustering) at 11 output times; wall time, CPU time and peak
    memory of its own process (targets <= 300 s, <= 4 GiB);
 2. one velocity call at n = 10^6 against the spherical-harmonic library calls it makes (target 1.3x),
@@ -100,14 +100,14 @@ def verdict(ok):
 # ---------------------------------------------------------------------------------------- 1. trajectory
 def trajectory_child(n):
     """Child: the n-token trajectory at solve_particles' defaults with the full observer, timed."""
-    from meanfield.analysis.diagnostics import particle_observer
+    from meanfield.analysis.diagnostics import observer
     from meanfield.core.heads import scalar_heads
     from meanfield.core.initial import uniform_sphere
     from meanfield.models.particles import ParticleSystem
     from meanfield.workflow.simulate import solve_particles
 
     system = ParticleSystem(scalar_heads(LAMBDAS, 3, beta=BETA))
-    observe, obs_s = particle_observer(system), []
+    observe, obs_s = observer(system), []
 
     def timed_observe(t, X):
         rec, s = timed(lambda: observe(t, X))
@@ -143,7 +143,7 @@ def bench_trajectory(p):
 
 # ---------------------------------------------------------------------------------------- 3. diagnostics
 def bench_diagnostics(p):
-    from meanfield.analysis.diagnostics import particle_observer
+    from meanfield.analysis.diagnostics import observer
     from meanfield.core.heads import scalar_heads
     from meanfield.core.initial import uniform_sphere
     from meanfield.models.particles import ParticleSystem
@@ -151,8 +151,8 @@ def bench_diagnostics(p):
 
     heads = scalar_heads(LAMBDAS, 3, beta=BETA)
     spec_sys, dir_sys = ParticleSystem(heads, summation="spectral"), ParticleSystem(heads, summation="direct")
-    spec, direct = particle_observer(spec_sys, clustering=False), particle_observer(dir_sys, clustering=False)
-    full = particle_observer(spec_sys)
+    spec, direct = observer(spec_sys, clustering=False), observer(dir_sys, clustering=False)
+    full = observer(spec_sys)
     rows, errs, last = [], {}, None
     for n in p["diag_sizes"]:
         X = uniform_sphere(n, seed=1) + [0.0, 0.0, 0.5]
@@ -165,7 +165,7 @@ def bench_diagnostics(p):
             rs = spec(0.0, X)
             err = max(abs(rs["energy"] - rd["energy"]) / abs(rd["energy"]),
                       abs(rs["dissipation"] - rd["dissipation"]) / abs(rd["dissipation"]),
-                      float(np.max(np.abs(rs["entropy"] - rd["entropy"]))))
+                      float(np.max(np.abs(rs["relative_entropy"] - rd["relative_entropy"]))))
             errs[n] = err
             last, how, err_s = (n, td), "measured", f"{err:.1e}"
         else:
@@ -364,7 +364,7 @@ def main(argv=None):
 
 def run(quick=False, out=None):
     """Every row, the targets table and the Markdown file ``out``; returns the headline numbers (dict)."""
-    from meanfield.analysis.diagnostics import particle_observer  # noqa: F401  (import cost outside the rows)
+    from meanfield.analysis.diagnostics import observer  # noqa: F401  (import cost outside the rows)
     from .scale import bench_velocity
 
     p = QUICK if quick else FULL
@@ -447,13 +447,13 @@ def run(quick=False, out=None):
         "## Targets", table(["target", "wanted", "measured", "met?", "by how much"], targets),
         "## 1. Trajectory at scale\n\n2 zonal mean heads (lambda = 1, -0.5), beta 5, uniform start, "
         "`solve_particles` at its defaults (dopri5, rtol 1e-8, atol 1e-10) to t = 1 with "
-        "`particle_observer(system)` at 11 output times (spectral energies, dissipation and entropies, KD-tree "
+        "`observer(system)` at 11 output times (spectral energies, dissipation and entropies, KD-tree "
         "clustering), in its own process (peak RSS = its `ru_maxrss`).", txt_t,
         "## 2. Velocity call against its spherical-harmonic calls\n\nBare: ducc0 `adjoint_synthesis_general` + "
         "`synthesis_general` (DERIV1) at the same points, lmax and epsilon; minima of interleaved calls. "
         "`SpectralSum.velocity` at an off-sphere Runge-Kutta stage, `ParticleSystem.velocity` on unit tokens "
         "(input checks included).", txt_v,
-        "## 3. Particle diagnostics: direct vs spectral\n\nOne `particle_observer(clustering=False)` record "
+        "## 3. Particle diagnostics: direct vs spectral\n\nOne `observer(clustering=False)` record "
         "(energies, dissipation, relative entropies, order parameter, mean inner product), 2 zonal mean heads, "
         "beta 5, tokens tilted north; the full observer (KD-tree clustering added) timed alongside. Errors: "
         "relative energy and dissipation, absolute relative-entropy difference.", txt_d,

@@ -25,6 +25,7 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       axisymmetric      axisymmetric densities on S^{d-1}: the law of <x, e>, sampling particles from it
       random_heads      seeded random-weight ensembles (Gaussian, Wigner, GOE scores; V = +-M, random V)
       schedules         heads that change with t (layers): HeadSchedule, integrate_schedule
+      resolution        is a truncated density resolved: negative mass, spectral tail, the monitor
     models/     the two models
       fastsum           spectral (Funk-Hecke) particle sums for zonal heads on S^2
       particles         ParticleSystem: the finite-n system in any dimension d
@@ -34,7 +35,8 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       batched           BatchedSystem: B particle systems at once (shared or per-system heads, causal masks)
       step_rules        the transformer's discrete updates (post-LN, nGPT, pre-LN, peri-LN) and their limits
     analysis/   what is measured on the models
-      diagnostics       particle diagnostics (energy rates, radial shadows, Condition 8, entropy, clusters)
+      diagnostics       particle diagnostics (energy rates, radial shadows, Condition 8, entropies) and observer
+      clustering        clustering measures of tokens (min / mean inner product, clusters; KD-tree path)
       field_diagnostics continuum diagnostics and the resolution monitor
       theory            closed forms of MODEL.md sections 2-3 (re-exports stability)
       stability         Funk-Hecke coefficients, growth rates sigma_l, critical noise

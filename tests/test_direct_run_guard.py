@@ -75,6 +75,32 @@ def test_solve_particles_refuses_a_long_direct_run_up_front():
         mf.solve_particles(direct_system(), X0, 1.0, observe=never, direct_limit_s=1000.0)
 
 
+def test_default_observer_is_spectral_with_any_weights(monkeypatch):
+    """The default solve_particles beyond SPECTRAL_MIN_N records with O(n) sums only, whatever the weights:
+    every direct pairwise sum raises here, and a direct_limit_s of 1e-9 s refuses any counted direct pass."""
+    from meanfield.analysis import diagnostics
+    from meanfield.models import particles
+    from meanfield.models.particles import SPECTRAL_MIN_N
+
+    def direct(*a, **k):
+        raise AssertionError("a direct O(n^2) sum was called")
+
+    for module, name in ((diagnostics, "entropy_rows"), (diagnostics, "attention_entropy"),
+                         (particles, "aggregate"), (particles, "pair_sum")):
+        monkeypatch.setattr(module, name, direct)
+    system = mf.ParticleSystem(mf.scalar_heads([1.0, 0.5], 3, beta=2.0))     # the README's heads
+    n = SPECTRAL_MIN_N + 500
+    X0 = mf.initial.uniform_sphere(n, 3, seed=6)
+    ramp = np.linspace(0.5, 1.5, n)
+    for w in (None, np.full(n, 1.0 / n), ramp / ramp.sum()):
+        assert diagnostics.observer_passes(system, n, w) == 0
+        tr = mf.solve_particles(system, X0, 0.02, t_eval=[0.0, 0.02], w=w, direct_limit_s=1e-9, progress=False)
+        assert tr.status == 0 and tr.observables["entropy"].shape == tr.observables["relative_entropy"].shape == (2, 2)
+    direct_system = mf.ParticleSystem(system.heads, summation="direct")
+    assert diagnostics.observer_passes(direct_system, n) == 3                    # energies, dissipation, entropy
+    assert diagnostics.observer_passes(direct_system, n, ramp / ramp.sum()) == 4  # + Shannon, non-uniform w
+
+
 def test_fixed_step_and_noisy_runs_are_counted():
     X0 = mf.initial.uniform_sphere(3000, 3, seed=2)
     # rk4, dt = 1e-3 to t = 1: 1000 steps x 4 stages = 4000 right-hand sides, 2 heads x 9e6 pairs each:

@@ -50,14 +50,14 @@ def test_observables_shapes_and_entropy_convention(tiny):
     T, H = tiny.times.size, len(HEADS)
     for key in paired.PARTICLE_KEYS:
         assert key in tiny.particles
-    assert tiny.particles["energy_head"].shape == (T, H) and tiny.particles["entropy"].shape == (T, H)
+    assert tiny.particles["energy_head"].shape == (T, H) and tiny.particles["relative_entropy"].shape == (T, H)
     # relative entropy H_i - log n is <= 0 (MODEL.md section 3); exact inequality, round-off margin 1e-12
-    assert np.all(tiny.particles["entropy"] <= 1e-12)
+    assert np.all(tiny.particles["relative_entropy"] <= 1e-12)
     X = tiny.particle_states[1]
     system = mf.ParticleSystem(HEADS)
     shannon = mf.diagnostics.attention_entropy(system, X).mean(axis=1)
     # the run's sums versus direct sums recomputed here: both exact up to ~1e-12 relative
-    assert np.allclose(tiny.particles["entropy"][1], shannon - np.log(X.shape[0]), rtol=0, atol=1e-9)
+    assert np.allclose(tiny.particles["relative_entropy"][1], shannon - np.log(X.shape[0]), rtol=0, atol=1e-9)
     assert abs(tiny.particles["energy"][1] - system.energy(X)) < 1e-9
     # "auto" is ParticleSystem's own rule: 120 tokens < SPECTRAL_MIN_N, so direct sums
     assert tiny.config["particle_sums_requested"] == "auto" and tiny.config["particle_sums"] == "direct"
@@ -78,7 +78,7 @@ def test_spectral_and_direct_particle_sums_agree():
     # the relative entropy by Funk-Hecke sums (log Z - beta R / Z) against the direct pairwise one, on
     # trajectories that agree to ~1e-8: entropies are O(0.1-1) with O(1) derivatives, so 1e-6 absolute
     assert a.config["particle_sums"] == "direct" and b.config["particle_sums"] == "spectral"
-    assert np.allclose(a.particles["entropy"], b.particles["entropy"], rtol=0, atol=1e-6)
+    assert np.allclose(a.particles["relative_entropy"], b.particles["relative_entropy"], rtol=0, atol=1e-6)
 
 
 def test_density_measure_mass_and_grid_check():

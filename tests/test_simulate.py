@@ -9,9 +9,10 @@ from meanfield import diagnostics, field_diagnostics
 from meanfield.core.densities import perturbed_uniform, uniform_density, vmf_density
 from meanfield.core.integrate import integrate
 
-PARTICLE_KEYS = {"energy", "energy_head", "dissipation", "entropy", "min_inner", "mean_inner", "n_clusters"}
+PARTICLE_KEYS = {"energy", "energy_head", "dissipation", "entropy", "relative_entropy", "order_parameter",
+                 "min_inner", "mean_inner", "n_clusters"}
 CONTINUUM_KEYS = {"mass", "energy", "energy_head", "dissipation", "boltzmann_entropy", "negative_mass",
-                  "spectral_tail", "max_density", "order_parameter", "second_moment", "entropy"}
+                  "spectral_tail", "max_density", "order_parameter", "second_moment", "relative_entropy"}
 
 
 @pytest.fixture
@@ -120,7 +121,7 @@ def test_solve_continuum_times_and_observe():
     # the recorded state at t = 0 is the start (real state vector <-> coefficients: exact)
     np.testing.assert_array_equal(pde.coefficients(tr.y[0]), rho0)
     obs = tr.observables
-    assert obs["entropy"].shape == (3, 2) and obs["energy_head"].shape == (3, 2)
+    assert obs["relative_entropy"].shape == (3, 2) and obs["energy_head"].shape == (3, 2)
     for k, y in enumerate(tr.y):
         # the hook evaluates the same functions on the same recorded states: identical floats
         assert obs["spectral_tail"][k] == field_diagnostics.spectral_tail(pde, pde.coefficients(y))

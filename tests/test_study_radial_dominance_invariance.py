@@ -5,6 +5,7 @@ import pytest
 from scipy import stats
 
 import meanfield as mf
+from meanfield.analysis.clustering import clustering
 from _study_helpers import quick_study_fixture
 from studies._common import dense_particle_run, first_sign_change, mean_ci95, wilson95
 from studies.radial_dominance_invariance.report import report
@@ -81,8 +82,8 @@ def test_equiangular_terms_match_library(normalization, lambdas):
 def test_first_sign_change_does_not_depend_on_sampling():
     system = mf.ParticleSystem(mf.scalar_heads([1.0], 4, 1.0))
     run = dense_particle_run(system, mf.initial.uniform_sphere(5, 4, seed=1), 3.0)
-    target = 0.5 * (mf.diagnostics.clustering(run.state(0))["mean_inner"] + 1)
-    f = lambda X: target - mf.diagnostics.clustering(X)["mean_inner"]   # noqa: E731
+    target = 0.5 * (clustering(run.state(0))["mean_inner"] + 1)
+    f = lambda X: target - clustering(X)["mean_inner"]   # noqa: E731
     t1, _, _ = first_sign_change(f, run, per_step=1)
     t4, _, _ = first_sign_change(f, run, per_step=4)
     # both are roots of the same interpolant, refined by Brent to 1e-12

@@ -2,7 +2,7 @@ r"""Measurements for the axisymmetric and circle PDEs, and particles compared wi
 
 * :func:`observer`, :func:`resolution_monitor`: hooks for :func:`meanfield.integrate` with
   :class:`~meanfield.models.axisymmetric.AxisymmetricPDE` or :class:`~meanfield.models.circle.CirclePDE`
-  (mass, energies, entropy, spectral tail, negative mass).
+  (mass, energies, Boltzmann entropy, negative mass, spectral tail: the S^2 observer's keys).
 * :func:`w2_marginal`: the exact 1-D 2-Wasserstein distance between the law of ``theta = arccos <x_i, e>`` of
   particles and that of an axisymmetric density (quantile functions).  Since ``x -> arccos <x, e>`` is
   1-Lipschitz for the geodesic distance (and ``x -> <x, e>`` for the chordal one), the angle (``cost="angle"``)
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import validate
+from ..core import resolution, validate
 from ..core.axisymmetric import angle_quantiles
 
 __all__ = ["observer", "resolution_monitor", "w2_marginal", "w2_marginal_samples", "COSTS"]
@@ -24,35 +24,26 @@ COSTS = ("angle", "t")
 
 
 def observer(pde):
-    """An ``observe(t, y)`` hook: ``mass``, ``energy`` (sum over heads), ``energies`` (H,), ``entropy``,
-    ``spectral_tail``, ``negative_mass`` of an axisymmetric or circle PDE state."""
+    """An ``observe(t, y)`` hook on an axisymmetric or circle PDE state, with the keys of the PDE on S^2
+    (:func:`meanfield.field_diagnostics.observer`) that these models have: ``mass``, ``energy`` (sum over
+    heads), ``energy_head`` (H,), ``boltzmann_entropy`` (``pde.entropy``: ``-int f log f`` relative to the
+    normalized measure; NaN where ``f <= 0`` somewhere), ``negative_mass``, ``spectral_tail``."""
 
     def observe(t, y):
         c = pde.coefficients(y)
         E = pde.energies(c)
-        return {"mass": pde.mass(c), "energy": float(E.sum()), "energies": E, "entropy": pde.entropy(c),
-                "spectral_tail": pde.spectral_tail(c), "negative_mass": pde.negative_mass(c)}
+        return {"mass": pde.mass(c), "energy": float(E.sum()), "energy_head": E, "boltzmann_entropy": pde.entropy(c),
+                "negative_mass": pde.negative_mass(c), "spectral_tail": pde.spectral_tail(c)}
 
     return observe
 
 
 def resolution_monitor(pde, tail_tol=1e-3, negative_tol=1e-4):
     """An ``event(t, y)`` hook stopping the run once the truncation no longer resolves the density
-    (spectral tail above ``tail_tol`` or negative mass above ``negative_tol``); the message says which."""
-    tail_tol = validate.real("tail_tol", tail_tol, positive=True)
-    negative_tol = validate.real("negative_tol", negative_tol, positive=True)
-
-    def event(t, y):
-        c = pde.coefficients(y)
-        tail = pde.spectral_tail(c)
-        if tail > tail_tol:
-            return f"density no longer resolved: spectral tail {tail:.2e} > {tail_tol:.0e}"
-        neg = pde.negative_mass(c)
-        if neg > negative_tol:
-            return f"density no longer resolved: negative mass {neg:.2e} > {negative_tol:.0e}"
-        return None
-
-    return event
+    (spectral tail above ``tail_tol`` or negative mass above ``negative_tol``, each in ``[0, inf]``); the
+    message says which (:func:`meanfield.core.resolution.resolution_monitor`, the rule of the PDE on S^2 too)."""
+    return resolution.resolution_monitor(pde.coefficients, pde.spectral_tail, pde.negative_mass, tail_tol,
+                                         negative_tol)
 
 
 def _particle_angles(X, axis):

@@ -10,31 +10,30 @@ below is invariant under that common scaling (softmax heads are each divided by 
 * :func:`radial_shadows` -- ``a_i^h = <u_i^h, x_i>``, ``|u_i^h|``, ``|P u_i^h|``
 * :func:`radial_dominance` -- both readings of Condition 8 per token and head
 * :func:`attention_entropy`, :func:`attention_entropy_rate` -- ``H_i^h`` and the covariance identity
-* :func:`clustering` -- min / mean pairwise inner product and clusters at a threshold (direct or KD-tree path)
-* :func:`observer` -- a ready-made ``observe(t, y)`` hook for :func:`meanfield.integrate.integrate`
-* :func:`particle_observer` -- the hook of the paired runs and the main job (:data:`PARTICLE_OBSERVABLES`):
-  energies, dissipation, *relative* entropy (comparable with the PDE's), order parameter, clustering
+* :func:`observer` -- the ``observe(t, X)`` hook of particle runs (:data:`OBSERVABLES`): energies,
+  dissipation, Shannon ``entropy`` and ``relative_entropy`` (the PDE's), order parameter, clustering;
+  O(n) wherever the system sums spectrally, for any token weights (:func:`observer_passes`)
+
+Clustering measures live in :mod:`meanfield.analysis.clustering`.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
-from scipy.spatial import cKDTree
 
 from ..core import validate
 from ..core.kernels import KERNELS
 from ..core.sums import entropy_rows, log_attention
-from ..models.particles import ParticleSystem, project_tangent
+from ..core.zonal import PointSpace
+from ..models.particles import ParticleSystem, check_weights, project_tangent
+from .clustering import clustering as _clustering, mean_inner
 
 __all__ = ["dissipation", "energy_rate_terms", "radial_shadows", "radial_dominance",
-           "attention_entropy", "attention_entropy_rate", "clustering", "observer", "particle_observer",
-           "PARTICLE_OBSERVABLES"]
+           "attention_entropy", "attention_entropy_rate", "observer", "observer_passes", "OBSERVABLES"]
 
-PARTICLE_OBSERVABLES = ("energy", "energy_head", "dissipation", "entropy", "order_parameter",
-                        "min_inner", "mean_inner", "n_clusters")
-"""What :func:`particle_observer` records (the clustering measures on the sphere only)."""
+OBSERVABLES = ("energy", "energy_head", "dissipation", "entropy", "relative_entropy", "order_parameter",
+               "min_inner", "mean_inner", "n_clusters")
+"""What :func:`observer` records (the clustering measures on the sphere only)."""
 
 
 def dissipation(system: ParticleSystem, X, w=None) -> float:
@@ -150,374 +149,95 @@ def attention_entropy_rate(system: ParticleSystem, X, Xdot=None, w=None):
     return out
 
 
-# ------------------------------------------------------------------------------------- clustering
-CLUSTERING_METHODS = ("auto", "direct", "tree")
-CLUSTERING_TREE_MIN_N = 2048       # 'auto' takes the tree path from this n on (below both take < 15 ms, d = 3)
-CLUSTERING_TREE_MAX_D = 12         # ... and only up to this d: uniform tokens, the tree / direct break-even
-CLUSTERING_DIRECT_MAX_N = 200_000  # the direct path refuses larger n (4e10 inner products, minutes)
-_DIRECT_PAIRS_PER_S = 2e8          # measured rate of the direct path, d = 3 (for the refusal's estimate)
-_DIRECT_CHUNK_ELEMS = 2**24        # the direct path forms at most this many inner products at once (128 MiB)
-_UNIT_TOL = 1e-12                  # tree path: rows of X must satisfy | |x|^2 - 1 | <= this
-_SLACK = 1e-12                     # tree path: margin on squared radii, >> the round-off d*eps of |x-y|^2, <x,y>
-_SMALL_PAIR = 256                  # tree path: neighbour cells with <= this many point pairs: all checked at once,
-_MATMUL_PAIR = 16384               # ... else one by one (skipping joined cells), by a product up to this many pairs
-_PAIR_BATCH = 2**20                # tree path: point pairs checked per vectorized batch
+def _is_uniform(w) -> bool:
+    """Whether validated weights ``w`` (n,) are all equal (then ``1/n`` up to the weights' tolerance)."""
+    return bool(np.all(w == w[0]))
 
 
-CLUSTERING_UNIT_TOL = 1e-8
-"""Largest ``| |x|^2 - 1 |`` :func:`clustering` accepts (tokens of spherical runs are unit to ~1e-15)."""
+def _entropies(system, X, w, uniform):
+    r"""Shannon and relative attention entropies, each (H, n), by the sums the system uses.
 
-
-def clustering(X, threshold=0.99, chunk_rows=2048, method="auto") -> dict:
-    """Clustering measures of unit tokens ``X`` (n, d).
-
-    Returns ``min_inner`` and ``mean_inner`` (over pairs ``i != j``) and ``n_clusters``: the
-    connected components of the graph linking tokens with ``<x_i, x_j> >= threshold``.
-
-    Parameters
-    ----------
-    X : array (n, d), n >= 2, finite
-    threshold : float in [-1, 1]
-    chunk_rows : int >= 1
-        Rows of the Gram matrix formed at once on the direct path (capped so that a chunk holds
-        at most 2**24 inner products).
-    method : {"auto", "direct", "tree"}
-        ``"direct"`` forms all n^2 inner products in row chunks (the reference; O(n^2) time,
-        O(n) memory beyond a chunk); it refuses ``n > CLUSTERING_DIRECT_MAX_N``.
-        ``"tree"`` never forms them: ``mean_inner`` is exact from ``|sum_i x_i|^2`` (both
-        paths), ``min_inner`` is the inner product of the farthest pair, found as the nearest
-        neighbour of each antipode ``-x_i`` in a KD-tree, and the components come from cells of
-        a grid small enough that each cell is a clique, joined when a pair of neighbouring
-        cells holds a linked pair (each candidate pair checked by its inner product).  It needs
-        unit rows (``| |x|^2 - 1 | <= 1e-12``) and ``threshold < 1 - 1e-12``.
-        ``"auto"``: the tree path when ``n >= CLUSTERING_TREE_MIN_N`` (2048), ``d <=
-        CLUSTERING_TREE_MAX_D`` (12) and the tree path applies, else the direct path (so the
-        default run, n = 1000, keeps the reference numbers).  Measured (benchmarks/clustering.py,
-        one thread), direct / tree time for uniform tokens at n = 1e4: ~20 in d = 3, 2.3 in d = 8,
-        0.9 in d = 12, 0.4 in d = 16, 0.13 in d = 64 (at n = 3e4: 1.2 in d = 12, 1.0 in d = 16,
-        0.26 in d = 24): in high d the cells hold single tokens and a KD-tree query visits most
-        leaves.  Tight clusters favour the tree in every d (1.5x in d = 64).  At n = 1e6, d = 3 the
-        tree path takes 2-4 s (uniform or three tight clusters) with ~160 MiB peak memory.
-        Where the direct path would refuse (n > 2e5) and ``d > 12``, ask for ``method="tree"``
-        or subsample ``X``.
-
-    Notes
-    -----
-    Both paths give the same ``n_clusters`` except for pairs whose inner product lies within
-    the round-off of the direct matrix product (~d eps) of ``threshold``, and ``min_inner`` to
-    ~1e-15 (the same extreme pair, up to summation order and ``| |x|^2 - 1 |``).
+    Relative: ``R_i = -sum_j p_ij log(p_ij / w_j) = log Z_i - Q_i / Z_i`` (spectral:
+    :meth:`SpectralSum.entropies <meanfield.models.fastsum.SpectralSum.entropies>`).  Shannon:
+    ``H_i = R_i - sum_j p_ij log w_j``, i.e. ``R_i - log w`` for uniform weights and otherwise
+    ``R_i - (1/Z_i) sum_j w_j log(w_j) k_ij``, one more kernel sum (sources ``w log w``, ``0 log 0 = 0``).
+    Spectral wherever ``system.uses_spectral(n)``, for any weights; otherwise direct (refused up front
+    beyond the direct limit).
     """
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[0] < 2:
-        raise ValueError(f"X must have shape (n, d) with n >= 2; received shape {X.shape}")
-    if not (-1 <= threshold <= 1):
-        raise ValueError(f"threshold must lie in [-1, 1]; received {threshold!r}")
-    if method not in CLUSTERING_METHODS:
-        raise ValueError(f"method must be one of {CLUSTERING_METHODS}; received {method!r}")
-    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
-        raise ValueError(f"chunk_rows must be an integer >= 1; received {chunk_rows!r}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"X must be finite; received {np.count_nonzero(~np.isfinite(X))} non-finite entries")
-    n, d = X.shape
-    s = X.sum(axis=0)
-    mean_inner = (s @ s - np.einsum("nd,nd->", X, X)) / (n * (n - 1))
-    e_max = float(np.abs(np.einsum("nd,nd->n", X, X) - 1).max())
-    if e_max > CLUSTERING_UNIT_TOL:        # the measures are of directions: never renormalize silently
-        raise ValueError(f"X rows must be unit vectors (| |x|^2 - 1 | <= {CLUSTERING_UNIT_TOL:g}); received max "
-                         f"| |x|^2 - 1 | = {e_max:.3e}")
-    problem = _tree_problem(threshold, e_max)
-    if method == "auto":
-        tree_pays = n >= CLUSTERING_TREE_MIN_N and d <= CLUSTERING_TREE_MAX_D
-        method = "tree" if tree_pays and problem is None else "direct"
-    if method == "tree":
-        if problem is not None:
-            raise ValueError(f"method='tree': {problem}; use method='direct'")
-        min_inner, n_clusters = _clustering_tree(X, threshold, e_max)
-    else:
-        if n > CLUSTERING_DIRECT_MAX_N:
-            hint = ("use method='tree'" if problem is None else f"the tree path does not apply: {problem}")
-            if problem is None and d > CLUSTERING_TREE_MAX_D:
-                hint += f" (slow in d = {d} > {CLUSTERING_TREE_MAX_D}) or subsample X"
-            raise ValueError(
-                f"clustering(method='direct') of X with n = {n} > {CLUSTERING_DIRECT_MAX_N} tokens forms "
-                f"n^2 = {float(n) * n:.1e} inner products, about {float(n) * n / _DIRECT_PAIRS_PER_S / 60:.0f} "
-                f"min at {_DIRECT_PAIRS_PER_S:.0e}/s; {hint}")
-        min_inner, n_clusters = _clustering_direct(X, threshold, chunk_rows)
-    return {"min_inner": float(min_inner), "mean_inner": float(mean_inner), "n_clusters": int(n_clusters)}
+    if system.uses_spectral(X.shape[0]):
+        spec = system.spectral
+        if uniform:
+            R = spec.entropies(X, w)
+            return R - np.log(w[0]), R
+        pts = spec.directions(X)
+        space, op = PointSpace(pts), spec.operator
+        b = pts.adjoint(w)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            b_wlogw = pts.adjoint(np.where(w > 0, w * np.log(w), 0.0))
+        R = op.entropies(b, space)
+        H = R.copy()
+        for i in range(system.n_heads):
+            if not np.all(np.isnan(R[i])):       # NaN rows: kernels that can vanish have no distribution
+                H[i] -= op.normalizer(b_wlogw, space, i) / op.normalizer(b, space, i)
+        return H, R
+    R = attention_entropy(system, X, w, relative=True)
+    return (R - np.log(w[0]) if uniform else attention_entropy(system, X, w)), R
 
 
-def _tree_problem(threshold, e_max):
-    """Why the tree path does not apply (a phrase), or None."""
-    if e_max > _UNIT_TOL:
-        return (f"rows of X must be unit vectors to | |x|^2 - 1 | <= {_UNIT_TOL:g} "
-                f"(the KD-tree answers distance questions); received max deviation {e_max:.3g}")
-    if 2 - 2 * threshold - 2 * e_max - _SLACK <= _SLACK:
-        return f"threshold must be < 1 - {_SLACK:g} (closer to 1 round-off decides the graph); received {threshold!r}"
-    return None
-
-
-def _clustering_direct(X, threshold, chunk_rows):
-    """min_inner and n_clusters from all inner products, in row chunks; components are merged
-    chunk by chunk (the edge list of a chunk is dropped after it), so memory stays O(n + chunk)."""
-    n = X.shape[0]
-    rows = max(1, min(chunk_rows, _DIRECT_CHUNK_ELEMS // n))
-    min_inner, labels = np.inf, np.arange(n)
-    for i in range(0, n, rows):
-        G = X[i:i + rows] @ X.T
-        idx = np.arange(G.shape[0])
-        G[idx, i + idx] = np.inf
-        min_inner = min(min_inner, G.min())
-        r, c = np.nonzero(G >= threshold)
-        if np.any(labels[r + i] != labels[c]):
-            labels = _merge_labels(labels, r + i, labels[c])
-    return min_inner, np.unique(labels).size
-
-
-def _merge_labels(labels, a, b):
-    """Representative token per component after adding edges ``(a, b)`` to the components ``labels``."""
-    n = labels.size
-    rows, cols = np.concatenate([np.arange(n), a]), np.concatenate([labels, b])
-    comp = connected_components(csr_matrix((np.ones(rows.size, dtype=bool), (rows, cols)), shape=(n, n)),
-                                directed=False)[1]
-    rep = np.empty(comp.max() + 1, dtype=np.intp)
-    rep[comp] = np.arange(n)
-    return rep[comp]
-
-
-def _kdtree(P):
-    """KD-tree with sliding-midpoint splits: median splits (scipy's default) made the antipode
-    queries ~50x slower on tight clusters (30000 tokens in 3 vMF clusters: 2.3 s vs 0.05 s)."""
-    return cKDTree(P, balanced_tree=False, compact_nodes=False)
-
-
-def _group_rows(A):
-    """Rows of ``A`` (float64 or int64) grouped by equality: ``order`` (equal rows adjacent),
-    ``starts`` and ``counts`` of the groups in that order.  Rows are sorted by a 64-bit hash, so
-    equal rows whose hash collides with another row's may fall into several groups: callers only
-    rely on every group holding equal rows."""
-    bits = np.ascontiguousarray(A).view(np.uint64)
-    h = np.full(len(A), 0x9E3779B97F4A7C15, dtype=np.uint64)
-    for col in bits.T:                       # splitmix64 finalizer over the columns
-        h ^= col
-        h ^= h >> np.uint64(30)
-        h *= np.uint64(0xBF58476D1CE4E5B9)
-        h ^= h >> np.uint64(27)
-        h *= np.uint64(0x94D049BB133111EB)
-        h ^= h >> np.uint64(31)
-    order = np.argsort(h)
-    B = A[order]
-    new = np.ones(len(A), dtype=bool)
-    new[1:] = np.any(B[1:] != B[:-1], axis=1)
-    starts = np.flatnonzero(new)
-    return order, starts, np.diff(np.append(starts, len(A)))
-
-
-def _clustering_tree(X, threshold, e_max):
-    """min_inner and n_clusters without the n x n matrix (unit rows, threshold < 1 - 1e-12)."""
-    order, starts, counts = _group_rows(X)
-    U = X[order[starts]]                     # distinct tokens: coincident ones share a clique cell
-    dup = counts > 1
-    if len(U) == 1:
-        return U[0] @ U[0], 1
-    # farthest pair = nearest neighbour of the antipode (|x + y|^2 = 2 + 2<x, y> for unit x, y); the
-    # best pair of a sample bounds the search radius (halves the time on uniform tokens)
-    m = len(U)
-    tree = _kdtree(U)
-    sample = np.arange(0, m, max(1, m // 1024))
-    dist, j = tree.query(-U[sample], k=2)
-    bound = np.where(j[:, 0] == sample, dist[:, 1], dist[:, 0]).min() * (1 + 1e-9) + 1e-12
-    dist, j = tree.query(-U, k=1, distance_upper_bound=bound)
-    self_hit = np.flatnonzero(j == np.arange(m))         # x_i nearest to -x_i: all others at distance >= 2
-    if self_hit.size:
-        j[self_hit] = tree.query(-U[self_hit], k=2, distance_upper_bound=bound)[1][:, 1]
-    found = np.flatnonzero(j < m)                        # others are farther from -x_i than the sample's best
-    min_inner = np.einsum("nd,nd->n", U[found], U[j[found]]).min()
-    if dup.any():
-        min_inner = min(min_inner, np.einsum("nd,nd->n", U[dup], U[dup]).min())
-    return min_inner, _components_tree(U, threshold, e_max)
-
-
-def _components_tree(U, threshold, e_max):
-    """Components of the graph <u_i, u_j> >= threshold over distinct unit tokens ``U``.
-
-    Cells of side ``s = r_in / sqrt(d)`` are cliques: two tokens in one cell have
-    ``|x - y|^2 <= r_in^2 = 2 - 2 t - 2 e_max - slack``, so ``<x, y> >= t + slack / 2``.  A linked pair
-    has ``|x - y|^2 <= r_out^2 = 2 - 2 t + 2 e_max + slack`` and lies in one cell or in two cells
-    whose boxes are that close.  Such cell pairs are joined if one of their token pairs passes
-    ``<x, y> >= t``: first the pair of the cells' first tokens; then, for cells not yet joined,
-    all pairs at once when there are few, else (one cell pair at a time, skipping those already
-    joined) a product or the nearest neighbours of the smaller cell in a KD-tree of the larger.
-    """
-    n, d = U.shape
-    r2_out = 2 - 2 * threshold + 2 * e_max + _SLACK
-    s = np.sqrt((2 - 2 * threshold - 2 * e_max - _SLACK) / d)
-    keys = np.floor(U / s).astype(np.int64)
-    order, starts, counts = _group_rows(keys)
-    m = counts.size
-    if m == 1:
-        return 1
-    cell_keys = keys[order[starts]]
-    rho = np.sqrt(r2_out) / s                # r_out in cell units
-    pairs = _kdtree(cell_keys.astype(float)).query_pairs(rho + np.sqrt(d) + 1e-6, output_type="ndarray")
-    gap = np.maximum(np.abs(cell_keys[pairs[:, 0]] - cell_keys[pairs[:, 1]]) - 1, 0)
-    pairs = pairs[np.einsum("pd,pd->p", gap, gap) <= rho**2 * (1 + 1e-9)]
-    a, b = pairs[:, 0], pairs[:, 1]
-    # first pass: the first tokens of the two cells (joins most neighbour cells in dense regions)
-    first = U[order[starts]]
-    sure = np.einsum("pd,pd->p", first[a], first[b]) >= threshold
-    k, comp = _components(m, a[sure], b[sure])
-    todo = comp[a] != comp[b]
-    a, b = a[todo], b[todo]
-    prod = counts[a] * counts[b]
-    small = prod <= _SMALL_PAIR
-    linked = _small_cell_links(U, order, starts, counts, a[small], b[small], prod[small], threshold)
-    k, merged = _components(k, comp[a[small][linked]], comp[b[small][linked]])
-    comp = merged[comp]
-    parent, trees, merges = list(range(k)), {}, 0
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def members(c):
-        return U[order[starts[c]:starts[c] + counts[c]]]
-
-    for p in np.flatnonzero(~small):
-        ra, rb = find(comp[a[p]]), find(comp[b[p]])
-        if ra == rb:
-            continue
-        big, sm = (a[p], b[p]) if counts[a[p]] >= counts[b[p]] else (b[p], a[p])
-        if counts[big] * counts[sm] <= _MATMUL_PAIR:
-            linked = np.any(members(sm) @ members(big).T >= threshold)
-        else:
-            if big not in trees:
-                trees[big] = _kdtree(members(big))
-            linked = _cells_linked(trees[big], members(big), members(sm), r2_out, threshold)
-        if linked:
-            parent[ra] = rb
-            merges += 1
-    return k - merges
-
-
-def _components(m, a, b):
-    """Number and labels of the connected components of the graph on m nodes with edges (a, b)."""
-    return connected_components(csr_matrix((np.ones(a.size, dtype=bool), (a, b)), shape=(m, m)),
-                                directed=False)
-
-
-def _small_cell_links(U, order, starts, counts, a, b, prod, threshold):
-    """For cell pairs (a, b) with few point pairs: does any pair have <x, y> >= threshold?"""
-    linked = np.zeros(a.size, dtype=bool)
-    cum = np.cumsum(prod)
-    p0 = 0
-    while p0 < a.size:
-        p1 = max(p0 + 1, int(np.searchsorted(cum, (cum[p0 - 1] if p0 else 0) + _PAIR_BATCH, side="right")))
-        pr = prod[p0:p1]
-        pid = np.repeat(np.arange(p0, p1), pr)
-        k = np.arange(pid.size) - np.repeat(np.cumsum(pr) - pr, pr)
-        cb = counts[b[pid]]
-        i = order[starts[a[pid]] + k // cb]
-        j = order[starts[b[pid]] + k % cb]
-        ok = np.einsum("nd,nd->n", U[i], U[j]) >= threshold
-        linked[p0:p1] = np.bincount(pid[ok] - p0, minlength=p1 - p0) > 0
-        p0 = p1
-    return linked
-
-
-def _cells_linked(tree, P, Q, r2_out, threshold):
-    """Is some pair (p in P, q in Q) at <p, q> >= threshold?  ``tree`` is a KD-tree of P; Q is
-    queried in growing batches (a linked pair is usually found in the first)."""
-    r_out = np.sqrt(r2_out)
-    lo, size = 0, 256
-    while lo < len(Q):
-        Qb = Q[lo:lo + size]
-        lo, size = lo + size, 8 * size
-        dist, j = tree.query(Qb, k=1, distance_upper_bound=r_out)
-        hit = np.isfinite(dist)
-        if not hit.any():
-            continue
-        if np.any(np.einsum("nd,nd->n", Qb[hit], P[j[hit]]) >= threshold):
-            return True
-        # only round-off apart from the threshold: check every token within r_out of those queries
-        for q, near in zip(Qb[hit], tree.query_ball_point(Qb[hit], r_out)):
-            if np.any(P[near] @ q >= threshold):
-                return True
-    return False
-
-
-def _shannon_entropies(system, X, w):
-    """Shannon attention entropies (H, n) by the sums the system uses: spectral (relative + log n, uniform
-    weights only) when ``system.uses_spectral(n)``, otherwise direct (refused beyond the direct limit)."""
-    if w is None and system.uses_spectral(X.shape[0]):
-        return system.spectral.entropies(X, np.full(X.shape[0], 1.0 / X.shape[0])) + np.log(X.shape[0])
-    return attention_entropy(system, X, w)
+def observer_passes(system: ParticleSystem, n, w=None) -> int:
+    """Direct O(n^2) passes one :func:`observer` record makes over ``n`` tokens: 0 wherever the system
+    sums spectrally (any weights), else 3 (energies, dissipation, relative entropies) plus 1 for the
+    Shannon entropies of non-uniform weights.  :func:`meanfield.solve_particles` counts them in its
+    up-front cost estimate (:meth:`ParticleSystem.check_direct_run`)."""
+    if system.uses_spectral(n):
+        return 0
+    return 3 if w is None or _is_uniform(np.asarray(w, dtype=float)) else 4
 
 
 def _inner_measures(X, threshold, full):
-    """:func:`clustering` (``full``) or only its O(n) measure ``mean_inner = (|sum x|^2 - n) / (n (n - 1))``."""
-    if full:
-        return clustering(X, threshold)
-    s = X.sum(axis=0)
-    n = X.shape[0]
-    return {"mean_inner": float((s @ s - np.einsum("nd,nd->", X, X)) / (n * (n - 1)))}
+    """:func:`~meanfield.analysis.clustering.clustering` (``full``) or only its O(n) ``mean_inner``."""
+    return _clustering(X, threshold) if full else {"mean_inner": mean_inner(X)}
 
 
 def observer(system: ParticleSystem, w=None, threshold=0.99, per_token=False, clustering=True):
-    """An ``observe(t, X)`` hook recording energy, per-head energies, dissipation, mean
-    attention entropy per head and clustering measures (optionally per-token entropies).
-
-    Every sum follows ``system.uses_spectral(n)``: at large n with zonal heads on S^2 the energies,
-    dissipation and (uniform weights) entropies are spectral, O(n); a direct path that would exceed
-    :data:`meanfield.particles.DIRECT_TIME_LIMIT_S` is refused up front.  ``clustering=False`` records
-    only the O(n) ``mean_inner`` of the clustering measures.
-    """
-    full_clustering = validate.boolean("clustering", clustering)
-
-    def observe(t, X):
-        E = system.energies(X, w)
-        H = _shannon_entropies(system, np.asarray(X, dtype=float), w)
-        rec = {"energy": E.sum(), "energy_head": E, "dissipation": dissipation(system, X, w),
-               "entropy": H.mean(axis=1) if w is None else H @ np.asarray(w, dtype=float)}
-        if per_token:
-            rec["entropy_token"] = H
-        if system.geometry == "sphere":
-            rec.update(_inner_measures(np.asarray(X, dtype=float), threshold, full_clustering))
-        return rec
-
-    return observe
-
-
-def particle_observer(system: ParticleSystem, w=None, threshold=0.99, clustering=True):
-    """The ``observe(t, X)`` hook of the paired runs and the main job (:data:`PARTICLE_OBSERVABLES`).
+    """The ``observe(t, X)`` hook of particle runs (:data:`OBSERVABLES`): :func:`meanfield.solve_particles`'
+    default, the paired runs' and the main job's.
 
     Per recorded time: ``energy`` (total) and ``energy_head`` (H,); ``dissipation``
-    ``sum_i w_i |dx_i/dt|^2``; ``entropy`` (H,) the mean over tokens of the *relative* attention
-    entropy, ``H_i^h - log n`` for uniform weights (``<= 0``; MODEL.md section 3: the quantity
-    compared with the PDE's ``H_h``); ``order_parameter`` ``|sum_i w_i x_i|``; on the sphere the
-    :func:`clustering` measures ``min_inner``, ``mean_inner``, ``n_clusters`` (at ``threshold``).
+    ``sum_i w_i |dx_i/dt|^2``; ``entropy`` (H,) the weighted mean over tokens of the Shannon attention
+    entropy ``H_i^h = -sum_j p_ij log p_ij`` (MODEL.md section 1, in ``[0, log n]`` for uniform
+    weights); ``relative_entropy`` (H,) the weighted mean of ``-sum_j p_ij log(p_ij / w_j)``
+    (``H_i^h - log n`` for uniform weights, ``<= 0``: MODEL.md section 3, the quantity compared with
+    the PDE's ``relative_entropy``); ``order_parameter`` ``|sum_i w_i x_i|``; on the sphere the
+    :func:`~meanfield.analysis.clustering.clustering` measures ``min_inner``, ``mean_inner``,
+    ``n_clusters`` (at ``threshold``).  ``per_token=True`` adds ``entropy_token`` and
+    ``relative_entropy_token`` (H, n).
 
-    Every sum is the one the system uses (``system.uses_spectral(n)``): direct pairwise sums, or
-    spectral Funk-Hecke sums, for the entropy too.  ``w`` (n,): token weights (default uniform;
-    the entropy is then the plain mean over tokens).  A direct path that would exceed
-    :data:`meanfield.particles.DIRECT_TIME_LIMIT_S` is refused up front; ``clustering=False`` records only
-    the O(n) ``mean_inner`` of the clustering measures (for n where the pairwise ones do not fit).
+    Every sum is the one the system uses (``system.uses_spectral(n)``): spectral Funk-Hecke sums,
+    O(n), for every quantity and any token weights ``w`` (n,) (default uniform; uniform weights given
+    explicitly are the same case, and give the same record, as ``w=None``), or direct pairwise sums
+    (:func:`observer_passes` of them per record), refused up front beyond
+    :data:`meanfield.particles.DIRECT_TIME_LIMIT_S`.  ``clustering=False`` records only the O(n)
+    ``mean_inner`` of the clustering measures (the KD-tree path of the others is O(n log n), but its
+    constant is larger than the sums').
     """
     if not isinstance(system, ParticleSystem):
         raise ValueError(f"system must be a ParticleSystem; received {type(system).__name__}")
     full_clustering = validate.boolean("clustering", clustering)
+    per_token = validate.boolean("per_token", per_token)
+    threshold = validate.real("threshold", threshold, -1, 1)
+    uniform = w is None or _is_uniform(check_weights(w, np.size(w)))
 
     def observe(t, X):
         X, wv = system.check(X, w)
         E = system.energies(X, wv)
-        if system.uses_spectral(X.shape[0]):
-            H = system.spectral.entropies(X, wv)
-        else:
-            H = attention_entropy(system, X, wv, relative=True)
+        H, R = _entropies(system, X, wv, uniform)
+        mean = (lambda A: A.mean(axis=1)) if uniform else (lambda A: A @ wv)
         rec = {"energy": float(E.sum()), "energy_head": E, "dissipation": dissipation(system, X, wv),
-               "entropy": H.mean(axis=1) if w is None else H @ wv,
-               "order_parameter": float(np.linalg.norm(X.mean(axis=0) if w is None else wv @ X))}
+               "entropy": mean(H), "relative_entropy": mean(R),
+               "order_parameter": float(np.linalg.norm(X.mean(axis=0) if uniform else wv @ X))}
+        if per_token:
+            rec["entropy_token"], rec["relative_entropy_token"] = H, R
         if system.geometry == "sphere":
             rec.update(_inner_measures(X, threshold, full_clustering))
         return rec

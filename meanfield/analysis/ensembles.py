@@ -31,7 +31,7 @@ def _batch(X):
 
 GRAM_MAX_BYTES = 2 * 2**30
 """Largest ``8 B n^2`` bytes of Gram matrices these measures form (they are dense and cubic-cost:
-meant for ensembles of small systems; use :func:`meanfield.diagnostics.clustering` for large n)."""
+meant for ensembles of small systems; use :func:`meanfield.analysis.clustering.clustering` for large n)."""
 
 
 def gram(X):
@@ -42,7 +42,7 @@ def gram(X):
         raise ValueError(f"X of shape {X.shape} needs {8 * B * n * n / 2**30:.3g} GiB of Gram matrices (B n^2 "
                          f"doubles), more than GRAM_MAX_BYTES = {GRAM_MAX_BYTES / 2**30:g} GiB: these ensemble "
                          f"measures are for many small systems; use fewer systems (batch) or tokens (n), or "
-                         f"meanfield.diagnostics.clustering per system for large n")
+                         f"meanfield.analysis.clustering.clustering per system for large n")
     return X @ np.swapaxes(X, 1, 2)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import validate
+from ..core import resolution, validate
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sums import entropy_rows
 from ..models.continuum import ContinuumPDE
@@ -29,9 +29,8 @@ def mass(pde: ContinuumPDE, rho_lm) -> float:
 
 
 def negative_mass(pde: ContinuumPDE, rho_lm, rho=None) -> float:
-    """``-int min(rho, 0)`` by quadrature on the dealiased grid (>= 0)."""
-    rho = pde.grid.synthesis(rho_lm) if rho is None else rho
-    return -pde.grid.integrate(np.minimum(rho, 0.0))
+    """``-int min(rho, 0)`` by quadrature on the dealiased grid (>= 0; :func:`meanfield.core.resolution.negative_mass`)."""
+    return resolution.negative_mass(pde.grid.synthesis(rho_lm) if rho is None else rho, pde.grid.integrate)
 
 
 def spectral_tail(pde: ContinuumPDE, rho_lm, fraction=2 / 3) -> float:
@@ -43,9 +42,7 @@ def spectral_tail(pde: ContinuumPDE, rho_lm, fraction=2 / 3) -> float:
     concentrates below the grid scale.
     """
     validate.real("fraction", fraction, 0, 1)
-    S = pde.grid.power_spectrum(rho_lm)
-    total = S[1:].sum()
-    return float(np.sqrt(S[int(fraction * pde.lmax) + 1:].sum() / total)) if total > 0 else 0.0
+    return resolution.spectral_tail(pde.grid.power_spectrum(rho_lm), int(fraction * pde.lmax))
 
 
 def concentration(pde: ContinuumPDE, rho_lm, rho=None) -> dict:
@@ -131,7 +128,7 @@ def observer(pde: ContinuumPDE, entropy=True):
                "negative_mass": negative_mass(pde, rho_lm, f["rho"]),
                "spectral_tail": spectral_tail(pde, rho_lm), **concentration(pde, rho_lm, f["rho"])}
         if entropy:
-            rec["entropy"] = attention_entropy(pde, rho_lm, f["rho"])
+            rec["relative_entropy"] = attention_entropy(pde, rho_lm, f["rho"])
         softmax = [h for h, head in enumerate(pde.heads) if NORMALIZATIONS[head.normalization].uses_normalizer]
         if softmax:         # Z <= 0 anywhere (truncated ReLU kernels) means u = 0 there: reported, not hidden
             rec["min_normalizer"] = float(f["D"][softmax].min())
@@ -147,19 +144,9 @@ def resolution_monitor(pde: ContinuumPDE, tail_tol=1e-3, negative_tol=1e-4):
     """An ``event(t, y)`` hook stopping a run once ``lmax`` no longer resolves the density.
 
     Stops when the :func:`spectral_tail` exceeds ``tail_tol`` or the :func:`negative_mass`
-    exceeds ``negative_tol``; the message names the criterion and its value.
+    exceeds ``negative_tol``; the message names the criterion and its value
+    (:func:`meanfield.core.resolution.resolution_monitor`, the one rule of every continuum model).
     """
-    validate.real("tail_tol", tail_tol, 0, finite=False)
-    validate.real("negative_tol", negative_tol, 0, finite=False)
-
-    def event(t, y):
-        rho_lm = pde.coefficients(y)
-        tail = spectral_tail(pde, rho_lm)
-        if tail > tail_tol:
-            return f"density no longer resolved at lmax = {pde.lmax}: spectral tail {tail:.2e} > {tail_tol:.0e}"
-        neg = negative_mass(pde, rho_lm)
-        if neg > negative_tol:
-            return f"density no longer resolved at lmax = {pde.lmax}: negative mass {neg:.2e} > {negative_tol:.0e}"
-        return None
-
-    return event
+    return resolution.resolution_monitor(pde.coefficients, lambda c: spectral_tail(pde, c),
+                                         lambda c: negative_mass(pde, c), tail_tol, negative_tol,
+                                         where=f" at lmax = {pde.lmax}")

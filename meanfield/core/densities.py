@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import ive
 
-from . import validate
+from . import resolution, validate
 from .choices import SAMPLING_NEGATIVE_POLICIES, SAMPLINGS
 from .sphere import SphereGrid
 
@@ -171,7 +171,7 @@ def negative_mass(grid, rho_lm, oversample=2):
     """``-int min(rho, 0) dx`` by quadrature on ``SphereGrid(lmax, nlat=oversample (lmax+1),
     nlon=2 oversample (lmax+1))``; ``rho_lm`` shape (nalm,)."""
     fine = _fine(grid.lmax, validate.integer("oversample", oversample, 1))
-    return 0.0 - fine.integrate(np.minimum(fine.synthesis(_coeffs(grid, rho_lm, "rho_lm")[0]), 0.0))
+    return 0.0 + resolution.negative_mass(fine.synthesis(_coeffs(grid, rho_lm, "rho_lm")[0]), fine.integrate)
 
 
 def _uniform_points(z, phi):

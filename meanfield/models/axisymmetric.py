@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import roots_jacobi
 
-from ..core import validate
+from ..core import resolution, validate
 from ..core.steppers import stable_step
 from ..core.funk_hecke import gegenbauer_normalized, resolved_multipliers
 from ..core.heads import check_heads
@@ -279,14 +279,11 @@ class AxisymmetricPDE:
 
     def spectral_tail(self, b, fraction=2 / 3) -> float:
         """Relative L2 size of degrees ``l > fraction lmax`` among ``l >= 1``."""
-        S = np.asarray(b, dtype=float) ** 2
-        total = S[1:].sum()
-        return float(np.sqrt(S[int(fraction * self.lmax) + 1:].sum() / total)) if total > 0 else 0.0
+        return resolution.spectral_tail(np.asarray(b, dtype=float) ** 2, int(fraction * self.lmax))
 
     def negative_mass(self, b) -> float:
         """``-int min(f, 0) dsigma`` on the nodes (>= 0)."""
-        f = np.asarray(b, dtype=float) @ self._Q
-        return float(-(self.weights * np.minimum(f, 0.0)).sum())
+        return resolution.negative_mass(np.asarray(b, dtype=float) @ self._Q, lambda g: (self.weights * g).sum())
 
     def cfl_dt(self, b, cfl=0.5, scheme="rk4") -> float:
         """A stable fixed step of ``scheme``: ``cfl / (lmax max|u sqrt(1-t^2)| / I + nu lmax (lmax + d - 2) / R)``

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core import validate
+from ..core import resolution, validate
 from ..core.steppers import stable_step
 from ..core.funk_hecke import resolved_multipliers
 from ..core.heads import check_heads
@@ -243,13 +243,11 @@ class CirclePDE:
 
     def spectral_tail(self, c, fraction=2 / 3) -> float:
         """Relative L2 size of modes ``k > fraction kmax`` among ``k >= 1``."""
-        S = np.abs(np.asarray(c)) ** 2
-        total = S[1:].sum()
-        return float(np.sqrt(S[int(fraction * self.kmax) + 1:].sum() / total)) if total > 0 else 0.0
+        return resolution.spectral_tail(np.abs(np.asarray(c)) ** 2, int(fraction * self.kmax))
 
     def negative_mass(self, c) -> float:
         """``-(1/2pi) int min(f, 0)`` on the grid (>= 0)."""
-        return float(-np.minimum(self.synthesis(c), 0.0).mean())
+        return resolution.negative_mass(self.synthesis(c), np.mean)
 
     def cfl_dt(self, c, cfl=0.5, scheme="rk4") -> float:
         """A stable fixed step of ``scheme``, ``cfl / (K max|X| / I + nu K^2 / R)`` (``I``, ``R``: its

@@ -18,8 +18,8 @@ particles continue to ``t_final`` and ``w2`` is NaN at the times the PDE did not
 
 Particle sums are :class:`meanfield.ParticleSystem`'s (``summation``: ``"direct"``, ``"spectral"``
 Funk-Hecke sums for zonal exp heads, or ``"auto"``, the system's own rule), integrated by
-:func:`meanfield.solve_particles` and observed by :func:`meanfield.diagnostics.particle_observer`
-(relative attention entropy, as the PDE's).  Recorded times are matched to ``t_eval`` by
+:func:`meanfield.solve_particles` and observed by :func:`meanfield.diagnostics.observer`
+(its ``relative_entropy`` is the PDE's).  Recorded times are matched to ``t_eval`` by
 :func:`align_times` (the one alignment of the package).  With a
 :class:`~meanfield.checkpoint.Checkpointer` each phase (``"pde"``, ``"particles"``) is
 checkpointed and resumed bit for bit; the main job (:func:`meanfield.run.run`) is this driver.
@@ -43,7 +43,7 @@ from .checkpoint import Checkpointer, RunInterrupted
 from .simulate import check_particle_run, solve_continuum, solve_particles
 
 PARTICLE_SUMS = SUMMATIONS
-PARTICLE_KEYS = diagnostics.PARTICLE_OBSERVABLES
+PARTICLE_KEYS = diagnostics.OBSERVABLES
 
 __all__ = ["PairedResult", "paired_run", "transport_grid", "resolve_transport_grid", "density_measure",
            "w2_densities", "align_times", "SAMPLINGS", "PARTICLE_SUMS", "PARTICLE_KEYS"]
@@ -163,7 +163,7 @@ class PairedResult:
     pde_times : ndarray, shape (Tq,)
         Times reached by the PDE; when it stopped early the last one is the stopping time.
     pde : dict of str to ndarray, each of shape (Tq, ...)
-        :func:`meanfield.field_diagnostics.observer` records (``energy``, ``entropy`` (H,),
+        :func:`meanfield.field_diagnostics.observer` records (``energy``, ``relative_entropy`` (H,),
         ``spectral_tail``, ``negative_mass``, ...).
     pde_coefficients : ndarray, shape (Tq, nalm), complex
         ``rho_lm`` at ``pde_times``.
@@ -380,7 +380,8 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
         sampling = "given"
     timings["sampling"] = time.perf_counter() - tic
     # the particle run's up-front checks (method, dt, the direct-sum budget) before the PDE's minutes
-    check_particle_run(system, n, t_final, t_eval=t, method=particle_method, dt=particle_dt)
+    check_particle_run(system, n, t_final, t_eval=t, method=particle_method, dt=particle_dt,
+                       record_passes=diagnostics.observer_passes(system, n))
 
     tic = time.perf_counter()
     qtraj = _phase(checkpoints, "pde", checkpoint_every, solve_continuum, pde, rho0, t_final, t_eval=t,
@@ -392,7 +393,7 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     tic = time.perf_counter()
     ptraj = _phase(checkpoints, "particles", checkpoint_every, solve_particles, system, X0, t_final, t_eval=t,
                    method=particle_method, dt=particle_dt, rtol=particle_rtol, atol=particle_atol,
-                   observe=diagnostics.particle_observer(system), progress=progress,
+                   observe=diagnostics.observer(system), progress=progress,
                    **({"seed": None if seed is None else np.random.default_rng([seed, 1])} if nu > 0 else {}))
     timings["particles"] = time.perf_counter() - tic
     spectral = system.uses_spectral(n)

@@ -36,7 +36,7 @@ def solve_reduced(pde, c0, t_final, *, t_eval=None, method="dopri5", dt=None, cf
     method, dt, rtol, atol
         Integrator settings; a fixed-step method without ``dt`` takes ``pde.cfl_dt(c0, cfl)``.
     observe : bool or callable
-        ``True``: mass, energies, entropy, spectral tail, negative mass at ``t_eval``.
+        ``True``: mass, energy, energy_head, boltzmann_entropy, negative_mass, spectral_tail at ``t_eval``.
     monitor : bool
         Stop (status 1, with the reason) once the truncation no longer resolves the density.
     """

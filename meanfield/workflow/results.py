@@ -30,7 +30,7 @@ from .config import RunConfig
 from .paired import align_times  # noqa: F401  (public here since 0.1; the one time alignment lives in paired)
 
 __all__ = ["SCHEMA_VERSION", "DIMS", "SchemaError", "align_times", "coefficients_to_lm", "lm_to_coefficients",
-           "observables_to_variables", "save", "load", "config_of", "density_coefficients", "describe",
+           "observables_to_variables", "VARIABLE_NAMES", "save", "load", "config_of", "density_coefficients", "describe",
            "provenance", "add_provenance", "CONVENTIONS", "INTEGER_COUNTS"]
 
 SCHEMA_VERSION = 1
@@ -68,13 +68,24 @@ def _check_layout(l_index, m_index, lmax):
                          f"{np.shape(l_index)} and {np.shape(m_index)} with another order")
 
 
+VARIABLE_NAMES = {"relative_entropy": "entropy", "entropy": None}
+"""Observer keys stored under another variable name (None: not stored).  Schema 1 names the relative
+attention entropy (MODEL.md section 3, the quantity particles and PDE share; the observers'
+``relative_entropy``) ``pde_entropy`` / ``particle_entropy``; the particles' Shannon entropy (observer
+key ``entropy``, ``= relative + log n`` for the run's uniform tokens) is not stored."""
+
+
 def observables_to_variables(observables, prefix, rows, cols, n_times, n_heads):
     """``Trajectory.observables`` -> {name: (dims, values)} on the full time axis (NaN where not reached).
 
-    Scalars per time become (time,), per-head arrays (T, H) become (time, head).
+    Scalars per time become (time,), per-head arrays (T, H) become (time, head); keys are renamed
+    (or left out) by :data:`VARIABLE_NAMES`.
     """
     out = {}
-    for name, val in observables.items():
+    for key, val in observables.items():
+        name = VARIABLE_NAMES.get(key, key)
+        if name is None:
+            continue
         val = np.asarray(val, dtype=float)
         if val.ndim == 1:
             dims, shape = ("time",), (n_times,)

@@ -32,7 +32,9 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
     """Evolve tokens ``X0`` (n, d) from ``t = 0`` to ``t_final``.
 
     ``observe=True`` records :func:`meanfield.diagnostics.observer` (energy, per-head energies,
-    dissipation, entropy, clustering); pass a callable for your own hook or False for none.
+    dissipation, Shannon and relative attention entropies, order parameter, clustering), with the
+    system's sums (O(n) where it sums spectrally, any ``w``); pass a callable for your own hook or
+    False for none.
 
     ``method`` None means ``"dopri5"`` without noise and ``"geodesic_strang"`` with it.  With
     token noise (``system.nu > 0``), or a method of :data:`meanfield.core.sde.SDE_SCHEMES`, the
@@ -45,7 +47,8 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
     ``direct_limit_s``: a run whose direct O(n^2) sums (where the system does not sum spectrally) are
     estimated to take longer is refused before it starts (:meth:`ParticleSystem.check_direct_run`:
     right-hand sides counted by :func:`meanfield.core.integrate.estimate_nfev`, a lower bound under
-    error control, plus 3 passes per record of ``observe=True``; a callable hook's own cost is not
+    error control, plus :func:`meanfield.diagnostics.observer_passes` per record of ``observe=True``:
+    none where the system sums spectrally, whatever the weights; a callable hook's own cost is not
     counted).  Default :data:`meanfield.particles.DIRECT_RUN_LIMIT_S` (1 h); ``inf`` switches it off.
     """
     t_final = validate.real("t_final", t_final, positive=True)
@@ -55,9 +58,7 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
     hook = diagnostics.observer(system, w, threshold) if observe is True else (observe or None)
     times = _times(t_final, t_eval)
     n = X0.shape[0]
-    # direct passes per record of the default observer: energies, entropies (spectral only for uniform
-    # weights), dissipation (one velocity)
-    passes = (0 if observe is not True else 3 if not system.uses_spectral(n) else 0 if w is None else 1)
+    passes = diagnostics.observer_passes(system, n, w) if observe is True else 0   # 0 when spectral, any w
     method = check_particle_run(system, n, t_final, t_eval=times, method=method, dt=dt, record_passes=passes,
                                 direct_limit_s=direct_limit_s, adaptive=kw.get("adaptive"))
     if isinstance(method, str) and method in SDE_SCHEMES:

@@ -33,6 +33,7 @@ import numpy as np
 
 import meanfield as mf
 from meanfield import paired, transport
+from meanfield.analysis.clustering import clustering
 from studies._common import fit_slope, main, save_json
 
 LAMBDAS = (1.0, 0.5)
@@ -116,13 +117,13 @@ def part_a(cfg, heads):
                     seed=0).distance
         out["wall_w2"][i] = time.perf_counter() - tic
         out["p_energy"][i] = res.particles["energy"]
-        out["p_entropy"][i] = res.particles["entropy"]
+        out["p_entropy"][i] = res.particles["relative_entropy"]
         out["p_order"][i] = res.particles["order_parameter"]
         print(f"  A: n = {n}: W2 {np.round(res.w2, 4)} ({res.w2_method}), {out['wall_w2'][i]:.1f} s", flush=True)
         pde_rec = res
     out["pde_times"] = pde_rec.pde_times
     out["pde_energy"] = pde_rec.pde["energy"]
-    out["pde_entropy"] = pde_rec.pde["entropy"]
+    out["pde_entropy"] = pde_rec.pde["relative_entropy"]
     out["pde_order"] = pde_rec.pde["order_parameter"]
     meta = {"pde_message": pde_rec.pde_message, "pde_t_stop": pde_rec.pde_t_stop, "pde_status": pde_rec.pde_status,
             "spectral_lmax": pde_rec.config["spectral_lmax"], "transport_nodes": tg.nlat * tg.nlon,
@@ -189,11 +190,11 @@ def part_d(cfg):
         out[f"res_w2_l{L}"] = res.w2
         out[f"res_pde_times_l{L}"] = res.pde_times
         out[f"res_pde_energy_l{L}"] = res.pde["energy"]
-        out[f"res_pde_entropy_l{L}"] = res.pde["entropy"]
+        out[f"res_pde_entropy_l{L}"] = res.pde["relative_entropy"]
         out[f"res_pde_tail_l{L}"] = res.pde["spectral_tail"]
         out[f"res_p_energy_{j}"] = res.particles["energy"]
-        out[f"res_p_entropy_{j}"] = res.particles["entropy"]
-        out[f"res_p_clusters_{j}"] = np.array([mf.diagnostics.clustering(X)["n_clusters"] for X in res.particle_states])
+        out[f"res_p_entropy_{j}"] = res.particles["relative_entropy"]
+        out[f"res_p_clusters_{j}"] = np.array([clustering(X)["n_clusters"] for X in res.particle_states])
         meta[str(L)] = {"t_stop": res.pde_t_stop, "message": res.pde_message, "status": res.pde_status}
         states.append(res.particle_states)
     if len(states) < 2:   # quick mode: a second independent particle run at the same size

@@ -36,6 +36,7 @@ import numpy as np
 
 import meanfield as mf
 from meanfield import diagnostics as dg
+from meanfield.analysis.clustering import clustering
 from studies._common import fit_slope, main, save_json
 
 BETA = 1.0
@@ -160,7 +161,7 @@ def equiangular_case(normalization, n, d, gamma0, lambdas, t_final, n_t):
     obs = entropy_observer(system)
 
     def observe(tt, X):
-        return {**obs(tt, X), "gamma": dg.clustering(X)["mean_inner"]}
+        return {**obs(tt, X), "gamma": clustering(X)["mean_inner"]}
 
     tr = mf.solve_particles(system, X0, t_final, t_eval=t, observe=observe, rtol=1e-11, atol=1e-12,
                             save_states=False, progress=False)
@@ -241,7 +242,7 @@ def continuum_comparison(lmax, t_final, n_t, sample_ns, sample_seeds, run_ns, ru
                                          "H": dg.attention_entropy(system, Y, relative=True).mean(axis=1)})
             Hp[i, k] = trp.observables["H"]
     obs = tr.observables
-    return {"t": t, "H_pde": obs["entropy"], "H0_samples": H0, "H_particles": Hp,
+    return {"t": t, "H_pde": obs["relative_entropy"], "H0_samples": H0, "H_particles": Hp,
             "spectral_tail": obs["spectral_tail"], "negative_mass": obs["negative_mass"],
             "mass": obs["mass"]}
 

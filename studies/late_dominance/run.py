@@ -44,6 +44,7 @@ import numpy as np
 from scipy import optimize, special
 
 import meanfield as mf
+from meanfield.analysis.clustering import clustering
 from studies._common import dense_particle_run, main, mean_ci95, save_json, wilson95
 
 LAMBDA = 1.0
@@ -125,7 +126,7 @@ def ode_times(settings):
 
 # ----------------------------------------------------------------------------- B: particles
 def _mean_inner(X):
-    return mf.diagnostics.clustering(X, CLUSTER_THRESHOLD)["mean_inner"]
+    return clustering(X, CLUSTER_THRESHOLD)["mean_inner"]
 
 
 def _min_inner(X):
@@ -156,7 +157,7 @@ def particle_run(rule, beta, X0, horizon, t_grid, per_step):
     curves = np.full((3, t_grid.size), np.nan)
     for m, t in enumerate(t_grid):
         X = run.state(min(t, run.t_final))
-        c = mf.diagnostics.clustering(X, CLUSTER_THRESHOLD)
+        c = clustering(X, CLUSTER_THRESHOLD)
         curves[:, m] = c["mean_inner"], c["min_inner"], c["n_clusters"]
     out["final_clusters"] = int(curves[2, -1])
     return out, curves

@@ -39,6 +39,7 @@ from scipy.sparse.csgraph import connected_components
 
 import meanfield as mf
 from meanfield import theory
+from meanfield.analysis.clustering import clustering
 from studies._common import fit_slope, main, save_json
 
 SIGMA_DT = 0.05        # |sigma| dt per RK4 step: RK4 rate error (sigma dt)^4 / 120 = 5e-8
@@ -280,7 +281,7 @@ def cluster_run(beta, n, seed, t_mult=(4, 6, 8, 10, 12, 14)):
     is_max = local_maxima(grid, p)
     above = local_maxima(grid, np.where(p > 0, p, p.min()))
     return dict(beta=beta, n=n, seed=seed, lmax=lmax, l_star=lstar, sigma_max=smax, t=t[1:], counts=counts,
-                final=counts[-1], all_components=mf.diagnostics.clustering(tr.y[-1], 0.99)["n_clusters"],
+                final=counts[-1], all_components=clustering(tr.y[-1], 0.99)["n_clusters"],
                 t_linear=hi, linear_maxima=is_max, linear_maxima_positive=above, status=tr.status)
 
 

@@ -49,6 +49,7 @@ import numpy as np
 from scipy import optimize
 
 import meanfield as mf
+from meanfield.analysis.clustering import clustering
 from studies._common import dense_particle_run, fit_slope, first_sign_change, main, mean_ci95, save_json, wilson95
 
 READINGS = ("norm_bounded", "exact")
@@ -198,7 +199,7 @@ def analyse_run(system, X0, t_final, per_step):
         t, re, (ts, vals) = first_sign_change(fun, run, per_step)
         out[f"t_fail_{rd}"], out[f"reentrant_{rd}"] = t, re
         out[f"holds0_{rd}"] = bool(vals[0] >= 0)
-        out[f"gamma_fail_{rd}"] = (mf.diagnostics.clustering(run.state(t))["mean_inner"] if np.isfinite(t)
+        out[f"gamma_fail_{rd}"] = (clustering(run.state(t))["mean_inner"] if np.isfinite(t)
                                    else np.nan)
     ts = run.sample_times(per_step)
     rates = np.array([system.energy_rates(run.state(t)) for t in ts])          # (T, H)
@@ -206,7 +207,7 @@ def analyse_run(system, X0, t_final, per_step):
     rel = rates / scale
     neg = (rel < -NEG_REL).any(axis=1)
     out["min_rel_rate"] = float(rel.min())
-    out["gamma_end"] = mf.diagnostics.clustering(run.state(run.t_final))["mean_inner"]
+    out["gamma_end"] = clustering(run.state(run.t_final))["mean_inner"]
     if neg.any():
         t_neg, _, _ = first_sign_change(lambda X: float(system.energy_rates(X).min() / scale) + NEG_REL, run, per_step)
     else:
@@ -267,7 +268,7 @@ def random_scan(kind, settings):
             o = analyse_run(system, X0, t_final, settings.per_step)
             rows.append({"kind": kind, "n": n, "d": d, "beta": float(beta), "beta_over_beta_star": float(frac),
                          "seed": s, "t_final": t_final,
-                         "gamma0": mf.diagnostics.clustering(X0)["mean_inner"], **o})
+                         "gamma0": clustering(X0)["mean_inner"], **o})
     return rows
 
 
@@ -294,7 +295,7 @@ def example_series(settings):
             meta[name][f"t_fail_{rd}"] = first_sign_change(fun, run, settings.per_step)[0]
         rates = np.array([system.energy_rates(run.state(t)) for t in ts])
         arrays[f"ex_{name}_rates"] = rates / np.abs(rates).max()
-        arrays[f"ex_{name}_gamma"] = np.array([mf.diagnostics.clustering(run.state(t))["mean_inner"] for t in ts])
+        arrays[f"ex_{name}_gamma"] = np.array([clustering(run.state(t))["mean_inner"] for t in ts])
     return {"arrays": arrays, "meta": meta}
 
 

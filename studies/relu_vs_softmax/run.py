@@ -10,7 +10,7 @@ kernel-normalization pairs: exp-softmax (transformers), exp-mean, ReLU-mean (the
    ``T_relu,mean = (n / 2 lambda^2) log(gamma_target / gamma0)`` from ``gamma0 = 1/sqrt(d)``;
 2. **nonlinear equiangular ODE** (:func:`meanfield.theory.clustering_time`), same starts;
 3. **random initial tokens**: ``n`` i.i.d. uniform points on ``S^{d-1}`` evolved by
-   :func:`meanfield.solve_particles`; time when ``diagnostics.clustering(X)['mean_inner']`` first
+   :func:`meanfield.solve_particles`; time when ``clustering(X)['mean_inner']`` first
    reaches the target (linear interpolation between the two recorded states bracketing the crossing),
    ``inf`` when it is not reached before the horizon (ReLU tokens more than 90 degrees apart
    do not interact, so several clusters can persist).
@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 import meanfield as mf
+from meanfield.analysis.clustering import clustering
 from studies._common import fit_slope, main, mean_ci95, save_json
 
 LAMBDA, BETA, TARGET = 1.0, 1.0, 0.5
@@ -113,7 +114,7 @@ def particle_time(kernel, normalization, n, d, seed, horizon):
                                                normalization=normalization))
     X0 = mf.initial.uniform_sphere(n, d, seed)
     T, tr = _time_to_target(system, X0, horizon, f"{kernel}-{normalization}, n={n}, d={d}")
-    final = mf.diagnostics.clustering(tr.y_final)
+    final = clustering(tr.y_final)
     return {"T": T, "gamma0": float(tr.observables["mean_inner"][0]), "final_mean_inner": final["mean_inner"],
             "final_clusters": final["n_clusters"], "n_steps": tr.n_steps}
 
@@ -123,7 +124,7 @@ def _time_to_target(system, X0, horizon, label):
     not before ``horizon``), by an event and linear interpolation within the last step interval."""
 
     def observe(t, X):
-        return {"mean_inner": mf.diagnostics.clustering(X)["mean_inner"]}
+        return {"mean_inner": clustering(X)["mean_inner"]}
 
     def event(t, X):
         return "target reached" if observe(t, X)["mean_inner"] >= TARGET else None
