@@ -180,7 +180,7 @@ def test_observers_record_sinkhorn_runs():
         model, c = _circle() if d == 2 else _axisymmetric(d)
         r = axi_observer(model)(0.0, model.state(c))
         # mass conserved (exact degree-0 coefficient); E_S finite per head
-        assert r["mass"] == pytest.approx(1.0, abs=1e-14) and np.all(np.isfinite(r["energies"]))
+        assert r["mass"] == pytest.approx(1.0, abs=1e-14) and np.all(np.isfinite(r["energy_head"]))
 
 
 def test_uniform_state_scaling_and_energy():
@@ -295,7 +295,7 @@ def test_resume_from_checkpoint_is_bit_for_bit():
     resumed = integrate(fresh.rhs, y0, (0.0, 0.2), resume=saved[1], **kw)
     # same step sequence, same arithmetic: identical floats (tolerance 0)
     np.testing.assert_array_equal(resumed.y, full.y)
-    for key in ("energy", "entropy", "dissipation"):
+    for key in ("energy", "relative_entropy", "dissipation"):
         np.testing.assert_array_equal(resumed.observables[key], full.observables[key])
     assert (resumed.nfev, resumed.n_steps) == (full.nfev, full.n_steps)
 
