@@ -23,7 +23,7 @@ def head(kernel, beta=1.7, lam=1.0, **params):
 # ------------------------------------------------------------------------------ registry contents
 def test_registry_contents():
     assert {"exp", "relu", "sigmoid"} <= set(KERNELS)
-    assert set(NORMALIZATIONS) == {"mean", "softmax"}
+    assert set(NORMALIZATIONS) == {"mean", "softmax", "sinkhorn"}
     for name, k in KERNELS.items():
         assert isinstance(k, Kernel) and k.name == name
         with pytest.raises(dataclasses.FrozenInstanceError):
@@ -38,7 +38,7 @@ def test_registry_contents():
 
 @pytest.mark.parametrize("call, match", [
     (lambda: get_kernel("gauss"), r"kernel must be one of \('exp', 'relu', 'sigmoid'.*received 'gauss'"),
-    (lambda: get_normalization("sum"), r"normalization must be one of \('mean', 'softmax'\); received 'sum'"),
+    (lambda: get_normalization("sum"), r"normalization must be one of \('mean', 'softmax', 'sinkhorn'\); received 'sum'"),
     (lambda: Head(np.eye(3), np.eye(3), 1.0, "gauss"), r"kernel must be one of .*'gauss'"),
     (lambda: Head(np.eye(3), np.eye(3), 1.0, "exp", "sum"), r"normalization must be one of .*'sum'"),
     (lambda: Head(np.eye(3), np.eye(3), 1.0, ["exp"]), r"kernel must be one of .*\['exp'\]"),

@@ -26,7 +26,7 @@ from .heads import check_heads
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
 
 __all__ = ["zonal_multipliers", "required_lmax", "LMAX_CRITERIA", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace",
-           "PointSpace", "LMAX_CAP"]
+           "PointSpace", "ZonalHeadSums", "LMAX_CAP"]
 
 
 def _check_zonal(head):
@@ -172,12 +172,17 @@ class GridSpace:
 
 
 class PointSpace:
-    """Fields at the points of a :class:`PointSet` (vectors as (n, 3))."""
+    """Fields at the points of a :class:`PointSet` (vectors as (n, 3)); ``w`` (n,), the weights of the
+    points, is needed by :meth:`coefficients` only (sums with scaled sources: Sinkhorn heads)."""
 
     axis = -1
 
-    def __init__(self, points):
-        self.points = points
+    def __init__(self, points, w=None):
+        self.points, self.w = points, w
+
+    def coefficients(self, f):
+        """Coefficients of the measure ``sum_j w_j f_j delta_{x_j}`` (sources scaled by ``f``)."""
+        return self.points.adjoint(np.ascontiguousarray(self.w * f))
 
     def multiply(self, b, mult_lm):
         return b * mult_lm
@@ -195,6 +200,42 @@ class PointSpace:
 
     def zeros(self, key):
         return np.zeros((self.points.n, 3))
+
+
+class ZonalHeadSums:
+    """Kernel sums of head ``i`` of a :class:`ZonalOperator` in a space: the ``sums`` object of
+    :meth:`meanfield.core.kernels.Normalization.force`.
+
+    ``fused(norm)``: ``U[1] = grad N + R x`` (the normal part only with ``points``, the (n, 3) points of a
+    :class:`PointSpace`; without, the tangent part ``grad N``) and ``Z``, combined by ``norm``.  For a
+    solve (Sinkhorn; zonal kernels are symmetric, ``apply_t = None``): ``apply(f) = c[k] b[f]`` and
+    ``aggregate(f)`` (the same sums with ``b[f]`` the coefficients of the sources scaled by ``f``,
+    ``space.coefficients(f)``) in the space.
+    """
+
+    apply_t = None
+
+    def __init__(self, operator, i, b, space, points=None):
+        self.op, self.i, self.b, self.space, self.points = operator, i, b, space, points
+        self.shape, self.axis = tuple(space.shape), space.axis
+
+    def _vector(self, b):
+        sp, op = self.space, self.op
+        U = sp.gradient(sp.multiply(b, op._mult(self.i, "potential")), "grad")
+        if self.points is not None:
+            U += sp.evaluate(sp.multiply(b, op._mult(self.i, "normal")), "R")[:, None] * self.points
+        return U
+
+    def fused(self, norm):
+        U = self._vector(self.b)
+        Z = self.op.normalizer(self.b, self.space, self.i) if norm.uses_normalizer else np.ones(self.shape)
+        return norm.combine(U, Z, self.axis), norm.normalizer(Z)
+
+    def apply(self, f):
+        return self.op.normalizer(self.space.coefficients(f), self.space, self.i)
+
+    def aggregate(self, f):
+        return self._vector(self.space.coefficients(f))
 
 
 # ---------------------------------------------------------------------------------------- operator
@@ -277,20 +318,20 @@ class ZonalOperator:
         """``Z_h = c[k_h] b`` of head ``i`` in ``space``."""
         return space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
 
-    def forces(self, b, space, points):
-        """Per-head aggregates ``u^h = (grad N_h + R_h x) / D_h`` (H, n, 3) and normalizers (H, n) at
-        ``points`` (n, 3) of a :class:`PointSpace` (the unprojected forces of the particle system)."""
+    def forces(self, b, space, points, **solve):
+        """Per-head aggregates ``u^h = (grad N_h + R_h x) / D_h`` (H, n, 3), normalizers (H, n) and the
+        scaling of each head (None for row-local normalizations) at ``points`` (n, 3) of a
+        :class:`PointSpace` (the unprojected forces of the particle system), by
+        :meth:`~meanfield.core.kernels.Normalization.force` (``solve``: its ``tol``, ``maxiter``)."""
         H, n = len(self.heads), points.shape[0]
         U = np.empty((H, n, 3))
         N = np.empty((H, n))
+        scalings = []
         for i, h in enumerate(self.heads):
-            norm = NORMALIZATIONS[h.normalization]
-            U[i] = space.gradient(space.multiply(b, self._mult(i, "potential")), "grad")
-            U[i] += space.evaluate(space.multiply(b, self._mult(i, "normal")), "R")[:, None] * points
-            Z = self.normalizer(b, space, i) if norm.uses_normalizer else np.ones(n)
-            norm.combine(U[i], Z)
-            N[i] = norm.normalizer(Z)
-        return U, N
+            U[i], N[i], res = NORMALIZATIONS[h.normalization].force(ZonalHeadSums(self, i, b, space, points),
+                                                                    where=f"heads[{i}]", **solve)
+            scalings.append(res)
+        return U, N, scalings
 
     def entropies(self, b, space):
         """Relative attention entropies ``H_h = log Z_h - Q_h / Z_h``, shape (H,) + the space's field shape.

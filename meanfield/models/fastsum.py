@@ -30,6 +30,8 @@ exponentially (``lmax`` 15, 47, 85 at 1e-10).  ReLU multipliers decay algebraica
 (``c[K] ~ l^{-3}``), the velocity converges only algebraically in ``lmax``: ReLU heads have no lmax
 rule, need an explicit ``lmax``, and the accuracy reached is measured in ``benchmarks/RESULTS.md``
 (never near 1e-10).
+Sinkhorn heads (MODEL.md section 6) solve their scalings with ``apply(f) = c[k] b[w f]`` evaluated at the
+tokens (one adjoint and one synthesis per application: O(n + lmax^2 log lmax)), then sum ``a grad N[w b]``.
 Point transforms are :class:`meanfield.sphere.PointSet` (:meth:`~meanfield.sphere.PointSet.directions`):
 the angles and tangent frame of the tokens are computed once per evaluation, in one fused pass with the
 radial projection ``x / |x|``, and shared by every transform of that evaluation.
@@ -43,9 +45,10 @@ import numpy as np
 
 from ..core import validate
 from ..core.heads import check_heads
-from ..core.kernels import LMAX_CAP
+from ..core.kernels import LMAX_CAP, NORMALIZATIONS
+from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sphere import PointSet, SphereGrid
-from ..core.zonal import (PointSpace, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax,
+from ..core.zonal import (PointSpace, ZonalHeadSums, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax,
                           zonal_multipliers)   # zonal_multipliers: re-exported here (public API)
 
 __all__ = ["LMAX_CAP", "SpectralSum", "zonal_multipliers", "truncation_degree", "spectral_supported"]
@@ -90,6 +93,9 @@ class SpectralSum:
         e.g. ReLU, which need it given).
     nthreads : int
         Threads of the spherical-harmonic transforms.
+    sinkhorn_tol, sinkhorn_maxiter :
+        Marginal tolerance and iteration cap of the scalings of Sinkhorn heads
+        (:func:`meanfield.core.sinkhorn.solve_scaling`, from a cold start at every call).
 
     Notes
     -----
@@ -104,6 +110,8 @@ class SpectralSum:
     tolerance: float = 1e-10
     lmax: int | None = None
     nthreads: int = 1
+    sinkhorn_tol: float = SINKHORN_TOL
+    sinkhorn_maxiter: int = SINKHORN_MAXITER
     grid: SphereGrid = field(init=False)
     operator: ZonalOperator = field(init=False)
 
@@ -128,6 +136,14 @@ class SpectralSum:
         set_("grid", SphereGrid(int(lmax), nthreads=self.nthreads))
         set_("operator", ZonalOperator(heads, self.lmax, l_index=self.grid.l_index))
         set_("_epsilon", max(tol * 1e-3, 1e-14))
+        # heads whose normalization solves over the tokens (Sinkhorn) are summed one by one after their solve;
+        # the others keep the operator's fused velocity (mean heads share one gradient)
+        solved = tuple(i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local)
+        local = [h for i, h in enumerate(heads) if i not in solved]
+        set_("_solved", solved)
+        set_("_local", self.operator if not solved else
+             (ZonalOperator(local, self.lmax, l_index=self.grid.l_index) if local else None))
+        set_("_solve", {"tol": self.sinkhorn_tol, "maxiter": self.sinkhorn_maxiter})
 
     # ------------------------------------------------------------------ building blocks
     def coefficients(self, X, w):
@@ -181,26 +197,63 @@ class SpectralSum:
 
     def velocity_at(self, pts, w):
         """:meth:`velocity` at a point set from :meth:`directions`, for validated float64 weights ``w`` (n,)."""
-        return self.operator.velocity(pts.adjoint(w), PointSpace(pts))
+        b = pts.adjoint(w)
+        if not self._solved:
+            return self.operator.velocity(b, PointSpace(pts))
+        space = PointSpace(pts, w)
+        v = np.zeros((pts.n, 3)) if self._local is None else self._local.velocity(b, space)
+        for i in self._solved:
+            v += NORMALIZATIONS[self.heads[i].normalization].force(ZonalHeadSums(self.operator, i, b, space),
+                                                                   where=f"heads[{i}]", **self._solve)[0]
+        return v
 
-    def forces(self, X, w):
+    def forces(self, X, w, scalings=False):
         """Per-head aggregates ``u^h`` before projection and their normalizers.
 
         Returns
         -------
         U : ndarray, shape (H, n, 3)
         N : ndarray, shape (H, n)
-            1 (mean) or ``Z_h`` (softmax); a softmax row with ``Z <= 0`` (ReLU only) gets ``u = 0``.
+            1 (mean), ``Z_h`` (softmax; a row with ``Z <= 0``, ReLU only, gets ``u = 0``) or ``1 / a``
+            (Sinkhorn).
+        scalings : list (only with ``scalings=True``)
+            Per head the :class:`~meanfield.core.sinkhorn.SinkhornResult` of a Sinkhorn head, else None.
         """
         pts = self._points(X)
-        b = pts.adjoint(self._weights(w, pts.n))
-        return self.operator.forces(b, PointSpace(pts), pts.points)
+        w = self._weights(w, pts.n)
+        U, N, res = self.operator.forces(pts.adjoint(w), PointSpace(pts, w), pts.points, **self._solve)
+        return (U, N, res) if scalings else (U, N)
+
+    def _head_sums(self, X, w):
+        pts = self._points(X)
+        w = self._weights(w, pts.n)
+        space = PointSpace(pts, w)
+        return pts.adjoint(w), space, w
+
+    def scalings(self, X, w):
+        """Per head the :class:`~meanfield.core.sinkhorn.SinkhornResult` of a Sinkhorn head (scalings ``a = b``,
+        marginal error reached), None for row-local heads."""
+        b, space, _ = self._head_sums(X, w)
+        return [self._scaling(i, ZonalHeadSums(self.operator, i, b, space)) if i in self._solved else None
+                for i in range(len(self.heads))]
+
+    def _scaling(self, i, sums):
+        return NORMALIZATIONS[self.heads[i].normalization].scalings(sums.apply, sums.shape, where=f"heads[{i}]",
+                                                                     **self._solve)
 
     def energies(self, X, w):
-        """Per-head energies ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` by Parseval, shape (H,)."""
+        """Per-head energies, shape (H,): ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` by Parseval, or ``E_S`` of a
+        Sinkhorn head (:meth:`meanfield.core.kernels.SinkhornNormalization.energy`) from its scalings."""
         b = self.coefficients(X, w)
         g = self.grid
-        return np.array([0.5 * g.inner(b, g.multiply_degree(b, m["potential"])) for m in self.operator.multipliers])
+        out = np.array([0.5 * g.inner(b, g.multiply_degree(b, m["potential"])) for m in self.operator.multipliers])
+        if self._solved:
+            b, space, w = self._head_sums(X, w)
+            for i in self._solved:
+                sums = ZonalHeadSums(self.operator, i, b, space)
+                norm = NORMALIZATIONS[self.heads[i].normalization]
+                out[i] = norm.energy(self.heads[i], sums, self._scaling(i, sums), w)
+        return out
 
     def entropies(self, X, w):
         r"""Relative attention entropies ``H_i^h - log n`` per head and token, shape (H, n).
@@ -213,7 +266,20 @@ class SpectralSum:
 
         equal to ``meanfield.diagnostics.attention_entropy(system, X, w, relative=True)`` to the sum's
         tolerance (relative to ``max |log Z|``).  NaN rows for heads whose kernel can vanish (ReLU).
+
+        For a Sinkhorn head the rows are ``p_ij = a_i k_h(s_ij) b_j w_j`` and, with ``Z = c[k] b[w b]``
+        (``= 1 / a`` at the solution), ``H = log Z - (Q[w b] + c[k] b[w b log b]) / Z``.
         """
-        pts = self._points(X)
-        b = pts.adjoint(self._weights(w, pts.n))
-        return self.operator.entropies(b, PointSpace(pts))
+        b, space, w = self._head_sums(X, w)
+        H = self.operator.entropies(b, space)
+        for i in self._solved:
+            mult = self.operator.multipliers[i]
+            if "entropy" not in mult:
+                H[i] = np.nan                        # no distribution where k vanishes (as for softmax rows)
+                continue
+            s = self._scaling(i, ZonalHeadSums(self.operator, i, b, space)).b
+            bs, bl = space.coefficients(s), space.coefficients(s * np.log(s))
+            Z = self.operator.normalizer(bs, space, i)
+            Q = space.evaluate(space.multiply(bs, self.operator._mult(i, "entropy")), "R")
+            H[i] = np.log(Z) - (Q + self.operator.normalizer(bl, space, i)) / Z
+        return H
