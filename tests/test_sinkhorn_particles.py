@@ -6,6 +6,7 @@ import pytest
 from conftest import random_tokens
 
 from meanfield.analysis import diagnostics
+from meanfield.core import sums
 from meanfield.core.heads import Head, random_symmetric_heads, scalar_heads
 from meanfield.core.sinkhorn import SinkhornError
 from meanfield.models import step_rules
@@ -50,6 +51,23 @@ def test_direct_forces_are_the_doubly_stochastic_sums(rng, geometry):
     ref = U.sum(axis=0)
     ref = ref - np.sum(ref * X, axis=1, keepdims=True) * X if geometry == "sphere" else ref
     np.testing.assert_allclose(v, ref, rtol=0, atol=1e-15)       # same sums: projection round-off only
+
+
+def test_chunked_applications_equal_the_kept_kernel_matrix(rng, monkeypatch):
+    # beyond KERNEL_CACHE_BYTES every application recomputes the kernel chunk by chunk (large n): same sums
+    n, d = 60, 3
+    X = random_tokens(rng, n, d)
+    w = _weights(rng, n)
+    heads = random_symmetric_heads(d, 1, seed=7, beta=2.0, normalization="sinkhorn") + \
+        (Head(rng.standard_normal((d, d)) / 2, np.eye(d), beta=1.5, normalization="sinkhorn"),)
+    kept = ParticleSystem(heads, summation="direct", sinkhorn_maxiter=5000)
+    chunked = ParticleSystem(heads, summation="direct", chunk_bytes=8 * n * 7, sinkhorn_maxiter=5000)   # 7 rows
+    U, N = kept.forces(X, w)
+    monkeypatch.setattr(sums, "KERNEL_CACHE_BYTES", 0)
+    Uc, Nc = chunked.forces(X, w)
+    # identical kernel values; only the blocking of the matrix products differs: round-off of n = 60 terms
+    np.testing.assert_allclose(Uc, U, rtol=0, atol=1e-14 * np.abs(U).max())
+    np.testing.assert_allclose(Nc, N, rtol=1e-13)
 
 
 @pytest.mark.parametrize("geometry", ["sphere", "flat"])

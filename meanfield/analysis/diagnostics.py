@@ -112,7 +112,7 @@ def attention_entropy(system: ParticleSystem, X, w=None, relative=False):
     system.check_direct(X.shape[0], "attention_entropy (always direct)",
                         argument="system.spectral.entropies (relative entropies, spectral)")
     # Sinkhorn heads: rows p_ij = a_i k_ij b_j w_j, i.e. w scaled by b (None: row-local heads)
-    scale = [None if r is None else r.b for r in system.sinkhorn_scalings(X, w)]
+    scale = [None if r is None else r.b for r in system.sinkhorn_scalings(X, w, direct=True)]
     return np.stack([entropy_rows(head, X, X, w, system.chunk_bytes, relative, scale=b)
                      for head, b in zip(system.heads, scale)])
 

@@ -96,7 +96,7 @@ class DirectSums:
         self._square = targets is sources
         symmetric = self._square and np.array_equal(head.M, head.M.T)
         self.apply_t = None if symmetric else self._apply_t
-        self._K = {}
+        self._K = None
 
     def fused(self, norm):
         return aggregate(self.head, self.targets, self.sources, self.w, self.chunk_bytes)
@@ -105,19 +105,15 @@ class DirectSums:
         """``(slice, k block)`` over the target rows: ``k(<x_i, M y_j>)`` (or ``k(<y_i, M^T x_j>)``)."""
         if not self._square:
             raise ValueError("a solve over the tokens needs targets = sources (one point set)")
-        key = bool(transpose)
-        if key in self._K:
-            yield slice(None), self._K[key]
-            return
         kern, head = KERNELS[self.head.kernel], self.head
         X = self.sources
-        Y = kern.rate(head) * (X @ (head.M if transpose else head.M.T))
         n = X.shape[0]
-        if 8 * n * n <= KERNEL_CACHE_BYTES:
-            K = kern.scaled(head, X @ Y.T)
-            self._K[key] = K
-            yield slice(None), K
+        if 8 * n * n <= KERNEL_CACHE_BYTES:        # one kept matrix; its transpose serves apply_t
+            if self._K is None:
+                self._K = kern.scaled(head, X @ (kern.rate(head) * (X @ head.M.T)).T)
+            yield slice(None), (self._K.T if transpose else self._K)
             return
+        Y = kern.rate(head) * (X @ (head.M if transpose else head.M.T))
         for sl in row_chunks(n, n, self.chunk_bytes):
             yield sl, kern.scaled(head, X[sl] @ Y.T)
 

@@ -347,14 +347,15 @@ class ParticleSystem:
                for i, head in enumerate(self.heads)]
         return np.stack([o[0] for o in out]), np.stack([o[1] for o in out]), [o[2] for o in out]
 
-    def sinkhorn_scalings(self, X, w=None):
+    def sinkhorn_scalings(self, X, w=None, *, direct=False):
         """The Sinkhorn scalings of each head at these tokens: a list over heads of
         :class:`~meanfield.core.sinkhorn.SinkhornResult` (``a``, ``b``, the marginal ``error`` reached,
-        ``n_apply``) for heads with ``normalization="sinkhorn"``, None for the others (row-local)."""
+        ``n_apply``) for heads with ``normalization="sinkhorn"``, None for the others (row-local).
+        Summed as the velocity is (``summation``), or directly with ``direct=True`` (for direct diagnostics)."""
         X, w = self.check(X, w)
         if all(NORMALIZATIONS[h.normalization].row_local for h in self.heads):
             return [None] * self.n_heads
-        if self.uses_spectral(X.shape[0]):
+        if not direct and self.uses_spectral(X.shape[0]):
             return self._spectral.scalings(X, w)
         self.check_direct(X.shape[0], "ParticleSystem.sinkhorn_scalings (summation='direct' here)")
         return [None if norm.row_local else norm.scalings(s.apply, s.shape, apply_t=s.apply_t, tol=self.sinkhorn_tol,
@@ -456,7 +457,7 @@ class ParticleSystem:
         self.check_direct(n, "ParticleSystem.energy_gradients (always direct)", passes=2,
                           argument="energies() / diagnostics.dissipation (spectral at large n)")
         G = np.empty((self.n_heads, n, d))
-        scalings = self.sinkhorn_scalings(X, w)
+        scalings = self.sinkhorn_scalings(X, w, direct=True)
         for h, head in enumerate(self.heads):
             res = scalings[h]
             if res is not None and not KERNELS[head.kernel].log_linear:
