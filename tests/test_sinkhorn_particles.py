@@ -1,6 +1,8 @@
 """Sinkhorn (doubly stochastic) attention on the particle side (MODEL.md section 6): ParticleSystem (direct and
 spectral sums), BatchedSystem, step rules and diagnostics, through ``Normalization.force``."""
 
+import pickle
+
 import numpy as np
 import pytest
 from conftest import random_tokens
@@ -196,6 +198,27 @@ def test_rhs_and_weighted_rhs_are_the_velocity(rng):
     system = ParticleSystem(random_symmetric_heads(3, 2, seed=5, normalization="sinkhorn"), summation="direct")
     np.testing.assert_array_equal(system.rhs(0.0, X), system.velocity(X))       # same sums, same start: identical
     np.testing.assert_array_equal(system.weighted_rhs(w)(0.0, X), system.velocity(X, w))
+
+
+@pytest.mark.parametrize("summation", ["direct", "spectral"])
+def test_scalings_of_the_last_state_are_shared_and_change_nothing(rng, summation):
+    X, Y = random_tokens(rng, 80, 3), random_tokens(rng, 80, 3)
+    heads = scalar_heads([1.0, 0.5], 3, beta=3.0, normalization="sinkhorn")
+    system = ParticleSystem(heads, summation=summation)
+    first = system.sinkhorn_scalings(X)
+    v = system.velocity(X)
+    assert all(r is s for r, s in zip(system.sinkhorn_scalings(X), first))     # one solve at one state
+    assert not first[0].a.flags.writeable                                     # shared: read-only
+    system.velocity(Y)                                                        # another state: solved anew
+    assert system.sinkhorn_scalings(Y)[0] is not first[0]
+    fresh = ParticleSystem(heads, summation=summation)                        # no history
+    # a hit returns exactly what the solve gives (no warm start from another state): bit for bit
+    np.testing.assert_array_equal(system.velocity(X), fresh.velocity(X))
+    np.testing.assert_array_equal(system.velocity(X), v)
+    np.testing.assert_array_equal(system.energies(X), fresh.energies(X))
+    copy = pickle.loads(pickle.dumps(system))                                 # the cache is not pickled
+    assert copy.sinkhorn_scalings(X)[0] is not first[0]
+    np.testing.assert_array_equal(copy.velocity(X), v)
 
 
 @pytest.mark.parametrize("summation", ["direct", "spectral"])

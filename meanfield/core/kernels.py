@@ -434,7 +434,7 @@ class Normalization:
         """The normalizer reported with the forces (``N`` of ``ParticleSystem.forces``)."""
         raise NotImplementedError
 
-    def force(self, sums, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", start=None):
+    def force(self, sums, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", known=None):
         """The one map from a head's kernel sums to its force: ``(u, N, scaling)``.
 
         ``sums`` is the model's per-head sums object (direct: :class:`meanfield.core.sums.DirectSums`;
@@ -444,10 +444,12 @@ class Normalization:
           ``norm.normalizer`` (row-local normalizations; the models' fast paths),
         * ``shape`` (of a scalar field over the points), ``axis`` (the vector axis of ``U``),
           ``apply(f)`` = ``sum_j w_j k_ij f_j``, ``apply_t`` (the transpose, or None for a symmetric
-          kernel) and ``aggregate(f)`` = ``U[f]_i = sum_j w_j f_j k_ij V y_j`` (non-row-local ones).
+          kernel) and ``aggregate(f)`` = ``U[f]_i = sum_j w_j f_j k_ij V y_j`` (non-row-local ones;
+          ``f = None`` means ``f = 1``).
 
         Row-local normalizations return ``sums.fused(self)`` and ``scaling = None`` (the keywords are
-        those of the Sinkhorn solve, unused here).
+        those of the Sinkhorn solve, unused here: ``tol``, ``maxiter``, ``where`` naming the head in
+        errors, ``known`` a :class:`~meanfield.core.sinkhorn.SinkhornResult` of the same sums, used as is).
         """
         u, N = sums.fused(self)
         return u, N, None
@@ -503,11 +505,17 @@ class SinkhornNormalization(Normalization):
     def normalizer(self, Z):
         return Z
 
-    def force(self, sums, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", start=None):
-        """``u = a U[b]`` with the scalings of :meth:`scalings` (``tol``, ``maxiter``, ``where``, ``start``
-        passed on); ``N = 1 / a``; ``scaling`` the :class:`~meanfield.core.sinkhorn.SinkhornResult`."""
-        res = self.scalings(sums.apply, sums.shape, apply_t=sums.apply_t, tol=tol, maxiter=maxiter, where=where,
-                            start=start)
+    def scalings(self, apply, n, *, apply_t=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head",
+                 start=None):
+        """:func:`meanfield.core.sinkhorn.solve_scaling` (the scalings ``a, b``, error, count)."""
+        return solve_scaling(apply, n, apply_t=apply_t, tol=tol, maxiter=maxiter, where=where, start=start)
+
+    def force(self, sums, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", known=None):
+        """``u = a U[b]`` with the scalings of :meth:`scalings` (``tol``, ``maxiter``, ``where`` passed on;
+        ``known``, the scalings of the same sums, skips the solve); ``N = 1 / a``; ``scaling`` the
+        :class:`~meanfield.core.sinkhorn.SinkhornResult`."""
+        res = known if known is not None else self.scalings(sums.apply, sums.shape, apply_t=sums.apply_t, tol=tol,
+                                                            maxiter=maxiter, where=where)
         u = sums.aggregate(res.b)
         u *= np.expand_dims(res.a, sums.axis)
         return u, 1.0 / res.a, res
@@ -525,11 +533,6 @@ class SinkhornNormalization(Normalization):
         a, b = scaling.a, scaling.b
         total = np.sum(w * (np.log(a) + np.log(b) - a * sums.apply(b))) + 1.0      # any field shape of w
         return -0.5 * float(total) / head.beta
-
-    def scalings(self, apply, n, *, apply_t=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head",
-                 start=None):
-        """:func:`meanfield.core.sinkhorn.solve_scaling` (the scalings ``a, b``, error, count)."""
-        return solve_scaling(apply, n, apply_t=apply_t, tol=tol, maxiter=maxiter, where=where, start=start)
 
 
 NORMALIZATIONS = MappingProxyType({n.name: n for n in (MeanNormalization(), SoftmaxNormalization(),

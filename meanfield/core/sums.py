@@ -15,7 +15,8 @@ import numpy as np
 
 from .kernels import KERNELS, NORMALIZATIONS
 
-__all__ = ["row_chunks", "aggregate", "DirectSums", "KERNEL_CACHE_BYTES", "pair_sum", "log_attention", "entropy_rows"]
+__all__ = ["row_chunks", "aggregate", "DirectSums", "LastScalings", "KERNEL_CACHE_BYTES", "pair_sum", "log_attention",
+           "entropy_rows"]
 
 KERNEL_CACHE_BYTES = 32 * 2**20
 """A solve over the tokens (Sinkhorn) keeps the kernel matrix of a head for its repeated applications when it
@@ -118,7 +119,7 @@ class DirectSums:
             yield sl, kern.scaled(head, X[sl] @ Y.T)
 
     def _sum(self, f, transpose):
-        wf = self.w * f
+        wf = self.w if f is None else self.w * f
         out = np.empty(self.shape)
         for sl, K in self._blocks(transpose):
             np.matmul(K, wf, out=out[sl])
@@ -131,11 +132,38 @@ class DirectSums:
         return self._sum(f, True)
 
     def aggregate(self, f):
-        wYV = (self.w * f)[:, None] * (self.sources @ self.head.V.T)
+        wYV = (self.w if f is None else self.w * f)[:, None] * (self.sources @ self.head.V.T)
         out = np.empty(self.shape + (wYV.shape[1],))
         for sl, K in self._blocks(False):
             np.matmul(K, wYV, out=out[sl])
         return out
+
+
+class LastScalings:
+    """The Sinkhorn scalings of the last state a system saw, keyed by the state's bytes (tokens, weights):
+    the right-hand side, the energies, the entropies and the forces at one state share one solve.
+
+    Never a warm start from a *previous* state (results would depend on the history of calls at the
+    level of the tolerance, and a resumed run would not repeat an uninterrupted one bit for bit): a hit
+    returns exactly what the solve would.  One reference swap per new state; not pickled (a copy starts
+    empty).
+    """
+
+    __slots__ = ("_entry",)
+
+    def __init__(self):
+        self._entry = (None, None)
+
+    def __reduce__(self):
+        return (LastScalings, ())
+
+    def get(self, key):
+        k, value = self._entry
+        return value if k == key else None
+
+    def put(self, key, value):
+        self._entry = (key, value)
+        return value
 
 
 def pair_sum(head, X, w, chunk_bytes):

@@ -26,7 +26,7 @@ from .heads import check_heads
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
 
 __all__ = ["zonal_multipliers", "required_lmax", "LMAX_CRITERIA", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace",
-           "PointSpace", "ZonalHeadSums", "LMAX_CAP"]
+           "PointSpace", "LMAX_CAP"]
 
 
 def _check_zonal(head):
@@ -210,7 +210,7 @@ class ZonalHeadSums:
     :class:`PointSpace`; without, the tangent part ``grad N``) and ``Z``, combined by ``norm``.  For a
     solve (Sinkhorn; zonal kernels are symmetric, ``apply_t = None``): ``apply(f) = c[k] b[f]`` and
     ``aggregate(f)`` (the same sums with ``b[f]`` the coefficients of the sources scaled by ``f``,
-    ``space.coefficients(f)``) in the space.
+    ``space.coefficients(f)``; ``f = None``: ``b`` itself) in the space.
     """
 
     apply_t = None
@@ -231,11 +231,14 @@ class ZonalHeadSums:
         Z = self.op.normalizer(self.b, self.space, self.i) if norm.uses_normalizer else np.ones(self.shape)
         return norm.combine(U, Z, self.axis), norm.normalizer(Z)
 
+    def _coefficients(self, f):
+        return self.b if f is None else self.space.coefficients(f)
+
     def apply(self, f):
-        return self.op.normalizer(self.space.coefficients(f), self.space, self.i)
+        return self.op.normalizer(self._coefficients(f), self.space, self.i)
 
     def aggregate(self, f):
-        return self._vector(self.space.coefficients(f))
+        return self._vector(self._coefficients(f))
 
 
 # ---------------------------------------------------------------------------------------- operator
@@ -318,18 +321,20 @@ class ZonalOperator:
         """``Z_h = c[k_h] b`` of head ``i`` in ``space``."""
         return space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
 
-    def forces(self, b, space, points, **solve):
+    def forces(self, b, space, points, known=None, **solve):
         """Per-head aggregates ``u^h = (grad N_h + R_h x) / D_h`` (H, n, 3), normalizers (H, n) and the
         scaling of each head (None for row-local normalizations) at ``points`` (n, 3) of a
         :class:`PointSpace` (the unprojected forces of the particle system), by
-        :meth:`~meanfield.core.kernels.Normalization.force` (``solve``: its ``tol``, ``maxiter``)."""
+        :meth:`~meanfield.core.kernels.Normalization.force` (``solve``: its ``tol``, ``maxiter``; ``known``:
+        per head the scalings already solved at this state, or None)."""
         H, n = len(self.heads), points.shape[0]
         U = np.empty((H, n, 3))
         N = np.empty((H, n))
         scalings = []
         for i, h in enumerate(self.heads):
-            U[i], N[i], res = NORMALIZATIONS[h.normalization].force(ZonalHeadSums(self, i, b, space, points),
-                                                                    where=f"heads[{i}]", **solve)
+            U[i], N[i], res = NORMALIZATIONS[h.normalization].force(
+                ZonalHeadSums(self, i, b, space, points), where=f"heads[{i}]",
+                known=None if known is None else known[i], **solve)
             scalings.append(res)
         return U, N, scalings
 

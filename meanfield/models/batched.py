@@ -277,15 +277,18 @@ class _BatchSums:
             self._K = kern.scaled(head, self.X @ np.swapaxes(Y, -1, -2))
         return self._K
 
+    def _w(self, f):
+        """Sources ``f / n`` (``f = None``: 1), shape (b, n, 1)."""
+        return (np.ones(self.shape) if f is None else f)[..., None] / self.shape[1]
+
     def apply(self, f):
-        return (self._kernel() @ (f / self.shape[1])[..., None])[..., 0]
+        return (self._kernel() @ self._w(f))[..., 0]
 
     def _apply_t(self, f):
-        return (np.swapaxes(self._kernel(), -1, -2) @ (f / self.shape[1])[..., None])[..., 0]
+        return (np.swapaxes(self._kernel(), -1, -2) @ self._w(f))[..., 0]
 
     def aggregate(self, f):
-        XV = self.X @ np.swapaxes(self.V, -1, -2)
-        return self._kernel() @ ((f / self.shape[1])[..., None] * XV)
+        return self._kernel() @ (self._w(f) * (self.X @ np.swapaxes(self.V, -1, -2)))
 
     def fused(self, norm):
         head, X, M, V, mask = self.head, self.X, self.M, self.V, self.mask

@@ -48,6 +48,7 @@ from ..core.heads import check_heads
 from ..core.kernels import LMAX_CAP, NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sphere import PointSet, SphereGrid
+from ..core.sums import LastScalings
 from ..core.zonal import (PointSpace, ZonalHeadSums, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax,
                           zonal_multipliers)   # zonal_multipliers: re-exported here (public API)
 
@@ -144,6 +145,7 @@ class SpectralSum:
         set_("_local", self.operator if not solved else
              (ZonalOperator(local, self.lmax, l_index=self.grid.l_index) if local else None))
         set_("_solve", {"tol": self.sinkhorn_tol, "maxiter": self.sinkhorn_maxiter})
+        set_("_last", LastScalings())
 
     # ------------------------------------------------------------------ building blocks
     def coefficients(self, X, w):
@@ -201,11 +203,36 @@ class SpectralSum:
         if not self._solved:
             return self.operator.velocity(b, PointSpace(pts))
         space = PointSpace(pts, w)
+        known = self._known(pts, w, b, space)
         v = np.zeros((pts.n, 3)) if self._local is None else self._local.velocity(b, space)
         for i in self._solved:
             v += NORMALIZATIONS[self.heads[i].normalization].force(ZonalHeadSums(self.operator, i, b, space),
-                                                                   where=f"heads[{i}]", **self._solve)[0]
+                                                                   known=known[i])[0]
         return v
+
+    def _known(self, pts, w, b, space):
+        """Per head the Sinkhorn scaling at this state (None for row-local heads), from the last-state cache
+        (:class:`~meanfield.core.sums.LastScalings`, keyed by the points' angles and the weights) or solved."""
+        key = ("spectral", pts.loc.tobytes(), w.tobytes())
+        known = self._last.get(key)
+        if known is None:
+            known = [None] * len(self.heads)
+            for i in self._solved:
+                sums = ZonalHeadSums(self.operator, i, b, space)
+                res = NORMALIZATIONS[self.heads[i].normalization].scalings(sums.apply, sums.shape, where=f"heads[{i}]",
+                                                                            **self._solve)
+                res.a.setflags(write=False)                 # shared by every call at this state
+                known[i] = res
+            self._last.put(key, known)
+        return known
+
+    def _state(self, X, w):
+        """Point set, validated weights, coefficients, space and known scalings of tokens ``X``."""
+        pts = self._points(X)
+        w = self._weights(w, pts.n)
+        b = pts.adjoint(w)
+        space = PointSpace(pts, w)
+        return pts, w, b, space, (self._known(pts, w, b, space) if self._solved else [None] * len(self.heads))
 
     def forces(self, X, w, scalings=False):
         """Per-head aggregates ``u^h`` before projection and their normalizers.
@@ -219,27 +246,14 @@ class SpectralSum:
         scalings : list (only with ``scalings=True``)
             Per head the :class:`~meanfield.core.sinkhorn.SinkhornResult` of a Sinkhorn head, else None.
         """
-        pts = self._points(X)
-        w = self._weights(w, pts.n)
-        U, N, res = self.operator.forces(pts.adjoint(w), PointSpace(pts, w), pts.points, **self._solve)
+        pts, w, b, space, known = self._state(X, w)
+        U, N, res = self.operator.forces(b, space, pts.points, known=known, **self._solve)
         return (U, N, res) if scalings else (U, N)
-
-    def _head_sums(self, X, w):
-        pts = self._points(X)
-        w = self._weights(w, pts.n)
-        space = PointSpace(pts, w)
-        return pts.adjoint(w), space, w
 
     def scalings(self, X, w):
         """Per head the :class:`~meanfield.core.sinkhorn.SinkhornResult` of a Sinkhorn head (scalings ``a = b``,
         marginal error reached), None for row-local heads."""
-        b, space, _ = self._head_sums(X, w)
-        return [self._scaling(i, ZonalHeadSums(self.operator, i, b, space)) if i in self._solved else None
-                for i in range(len(self.heads))]
-
-    def _scaling(self, i, sums):
-        return NORMALIZATIONS[self.heads[i].normalization].scalings(sums.apply, sums.shape, where=f"heads[{i}]",
-                                                                     **self._solve)
+        return list(self._state(X, w)[4])
 
     def energies(self, X, w):
         """Per-head energies, shape (H,): ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` by Parseval, or ``E_S`` of a
@@ -248,11 +262,10 @@ class SpectralSum:
         g = self.grid
         out = np.array([0.5 * g.inner(b, g.multiply_degree(b, m["potential"])) for m in self.operator.multipliers])
         if self._solved:
-            b, space, w = self._head_sums(X, w)
+            pts, w, b, space, known = self._state(X, w)
             for i in self._solved:
                 sums = ZonalHeadSums(self.operator, i, b, space)
-                norm = NORMALIZATIONS[self.heads[i].normalization]
-                out[i] = norm.energy(self.heads[i], sums, self._scaling(i, sums), w)
+                out[i] = NORMALIZATIONS[self.heads[i].normalization].energy(self.heads[i], sums, known[i], w)
         return out
 
     def entropies(self, X, w):
@@ -270,14 +283,14 @@ class SpectralSum:
         For a Sinkhorn head the rows are ``p_ij = a_i k_h(s_ij) b_j w_j`` and, with ``Z = c[k] b[w b]``
         (``= 1 / a`` at the solution), ``H = log Z - (Q[w b] + c[k] b[w b log b]) / Z``.
         """
-        b, space, w = self._head_sums(X, w)
+        pts, w, b, space, known = self._state(X, w)
         H = self.operator.entropies(b, space)
         for i in self._solved:
             mult = self.operator.multipliers[i]
             if "entropy" not in mult:
                 H[i] = np.nan                        # no distribution where k vanishes (as for softmax rows)
                 continue
-            s = self._scaling(i, ZonalHeadSums(self.operator, i, b, space)).b
+            s = known[i].b
             bs, bl = space.coefficients(s), space.coefficients(s * np.log(s))
             Z = self.operator.normalizer(bs, space, i)
             Q = space.evaluate(space.multiply(bs, self.operator._mult(i, "entropy")), "R")

@@ -18,7 +18,7 @@ The energy is ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` with ``K`` the antiderivati
 Sinkhorn heads (``normalization="sinkhorn"``, MODEL.md section 6) move with the doubly stochastic
 ``P_ij = a_i k_ij b_j``: ``u_i^h = sum_j P_ij w_j V_h x_j``, the scalings solved to ``sinkhorn_tol``
 (:meth:`ParticleSystem.sinkhorn_scalings` reports them and the marginal error reached) from a cold start
-at every call, and the energy is ``E_S = -(1/(2 beta)) sum_i w_i (log a_i + log b_i)`` (``-(1/beta)
+at every new state, and the energy is ``E_S = -(1/(2 beta)) sum_i w_i (log a_i + log b_i)`` (``-(1/beta)
 sum_i w_i log a_i`` for symmetric ``M``, where ``a = b``).  The map from kernel sums to forces is
 :meth:`meanfield.core.kernels.Normalization.force` for every normalization.
 
@@ -40,7 +40,7 @@ from ..core.choices import GEOMETRIES, SUMMATIONS
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
-from ..core.sums import DirectSums, pair_sum, row_chunks
+from ..core.sums import DirectSums, LastScalings, pair_sum, row_chunks
 from ..core.zonal import required_lmax
 
 SPECTRAL_MIN_N = 2000
@@ -149,9 +149,11 @@ class ParticleSystem:
 
     Notes
     -----
-    The Sinkhorn solve starts from ``a = 1`` at every call (no warm start from the previous call): a
+    The Sinkhorn solve starts from ``a = 1`` at every new state (no warm start from the previous call): a
     system is a frozen value whose results depend on its arguments only, so a run resumed from a
-    checkpoint, a Runge-Kutta stage and a diagnostic all see the same scalings to the last bit.
+    checkpoint, a Runge-Kutta stage and a diagnostic all see the same scalings to the last bit.  The
+    scalings of the last state are kept (:class:`~meanfield.core.sums.LastScalings`, keyed by the bytes of
+    the tokens and weights): the velocity, energies, entropies and forces at one state share one solve.
     """
 
     heads: tuple
@@ -196,6 +198,7 @@ class ParticleSystem:
             spectral = None if lmax is None else SpectralSum(self.heads, tol, lmax=lmax, nthreads=self.nthreads,
                                                              **solve)
         object.__setattr__(self, "_spectral", spectral)
+        object.__setattr__(self, "_last", LastScalings())
 
     @property
     def d(self) -> int:
@@ -343,9 +346,29 @@ class ParticleSystem:
         if self.uses_spectral(X.shape[0]):
             return self._spectral.forces(X, w, scalings=True)
         self.check_direct(X.shape[0], "ParticleSystem.forces / velocity (summation='direct' here)")
-        out = [NORMALIZATIONS[head.normalization].force(DirectSums(head, X, X, w, self.chunk_bytes), **self._solve(i))
-               for i, head in enumerate(self.heads)]
+        sums, known = self._direct(X, w)
+        out = [NORMALIZATIONS[head.normalization].force(s, known=r, **self._solve(i))
+               for i, (head, s, r) in enumerate(zip(self.heads, sums, known))]
         return np.stack([o[0] for o in out]), np.stack([o[1] for o in out]), [o[2] for o in out]
+
+    def _direct(self, X, w):
+        """Per head the :class:`~meanfield.core.sums.DirectSums` of validated ``(X, w)`` and its Sinkhorn scaling
+        (None for row-local heads), from the last-state cache or solved (and kept)."""
+        sums = [DirectSums(head, X, X, w, self.chunk_bytes) for head in self.heads]
+        norms = [NORMALIZATIONS[head.normalization] for head in self.heads]
+        if all(norm.row_local for norm in norms):
+            return sums, [None] * self.n_heads
+        key = ("direct", X.shape, X.tobytes(), w.tobytes())
+        known = self._last.get(key)
+        if known is None:
+            known = [None if norm.row_local else norm.scalings(s.apply, s.shape, apply_t=s.apply_t, **self._solve(i))
+                     for i, (norm, s) in enumerate(zip(norms, sums))]
+            for res in known:
+                if res is not None:                          # shared by every call at this state
+                    res.a.setflags(write=False)
+                    res.b.setflags(write=False)
+            self._last.put(key, known)
+        return sums, known
 
     def sinkhorn_scalings(self, X, w=None, *, direct=False):
         """The Sinkhorn scalings of each head at these tokens: a list over heads of
@@ -358,10 +381,7 @@ class ParticleSystem:
         if not direct and self.uses_spectral(X.shape[0]):
             return self._spectral.scalings(X, w)
         self.check_direct(X.shape[0], "ParticleSystem.sinkhorn_scalings (summation='direct' here)")
-        return [None if norm.row_local else norm.scalings(s.apply, s.shape, apply_t=s.apply_t, tol=self.sinkhorn_tol,
-                                                          maxiter=self.sinkhorn_maxiter, where=f"heads[{i}]")
-                for i, head in enumerate(self.heads)
-                for norm, s in [(NORMALIZATIONS[head.normalization], DirectSums(head, X, X, w, self.chunk_bytes))]]
+        return list(self._direct(X, w)[1])
 
     def velocity(self, X, w=None):
         """Token velocities ``dx_i/dt``, shape (n, d)."""
@@ -429,14 +449,12 @@ class ParticleSystem:
             return self._spectral.energies(X, w)
         self.check_direct(X.shape[0], "ParticleSystem.energies (summation='direct' here)")
         out = np.empty(self.n_heads)
+        sums, known = self._direct(X, w)
         for i, head in enumerate(self.heads):
-            norm = NORMALIZATIONS[head.normalization]
-            if norm.row_local:
+            if known[i] is None:
                 out[i] = pair_sum(head, X, w, self.chunk_bytes)
             else:
-                s = DirectSums(head, X, X, w, self.chunk_bytes)
-                res = norm.scalings(s.apply, s.shape, apply_t=s.apply_t, **self._solve(i))
-                out[i] = norm.energy(head, s, res, w)
+                out[i] = NORMALIZATIONS[head.normalization].energy(head, sums[i], known[i], w)
         return out
 
     def energy(self, X, w=None):
@@ -461,9 +479,9 @@ class ParticleSystem:
         for h, head in enumerate(self.heads):
             res = scalings[h]
             if res is not None and not KERNELS[head.kernel].log_linear:
-                raise ValueError(f"energy_gradients of heads[{h}] (normalization 'sinkhorn') needs kernel 'exp' "
-                                 f"(E_S is an entropic transport cost for k = exp(beta s)); received kernel "
-                                 f"{head.kernel!r}")
+                raise ValueError(f"energy_gradients of heads[{h}] (normalization 'sinkhorn') needs a kernel with "
+                                 f"k = exp(beta s) (one of {[k for k, v in KERNELS.items() if v.log_linear]}: E_S is "
+                                 f"an entropic transport cost); received kernel {head.kernel!r}")
             ra, rb = (np.ones(n), np.ones(n)) if res is None else (res.a, res.b)
             Y, YT = X @ head.M.T, X @ head.M      # rows (M x_j)^T and (M^T x_j)^T
             for sl in self.chunks(n):
