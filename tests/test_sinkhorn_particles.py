@@ -108,6 +108,22 @@ def test_energy_gradients_of_a_nonsymmetric_head_match_finite_differences(rng):
     assert abs(fd - exact) <= 1e-9 * abs(exact)
 
 
+@pytest.mark.parametrize("kernel, params", [("relu", None), ("sigmoid", {"bias": -1.0})])
+def test_other_kernels_scale_but_have_no_transport_gradient(rng, kernel, params):
+    n = 40
+    X = random_tokens(rng, n, 3)
+    head = scalar_heads([1.0], 3, beta=3.0, kernel=kernel, kernel_params=params, normalization="sinkhorn")[0]
+    system = ParticleSystem([head], summation="direct")
+    res = system.sinkhorn_scalings(X)[0]
+    K = head.scalar * X @ X.T
+    K = np.maximum(K, 0) if kernel == "relu" else 1 / (1 + np.exp(-(head.beta * K + params["bias"])))
+    P = res.a[:, None] * K * res.b[None, :] / n
+    # rows and columns of P / n sum to 1 to the default tolerance 1e-12 (plus round-off of the dense sums)
+    assert res.error <= 1e-12 and np.max(np.abs(P.sum(axis=1) - 1)) <= 2e-12 and np.max(np.abs(P.sum(0) - 1)) <= 2e-12
+    with pytest.raises(ValueError, match=r"energy_gradients of heads\[0\] .*received kernel '" + kernel):
+        system.energy_rates(X)
+
+
 def test_scalar_heads_on_the_sphere_move_along_minus_grad_log_a(rng):
     # v = -(1/beta) grad_S log a, with a(x) = 1 / sum_j w_j k(lambda <x, x_j>) a_j extended off the tokens
     n = 60
@@ -287,3 +303,19 @@ def test_batched_causal_sinkhorn_is_refused():
     heads = scalar_heads([1.0], 3, normalization="softmax") + scalar_heads([1.0], 3, normalization="sinkhorn")
     with pytest.raises(ValueError, match=r"causal must be False with heads of normalization 'sinkhorn' \(heads\[1\]\)"):
         BatchedSystem(heads, causal=True)
+
+
+# ------------------------------------------------------------------------------------------ configs
+def test_a_run_config_with_sinkhorn_heads_builds_a_particle_system(rng):
+    from meanfield.workflow.config import RunConfig
+    from meanfield.workflow.run import build_heads
+
+    cfg = RunConfig.from_toml('[[heads]]\nlam = 1.0\nbeta = 3.0\nnormalization = "sinkhorn"\n'
+                              '[[heads]]\nlam = -0.5\nnormalization = "softmax"\n')
+    heads = build_heads(cfg)
+    assert [h.normalization for h in heads] == ["sinkhorn", "softmax"]
+    system = ParticleSystem(heads)
+    X = random_tokens(rng, 3000, 3)                              # spectral (n >= SPECTRAL_MIN_N)
+    assert system.uses_spectral(3000)
+    assert system.sinkhorn_scalings(X)[0].error <= 1e-12         # the default tolerance, reached
+    assert np.all(np.isfinite(system.velocity(X)))
