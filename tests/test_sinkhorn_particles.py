@@ -171,6 +171,9 @@ def test_direct_and_spectral_sums_agree(rng):
     Hs = spectral.spectral.entropies(X, w)
     # entropies of O(1) size: sum tolerance plus the scalings' 1e-12
     assert np.max(np.abs(Hd - Hs)) <= 1e-9
+    Hd = diagnostics.attention_entropy(direct, X, w)                  # Shannon, non-uniform weights
+    Hs = spectral.spectral.entropies(X, w, shannon=True)
+    assert np.max(np.abs(Hd - Hs)) <= 1e-9 * np.log(n)             # the same, on entropies of size log n
 
 
 def test_sinkhorn_attention_rows_are_distributions_and_their_entropy_is_exact(rng):
@@ -267,7 +270,7 @@ def test_diagnostics_through_the_forces(rng):
     C = diagnostics.energy_rate_terms(system, X, w)
     # row sums of C are the per-head rates for symmetric value-aligned heads (as for mean heads): round-off
     np.testing.assert_allclose(C.sum(axis=1), system.energy_rates(X, w=w), rtol=1e-12)
-    rec = diagnostics.particle_observer(system, w)(0.0, X)
+    rec = diagnostics.observer(system, w)(0.0, X)
     np.testing.assert_allclose(rec["energy_head"], system.energies(X, w), rtol=0, atol=0)   # same calls
 
 

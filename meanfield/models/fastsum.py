@@ -268,7 +268,7 @@ class SpectralSum:
                 out[i] = NORMALIZATIONS[self.heads[i].normalization].energy(self.heads[i], sums, known[i], w)
         return out
 
-    def entropies(self, X, w):
+    def entropies(self, X, w, shannon=False):
         r"""Relative attention entropies ``H_i^h - log n`` per head and token, shape (H, n).
 
         ``-sum_j p_ij log(p_ij / w_j)`` with ``p_ij = w_j k_h(s_ij) / Z_i`` (for uniform weights the
@@ -282,17 +282,35 @@ class SpectralSum:
 
         For a Sinkhorn head the rows are ``p_ij = a_i k_h(s_ij) b_j w_j`` and, with ``Z = c[k] b[w b]``
         (``= 1 / a`` at the solution), ``H = log Z - (Q[w b] + c[k] b[w b log b]) / Z``.
+
+        ``shannon=True``: the Shannon entropies ``-sum_j p_ij log p_ij`` instead, i.e. the relative ones
+        minus ``sum_j p_ij log w_j`` (``log w`` for uniform weights; otherwise one more kernel sum, with
+        sources ``w log w`` (``0 log 0 = 0``), times ``b`` for a Sinkhorn head).
         """
         pts, w, b, space, known = self._state(X, w)
-        H = self.operator.entropies(b, space)
+        H = np.full((len(self.heads), pts.n), np.nan)
+        local = [i for i in range(len(self.heads)) if i not in self._solved]
+        if local:                                    # row-local heads: the operator's entropies (no solve)
+            H[local] = self._local.entropies(b, space)
+        op = self.operator
         for i in self._solved:
-            mult = self.operator.multipliers[i]
-            if "entropy" not in mult:
-                H[i] = np.nan                        # no distribution where k vanishes (as for softmax rows)
-                continue
+            if "entropy" not in op.multipliers[i]:
+                continue                             # no distribution where k vanishes (as for softmax rows)
             s = known[i].b
             bs, bl = space.coefficients(s), space.coefficients(s * np.log(s))
-            Z = self.operator.normalizer(bs, space, i)
-            Q = space.evaluate(space.multiply(bs, self.operator._mult(i, "entropy")), "R")
-            H[i] = np.log(Z) - (Q + self.operator.normalizer(bl, space, i)) / Z
+            Z = op.normalizer(bs, space, i)
+            Q = space.evaluate(space.multiply(bs, op._mult(i, "entropy")), "R")
+            H[i] = np.log(Z) - (Q + op.normalizer(bl, space, i)) / Z
+        if not shannon:
+            return H
+        if np.all(w == w[0]):
+            return H - np.log(w[0])
+        with np.errstate(divide="ignore"):
+            logw = np.where(w > 0, np.log(w), 0.0)
+        for i in range(len(self.heads)):
+            if np.all(np.isnan(H[i])):
+                continue
+            s = known[i].b if known[i] is not None else None
+            num = op.normalizer(space.coefficients(logw if s is None else s * logw), space, i)
+            H[i] -= num / op.normalizer(b if s is None else space.coefficients(s), space, i)
         return H
