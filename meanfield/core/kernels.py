@@ -11,10 +11,8 @@ r"""Kernel and normalization registries: what a head's ``kernel`` and ``normaliz
   tolerance; ``None`` when the multipliers decay only algebraically),
 * which closed forms of :mod:`meanfield.theory` exist for it.
 
-:data:`NORMALIZATIONS` maps a normalization name to a :class:`Normalization`: the map from a head's kernel
-sums to its force, :meth:`Normalization.force` (``"mean"``: ``u = U[1]``; ``"softmax"``: ``u = U[1] / Z``,
-both row-local through :meth:`Normalization.combine`; ``"sinkhorn"``: ``u = a U[b]`` after a solve for
-the scalings).  Adding a kernel is adding
+:data:`NORMALIZATIONS` maps a normalization name to a :class:`Normalization`: how an aggregate and its
+normalizer ``Z`` combine (``"mean"``: ``u``; ``"softmax"``: ``u / Z``).  Adding a kernel is adding
 one class and one registry entry here; no other module compares kernel or normalization names.
 
 .. math:: k_{\rm exp}(s) = e^{\beta s},\quad k_{\rm relu}(s) = \max(s, 0),\quad

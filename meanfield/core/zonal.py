@@ -321,6 +321,10 @@ class ZonalOperator:
         """``Z_h = c[k_h] b`` of head ``i`` in ``space``."""
         return space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
 
+    def head_sums(self, i, b, space, points=None):
+        """The :class:`ZonalHeadSums` of head ``i`` for the coefficients ``b`` in ``space``."""
+        return ZonalHeadSums(self, i, b, space, points)
+
     def forces(self, b, space, points, known=None, **solve):
         """Per-head aggregates ``u^h = (grad N_h + R_h x) / D_h`` (H, n, 3), normalizers (H, n) and the
         scaling of each head (None for row-local normalizations) at ``points`` (n, 3) of a
@@ -333,7 +337,7 @@ class ZonalOperator:
         scalings = []
         for i, h in enumerate(self.heads):
             U[i], N[i], res = NORMALIZATIONS[h.normalization].force(
-                ZonalHeadSums(self, i, b, space, points), where=f"heads[{i}]",
+                self.head_sums(i, b, space, points), where=f"heads[{i}]",
                 known=None if known is None else known[i], **solve)
             scalings.append(res)
         return U, N, scalings

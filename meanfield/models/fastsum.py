@@ -17,6 +17,8 @@ and ``Z_h(x) = sum_j w_j k_h(lambda_h <x, x_j>)``, the tangent part of the head 
 .. math:: u_i^h = \frac{\nabla_S N_h(x_i) + R_h(x_i)\, x_i}{D_h(x_i)},\qquad D_h = 1 \text{ or } Z_h,
 
 exactly the direct sums of :mod:`meanfield.core.sums`, the self-interaction ``j = i`` included.
+Sinkhorn heads (MODEL.md section 6) solve their scalings with ``apply(f) = c[k] b[w f]`` evaluated at the
+tokens (one adjoint and one synthesis per application: O(n + lmax^2 log lmax)), then sum ``a grad N[w b]``.
 The multipliers and their mean/softmax combination are a :class:`meanfield.core.zonal.ZonalOperator`
 (each kernel of :data:`meanfield.core.kernels.KERNELS` supplies its multipliers: closed forms for
 exp, ``c[K] = 4 pi i_l(a) / beta``, ``c[k] = 4 pi i_l(a)``, ``c[k s] = 4 pi lambda i_l'(a)`` with
@@ -30,8 +32,6 @@ exponentially (``lmax`` 15, 47, 85 at 1e-10).  ReLU multipliers decay algebraica
 (``c[K] ~ l^{-3}``), the velocity converges only algebraically in ``lmax``: ReLU heads have no lmax
 rule, need an explicit ``lmax``, and the accuracy reached is measured in ``benchmarks/RESULTS.md``
 (never near 1e-10).
-Sinkhorn heads (MODEL.md section 6) solve their scalings with ``apply(f) = c[k] b[w f]`` evaluated at the
-tokens (one adjoint and one synthesis per application: O(n + lmax^2 log lmax)), then sum ``a grad N[w b]``.
 Point transforms are :class:`meanfield.sphere.PointSet` (:meth:`~meanfield.sphere.PointSet.directions`):
 the angles and tangent frame of the tokens are computed once per evaluation, in one fused pass with the
 radial projection ``x / |x|``, and shared by every transform of that evaluation.
@@ -47,9 +47,9 @@ from ..core import validate
 from ..core.heads import check_heads
 from ..core.kernels import LMAX_CAP, NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
-from ..core.sphere import PointSet, SphereGrid
 from ..core.sums import LastScalings
-from ..core.zonal import (PointSpace, ZonalHeadSums, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax,
+from ..core.sphere import PointSet, SphereGrid
+from ..core.zonal import (PointSpace, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax,
                           zonal_multipliers)   # zonal_multipliers: re-exported here (public API)
 
 __all__ = ["LMAX_CAP", "SpectralSum", "zonal_multipliers", "truncation_degree", "spectral_supported"]
@@ -206,7 +206,7 @@ class SpectralSum:
         known = self._known(pts, w, b, space)
         v = np.zeros((pts.n, 3)) if self._local is None else self._local.velocity(b, space)
         for i in self._solved:
-            v += NORMALIZATIONS[self.heads[i].normalization].force(ZonalHeadSums(self.operator, i, b, space),
+            v += NORMALIZATIONS[self.heads[i].normalization].force(self.operator.head_sums(i, b, space),
                                                                    known=known[i])[0]
         return v
 
@@ -218,7 +218,7 @@ class SpectralSum:
         if known is None:
             known = [None] * len(self.heads)
             for i in self._solved:
-                sums = ZonalHeadSums(self.operator, i, b, space)
+                sums = self.operator.head_sums(i, b, space)
                 res = NORMALIZATIONS[self.heads[i].normalization].scalings(sums.apply, sums.shape, where=f"heads[{i}]",
                                                                             **self._solve)
                 res.a.setflags(write=False)                 # shared by every call at this state
@@ -264,7 +264,7 @@ class SpectralSum:
         if self._solved:
             pts, w, b, space, known = self._state(X, w)
             for i in self._solved:
-                sums = ZonalHeadSums(self.operator, i, b, space)
+                sums = self.operator.head_sums(i, b, space)
                 out[i] = NORMALIZATIONS[self.heads[i].normalization].energy(self.heads[i], sums, known[i], w)
         return out
 
