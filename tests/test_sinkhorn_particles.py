@@ -349,3 +349,14 @@ def test_particles_at_the_quadrature_nodes_are_the_continuum():
         # (spectral: transforms at epsilon 1e-13) of max |v|
         assert np.abs(s.velocity(x, W) - v_pde).max() <= tol * np.abs(v_pde).max()
         np.testing.assert_allclose(s.energies(x, W), pde.energies(rho_lm), rtol=1e-13)   # measured 5e-15
+
+
+def test_a_blown_up_stage_gives_nan_not_an_error(rng):
+    # the integrators report non-finite stages themselves: the Sinkhorn sums pass NaN through, as the others do
+    X = random_tokens(rng, 20, 3)
+    X[3] = np.nan
+    heads = random_symmetric_heads(3, 1, seed=8, normalization="sinkhorn")
+    assert np.all(np.isnan(ParticleSystem(heads, summation="direct").rhs(0.0, X)))
+    assert np.all(np.isnan(BatchedSystem(heads).rhs(0.0, X[None])))
+    assert np.all(np.isnan(ParticleSystem(scalar_heads([1.0], 3, normalization="sinkhorn"), summation="spectral")
+                           .rhs(0.0, X)))

@@ -179,6 +179,7 @@ class BatchedSystem:
         object.__setattr__(self, "_shared", shared)
         object.__setattr__(self, "_spectral", spectral)
         object.__setattr__(self, "_masks", {})
+        object.__setattr__(self, "_solved", tuple(solved))
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -218,6 +219,9 @@ class BatchedSystem:
             raise ValueError(f"X must hold B = {self.batch} systems (one per set of per-system heads); "
                              f"received shape {X.shape}")
         out = np.empty((B, self.n_heads, n, d))
+        if self._solved and not np.all(np.isfinite(X)):      # a blown-up stage: NaN, not a solve error
+            out.fill(np.nan)
+            return out
         per = max(1, int(self.chunk_bytes // (8 * n * n)))
         mask = self._mask(n) if self.causal else None
         for start in range(0, B, per):

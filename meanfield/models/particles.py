@@ -39,7 +39,7 @@ from ..core import validate
 from ..core.choices import GEOMETRIES, SUMMATIONS
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
-from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
+from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult
 from ..core.sums import DirectSums, LastScalings, pair_sum, row_chunks
 from ..core.zonal import required_lmax
 
@@ -358,6 +358,9 @@ class ParticleSystem:
         norms = [NORMALIZATIONS[head.normalization] for head in self.heads]
         if all(norm.row_local for norm in norms):
             return sums, [None] * self.n_heads
+        if not np.all(np.isfinite(X)):               # a blown-up stage: NaN (as every sum gives), not an error
+            nan = SinkhornResult(np.full(X.shape[0], np.nan), np.full(X.shape[0], np.nan), np.nan, 0)
+            return sums, [None if norm.row_local else nan for norm in norms]
         key = ("direct", X.shape, X.tobytes(), w.tobytes())
         known = self._last.get(key)
         if known is None:
