@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import validate
-from ..core.kernels import KERNELS
+from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sums import entropy_rows, log_attention
 from ..core.zonal import PointSpace
 from ..models.particles import ParticleSystem, check_weights, project_tangent
@@ -110,7 +110,10 @@ def attention_entropy(system: ParticleSystem, X, w=None, relative=False):
     X, w = system.check(X, w)
     system.check_direct(X.shape[0], "attention_entropy (always direct)",
                         argument="system.spectral.entropies (relative entropies, spectral)")
-    return np.stack([entropy_rows(head, X, X, w, system.chunk_bytes, relative) for head in system.heads])
+    # Sinkhorn heads: rows p_ij = a_i k_ij b_j w_j, i.e. w scaled by b (None: row-local heads)
+    scale = [None if r is None else r.b for r in system.sinkhorn_scalings(X, w, direct=True)]
+    return np.stack([entropy_rows(head, X, X, w, system.chunk_bytes, relative, scale=b)
+                     for head, b in zip(system.heads, scale)])
 
 
 def attention_entropy_rate(system: ParticleSystem, X, Xdot=None, w=None):
@@ -135,6 +138,11 @@ def attention_entropy_rate(system: ParticleSystem, X, Xdot=None, w=None):
     out = np.empty((system.n_heads, n))
     for h, head in enumerate(system.heads):
         kern = KERNELS[head.kernel]
+        if not NORMALIZATIONS[head.normalization].row_local:
+            raise ValueError(f"attention_entropy_rate needs row-local normalizations (mean, softmax): the "
+                             f"covariance identity does not hold for the Sinkhorn rows of heads[{h}], whose "
+                             f"scalings move with the tokens; received normalization {head.normalization!r} "
+                             f"(use time differences of attention_entropy)")
         if not kern.positive:
             raise ValueError(f"attention_entropy_rate needs kernels with k > 0 (one of "
                              f"{[k for k, v in KERNELS.items() if v.positive]}); head {h} has kernel {head.kernel!r}")

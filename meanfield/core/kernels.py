@@ -108,6 +108,9 @@ class Kernel:
         Relative size below which computed multipliers are round-off (0 for closed forms).
     has_lmax_rule : bool
         Whether :meth:`lmax_rule` gives a degree (multipliers decaying faster than any power).
+    log_linear : bool
+        ``k = exp(beta s)``: ``log k`` is linear in the score, so a Sinkhorn head is an entropic transport
+        plan for the cost ``-s`` at ``eps = 1 / beta`` (its energy identity and gradients, MODEL.md section 6).
     """
 
     name: ClassVar[str] = ""
@@ -116,6 +119,7 @@ class Kernel:
     closed_forms: ClassVar[frozenset] = frozenset()
     noise_floor: ClassVar[float] = 0.0
     has_lmax_rule: ClassVar[bool] = True
+    log_linear: ClassVar[bool] = False
 
     # -------------------------------------------------------------- parameters
     def check_params(self, params, name="kernel_params") -> KernelParams:
@@ -254,6 +258,7 @@ class ExpKernel(Kernel):
     """``k(s) = exp(beta s)``, ``K(s) = exp(beta s) / beta``; multipliers ``4 pi i_l(beta lambda)``."""
 
     name: ClassVar[str] = "exp"
+    log_linear: ClassVar[bool] = True
     closed_forms: ClassVar[frozenset] = frozenset({"equiangular_rate", "linearized_clustering_time", "late_rate",
                                                     "growth_rate"})
 
@@ -484,6 +489,26 @@ class Normalization:
         """The normalizer reported with the forces (``N`` of ``ParticleSystem.forces``)."""
         raise NotImplementedError
 
+    def force(self, sums, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", known=None):
+        """The one map from a head's kernel sums to its force: ``(u, N, scaling)``.
+
+        ``sums`` is the model's per-head sums object (direct: :class:`meanfield.core.sums.DirectSums`;
+        spectral: :class:`meanfield.core.zonal.ZonalHeadSums`; batched systems have their own):
+
+        * ``fused(norm)`` -> ``(u, N)``: ``U[1]`` and ``Z`` in one pass, combined by ``norm.combine`` and
+          ``norm.normalizer`` (row-local normalizations; the models' fast paths),
+        * ``shape`` (of a scalar field over the points), ``axis`` (the vector axis of ``U``),
+          ``apply(f)`` = ``sum_j w_j k_ij f_j``, ``apply_t`` (the transpose, or None for a symmetric
+          kernel) and ``aggregate(f)`` = ``U[f]_i = sum_j w_j f_j k_ij V y_j`` (non-row-local ones;
+          ``f = None`` means ``f = 1``).
+
+        Row-local normalizations return ``sums.fused(self)`` and ``scaling = None`` (the keywords are
+        those of the Sinkhorn solve, unused here: ``tol``, ``maxiter``, ``where`` naming the head in
+        errors, ``known`` a :class:`~meanfield.core.sinkhorn.SinkhornResult` of the same sums, used as is).
+        """
+        u, N = sums.fused(self)
+        return u, N, None
+
 
 @dataclass(frozen=True)
 class MeanNormalization(Normalization):
@@ -565,6 +590,30 @@ class SinkhornNormalization(Normalization):
                  start=None):
         """:func:`meanfield.core.sinkhorn.solve_scaling` (the scalings ``a, b``, error, count)."""
         return solve_scaling(apply, n, apply_t=apply_t, tol=tol, maxiter=maxiter, where=where, start=start)
+
+    def force(self, sums, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", known=None):
+        """``u = a U[b]`` with the scalings of :meth:`scalings` (``tol``, ``maxiter``, ``where`` passed on;
+        ``known``, the scalings of the same sums, skips the solve); ``N = 1 / a``; ``scaling`` the
+        :class:`~meanfield.core.sinkhorn.SinkhornResult`."""
+        res = known if known is not None else self.scalings(sums.apply, sums.shape, apply_t=sums.apply_t, tol=tol,
+                                                            maxiter=maxiter, where=where)
+        u = sums.aggregate(res.b)
+        u *= np.expand_dims(res.a, sums.axis)
+        return u, 1.0 / res.a, res
+
+    def energy(self, head, sums, scaling, w):
+        r"""The head's energy ``E_S = -(1/(2 beta)) (sum_i w_i log a_i + sum_i w_i log b_i)`` (MODEL.md section 6;
+        ``-(1/beta) sum_i w_i log a_i`` for a symmetric kernel), ``w`` the weights of the points of ``sums``.
+
+        Evaluated as the entropic dual objective at the computed scalings, ``-(1/(2 beta)) (<w, log a> +
+        <w, log b> + 1 - <w, a apply(b)>)`` (one more kernel application): equal to ``E_S`` at the exact
+        scalings and stationary there, so a marginal error ``delta`` changes it by ``O(delta^2)`` only.
+        ``dE_S/dt = sum_i w_i |dx_i/dt|^2`` for kernels with :attr:`Kernel.log_linear` (exp), symmetric ``M``
+        and ``V = M`` (flat and spherical dynamics).
+        """
+        a, b = scaling.a, scaling.b
+        total = np.sum(w * (np.log(a) + np.log(b) - a * sums.apply(b))) + 1.0      # any field shape of w
+        return -0.5 * float(total) / head.beta
 
 
 NORMALIZATIONS = MappingProxyType({n.name: n for n in (MeanNormalization(), SoftmaxNormalization(),

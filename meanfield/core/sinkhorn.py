@@ -67,8 +67,9 @@ def solve_scaling(apply, n, *, apply_t=None, tol=SINKHORN_TOL, maxiter=SINKHORN_
     ----------
     apply : callable
         ``apply(f)`` (n,) -> (n,): ``sum_j w_j k_ij f_j`` at every target point.
-    n : int
-        Number of points (targets = sources).
+    n : int or tuple of int
+        Number of points (targets = sources), or the shape of a scalar field over them (a batch of
+        systems, a grid): ``apply`` maps arrays of that shape to that shape.
     apply_t : callable, optional
         The transposed application ``sum_i w_i k_ij f_i`` (a non-symmetric kernel); None: symmetric.
     tol : float

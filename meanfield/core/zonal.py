@@ -178,12 +178,17 @@ class GridSpace:
 
 
 class PointSpace:
-    """Fields at the points of a :class:`PointSet` (vectors as (n, 3))."""
+    """Fields at the points of a :class:`PointSet` (vectors as (n, 3)); ``w`` (n,), the weights of the
+    points, is needed by :meth:`coefficients` only (sums with scaled sources: Sinkhorn heads)."""
 
     axis = -1
 
-    def __init__(self, points):
-        self.points = points
+    def __init__(self, points, w=None):
+        self.points, self.w = points, w
+
+    def coefficients(self, f):
+        """Coefficients of the measure ``sum_j w_j f_j delta_{x_j}`` (sources scaled by ``f``)."""
+        return self.points.adjoint(np.ascontiguousarray(self.w * f))
 
     def multiply(self, b, mult_lm):
         return b * mult_lm
@@ -201,6 +206,45 @@ class PointSpace:
 
     def zeros(self, key):
         return np.zeros((self.points.n, 3))
+
+
+class ZonalHeadSums:
+    """Kernel sums of head ``i`` of a :class:`ZonalOperator` in a space: the ``sums`` object of
+    :meth:`meanfield.core.kernels.Normalization.force`.
+
+    ``fused(norm)``: ``U[1] = grad N + R x`` (the normal part only with ``points``, the (n, 3) points of a
+    :class:`PointSpace`; without, the tangent part ``grad N``) and ``Z``, combined by ``norm``.  For a
+    solve (Sinkhorn; zonal kernels are symmetric, ``apply_t = None``): ``apply(f) = c[k] b[f]`` and
+    ``aggregate(f)`` (the same sums with ``b[f]`` the coefficients of the sources scaled by ``f``,
+    ``space.coefficients(f)``; ``f = None``: ``b`` itself) in the space.
+    """
+
+    apply_t = None
+
+    def __init__(self, operator, i, b, space, points=None):
+        self.op, self.i, self.b, self.space, self.points = operator, i, b, space, points
+        self.shape, self.axis = tuple(space.shape), space.axis
+
+    def _vector(self, b):
+        sp, op = self.space, self.op
+        U = sp.gradient(sp.multiply(b, op._mult(self.i, "potential")), "grad")
+        if self.points is not None:
+            U += sp.evaluate(sp.multiply(b, op._mult(self.i, "normal")), "R")[:, None] * self.points
+        return U
+
+    def fused(self, norm):
+        U = self._vector(self.b)
+        Z = self.op.normalizer(self.b, self.space, self.i) if norm.uses_normalizer else np.ones(self.shape)
+        return norm.combine(U, Z, self.axis), norm.normalizer(Z)
+
+    def _coefficients(self, f):
+        return self.b if f is None else self.space.coefficients(f)
+
+    def apply(self, f):
+        return self.op.normalizer(self._coefficients(f), self.space, self.i)
+
+    def aggregate(self, f):
+        return self._vector(self._coefficients(f))
 
 
 # ---------------------------------------------------------------------------------------- operator
@@ -280,20 +324,26 @@ class ZonalOperator:
         """``Z_h = c[k_h] b`` of head ``i`` in ``space``."""
         return space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
 
-    def forces(self, b, space, points):
-        """Per-head aggregates ``u^h = (grad N_h + R_h x) / D_h`` (H, n, 3) and normalizers (H, n) at
-        ``points`` (n, 3) of a :class:`PointSpace` (the unprojected forces of the particle system)."""
+    def head_sums(self, i, b, space, points=None):
+        """The :class:`ZonalHeadSums` of head ``i`` for the coefficients ``b`` in ``space``."""
+        return ZonalHeadSums(self, i, b, space, points)
+
+    def forces(self, b, space, points, known=None, **solve):
+        """Per-head aggregates ``u^h = (grad N_h + R_h x) / D_h`` (H, n, 3), normalizers (H, n) and the
+        scaling of each head (None for row-local normalizations) at ``points`` (n, 3) of a
+        :class:`PointSpace` (the unprojected forces of the particle system), by
+        :meth:`~meanfield.core.kernels.Normalization.force` (``solve``: its ``tol``, ``maxiter``; ``known``:
+        per head the scalings already solved at this state, or None)."""
         H, n = len(self.heads), points.shape[0]
         U = np.empty((H, n, 3))
         N = np.empty((H, n))
+        scalings = []
         for i, h in enumerate(self.heads):
-            norm = NORMALIZATIONS[h.normalization]
-            U[i] = space.gradient(space.multiply(b, self._mult(i, "potential")), "grad")
-            U[i] += space.evaluate(space.multiply(b, self._mult(i, "normal")), "R")[:, None] * points
-            Z = self.normalizer(b, space, i) if norm.uses_normalizer else np.ones(n)
-            norm.combine(U[i], Z)
-            N[i] = norm.normalizer(Z)
-        return U, N
+            U[i], N[i], res = NORMALIZATIONS[h.normalization].force(
+                self.head_sums(i, b, space, points), where=f"heads[{i}]",
+                known=None if known is None else known[i], **solve)
+            scalings.append(res)
+        return U, N, scalings
 
     def entropies(self, b, space, *, rho=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, cache=None):
         """Relative attention entropies, shape (H,) + the space's field shape: ``H_h = log Z_h - Q_h / Z_h``

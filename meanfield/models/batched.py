@@ -16,6 +16,11 @@ batched matrix products (chunks of systems of about ``chunk_bytes`` of scores). 
 normalizations come from the registries of :mod:`meanfield.core.kernels` (a softmax row is shifted
 by its largest ``log k`` where the kernel could overflow, as in :mod:`meanfield.core.sums`).
 
+Sinkhorn heads (``normalization="sinkhorn"``) solve their scalings for every system at once (one solve over
+the (B, n) scalings: the systems are independent, the error is the largest over them) through
+:meth:`~meanfield.core.kernels.Normalization.force`, like every normalization.  They refuse ``causal=True``: a
+lower-triangular kernel has no doubly stochastic positive scaling (only the diagonal limit).
+
 ``causal=True`` masks the sums: token ``i`` attends to ``j <= i`` only (the decoder's mask; the
 softmax normalizer sums over the same ``j`` and the mean divides by their number ``i + 1``, so token
 ``i`` moves exactly as in the system of the prefix ``x_0..x_i``).  The spectral (Funk-Hecke) path of
@@ -39,6 +44,7 @@ from ..core import validate
 from ..core.choices import GEOMETRIES
 from ..core.heads import Head, check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
+from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
 __all__ = ["BATCHED_SUMMATIONS", "BatchedSystem", "project_tangent_batched", "retract_batched", "check_batch"]
 
@@ -117,6 +123,9 @@ class BatchedSystem:
         Work space of one block of scores (whole systems per block).
     tolerance : float
         Accuracy of the spectral sums.
+    sinkhorn_tol, sinkhorn_maxiter :
+        Marginal tolerance and iteration cap of the scalings of Sinkhorn heads (as for
+        :class:`~meanfield.models.particles.ParticleSystem`; cold start at every call).
     """
 
     heads: tuple
@@ -125,6 +134,8 @@ class BatchedSystem:
     summation: str = "direct"
     chunk_bytes: int = 8 * 2**20
     tolerance: float = 1e-10
+    sinkhorn_tol: float = SINKHORN_TOL
+    sinkhorn_maxiter: int = SINKHORN_MAXITER
 
     def __post_init__(self):
         ref, M, V, shared = _per_system(self.heads)
@@ -133,6 +144,14 @@ class BatchedSystem:
         validate.choice("summation", self.summation, BATCHED_SUMMATIONS)
         validate.integer("chunk_bytes", self.chunk_bytes, 1, what="a positive integer")
         validate.real("tolerance", self.tolerance, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
+        object.__setattr__(self, "sinkhorn_tol", validate.real("sinkhorn_tol", self.sinkhorn_tol, 0, 1, lo_open=True,
+                                                               hi_open=True, what="a number in (0, 1)"))
+        object.__setattr__(self, "sinkhorn_maxiter", validate.integer("sinkhorn_maxiter", self.sinkhorn_maxiter, 1))
+        solved = [h for h, head in enumerate(ref) if not NORMALIZATIONS[head.normalization].row_local]
+        if self.causal and solved:
+            raise ValueError(f"causal must be False with heads of normalization 'sinkhorn' (heads[{solved[0]}]): a "
+                             f"doubly stochastic scaling of a causal (lower-triangular) kernel has no positive "
+                             f"solution, only the diagonal limit; received causal=True")
         if self.geometry == "sphere":
             check_exp_range(ref)
             if not shared:
@@ -150,7 +169,8 @@ class BatchedSystem:
             why = spectral_supported(ref, self.geometry)
             if why is not None:
                 raise ValueError(f"summation 'spectral' is not available: {why}")
-            spectral = SpectralSum(ref, self.tolerance)
+            spectral = SpectralSum(ref, self.tolerance, sinkhorn_tol=self.sinkhorn_tol,
+                                   sinkhorn_maxiter=self.sinkhorn_maxiter)
         M.setflags(write=False)
         V.setflags(write=False)
         object.__setattr__(self, "_ref", ref)
@@ -159,6 +179,7 @@ class BatchedSystem:
         object.__setattr__(self, "_shared", shared)
         object.__setattr__(self, "_spectral", spectral)
         object.__setattr__(self, "_masks", {})
+        object.__setattr__(self, "_solved", tuple(solved))
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -198,6 +219,9 @@ class BatchedSystem:
             raise ValueError(f"X must hold B = {self.batch} systems (one per set of per-system heads); "
                              f"received shape {X.shape}")
         out = np.empty((B, self.n_heads, n, d))
+        if self._solved and not np.all(np.isfinite(X)):      # a blown-up stage: NaN, not a solve error
+            out.fill(np.nan)
+            return out
         per = max(1, int(self.chunk_bytes // (8 * n * n)))
         mask = self._mask(n) if self.causal else None
         for start in range(0, B, per):
@@ -205,36 +229,10 @@ class BatchedSystem:
             for h, head in enumerate(self._ref):
                 Mh = self._M[:, h] if self._shared else self._M[sl, h]
                 Vh = self._V[:, h] if self._shared else self._V[sl, h]
-                out[sl, h] = self._head_sum(head, X[sl], Mh, Vh, mask)
+                sums = _BatchSums(head, X[sl], Mh, Vh, mask)
+                out[sl, h] = NORMALIZATIONS[head.normalization].force(
+                    sums, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter, where=f"heads[{h}]")[0]
         return out
-
-    def _head_sum(self, head, X, M, V, mask):
-        kern, norm = KERNELS[head.kernel], NORMALIZATIONS[head.normalization]
-        n = X.shape[1]
-        Y = X @ (kern.rate(head) * np.swapaxes(M, -1, -2))       # rows rate * (M x_j)^T
-        XV = X @ np.swapaxes(V, -1, -2)                           # rows (V x_j)^T
-        S = X @ np.swapaxes(Y, -1, -2)                            # (b, n, n) scaled scores
-        normalized = norm.uses_normalizer
-        smax = np.linalg.norm(M, 2, axis=(-2, -1)).max() * float(np.max(np.einsum("bnd,bnd->bn", X, X)))
-        if normalized and kern.needs_shift(head, smax):               # |s| <= |M|_2 max|x|^2
-            kern.log_scaled(head, S, out=S)
-            if mask is not None:
-                S[:, mask] = -np.inf
-            S -= S.max(axis=-1, keepdims=True)
-            np.exp(S, out=S)
-        else:
-            kern.scaled(head, S, out=S)
-            if mask is not None:
-                S[:, mask] = 0.0
-        U = S @ XV
-        if normalized:
-            Z = S.sum(axis=-1)
-            norm.combine(U, Z)
-        elif mask is not None:
-            U /= np.arange(1, n + 1)[:, None]      # mean over the attended tokens j <= i
-        else:
-            U /= n
-        return U
 
     def velocity(self, X):
         """Token velocities ``dx/dt``, shape (B, n, d)."""
@@ -261,3 +259,67 @@ class BatchedSystem:
         is a smooth extension of the field off the sphere, as for ``ParticleSystem.rhs``.
         """
         return self._velocity(y)
+
+class _BatchSums:
+    """One head's sums over a chunk of systems (b, n, d), uniform weights ``1/n``: the ``sums`` object of
+    :meth:`~meanfield.core.kernels.Normalization.force` (``fused``: the one-pass mean/softmax sums;
+    ``apply``/``apply_t``/``aggregate`` on (b, n) fields for a solve)."""
+
+    axis = -1
+
+    def __init__(self, head, X, M, V, mask):
+        self.head, self.X, self.M, self.V, self.mask = head, X, M, V, mask
+        self.shape = X.shape[:2]
+        symmetric = np.array_equal(M, np.swapaxes(M, -1, -2))
+        self.apply_t = None if symmetric else self._apply_t
+        self._K = None
+
+    def _kernel(self):
+        if self._K is None:                                       # unshifted k (range-checked heads)
+            kern, head = KERNELS[self.head.kernel], self.head
+            Y = self.X @ (kern.rate(head) * np.swapaxes(self.M, -1, -2))
+            self._K = kern.scaled(head, self.X @ np.swapaxes(Y, -1, -2))
+        return self._K
+
+    def _w(self, f):
+        """Sources ``f / n`` (``f = None``: 1), shape (b, n, 1)."""
+        return (np.ones(self.shape) if f is None else f)[..., None] / self.shape[1]
+
+    def apply(self, f):
+        return (self._kernel() @ self._w(f))[..., 0]
+
+    def _apply_t(self, f):
+        return (np.swapaxes(self._kernel(), -1, -2) @ self._w(f))[..., 0]
+
+    def aggregate(self, f):
+        return self._kernel() @ (self._w(f) * (self.X @ np.swapaxes(self.V, -1, -2)))
+
+    def fused(self, norm):
+        head, X, M, V, mask = self.head, self.X, self.M, self.V, self.mask
+        kern = KERNELS[head.kernel]
+        n = X.shape[1]
+        Y = X @ (kern.rate(head) * np.swapaxes(M, -1, -2))       # rows rate * (M x_j)^T
+        XV = X @ np.swapaxes(V, -1, -2)                           # rows (V x_j)^T
+        S = X @ np.swapaxes(Y, -1, -2)                            # (b, n, n) scaled scores
+        normalized = norm.uses_normalizer
+        smax = np.linalg.norm(M, 2, axis=(-2, -1)).max() * float(np.max(np.einsum("bnd,bnd->bn", X, X)))
+        if normalized and kern.needs_shift(head, smax):               # |s| <= |M|_2 max|x|^2
+            kern.log_scaled(head, S, out=S)
+            if mask is not None:
+                S[:, mask] = -np.inf
+            S -= S.max(axis=-1, keepdims=True)
+            np.exp(S, out=S)
+        else:
+            kern.scaled(head, S, out=S)
+            if mask is not None:
+                S[:, mask] = 0.0
+        U = S @ XV
+        if normalized:
+            Z = S.sum(axis=-1)
+            norm.combine(U, Z)
+        elif mask is not None:
+            U /= np.arange(1, n + 1)[:, None]      # mean over the attended tokens j <= i
+        else:
+            U /= n
+        return U, None                            # no normalizer reported (batched forces are u only)
+

@@ -17,6 +17,8 @@ and ``Z_h(x) = sum_j w_j k_h(lambda_h <x, x_j>)``, the tangent part of the head 
 .. math:: u_i^h = \frac{\nabla_S N_h(x_i) + R_h(x_i)\, x_i}{D_h(x_i)},\qquad D_h = 1 \text{ or } Z_h,
 
 exactly the direct sums of :mod:`meanfield.core.sums`, the self-interaction ``j = i`` included.
+Sinkhorn heads (MODEL.md section 6) solve their scalings with ``apply(f) = c[k] b[w f]`` evaluated at the
+tokens (one adjoint and one synthesis per application: O(n + lmax^2 log lmax)), then sum ``a grad N[w b]``.
 The multipliers and their mean/softmax combination are a :class:`meanfield.core.zonal.ZonalOperator`
 (each kernel of :data:`meanfield.core.kernels.KERNELS` supplies its multipliers: closed forms for
 exp, ``c[K] = 4 pi i_l(a) / beta``, ``c[k] = 4 pi i_l(a)``, ``c[k s] = 4 pi lambda i_l'(a)`` with
@@ -43,7 +45,9 @@ import numpy as np
 
 from ..core import validate
 from ..core.heads import check_heads
-from ..core.kernels import LMAX_CAP
+from ..core.kernels import LMAX_CAP, NORMALIZATIONS
+from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
+from ..core.sums import LastScalings
 from ..core.sphere import PointSet, SphereGrid
 from ..core.zonal import (PointSpace, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax,
                           zonal_multipliers)   # zonal_multipliers: re-exported here (public API)
@@ -90,6 +94,9 @@ class SpectralSum:
         e.g. ReLU, which need it given).
     nthreads : int
         Threads of the spherical-harmonic transforms.
+    sinkhorn_tol, sinkhorn_maxiter :
+        Marginal tolerance and iteration cap of the scalings of Sinkhorn heads
+        (:func:`meanfield.core.sinkhorn.solve_scaling`, from a cold start at every call).
 
     Notes
     -----
@@ -104,6 +111,8 @@ class SpectralSum:
     tolerance: float = 1e-10
     lmax: int | None = None
     nthreads: int = 1
+    sinkhorn_tol: float = SINKHORN_TOL
+    sinkhorn_maxiter: int = SINKHORN_MAXITER
     grid: SphereGrid = field(init=False)
     operator: ZonalOperator = field(init=False)
 
@@ -128,6 +137,15 @@ class SpectralSum:
         set_("grid", SphereGrid(int(lmax), nthreads=self.nthreads))
         set_("operator", ZonalOperator(heads, self.lmax, l_index=self.grid.l_index))
         set_("_epsilon", max(tol * 1e-3, 1e-14))
+        # heads whose normalization solves over the tokens (Sinkhorn) are summed one by one after their solve;
+        # the others keep the operator's fused velocity (mean heads share one gradient)
+        solved = tuple(i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local)
+        local = [h for i, h in enumerate(heads) if i not in solved]
+        set_("_solved", solved)
+        set_("_local", self.operator if not solved else
+             (ZonalOperator(local, self.lmax, l_index=self.grid.l_index) if local else None))
+        set_("_solve", {"tol": self.sinkhorn_tol, "maxiter": self.sinkhorn_maxiter})
+        set_("_last", LastScalings())
 
     # ------------------------------------------------------------------ building blocks
     def coefficients(self, X, w):
@@ -181,28 +199,76 @@ class SpectralSum:
 
     def velocity_at(self, pts, w):
         """:meth:`velocity` at a point set from :meth:`directions`, for validated float64 weights ``w`` (n,)."""
-        return self.operator.velocity(pts.adjoint(w), PointSpace(pts))
+        b = pts.adjoint(w)
+        if not self._solved:
+            return self.operator.velocity(b, PointSpace(pts))
+        space = PointSpace(pts, w)
+        known = self._known(pts, w, b, space)
+        v = np.zeros((pts.n, 3)) if self._local is None else self._local.velocity(b, space)
+        for i in self._solved:
+            v += NORMALIZATIONS[self.heads[i].normalization].force(self.operator.head_sums(i, b, space),
+                                                                   known=known[i])[0]
+        return v
 
-    def forces(self, X, w):
+    def _known(self, pts, w, b, space):
+        """Per head the Sinkhorn scaling at this state (None for row-local heads), from the last-state cache
+        (:class:`~meanfield.core.sums.LastScalings`, keyed by the points' angles and the weights) or solved."""
+        key = ("spectral", pts.loc.tobytes(), w.tobytes())
+        known = self._last.get(key)
+        if known is None:
+            known = [None] * len(self.heads)
+            for i in self._solved:
+                sums = self.operator.head_sums(i, b, space)
+                res = NORMALIZATIONS[self.heads[i].normalization].scalings(sums.apply, sums.shape, where=f"heads[{i}]",
+                                                                            **self._solve)
+                res.a.setflags(write=False)                 # shared by every call at this state
+                known[i] = res
+            self._last.put(key, known)
+        return known
+
+    def _state(self, X, w):
+        """Point set, validated weights, coefficients, space and known scalings of tokens ``X``."""
+        pts = self._points(X)
+        w = self._weights(w, pts.n)
+        b = pts.adjoint(w)
+        space = PointSpace(pts, w)
+        return pts, w, b, space, (self._known(pts, w, b, space) if self._solved else [None] * len(self.heads))
+
+    def forces(self, X, w, scalings=False):
         """Per-head aggregates ``u^h`` before projection and their normalizers.
 
         Returns
         -------
         U : ndarray, shape (H, n, 3)
         N : ndarray, shape (H, n)
-            1 (mean) or ``Z_h`` (softmax); a softmax row with ``Z <= 0`` (ReLU only) gets ``u = 0``.
+            1 (mean), ``Z_h`` (softmax; a row with ``Z <= 0``, ReLU only, gets ``u = 0``) or ``1 / a``
+            (Sinkhorn).
+        scalings : list (only with ``scalings=True``)
+            Per head the :class:`~meanfield.core.sinkhorn.SinkhornResult` of a Sinkhorn head, else None.
         """
-        pts = self._points(X)
-        b = pts.adjoint(self._weights(w, pts.n))
-        return self.operator.forces(b, PointSpace(pts), pts.points)
+        pts, w, b, space, known = self._state(X, w)
+        U, N, res = self.operator.forces(b, space, pts.points, known=known, **self._solve)
+        return (U, N, res) if scalings else (U, N)
+
+    def scalings(self, X, w):
+        """Per head the :class:`~meanfield.core.sinkhorn.SinkhornResult` of a Sinkhorn head (scalings ``a = b``,
+        marginal error reached), None for row-local heads."""
+        return list(self._state(X, w)[4])
 
     def energies(self, X, w):
-        """Per-head energies ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` by Parseval, shape (H,)."""
+        """Per-head energies, shape (H,): ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` by Parseval, or ``E_S`` of a
+        Sinkhorn head (:meth:`meanfield.core.kernels.SinkhornNormalization.energy`) from its scalings."""
         b = self.coefficients(X, w)
         g = self.grid
-        return np.array([0.5 * g.inner(b, g.multiply_degree(b, m["potential"])) for m in self.operator.multipliers])
+        out = np.array([0.5 * g.inner(b, g.multiply_degree(b, m["potential"])) for m in self.operator.multipliers])
+        if self._solved:
+            pts, w, b, space, known = self._state(X, w)
+            for i in self._solved:
+                sums = self.operator.head_sums(i, b, space)
+                out[i] = NORMALIZATIONS[self.heads[i].normalization].energy(self.heads[i], sums, known[i], w)
+        return out
 
-    def entropies(self, X, w):
+    def entropies(self, X, w, shannon=False):
         r"""Relative attention entropies ``H_i^h - log n`` per head and token, shape (H, n).
 
         ``-sum_j p_ij log(p_ij / w_j)`` with ``p_ij = w_j k_h(s_ij) / Z_i`` (for uniform weights the
@@ -213,7 +279,38 @@ class SpectralSum:
 
         equal to ``meanfield.diagnostics.attention_entropy(system, X, w, relative=True)`` to the sum's
         tolerance (relative to ``max |log Z|``).  NaN rows for heads whose kernel can vanish (ReLU).
+
+        For a Sinkhorn head the rows are ``p_ij = a_i k_h(s_ij) b_j w_j`` and, with ``Z = c[k] b[w b]``
+        (``= 1 / a`` at the solution), ``H = log Z - (Q[w b] + c[k] b[w b log b]) / Z``.
+
+        ``shannon=True``: the Shannon entropies ``-sum_j p_ij log p_ij`` instead, i.e. the relative ones
+        minus ``sum_j p_ij log w_j`` (``log w`` for uniform weights; otherwise one more kernel sum, with
+        sources ``w log w`` (``0 log 0 = 0``), times ``b`` for a Sinkhorn head).
         """
-        pts = self._points(X)
-        b = pts.adjoint(self._weights(w, pts.n))
-        return self.operator.entropies(b, PointSpace(pts))
+        pts, w, b, space, known = self._state(X, w)
+        H = np.full((len(self.heads), pts.n), np.nan)
+        local = [i for i in range(len(self.heads)) if i not in self._solved]
+        if local:                                    # row-local heads: the operator's entropies (no solve)
+            H[local] = self._local.entropies(b, space)
+        op = self.operator
+        for i in self._solved:
+            if "entropy" not in op.multipliers[i]:
+                continue                             # no distribution where k vanishes (as for softmax rows)
+            s = known[i].b
+            bs, bl = space.coefficients(s), space.coefficients(s * np.log(s))
+            Z = op.normalizer(bs, space, i)
+            Q = space.evaluate(space.multiply(bs, op._mult(i, "entropy")), "R")
+            H[i] = np.log(Z) - (Q + op.normalizer(bl, space, i)) / Z
+        if not shannon:
+            return H
+        if np.all(w == w[0]):
+            return H - np.log(w[0])
+        with np.errstate(divide="ignore"):
+            logw = np.where(w > 0, np.log(w), 0.0)
+        for i in range(len(self.heads)):
+            if np.all(np.isnan(H[i])):
+                continue
+            s = known[i].b if known[i] is not None else None
+            num = op.normalizer(space.coefficients(logw if s is None else s * logw), space, i)
+            H[i] -= num / op.normalizer(b if s is None else space.coefficients(s), space, i)
+        return H

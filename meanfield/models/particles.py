@@ -15,6 +15,13 @@ The energy is ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` with ``K`` the antiderivati
 (:data:`meanfield.core.kernels.KERNELS`: ``exp(beta s)/beta`` (exp), ``relu(s)^2 / 2`` (relu),
 ``softplus(beta s + b) / beta`` (sigmoid)).
 
+Sinkhorn heads (``normalization="sinkhorn"``, MODEL.md section 6) move with the doubly stochastic
+``P_ij = a_i k_ij b_j``: ``u_i^h = sum_j P_ij w_j V_h x_j``, the scalings solved to ``sinkhorn_tol``
+(:meth:`ParticleSystem.sinkhorn_scalings` reports them and the marginal error reached) from a cold start
+at every new state, and the energy is ``E_S = -(1/(2 beta)) sum_i w_i (log a_i + log b_i)`` (``-(1/beta)
+sum_i w_i log a_i`` for symmetric ``M``, where ``a = b``).  The map from kernel sums to forces is
+:meth:`meanfield.core.kernels.Normalization.force` for every normalization.
+
 Memory is bounded by processing rows of the n x n score matrix in chunks of about
 ``chunk_bytes`` bytes, so n = 20 000 with 4 heads needs a few MiB of work space.  For zonal
 heads on S^2 the sums can instead be evaluated spectrally in O(n + lmax^2 log lmax)
@@ -31,8 +38,9 @@ from .fastsum import SpectralSum, spectral_supported
 from ..core import validate
 from ..core.choices import GEOMETRIES, SUMMATIONS
 from ..core.heads import check_exp_range, check_heads
-from ..core.kernels import kernel
-from ..core.sums import aggregate, pair_sum, row_chunks
+from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
+from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult
+from ..core.sums import DirectSums, LastScalings, pair_sum, row_chunks
 from ..core.zonal import required_lmax
 
 SPECTRAL_MIN_N = 2000
@@ -48,6 +56,11 @@ kernel loop)."""
 DIRECT_TIME_LIMIT_S = 600.0
 """A direct O(n^2) evaluation estimated (at :data:`DIRECT_PAIR_RATE`) to take longer than this is
 refused up front (:meth:`ParticleSystem.check_direct`): never a silent O(n^2) at n = 10^6."""
+
+SOLVE_PASSES = 45
+"""Direct passes counted for a head whose normalization solves over the tokens (Sinkhorn) in the cost
+estimates of :meth:`ParticleSystem.direct_cost`: a cold symmetric solve to 1e-12 halves the error per
+kernel application (about log2(1e12) + a few)."""
 
 DIRECT_RUN_LIMIT_S = 3600.0
 """A whole run (:func:`meanfield.solve_particles`) whose direct O(n^2) sums, right-hand sides plus observer
@@ -128,6 +141,19 @@ class ParticleSystem:
         Degree of the spectral sums (None: :func:`meanfield.required_lmax` of the heads at
         ``tolerance``).  Kernels without an lmax rule (ReLU) need it for ``summation="spectral"``;
         the degree in use is :attr:`spectral_lmax`.
+    sinkhorn_tol : float
+        Marginal tolerance of the Sinkhorn scalings of ``normalization="sinkhorn"`` heads
+        (``max_i |a_i sum_j k_ij b_j w_j - 1|``, :func:`meanfield.core.sinkhorn.solve_scaling`), in (0, 1).
+    sinkhorn_maxiter : int
+        Iteration cap of that solve; beyond it ``SinkhornError`` names the head and the error reached.
+
+    Notes
+    -----
+    The Sinkhorn solve starts from ``a = 1`` at every new state (no warm start from the previous call): a
+    system is a frozen value whose results depend on its arguments only, so a run resumed from a
+    checkpoint, a Runge-Kutta stage and a diagnostic all see the same scalings to the last bit.  The
+    scalings of the last state are kept (:class:`~meanfield.core.sums.LastScalings`, keyed by the bytes of
+    the tokens and weights): the velocity, energies, entropies and forces at one state share one solve.
     """
 
     heads: tuple
@@ -138,6 +164,8 @@ class ParticleSystem:
     nthreads: int = 1
     nu: float = 0.0
     lmax: int | None = None
+    sinkhorn_tol: float = SINKHORN_TOL
+    sinkhorn_maxiter: int = SINKHORN_MAXITER
 
     def __post_init__(self):
         object.__setattr__(self, "heads", check_heads(self.heads))
@@ -150,6 +178,10 @@ class ParticleSystem:
         tol = self.tolerance
         validate.real("tolerance", tol, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
         object.__setattr__(self, "nthreads", validate.integer("nthreads", self.nthreads, 1))
+        object.__setattr__(self, "sinkhorn_tol", validate.real("sinkhorn_tol", self.sinkhorn_tol, 0, 1, lo_open=True,
+                                                               hi_open=True, what="a number in (0, 1)"))
+        object.__setattr__(self, "sinkhorn_maxiter", validate.integer("sinkhorn_maxiter", self.sinkhorn_maxiter, 1))
+        solve = {"sinkhorn_tol": self.sinkhorn_tol, "sinkhorn_maxiter": self.sinkhorn_maxiter}
         spectral = None
         if self.lmax is not None:
             object.__setattr__(self, "lmax", validate.integer("lmax", self.lmax, 2, what="an integer >= 2 or None"))
@@ -157,14 +189,16 @@ class ParticleSystem:
             why = spectral_supported(self.heads, self.geometry, lmax=self.lmax)
             if why is not None:
                 raise ValueError(f"summation 'spectral' is not available: {why}")
-            spectral = SpectralSum(self.heads, tol, lmax=self.lmax, nthreads=self.nthreads)
+            spectral = SpectralSum(self.heads, tol, lmax=self.lmax, nthreads=self.nthreads, **solve)
         elif self.summation == "auto" and spectral_supported(self.heads, self.geometry, lmax=self.lmax) is None:
             try:                                     # beta |lambda| beyond float64 range: stay direct
                 lmax = required_lmax(self.heads, tol) if self.lmax is None else self.lmax
             except ValueError:
                 lmax = None
-            spectral = None if lmax is None else SpectralSum(self.heads, tol, lmax=lmax, nthreads=self.nthreads)
+            spectral = None if lmax is None else SpectralSum(self.heads, tol, lmax=lmax, nthreads=self.nthreads,
+                                                             **solve)
         object.__setattr__(self, "_spectral", spectral)
+        object.__setattr__(self, "_last", LastScalings())
 
     @property
     def d(self) -> int:
@@ -208,6 +242,8 @@ class ParticleSystem:
     def direct_cost(self, n, passes=1):
         """Estimated cost of ``passes`` direct sums over all ``n x n`` pairs for every head.
 
+        A head whose normalization solves over the tokens (Sinkhorn) counts :data:`SOLVE_PASSES` passes.
+
         Returns
         -------
         dict
@@ -215,7 +251,8 @@ class ParticleSystem:
             four blocks of ``chunk_bytes`` plus the (H, n, d) results; the score matrix is never formed).
         """
         n = validate.integer("n", n, 0)
-        pairs = float(passes) * self.n_heads * float(n) ** 2
+        per_head = sum(1 if NORMALIZATIONS[h.normalization].row_local else SOLVE_PASSES for h in self.heads)
+        pairs = float(passes) * per_head * float(n) ** 2
         return {"pairs": pairs, "seconds": pairs / DIRECT_PAIR_RATE,
                 "bytes": 4 * self.chunk_bytes + 8 * self.n_heads * n * self.d}
 
@@ -293,16 +330,61 @@ class ParticleSystem:
         -------
         U : ndarray, shape (H, n, d)
         N : ndarray, shape (H, n)
-            Normalizer: 1 (mean) or ``Z_i^h = sum_j w_j k_h(s_ij)`` (softmax).  A softmax row
-            with ``Z = 0`` (possible only for ReLU kernels) has no attention mass: its ``u`` is 0.
+            Normalizer: 1 (mean), ``Z_i^h = sum_j w_j k_h(s_ij)`` (softmax) or ``1 / a_i`` (Sinkhorn).
+            A softmax row with ``Z = 0`` (possible only for ReLU kernels) has no attention mass: its ``u`` is 0.
         """
+        U, N, _ = self._forces(X, w, checked)
+        return U, N
+
+    def _solve(self, i):
+        """Keywords of :meth:`Normalization.force` for head ``i``."""
+        return {"tol": self.sinkhorn_tol, "maxiter": self.sinkhorn_maxiter, "where": f"heads[{i}]"}
+
+    def _forces(self, X, w, checked=False):
         if not checked:
             X, w = self.check(X, w)
         if self.uses_spectral(X.shape[0]):
-            return self._spectral.forces(X, w)
+            return self._spectral.forces(X, w, scalings=True)
         self.check_direct(X.shape[0], "ParticleSystem.forces / velocity (summation='direct' here)")
-        pairs = [aggregate(head, X, X, w, self.chunk_bytes) for head in self.heads]
-        return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+        sums, known = self._direct(X, w)
+        out = [NORMALIZATIONS[head.normalization].force(s, known=r, **self._solve(i))
+               for i, (head, s, r) in enumerate(zip(self.heads, sums, known))]
+        return np.stack([o[0] for o in out]), np.stack([o[1] for o in out]), [o[2] for o in out]
+
+    def _direct(self, X, w):
+        """Per head the :class:`~meanfield.core.sums.DirectSums` of validated ``(X, w)`` and its Sinkhorn scaling
+        (None for row-local heads), from the last-state cache or solved (and kept)."""
+        sums = [DirectSums(head, X, X, w, self.chunk_bytes) for head in self.heads]
+        norms = [NORMALIZATIONS[head.normalization] for head in self.heads]
+        if all(norm.row_local for norm in norms):
+            return sums, [None] * self.n_heads
+        if not np.all(np.isfinite(X)):               # a blown-up stage: NaN (as every sum gives), not an error
+            nan = SinkhornResult(np.full(X.shape[0], np.nan), np.full(X.shape[0], np.nan), np.nan, 0)
+            return sums, [None if norm.row_local else nan for norm in norms]
+        key = ("direct", X.shape, X.tobytes(), w.tobytes())
+        known = self._last.get(key)
+        if known is None:
+            known = [None if norm.row_local else norm.scalings(s.apply, s.shape, apply_t=s.apply_t, **self._solve(i))
+                     for i, (norm, s) in enumerate(zip(norms, sums))]
+            for res in known:
+                if res is not None:                          # shared by every call at this state
+                    res.a.setflags(write=False)
+                    res.b.setflags(write=False)
+            self._last.put(key, known)
+        return sums, known
+
+    def sinkhorn_scalings(self, X, w=None, *, direct=False):
+        """The Sinkhorn scalings of each head at these tokens: a list over heads of
+        :class:`~meanfield.core.sinkhorn.SinkhornResult` (``a``, ``b``, the marginal ``error`` reached,
+        ``n_apply``) for heads with ``normalization="sinkhorn"``, None for the others (row-local).
+        Summed as the velocity is (``summation``), or directly with ``direct=True`` (for direct diagnostics)."""
+        X, w = self.check(X, w)
+        if all(NORMALIZATIONS[h.normalization].row_local for h in self.heads):
+            return [None] * self.n_heads
+        if not direct and self.uses_spectral(X.shape[0]):
+            return self._spectral.scalings(X, w)
+        self.check_direct(X.shape[0], "ParticleSystem.sinkhorn_scalings (summation='direct' here)")
+        return list(self._direct(X, w)[1])
 
     def velocity(self, X, w=None):
         """Token velocities ``dx_i/dt``, shape (n, d)."""
@@ -361,12 +443,22 @@ class ParticleSystem:
 
     # ------------------------------------------------------------------ energy
     def energies(self, X, w=None):
-        """Per-head energies ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)``, shape (H,)."""
+        """Per-head energies, shape (H,): ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` (row-local normalizations)
+        or, for Sinkhorn heads, ``E_S = -(1/(2 beta)) sum_i w_i (log a_i + log b_i)``
+        (:meth:`meanfield.core.kernels.SinkhornNormalization.energy`; ``dE/dt = sum_i w_i |dx_i/dt|^2``
+        for exp kernels, symmetric ``M`` and ``V = M``)."""
         X, w = self.check(X, w)
         if self.uses_spectral(X.shape[0]):
             return self._spectral.energies(X, w)
         self.check_direct(X.shape[0], "ParticleSystem.energies (summation='direct' here)")
-        return np.array([pair_sum(head, X, w, self.chunk_bytes) for head in self.heads])
+        out = np.empty(self.n_heads)
+        sums, known = self._direct(X, w)
+        for i, head in enumerate(self.heads):
+            if known[i] is None:
+                out[i] = pair_sum(head, X, w, self.chunk_bytes)
+            else:
+                out[i] = NORMALIZATIONS[head.normalization].energy(head, sums[i], known[i], w)
+        return out
 
     def energy(self, X, w=None):
         """Total energy ``E_multi = sum_h E_h``."""
@@ -377,18 +469,28 @@ class ParticleSystem:
 
         .. math:: \\partial_{x_i} E_h = \\tfrac{w_i}{2} \\sum_j w_j
                   \\big(k(s_{ij}) M x_j + k(s_{ji}) M^T x_j\\big)
+
+        For Sinkhorn heads (exp kernels; envelope theorem for ``E_S = -OT_eps(mu, mu) / 2``), ``k(s_ij)``
+        becomes ``P_ij = a_i k(s_ij) b_j`` and ``k(s_ji)`` becomes ``P_ji``.
         """
         X, w = self.check(X, w)
         n, d = X.shape
         self.check_direct(n, "ParticleSystem.energy_gradients (always direct)", passes=2,
                           argument="energies() / diagnostics.dissipation (spectral at large n)")
         G = np.empty((self.n_heads, n, d))
+        scalings = self.sinkhorn_scalings(X, w, direct=True)
         for h, head in enumerate(self.heads):
+            res = scalings[h]
+            if res is not None and not KERNELS[head.kernel].log_linear:
+                raise ValueError(f"energy_gradients of heads[{h}] (normalization 'sinkhorn') needs a kernel with "
+                                 f"k = exp(beta s) (one of {[k for k, v in KERNELS.items() if v.log_linear]}: E_S is "
+                                 f"an entropic transport cost); received kernel {head.kernel!r}")
+            ra, rb = (np.ones(n), np.ones(n)) if res is None else (res.a, res.b)
             Y, YT = X @ head.M.T, X @ head.M      # rows (M x_j)^T and (M^T x_j)^T
             for sl in self.chunks(n):
-                K1 = kernel(head, X[sl] @ Y.T) * w      # k(s_ij)
-                K2 = kernel(head, X[sl] @ YT.T) * w     # k(s_ji)
-                G[h, sl] = 0.5 * w[sl, None] * (K1 @ Y + K2 @ YT)
+                K1 = kernel(head, X[sl] @ Y.T) * (w * rb)      # k(s_ij) (times b_j)
+                K2 = kernel(head, X[sl] @ YT.T) * (w * ra)     # k(s_ji) (times a_j)
+                G[h, sl] = 0.5 * w[sl, None] * (ra[sl, None] * (K1 @ Y) + rb[sl, None] * (K2 @ YT))
         return G
 
     def energy_rates(self, X, Xdot=None, w=None):
