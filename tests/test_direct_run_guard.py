@@ -86,7 +86,7 @@ def test_default_observer_is_spectral_with_any_weights(monkeypatch):
         raise AssertionError("a direct O(n^2) sum was called")
 
     for module, name in ((diagnostics, "entropy_rows"), (diagnostics, "attention_entropy"),
-                         (particles, "aggregate"), (particles, "pair_sum")):
+                         (particles, "DirectSums"), (particles, "pair_sum")):
         monkeypatch.setattr(module, name, direct)
     system = mf.ParticleSystem(mf.scalar_heads([1.0, 0.5], 3, beta=2.0))     # the README's heads
     n = SPECTRAL_MIN_N + 500

@@ -24,7 +24,6 @@ import numpy as np
 from ..core import validate
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sums import entropy_rows, log_attention
-from ..core.zonal import PointSpace
 from ..models.particles import ParticleSystem, check_weights, project_tangent
 from .clustering import clustering as _clustering, mean_inner
 
@@ -177,16 +176,8 @@ def _entropies(system, X, w, uniform):
         if uniform:
             R = spec.entropies(X, w)
             return R - np.log(w[0]), R
-        pts = spec.directions(X)
-        space, op = PointSpace(pts), spec.operator
-        b = pts.adjoint(w)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            b_wlogw = pts.adjoint(np.where(w > 0, w * np.log(w), 0.0))
-        R = op.entropies(b, space)
-        H = R.copy()
-        for i in range(system.n_heads):
-            if not np.all(np.isnan(R[i])):       # NaN rows: kernels that can vanish have no distribution
-                H[i] -= op.normalizer(b_wlogw, space, i) / op.normalizer(b, space, i)
+        R = spec.entropies(X, w)
+        H = spec.entropies(X, w, shannon=True)
         return H, R
     R = attention_entropy(system, X, w, relative=True)
     return (R - np.log(w[0]) if uniform else attention_entropy(system, X, w)), R
