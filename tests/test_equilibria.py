@@ -240,3 +240,49 @@ def test_degree_two_branch_two_antipodal_clusters():
     f = s.b @ pde.basis(np.array([-1.0, 0.0, 1.0]))
     assert f[0] == pytest.approx(f[2], rel=1e-10) and f[0] > 5 * f[1]
     assert np.abs(replace(pde, nu=s.nu).tendency(s.b)).max() <= 1e-9 * np.abs(replace(pde, nu=0.0).tendency(s.b)).max()
+
+
+@pytest.mark.parametrize("d", (2, 3, 8))
+def test_sinkhorn_nu_sharp_is_the_zero_of_its_growth_rate(d):
+    # two derivations meet: the solver's linearized Gibbs map (through the scaling's linearization on the nodes)
+    # and the closed form sigma_1 = d - 1 [(1/beta) c_1 / (c_0 + c_1) - nu] of analysis/stability; sigma_1(nu_#)
+    # is then round-off of the rate's size (1e-14 relative)
+    pde = pt.phase_transition_model(d, 4.0, "sinkhorn", lmax=32)
+    n0 = eq.nu_sharp(pde)
+    assert abs(growth_rate(1, [1.0], 4.0, "sinkhorn", n0, d=d)) <= 1e-14 * growth_rate(1, [1.0], 4.0, "sinkhorn", 0, d=d)
+
+
+def test_sinkhorn_states_are_zeros_of_the_models_sinkhorn_tendency():
+    # the solver's Phi = -(1/beta) log a (its own dense scaling on the nodes) against the model's Sinkhorn velocity
+    # (core/field_forces, solved separately): the stationary state has no flux, to the truncation (1e-9)
+    from dataclasses import replace
+    pde = pt.phase_transition_model(3, 6.0, "sinkhorn", lmax=48)
+    for a in (0.4, 1.0):
+        s = eq.degree_one_state(pde, a)
+        assert s.success, s.message
+        scale = np.abs(replace(pde, nu=0.0).tendency(s.b)).max()
+        assert np.abs(replace(pde, nu=s.nu).tendency(s.b)).max() <= 1e-9 * scale
+    # Jacobian of the Sinkhorn potential against central differences (step 1e-6: error ~1e-11)
+    b = eq.degree_one_state(pde, 0.8).b
+    phi, dphi = eq.potential(pde, b)
+    for j in (1, 2, 5):
+        e = np.zeros_like(b)
+        e[j] = 1e-6
+        fd = (eq.potential(pde, b + e)[0] - eq.potential(pde, b - e)[0]) / 2e-6
+        np.testing.assert_allclose(dphi[:, j], fd, rtol=0, atol=1e-7 * np.abs(fd).max())
+    # sharper states: the degree-48 expansion of the density turns negative at the antipode, where a Sinkhorn
+    # scaling is not defined: the march stops with status 2 and says why (b_1 ~ 1.13 here)
+    last = eq.branch_states(pde, np.linspace(0.05, 1.6, 32))[-1]
+    assert last.status == 2 and "needs a positive density" in last.message and 1.0 < last.b[1] < 1.6
+
+
+def test_sinkhorn_transition_is_continuous_where_mean_is_discontinuous():
+    # beta = 2 beta_*^(3): the mean head's transition is discontinuous; under Sinkhorn attention the branch
+    # curvature is negative (supercritical) and the clustered branch below nu_# beats uniform (G has a maximum there)
+    beta = 2 * pt.beta_star_bessel(3)
+    assert pt.phase_transition(3, beta)["transition"] == "discontinuous"
+    out = pt.phase_transition(3, beta, "sinkhorn")
+    assert out["transition"] == "continuous" and out["nu_2"] < 0
+    pde = pt.phase_transition_model(3, beta, "sinkhorn", lmax=48)
+    s = eq.degree_one_state(pde, 0.5)
+    assert s.nu < out["nu_sharp"] and eq.free_energy_gap(pde, s.b, s.nu) > 0

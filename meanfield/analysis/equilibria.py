@@ -34,10 +34,11 @@ from scipy.special import roots_jacobi
 
 from ..core import validate
 from ..core.kernels import NORMALIZATIONS
+from ..core.sinkhorn import solve_scaling
 from ..models.axisymmetric import AxisymmetricPDE
 
 __all__ = ["StationaryState", "potential", "self_consistency_residual", "solve_stationary", "free_energy_gap",
-           "branch_state", "branch_states", "degree_one_state", "noise_problem", "beta_problem", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL"]
+           "branch_state", "branch_states", "degree_one_state", "has_free_energy", "noise_problem", "beta_problem", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL"]
 
 RESOLUTION_TOL = 1e-10
 """Largest :func:`resolution_error` of a state counted as resolved (the classification reports 6 significant
@@ -71,11 +72,6 @@ class StationaryState:
 def _check_model(pde):
     if not isinstance(pde, AxisymmetricPDE):
         raise ValueError(f"pde must be an AxisymmetricPDE; received {type(pde).__name__}")
-    for i, h in enumerate(pde.heads):
-        if not NORMALIZATIONS[h.normalization].row_local:
-            raise ValueError(f"heads[{i}]: normalization {h.normalization!r} is not supported by the stationary "
-                             f"solver yet (allowed: row-local normalizations, "
-                             f"{[k for k, v in NORMALIZATIONS.items() if v.row_local]})")
     return pde
 
 
@@ -85,15 +81,39 @@ def _basis(pde):
     return pde.basis(pde.nodes)
 
 
-def potential(pde, b, Q=None):
+def _sinkhorn_potential(head, m, b, Q, w, sinkhorn_tol):
+    """``-(1/beta) log a`` of a Sinkhorn head at the nodes and its derivative in ``b``: ``a K[a f] = 1`` with
+    ``K = Q^T diag(m) Q diag(w)`` (the model's kernel on its nodes), solved by
+    :func:`meanfield.core.sinkhorn.solve_scaling`; linearized, ``(diag K[a f] + diag(a) K diag(f)) da =
+    -diag(a) K diag(a) df`` with ``df = Q^T db``."""
+    f = b @ Q
+    if np.any(f <= 0):
+        raise ValueError("the density of a Sinkhorn state must be positive on the nodes (the scaling a K[a f] = 1 "
+                         "has no positive solution otherwise)")
+    K = (Q.T * m["normalizer"]) @ (Q * w)
+    res = solve_scaling(lambda g: K @ (g * f), f.size, tol=sinkhorn_tol, where=f"heads (beta = {head.beta:g})")
+    a = res.a
+    A = np.diag(K @ (a * f)) + a[:, None] * K * f[None, :]
+    da = -np.linalg.solve(A, (a[:, None] * K * a[None, :]) @ Q.T)            # (n, lmax+1)
+    return -np.log(a) / head.beta, -(da / a[:, None]) / head.beta, a
+
+
+def potential(pde, b, Q=None, w=None):
     """``Phi`` at the nodes (n,) and its derivative ``dPhi/db`` (n, lmax+1) (:data:`NORMALIZATIONS` decides
-    the form: linear in ``f`` where the normalization uses no normalizer, ``(1/beta) log Z`` otherwise).
-    ``Q``: the basis at other points (lmax+1, n') instead of the model's nodes."""
+    the form: linear in ``f`` where the normalization uses no normalizer (mean), ``(1/beta) log Z`` for a
+    row-local one (softmax), ``-(1/beta) log a`` with the Sinkhorn scaling ``a`` otherwise).
+    ``Q``, ``w``: the basis and normalized quadrature weights at other nodes instead of the model's."""
     Q = _basis(pde) if Q is None else Q
+    w = pde.weights if w is None else w
     phi = np.zeros(Q.shape[1])
     dphi = np.zeros((Q.shape[1], b.size))
     for head, m in zip(pde.heads, pde.multipliers):
-        if NORMALIZATIONS[head.normalization].uses_normalizer:
+        norm = NORMALIZATIONS[head.normalization]
+        if not norm.row_local:
+            p, dp, _ = _sinkhorn_potential(head, m, b, Q, w, pde.sinkhorn_tol)
+            phi += p
+            dphi += dp
+        elif norm.uses_normalizer:
             Z = (m["normalizer"] * b) @ Q
             if np.any(Z <= 0):
                 raise ValueError("the normalizer Z of a softmax head is not positive on the nodes")
@@ -138,7 +158,10 @@ def _newton(pde, b, nu, fixed, tol, maxiter):
     """Damped Newton on ``F_l = 0``, ``l >= 1`` (``b_0 = 1`` fixed).  ``fixed`` None: unknowns ``b_1..``; else
     ``b_fixed`` is held and ``nu`` is an unknown instead.  A step that does not lower the residual (or
     takes ``nu <= 0``) is halved, up to 30 times.  Returns ``(b, nu, residual, iterations, converged)``."""
-    F, res, db, dnu = _residual(pde, b, nu)
+    try:
+        F, res, db, dnu = _residual(pde, b, nu)
+    except ValueError:                     # the start lies outside the model's domain (f <= 0 for Sinkhorn)
+        return b, nu, np.inf, 0, False     # _state reports it as not resolved
     polish = None
     for it in range(maxiter + 1):
         if polish is not None:           # one step past tol reaches round-off; keep the better of the two
@@ -162,8 +185,11 @@ def _newton(pde, b, nu, fixed, tol, maxiter):
             if nu + dn > 0:
                 trial = b.copy()
                 trial[1:] += step
-                out = _residual(pde, trial, nu + dn)
-                if out[1] < res or polish is not None:
+                try:
+                    out = _residual(pde, trial, nu + dn)
+                except ValueError:         # a trial outside the model's domain (e.g. f <= 0 for Sinkhorn)
+                    out = None
+                if out is not None and (out[1] < res or polish is not None):
                     break
             step, dn = 0.5 * step, 0.5 * dn
         else:
@@ -196,7 +222,7 @@ def resolution_error(pde, b, nu) -> float:
     cut = int(2 * pde.lmax / 3)
     tail = max(float(c[cut:].max()) for c in scale) / top
     w2, Q2 = _check_nodes(pde)
-    phi2 = potential(pde, b, Q2)[0]
+    phi2 = potential(pde, b, Q2, w2)[0]
     e2 = np.exp((phi2 - phi2.max()) / nu)
     b2 = Q2 @ (w2 * e2 / (w2 @ e2))
     b1 = _gibbs(pde, b, nu)[0]
@@ -205,6 +231,11 @@ def resolution_error(pde, b, nu) -> float:
 
 
 def _state(pde, b, nu, ok, res, it, tol):
+    if not ok and res == np.inf:
+        return StationaryState(b, nu, 2, f"state not resolved at lmax = {pde.lmax}: the start leaves the model's "
+                                         f"domain (a Sinkhorn head needs a positive density on the nodes; the "
+                                         f"truncated expansion of a sharp state is not; use a larger lmax)",
+                               res, it, float("nan"))
     if not ok:
         return StationaryState(b, nu, 1, f"Newton did not converge: residual {res:.3g} > tol = {tol:g} after {it} "
                                          f"iterations", res, it, float("nan"))
@@ -233,18 +264,25 @@ def solve_stationary(pde, b0, nu, *, tol=1e-11, maxiter=50) -> StationaryState:
     return _state(pde, b, nu, ok, res, it, tol)
 
 
+def has_free_energy(pde) -> bool:
+    """Whether the flow of ``pde`` ascends a free energy ``G = E - nu int rho log rho``: mean heads (``E`` the
+    energy) and Sinkhorn heads (``E_S``), not softmax (MODEL.md section 7)."""
+    return not any(NORMALIZATIONS[h.normalization].uses_normalizer and NORMALIZATIONS[h.normalization].row_local
+                   for h in _check_model(pde).heads)
+
+
 def free_energy_gap(pde, b, nu) -> float:
-    """``G[f] - G[uniform]`` with ``G = E - nu int rho log rho`` (mean normalization: the flow ascends ``G``),
-    for the Gibbs state ``f = exp(Phi[b] / nu) / Z`` of ``b`` (at a stationary state, the state itself).
+    """``G[f] - G[uniform]`` with ``G = E - nu int rho log rho`` (mean heads: ``E``; Sinkhorn heads: ``E_S``;
+    the flow ascends ``G``), for the Gibbs state ``f = exp(Phi[b] / nu) / Z`` of ``b`` (at a stationary state,
+    the state itself).
 
     In the model's normalization: ``E[b] - E[1] - nu int f log f dsigma`` with ``E`` of
     :meth:`AxisymmetricPDE.energies` and ``int f log f = <f Phi> / nu - log Z`` on the nodes (exact
     pointwise, where the truncated expansion ``b . Q`` of a concentrated state would not stay positive).
     """
-    pde = _check_model(pde)
-    if any(NORMALIZATIONS[h.normalization].uses_normalizer for h in pde.heads):
-        raise ValueError("free_energy_gap needs heads with mean normalization (softmax has no free energy: "
-                         "decide stability by the spectrum)")
+    if not has_free_energy(pde):
+        raise ValueError("free_energy_gap needs heads with mean or Sinkhorn normalization (softmax has no free "
+                         "energy: decide stability by the spectrum)")
     b = validate.real_array("b", b, (pde.lmax + 1,))
     nu = validate.real("nu", nu, positive=True)
     w = pde.weights
@@ -292,12 +330,8 @@ def branch_state(pde, amplitude, degree=1, *, start=None, nu_start=None, tol=1e-
                          f"Q_l(1), a point mass); received {amplitude!r}")
     if start is None:
         steps = int(np.ceil(40 * abs(amplitude) / top))
-        if steps > 1:
-            previous = branch_states(pde, np.linspace(amplitude / steps, amplitude, steps)[:-1], degree)[-1]
-            if not previous.success:
-                return previous
-            start, nu_start = previous.b, previous.nu
-    if start is None:
+        if steps > 1:                      # march (with its step halvings) and keep the last state
+            return branch_states(pde, np.linspace(amplitude / steps, amplitude, steps), degree)[-1]
         b, nu = pde.uniform(), nu_sharp(pde, degree)
     else:
         b = validate.real_array("start", start, (pde.lmax + 1,)).copy()
@@ -333,15 +367,27 @@ def linear_spectrum(pde, b, nu) -> np.ndarray:
 
 def branch_states(pde, grid, degree=1):
     """States along the degree-``degree`` branch at the amplitudes ``grid`` (increasing in size, of one sign),
-    each warm-started from the last: a list of :class:`StationaryState`, ending at the first failure."""
+    each warm-started from the last; a step whose solve fails is retried through intermediate amplitudes (up to
+    five halvings).  A list of :class:`StationaryState` at the amplitudes of ``grid``, ending at the first
+    failure."""
     out = []
-    start, nu0 = pde.uniform(), nu_sharp(pde, degree)
+    start, nu0, a0 = pde.uniform(), nu_sharp(pde, degree), 0.0
     for a in grid:
         s = branch_state(pde, a, degree, start=start, nu_start=nu0)
+        halvings = 0
+        while not s.success and (s.status == 1 or s.residual == np.inf) and halvings < 5:   # smaller steps
+            halvings += 1
+            mids = a0 + (a - a0) * np.arange(1, 2 ** halvings + 1) / 2 ** halvings
+            b, n = start, nu0
+            for m in mids:
+                s = branch_state(pde, m, degree, start=b, nu_start=n)
+                if not s.success:
+                    break
+                b, n = s.b, s.nu
         out.append(s)
         if not s.success:
             break
-        start, nu0 = s.b, s.nu
+        start, nu0, a0 = s.b, s.nu, a
     return out
 
 

@@ -23,7 +23,7 @@ from ..core import validate
 from ..core.heads import scalar_heads
 from ..core.kernels import NORMALIZATIONS
 from ..models.axisymmetric import AxisymmetricPDE
-from .equilibria import _check_model, branch_states, degree_one_state, free_energy_gap, nu_sharp
+from .equilibria import _check_model, branch_states, degree_one_state, free_energy_gap, has_free_energy, nu_sharp
 
 __all__ = ["branch_curvature", "classify_transition", "beta_star_bessel", "beta_star_continuation",
            "phase_transition_model", "phase_transition", "LMAX_LADDER"]
@@ -80,7 +80,7 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
     n0 = nu_sharp(pde)
     nu2 = branch_curvature(pde)
     out = {"nu_sharp": n0, "nu_2": nu2}
-    has_G = not any(NORMALIZATIONS[h.normalization].uses_normalizer for h in pde.heads)
+    has_G = has_free_energy(pde)
     if nu2 < 0:
         out.update(transition="continuous", nu_fold=n0, nu_global=n0 if has_G else float("nan"), b1_fold=0.0)
         return out
@@ -166,7 +166,7 @@ def phase_transition(d, beta, normalization="mean", lmax=None, rtol=1e-9) -> dic
     """
     d = validate.integer("d", d, 2)
     beta = validate.real("beta", beta, positive=True)
-    validate.choice("normalization", normalization, [k for k, v in NORMALIZATIONS.items() if v.row_local])
+    validate.choice("normalization", normalization, NORMALIZATIONS)
     ladder = LMAX_LADDER if lmax is None else (validate.integer("lmax", lmax, 8),) + tuple(
         L for L in LMAX_LADDER if L > lmax)[:1] or (lmax + 16,)
     keys = ("nu_sharp", "nu_fold", "nu_global")
