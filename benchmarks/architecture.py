@@ -11,7 +11,9 @@ Prints four measures, so that they can be re-measured after any change:
   implicit parent edges are not counted (they are the package's own order, not a cycle between
   modules).
 - **names with two homes**: a name that a module imports from another module of the tree without
-  using it (a re-export: ``from .sums import pair_sum  # 0.1 names``), and the modules reachable by
+  using it, or lists in its ``__all__`` (a re-export: ``from .sums import pair_sum  # 0.1 names``),
+  a module-level alias of an imported object (``MODES = SWEEP_MODES``), a public function that
+  only calls its namesake elsewhere, and the modules reachable by
   a second name (``meanfield.<stem>`` for a module that lives in ``meanfield/<layer>/<stem>.py``,
   through an import hook or a module-level ``__getattr__`` of the root package).  The names in
   ``meanfield.__all__`` are the package's top-level API (``mf.solve_particles``) and are listed
@@ -20,9 +22,10 @@ Prints four measures, so that they can be re-measured after any change:
   public classes, ``__init__`` included): positional and keyword-only parameters.
 - **module line counts** over 500 (STYLE.md: aim under ~500 lines).
 
-Run from the repository root (about a second)::
+Run from the repository root (about a second; ``--root`` measures another checkout's package)::
 
     .venv/bin/python -m benchmarks.architecture
+    .venv/bin/python -m benchmarks.architecture --root /path/to/other/checkout/meanfield --top 20
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ PACKAGE = ROOT.name
 LINE_LIMIT = 500
 
 
-def module_files(root: Path = ROOT) -> dict:
+def module_files(root: Path | None = None) -> dict:
     """Dotted module name -> source path, for every ``.py`` file under ``root`` (packages by ``__init__``)."""
+    root = ROOT if root is None else root
     out = {}
     for p in sorted(root.rglob("*.py")):
         parts = p.relative_to(root.parent).with_suffix("").parts
@@ -142,7 +146,8 @@ def _dunder_all(tree: ast.Module) -> set:
 
 def reexports(modules: dict | None = None) -> list:
     """``(module, name, source)`` for every name that ``module`` imports from ``source`` (a module
-    of the tree) at module level and never uses: its second home.  The root package's
+    of the tree) at module level and never uses, or exports in its ``__all__``, and every module-level
+    alias ``NAME = imported`` / ``NAME = module.attr`` of such an object: its second home.  The root package's
     ``__all__`` (the top-level API) is left out; see :func:`top_level_api`."""
     modules = module_files() if modules is None else modules
     out = []
@@ -151,6 +156,8 @@ def reexports(modules: dict | None = None) -> list:
         used = _used_names(tree)
         api = _dunder_all(tree) if name == PACKAGE else set()
         pkg = name.split(".") if _is_package(path) else name.split(".")[:-1]
+        exported = _dunder_all(tree) if name != PACKAGE else set()
+        origin = {}                                          # local name -> the tree module it comes from
         for node in tree.body:                               # module level only: a lazy import is local
             if not isinstance(node, ast.ImportFrom):
                 continue
@@ -160,8 +167,18 @@ def reexports(modules: dict | None = None) -> list:
                 continue
             for a in node.names:
                 local = a.asname or a.name
-                if local not in used and local not in api and f"{src}.{a.name}" not in modules:
+                origin[local] = f"{src}.{a.name}" if f"{src}.{a.name}" in modules else src
+                if ((local not in used or local in exported) and local not in api
+                        and f"{src}.{a.name}" not in modules):
                     out.append((name, local, src))
+        for node in tree.body:                               # NEW = IMPORTED (or = module.NAME): a second name
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and name != PACKAGE):
+                v = node.value
+                ref = v.id if isinstance(v, ast.Name) else (v.value.id if isinstance(v, ast.Attribute)
+                                                           and isinstance(v.value, ast.Name) else None)
+                if ref in origin:
+                    out.append((name, node.targets[0].id, origin[ref]))
     return sorted(out)
 
 
@@ -240,33 +257,43 @@ def _bound_names(body) -> tuple:
     return defined, imported
 
 
-def second_home_imports(sources, modules: dict | None = None) -> list:
+def second_home_imports(sources=None, modules: dict | None = None) -> list:
     """``(where, line, module, name)`` for every ``from meanfield.<module> import <name>`` in
-    ``sources`` (an iterable of ``(label, source text)``) where ``<name>`` is neither defined in
-    ``<module>`` nor one of its submodules: the name is taken from a second home.  The root
-    package's ``__all__`` (the top-level API) is allowed."""
+    ``sources`` where ``<name>`` is neither defined in ``<module>`` nor one of its submodules: the
+    name is taken from a second home.  The root package's ``__all__`` (the top-level API) is allowed.
+
+    ``sources``: an iterable of ``(label, source text)`` or ``(label, source text, package)``, the
+    dotted package against which relative imports are resolved; default every module of the
+    package itself (relative imports included)."""
     modules = module_files() if modules is None else modules
+    if sources is None:
+        sources = [(str(p.relative_to(ROOT.parent)), p.read_text(),
+                    n if _is_package(p) else n.rpartition(".")[0]) for n, p in modules.items()]
     bound = {}
     out = []
-    for label, text in sources:
+    for label, text, *pkg in sources:
         try:
             tree = ast.parse(text)
         except SyntaxError:
             continue
+        pkg = pkg[0].split(".") if pkg else None
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
-                    and (node.module == PACKAGE or node.module.startswith(PACKAGE + "."))):
+            if not isinstance(node, ast.ImportFrom) or (node.level and pkg is None):
                 continue
-            if node.module not in modules:
-                out += [(label, node.lineno, node.module, a.name) for a in node.names]
+            base = pkg[:len(pkg) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            if not (module == PACKAGE or module.startswith(PACKAGE + ".")):
                 continue
-            if node.module not in bound:
-                mtree = ast.parse(modules[node.module].read_text())
+            if module not in modules:
+                out += [(label, node.lineno, module, a.name) for a in node.names]
+                continue
+            if module not in bound:
+                mtree = ast.parse(modules[module].read_text())
                 defined = _bound_names(mtree.body)[0]
-                bound[node.module] = defined | (_dunder_all(mtree) if node.module == PACKAGE else set())
+                bound[module] = defined | (_dunder_all(mtree) if module == PACKAGE else set())
             for a in node.names:
-                if a.name != "*" and a.name not in bound[node.module] and f"{node.module}.{a.name}" not in modules:
-                    out.append((label, node.lineno, node.module, a.name))
+                if a.name != "*" and a.name not in bound[module] and f"{module}.{a.name}" not in modules:
+                    out.append((label, node.lineno, module, a.name))
     return sorted(out)
 
 
@@ -326,4 +353,11 @@ def report(top: int = 12) -> str:
 
 
 if __name__ == "__main__":
-    print(report(int(sys.argv[1]) if len(sys.argv) > 1 else 12))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--top", type=int, default=12, help="rows of the keyword-list table")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the meanfield package folder to measure")
+    args = parser.parse_args()
+    ROOT, PACKAGE = args.root.resolve(), args.root.resolve().name
+    print(report(args.top))

@@ -48,7 +48,7 @@ BAD = [
     ({"integrator": {"method": "rk4"}}, "integrator.dt must be a number > 0", "'rk4'"),
     ({"initial": {"mus": [[1.0, 1.0, 0.0]]}}, "initial.mus[0] must be a unit 3-vector", "|mu|^2 = 2"),
     ({"initial": {"kappas": [1.0, 2.0]}}, "initial.kappas must have 1 or len(initial.mus) = 3", "received 2"),
-    ({"initial": {"weights": [0.5, 0.5, 0.5]}}, "initial.weights must sum to 1", "1.5"),
+    ({"initial": {"weights": [0.5, 0.5, 0.5]}}, "initial.weights must be 3 finite weights >= 0 summing to 1", "1.5"),
     ({"heads": []}, "heads must be a non-empty list", "received []"),
     ({"outputs": {"dataset": "a/b.nc"}}, "outputs.dataset must be a plain NetCDF file name", "'a/b.nc'"),
     ({"outputs": {"dataset": "checkpoint"}}, "outputs.dataset must be a plain NetCDF file name", "'checkpoint'"),

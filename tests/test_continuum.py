@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from meanfield import field_diagnostics as fd
-from meanfield import theory
-from meanfield.models.continuum import ContinuumPDE, KernelResolutionWarning, funk_hecke_multipliers
+from meanfield.analysis import stability
+from meanfield.models.continuum import ContinuumPDE, KernelResolutionWarning
+from meanfield.core.funk_hecke import funk_hecke_multipliers
 from meanfield.core.densities import uniform_density, vmf_density, vmf_mixture_density
 from meanfield.core.heads import Head, scalar_heads
 from meanfield.workflow.simulate import solve_continuum
@@ -108,9 +109,9 @@ def test_kernel_resolution_warning_and_errors():
 
 
 def test_relu_multipliers_match_theory():
-    """Funk-Hecke multipliers of relu(lambda t)^2 / 2 against theory.funk_hecke_relu(power=2)."""
+    """Funk-Hecke multipliers of relu(lambda t)^2 / 2 against stability.funk_hecke_relu(power=2)."""
     ours = funk_hecke_multipliers(12, g=lambda t: 0.5 * np.maximum(1.3 * t, 0) ** 2)
-    ref = 0.5 * np.array([theory.funk_hecke_relu(ell, 1.3, power=2) for ell in range(13)])  # theory: relu^2
+    ref = 0.5 * np.array([stability.funk_hecke_relu(ell, 1.3, power=2) for ell in range(13)])  # theory: relu^2
     # both are Gauss-Legendre quadratures exact for these piecewise polynomials: round-off
     np.testing.assert_allclose(ours, ref, atol=1e-14 * np.abs(ref).max())
 

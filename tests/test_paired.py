@@ -1,10 +1,12 @@
-"""Tests for meanfield.paired: paired particle/PDE runs and W2 between them (MODEL.md section 4)."""
+"""Tests for meanfield.workflow.paired: paired particle/PDE runs and W2 between them (MODEL.md section 4)."""
 
 import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import paired, transport
+from meanfield import diagnostics
+from meanfield.workflow import paired
+from meanfield.analysis import transport
 
 HEADS = mf.scalar_heads([1.0, 0.5], 3, beta=1.0)
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
@@ -48,7 +50,7 @@ def test_pde_stop_is_reported_and_particles_continue(tiny):
 
 def test_observables_shapes_and_entropy_convention(tiny):
     T, H = tiny.times.size, len(HEADS)
-    for key in paired.PARTICLE_KEYS:
+    for key in diagnostics.PARTICLE_OBSERVABLES:
         assert key in tiny.particles
     assert tiny.particles["energy_head"].shape == (T, H) and tiny.particles["entropy"].shape == (T, H)
     # relative entropy H_i - log n is <= 0 (MODEL.md section 3); exact inequality, round-off margin 1e-12

@@ -4,7 +4,7 @@ rates sigma_l (mean vs softmax, noise shift, other dimensions), the most unstabl
 critical noise, and input errors.
 
 The Funk-Hecke and growth-rate tests were moved here from test_theory.py unchanged (``T`` is the
-stability module itself; meanfield.theory re-exports it).  MODEL.md's reference values
+stability module itself).  MODEL.md's reference values
 sigma_1..4 = 9.34, 19.61, 23.35, 19.97 are a case of the closed-form table (tests/closed_forms.py).
 """
 
@@ -12,14 +12,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special
 
-from meanfield import theory
 from meanfield.analysis import stability as T
-
-
-def test_theory_reexports_stability():
-    # one implementation: meanfield.theory hands out the stability functions themselves
-    for name in T.__all__:
-        assert getattr(theory, name) is getattr(T, name), name
 
 
 # ------------------------------------------------------------------------ Funk-Hecke

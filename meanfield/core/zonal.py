@@ -26,7 +26,7 @@ from .heads import check_heads
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
 
 __all__ = ["zonal_multipliers", "required_lmax", "LMAX_CRITERIA", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace",
-           "PointSpace", "LMAX_CAP"]
+           "PointSpace"]
 
 
 def _check_zonal(head):
