@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import meanfield as mf
 from meanfield.analysis import stability
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.core.funk_hecke import funk_hecke_multipliers
@@ -351,3 +352,12 @@ def test_velocity_scratch_buffers_reused_safely_across_calls_and_threads():
         t.join()
     for k in (0, 1):
         np.testing.assert_array_equal(out[k], want[k])
+
+
+# ------------------------------------------- moved from test_api_friction.py (issue 14, item 9), unchanged
+def test_spectral_sum_velocity_weights_default_to_uniform():
+    heads = mf.scalar_heads([1.0], 3, beta=2.0)
+    s = SpectralSum(heads, 1e-10)
+    X = mf.initial.uniform_sphere(50, 3, seed=2)
+    # the same call with the weights written out: identical (tolerance 0)
+    np.testing.assert_array_equal(s.velocity(X), s.velocity(X, np.full(50, 1 / 50)))

@@ -3,7 +3,7 @@
 Every validator is fed each class of bad input (bool for a number, NaN, inf, wrong type, out of
 range, wrong shape); the ValueError must name the argument and echo what was received.  Valid
 input comes back in its canonical type, unchanged in value.  (The closed-form "validation
-problems" of the particle model are in ``test_validation.py``.)
+problems" of the particle model are in ``test_particle_runs.py``.)
 """
 
 import ast

@@ -1,4 +1,5 @@
-"""The generic resumable task runner (meanfield.workflow.tasks.run_tasks) on its own."""
+"""The generic resumable task farm (meanfield.workflow.tasks: run_tasks, stores, lock) on its own (was
+test_task_runner.py)."""
 
 import functools
 import json

@@ -1,4 +1,5 @@
-"""Particle runs against closed forms: equiangular reduced ODEs and measured temporal orders."""
+"""Particle runs against closed forms: equiangular reduced ODEs and measured temporal orders
+(was test_validation.py, too close to test_validate.py: 0.2.0 names test files after what they test)."""
 
 import numpy as np
 import pytest
