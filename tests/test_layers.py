@@ -200,3 +200,15 @@ def test_sources_have_no_control_characters():
     bad = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")
            if any(b < 32 and b != 10 for b in p.read_bytes())]
     assert bad == []
+
+
+def test_the_package_map_names_every_module():
+    # the map in meanfield/__init__.py's docstring lists each module of each layer, and no other
+    listed, layer = set(), None
+    for line in meanfield.__doc__.splitlines():
+        m = re.match(r"    (core|models|analysis|workflow)/", line)
+        if m:
+            layer = m.group(1)
+        elif layer and (m := re.match(r"      (\w+)\s", line)):
+            listed.add((layer, m.group(1)))
+    assert listed == {(p.parent.name, p.stem) for p in _modules() if p.stem != "__init__"}
