@@ -72,12 +72,12 @@ What the top level exports (``meanfield.__all__``, all bound when ``import meanf
 * five modules whose functions a script calls by module (``mf.theory.beta_star(...)``):
   ``densities``, ``initial`` (of ``core``), ``diagnostics``, ``field_diagnostics``, ``theory`` (of
   ``analysis``).  They are the modules themselves, bound as attributes of the package: there is no
-  second module name (``import meanfield.analysis.theory`` fails; ``from meanfield import theory`` and
+  second module name (``import meanfield.theory`` fails; ``from meanfield import theory`` and
   ``from meanfield.analysis import theory`` give the same module).
 
 Every other name is imported from the one module that defines it (``from meanfield.analysis
 import transport``, ``from meanfield.workflow.jobs import main_job``).  No name has a second home:
-the short module names of version 0.1 (``meanfield.analysis.transport``, ``meanfield.workflow.run``, ...) and the
+the short module names of version 0.1 (``meanfield.transport``, ``meanfield.run``, ...) and the
 re-exports kept for them were removed in 0.2.0.
 """
 

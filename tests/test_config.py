@@ -46,7 +46,7 @@ BAD = [
     ({"heads": [{"kernel": "gauss"}]}, "heads[0].kernel must be one of ['exp', 'relu'", "received 'gauss'"),
     ({"integrator": {"method": "rk9"}}, "integrator.method must be one of", "received 'rk9'"),
     ({"integrator": {"method": "rk4"}}, "integrator.dt must be a number > 0", "'rk4'"),
-    ({"initial": {"mus": [[1.0, 1.0, 0.0]]}}, "initial.mus[0] must be a unit 3-vector", "|mu|^2 = 2"),
+    ({"initial": {"mus": [[1.0, 1.0, 0.0]]}}, "initial.mus[0] must be a unit vector", "|x|^2 = 2.0"),
     ({"initial": {"kappas": [1.0, 2.0]}}, "initial.kappas must have 1 or len(initial.mus) = 3", "received 2"),
     ({"initial": {"weights": [0.5, 0.5, 0.5]}}, "initial.weights must be 3 finite weights >= 0 summing to 1", "1.5"),
     ({"heads": []}, "heads must be a non-empty list", "received []"),

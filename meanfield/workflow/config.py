@@ -89,10 +89,7 @@ def _unit_vectors(path, v):
         if not isinstance(mu, (list, tuple)) or len(mu) != 3:
             raise ConfigError(f"{p} must be a unit 3-vector [x, y, z]; received {mu!r}")
         mu = tuple(_real()(f"{p}[{k}]", x) for k, x in enumerate(mu))
-        norm2 = sum(x * x for x in mu)
-        if abs(norm2 - 1.0) > 1e-8:
-            raise ConfigError(f"{p} must be a unit 3-vector (| |mu|^2 - 1 | <= 1e-8; it is not renormalized); "
-                              f"received {list(mu)} with |mu|^2 = {norm2:.12g}")
+        _config_error(validate.unit_vector, p, list(mu), 3)          # not renormalized
         out.append(mu)
     return tuple(out)
 
