@@ -25,7 +25,7 @@ import numpy as np
 
 import meanfield as mf
 from meanfield.core.heads import scalar_heads
-from meanfield.core.kernels import aggregate, row_chunks
+from meanfield.core.sums import aggregate, row_chunks
 from meanfield.models.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
 from ._report import table
 
@@ -215,7 +215,7 @@ def bench_pde(quick):
 
 # ---------------------------------------------------------------------------------------- W2
 def bench_w2(quick):
-    from meanfield import transport
+    from meanfield.analysis import transport
 
     plan = {"exact": [300, 1000] if quick else [500, 1000, 2000, 4000],
             "sinkhorn": [300] if quick else [300, 1000],

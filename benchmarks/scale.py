@@ -1,6 +1,6 @@
 """Benchmarks of issue 12 (the continuum limit at scale), measured in one run and printed as tables:
 
-1. particle diagnostics (:func:`meanfield.diagnostics.observer`) against n: direct pairwise
+1. particle diagnostics (:func:`meanfield.analysis.diagnostics.observer`) against n: direct pairwise
    sums vs spectral (Funk-Hecke) sums, and their agreement where both run;
 2. one spectral velocity call against the bare spherical-harmonic library calls it makes (the ratio is
    the cost of the numpy glue: input checks, angles, tangent frame), with 1 and 2 ducc0 threads;

@@ -331,16 +331,16 @@ def bench_semidiscrete_big(p, iterations_ref):
 
 
 def bench_mmd(p, grid, rho):
-    from meanfield.analysis import transport
+    from meanfield.analysis import mmd
     from meanfield.core import densities as dn
 
     rows, times = [], {}
     for n in p["mmd_sizes"]:
         X = dn.sample_particles(grid, rho, n, seed=2)
-        t = min(timed(lambda: transport.mmd_particles_field(X, rho, grid, kernel="sobolev", s=2.0))[1]
+        t = min(timed(lambda: mmd.mmd_particles_field(X, rho, grid, kernel="sobolev", s=2.0))[1]
                 for _ in range(3))
-        mm = transport.mmd_particles_field(X, rho, grid, kernel="sobolev", s=2.0)
-        e = transport.mmd_iid_expectation(grid, rho, n, kernel="sobolev", s=2.0)
+        mm = mmd.mmd_particles_field(X, rho, grid, kernel="sobolev", s=2.0)
+        e = mmd.mmd_iid_expectation(grid, rho, n, kernel="sobolev", s=2.0)
         times[n] = t
         rows.append([f"{n:.0e}", f"{t * 1e3:.1f}", f"{mm.distance:.3e}", f"{np.sqrt(e):.3e}",
                      f"{mm.cost / e:.2f}"])

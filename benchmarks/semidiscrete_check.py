@@ -3,7 +3,7 @@
 The solver (:func:`meanfield.analysis.semidiscrete.solve_semidiscrete`) returns the dual weights
 ``psi`` and the chordal cost ``sum_i int_{L_i} |x_i - y|^2 rho`` assembled from its own arc
 quadrature (a difference of near-equal terms, ``2 G_i - 2 x_i . m_i``, the point worth checking at
-large n).  Here ``m`` points ``y ~ rho`` (i.i.d., :func:`meanfield.densities.sample_particles`) are sent
+large n).  Here ``m`` points ``y ~ rho`` (i.i.d., :func:`meanfield.core.densities.sample_particles`) are sent
 to their power-nearest particle ``argmin_j |x_j - y|^2 - psi_j``, found *exactly* as the Euclidean
 nearest neighbour of ``(y, 0)`` among the lifted points ``(x_j, sqrt(max psi - psi_j))`` of R^4 (a
 k-d tree; no neighbour limit), which gives, with no quadrature of the solver's:

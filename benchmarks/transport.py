@@ -4,14 +4,14 @@ The density: two von Mises-Fisher bumps (kappa = 4) plus a 20 % uniform floor at
 (``DEPENDENCIES.md`` "Large-n transport"); the particles: n i.i.d. samples of it.  For each n one
 run (no repeats) of
 
-* ``semidiscrete``: :func:`meanfield.transport.w2_particles_field` (chordal cost; the continuous density);
+* ``semidiscrete``: :func:`meanfield.analysis.transport.w2_particles_field` (chordal cost; the continuous density);
 * ``exact``: ``ot.emd2`` against the density's node measure on ``SphereGrid(31)`` (2048 nodes), with
   that node measure's own grid floor (semi-discrete W2 between nodes and density), where
   ``n * 2048 <= 8000**2``;
 * ``exact, extrapolated``: exact W2 against the node measures of GL grids with 8192 / 18432 / 32768
   nodes, extrapolated in h^2 (``W2^2 ~ A + B h^2``, last two grids), at n = 1000 only;
 * ``sliced``: Euclidean sliced W2 (200 projections; a lower bound, a different quantity);
-* ``mmd``: :func:`meanfield.transport.mmd_particles_field` (H^-2 Sobolev kernel) and its i.i.d.
+* ``mmd``: :func:`meanfield.analysis.mmd.mmd_particles_field` (H^-2 Sobolev kernel) and its i.i.d.
   expectation.
 
 Run from the repository root::
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from meanfield.analysis import transport
+from meanfield.analysis import mmd, transport
 from meanfield.core import densities as dn
 from meanfield.core.sphere import SphereGrid
 
@@ -85,8 +85,8 @@ def rows_for(n, grid, rho):
                                                          method="sliced", seed=0))
     rows.append([n, "sliced (200 proj.)", f"{sl.distance:.6f}", f"{sl.distance / sd.distance - 1:+.2e}",
                  f"{t:.2f}", "a lower bound on chordal W2"])
-    mm, t = timed(lambda: transport.mmd_particles_field(X, rho, grid, kernel="sobolev", s=2.0))
-    e = transport.mmd_iid_expectation(grid, rho, n, kernel="sobolev", s=2.0)
+    mm, t = timed(lambda: mmd.mmd_particles_field(X, rho, grid, kernel="sobolev", s=2.0))
+    e = mmd.mmd_iid_expectation(grid, rho, n, kernel="sobolev", s=2.0)
     rows.append([n, "mmd (H^-2)", f"{mm.distance:.6f}", "-", f"{t:.3f}", f"sqrt(E MMD^2 iid) = {np.sqrt(e):.6f}"])
     return rows
 

@@ -2,14 +2,16 @@
 
 The mathematics is specified in ``MODEL.md`` (shared docs); ``docs/`` explains the package.
 
-Package map: four layers, imports flow downwards only (``tests/test_layers.py`` checks it)::
+Package map: four layers, imports flow downwards only and form no cycle, lazy imports included
+(``tests/test_layers.py`` checks both; ``benchmarks/architecture.py`` counts them)::
 
     core/       the primitives
-      validate          input checks shared by every public function (named ValueErrors)
+      validate          input checks shared by every public function (named ValueErrors), MASS_TOL
       choices           the allowed values of every string choice (samplings, W2 methods, ...), once
       heads             Head(M, V, beta, kernel, normalization) and presets
       kernels           KERNELS and NORMALIZATIONS: registries of what a head's kernel / normalization means
       sums              chunked kernel sums shared by particles and the continuum quadrature path
+      sinkhorn          the Sinkhorn scaling solve of doubly stochastic (Sinkhorn) attention
       funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2 (and on S^{d-1}, Gegenbauer basis)
       zonal             ZonalOperator (zonal heads in spherical harmonics) and required_lmax
       sinkhorn          Sinkhorn scalings of one head (doubly stochastic attention): solve_scaling
@@ -37,100 +39,75 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
     analysis/   what is measured on the models
       diagnostics       particle diagnostics (energy rates, radial shadows, Condition 8, entropies) and observer
       clustering        clustering measures of tokens (min / mean inner product, clusters; KD-tree path)
-      field_diagnostics continuum diagnostics and the resolution monitor
-      theory            closed forms of MODEL.md sections 2-3 (re-exports stability)
-      stability         Funk-Hecke coefficients, growth rates sigma_l, critical noise
-      transport         W2 distances on the sphere (the only POT user; imported on first use)
-      semidiscrete      W2 between particles and a continuous density: Laguerre cells on S^2, damped Newton
+      equilibria        stationary states of the axisymmetric noisy PDE (Newton), branches, free energy, spectra
+      phase_transition  the degree-1 branch's classification: nu_#, nu_fold, nu_global, beta_*
+      continuation      pseudo-arclength continuation with fold and branch-point detection, branch switching
+      sphere_states     stationary states on the full S^2 (Newton-Krylov, phase conditions), their spectra
       mmd               the spectral MMD between particles and a density, and its iid expectation
+      field_diagnostics continuum diagnostics and the resolution monitor
+      theory            closed forms of MODEL.md sections 2-3 (equiangular dynamics, phi, beta*)
+      stability         Funk-Hecke coefficients, growth rates sigma_l, critical noise
+      transport         W2 distances on the sphere (the only POT user) and TransportResult
+      semidiscrete      W2 between particles and a continuous density: Laguerre cells on S^2, damped Newton
       ensembles         measures over a batch of systems (one-cluster fraction, pair density, Gram rank)
       axisymmetric      hooks for the circle/axisymmetric PDEs; exact 1-D W2 of the angle marginal
     workflow/   runs, files and the command line
       simulate          solve_particles / solve_continuum: integrator + observe hooks
       paired            paired particle / PDE runs compared by W2 (the main job's engine)
       reduced           solve_reduced: the circle / axisymmetric PDEs with observers and monitor
-      config            RunConfig: the main job's settings, TOML in and out, validated
-      inputs            research inputs of configs: coefficient files, zonal profiles, head matrices
+      inputs            research inputs of configs: coefficient files, zonal profiles, token files
+      config            RunConfig: the main job's settings, TOML in and out, validated (files resolved)
       checkpoint        integrator states of long runs, saved atomically; resume
+      run               the main job: PDE + particles + W2 -> xarray Dataset; preflight checks
+      jobs              the job folder's lifecycle: lock, refusals, checkpoint marker, result, figures
       extend            continue a finished run to a later time (meanfield run --extend DIR --t-final T)
-      run               the main job: PDE + particles + W2 -> xarray Dataset
       results           NetCDF datasets with config, schema and package version
       plotting          figures and animations (the only matplotlib user)
-      sweep             parameter sweeps of the main job on dask.distributed
+      tasks             a generic resumable task farm on dask.distributed (index, one file per task)
+      sweep             parameter sweeps of the main job (run_tasks over configs)
       phase_diagram     beta x t phase diagrams of ensembles (dataset, figure, CLI)
       cli               the ``meanfield`` command
 
-Every module of version 0.1 is also importable by its old short name (``meanfield.transport``,
-``meanfield.run``, ...): see :data:`MODULES`.
+``meanfield/_version.py`` holds the version, the one module outside the layers (any layer may import it).
+
+What the top level exports (``meanfield.__all__``, all bound when ``import meanfield`` runs):
+
+* the objects of a first script: the heads and their presets (``Head``, ``scalar_heads``, ...), the
+  models (``ParticleSystem``, ``ContinuumPDE``, ``CirclePDE``, ``AxisymmetricPDE``), ``SphereGrid``,
+  the driver (``integrate``, ``SCHEMES``, ``Trajectory``), ``required_lmax``, the solvers
+  (``solve_particles``, ``solve_continuum``, ``solve_reduced``), the density inputs
+  (``zonal_density``, ``density_from_coefficients``) and ``__version__``;
+* five modules whose functions a script calls by module (``mf.theory.beta_star(...)``):
+  ``densities``, ``initial`` (of ``core``), ``diagnostics``, ``field_diagnostics``, ``theory`` (of
+  ``analysis``).  They are the modules themselves, bound as attributes of the package: there is no
+  second module name (``import meanfield.theory`` fails; ``from meanfield import theory`` and
+  ``from meanfield.analysis import theory`` give the same module).
+
+Every other name is imported from the one module that defines it (``from meanfield.analysis
+import transport``, ``from meanfield.workflow.jobs import main_job``).  No name has a second home:
+the short module names of version 0.1 (``meanfield.transport``, ``meanfield.run``, ...) and the
+re-exports kept for them were removed in 0.2.0.
 """
 
-import importlib.abc
-import importlib.util
-import sys
-from importlib import import_module
-
+from ._version import __version__
 from .analysis import diagnostics, field_diagnostics, theory
 from .core import densities, initial
 from .core.heads import (Head, approx_orthogonal_heads, orthogonal_block_heads, perturbed_value_heads,
                          random_symmetric_heads, scalar_heads)
-from .core.integrate import SCHEMES, Trajectory, integrate
+from .core.integrate import Trajectory, integrate
 from .core.sphere import SphereGrid
+from .core.tableaux import SCHEMES
 from .core.zonal import required_lmax
-from .models.continuum import ContinuumPDE
-from .models.particles import ParticleSystem
 from .models.axisymmetric import AxisymmetricPDE
 from .models.circle import CirclePDE
-from .workflow.simulate import solve_continuum, solve_particles
-from .workflow.reduced import solve_reduced
+from .models.continuum import ContinuumPDE
+from .models.particles import ParticleSystem
 from .workflow.inputs import density_from_coefficients, zonal_density
-
-__version__ = "0.1.0"
+from .workflow.reduced import solve_reduced
+from .workflow.simulate import solve_continuum, solve_particles
 
 __all__ = ["Head", "scalar_heads", "orthogonal_block_heads", "random_symmetric_heads", "perturbed_value_heads",
-           "approx_orthogonal_heads", "ParticleSystem", "ContinuumPDE", "SphereGrid", "integrate", "SCHEMES",
-           "Trajectory", "required_lmax", "solve_particles", "solve_continuum", "densities", "diagnostics", "field_diagnostics",
-           "initial", "theory", "transport", "__version__"]
-__all__ += ["CirclePDE", "AxisymmetricPDE", "solve_reduced"]
-__all__ += ["zonal_density", "density_from_coefficients"]
-
-MODULES = {
-    "validate": "core.validate", "heads": "core.heads", "kernels": "core.kernels", "funk_hecke": "core.funk_hecke",
-    "sphere": "core.sphere", "integrate": "core.integrate", "initial": "core.initial", "densities": "core.densities",
-    "particles": "models.particles", "fastsum": "models.fastsum", "continuum": "models.continuum",
-    "diagnostics": "analysis.diagnostics", "field_diagnostics": "analysis.field_diagnostics",
-    "theory": "analysis.theory", "stability": "analysis.stability", "transport": "analysis.transport",
-    "simulate": "workflow.simulate", "paired": "workflow.paired", "config": "workflow.config",
-    "checkpoint": "workflow.checkpoint", "run": "workflow.run", "results": "workflow.results",
-    "plotting": "workflow.plotting", "sweep": "workflow.sweep", "cli": "workflow.cli",
-    "extend": "workflow.extend",
-}
-"""Short module name -> its place in the layers (``meanfield.<short>`` imports ``meanfield.<place>``)."""
-
-
-class _ShortNames(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``import meanfield.transport`` returns the module ``meanfield.analysis.transport`` itself."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        prefix, _, short = fullname.partition(".")
-        if prefix == __name__ and short in MODULES:
-            return importlib.util.spec_from_loader(fullname, self)
-        return None
-
-    def create_module(self, spec):
-        return import_module(f"{__name__}.{MODULES[spec.name.partition('.')[2]]}")
-
-    def exec_module(self, module):
-        pass
-
-
-if not any(isinstance(f, _ShortNames) for f in sys.meta_path):
-    sys.meta_path.append(_ShortNames())
-for _short, _place in MODULES.items():     # already loaded: register the short name now, so that a later
-    if f"{__name__}.{_place}" in sys.modules:   # `import meanfield.integrate` cannot rebind mf.integrate
-        sys.modules.setdefault(f"{__name__}.{_short}", sys.modules[f"{__name__}.{_place}"])
-
-
-def __getattr__(name):
-    if name in MODULES:          # POT, xarray, matplotlib, dask are slow to import: load on first use
-        return import_module(f".{MODULES[name]}", __name__)
-    raise AttributeError(f"module 'meanfield' has no attribute {name!r}")
+           "approx_orthogonal_heads", "ParticleSystem", "ContinuumPDE", "CirclePDE", "AxisymmetricPDE", "SphereGrid",
+           "integrate", "SCHEMES", "Trajectory", "required_lmax", "solve_particles", "solve_continuum",
+           "solve_reduced", "zonal_density", "density_from_coefficients", "densities", "initial", "diagnostics",
+           "field_diagnostics", "theory", "__version__"]

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from meanfield.core.densities import uniform_density
+from meanfield.core.densities import uniform_density, vmf_mixture_density
+from meanfield.core.heads import scalar_heads
 from meanfield.models.particles import retract_sphere
 
 FD_STEP = 1e-5
@@ -65,3 +66,13 @@ def sde_ends_on_one_path(method, rhs, X0, T, dW, levels, fine, nu):
                          np.stack([seg[:m // 2].sum(0), seg[m // 2:].sum(0)]), nu)
         ends[L] = X
     return ends
+
+
+# the heads and the two-blob start of the paired-run and main-job tests (test_paired, test_run)
+PAIRED_HEADS = scalar_heads([1.0, 0.5], 3, beta=1.0)
+PAIRED_MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+
+
+def paired_blobs(grid):
+    """Two vMF blobs (kappa 4, weights 0.6 / 0.4) over a floor 0.2 on ``grid``: the paired tests' start."""
+    return vmf_mixture_density(grid, PAIRED_MUS, 4.0, [0.6, 0.4], floor=0.2)

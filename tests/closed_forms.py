@@ -25,6 +25,7 @@ from scipy import optimize
 
 import meanfield as mf
 from meanfield import diagnostics, field_diagnostics as fd, theory as T
+from meanfield.analysis import stability
 from meanfield.core.densities import perturbed_uniform, uniform_density, vmf_mixture_density
 from meanfield.core.initial import equiangular, random_rotation, uniform_sphere
 from meanfield.models.particles import retract_sphere
@@ -361,7 +362,7 @@ def general_heads(seed=7):
 
 
 case("sigma_1..4 = 9.34, 19.61, 23.35, 19.97 (d = 3, beta = 6, one head, mean)", "3 linear stability",
-     lambda: T.growth_rate([1, 2, 3, 4], [1.0], 6.0, "mean"), [9.34, 19.61, 23.35, 19.97], atol=0.006,
+     lambda: stability.growth_rate([1, 2, 3, 4], [1.0], 6.0, "mean"), [9.34, 19.61, 23.35, 19.97], atol=0.006,
      why="MODEL.md quotes two decimals: half a unit of the last digit plus margin",
      moved="test_theory.py::test_growth_rate_model_values")
 
@@ -389,7 +390,7 @@ for _norm in ["mean", "softmax"]:
                  "3 linear stability",
                  lambda nrm=_norm, nu=_nu, lam=_lam, b=_beta: _linearized_rates(nrm, nu, list(lam), b),
                  lambda nrm=_norm, nu=_nu, lam=_lam, b=_beta: np.repeat(
-                     T.growth_rate(np.arange(1, 9), list(lam), b, nrm, nu), 2),
+                     stability.growth_rate(np.arange(1, 9), list(lam), b, nrm, nu), 2),
                  atol=1e-9, rtol=1e-6,
                  why="symmetric difference at eps = 1e-4: O(eps^2) ~ 1e-8 relative, round-off 1e-16/eps = 1e-12",
                  moved="test_continuum.py::test_linear_growth_rates")
@@ -407,7 +408,7 @@ def _growth_in_time():
 
 
 case("eps Y_30 grows like exp(sigma_3 t) along a PDE run", "3 linear stability", _growth_in_time,
-     lambda: T.growth_rate(3, [1.0], 6.0), rtol=1e-6, atol=1e-12,
+     lambda: stability.growth_rate(3, [1.0], 6.0), rtol=1e-6, atol=1e-12,
      why="nonlinear corrections ~ eps e^{sigma T} ~ 1e-7 relative, integrator error ~1e-10",
      moved="test_continuum.py::test_growth_rate_in_time")
 

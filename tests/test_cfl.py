@@ -6,7 +6,8 @@ import pytest
 
 from meanfield.core.densities import uniform_density, vmf_density
 from meanfield.core.heads import scalar_heads
-from meanfield.core.steppers import SCHEMES, SPLIT_SCHEMES
+from meanfield.core.tableaux import SCHEMES
+from meanfield.core.steppers import SPLIT_SCHEMES
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow.simulate import solve_continuum
 

@@ -12,7 +12,7 @@ import pytest
 
 import meanfield as mf
 from meanfield.core.integrate import integrate
-from meanfield.workflow import run as run_module
+from meanfield.workflow import jobs
 from meanfield.workflow.checkpoint import Checkpointer, RunInterrupted
 
 
@@ -126,6 +126,6 @@ def test_run_interrupted():
     assert isinstance(err, Exception) and not isinstance(err, KeyboardInterrupt)
     assert str(err) == "pde run interrupted at t = 0.3; state saved in some/folder"
     assert err.folder == type(err.folder)("some/folder") and hasattr(err.folder, "is_dir")   # a Path
-    assert run_module.RunInterrupted is RunInterrupted   # the main job raises this very class
+    assert jobs.RunInterrupted is RunInterrupted   # the main job (jobs.main_job) handles this very class
     with pytest.raises(RunInterrupted, match="interrupted"):
         raise err

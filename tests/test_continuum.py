@@ -4,14 +4,18 @@ Growth rates, mass, tangency, energy identities, axisymmetry, rotation equivaria
 consistency with particles are cases of the closed-form table, tests/closed_forms.py.
 """
 
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
 
+import meanfield as mf
 from meanfield import field_diagnostics as fd
-from meanfield import theory
-from meanfield.models.continuum import ContinuumPDE, KernelResolutionWarning, funk_hecke_multipliers
+from meanfield.analysis import stability
+from meanfield.models.continuum import ContinuumPDE, KernelResolutionWarning
+from meanfield.core.funk_hecke import funk_hecke_multipliers
 from meanfield.core.densities import uniform_density, vmf_density, vmf_mixture_density
 from meanfield.core.heads import Head, scalar_heads
 from meanfield.workflow.simulate import solve_continuum
@@ -108,9 +112,9 @@ def test_kernel_resolution_warning_and_errors():
 
 
 def test_relu_multipliers_match_theory():
-    """Funk-Hecke multipliers of relu(lambda t)^2 / 2 against theory.funk_hecke_relu(power=2)."""
+    """Funk-Hecke multipliers of relu(lambda t)^2 / 2 against stability.funk_hecke_relu(power=2)."""
     ours = funk_hecke_multipliers(12, g=lambda t: 0.5 * np.maximum(1.3 * t, 0) ** 2)
-    ref = 0.5 * np.array([theory.funk_hecke_relu(ell, 1.3, power=2) for ell in range(13)])  # theory: relu^2
+    ref = 0.5 * np.array([stability.funk_hecke_relu(ell, 1.3, power=2) for ell in range(13)])  # theory: relu^2
     # both are Gauss-Legendre quadratures exact for these piecewise polynomials: round-off
     np.testing.assert_allclose(ours, ref, atol=1e-14 * np.abs(ref).max())
 
@@ -186,3 +190,34 @@ def test_fixed_step_default_cfl_with_adaptive_false():
     pde = ContinuumPDE(scalar_heads([1.0], 3), lmax=8, kernel_tol=1e-6)
     tr = solve_continuum(pde, uniform_density(pde.grid), 0.1, method="dopri5", adaptive=False, observe=False)
     assert tr.status == 0 and tr.n_steps >= 1          # dt came from the CFL bound, not an error
+
+
+# ------------------------------------------- moved from test_api_friction.py (issue 14, item 9), unchanged
+def test_continuum_accessors_from_a_trajectory():
+    pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta=1.0), lmax=12, kernel_tol=1e-6)
+    rho0 = mf.zonal_density(pde.grid, legendre=[1.0, 0.5])            # (1 + mu / 2) / (4 pi)
+    tr = mf.solve_continuum(pde, rho0, 0.1, observe=False)
+    C = pde.trajectory_coefficients(tr)
+    assert C.shape == (tr.t.size, pde.grid.nalm)
+    np.testing.assert_array_equal(C[0], rho0)                          # the start as recorded (tolerance 0)
+    pts = np.array([[0.0, 0.0, 1.0], [0.0, 0.0, -1.0], [1.0, 0.0, 0.0]])
+    # ducc0 point synthesis at epsilon 1e-13: values to 1e-12
+    np.testing.assert_allclose(pde.density_at(tr.y[0], pts), np.array([1.5, 0.5, 1.0]) / (4 * np.pi), atol=1e-12)
+    np.testing.assert_allclose(pde.density_at(C[-1], pts), pde.density_at(tr.y[-1], pts), rtol=0, atol=1e-14)
+    with pytest.raises(ValueError, match=r"traj must be a Trajectory of this PDE"):
+        pde.trajectory_coefficients(np.zeros((2, 5)))
+    with pytest.raises(ValueError, match="points must be unit vectors"):
+        pde.density_at(C[0], 2 * pts)
+
+
+def test_kernel_resolution_warning_says_what_it_measures_and_where():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta=3.0), lmax=8)
+    (w,) = [c for c in caught if c.category is KernelResolutionWarning]
+    assert "first neglected Funk-Hecke multiplier (degree lmax + 1)" in str(w.message)
+    assert w.filename == __file__                       # this test's line, not <string> or the package
+    code = "import meanfield as mf\nmf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta=3.0), lmax=8)\n"
+    err = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True,
+                         timeout=120).stderr
+    assert err.startswith("<string>:2: KernelResolutionWarning"), err

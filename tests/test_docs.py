@@ -46,7 +46,7 @@ def test_every_python_block_runs(path, tmp_path):
     import json
 
     from meanfield.workflow.config import RunConfig
-    from meanfield.workflow.run import main_job
+    from meanfield.workflow.jobs import main_job
 
     blocks = python_blocks(path)
     if any("meanfield-output/result.nc" in b for b in blocks):

@@ -3,10 +3,13 @@
 import numpy as np
 import pytest
 
-from meanfield import stability
-from meanfield.models.continuum import ContinuumPDE, funk_hecke_multipliers
+import meanfield as mf
+from meanfield.analysis import stability
+from meanfield.models.continuum import ContinuumPDE
+from meanfield.core.funk_hecke import funk_hecke_multipliers
 from meanfield.core.densities import vmf_mixture_density
-from meanfield.models.fastsum import SpectralSum, spectral_supported, truncation_degree, zonal_multipliers
+from meanfield.models.fastsum import SpectralSum, spectral_supported
+from meanfield.core.zonal import required_lmax, zonal_multipliers
 from meanfield.core.heads import Head, scalar_heads
 from meanfield.core.initial import uniform_sphere
 from meanfield.models.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
@@ -60,8 +63,8 @@ def test_self_interaction_included():
 @pytest.mark.parametrize("lam", [1.0, -0.6])
 @pytest.mark.parametrize("kernel", ["exp", "relu"])
 def test_multipliers_match_quadrature(lam, kernel):
-    """Multipliers of meanfield.funk_hecke equal a quadrature of the profiles (via the continuum re-export)
-    and the independent closed forms of meanfield.stability."""
+    """Multipliers of meanfield.core.funk_hecke equal a quadrature of the profiles
+    and the independent closed forms of meanfield.analysis.stability."""
     head = scalar_heads([lam], 3, beta=3.0, kernel=kernel)[0]
     m = zonal_multipliers(head, 30)
     k = (lambda t: np.exp(3.0 * lam * t)) if kernel == "exp" else (lambda t: np.maximum(lam * t, 0.0))
@@ -70,7 +73,7 @@ def test_multipliers_match_quadrature(lam, kernel):
     for key, g in (("potential", K), ("normalizer", k), ("normal", lambda t: k(t) * lam * t)):
         ref = funk_hecke_multipliers(30, g=g)
         np.testing.assert_allclose(m[key], ref, rtol=0, atol=1e-13 * np.abs(ref).max(), err_msg=key)
-    # independent closed forms of meanfield.stability (ive for exp; quadrature in theta for ReLU)
+    # independent closed forms of meanfield.analysis.stability (ive for exp; quadrature in theta for ReLU)
     ell = np.arange(31)
     if kernel == "exp":
         ref = {"normalizer": stability.funk_hecke_exp(ell, 3.0 * lam)}
@@ -84,10 +87,10 @@ def test_multipliers_match_quadrature(lam, kernel):
         np.testing.assert_allclose(m[key], r, rtol=0, atol=1e-13 * np.abs(r).max(), err_msg=key)
 
 
-def test_truncation_degree_controls_the_error():
+def test_required_lmax_controls_the_error():
     """A looser tolerance gives a smaller lmax and a larger, but still bounded, error."""
     heads = scalar_heads([1.0], 3, beta=10.0)
-    assert truncation_degree(heads, 1e-4) < truncation_degree(heads, 1e-10) < truncation_degree(heads, 1e-13)
+    assert required_lmax(heads, 1e-4) < required_lmax(heads, 1e-10) < required_lmax(heads, 1e-13)
     X = clustered(1500, seed=7)
     U, _ = ParticleSystem(heads, summation="direct").forces(X)
     v = ParticleSystem(heads, summation="direct").velocity(X)
@@ -177,7 +180,7 @@ def test_pde_tendency_equals_fields_formula(normalization):
 def test_direct_softmax_with_and_without_shift(rng, beta):
     """kernels.aggregate skips the max-shift only when beta |s| <= 600 cannot overflow; both
     branches equal the textbook softmax computed with logsumexp (beta 325 with |M| = 2: shifted)."""
-    from meanfield.core.kernels import aggregate
+    from meanfield.core.sums import aggregate
 
     head = scalar_heads([2.0], 3, beta=beta, normalization="softmax")[0]
     X = uniform_sphere(60, 3, seed=11)
@@ -349,3 +352,12 @@ def test_velocity_scratch_buffers_reused_safely_across_calls_and_threads():
         t.join()
     for k in (0, 1):
         np.testing.assert_array_equal(out[k], want[k])
+
+
+# ------------------------------------------- moved from test_api_friction.py (issue 14, item 9), unchanged
+def test_spectral_sum_velocity_weights_default_to_uniform():
+    heads = mf.scalar_heads([1.0], 3, beta=2.0)
+    s = SpectralSum(heads, 1e-10)
+    X = mf.initial.uniform_sphere(50, 3, seed=2)
+    # the same call with the weights written out: identical (tolerance 0)
+    np.testing.assert_array_equal(s.velocity(X), s.velocity(X, np.full(50, 1 / 50)))

@@ -6,7 +6,6 @@ import pytest
 import meanfield as mf
 from scipy.special import spherical_in
 
-from meanfield.core import funk_hecke
 from meanfield.core.densities import vmf_mixture_density
 from meanfield.core.funk_hecke import funk_hecke_multipliers
 from meanfield.core.heads import Head, scalar_heads
@@ -66,12 +65,6 @@ def test_argument_checks():
         zonal_multipliers(Head(np.diag([1.0, 2.0, 3.0]), np.eye(3)), 4)
     with pytest.raises(ValueError, match="overflows"):
         zonal_multipliers(scalar_heads([1.0], 3, beta=900.0, normalization="softmax")[0], 4)
-
-
-def test_zonal_multipliers_still_importable_from_funk_hecke():
-    assert funk_hecke.zonal_multipliers is zonal_multipliers
-    from meanfield.models.fastsum import zonal_multipliers as again
-    assert again is zonal_multipliers
 
 
 def test_operator_groups_heads_by_normalization():

@@ -15,6 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 import meanfield as mf
 from meanfield import densities, diagnostics, initial, theory
+from meanfield.analysis import stability
 from meanfield.core.integrate import integrate
 
 OUTCOMES = Counter()
@@ -120,7 +121,7 @@ def test_integrate_arguments(y0, t1, dt, method):
 def test_theory_closed_forms(H, n, beta):
     for name, fn, args, names in [("theory.beta_star", theory.beta_star, (H, n), ("H", "n", "alpha")),
                                   ("theory.lambda_max", theory.lambda_max, (beta, n), ("beta", "n")),
-                                  ("theory.growth_rate", theory.growth_rate, (2, [1.0], beta), ("beta", "l"))]:
+                                  ("stability.growth_rate", stability.growth_rate, (2, [1.0], beta), ("beta", "l"))]:
         out = attempt(name, fn, *args, names=names)
         if out is not None and name != "theory.beta_star":     # beta* may be -inf/inf by its formula
             assert np.all(np.isfinite(out)), (name, args, out)

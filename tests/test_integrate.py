@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy.linalg import expm
 
-from meanfield.core.integrate import SCHEMES, Tableau, Trajectory, integrate, rk_step
+from meanfield.core.tableaux import SCHEMES, Tableau, rk_step
+from meanfield.core.integrate import Trajectory, integrate
 
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 ADAPTIVE = sorted(k for k, v in SCHEMES.items() if v.adaptive)
@@ -389,13 +390,15 @@ def test_interrupt_inside_observe_resumes_bit_for_bit():
     np.testing.assert_array_equal(resumed.observables["s"], full.observables["s"])
 
 
-def test_schemes_live_in_steppers_and_are_re_exported():
+def test_schemes_have_one_home_and_checkpoint_keys_are_kept():
     import meanfield
-    from meanfield.core import steppers
+    from meanfield.core import steppers, tableaux
     from meanfield.core import integrate as module
-    # the registry moved to core.steppers; the old import paths give the very same objects
-    assert module.SCHEMES is steppers.SCHEMES is meanfield.SCHEMES
-    assert module.Tableau is steppers.Tableau and module.rk_step is steppers.rk_step
+    # the registry lives in core.tableaux (the top level's SCHEMES is it); the driver and the
+    # steppers use it without exporting it again (0.1's re-exports were removed in 0.2.0)
+    assert meanfield.SCHEMES is tableaux.SCHEMES and SCHEMES is tableaux.SCHEMES
+    for name in ("SCHEMES", "Tableau", "rk_step"):
+        assert name in tableaux.__all__ and name not in module.__all__ and name not in steppers.__all__
     # a checkpoint state keeps its keys (files written before the split still resume)
     saved = []
     integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method="dopri5", checkpoint=saved.append,

@@ -176,7 +176,7 @@ def test_multipliers_closed_form_vs_quadrature(name, params, lam):
 
 
 def test_lmax_rules():
-    # exp: the degrees of the 0.1 rule (fastsum.truncation_degree), unchanged
+    # exp: the degrees of the 0.1 rule, unchanged
     assert [required_lmax(scalar_heads([1.0], 3, beta=b), 1e-10) for b in (1.0, 5.0, 10.0)] == [11, 19, 26]
     with pytest.raises(ValueError, match="no lmax rule"):
         required_lmax(scalar_heads([1.0], 3, kernel="relu"), 1e-10)

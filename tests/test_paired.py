@@ -1,17 +1,16 @@
-"""Tests for meanfield.paired: paired particle/PDE runs and W2 between them (MODEL.md section 4)."""
+"""Tests for meanfield.workflow.paired: paired particle/PDE runs and W2 between them (MODEL.md section 4)."""
 
 import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import paired, transport
+from meanfield import diagnostics
+from meanfield.analysis import transport
+from meanfield.models.particles import SPECTRAL_MIN_N
+from meanfield.workflow import paired, results
+from meanfield.workflow.checkpoint import Checkpointer, RunInterrupted
+from _helpers import PAIRED_HEADS as HEADS, paired_blobs as blobs
 
-HEADS = mf.scalar_heads([1.0, 0.5], 3, beta=1.0)
-MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
-
-
-def blobs(grid):
-    return mf.densities.vmf_mixture_density(grid, MUS, 4.0, [0.6, 0.4], floor=0.2)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +47,7 @@ def test_pde_stop_is_reported_and_particles_continue(tiny):
 
 def test_observables_shapes_and_entropy_convention(tiny):
     T, H = tiny.times.size, len(HEADS)
-    for key in paired.PARTICLE_KEYS:
+    for key in diagnostics.OBSERVABLES:
         assert key in tiny.particles
     assert tiny.particles["energy_head"].shape == (T, H) and tiny.particles["relative_entropy"].shape == (T, H)
     # relative entropy H_i - log n is <= 0 (MODEL.md section 3); exact inequality, round-off margin 1e-12
@@ -166,3 +165,76 @@ def test_noisy_pair_runs_with_one_nu():
     # the noise moved the tokens: not the noiseless path (a step of noise moves a token by ~sqrt(2 nu dt) = 0.09)
     c = paired.paired_run(**dict(args, nu=0.0, particle_dt=None))
     assert np.abs(a.particle_states[-1] - c.particle_states[-1]).max() > 0.05
+
+
+# ------------------------------- moved from test_engine.py unchanged: summation, grid, alignment, checkpoints
+def test_zonal_relu_heads_with_auto_sums_run_direct():
+    heads = mf.scalar_heads([1.0, 0.5], 3, beta=1.0, kernel="relu")
+    res = paired.paired_run(heads, blobs, 40, 0.1, [0.0, 0.1], lmax=15, seed=1, particle_sums="auto",
+                            transport_grid=paired.transport_grid(8))
+    assert res.config["particle_sums"] == "direct" and res.config["particle_sums_requested"] == "auto"
+    assert res.particle_status == 0 and np.all(np.isfinite(res.w2))
+    system = mf.ParticleSystem(heads, summation="direct")
+    # the recorded energies are the direct sums of the recorded states (same code, round-off only)
+    np.testing.assert_allclose(res.particles["energy"][-1], system.energy(res.particle_states[-1]), rtol=1e-14)
+    with pytest.raises(ValueError, match="no lmax rule"):   # asking for spectral sums still says why not
+        paired.paired_run(heads, blobs, 40, 0.1, lmax=15, particle_sums="spectral")
+
+
+def test_auto_sums_follow_particle_system_rule():
+    system = mf.ParticleSystem(HEADS, summation="auto", tolerance=1e-12)
+    assert not system.uses_spectral(SPECTRAL_MIN_N - 1) and system.uses_spectral(SPECTRAL_MIN_N)
+    res = paired.paired_run(HEADS, blobs, SPECTRAL_MIN_N, 0.05, [0.0, 0.05], lmax=15, seed=2,
+                            transport_grid=paired.transport_grid(8), w2_method="sliced")
+    assert res.config["particle_sums"] == "spectral" and res.config["spectral_lmax"] >= 2
+
+
+def test_one_time_alignment_and_one_transport_grid():
+    # one time alignment, with one home (results no longer re-exports it)
+    assert callable(paired.align_times) and not hasattr(results, "align_times")
+    pde = mf.ContinuumPDE(HEADS, 15)
+    assert paired.resolve_transport_grid(pde) is pde.grid
+    tg = paired.transport_grid(8)
+    assert paired.resolve_transport_grid(pde, tg) is tg
+    with pytest.raises(ValueError, match="transport_grid must be a SphereGrid or None; received int"):
+        paired.resolve_transport_grid(pde, 8)
+    with pytest.raises(ValueError, match="nlat >= 8"):     # checked before any run starts
+        paired.paired_run(HEADS, blobs, 10, 0.1, lmax=15, transport_grid=paired.transport_grid(6))
+    # a grid of the PDE's degree carries the density by its exact synthesis: the same nodes and
+    # weights as synthesizing there directly (identical floats)
+    g = paired.transport_grid(16)
+    nodes, w = paired.density_measure(pde, blobs(pde.grid), g)
+    np.testing.assert_array_equal(w, g.synthesis(blobs(pde.grid)).ravel() * g.weights.ravel())
+    # any other grid evaluates at its nodes: agrees with the synthesis to the transforms' epsilon 1e-13
+    _, w_pde = paired.density_measure(pde, blobs(pde.grid))
+    np.testing.assert_allclose(w_pde, pde.grid.synthesis(blobs(pde.grid)).ravel() * pde.grid.weights.ravel(),
+                               rtol=0, atol=1e-15)
+
+
+def test_paired_run_checkpoint_resume_is_bit_identical(tmp_path, monkeypatch):
+    kw = dict(lmax=15, seed=4, transport_grid=paired.transport_grid(8), checkpoint_every=0.05)
+    ref = paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], **kw)
+    ck = Checkpointer(tmp_path / "ck")
+    ck.start("# test\n")
+    real, count = mf.ParticleSystem.rhs, {"n": 0}
+
+    def rhs(self, t, y):
+        count["n"] += 1
+        if count["n"] == 20:
+            raise KeyboardInterrupt
+        return real(self, t, y)
+
+    with monkeypatch.context() as m:
+        m.setattr(mf.ParticleSystem, "rhs", rhs)
+        with pytest.raises(RunInterrupted, match="particles run interrupted at t ="):
+            paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], checkpoints=ck, **kw)
+    assert ck.finished("pde") is not None and ck.state("particles") is not None
+    again = paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], checkpoints=ck, **kw)
+    # the same steps and arithmetic as the uninterrupted run: identical floats (tolerance 0)
+    np.testing.assert_array_equal(again.particle_states, ref.particle_states)
+    np.testing.assert_array_equal(again.pde_coefficients, ref.pde_coefficients)
+    np.testing.assert_array_equal(again.w2, ref.w2)
+    for key in ref.particles:
+        np.testing.assert_array_equal(again.particles[key], ref.particles[key])
+    with pytest.raises(ValueError, match="checkpoints must be a Checkpointer or None; received str"):
+        paired.paired_run(HEADS, blobs, 50, 0.3, checkpoints="ck", lmax=15)

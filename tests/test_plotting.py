@@ -5,7 +5,7 @@ import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from meanfield import plotting, results
+from meanfield.workflow import plotting, results
 from meanfield.workflow.cli import main
 from meanfield.workflow.config import RunConfig
 from meanfield.workflow.run import run
@@ -38,9 +38,9 @@ def test_growth_rates_leave_out_relu_heads_and_match_theory(tiny):
     fig = plotting.growth_rate_spectrum(ds)
     ax = fig.axes[0]
     assert "ReLU heads [1] left out" in ax.get_title()
-    from meanfield.analysis.theory import growth_rate
+    from meanfield.analysis.stability import growth_rate
     exp_line = ax.lines[0]
-    # the plotted points are theory.growth_rate itself (same function, exact)
+    # the plotted points are stability.growth_rate itself (same function, exact)
     np.testing.assert_array_equal(exp_line.get_ydata(), growth_rate(np.arange(1, 11), [1.0], 1.0, "mean"))
 
 

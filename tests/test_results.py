@@ -5,7 +5,7 @@ import pytest
 import xarray as xr
 
 import meanfield
-from meanfield import results
+from meanfield.workflow import paired, results
 from meanfield.workflow.config import RunConfig
 from meanfield.workflow.run import run
 from meanfield.core.sphere import SphereGrid
@@ -93,7 +93,7 @@ def test_coefficient_layout_round_trip_and_time_alignment():
     assert re.shape == (4, 7, 7) and np.isnan(re[0, 2, 3])                # m > l is NaN
     assert re[1, 4, 2] == a[1, grid.index(4, 2)].real                       # (l, m) lands at [l, m]
     np.testing.assert_array_equal(results.lm_to_coefficients(re, im, grid.l_index, grid.m_index), a)
-    rows, cols = results.align_times(np.linspace(0, 1, 5), [0.0, 0.25, 0.5, 0.61])   # stopped at 0.61
+    rows, cols = paired.align_times(np.linspace(0, 1, 5), [0.0, 0.25, 0.5, 0.61])   # stopped at 0.61
     assert rows.tolist() == [0, 1, 2] and cols.tolist() == [0, 1, 2]
 
 

@@ -7,7 +7,8 @@ from meanfield.workflow.cli import main
 from meanfield.workflow.config import RunConfig
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.models.particles import ParticleSystem
-from meanfield.workflow.run import RunInterrupted, main_job, resume_job
+from meanfield.workflow.checkpoint import RunInterrupted
+from meanfield.workflow.jobs import main_job, resume_job
 
 CONFIG = RunConfig.from_dict({"seed": 2, "pde": {"lmax": 15}, "particles": {"n": 60},
                               "integrator": {"t_final": 0.4, "n_frames": 5},

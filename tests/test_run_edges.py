@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from meanfield.models.particles import ParticleSystem
+from meanfield.workflow import checkpoint, jobs
 from meanfield.workflow import run as run_module
-from meanfield.workflow.checkpoint import FolderLock
+from meanfield.workflow.jobs import FolderLock
 from meanfield.workflow.cli import main
 from meanfield.workflow.config import RunConfig
 from meanfield.workflow.results import load
@@ -66,7 +67,7 @@ def test_sigterm_saves_the_state_exits_143_and_the_run_resumes_bit_for_bit(tmp_p
 
 def test_a_second_ctrl_c_while_saving_is_ignored(tmp_path, monkeypatch, capsys, small):
     """Two quick SIGINTs: the first stops the run, the second (during the save) is swallowed."""
-    real_saver = run_module.Checkpointer.saver
+    real_saver = checkpoint.Checkpointer.saver
 
     def saver(self, phase):
         save = real_saver(self, phase)
@@ -77,7 +78,7 @@ def test_a_second_ctrl_c_while_saving_is_ignored(tmp_path, monkeypatch, capsys, 
         return twice
 
     with monkeypatch.context() as m:
-        m.setattr(run_module.Checkpointer, "saver", saver)
+        m.setattr(checkpoint.Checkpointer, "saver", saver)
         signal_after(m, ParticleSystem, 30, signal.SIGINT)
         assert main(["run", small, "--out", str(tmp_path / "o"), "--no-progress"]) == 130
     err = capsys.readouterr().err
@@ -145,7 +146,7 @@ def test_a_finished_result_is_never_overwritten_silently(tmp_path, capsys, small
 def test_figure_files_match_plotting():
     import meanfield.workflow.plotting as plotting
 
-    assert set(run_module.FIGURE_FILES) == set(plotting.FIGURES) | {"animation.gif"}
+    assert set(jobs.FIGURE_FILES) == set(plotting.FIGURES) | {"animation.gif"}
 
 
 def test_unresolved_start_is_an_error_naming_the_keys(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Tests of meanfield.sphere: conventions (locked against scipy and pyshtools), transforms,
+"""Tests of meanfield.core.sphere: conventions (locked against scipy and pyshtools), transforms,
 calculus identities, point evaluation and its adjoint, dealiasing, spectral convergence, input checks.
 
 Tolerances: transforms are exact in exact arithmetic here (band-limited data, exact quadrature),

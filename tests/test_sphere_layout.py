@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from meanfield import results
+from meanfield.workflow import results
 from meanfield.core.sphere import SphereGrid, from_lm_table, lm_indices, to_lm_table
 
 

@@ -4,7 +4,7 @@ rates sigma_l (mean vs softmax, noise shift, other dimensions), the most unstabl
 critical noise, and input errors.
 
 The Funk-Hecke and growth-rate tests were moved here from test_theory.py unchanged (``T`` is the
-stability module itself; meanfield.theory re-exports it).  MODEL.md's reference values
+stability module itself).  MODEL.md's reference values
 sigma_1..4 = 9.34, 19.61, 23.35, 19.97 are a case of the closed-form table (tests/closed_forms.py).
 """
 
@@ -12,14 +12,10 @@ import numpy as np
 import pytest
 from scipy import integrate, special
 
-from meanfield import theory
+import meanfield as mf
 from meanfield.analysis import stability as T
-
-
-def test_theory_reexports_stability():
-    # one implementation: meanfield.theory hands out the stability functions themselves
-    for name in T.__all__:
-        assert getattr(theory, name) is getattr(T, name), name
+from meanfield.analysis.stability import growth_rate, growth_rate_heads
+from meanfield.core.heads import Head
 
 
 # ------------------------------------------------------------------------ Funk-Hecke
@@ -284,3 +280,42 @@ STABILITY_BAD += [
 def test_bad_input_raises(fn, args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         fn(*args, **kwargs)
+
+
+# ------------------------------------------- moved from test_api_friction.py (issue 14, item 9), unchanged
+# growth rates of heads with their own beta / normalization
+def _heads(betas, lambdas, normalization="mean"):
+    return tuple(Head(l * np.eye(3), l * np.eye(3), beta=b, normalization=normalization)
+                 for b, l in zip(betas, lambdas))
+
+
+def test_growth_rate_heads_is_growth_rate_for_one_beta():
+    l = np.arange(0, 8)
+    for norm in ("mean", "softmax"):
+        # the same formula term by term: equal to round-off (1e-13 relative)
+        np.testing.assert_allclose(growth_rate_heads(l, mf.scalar_heads([1.0, -0.5], 3, 2.0, normalization=norm),
+                                                     nu=0.1),
+                                   growth_rate(l, [1.0, -0.5], 2.0, norm, nu=0.1), rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("normalization", ["mean", "softmax"])
+def test_growth_rate_heads_with_per_head_beta_matches_the_linearized_pde(normalization):
+    heads = _heads([0.5, 3.0], [1.0, 0.7], normalization)
+    pde = mf.ContinuumPDE(heads, lmax=24, kernel_tol=1e-6)
+    grid, eps = pde.grid, 1e-7
+    for l in (1, 2, 3):
+        rho = np.zeros(grid.nalm, complex)
+        rho[(grid.l_index == 0)] = 1 / np.sqrt(4 * np.pi)
+        k = np.flatnonzero((grid.l_index == l) & (grid.m_index == 0))[0]
+        rho[k] = eps
+        rate = pde.coefficients(pde.rhs(0.0, pde.state(rho)))[k].real / eps
+        # linearization error O(eps) relative (1e-7) plus quadrature round-off / eps (~1e-9): 1e-5 relative
+        np.testing.assert_allclose(rate, growth_rate_heads(l, heads), rtol=1e-5)
+
+
+def test_growth_rate_heads_refuses_what_has_no_closed_form():
+    relu = Head(np.eye(3), np.eye(3), kernel="relu")
+    with pytest.raises(ValueError, match=r"heads\[1\] must be a zonal exp head"):
+        growth_rate_heads([1], (mf.scalar_heads([1.0], 3)[0], relu))
+    from meanfield.analysis import stability
+    assert "growth_rate_heads" in stability.__all__          # public, in its one home

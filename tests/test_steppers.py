@@ -7,8 +7,8 @@ import pytest
 
 from meanfield.core.integrate import integrate
 from meanfield.core.tableaux import IMEX_TABLEAUX
-from meanfield.core.steppers import (ETDRK2, SCHEMES, SPLIT_SCHEMES, ExplicitRK, IMEXEuler, Stepper, as_stepper,
-                                     phi_functions)
+from meanfield.core.steppers import ETDRK2, SPLIT_SCHEMES, ExplicitRK, IMEXEuler, Stepper, as_stepper, phi_functions
+from meanfield.core.tableaux import SCHEMES
 
 
 # ----------------------------------------------------------------------------- order conditions

@@ -1,4 +1,4 @@
-"""Tests for meanfield.transport: closed forms, invariances, method agreement, input checks."""
+"""Tests for meanfield.analysis.transport: closed forms, invariances, method agreement, input checks."""
 
 import numpy as np
 import pytest
@@ -150,7 +150,7 @@ def test_negative_density_weights():
     # The mass bookkeeping is a sum of 3 float64 terms: exact to ~1e-16.
     assert abs(res.negative_mass - 0.03) < 1e-14 and res.info["n_dropped"] == 3
     assert res.distance > 0
-    with pytest.raises(ValueError, match="density_weights must sum to 1"):
+    with pytest.raises(ValueError, match="density_weights must be 50 finite weights summing to 1"):
         w2_particles_density(X, nodes, dw * 1.01, negative="drop")
 
 
@@ -179,17 +179,18 @@ def test_input_checks():
         w2_distance(X, Y, metric="euclid")
     with pytest.raises(ValueError, match="method must be one of"):
         w2_distance(X, Y, method="fast")
-    with pytest.raises(ValueError, match=r"Y rows must be unit vectors.*norm 1\.0000001"):
+    # |y|^2 - 1 = 2e-7 (core.validate.unit_vectors, tolerance 1e-8 on |y|^2 - 1)
+    with pytest.raises(ValueError, match=r"Y must be unit vectors .*received max deviation 2e-07"):
         w2_distance(X, Y * (1 + 1e-7))
-    with pytest.raises(ValueError, match="X must be finite"):
+    with pytest.raises(ValueError, match="X must be finite unit vectors"):
         w2_distance(np.where(np.arange(30).reshape(10, 3) == 4, np.nan, X), Y)
-    with pytest.raises(ValueError, match="Y must have 3 columns"):
+    with pytest.raises(ValueError, match=r"Y must have shape \(n, 3\), n >= 1; received shape \(2, 4\)"):
         w2_distance(X, np.eye(4)[:2])
-    with pytest.raises(ValueError, match=r"a must have shape \(10,\)"):
+    with pytest.raises(ValueError, match=r"a must be 10 finite weights .*received shape \(9,\)"):
         w2_distance(X, Y, np.full(9, 1 / 9))
-    with pytest.raises(ValueError, match="b must sum to 1"):
+    with pytest.raises(ValueError, match=r"b must be 12 finite weights >= 0 summing to 1 .*sum 1\.2"):
         w2_distance(X, Y, None, np.full(12, 0.1))
-    with pytest.raises(ValueError, match="a must be nonnegative"):
+    with pytest.raises(ValueError, match=r"a must be 10 finite weights >= 0 .*min -0\.1"):
         w2_distance(X, Y, np.r_[-0.1, np.full(9, 1.1 / 9)])
     with pytest.raises(ValueError, match="negative must be one of"):
         w2_particles_density(X, Y, np.full(12, 1 / 12), negative="clip")

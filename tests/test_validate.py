@@ -3,7 +3,7 @@
 Every validator is fed each class of bad input (bool for a number, NaN, inf, wrong type, out of
 range, wrong shape); the ValueError must name the argument and echo what was received.  Valid
 input comes back in its canonical type, unchanged in value.  (The closed-form "validation
-problems" of the particle model are in ``test_validation.py``.)
+problems" of the particle model are in ``test_particle_runs.py``.)
 """
 
 import ast
@@ -182,13 +182,25 @@ def test_probability_weights():
     w = V.probability_weights("w", [0.5, 0.5], 2)
     assert w.dtype == np.float64
     assert str(_err(V.probability_weights, "w", [0.5, 0.6], 2)) == \
-        "w must be 2 finite weights >= 0 summing to 1 (to 1e-12); received shape (2,), sum 1.1, min 0.5"
+        "w must be 2 finite weights >= 0 summing to 1 (to 1e-10); received shape (2,), sum 1.1, min 0.5"
     for bad, echo in [([1.0], "shape (1,)"), ([1.5, -0.5], "min -0.5"), ([np.nan, 1.0], "sum nan"),
                       ("ab", "'ab'"), ([np.inf, 0], "sum inf")]:
         refused(V.probability_weights, "w", bad, 2, name="w", echo=echo)
-    # the tolerance is the caller's: 1e-11 off passes at 1e-10, not at the default 1e-12
-    V.probability_weights("w", [0.5, 0.5 + 1e-11], 2, tol=1e-10)
-    refused(V.probability_weights, "w", [0.5, 0.5 + 1e-11], 2, name="w", echo="(to 1e-12)")
+    # one tolerance for every "sums to 1" (MASS_TOL = 1e-10): 1e-11 off passes, 1e-9 off does not
+    assert V.MASS_TOL == 1e-10
+    V.probability_weights("w", [0.5, 0.5 + 1e-11], 2)
+    refused(V.probability_weights, "w", [0.5, 0.5 + 1e-9], 2, name="w", echo="(to 1e-10)")
+
+
+def test_signed_weights_and_unit_mass():
+    # negative entries allowed, the total still 1 to MASS_TOL; the message says so
+    np.testing.assert_array_equal(V.signed_weights("dw", [1.5, -0.5], 2), [1.5, -0.5])
+    assert str(_err(V.signed_weights, "dw", [1.5, -0.4], 2)) == (
+        "dw must be 2 finite weights summing to 1 (to 1e-10), negative entries included; received shape (2,), "
+        "sum 1.1, min -0.4")
+    refused(V.signed_weights, "dw", [1.0], 2, name="dw", echo="shape (1,)")
+    assert V.unit_mass("c0", 1.0 + 1e-11) == 1.0 + 1e-11
+    assert str(_err(V.unit_mass, "c0", 0.5)) == "c0 must have mass 1 (to 1e-10); received mass 0.5"
 
 
 # -------------------------------------------------------------------------------------------- rng
@@ -268,8 +280,10 @@ def test_integer_array():
 def test_choices_defined_once_and_imported():
     from meanfield.workflow import config, sweep
 
-    assert config.W2_METHODS is choices.W2_METHODS and config.SAMPLING is choices.SAMPLINGS
-    assert sweep.MODES is choices.SWEEP_MODES
+    # imported under their own names (no second name such as 0.1's config.SAMPLING, sweep.MODES)
+    assert config.W2_METHODS is choices.W2_METHODS and config.SAMPLINGS is choices.SAMPLINGS
+    assert sweep.SWEEP_MODES is choices.SWEEP_MODES
+    assert not hasattr(config, "SAMPLING") and not hasattr(sweep, "MODES")
     assert choices.W2_METHODS == ("auto",) + choices.W2_SOLVERS
     assert choices.SUMMATIONS == ("auto",) + choices.SUMMATION_PATHS
     for name in choices.__all__:
@@ -278,18 +292,21 @@ def test_choices_defined_once_and_imported():
         assert len(set(values)) == len(values), name
 
 
-def test_choices_agree_with_modules_that_still_define_their_own():
-    # models/, analysis/transport and workflow/paired still hold copies (owned by other work in
-    # progress): they must equal the shared tuples until they import them
+def test_modules_check_with_the_shared_choices_themselves():
+    # models/, analysis/transport and workflow/paired held copies or second names (continuum.METHODS,
+    # transport.METRICS / METHODS / NEGATIVE_POLICIES, paired.PARTICLE_SUMS); 0.2.0 imports the tuples
     from meanfield.analysis import transport
     from meanfield.models import continuum, particles
     from meanfield.workflow import paired
 
-    assert particles.GEOMETRIES == choices.GEOMETRIES and particles.SUMMATIONS == choices.SUMMATIONS
-    assert continuum.METHODS == choices.CONTINUUM_METHODS
-    assert transport.METRICS == choices.W2_METRICS and transport.METHODS == choices.W2_METHODS
-    assert transport.NEGATIVE_POLICIES == choices.W2_NEGATIVE_POLICIES
-    assert paired.SAMPLINGS == choices.SAMPLINGS and paired.PARTICLE_SUMS == choices.SUMMATIONS
+    assert particles.GEOMETRIES is choices.GEOMETRIES and particles.SUMMATIONS is choices.SUMMATIONS
+    assert continuum.CONTINUUM_METHODS is choices.CONTINUUM_METHODS
+    assert transport.W2_METRICS is choices.W2_METRICS and transport.W2_METHODS is choices.W2_METHODS
+    assert transport.W2_NEGATIVE_POLICIES is choices.W2_NEGATIVE_POLICIES
+    assert paired.SAMPLINGS is choices.SAMPLINGS and paired.SUMMATIONS is choices.SUMMATIONS
+    for module, old in ((continuum, "METHODS"), (transport, "METRICS"), (transport, "METHODS"),
+                        (transport, "NEGATIVE_POLICIES"), (paired, "PARTICLE_SUMS")):
+        assert not hasattr(module, old), (module.__name__, old)
 
 
 def test_validate_and_choices_import_nothing_from_meanfield_at_load():

@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from meanfield import results
+from meanfield.workflow import results
 from meanfield.workflow import run as run_module
 from meanfield.workflow.config import RunConfig
 

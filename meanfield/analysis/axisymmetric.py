@@ -1,6 +1,6 @@
 r"""Measurements for the axisymmetric and circle PDEs, and particles compared with them through ``t = <x, e>``.
 
-* :func:`observer`, :func:`resolution_monitor`: hooks for :func:`meanfield.integrate` with
+* :func:`observer`, :func:`resolution_monitor`: hooks for :func:`meanfield.core.integrate.integrate` with
   :class:`~meanfield.models.axisymmetric.AxisymmetricPDE` or :class:`~meanfield.models.circle.CirclePDE`
   (mass, energies, Boltzmann entropy, negative mass, spectral tail: the S^2 observer's keys).
 * :func:`w2_marginal`: the exact 1-D 2-Wasserstein distance between the law of ``theta = arccos <x_i, e>`` of

@@ -2,7 +2,7 @@
 
 Each measure is computed per system from the Gram matrices ``G_b = X_b X_b^T`` (one batched matrix
 product); :func:`ensemble_observer` averages them over the batch for
-:func:`meanfield.integrate` / :func:`meanfield.models.step_rules.iterate`.  The thresholds follow
+:func:`meanfield.core.integrate.integrate` / :func:`meanfield.models.step_rules.iterate`.  The thresholds follow
 borjanG/2023-transformers-rotf (``phase-diagrams.py``): a pair is "together" when
 ``<x_i, x_j> > 0.999``, the cluster count is the rank of the 0/1 matrix ``[<x_i, x_j> > 0.9999]``
 and the Gram-rank dimension counts eigenvalues of ``G_b`` above ``1e-3``.

@@ -5,7 +5,7 @@ r"""Continuum diagnostics (MODEL.md section 3): pure functions of a :class:`Cont
 * :func:`boltzmann_entropy` -- ``-int rho log rho`` over ``rho > 0``
 * :func:`free_energy_dissipation` -- ``int |X - nu grad log rho|^2 rho`` (nu > 0)
 * :func:`attention_entropy` -- ``int H_h(x) rho(x) dx`` per head, ``H_h(x) = -int p_h log p_h rho``
-* :func:`observer` and :func:`resolution_monitor` -- hooks for :func:`meanfield.integrate.integrate`
+* :func:`observer` and :func:`resolution_monitor` -- hooks for :func:`meanfield.core.integrate.integrate`
 
 Quadratures run on the PDE's dealiased grid.
 """

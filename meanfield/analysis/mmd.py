@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import validate
+from ..core.densities import check_density
 from ..core.funk_hecke import funk_hecke_multipliers
-from .semidiscrete import check_field as _check
 
 __all__ = ["MMD_KERNELS", "mmd_weights", "mmd_particles_field", "mmd_iid_expectation"]
 
@@ -46,19 +47,15 @@ def mmd_weights(lmax, kernel="sobolev", s=2.0, beta=1.0):
     beta : float
         Rate of :math:`e^{\beta \langle x, y \rangle}`, ``> 0`` (``"exp"``).
     """
-    if kernel not in MMD_KERNELS:
-        raise ValueError(f"kernel must be one of {MMD_KERNELS}; received {kernel!r}")
-    if isinstance(lmax, bool) or not isinstance(lmax, (int, np.integer)) or lmax < 0:
-        raise ValueError(f"lmax must be an integer >= 0; received {lmax!r}")
-    ell = np.arange(int(lmax) + 1, dtype=float)
+    validate.choice("kernel", kernel, MMD_KERNELS)
+    lmax = validate.integer("lmax", lmax, 0)
+    ell = np.arange(lmax + 1, dtype=float)
     if kernel == "sobolev":
-        if not (isinstance(s, (int, float, np.floating)) and np.isfinite(s) and s > 1):
-            raise ValueError(f"s must be a finite number > 1 (the H^-s norm of a point mass is finite only "
-                             f"then); received {s!r}")
-        return (1.0 + ell * (ell + 1.0)) ** (-float(s))
-    if not (isinstance(beta, (int, float, np.floating)) and np.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta must be a finite number > 0; received {beta!r}")
-    return funk_hecke_multipliers(int(lmax), exp_rate=float(beta))
+        s = validate.real("s", s, 1, lo_open=True, what="a finite number > 1 (the H^-s norm of a point mass is "
+                                                         "finite only then)")
+        return (1.0 + ell * (ell + 1.0)) ** (-s)
+    beta = validate.real("beta", beta, positive=True, what="a finite number > 0")
+    return funk_hecke_multipliers(lmax, exp_rate=beta)
 
 
 def _tail(lmax, kernel, s, beta):
@@ -96,13 +93,11 @@ def mmd_particles_field(X, rho_lm, grid, a=None, *, kernel="sobolev", s=2.0, bet
         ``distance = MMD``, ``cost = MMD^2``, ``method = "mmd"``, ``metric = kernel``; ``info`` has
         ``a_l``, ``per_degree`` (``a_l sum_m |mu_lm - rho_lm|^2``) and ``truncation_bound``.
     """
-    from .transport import TransportResult, _check_points, _check_weights
+    from .transport import TransportResult            # the result type of every distance (imports POT)
 
-    X = _check_points("X", X)
-    if X.shape[1] != 3:
-        raise ValueError(f"X must have shape (n, 3) (points on S^2); received shape {X.shape}")
-    w = _check_weights("a", a, X.shape[0])
-    rho_lm = _check(grid, rho_lm)
+    X = validate.unit_vectors("X", X, 3, min_rows=1)
+    w = validate.probability_weights("a", a, X.shape[0])
+    rho_lm = check_density(grid, rho_lm)
     a_l = mmd_weights(grid.lmax, kernel, s, beta)
     mu_lm = grid.adjoint_at(X, w, epsilon)
     per_degree = a_l * grid.power_spectrum(mu_lm - rho_lm)
@@ -120,9 +115,8 @@ def mmd_iid_expectation(grid, rho_lm, n, kernel="sobolev", s=2.0, beta=1.0):
     .. math:: E\,\mathrm{MMD}_a^2 = \frac1n \sum_{l=1}^{L} a_l \Big[\frac{2l+1}{4\pi}
               - \sum_m |\rho_{lm}|^2\Big].
     """
-    rho_lm = _check(grid, rho_lm)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be an integer >= 1; received {n!r}")
+    rho_lm = check_density(grid, rho_lm)
+    n = validate.integer("n", n, 1)
     a_l = mmd_weights(grid.lmax, kernel, s, beta)
     ell = np.arange(grid.lmax + 1)
     terms = a_l * ((2 * ell + 1) / (4 * np.pi) - grid.power_spectrum(rho_lm))

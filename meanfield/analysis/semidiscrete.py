@@ -59,7 +59,7 @@ from scipy.spatial import ConvexHull, QhullError, cKDTree
 
 from ..core.sphere import SphereGrid
 
-__all__ = ["LaguerreSolution", "solve_semidiscrete", "grid_of_nodes", "check_field", "geodesic_bracket"]
+__all__ = ["LaguerreSolution", "solve_semidiscrete", "grid_of_nodes", "geodesic_bracket"]
 
 _POWER_TOL = 1e-13   # ties of power scores (~2 in size) below this are not flips (co-circular nodes)
 _CHUNK = 2_000_000   # arc quadrature points per ducc0 call (memory: ~100 bytes per point)
@@ -460,20 +460,6 @@ def grid_of_nodes(nodes):
     if np.max(np.abs(grid.nodes.reshape(-1, 3) - nodes)) > 1e-12:
         return None
     return grid
-
-
-def check_field(grid, rho_lm):
-    """``rho_lm`` checked: shape (grid.nalm,), finite, mass 1 within ``1e-8``; complex128."""
-    if not isinstance(grid, SphereGrid):
-        raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
-    rho_lm = np.asarray(rho_lm)
-    if rho_lm.shape != (grid.nalm,) or not np.all(np.isfinite(rho_lm)):
-        raise ValueError(f"rho_lm must be finite with shape (nalm,) = ({grid.nalm},) for lmax = {grid.lmax}; "
-                         f"received shape {rho_lm.shape}")
-    mass = float(rho_lm[0].real) * np.sqrt(4 * np.pi)
-    if abs(mass - 1.0) > 1e-8:
-        raise ValueError(f"rho_lm must have mass 1 (tolerance {1e-8:g}); received mass {mass:.17g}")
-    return rho_lm.astype(np.complex128)
 
 
 def geodesic_bracket(sol):

@@ -2,7 +2,6 @@
 
 Pure functions (numpy and scipy only): :func:`funk_hecke_exp`, :func:`funk_hecke_relu`,
 :func:`growth_rate` (the exact ``sigma_l``), :func:`most_unstable_degree`, :func:`critical_noise`.
-Re-exported by :mod:`meanfield.theory`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Closed forms of MODEL.md sections 2-3: reduced equiangular ODEs, phi, beta*, growth rates.
+"""Closed forms of MODEL.md sections 2-3: reduced equiangular ODEs, phi, beta*.
 
-Pure functions of numbers and arrays (numpy and scipy only).  Three groups:
+Pure functions of numbers and arrays (numpy and scipy only).  Two groups:
 
 * **Equiangular reduced dynamics** (scalar heads ``M_h = V_h = lambda_h I``, all
   ``<x_i, x_j> = gamma``): :func:`equiangular_rate`, :func:`solve_equiangular`,
@@ -10,9 +10,8 @@ Pure functions of numbers and arrays (numpy and scipy only).  Three groups:
   :func:`heterogeneity_gain`, :func:`c_star`, :func:`beta_star`, :func:`radial_fraction`;
   unequal head strengths ``alpha_h``: :func:`radial_dominance_margins`,
   :func:`radial_dominance_threshold`.
-* **Linear stability of the uniform density** (defined in :mod:`meanfield.stability`,
-  re-exported here): :func:`funk_hecke_exp`, :func:`funk_hecke_relu`, :func:`growth_rate`,
-  :func:`most_unstable_degree`, :func:`critical_noise`.
+* The **linear stability of the uniform density** (Funk-Hecke coefficients, growth rates
+  ``sigma_l``, critical noise) is :mod:`meanfield.analysis.stability`.
 
 Every reduced rate is written as
 
@@ -31,16 +30,12 @@ from scipy import integrate, optimize, special
 from ..core.validate import choice, integer, integer_array, real, real_array
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from .stability import _common, _equal_rows, _gamma, _lambdas
-from .stability import (critical_noise, funk_hecke_exp, funk_hecke_relu, growth_rate,  # noqa: F401
-                        most_unstable_degree, sphere_area)
-from .stability import growth_rate_heads  # noqa: F401
 
 __all__ = [
     "equiangular_rate", "solve_equiangular", "clustering_time", "linearized_clustering_time",
     "late_rate", "phi", "phi_derivative", "phi_second_derivative", "lambda_max",
     "phi_inflection", "early_rate", "heterogeneity_gain", "c_star", "beta_star",
-    "radial_fraction", "radial_dominance_margins", "radial_dominance_threshold", "sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate",
-    "most_unstable_degree", "critical_noise", "growth_rate_heads",
+    "radial_fraction", "radial_dominance_margins", "radial_dominance_threshold",
 ]
 
 
@@ -443,7 +438,7 @@ def radial_fraction(beta, alpha, n):
 
 
 READINGS = ("norm_bounded", "exact")
-"""The two readings of Condition 8 (MODEL.md section 1), as in :func:`meanfield.diagnostics.radial_dominance`."""
+"""The two readings of Condition 8 (MODEL.md section 1), as in :func:`meanfield.analysis.diagnostics.radial_dominance`."""
 
 
 def _dominance_args(alphas, n, normalization, reading):
@@ -496,7 +491,7 @@ def radial_dominance_margins(beta, alphas, n, normalization="mean", reading="nor
 
     and the margin (left minus right side) of head ``h`` is ``|P u^h|^2 - a^h sum_{h' != h} a^{h'}``
     (``"exact"``) or ``|P u^h|^2 - |a^h| sum_{h' != h} |u^{h'}|`` (``"norm_bounded"``): the same at
-    every token, and the same numbers as :func:`meanfield.diagnostics.radial_dominance`.  For equal
+    every token, and the same numbers as :func:`meanfield.analysis.diagnostics.radial_dominance`.  For equal
     strengths the norm-bounded margin changes sign at :func:`beta_star`.
 
     Parameters

@@ -23,7 +23,9 @@ The only module of :mod:`meanfield` that imports POT (``ot``).  Numpy arrays in,
 
 A node-based W2 carries the node measure's own distance to the continuous density (the "grid
 floor", ``DEPENDENCIES.md``): :func:`w2_particles_density` reports it in ``info["grid_floor"]``.
-The kernel distance (MMD) lives in :mod:`meanfield.analysis.mmd` and is re-exported here.
+The kernel distance (MMD) is :mod:`meanfield.analysis.mmd` (it needs no POT).  Inputs are checked
+by :mod:`meanfield.core.validate` (unit vectors, weights summing to 1 to ``validate.MASS_TOL``) and
+:func:`meanfield.core.densities.check_density`.
 """
 
 from __future__ import annotations
@@ -35,24 +37,18 @@ import numpy as np
 import ot
 from scipy.special import logsumexp
 
+from ..core import validate
+from ..core.choices import W2_METHODS, W2_METRICS, W2_NEGATIVE_POLICIES
+from ..core.densities import check_density
 from ..core.sphere import SphereGrid
-from .mmd import MMD_KERNELS, mmd_iid_expectation, mmd_particles_field, mmd_weights
-from .semidiscrete import check_field as _check_field
 from .semidiscrete import geodesic_bracket as _geodesic_bracket
 from .semidiscrete import grid_of_nodes, solve_semidiscrete
 
-METRICS = ("geodesic", "chordal")
 GRID_FLOOR_MAX_NODES = 8192
 """Largest node count for which :func:`w2_particles_density` computes the node measure's grid floor
 (2048 nodes, the main job's default at lmax 31: about 1 s; 18 240 nodes: minutes)."""
-METHODS = ("auto", "exact", "sinkhorn", "sliced", "semidiscrete")
-NEGATIVE_POLICIES = ("error", "drop")
-UNIT_TOL = 1e-8  # allowed | |x| - 1 | of an input point
-MASS_TOL = 1e-8  # allowed | sum(weights) - 1 |
 
-__all__ = ["TransportResult", "w2_distance", "w2_particles_density", "w2_particles_field", "cost_matrix",
-           "grid_of_nodes", "mmd_particles_field", "mmd_weights", "mmd_iid_expectation", "MMD_KERNELS",
-           "METRICS", "METHODS"]
+__all__ = ["TransportResult", "w2_distance", "w2_particles_density", "w2_particles_field", "cost_matrix"]
 
 
 @dataclass(frozen=True)
@@ -86,45 +82,6 @@ class TransportResult:
     info: dict = field(default_factory=dict)
 
 
-def _check_choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}; received {value!r}")
-
-
-def _check_points(name, X, d=None):
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 2:
-        raise ValueError(f"{name} must have shape (n, d) with n >= 1, d >= 2; received shape {X.shape}")
-    if d is not None and X.shape[1] != d:
-        raise ValueError(f"{name} must have {d} columns like the first point set; received shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} must be finite; received {int(np.sum(~np.isfinite(X)))} NaN/inf entries")
-    dev = np.abs(np.linalg.norm(X, axis=1) - 1.0)
-    if dev.max() > UNIT_TOL:
-        i = int(np.argmax(dev))
-        raise ValueError(f"{name} rows must be unit vectors (tolerance {UNIT_TOL:g}); row {i} has norm "
-                         f"{np.linalg.norm(X[i]):.17g} (not renormalized)")
-    return X
-
-
-def _check_weights(name, a, n, allow_negative=False):
-    """Uniform weights for ``a=None``; otherwise finite, shape (n,), and unless allowed nonnegative."""
-    if a is None:
-        return np.full(n, 1.0 / n)
-    a = np.asarray(a, dtype=float)
-    if a.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},) to match its points; received shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite; received {int(np.sum(~np.isfinite(a)))} NaN/inf entries")
-    neg = float(-a[a < 0].sum())
-    if neg > 0 and not allow_negative:
-        raise ValueError(f"{name} must be nonnegative; received {int(np.sum(a < 0))} negative entries "
-                         f"with total negative mass {neg:.3e}")
-    if not allow_negative and abs(a.sum() - 1.0) > MASS_TOL:
-        raise ValueError(f"{name} must sum to 1 (tolerance {MASS_TOL:g}); received sum {a.sum():.17g}")
-    return a
-
-
 def cost_matrix(X, Y, metric="geodesic"):
     r"""Pairwise squared distances on the sphere, in float64.
 
@@ -147,9 +104,9 @@ def cost_matrix(X, Y, metric="geodesic"):
     -------
     C : ndarray, shape (n, m)
     """
-    _check_choice("metric", metric, METRICS)
-    X = _check_points("X", X)
-    Y = _check_points("Y", Y, X.shape[1])
+    validate.choice("metric", metric, W2_METRICS)
+    X = validate.unit_vectors("X", X, min_rows=1)
+    Y = validate.unit_vectors("Y", Y, X.shape[1], min_rows=1)
     G = np.clip(X @ Y.T, -1.0, 1.0)
     if metric == "geodesic":
         return np.arccos(G) ** 2
@@ -224,8 +181,7 @@ def _sinkhorn(X, Y, a, b, metric, reg, max_iter):
         reg = 1e-3 * float(M_xy.max())  # entropic bias ~0.5 % before debiasing (DEPENDENCIES.md)
         if reg == 0.0:
             reg = 1e-12
-    if not reg > 0:
-        raise ValueError(f"reg must be > 0; received {reg!r}")
+    reg = validate.real("reg", reg, positive=True)
     max_iter = 100000 if max_iter is None else int(max_iter)
     s_xy, i_xy = _sinkhorn_cost(a, b, M_xy, reg, max_iter)
     del M_xy
@@ -266,10 +222,10 @@ def w2_distance(X, Y, a=None, b=None, *, metric="geodesic", method="auto", reg=N
     ----------
     X : array_like, shape (n, d)
     Y : array_like, shape (m, d)
-        Unit vectors (``| |x| - 1 | <= 1e-8``; never renormalized here).
+        Unit vectors (``| |x|^2 - 1 | <= 1e-8``; never renormalized here).
     a : array_like, shape (n,), optional
     b : array_like, shape (m,), optional
-        Nonnegative weights summing to 1 (within ``1e-8``); ``None`` means uniform.
+        Nonnegative weights summing to 1 (to ``validate.MASS_TOL``); ``None`` means uniform.
     metric : {"geodesic", "chordal"}
     method : {"auto", "exact", "sinkhorn", "sliced"}
         (``"semidiscrete"`` needs a density: see :func:`w2_particles_field`.)
@@ -299,15 +255,15 @@ def w2_distance(X, Y, a=None, b=None, *, metric="geodesic", method="auto", reg=N
     -------
     TransportResult
     """
-    _check_choice("metric", metric, METRICS)
-    _check_choice("method", method, METHODS)
+    validate.choice("metric", metric, W2_METRICS)
+    validate.choice("method", method, W2_METHODS)
     if method == "semidiscrete":
         raise ValueError("method='semidiscrete' needs a continuous density, not a second point set: use "
                          "w2_particles_field, or w2_particles_density with SphereGrid nodes; received two point sets")
-    X = _check_points("X", X)
-    Y = _check_points("Y", Y, X.shape[1])
-    a_arr = _check_weights("a", a, X.shape[0])
-    b_arr = _check_weights("b", b, Y.shape[0])
+    X = validate.unit_vectors("X", X, min_rows=1)
+    Y = validate.unit_vectors("Y", Y, X.shape[1], min_rows=1)
+    a_arr = validate.probability_weights("a", a, X.shape[0])
+    b_arr = validate.probability_weights("b", b, Y.shape[0])
     n, m = X.shape[0], Y.shape[0]
     info = {}
     if method == "auto":
@@ -352,7 +308,7 @@ def w2_particles_field(X, rho_lm, grid, a=None, *, metric="geodesic", tol=1e-8, 
     X : array_like, shape (n, 3)
         Distinct unit vectors (not all on one plane), ``n >= 4``.
     rho_lm : array_like, shape (grid.nalm,)
-        Density coefficients (``SphereGrid`` conventions), mass 1 within ``1e-8``, nonnegative on
+        Density coefficients (``SphereGrid`` conventions), mass 1 (to ``validate.MASS_TOL``), nonnegative on
         the ``SphereGrid(lmax + 1)`` nodes.
     grid : SphereGrid
     a : array_like, shape (n,), optional
@@ -375,19 +331,15 @@ def w2_particles_field(X, rho_lm, grid, a=None, *, metric="geodesic", tol=1e-8, 
         ``n_quad``, ``quad_change``, flips), ``chordal_cost`` and, for the geodesic metric,
         ``geodesic_bracket`` (bounds on the distance).
     """
-    _check_choice("metric", metric, METRICS)
-    X = _check_points("X", X)
-    if X.shape[1] != 3 or X.shape[0] < 4:
-        raise ValueError(f"X must have shape (n, 3) with n >= 4 (semi-discrete OT on S^2); received shape {X.shape}")
-    a_arr = _check_weights("a", a, X.shape[0])
+    validate.choice("metric", metric, W2_METRICS)
+    X = validate.unit_vectors("X", X, 3, min_rows=4)
+    a_arr = validate.probability_weights("a", a, X.shape[0])
     if a_arr.min() <= 0:
         raise ValueError(f"a must be positive for semi-discrete OT; received min {a_arr.min():.3e}")
-    rho_lm = _check_field(grid, rho_lm)
-    if isinstance(n_quad, bool) or not isinstance(n_quad, (int, np.integer)) or n_quad < 2:
-        raise ValueError(f"n_quad must be an integer >= 2; received {n_quad!r}")
-    if not (isinstance(tol, (int, float, np.floating)) and 1e-13 <= tol < 1):
-        raise ValueError(f"tol must be a number in [1e-13, 1); received {tol!r}")
-    sol = solve_semidiscrete(X, a_arr, grid, rho_lm, tol=float(tol), n_quad=int(n_quad), max_iter=int(max_iter),
+    rho_lm = check_density(grid, rho_lm)
+    n_quad = validate.integer("n_quad", n_quad, 2)
+    tol = validate.real("tol", tol, 1e-13, 1, hi_open=True, what="a number in [1e-13, 1)")
+    sol = solve_semidiscrete(X, a_arr, grid, rho_lm, tol=tol, n_quad=n_quad, max_iter=int(max_iter),
                              epsilon=epsilon)
     info = dict(sol.info, chordal_cost=sol.cost)
     cost = sol.cost
@@ -423,7 +375,7 @@ def w2_particles_density(X, nodes, density_weights, a=None, *, negative="error",
     nodes : array_like, shape (G, d)
         Quadrature nodes (unit vectors).
     density_weights : array_like, shape (G,)
-        ``rho * w``; must sum to 1 within ``1e-8`` (negative entries included).
+        ``rho * w``; must sum to 1 to ``validate.MASS_TOL`` (negative entries included).
     a : array_like, shape (n,), optional
         Particle weights (default uniform).
     negative : {"error", "drop"}
@@ -449,16 +401,12 @@ def w2_particles_density(X, nodes, density_weights, a=None, *, negative="error",
         With ``negative_mass`` set, ``info["n_dropped"]`` the number of dropped nodes, and
         ``info["grid_floor"]`` (None without a grid or for ``"semidiscrete"``).
     """
-    _check_choice("negative", negative, NEGATIVE_POLICIES)
+    validate.choice("negative", negative, W2_NEGATIVE_POLICIES)
     method = kw.pop("method", "auto")
-    _check_choice("method", method, METHODS)
+    validate.choice("method", method, W2_METHODS)
     metric = kw.get("metric", "geodesic")
-    nodes = _check_points("nodes", nodes)
-    rw = _check_weights("density_weights", density_weights, nodes.shape[0], allow_negative=True)
-    total = float(rw.sum())
-    if abs(total - 1.0) > MASS_TOL:
-        raise ValueError(f"density_weights must sum to 1 (tolerance {MASS_TOL:g}, negative entries included); "
-                         f"received sum {total:.17g}")
+    nodes = validate.unit_vectors("nodes", nodes, min_rows=1)
+    rw = validate.signed_weights("density_weights", density_weights, nodes.shape[0])
     if grid is None:
         grid = grid_of_nodes(nodes)
     elif not isinstance(grid, SphereGrid) or grid.nlat * grid.nlon != nodes.shape[0] \

@@ -1,8 +1,7 @@
 """The allowed values of every string choice of the package, each defined once.
 
-Modules that accept one of these choices import the tuple from here (and may re-export it under
-their historical name, e.g. ``config.W2_METHODS``); :func:`meanfield.core.validate.choice` checks
-a value against it.  Kernels and normalizations live with the heads (their registries), schemes
+Modules that accept one of these choices import the tuple from here, under its name here (no
+second name); :func:`meanfield.core.validate.choice` checks a value against it.  Kernels and normalizations live with the heads (their registries), schemes
 with the integrator (``SCHEMES``).
 
 Each tuple lists the default first where there is one.
@@ -15,7 +14,7 @@ __all__ = ["SAMPLINGS", "SAMPLING_NEGATIVE_POLICIES", "W2_SOLVERS", "W2_METHODS"
            "SWEEP_MODES"]
 
 SAMPLINGS = ("iid", "stratified")
-"""How particles are drawn from a density (:func:`meanfield.densities.sample_particles` ``method``)."""
+"""How particles are drawn from a density (:func:`meanfield.core.densities.sample_particles` ``method``)."""
 
 SAMPLING_NEGATIVE_POLICIES = ("raise", "clip")
 """What sampling does with a density of negative mass (``sample_particles(negative=...)``)."""
@@ -24,7 +23,7 @@ W2_SOLVERS = ("exact", "sinkhorn", "sliced", "semidiscrete")
 """The W2 solvers themselves ("semidiscrete": particles against the continuous density only)."""
 
 W2_METHODS = ("auto",) + W2_SOLVERS
-"""W2 ``method`` of :mod:`meanfield.transport` and the run config's ``outputs.w2_method``: a solver, or ``"auto"``."""
+"""W2 ``method`` of :mod:`meanfield.analysis.transport` and the run config's ``outputs.w2_method``: a solver, or ``"auto"``."""
 
 W2_METRICS = ("geodesic", "chordal")
 """Ground cost of the W2 distances on the sphere (``metric``)."""

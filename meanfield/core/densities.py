@@ -1,7 +1,7 @@
 r"""Token densities on S^2 as spherical-harmonic coefficients (MODEL.md section 3), and sampling.
 
 A density ``rho`` is taken w.r.t. surface measure with mass 1, so ``rho_00 = 1/sqrt(4 pi)``
-(uniform ``rho = 1/(4 pi)``).  Coefficient vectors ``rho_lm`` follow :mod:`meanfield.sphere`
+(uniform ``rho = 1/(4 pi)``).  Coefficient vectors ``rho_lm`` follow :mod:`meanfield.core.sphere`
 (ducc0 alm of a real field, orthonormal ``Y_lm`` with Condon-Shortley phase); only
 ``grid.lmax`` matters.  The von Mises-Fisher (vMF) density and its coefficients (Funk-Hecke) are
 
@@ -63,11 +63,12 @@ def _coeffs(grid, rho_lm, name):
 
 
 def check_density(grid, rho_lm, name="rho_lm"):
-    """Validated complex128 copy (nalm,) of a density's coefficients: finite, mass 1 (to 1e-10)."""
+    """Validated complex128 copy (nalm,) of a density's coefficients on the :class:`SphereGrid`
+    ``grid``: finite, mass ``rho_00 sqrt(4 pi) = 1`` to :data:`meanfield.core.validate.MASS_TOL`."""
+    if not isinstance(grid, SphereGrid):
+        raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
     a, mass = _coeffs(grid, rho_lm, name)
-    if abs(mass - 1.0) > 1e-10:
-        raise ValueError(f"{name} must have mass 1 (rho_00 sqrt(4 pi) = 1 to 1e-10); received mass "
-                         f"{mass!r} (use normalize() to rescale explicitly)")
+    validate.unit_mass(name, mass, hint=" (rho_00 sqrt(4 pi); use normalize() to rescale explicitly)")
     return a
 
 
@@ -123,7 +124,7 @@ def vmf_mixture_density(grid, mus, kappas, weights=None, floor=0.0):
     """Coefficients (nalm,) of ``(1 - floor) sum_k w_k vMF(mu_k, kappa_k) + floor / (4 pi)``.
 
     ``mus`` (K, 3) unit vectors; ``kappas`` scalar or (K,); ``weights`` (K,) nonnegative summing to
-    1 (to 1e-12), default equal; ``floor`` in [0, 1].
+    1 (to ``validate.MASS_TOL``), default equal; ``floor`` in [0, 1].
     """
     M = validate.unit_vectors("mus", mus, 3, min_rows=1)
     K, ks = M.shape[0], np.broadcast_to(kappas, M.shape[:1]) if np.ndim(kappas) == 0 else np.asarray(kappas)
@@ -148,7 +149,7 @@ def density_from_particles(grid, X, w=None, kappa=None):
     r"""Coefficients (nalm,) of the kernel density estimate ``sum_j w_j vMF(x_j, kappa)``.
 
     ``rho_lm = a_l(kappa) sum_j w_j conj(Y_lm(x_j))`` (exact to ducc0's ``epsilon = 1e-13``) for
-    unit vectors ``X`` (n, 3) and weights ``w`` (n,) >= 0 summing to 1 (to 1e-12; default 1/n).
+    unit vectors ``X`` (n, 3) and weights ``w`` (n,) >= 0 summing to 1 (to ``validate.MASS_TOL``; default 1/n).
     ``kappa`` defaults to :func:`default_kde_kappa` ``(lmax)``; ``kappa = np.inf`` gives the truncated
     empirical measure, which is *not* a nonnegative density (Gibbs oscillations).
     """
@@ -236,7 +237,7 @@ def _stratified(grid, rho_lm, n, rng, clip):
 def sample_particles(grid, rho_lm, n, method="iid", seed=None, negative="raise", normalize=False):
     r"""Draw ``n`` unit vectors (n, 3) distributed according to the density ``rho_lm`` (nalm,).
 
-    ``rho_lm`` must have mass 1 (to 1e-10; ``normalize=True`` rescales explicitly) and negative mass
+    ``rho_lm`` must have mass 1 (to ``validate.MASS_TOL``; ``normalize=True`` rescales explicitly) and negative mass
     (:func:`negative_mass`) ``<= 1e-12``, else ValueError; ``negative="clip"`` samples ``max(rho, 0)``
     instead and warns with the clipped mass.  ``seed``: int, None or ``numpy.random.Generator``.
 

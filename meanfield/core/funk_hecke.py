@@ -7,10 +7,11 @@ A zonal kernel ``g(<x, y>)`` acts on spherical harmonics degree by degree:
 
 :func:`funk_hecke_multipliers` computes ``c_l[g]`` for one profile (closed form ``4 pi i_l(a)`` for
 ``exp(a t)``, Gauss-Legendre otherwise).  Each kernel of :data:`meanfield.core.kernels.KERNELS`
-builds its multipliers from it; :func:`zonal_multipliers` (defined in :mod:`meanfield.core.zonal`,
-importable from here) gives the sequences a zonal head needs (potential, normalizer, normal part,
-entropy), and :class:`meanfield.core.zonal.ZonalOperator` applies them for the PDE, the spectral
-particle sums and the entropies.  :mod:`meanfield.stability` keeps independent closed forms
+builds its multipliers from it; :func:`meanfield.core.zonal.zonal_multipliers` gives the sequences a
+zonal head needs (potential, normalizer, normal part, entropy), and
+:class:`meanfield.core.zonal.ZonalOperator` applies them for the PDE, the spectral particle sums and
+the entropies.  This module imports nothing of the package but :mod:`~meanfield.core.validate` (the
+kernel registry is built on it).  :mod:`meanfield.analysis.stability` keeps independent closed forms
 (``funk_hecke_exp``, ``funk_hecke_relu``) that the tests compare against.
 """
 
@@ -21,7 +22,7 @@ from scipy.special import roots_legendre, spherical_in
 
 from . import validate
 
-__all__ = ["funk_hecke_multipliers", "zonal_multipliers", "gegenbauer_normalized", "funk_hecke_normalized",
+__all__ = ["funk_hecke_multipliers", "gegenbauer_normalized", "funk_hecke_normalized",
            "resolved_multipliers"]
 
 
@@ -70,14 +71,6 @@ def funk_hecke_multipliers(lmax, g=None, exp_rate=None, n_nodes=None):
         out[ell] = f @ p
         p_prev, p = p, ((2 * ell + 1) * s * p - ell * p_prev) / (ell + 1)
     return out
-
-
-def __getattr__(name):
-    # zonal_multipliers needs the kernel registry, which needs this module: imported on first use
-    if name == "zonal_multipliers":
-        from .zonal import zonal_multipliers
-        return zonal_multipliers
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------------------- any dimension

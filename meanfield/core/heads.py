@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import validate
-from .kernels import EXP_LIMIT, KERNELS, NORMALIZATIONS, get_kernel, get_normalization
+from .kernels import KERNELS, NORMALIZATIONS, get_kernel, get_normalization
 
 __all__ = [
-    "KERNELS",
-    "NORMALIZATIONS",
     "Head",
     "scalar_heads",
     "orthogonal_block_heads",
@@ -26,7 +24,6 @@ __all__ = [
     "approx_orthogonal_heads",
     "check_heads",
     "check_exp_range",
-    "EXP_LIMIT",
 ]
 
 

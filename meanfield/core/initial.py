@@ -57,7 +57,7 @@ def vmf_mixture(n, mus, kappas, weights=None, seed=None):
     if kappas.ndim > 1 or kappas.size not in (1, k):
         raise ValueError(f"kappas must be a number or {k} numbers (one per row of mus); received shape {kappas.shape}")
     kappas = np.broadcast_to(kappas.reshape(-1) if kappas.ndim else kappas, (k,))
-    weights = validate.probability_weights("weights", weights, k, tol=1e-10)
+    weights = validate.probability_weights("weights", weights, k)
     rng = validate.rng(seed)
     counts = rng.multinomial(n, weights)
     parts = [von_mises_fisher(c, mu, kap, rng) for c, mu, kap in zip(counts, mus, kappas) if c > 0]

@@ -27,9 +27,10 @@ from tqdm import tqdm
 
 from . import validate
 from .controllers import ErrorControl, FixedGrid, initial_step
-from .steppers import SCHEMES, SPLIT_SCHEMES, ExplicitRK, Stepper, Tableau, as_stepper, rk_step
+from .steppers import ExplicitRK, as_stepper
+from .tableaux import SCHEMES
 
-__all__ = ["Tableau", "SCHEMES", "SPLIT_SCHEMES", "Stepper", "Trajectory", "rk_step", "integrate", "estimate_nfev"]
+__all__ = ["Trajectory", "integrate", "estimate_nfev"]
 
 
 @dataclass(frozen=True, eq=False)

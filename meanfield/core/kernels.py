@@ -9,7 +9,7 @@ r"""Kernel and normalization registries: what a head's ``kernel`` and ``normaliz
 * the Funk-Hecke multipliers of a zonal head ``M = V = lambda I`` on S^2 (closed form where one
   exists, Gauss-Legendre quadrature otherwise) and its lmax rule (the degree needed for a
   tolerance; ``None`` when the multipliers decay only algebraically),
-* which closed forms of :mod:`meanfield.theory` exist for it.
+* which closed forms (:mod:`meanfield.analysis.theory`, :mod:`~meanfield.analysis.stability`) exist for it.
 
 :data:`NORMALIZATIONS` maps a normalization name to a :class:`Normalization`: how an aggregate and its
 normalizer ``Z`` combine (``"mean"``: ``u``; ``"softmax"``: ``u / Z``; ``"sinkhorn"``: a scaling solve,
@@ -103,7 +103,7 @@ class Kernel:
     positive : bool
         ``k > 0`` everywhere: every attention row has a distribution (entropies are defined).
     closed_forms : frozenset of str
-        Names of the :mod:`meanfield.theory` closed forms that exist for this kernel.
+        Names of the closed forms (theory, stability) that exist for this kernel.
     noise_floor : float
         Relative size below which computed multipliers are round-off (0 for closed forms).
     has_lmax_rule : bool
@@ -355,7 +355,7 @@ class SigmoidKernel(Kernel):
     so the Funk-Hecke multipliers decay exponentially, at rate ``~ pi / (beta |lambda|)`` per degree,
     and the spectral paths apply; they are computed by Gauss-Legendre quadrature (accurate to about
     1e-14 of the largest; below :attr:`noise_floor`, 1e-13 of the largest, they count as round-off).
-    No closed forms in :mod:`meanfield.theory`.
+    No closed forms in :mod:`meanfield.analysis.theory` or :mod:`~meanfield.analysis.stability`.
     """
 
     name: ClassVar[str] = "sigmoid"
@@ -625,5 +625,3 @@ def get_normalization(name, argument="normalization") -> Normalization:
     """The registered normalization ``name``; ``ValueError`` listing the choices otherwise."""
     return NORMALIZATIONS[validate.choice(argument, name, NORMALIZATIONS)]
 
-
-from .sums import aggregate, entropy_rows, log_attention, pair_sum, row_chunks  # noqa: E402,F401  (0.1 names)

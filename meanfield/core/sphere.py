@@ -569,7 +569,7 @@ class PointSet:
 
         The angles are scale-free, so the projection is folded into the angle and frame arithmetic (one
         pass, no normalized copy of ``X``); ``points`` (``X / |X|``) is formed only when read.  This is
-        the constructor of the particle velocity (:class:`meanfield.fastsum.SpectralSum`), whose
+        the constructor of the particle velocity (:class:`meanfield.models.fastsum.SpectralSum`), whose
         Runge-Kutta stages lie off the sphere.
 
         Parameters

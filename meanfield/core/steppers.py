@@ -35,8 +35,8 @@ import numpy as np
 from . import validate
 from .tableaux import IMEX_TABLEAUX, SCHEMES, IMEXTableau, Tableau, rk_stages, rk_step
 
-__all__ = ["Tableau", "SCHEMES", "rk_step", "Stepper", "ExplicitRK", "IMEXEuler", "ETDRK2", "ETDRK4", "IMEXRK",
-           "SPLIT_SCHEMES", "phi_functions", "as_stepper", "stable_step"]
+__all__ = ["Stepper", "ExplicitRK", "IMEXEuler", "ETDRK2", "ETDRK4", "IMEXRK", "SPLIT_SCHEMES", "phi_functions",
+           "as_stepper", "stable_step"]
 
 
 # ----------------------------------------------------------------------------- the stepper interface

@@ -185,7 +185,7 @@ SCHEMES: dict[str, Tableau] = {
                      [2 / 9, 1 / 3, 4 / 9, 0], [0, 1 / 2, 3 / 4, 1], 3, [7 / 24, 1 / 4, 1 / 3, 1 / 8], 2),
     "dopri5": _dopri5(),
 }
-"""Explicit Runge-Kutta schemes by name (the ``method`` of :func:`meanfield.integrate.integrate`)."""
+"""Explicit Runge-Kutta schemes by name (the ``method`` of :func:`meanfield.core.integrate.integrate`)."""
 
 
 def rk_step(rhs, t, y, dt, tableau, k0=None):

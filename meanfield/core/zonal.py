@@ -28,7 +28,7 @@ from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
 __all__ = ["zonal_multipliers", "required_lmax", "LMAX_CRITERIA", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace",
-           "PointSpace", "LMAX_CAP"]
+           "PointSpace"]
 
 
 def _check_zonal(head):

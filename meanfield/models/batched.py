@@ -24,7 +24,7 @@ lower-triangular kernel has no doubly stochastic positive scaling (only the diag
 ``causal=True`` masks the sums: token ``i`` attends to ``j <= i`` only (the decoder's mask; the
 softmax normalizer sums over the same ``j`` and the mean divides by their number ``i + 1``, so token
 ``i`` moves exactly as in the system of the prefix ``x_0..x_i``).  The spectral (Funk-Hecke) path of
-:mod:`meanfield.fastsum` serves shared zonal heads on S^2 (``summation="spectral"``, one spectral sum per system); it sums
+:mod:`meanfield.models.fastsum` serves shared zonal heads on S^2 (``summation="spectral"``, one spectral sum per system); it sums
 over all tokens and cannot apply a mask, so ``causal=True`` with it is refused by name.
 
 :meth:`BatchedSystem.rhs` and :attr:`BatchedSystem.retraction` plug into the one driver
@@ -117,7 +117,7 @@ class BatchedSystem:
     causal : bool
         Token ``i`` attends to tokens ``j <= i`` only (direct sums only).
     summation : {"direct", "spectral"}
-        Pairwise sums, or one :class:`~meanfield.fastsum.SpectralSum` per system (shared zonal
+        Pairwise sums, or one :class:`~meanfield.models.fastsum.SpectralSum` per system (shared zonal
         heads on S^2, no mask).
     chunk_bytes : int
         Work space of one block of scores (whole systems per block).
@@ -253,7 +253,7 @@ class BatchedSystem:
         return self.forces(X, checked=True).sum(axis=1)
 
     def rhs(self, t, y):
-        """Right-hand side for :func:`meanfield.integrate`; ``y`` of shape (B, n, d).
+        """Right-hand side for :func:`meanfield.core.integrate.integrate`; ``y`` of shape (B, n, d).
 
         The unit-norm check is skipped (Runge-Kutta stages leave the sphere by O(dt^2)); the formula
         is a smooth extension of the field off the sphere, as for ``ParticleSystem.rhs``.

@@ -11,7 +11,7 @@ spherical harmonics (Funk-Hecke): ``N_h`` and ``Z_h`` cost one multiply per coef
 General heads (any ``M_h``, ``V_h``) use quadrature on the grid nodes, exact to quadrature
 accuracy, through the same kernel sums as the particle system.
 
-The state is the real view (:func:`meanfield.sphere.to_real`) of the coefficients ``rho_lm``
+The state is the real view (:func:`meanfield.core.sphere.to_real`) of the coefficients ``rho_lm``
 up to ``lmax``.  Products are formed on the dealiased grid (``3/2`` rule), so for mean
 normalization the projection of ``div(rho X)`` onto degree ``<= lmax`` is exact, the mass
 (degree 0) is conserved to round-off and the semi-discrete energy identity
@@ -27,7 +27,6 @@ import numpy as np
 
 from ..core import validate
 from ..core.choices import CONTINUUM_METHODS
-from ..core.funk_hecke import funk_hecke_multipliers  # re-exported (public API)
 from ..core.heads import check_exp_range, check_heads
 from ..core.field_forces import ScalingCache, field_scalings, field_velocity
 from ..core.kernels import NORMALIZATIONS
@@ -36,9 +35,8 @@ from ..core.sphere import SphereGrid, from_real, to_real
 from ..core.sums import aggregate, pair_sum
 from ..core.zonal import GridSpace, ZonalOperator, truncation_level
 
-METHODS = CONTINUUM_METHODS
 
-__all__ = ["METHODS", "ContinuumPDE", "KernelResolutionWarning", "funk_hecke_multipliers"]
+__all__ = ["ContinuumPDE", "KernelResolutionWarning"]
 
 
 class KernelResolutionWarning(UserWarning):
@@ -102,7 +100,7 @@ class ContinuumPDE:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("heads", heads)
         set_("grid", SphereGrid.dealiased(self.lmax, nthreads=self.nthreads))
-        validate.choice("method", self.method, METHODS)
+        validate.choice("method", self.method, CONTINUUM_METHODS)
         all_zonal = all(h.is_zonal for h in heads)
         if self.method == "spectral" and not all_zonal:
             raise ValueError("method 'spectral' needs zonal heads (M = V = lambda I); received a non-zonal head")
@@ -324,7 +322,7 @@ class ContinuumPDE:
         cfl : float
             Safety factor: positive and finite; at most 1 for the guarantee above.
         scheme : str, Tableau or Stepper
-            A ``method`` of :func:`meanfield.integrate.integrate`.
+            A ``method`` of :func:`meanfield.core.integrate.integrate`.
         """
         from ..core.steppers import stable_step
 

@@ -24,15 +24,14 @@ The multipliers and their mean/softmax combination are a :class:`meanfield.core.
 exp, ``c[K] = 4 pi i_l(a) / beta``, ``c[k] = 4 pi i_l(a)``, ``c[k s] = 4 pi lambda i_l'(a)`` with
 ``a = beta lambda``; Gauss-Legendre quadrature on each half of [-1, 1] otherwise).
 
-The degree ``lmax`` is :func:`meanfield.core.zonal.required_lmax` (:func:`truncation_degree` is the
-same): the smallest ``L >= 2`` whose neglected tail, weighted by the growth of a point-evaluated
+The degree ``lmax`` is :func:`meanfield.core.zonal.required_lmax`: the smallest ``L >= 2`` whose neglected tail, weighted by the growth of a point-evaluated
 gradient, is below ``tolerance``.  Exp multipliers decay super-exponentially beyond
 ``l ~ beta |lambda|`` (``lmax`` 11, 19, 26 for ``beta = 1, 5, 10`` at 1e-10); sigmoid ones
 exponentially (``lmax`` 15, 47, 85 at 1e-10).  ReLU multipliers decay algebraically
 (``c[K] ~ l^{-3}``), the velocity converges only algebraically in ``lmax``: ReLU heads have no lmax
 rule, need an explicit ``lmax``, and the accuracy reached is measured in ``benchmarks/RESULTS.md``
 (never near 1e-10).
-Point transforms are :class:`meanfield.sphere.PointSet` (:meth:`~meanfield.sphere.PointSet.directions`):
+Point transforms are :class:`meanfield.core.sphere.PointSet` (:meth:`~meanfield.core.sphere.PointSet.directions`):
 the angles and tangent frame of the tokens are computed once per evaluation, in one fused pass with the
 radial projection ``x / |x|``, and shared by every transform of that evaluation.
 """
@@ -49,15 +48,9 @@ from ..core.kernels import LMAX_CAP, NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sums import LastScalings
 from ..core.sphere import PointSet, SphereGrid
-from ..core.zonal import (PointSpace, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax,
-                          zonal_multipliers)   # zonal_multipliers: re-exported here (public API)
+from ..core.zonal import PointSpace, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax
 
-__all__ = ["LMAX_CAP", "SpectralSum", "zonal_multipliers", "truncation_degree", "spectral_supported"]
-
-
-def truncation_degree(heads, tolerance, cap=LMAX_CAP):
-    """Degree of :func:`meanfield.core.zonal.required_lmax` (the one lmax rule); kept for 0.1 callers."""
-    return required_lmax(heads, tolerance, cap)
+__all__ = ["SpectralSum", "spectral_supported"]
 
 
 def spectral_supported(heads, geometry="sphere", lmax=None):
@@ -90,7 +83,7 @@ class SpectralSum:
         Requested accuracy relative to the size of the sums (see Notes), in ``[1e-14, 1)``.
     lmax : int, optional
         Degree; default :func:`meanfield.core.zonal.required_lmax` of the heads at ``tolerance``
-        (``ValueError`` when that exceeds :data:`LMAX_CAP`, or for kernels without an lmax rule,
+        (``ValueError`` when that exceeds :data:`meanfield.core.kernels.LMAX_CAP`, or for kernels without an lmax rule,
         e.g. ReLU, which need it given).
     nthreads : int
         Threads of the spherical-harmonic transforms.
@@ -176,7 +169,7 @@ class SpectralSum:
         ----------
         X : ndarray, shape (n, 3)
         w : ndarray, shape (n,), optional
-            Token weights (the same convention as :class:`meanfield.particles.ParticleSystem`);
+            Token weights (the same convention as :class:`meanfield.models.particles.ParticleSystem`);
             default uniform ``1/n``, as :meth:`meanfield.ParticleSystem.velocity`.
         """
         X = self._array(X)

@@ -25,7 +25,7 @@ sum_i w_i log a_i`` for symmetric ``M``, where ``a = b``).  The map from kernel 
 Memory is bounded by processing rows of the n x n score matrix in chunks of about
 ``chunk_bytes`` bytes, so n = 20 000 with 4 heads needs a few MiB of work space.  For zonal
 heads on S^2 the sums can instead be evaluated spectrally in O(n + lmax^2 log lmax)
-(:mod:`meanfield.fastsum`, field ``summation``), with the same semantics to ``tolerance``.
+(:mod:`meanfield.models.fastsum`, field ``summation``), with the same semantics to ``tolerance``.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ records, are estimated (:meth:`ParticleSystem.check_direct_run`, at :data:`DIREC
 longer than this is refused up front, before its first evaluation: :data:`DIRECT_TIME_LIMIT_S` bounds one
 evaluation, this bounds their number times their cost.  ``solve_particles(direct_limit_s=...)`` moves it."""
 
-__all__ = ["GEOMETRIES", "SUMMATIONS", "SPECTRAL_MIN_N", "DIRECT_PAIR_RATE", "DIRECT_TIME_LIMIT_S",
+__all__ = ["SPECTRAL_MIN_N", "DIRECT_PAIR_RATE", "DIRECT_TIME_LIMIT_S",
            "DIRECT_RUN_LIMIT_S", "ParticleSystem", "check_tokens", "check_weights", "project_tangent", "retract_sphere"]
 
 
@@ -103,7 +103,7 @@ def check_tokens(X, d=None, geometry="sphere", name="X"):
 
 def check_weights(w, n, name="w"):
     """Validate token weights: shape (n,), finite, nonnegative, summing to 1. None -> uniform."""
-    return validate.probability_weights(name, w, n, tol=1e-10)
+    return validate.probability_weights(name, w, n)
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,7 +120,7 @@ class ParticleSystem:
         Work-space budget for one block of score-matrix rows.
     summation : {"auto", "direct", "spectral"}
         How velocities, aggregates and energies are summed: ``"direct"`` (pairwise, any heads),
-        ``"spectral"`` (:class:`meanfield.fastsum.SpectralSum`: d = 3, sphere, zonal heads whose
+        ``"spectral"`` (:class:`meanfield.models.fastsum.SpectralSum`: d = 3, sphere, zonal heads whose
         kernels have an lmax rule, e.g. exp and sigmoid; ``ValueError`` otherwise) or ``"auto"``:
         spectral when it applies, ``tolerance`` is reachable and ``n >= SPECTRAL_MIN_N``.
         :meth:`energy_gradients` and :meth:`energy_rates` are always direct.  Every direct path is
@@ -229,7 +229,7 @@ class ParticleSystem:
 
     @property
     def spectral(self):
-        """The :class:`~meanfield.fastsum.SpectralSum` this system sums with at large n, or None
+        """The :class:`~meanfield.models.fastsum.SpectralSum` this system sums with at large n, or None
         (``summation="direct"``, or heads the spectral path does not serve)."""
         return self._spectral
 
@@ -285,7 +285,7 @@ class ParticleSystem:
             ``not self.uses_spectral(n)``.
         records, record_passes : int
             Observer records and the direct passes each makes (e.g. 3 for
-            :func:`meanfield.diagnostics.observer`: energies, entropies, dissipation).
+            :func:`meanfield.analysis.diagnostics.observer`: energies, entropies, dissipation).
         lower_bound : bool
             ``evaluations`` is a lower bound (adaptive steps: at least one step per output interval);
             the message says "at least".

@@ -7,7 +7,7 @@ unprojected sums of :class:`~meanfield.models.batched.BatchedSystem` or of any o
 
 ``"projected_euler"``
     ``x <- normalize(x + dt P_x u(x))``: explicit Euler with retraction for the projected ODE
-    ``x' = P_x u(x)`` (what :func:`meanfield.integrate` does with ``method="euler"``).  Order 1.
+    ``x' = P_x u(x)`` (what :func:`meanfield.core.integrate.integrate` does with ``method="euler"``).  Order 1.
 ``"post_ln"``
     ``x <- normalize(x + dt u(x))`` (post-LayerNorm, the step of borjanG/2023-transformers-rotf).
     ``x + dt u = (1 + dt <x, u>) (x + dt P_x u / (1 + dt <x, u>))``: after normalization it is the
@@ -26,7 +26,7 @@ unprojected sums of :class:`~meanfield.models.batched.BatchedSystem` or of any o
     ``z' = u/|u|`` at ``x = z/|z|``, at order 1.
 
 :func:`iterate` runs a rule (every token set of a batch at once); :func:`limit_rhs` is the
-right-hand side of the rule's continuous-time limit, for :func:`meanfield.integrate`.
+right-hand side of the rule's continuous-time limit, for :func:`meanfield.core.integrate.integrate`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Checkpoints of long runs: integrator states saved atomically in a folder, one file per phase.
 
-A :class:`Checkpointer` hands :func:`meanfield.integrate.integrate` a ``checkpoint`` callback
+A :class:`Checkpointer` hands :func:`meanfield.core.integrate.integrate` a ``checkpoint`` callback
 for a named phase (``"pde"``, ``"particles"``), keeps the finished trajectory of each phase, and
 gives back what a resumed run needs: the finished trajectory, or the last state to continue from.
 Files are pickles written to a temporary name and renamed, so a file is never half written.
@@ -8,78 +8,11 @@ Files are pickles written to a temporary name and renamed, so a file is never ha
 
 from __future__ import annotations
 
-import fcntl
 import os
 import pickle
 from pathlib import Path
 
-__all__ = ["Checkpointer", "RunInterrupted", "FolderLock", "FolderInUse", "remove_stale_temporaries"]
-
-LOCK_NAME = ".meanfield.lock"
-"""Hidden lock file of an output folder (held with ``flock`` while a run writes into the folder)."""
-
-
-class FolderInUse(ValueError):
-    """Another live process holds the lock of an output folder."""
-
-
-class FolderLock:
-    """An exclusive ``flock`` on ``folder/.meanfield.lock`` held while a run writes into ``folder``.
-
-    The operating system releases it when the process ends, however it ends (kill -9 included), so
-    a stale lock file never blocks a later run; the file holds the owner's process id for the message
-    a second run gets.  Use as a context manager.
-    """
-
-    def __init__(self, folder, log=None):
-        self.folder = Path(folder)
-        self.log = log                  # optional callable(str): a line per saved state / finished phase
-        self.path = self.folder / LOCK_NAME
-        self._fd = None
-
-    def acquire(self):
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            owner = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise FolderInUse(f"output folder {str(self.folder)!r} is in use by process {owner} (a meanfield run "
-                              f"writing into it); wait for it to finish, stop it, or choose another --out") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
-        return self
-
-    def release(self):
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self):
-        return self.acquire()
-
-    def __exit__(self, *exc):
-        self.release()
-        return False
-
-
-def remove_stale_temporaries(folder, names=("*",)) -> list[Path]:
-    """Delete hidden temporary files (``.<name>.*.tmp``) left in ``folder`` by a killed save.
-
-    Call only while holding the folder's :class:`FolderLock` (no live writer can own them then).
-    Returns the removed paths.
-    """
-    folder, removed = Path(folder), []
-    if folder.is_dir():
-        for name in names:
-            for stale in folder.glob(f".{name}.*.tmp"):
-                stale.unlink(missing_ok=True)
-                removed.append(stale)
-    return removed
-
+__all__ = ["Checkpointer", "RunInterrupted"]
 
 class RunInterrupted(Exception):
     """A run was interrupted (Ctrl-C); its state is saved in ``folder``."""

@@ -11,7 +11,7 @@
   ``meanfield run --extend DIR --t-final T`` continues the finished run in DIR to T and writes the
   whole run as a new file ``DIR/result_to_T.nc`` (:mod:`meanfield.workflow.extend`).
 * ``meanfield sweep SWEEP.toml [--scheduler ADDRESS]`` -- the main job over parameter points on
-  dask.distributed (see :mod:`meanfield.sweep`); re-running skips finished points.
+  dask.distributed (see :mod:`meanfield.workflow.sweep`); re-running skips finished points.
 * ``meanfield config --default`` -- print the default config as TOML (every key; keys without a
   default are commented out); ``meanfield config FILE`` validates a config file and
   ``meanfield config check FILE`` also runs every check ``run`` makes before computing.
@@ -93,7 +93,8 @@ def _signal_name():
 
 def _run(args):
     from .config import RunConfig, load_config
-    from .run import FiguresInterrupted, RunInterrupted, main_job, resume_job
+    from .checkpoint import RunInterrupted
+    from .jobs import FiguresInterrupted, main_job, resume_job
 
     started = time.perf_counter()
     progress = False if args.no_progress or args.verbosity < 0 else None
@@ -250,7 +251,7 @@ _THEORY_OPTIONS = {"beta-star": {"H", "n", "alpha"}, "lambda-max": {"beta", "n"}
 def _theory(args):
     import math
 
-    from ..analysis import theory
+    from ..analysis import stability, theory
 
     given = {k for k in ("H", "n", "alpha", "beta", "lambdas", "normalization", "nu", "lmax", "d")
              if getattr(args, k) is not None}
@@ -285,7 +286,7 @@ def _theory(args):
         from ..analysis.stability import growth_rate
 
         for ell in range(1, lmax + 1):
-            s = growth_rate(ell, lambdas, beta, normalization, nu, d=d)
+            s = stability.growth_rate(ell, lambdas, beta, normalization, nu, d=d)
             print(f"sigma_{ell} = {s:.10g}")
     return 0
 
@@ -324,7 +325,7 @@ def _phase_transition(args):
 def _extend(args, progress):
     """``meanfield run --extend DIR --t-final T``: a new dataset file in DIR, the finished result untouched."""
     from . import results
-    from .checkpoint import FolderLock
+    from .jobs import FolderLock
     from .extend import extend, extended_name
 
     if args.extend is None or args.t_final is None:
@@ -379,7 +380,7 @@ def _positive_float(s):
 
 
 def _version():
-    from .. import __version__
+    from .._version import __version__
 
     return f"meanfield {__version__}"
 
@@ -409,7 +410,7 @@ def build_parser():
     r.set_defaults(func=_run)
     sw = sub.add_parser("sweep", parents=[common],
                         help="run the main job over a grid or list of parameter points (dask)")
-    sw.add_argument("sweep", help="sweep TOML file (see meanfield.sweep)")
+    sw.add_argument("sweep", help="sweep TOML file (see meanfield.workflow.sweep)")
     sw.add_argument("--out", default=None, help="output folder (default: the sweep file's name)")
     sw.add_argument("--scheduler", default=None, metavar="ADDRESS", help="an existing dask scheduler")
     sw.add_argument("--workers", type=_positive_int_1, default=2, help="LocalCluster workers (default 2)")

@@ -1,6 +1,6 @@
 """Configuration of the main job: frozen dataclasses, validated from plain dicts or TOML files.
 
-A :class:`RunConfig` holds everything :func:`meanfield.run.run` needs: zonal heads, the initial
+A :class:`RunConfig` holds everything :func:`meanfield.workflow.run.run` needs: zonal heads, the initial
 density (a von Mises-Fisher mixture), the PDE and particle settings, the integrator, the outputs
 and the seed.  ``RunConfig.from_dict`` checks every key and value; a bad one raises
 :class:`ConfigError` (a ``ValueError``) whose message names the dotted key (``heads[1].beta``),
@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ..core import validate
 from ..core.choices import SAMPLINGS, W2_METHODS
 from ..core.kernels import KERNELS, NORMALIZATIONS
-from ..core.integrate import SCHEMES, SPLIT_SCHEMES
-from ..core.steppers import LAWSON_SCHEMES, as_stepper
+from ..core.steppers import LAWSON_SCHEMES, SPLIT_SCHEMES, as_stepper
+from ..core.tableaux import SCHEMES
+from .inputs import load_positions
 
 __all__ = ["ConfigError", "HeadConfig", "InitialConfig", "PDEConfig", "ParticleConfig", "IntegratorConfig",
-           "OutputConfig", "RunConfig", "load_config", "to_toml"]
+           "OutputConfig", "RunConfig", "load_config", "resolve_positions", "to_toml"]
 
-SAMPLING = SAMPLINGS         # particles.sampling
 
 
 class ConfigError(ValueError):
@@ -89,10 +89,7 @@ def _unit_vectors(path, v):
         if not isinstance(mu, (list, tuple)) or len(mu) != 3:
             raise ConfigError(f"{p} must be a unit 3-vector [x, y, z]; received {mu!r}")
         mu = tuple(_real()(f"{p}[{k}]", x) for k, x in enumerate(mu))
-        norm2 = sum(x * x for x in mu)
-        if abs(norm2 - 1.0) > 1e-8:
-            raise ConfigError(f"{p} must be a unit 3-vector (| |mu|^2 - 1 | <= 1e-8; it is not renormalized); "
-                              f"received {list(mu)} with |mu|^2 = {norm2:.12g}")
+        _config_error(validate.unit_vector, p, list(mu), 3)          # not renormalized
         out.append(mu)
     return tuple(out)
 
@@ -159,7 +156,7 @@ def _table(path, v):
 
 @dataclass(frozen=True)
 class HeadConfig(_Section):
-    """A zonal head ``M = V = lam I`` (see :class:`meanfield.heads.Head`).
+    """A zonal head ``M = V = lam I`` (see :class:`meanfield.core.heads.Head`).
 
     ``kernel_params`` (a TOML inline table such as ``kernel_params = {bias = -1.0}``) holds the
     kernel's own parameters, validated by its class in :data:`meanfield.core.kernels.KERNELS`; it
@@ -204,7 +201,7 @@ class HeadConfig(_Section):
             object.__setattr__(self, "kernel_params", dict(params))
 
     def head_kwargs(self) -> dict:
-        """Keyword arguments of :class:`meanfield.heads.Head` besides ``M`` and ``V``."""
+        """Keyword arguments of :class:`meanfield.core.heads.Head` besides ``M`` and ``V``."""
         return {"beta": self.beta, "kernel": self.kernel, "normalization": self.normalization,
                 "kernel_params": self.kernel_params}
 
@@ -230,7 +227,7 @@ class InitialConfig(_Section):
     """Initial density: by default ``(1 - floor) sum_k w_k vMF(mus[k], kappas[k]) + floor / (4 pi)``.
 
     Instead of the mixture, ``coefficients`` names a ``.npy`` file of spherical-harmonic coefficients
-    (any degree; the layout of :mod:`meanfield.sphere`, e.g. a finished run's last density), or
+    (any degree; the layout of :mod:`meanfield.core.sphere`, e.g. a finished run's last density), or
     ``profile`` gives a zonal density about the north pole (``{mu = [...], rho = [...]}`` or
     ``{legendre = [...]}``); see :mod:`meanfield.workflow.inputs`.  Both are rescaled to mass 1.
     """
@@ -282,8 +279,7 @@ class InitialConfig(_Section):
             if len(self.weights) != K:
                 raise ConfigError(f"{path}.weights must have len({path}.mus) = {K} entries; "
                                   f"received {len(self.weights)}")
-            if abs(sum(self.weights) - 1.0) > 1e-12:
-                raise ConfigError(f"{path}.weights must sum to 1 (to 1e-12); received sum {sum(self.weights)!r}")
+            _config_error(validate.probability_weights, f"{path}.weights", self.weights, K)
 
 
 PDE_METHODS = tuple(sorted(SCHEMES)) + tuple(sorted(LAWSON_SCHEMES)) + tuple(sorted(SPLIT_SCHEMES))
@@ -312,7 +308,7 @@ class ParticleConfig(_Section):
 
     _path = "particles"
     n: int = _opt(_int(2, 10**6), 1000, "number of tokens")
-    sampling: str = _opt(_choice(SAMPLING), "iid", f"sampling of the start, one of {list(SAMPLING)}")
+    sampling: str = _opt(_choice(SAMPLINGS), "iid", f"sampling of the start, one of {list(SAMPLINGS)}")
     nu: float | None = _opt(_optional(_real(0)), None, "token noise; must equal pde.nu when given (one noise)")
     positions: str | None = _opt(_optional(_npy_path), None,
                                  "a .npy file of initial tokens (n, 3) instead of sampling (n: from the file)")
@@ -326,7 +322,6 @@ class ParticleConfig(_Section):
                 raise ConfigError(f"{path}.positions gives the tokens, so {path}.sampling does not apply: remove "
                                   f"it; received both")
             if "n" not in d:                 # taken from the file (resolve_positions)
-                from dataclasses import replace
                 obj = replace(obj, n=None)
         return obj
 
@@ -339,7 +334,7 @@ class ParticleConfig(_Section):
 
 @dataclass(frozen=True)
 class IntegratorConfig(_Section):
-    """Time stepping shared by both runs (:func:`meanfield.integrate.integrate`)."""
+    """Time stepping shared by both runs (:func:`meanfield.core.integrate.integrate`)."""
 
     _path = "integrator"
     t_final: float = _opt(_real(0, lo_open=True), 1.2, "final time")
@@ -450,16 +445,32 @@ def load_config(path) -> RunConfig:
         config = RunConfig.from_toml(text)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
-    from .inputs import resolve_positions
-
     return resolve_positions(_resolve_files(config, path.parent), str(path))
+
+
+def resolve_positions(config, where=None):
+    """``particles.n`` taken from (or checked against) the ``particles.positions`` file, if one is given.
+
+    A missing or unusable file, or tokens that are not unit vectors in R^3, or an ``n`` that differs
+    from the file's, raise :class:`ConfigError` naming ``particles.positions`` / ``particles.n``.
+    """
+    if config.particles.positions is None:
+        return config
+    prefix = "" if where is None else f"{where}: "
+    try:
+        X0 = load_positions(config.particles.positions, "particles.positions")
+    except ValueError as err:
+        raise ConfigError(f"{prefix}{err}") from None
+    n = config.particles.n
+    if n is not None and n != X0.shape[0]:
+        raise ConfigError(f"{prefix}particles.n must equal the number of tokens in particles.positions "
+                          f"({X0.shape[0]}), or be omitted; received {n}")
+    return replace(config, particles=replace(config.particles, n=int(X0.shape[0])))
 
 
 def _resolve_files(config: "RunConfig", folder) -> "RunConfig":
     """File names in a config (``initial.coefficients``, ``heads[i].M`` / ``.V``) made absolute, relative to
     ``folder``."""
-    from dataclasses import replace
-
     def absolute(name):
         return name if not isinstance(name, str) or Path(name).is_absolute() else str((Path(folder) / name).resolve())
 

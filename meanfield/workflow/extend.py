@@ -1,6 +1,6 @@
 """Continue a finished main-job run to a later time.
 
-:func:`extend` takes a run dataset (:func:`meanfield.run.run`, or ``results.load("result.nc")``)
+:func:`extend` takes a run dataset (:func:`meanfield.workflow.run.run`, or ``results.load("result.nc")``)
 whose PDE and particles both reached its last time ``t1``, and continues both from their last
 states -- the density ``rho_lm(t1)`` and the tokens ``X(t1)`` -- to ``t_final`` with the same
 heads and settings; the dataset returned holds the old frames followed by the new ones (spaced as
@@ -60,7 +60,7 @@ def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
     Returns
     -------
     xarray.Dataset
-        The schema of :func:`meanfield.run.to_dataset` on the joined time axis; its config says
+        The schema of :func:`meanfield.workflow.run.to_dataset` on the joined time axis; its config says
         ``integrator.t_final = t_final`` and ``n_frames`` the joined count, and the attribute
         ``extended_from`` lists the times each extension started from.
 

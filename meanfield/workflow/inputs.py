@@ -1,19 +1,19 @@
 """Research inputs of the main job: initial densities from files or profiles.
 
 * :func:`density_from_coefficients` -- spherical-harmonic coefficients of any degree (the layout of
-  :mod:`meanfield.sphere`, e.g. ``results.density_coefficients(ds, -1)`` of an earlier run), put
+  :mod:`meanfield.core.sphere`, e.g. ``results.density_coefficients(ds, -1)`` of an earlier run), put
   on a grid of degree ``lmax`` (truncated or zero-padded);
 * :func:`zonal_density` -- a zonal density ``rho(mu)``, ``mu = cos(theta)`` about the north pole,
   from a tabulated profile (linear interpolation) or from Legendre coefficients ``a_l`` of
   ``rho(mu) = sum_l a_l P_l(mu)``;
-* :func:`load_positions` -- initial tokens (n, 3) from a ``.npy`` file (``particles.positions``), and
-  :func:`resolve_positions`, a config's ``particles.n`` from that file;
+* :func:`load_positions` -- initial tokens (n, 3) from a ``.npy`` file (``particles.positions``; a
+  config's ``particles.n`` is taken from it by :func:`meanfield.workflow.config.resolve_positions`);
 * :func:`load_array` -- a ``.npy`` file, with a message naming the config key when it is unusable.
 
 Both densities are returned with mass 1 (``rho_00 = 1/sqrt(4 pi)``), rescaled from what was given:
 the main job compares particles and PDE as probability measures.
 
->>> from meanfield.sphere import SphereGrid
+>>> from meanfield.core.sphere import SphereGrid
 >>> rho = zonal_density(SphereGrid(15), legendre=[1.0, 0.5])     # (1 + mu/2) / (4 pi)
 """
 
@@ -27,7 +27,7 @@ from ..core import validate
 from ..core.densities import normalize
 from ..core.sphere import SphereGrid, from_lm_table, lm_indices, to_lm_table
 
-__all__ = ["density_from_coefficients", "zonal_density", "load_array", "load_positions", "resolve_positions"]
+__all__ = ["density_from_coefficients", "zonal_density", "load_array", "load_positions"]
 
 
 def load_array(path, name="path") -> np.ndarray:
@@ -45,30 +45,6 @@ def load_positions(path, name="positions") -> np.ndarray:
     return validate.unit_vectors(name, load_array(path, name), 3, min_rows=2)
 
 
-def resolve_positions(config, where=None):
-    """``particles.n`` taken from (or checked against) the ``particles.positions`` file, if one is given.
-
-    A missing or unusable file, or tokens that are not unit vectors in R^3, or an ``n`` that differs
-    from the file's, raise :class:`ConfigError` naming ``particles.positions`` / ``particles.n``.
-    """
-    from dataclasses import replace
-
-    from .config import ConfigError
-
-    if config.particles.positions is None:
-        return config
-    prefix = "" if where is None else f"{where}: "
-    try:
-        X0 = load_positions(config.particles.positions, "particles.positions")
-    except ValueError as err:
-        raise ConfigError(f"{prefix}{err}") from None
-    n = config.particles.n
-    if n is not None and n != X0.shape[0]:
-        raise ConfigError(f"{prefix}particles.n must equal the number of tokens in particles.positions "
-                          f"({X0.shape[0]}), or be omitted; received {n}")
-    return replace(config, particles=replace(config.particles, n=int(X0.shape[0])))
-
-
 def _degree_of(nalm):
     lmax = int(round((np.sqrt(8 * nalm + 1) - 3) / 2))
     return lmax if (lmax + 1) * (lmax + 2) // 2 == nalm else None
@@ -81,13 +57,13 @@ def density_from_coefficients(grid: SphereGrid, coefficients, name="coefficients
     ----------
     grid : SphereGrid
     coefficients : array_like
-        Complex, either a vector of length ``(L+1)(L+2)/2`` in the layout of :mod:`meanfield.sphere`
+        Complex, either a vector of length ``(L+1)(L+2)/2`` in the layout of :mod:`meanfield.core.sphere`
         or an ``(L+1, L+1)`` table ``c[l, m]`` (entries with ``m > l`` ignored).  Degrees above
         ``grid.lmax`` are dropped, missing ones are zero.
     """
     a = np.asarray(coefficients)
     if a.dtype.kind not in "fc" or a.ndim not in (1, 2) or a.size == 0:
-        raise ValueError(f"{name} must be a complex vector in the meanfield.sphere layout or an (L+1, L+1) table; "
+        raise ValueError(f"{name} must be a complex vector in the meanfield.core.sphere layout or an (L+1, L+1) table; "
                          f"received an array of dtype {a.dtype} and shape {a.shape}")
     if a.ndim == 1:
         L = _degree_of(a.size)

@@ -18,11 +18,11 @@ particles continue to ``t_final`` and ``w2`` is NaN at the times the PDE did not
 
 Particle sums are :class:`meanfield.ParticleSystem`'s (``summation``: ``"direct"``, ``"spectral"``
 Funk-Hecke sums for zonal exp heads, or ``"auto"``, the system's own rule), integrated by
-:func:`meanfield.solve_particles` and observed by :func:`meanfield.diagnostics.observer`
+:func:`meanfield.solve_particles` and observed by :func:`meanfield.analysis.diagnostics.observer`
 (its ``relative_entropy`` is the PDE's).  Recorded times are matched to ``t_eval`` by
 :func:`align_times` (the one alignment of the package).  With a
-:class:`~meanfield.checkpoint.Checkpointer` each phase (``"pde"``, ``"particles"``) is
-checkpointed and resumed bit for bit; the main job (:func:`meanfield.run.run`) is this driver.
+:class:`~meanfield.workflow.checkpoint.Checkpointer` each phase (``"pde"``, ``"particles"``) is
+checkpointed and resumed bit for bit; the main job (:func:`meanfield.workflow.run.run`) is this driver.
 """
 
 from __future__ import annotations
@@ -34,19 +34,17 @@ import numpy as np
 
 from ..analysis import diagnostics, transport
 from ..core import validate
-from ..core.choices import SAMPLINGS, W2_METHODS, W2_METRICS, W2_NEGATIVE_POLICIES
+from ..core.choices import SAMPLINGS, SUMMATIONS, W2_METHODS, W2_METRICS, W2_NEGATIVE_POLICIES
 from ..core.densities import check_density, sample_particles
 from ..core.sphere import SphereGrid
 from ..models.continuum import ContinuumPDE
-from ..models.particles import SUMMATIONS, ParticleSystem
+from ..models.particles import ParticleSystem
 from .checkpoint import Checkpointer, RunInterrupted
 from .simulate import check_particle_run, solve_continuum, solve_particles
 
-PARTICLE_SUMS = SUMMATIONS
-PARTICLE_KEYS = diagnostics.OBSERVABLES
 
 __all__ = ["PairedResult", "paired_run", "transport_grid", "resolve_transport_grid", "density_measure",
-           "w2_densities", "align_times", "SAMPLINGS", "PARTICLE_SUMS", "PARTICLE_KEYS"]
+           "w2_densities", "align_times"]
 
 
 # ---------------------------------------------------------------------------- density side
@@ -117,7 +115,7 @@ def w2_densities(pde_a: ContinuumPDE, rho_a, pde_b: ContinuumPDE, rho_b, transpo
     Both sides are :func:`density_measure` on ``transport_grid``; negative weights are
     ``"drop"``-ped (renormalizing the rest; the dropped mass of each side is reported in
     ``info["negative_mass_a"]`` / ``["negative_mass_b"]`` and their sum in ``negative_mass``) or
-    raise (``"error"``).  Keywords go to :func:`meanfield.transport.w2_distance`.
+    raise (``"error"``).  Keywords go to :func:`meanfield.analysis.transport.w2_distance`.
 
     Returns
     -------
@@ -155,15 +153,15 @@ class PairedResult:
     w2_negative_mass : ndarray, shape (T,)
         Negative density mass dropped on the transport grid at each time (NaN where no W2).
     w2_info : tuple of dict, length T
-        :attr:`meanfield.transport.TransportResult.info` per time (empty where no W2).
+        :attr:`meanfield.analysis.transport.TransportResult.info` per time (empty where no W2).
     particle_times : ndarray, shape (Tp,)
     particles : dict of str to ndarray, each of shape (Tp, ...)
-        :data:`PARTICLE_KEYS` at ``particle_times``.
+        :data:`meanfield.analysis.diagnostics.OBSERVABLES` at ``particle_times``.
     particle_states : ndarray, shape (Tp, n, 3)
     pde_times : ndarray, shape (Tq,)
         Times reached by the PDE; when it stopped early the last one is the stopping time.
     pde : dict of str to ndarray, each of shape (Tq, ...)
-        :func:`meanfield.field_diagnostics.observer` records (``energy``, ``relative_entropy`` (H,),
+        :func:`meanfield.analysis.field_diagnostics.observer` records (``energy``, ``relative_entropy`` (H,),
         ``spectral_tail``, ``negative_mass``, ...).
     pde_coefficients : ndarray, shape (Tq, nalm), complex
         ``rho_lm`` at ``pde_times``.
@@ -212,7 +210,7 @@ class PairedResult:
     @property
     def w2_geodesic_bracket(self) -> np.ndarray:
         """Bounds ``(lower, upper)`` on the geodesic W2 at each time, shape (T, 2), where the semi-discrete
-        path computed it (``info["geodesic_bracket"]`` of :func:`meanfield.transport.w2_particles_field`:
+        path computed it (``info["geodesic_bracket"]`` of :func:`meanfield.analysis.transport.w2_particles_field`:
         exact chordal transport, geodesic W2 bracketed through the chordal/geodesic relation); NaN at the
         times of a node-based method (its geodesic W2 is exact for the node measure) or without a W2."""
         rows = [info.get("geodesic_bracket", (np.nan, np.nan)) for info in self.w2_info]
@@ -241,7 +239,7 @@ def align_times(t_eval, t_recorded, tol=1e-9):
     ----------
     t_eval : ndarray, shape (T,)
     t_recorded : ndarray, shape (R,)
-        Times a :class:`~meanfield.integrate.Trajectory` recorded (a prefix of ``t_eval``, plus a
+        Times a :class:`~meanfield.core.integrate.Trajectory` recorded (a prefix of ``t_eval``, plus a
         stopping time if an event fired).
     tol : float
         A recorded time matches ``t_eval[j]`` when within ``tol * max(1, |t|)`` (the integrators
@@ -295,7 +293,7 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
         Initial coefficients for ``lmax``, or ``builder(grid) -> rho_lm`` called with the PDE's
         grid (e.g. ``lambda g: densities.vmf_mixture_density(g, mus, kappas, floor=0.2)``).
     n_particles : int
-        Number of particles (>= 2), drawn by :func:`meanfield.densities.sample_particles` on the
+        Number of particles (>= 2), drawn by :func:`meanfield.core.densities.sample_particles` on the
         PDE's grid.
     t_final : float
     t_eval : array_like, shape (T,), optional
@@ -324,11 +322,11 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     transport_grid : SphereGrid, optional
         Carries the density in W2 (:func:`resolve_transport_grid`); default the PDE's quadrature grid.
     w2_method, metric : str
-        Passed to :func:`meanfield.transport.w2_particles_density`.
+        Passed to :func:`meanfield.analysis.transport.w2_particles_density`.
     negative : {"drop", "error"}
         Negative density weights: dropped and reported in ``w2_negative_mass``, or an error.
     w2_options : dict, optional
-        More keywords for :func:`meanfield.transport.w2_distance` (``max_exact``,
+        More keywords for :func:`meanfield.analysis.transport.w2_distance` (``max_exact``,
         ``n_projections``, ``seed``, ``reg``); ``seed`` defaults to ``seed``.
     progress : bool or None
         tqdm bars for both integrations and the W2 series (None: only when stderr is a terminal).
@@ -336,7 +334,7 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
         Save the integrator state of each phase (``"pde"``, then ``"particles"``) every
         ``checkpoint_every`` units of simulated time and on Ctrl-C, and continue from the states
         found there: a resumed run gives the same numbers, bit for bit.  An interrupt then raises
-        :class:`~meanfield.checkpoint.RunInterrupted`.
+        :class:`~meanfield.workflow.checkpoint.RunInterrupted`.
     checkpoint_every : float, optional
         Simulated time between checkpoints (None: only on Ctrl-C).
     X0 : array_like, shape (n_particles, 3), optional
@@ -350,7 +348,7 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     """
     validate.integer("n_particles", n_particles, 2)
     validate.choice("sampling", sampling, SAMPLINGS)
-    validate.choice("particle_sums", particle_sums, PARTICLE_SUMS)
+    validate.choice("particle_sums", particle_sums, SUMMATIONS)
     validate.choice("negative", negative, W2_NEGATIVE_POLICIES)
     validate.choice("metric", metric, W2_METRICS)
     validate.choice("w2_method", w2_method, W2_METHODS)

@@ -1,4 +1,4 @@
-"""Figures of a run dataset (:mod:`meanfield.results` schema): Datasets in, Figures out.
+"""Figures of a run dataset (:mod:`meanfield.workflow.results` schema): Datasets in, Figures out.
 
 The only module of the package that imports matplotlib.  Figures are built with
 :class:`matplotlib.figure.Figure` (no pyplot state); the Agg backend is selected when no display
@@ -8,7 +8,7 @@ is available.
 * :func:`orthographic_views` -- the density and the particles seen from one direction
 * :func:`energy_curves` -- energy, dissipation, attention and Boltzmann entropies of both runs
 * :func:`w2_curve` -- W2(particles, PDE) over time
-* :func:`growth_rate_spectrum` -- ``sigma_l`` of the uniform state (:func:`meanfield.theory.growth_rate`)
+* :func:`growth_rate_spectrum` -- ``sigma_l`` of the uniform state (:func:`meanfield.analysis.stability.growth_rate`)
 * :func:`save_animation` -- a GIF of density and particles over time
 * :func:`save_figures` -- all of the above into a folder (what ``meanfield plot`` calls)
 """
@@ -31,7 +31,7 @@ import xarray as xr  # noqa: E402
 from matplotlib.animation import PillowWriter  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from ..analysis import theory  # noqa: E402
+from ..analysis import stability  # noqa: E402
 from ..core import validate  # noqa: E402
 from ..core.kernels import KERNELS  # noqa: E402
 from .results import density_coefficients  # noqa: E402
@@ -247,7 +247,7 @@ def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
     """Linear growth rates ``sigma_l`` of the uniform state for the run's heads, l = 1..lmax.
 
     Rates add over heads (the linearization is a sum of per-head terms); heads whose kernel has no
-    closed form ``"growth_rate"`` in :mod:`meanfield.theory` (ReLU, sigmoid) are left out (said in
+    closed form ``"growth_rate"`` in :mod:`meanfield.analysis.stability` (ReLU, sigmoid) are left out (said in
     the title).
     """
     cfg = _config(ds)
@@ -260,7 +260,7 @@ def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
         if "growth_rate" not in KERNELS[head["kernel"]].closed_forms:
             skipped.append(h)
             continue
-        s = theory.growth_rate(ell, [head["lam"]], head["beta"], head["normalization"])
+        s = stability.growth_rate(ell, [head["lam"]], head["beta"], head["normalization"])
         total += s
         ax.plot(ell, s, "o-", ms=3, lw=1, label=f"head {h}: lambda {head['lam']:g}, beta {head['beta']:g}, "
                 f"{head['normalization']}")

@@ -3,8 +3,8 @@
 :func:`solve_reduced` is :func:`meanfield.solve_continuum` for :class:`~meanfield.models.circle.CirclePDE` and
 :class:`~meanfield.models.axisymmetric.AxisymmetricPDE`: it checks the start (finite, mass 1), wires
 :func:`meanfield.analysis.axisymmetric.observer` and :func:`~meanfield.analysis.axisymmetric.resolution_monitor`
-into :func:`meanfield.integrate.integrate` (checkpoints and resume pass through) and returns its
-:class:`~meanfield.integrate.Trajectory`; ``Trajectory.y`` holds state vectors, ``pde.coefficients(y)`` the
+into :func:`meanfield.core.integrate.integrate` (checkpoints and resume pass through) and returns its
+:class:`~meanfield.core.integrate.Trajectory`; ``Trajectory.y`` holds state vectors, ``pde.coefficients(y)`` the
 coefficients.
 """
 
@@ -45,8 +45,7 @@ def solve_reduced(pde, c0, t_final, *, t_eval=None, method="dopri5", dt=None, cf
     t_final = validate.real("t_final", t_final, positive=True)
     y0 = pde.state(c0)
     mass = pde.mass(pde.coefficients(y0))
-    if abs(mass - 1) > 1e-10:
-        raise ValueError(f"c0 must have mass 1 (to 1e-10); received mass {mass!r}")
+    validate.unit_mass("c0", mass)
     stepper = as_stepper(method)
     if (kw.get("adaptive") is False or not stepper.adaptive) and dt is None:
         # no linear part is handed over here: a split scheme runs as its explicit tableau, diffusion included

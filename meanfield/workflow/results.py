@@ -5,10 +5,10 @@ A run dataset holds
 
 * ``X`` (time, particle, dim): particle positions; ``rho`` (time, lat, lon): the density on a
   display grid (latitude/longitude in degrees); ``rho_lm_real``, ``rho_lm_imag`` (time, l, m):
-  its spherical-harmonic coefficients (:mod:`meanfield.sphere` convention, NaN where ``m > l``);
+  its spherical-harmonic coefficients (:mod:`meanfield.core.sphere` convention, NaN where ``m > l``);
 * per-run observables prefixed ``pde_`` and ``particle_`` (time) or (time, head), and ``w2``;
 * attributes ``schema_version``, ``meanfield_version``, ``seed``, ``config`` (the full
-  :class:`~meanfield.config.RunConfig` as JSON) and the status of each run.
+  :class:`~meanfield.workflow.config.RunConfig` as JSON) and the status of each run.
 
 Times a run did not reach (the PDE stops once ``lmax`` no longer resolves the density) hold NaN.
 :func:`save` writes atomically (temporary name, then rename); :func:`load` refuses files of an
@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from .._version import __version__
 from ..core.sphere import from_lm_table, lm_indices, to_lm_table
 from .config import RunConfig
-from .paired import align_times  # noqa: F401  (public here since 0.1; the one time alignment lives in paired)
 
-__all__ = ["SCHEMA_VERSION", "DIMS", "SchemaError", "align_times", "coefficients_to_lm", "lm_to_coefficients",
+__all__ = ["SCHEMA_VERSION", "DIMS", "SchemaError", "coefficients_to_lm", "lm_to_coefficients",
            "observables_to_variables", "VARIABLE_NAMES", "save", "load", "config_of", "density_coefficients", "describe",
            "provenance", "add_provenance", "CONVENTIONS", "INTEGER_COUNTS"]
 
@@ -46,8 +46,8 @@ class SchemaError(ValueError):
 def coefficients_to_lm(rho_lm, l_index, m_index, lmax):
     """Coefficient vectors (..., nalm) -> real and imaginary parts (..., lmax+1, lmax+1), NaN for m > l.
 
-    The layout is :mod:`meanfield.sphere`'s (:func:`~meanfield.sphere.to_lm_table`); ``l_index`` and
-    ``m_index`` must be that layout's (:func:`~meanfield.sphere.lm_indices`), as a grid of degree
+    The layout is :mod:`meanfield.core.sphere`'s (:func:`~meanfield.core.sphere.to_lm_table`); ``l_index`` and
+    ``m_index`` must be that layout's (:func:`~meanfield.core.sphere.lm_indices`), as a grid of degree
     ``lmax`` gives them.
     """
     _check_layout(l_index, m_index, lmax)
@@ -63,7 +63,7 @@ def lm_to_coefficients(re, im, l_index, m_index):
 def _check_layout(l_index, m_index, lmax):
     ref = lm_indices(lmax) if lmax >= 0 else (None, None)
     if not (np.array_equal(l_index, ref[0]) and np.array_equal(m_index, ref[1])):
-        raise ValueError(f"l_index and m_index must be the coefficient layout of meanfield.sphere for lmax = "
+        raise ValueError(f"l_index and m_index must be the coefficient layout of meanfield.core.sphere for lmax = "
                          f"{lmax} (SphereGrid(lmax).l_index, .m_index); received arrays of shapes "
                          f"{np.shape(l_index)} and {np.shape(m_index)} with another order")
 
@@ -105,9 +105,9 @@ def density_coefficients(ds: xr.Dataset, time_index: int):
 
 
 def config_of(ds: xr.Dataset) -> RunConfig:
-    """The validated :class:`~meanfield.config.RunConfig` stored in a dataset's ``config`` attribute."""
+    """The validated :class:`~meanfield.workflow.config.RunConfig` stored in a dataset's ``config`` attribute."""
     if "config" not in ds.attrs:
-        raise SchemaError("the dataset has no 'config' attribute; it was not written by meanfield.results")
+        raise SchemaError("the dataset has no 'config' attribute; it was not written by meanfield.workflow.results")
     return RunConfig.from_dict(json.loads(ds.attrs["config"]))
 
 
@@ -170,7 +170,6 @@ def describe(ds: xr.Dataset) -> xr.Dataset:
     ds["time"].attrs.update(axis="T")
     ds.attrs["Conventions"] = CONVENTIONS
     ds.attrs.setdefault("title", "meanfield run: multi-head self-attention dynamics, particles and mean-field PDE")
-    from .. import __version__
     ds.attrs.setdefault("source", f"meanfield {__version__}")
     return ds
 
@@ -202,8 +201,6 @@ def provenance(command=None, started=None, ended=None) -> dict:
     import sys
     from datetime import datetime, timezone
     from importlib import metadata
-
-    from .. import __version__
 
     def version(dist):
         try:

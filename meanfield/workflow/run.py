@@ -1,15 +1,17 @@
 """The main job: a continuum run and a particle run from the same start, compared by W2.
 
-:func:`run` turns a :class:`~meanfield.config.RunConfig` into an xarray Dataset (schema in
-:mod:`meanfield.results`): it builds the heads and the initial vMF-mixture density from the
-config and hands them to :func:`meanfield.paired.paired_run`, the one paired engine (the PDE on
+:func:`run` turns a :class:`~meanfield.workflow.config.RunConfig` into an xarray Dataset (schema in
+:mod:`meanfield.workflow.results`): it builds the heads and the initial vMF-mixture density from the
+config and hands them to :func:`meanfield.workflow.paired.paired_run`, the one paired engine (the PDE on
 S^2, ``n`` particles sampled from the same density, the particle observer, checkpoints, and at
 every recorded time the 2-Wasserstein distance between the particles and the density, carried by
 the Gauss-Legendre nodes of degree ``lmax``), then converts its
-:class:`~meanfield.paired.PairedResult` (:func:`to_dataset`).  :func:`main_job` also writes the
-dataset and the figures into a folder; :func:`summary` is the text the command line prints.
+:class:`~meanfield.workflow.paired.PairedResult` (:func:`to_dataset`).  :func:`summary` is the text the
+command line prints; :func:`preflight` (with :func:`estimate_cost`) is every check made before
+computing.  Writing the dataset and the figures into a job folder (locking, resume, markers) is
+:mod:`meanfield.workflow.jobs`; continuing a finished run is :mod:`meanfield.workflow.extend`.
 
->>> from meanfield.config import RunConfig
+>>> from meanfield.workflow.config import RunConfig
 >>> ds = run(RunConfig.from_dict({"pde": {"lmax": 15}, "particles": {"n": 200}}), progress=False)  # doctest: +SKIP
 """
 
@@ -17,24 +19,21 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
+from .._version import __version__
 from ..core import validate
 from ..core.densities import sample_particles, vmf_mixture_density
 from ..core.heads import Head
 from ..core.sphere import SphereGrid, to_lm_table
-from .checkpoint import Checkpointer, FolderLock, RunInterrupted, remove_stale_temporaries
-from .config import RunConfig, load_config
-from .inputs import resolve_positions
+from .config import RunConfig, resolve_positions
 from .paired import PairedResult, align_times, paired_run, transport_grid
-from .results import SCHEMA_VERSION, add_provenance, describe, observables_to_variables, save
+from .results import SCHEMA_VERSION, describe, observables_to_variables
 
-__all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset", "summary", "main_job", "resume_job",
-           "RunInterrupted", "FiguresInterrupted", "ResultExists", "estimate_cost", "available_memory", "preflight",
-           "SPECTRAL_TOL", "initial_particles", "paired_settings", "extend"]
+__all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset", "summary", "estimate_cost",
+           "available_memory", "preflight", "SPECTRAL_TOL", "initial_particles", "paired_settings"]
 
 
 def build_heads(config: RunConfig) -> tuple[Head, ...]:
@@ -79,7 +78,7 @@ def initial_density(config: RunConfig, grid: SphereGrid):
 
 def initial_state(config: RunConfig, grid: SphereGrid):
     """Initial coefficients ``rho_lm0`` (nalm,) on ``grid`` and particles ``X0`` (n, 3) sampled from them
-    (the draw :func:`run` makes inside :func:`~meanfield.paired.paired_run`)."""
+    (the draw :func:`run` makes inside :func:`~meanfield.workflow.paired.paired_run`)."""
     rho_lm0 = initial_density(config, grid)
     X0 = initial_particles(config)
     if X0 is None:
@@ -109,10 +108,11 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
         Default: ``RunConfig()``, the built-in demonstration.
     progress : bool or None
         tqdm bars (None: only when stderr is a terminal).
-    checkpoints : Checkpointer, optional
+    checkpoints : meanfield.workflow.checkpoint.Checkpointer, optional
         Save integrator states every ``config.outputs.checkpoint_every`` (simulated time) and on
         Ctrl-C, and continue from the states found there: a resumed run gives the same numbers,
-        bit for bit, as an uninterrupted one.  An interrupt raises :class:`RunInterrupted`.
+        bit for bit, as an uninterrupted one.  An interrupt raises
+        :class:`~meanfield.workflow.checkpoint.RunInterrupted`.
     checkpoint_every : float, optional
         Overrides ``config.outputs.checkpoint_every`` (when saves happen; never the numbers).
 
@@ -139,15 +139,8 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
     return to_dataset(result, config, elapsed_s=time.perf_counter() - started)
 
 
-def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
-    """The finished run ``ds`` continued to ``t_final`` (see :func:`meanfield.workflow.extend.extend`)."""
-    from .extend import extend as _extend
-
-    return _extend(ds, t_final, progress=progress)
-
-
 def paired_settings(config: RunConfig) -> dict:
-    """Keywords of :func:`~meanfield.paired.paired_run` the main job takes from ``config`` (besides the heads,
+    """Keywords of :func:`~meanfield.workflow.paired.paired_run` the main job takes from ``config`` (besides the heads,
     the start, the sizes and the times): sampling, seed, noise, integrators, monitor, transport grid, W2."""
     ic, lmax = config.integrator, config.pde.lmax
     return dict(sampling=config.particles.sampling, seed=config.seed, nu=config.pde.nu, particle_sums="auto",
@@ -161,10 +154,10 @@ def paired_settings(config: RunConfig) -> dict:
 
 
 def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) -> xr.Dataset:
-    """The run dataset (schema of :mod:`meanfield.results`) of a paired run made from ``config``.
+    """The run dataset (schema of :mod:`meanfield.workflow.results`) of a paired run made from ``config``.
 
     States and observables are placed on the time axis ``result.times`` by
-    :func:`~meanfield.paired.align_times` (NaN where a run did not reach a time); the density is
+    :func:`~meanfield.workflow.paired.align_times` (NaN where a run did not reach a time); the density is
     also synthesized on the display grid ``2 (lmax+1) x 4 (lmax+1)``.
     """
     times, H, lmax = result.times, len(config.heads), config.pde.lmax
@@ -199,7 +192,6 @@ def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) 
               "l": np.arange(lmax + 1), "m": np.arange(lmax + 1),
               "head_lambda": ("head", [h.lam if h.M is None else np.nan for h in config.heads]),
               "head_beta": ("head", [h.beta for h in config.heads])}
-    from .. import __version__
     tg = rc["transport_grid"]
     attrs = {"schema_version": SCHEMA_VERSION, "meanfield_version": __version__, "seed": config.seed,
              "config": json.dumps(config.to_dict(), sort_keys=True),
@@ -257,18 +249,6 @@ def summary(ds: xr.Dataset) -> str:
         lines.append(f"  W2 geodesic bracket [{lo[0]:.4f}, {hi[0]:.4f}] -> [{lo[k]:.4f}, {hi[k]:.4f}] radians "
                      f"(semi-discrete: chordal W2 exact, geodesic bracketed; w2 is the midpoint of the squares)")
     return "\n".join(lines)
-
-
-class FiguresInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM) while the figures were being written: the dataset ``path`` is complete."""
-
-    def __init__(self, path):
-        super().__init__(str(path))
-        self.path = Path(path)
-
-
-class ResultExists(ValueError):
-    """The output folder already holds a finished result (and ``force`` was not given)."""
 
 
 def estimate_cost(config: RunConfig) -> dict:
@@ -377,113 +357,3 @@ def preflight(config: RunConfig, force=False) -> list[str]:
 def _duration(seconds):
     return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.0f} min" if seconds < 7200
                                                       else f"{seconds / 3600:.1f} h")
-
-
-FIGURE_FILES = ("density_maps.png", "orthographic.png", "energy_entropy.png", "w2.png", "growth_rates.png",
-                "animation.gif")
-"""Files :func:`meanfield.plotting.save_figures` writes (named here so that run needs no matplotlib)."""
-
-
-def _previous_outputs(out: Path, config: RunConfig) -> list[Path]:
-    """Files of a previous finished run in ``out``: its dataset, figures and animation."""
-    return [p for p in [out / config.outputs.dataset, *(out / f for f in FIGURE_FILES)] if p.exists()]
-
-
-def main_job(config: RunConfig | None = None, out_dir="meanfield-output", progress=None, force=False,
-             log=None) -> dict:
-    """Run, then write the dataset, the figures and the animation into ``out_dir``.
-
-    Integrator states are checkpointed in ``out_dir/checkpoint/`` (every
-    ``outputs.checkpoint_every`` and on Ctrl-C); :func:`resume_job` continues an interrupted run.
-    The checkpoint folder is removed once the dataset is written.  While the run writes, the folder
-    is locked (:class:`~meanfield.checkpoint.FolderLock`): a second run into it is refused with the
-    first one's process id.  A folder that already holds a finished result is refused
-    (:class:`ResultExists`) unless ``force`` is true, which removes the previous dataset and figures
-    first.  Hidden temporary files of a killed save are removed before the run starts.  Before
-    computing, :func:`preflight` checks the config (its lines go to ``log``, a callable, if given).
-
-    Returns
-    -------
-    dict with ``dataset`` (the xarray Dataset), ``paths`` (list of written files) and ``summary`` (str).
-    """
-    config = RunConfig() if config is None else config
-    force = bool(validate.boolean("force", force))
-    out = Path(out_dir)
-    if str(out_dir) == "":
-        raise ValueError("out_dir must name a folder; received ''")
-    out.mkdir(parents=True, exist_ok=True)       # fail before the run if the folder cannot be made
-    lock = FolderLock(out).acquire()
-    try:
-        checkpoints = Checkpointer(out / "checkpoint")
-        if checkpoints.folder.exists():
-            raise ValueError(f"out_dir {str(out)!r} holds the checkpoint of an unfinished run; continue it with "
-                             f"'meanfield run --resume {out}' or remove {checkpoints.folder}")
-        previous = _previous_outputs(out, config)
-        if (out / config.outputs.dataset).exists() and not force:
-            raise ResultExists(f"out_dir {str(out)!r} already holds a finished result ({config.outputs.dataset}); "
-                               f"choose another output folder, or pass --force to replace it and its figures")
-        for line in preflight(config, force=force):
-            if log is not None:
-                log(line)
-        remove_stale_temporaries(out, (config.outputs.dataset,))
-        for p in previous:
-            p.unlink()
-        checkpoints.start(config.to_toml())
-        checkpoints.log = log
-        try:
-            return _finish(config, out, checkpoints, progress)
-        except (RunInterrupted, KeyboardInterrupt):
-            raise                                   # keep the checkpoint: the run can be resumed
-        except BaseException:
-            if not checkpoints.has_states():        # failed before any state was saved: nothing to resume
-                checkpoints.clear()
-            raise
-    finally:
-        lock.release()
-
-
-def resume_job(out_dir, progress=None, log=None) -> dict:
-    """Continue the interrupted run whose checkpoint is in ``out_dir/checkpoint/``."""
-    out = Path(out_dir)
-    checkpoints = Checkpointer(out / "checkpoint")
-    if not (checkpoints.folder / "config.toml").is_file():
-        raise ValueError(f"out_dir {str(out)!r} holds no checkpoint of an unfinished run "
-                         f"(expected {checkpoints.folder / 'config.toml'})")
-    with FolderLock(out):
-        config = load_config(checkpoints.folder / "config.toml")
-        remove_stale_temporaries(out, (config.outputs.dataset,))
-        remove_stale_temporaries(checkpoints.folder)
-        checkpoints.log = log
-        return _finish(config, out, checkpoints, progress)
-
-
-AUTO_CHECKPOINT_S = 60.0
-"""Runs estimated longer than this (seconds) save their states periodically even without
-``outputs.checkpoint_every`` (every twentieth of ``t_final``)."""
-
-
-def _checkpoint_every(config):
-    if config.outputs.checkpoint_every is not None:
-        return None                          # the config's own
-    if estimate_cost(config)["seconds"] > AUTO_CHECKPOINT_S:
-        return config.integrator.t_final / 20
-    return None
-
-
-def _finish(config, out, checkpoints, progress):
-    started = time.time()
-    ds = run(config, progress=progress, checkpoints=checkpoints, checkpoint_every=_checkpoint_every(config))
-    add_provenance(ds, started=started)
-    paths = [save(ds, out / config.outputs.dataset)]
-    checkpoints.clear()
-    if config.outputs.figures or config.outputs.animation:
-        try:
-            from . import plotting  # matplotlib only when figures are asked for
-
-            paths += plotting.save_figures(ds, out, dpi=config.outputs.dpi, figures=config.outputs.figures,
-                                           animation=config.outputs.animation)
-        except FiguresInterrupted:
-            raise
-        except KeyboardInterrupt:
-            raise FiguresInterrupted(paths[0]) from None
-    return {"dataset": ds, "paths": paths, "summary": summary(ds)}

@@ -3,7 +3,7 @@
 Setup: two zonal mean-normalized exp heads ``lambda = (1.0, 0.5)``, ``beta = 1``; initial density
 ``0.8 * (0.6 vMF(north, kappa 4) + 0.4 vMF(+x, kappa 4)) + 0.2 uniform``.  Four parts:
 
-A. W2 against n.  For each ``n`` (full: 256 ... 16384) one :func:`meanfield.paired.paired_run` with
+A. W2 against n.  For each ``n`` (full: 256 ... 16384) one :func:`meanfield.workflow.paired.paired_run` with
    the PDE at lmax 63; ``W2(mu_n(t), rho(t))`` (geodesic) at t = 0, 0.3, 0.6, with the density on a
    64 x 128 Gauss-Legendre transport grid (8192 nodes).  Exact ``emd2`` for ``n <= 4096`` (n x 8192
    cost matrix); the spherical *sliced* distance (a different discrepancy; full: 50 projections,
@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 import meanfield as mf
-from meanfield import paired, transport
+from meanfield.workflow import paired
+from meanfield.analysis import transport
 from meanfield.analysis.clustering import clustering
 from studies._common import fit_slope, main, save_json
 

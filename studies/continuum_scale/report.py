@@ -215,7 +215,7 @@ n in {s['w2_n_values']} (one evaluation took {w2s_lo:.0f}-{w2s_hi:.0f} s at n = 
 n = {cfg['w2_max_n']} in W2 tasks of their own, which re-run the particle tasks' tokens: MMD of the re-run against the
 particle task's, max relative difference {s['w2_rerun_mmd_max_rel_diff']:.1e}).  W2 fallbacks to exact node-based OT (Newton failure at small n):
 {s['w2_fallback_count']}; W2 not computed where planned: {s['w2_failed_count']}.  The {sum(s['seeds'].values())} (n, seed)
-tasks and the {sum(s['seeds'][str(n)] for n in cfg['w2_extra_n'])} W2 tasks ran on a dask LocalCluster ({cfg['n_workers']} workers) through `meanfield.workflow.sweep.run_tasks`
+tasks and the {sum(s['seeds'][str(n)] for n in cfg['w2_extra_n'])} W2 tasks ran on a dask LocalCluster ({cfg['n_workers']} workers) through `meanfield.workflow.tasks.run_tasks`
 (resumable): {s['task_wall_seconds']:.0f} s wall for the task phase (summed over the runs that computed tasks,
 on 2 cores shared with other jobs), {s['task_cpu_seconds_sum']:.0f} s summed task time; the PDE {pde['seconds']:.1f} s.
 Exact node-based W2 fallbacks per n (where the damped Newton step failed; their grid floor is their

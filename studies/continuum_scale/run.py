@@ -13,7 +13,7 @@ concentrates into clusters and the PDE's resolution monitor (spectral tail > 1e-
 1. The PDE is solved once, at lmax 63 and at lmax 127 (the comparison uses lmax 127; both stop
    times are recorded), with output every ``dt_out`` up to the lmax-127 stop.
 2. The (n, seed) particle runs are farmed out to a dask LocalCluster (2 single-threaded workers)
-   through the generic resumable runner :func:`meanfield.workflow.sweep.run_tasks` (one ``.npz``
+   through the generic resumable runner :func:`meanfield.workflow.tasks.run_tasks` (one ``.npz``
    per task under ``<out>/tasks/``, ``index.json``; a re-run skips finished tasks).  Each task
    samples n i.i.d. tokens from the initial density, integrates them (spectral sums, dopri5) to the
    last comparison time and measures, at every output time, the MMD to the PDE density (Sobolev
@@ -50,7 +50,7 @@ import numpy as np
 import meanfield as mf
 from meanfield.analysis import stability
 from meanfield.analysis.mmd import mmd_iid_expectation
-from meanfield.workflow.sweep import NpzStore, run_tasks
+from meanfield.workflow.tasks import NpzStore, run_tasks
 from studies._common import fit_slope, main, mean_ci, save_json
 from studies.continuum_scale.tasks import W2_KEYS, particle_task, w2_task
 

@@ -14,7 +14,8 @@ import numpy as np
 import meanfield as mf
 from meanfield.analysis.mmd import mmd_particles_field
 from meanfield.analysis.transport import w2_particles_field
-from meanfield import paired, transport
+from meanfield.workflow import paired
+from meanfield.analysis import transport
 
 
 def _particles(setup: dict, n: int, seed: int):

@@ -6,12 +6,12 @@ Hypotheses (MODEL.md section 3, "Token noise on the particle side", and section 
   particles ``dx_i = v_i dt - 2 nu x_i dt + sqrt(2 nu) P_x dW_i`` started i.i.d. from ``rho_0``;
 * H2 -- the distance between the empirical measure ``mu_n(t)`` and ``rho(t)`` decays like
   ``n^{-1/2}`` up to logs (for ``n`` i.i.d. points of a smooth density on ``S^2``,
-  ``E W2 ~ sqrt(log n / n)``; ``E MMD^2 = C / n`` exactly, :func:`meanfield.transport.mmd_iid_expectation`).
+  ``E W2 ~ sqrt(log n / n)``; ``E MMD^2 = C / n`` exactly, :func:`meanfield.analysis.mmd.mmd_iid_expectation`).
 
 Setup: two zonal mean exp heads ``lambda = (1, 0.5)``, ``beta = 1`` (``nu_c = 0.539``); the start
 ``0.8 (0.6 vMF(north, kappa 4) + 0.4 vMF(+x, kappa 4)) + 0.2 uniform`` of ``studies/continuum_limit``.
 For each ``nu`` in ``(0,) + Settings.limit_nus``, each ``n`` and each seed, one
-:func:`meanfield.paired.paired_run` (the same seed at every ``nu``: the same ``n`` starting tokens, so
+:func:`meanfield.workflow.paired.paired_run` (the same seed at every ``nu``: the same ``n`` starting tokens, so
 ``t = 0`` is shared and the noise-vs-noiseless comparison is paired); every PDE at the same ``lmax``
 (noiseless: both ``dopri5``; noisy: particles ``geodesic_strang`` with a fixed ``dt``, the PDE
 ``lawson_dopri5``, the split stepper that takes ``nu Lap`` exactly).
@@ -20,7 +20,7 @@ Measured at ``Settings.limit_times``:
 * ``W2`` (geodesic) against the *continuous* density, by semi-discrete OT (``w2_method="semidiscrete"``:
   no grid floor, one method at every ``n``; ``"auto"`` would switch from exact-on-nodes to
   semi-discrete within the range of ``n`` and bend the fit); the geodesic bracket width is recorded;
-* the spectral ``MMD`` (Sobolev ``s = 2``, :func:`meanfield.transport.mmd_particles_field`) and its
+* the spectral ``MMD`` (Sobolev ``s = 2``, :func:`meanfield.analysis.mmd.mmd_particles_field`) and its
   i.i.d. expectation for ``rho(t)``;
 * the i.i.d. baseline ``W2`` of ``n`` fresh i.i.d. samples of ``rho(t)`` (``t > 0``): how close a
   perfectly chaotic sample would be.
@@ -36,7 +36,8 @@ import time
 import numpy as np
 
 import meanfield as mf
-from meanfield import paired, transport
+from meanfield.workflow import paired
+from meanfield.analysis import mmd, stability, transport
 from studies._common import fit_slope, mean_ci
 
 LAMBDAS, BETA = (1.0, 0.5), 1.0
@@ -73,8 +74,8 @@ def _measure(res, grid, times, seed, baseline):
         rho = res.pde_coefficients[iq]
         X = res.particle_states[j]
         n = X.shape[0]
-        out["mmd2"][j] = transport.mmd_particles_field(X, rho, grid, s=MMD_S).cost
-        out["mmd2_iid"][j] = transport.mmd_iid_expectation(grid, rho, n, s=MMD_S)
+        out["mmd2"][j] = mmd.mmd_particles_field(X, rho, grid, s=MMD_S).cost
+        out["mmd2_iid"][j] = mmd.mmd_iid_expectation(grid, rho, n, s=MMD_S)
         lo, hi = res.w2_info[j]["geodesic_bracket"]
         out["bracket"][j] = (hi - lo) / res.w2[j]
         if baseline and t > 0:
@@ -170,7 +171,7 @@ def run_limit(s, progress=print):
     ratio = A["w2"][1:] / A["w2"][:1]
     rm, rh = mean_ci(ratio, axis=2)
     summary = {"nus": nus, "n_values": ns, "times": times, "seeds": K, "lmax": s.limit_lmax, "dt": s.limit_dt,
-               "nu_c": float(mf.theory.critical_noise(list(LAMBDAS), BETA)),
+               "nu_c": float(stability.critical_noise(list(LAMBDAS), BETA)),
                "heads": [h.to_dict() for h in heads()], "fits": fits, "pde": pde_info, "method_checks": method_checks,
                "dt_check": dt_check, "w2_ratio_to_noiseless": {"mean": rm, "ci95": rh},
                "initial_density": {"mus": MUS, "kappa": KAPPA, "weights": BLOB_WEIGHTS, "floor": FLOOR},

@@ -4,9 +4,9 @@ Tokens ``x_i`` on S^2 (one mean exp head, ``lambda = 1``, ``beta = 1``) start fr
 sample (``x <- (x + a e_z) / |.|``, so ``m_z = mean z`` is about ``2a/3``) and follow the noisy SDE
 (``ParticleSystem(nu=...)``, ``geodesic_strang``) at ``nu = r nu_c`` for ratios ``r`` around 1.
 The l = 1 moment ``m_z(t)``, averaged over seeds, grows like ``exp(sigma_1(nu) t)`` in the linear
-regime, ``sigma_1(nu) = 2 (c_1 / beta - nu)`` (:func:`meanfield.theory.growth_rate`); the fitted
+regime, ``sigma_1(nu) = 2 (c_1 / beta - nu)`` (:func:`meanfield.analysis.stability.growth_rate`); the fitted
 rates are compared with the closed form, and the particles' critical noise is the zero of a line
-fitted to (nu, rate), compared with :func:`meanfield.theory.critical_noise` (the PDE's).  The
+fitted to (nu, rate), compared with :func:`meanfield.analysis.stability.critical_noise` (the PDE's).  The
 PDE side (ContinuumPDE(nu=...) from ``1/(4 pi) + eps Y_10``) is measured at the same nu.
 
 Second part, the noisy continuum limit (:mod:`studies.critical_noise.continuum`): particles with
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import meanfield as mf
-from meanfield import theory
+from meanfield.analysis import stability
 from studies._common import fit_slope, main, save_json
 from studies.critical_noise.continuum import run_limit
 
@@ -63,7 +63,7 @@ FULL = Settings(ratios=(0.4, 0.6, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.6), n=3000, se
 
 def particle_rate(nu, s: Settings):
     """Fitted growth rate of the seed-averaged ``m_z(t)`` over ``t in [0, 1 / max(|sigma_1|, 0.2)]``."""
-    sigma = theory.growth_rate(1, LAMBDAS, BETA, nu=nu)
+    sigma = stability.growth_rate(1, LAMBDAS, BETA, nu=nu)
     T = 1.0 / max(abs(sigma), 0.2)
     t = np.linspace(0.0, T, 6)
     system = mf.ParticleSystem(mf.scalar_heads(LAMBDAS, 3, beta=BETA), nu=nu, summation="direct")
@@ -91,7 +91,7 @@ def pde_rate(nu, lmax=8, eps=1e-6, T=1.0):
 
 def run(out_dir: Path, quick: bool = False) -> dict:
     s = QUICK if quick else FULL
-    nu_c = float(theory.critical_noise(LAMBDAS, BETA))
+    nu_c = float(stability.critical_noise(LAMBDAS, BETA))
     rows = []
     for r in s.ratios:
         nu = r * nu_c

@@ -1,6 +1,6 @@
 """Critical inverse temperature of radial dominance (paper Thm 19, MODEL.md section 2).
 
-Compares the closed form ``beta*(H, n, alpha)`` and ``c*(H)`` of :mod:`meanfield.theory` with
+Compares the closed form ``beta*(H, n, alpha)`` and ``c*(H)`` of :mod:`meanfield.analysis.theory` with
 thresholds found numerically on the particle system at t = 0, for three readings of "per-head
 monotonicity holds":
 

@@ -3,21 +3,21 @@
 Four parts, all with exp kernels:
 
 1. **identity**: along solved particle trajectories, the covariance formula
-   ``dH_i^h/dt = -beta^2 Cov_p(s, ds/dt)`` (:func:`meanfield.diagnostics.attention_entropy_rate`)
+   ``dH_i^h/dt = -beta^2 Cov_p(s, ds/dt)`` (:func:`meanfield.analysis.diagnostics.attention_entropy_rate`)
    against central finite differences (2nd and 4th order) of
-   :func:`meanfield.diagnostics.attention_entropy`, for random symmetric value-aligned heads (mean
+   :func:`meanfield.analysis.diagnostics.attention_entropy`, for random symmetric value-aligned heads (mean
    and softmax normalization) and general random heads; the error against the sampling step
    shows the finite-difference orders.
 2. **equiangular**: scalar heads ``M_h = V_h = lambda_h I`` (``lambda = 1, 2``) from an
-   equiangular start (:func:`meanfield.initial.equiangular`, ``n = d = 8``): every ``H_i^h`` is
+   equiangular start (:func:`meanfield.core.initial.equiangular`, ``n = d = 8``): every ``H_i^h`` is
    non-decreasing and tends to ``log n``; the particle entropies are checked against the closed
-   form ``H(gamma(t))`` with ``gamma(t)`` from :func:`meanfield.theory.solve_equiangular`.
+   form ``H(gamma(t))`` with ``gamma(t)`` from :func:`meanfield.analysis.theory.solve_equiangular`.
 3. **failures**: how often ``dH_i^h/dt < 0`` for random tokens and random heads (fraction over
    tokens, heads, times and seeds), for mean and softmax normalization and three head families
    (scalar, random symmetric value-aligned, general random ``M``, ``V``).
 4. **continuum**: a zonal two-head softmax PDE on S^2 (:class:`meanfield.ContinuumPDE`,
-   :func:`meanfield.field_diagnostics.attention_entropy`) against particles sampled from the same
-   initial density (:func:`meanfield.densities.sample_particles`), compared as
+   :func:`meanfield.analysis.field_diagnostics.attention_entropy`) against particles sampled from the same
+   initial density (:func:`meanfield.core.densities.sample_particles`), compared as
    ``H_discrete - log n`` (``attention_entropy(..., relative=True)``): sampling error at t = 0
    against n, then both evolved over a short run.
 

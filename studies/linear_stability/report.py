@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from meanfield import theory  # noqa: E402
+from meanfield.analysis import stability  # noqa: E402
 from studies._common import REPRODUCED, SHARPENED, open_study_data, save_figure, write_report  # noqa: E402
 
 
@@ -37,7 +37,7 @@ def _fig_pde(d, out):
 def _fig_particles(d, out):
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     ls = np.arange(1, 7)
-    ax.plot(ls, theory.growth_rate(ls, [1.0], 6.0), "k-", lw=1, label="exact sigma_l")
+    ax.plot(ls, stability.growth_rate(ls, [1.0], 6.0), "k-", lw=1, label="exact sigma_l")
     big = d["particle_big"]
     if big:
         ax.plot([r["l"] for r in big], [r["measured"] for r in big], "o", ms=5, mfc="none",
@@ -146,7 +146,7 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     intro = (f"Mode {'quick' if d['quick'] else 'full'}. The uniform density is perturbed by eps Y_lm and "
              "the growth rate of the perturbation is measured from actual PDE runs (slope of log|rho_lm(t)|) "
              "and particle runs (slope of the empirical moment), then compared with the exact "
-             "sigma_l of MODEL.md section 3 (`theory.growth_rate`). Then the number of metastable clusters "
+             "sigma_l of MODEL.md section 3 (`stability.growth_rate`). Then the number of metastable clusters "
              "formed from a nearly uniform start is compared with the most unstable degree l*, and the "
              "critical noise nu_c with PDE runs just below and above it.")
     verdicts = [
@@ -324,7 +324,7 @@ The i.i.d. uniform sample (no deliberate perturbation; rate of the degree power 
 signal = noise ~ n^(-1/2), so the same coupling is relatively n^(1/2) times stronger: it is at the
 percent level for l <= 4 and fails for the slow degrees l = 5, 6 unless n is much larger.
 Large-n runs evaluate the particle velocity through its Funk-Hecke
-expansion (`ParticleSystem(summation="spectral", tolerance=1e-10)`, i.e. `meanfield.fastsum`): the same
+expansion (`ParticleSystem(summation="spectral", tolerance=1e-10)`, i.e. `meanfield.models.fastsum`): the same
 ODE as the pairwise sums, checked against them to ~1e-11, but O(n) instead of O(n^2).
 
 **Clusters vs l*.** The uniform state amplifies a band of degrees around l*; when the perturbation becomes
@@ -348,7 +348,7 @@ mean count by the Monte Carlo maxima of a degree-l* field, relative half-widths 
 
 {_ratio_table(d)}
 
-**Critical noise.** nu_c = max_l (1/beta) sum_h c_l / norm (`theory.critical_noise`); for positive heads the
+**Critical noise.** nu_c = max_l (1/beta) sum_h c_l / norm (`stability.critical_noise`); for positive heads the
 critical degree is l = 1, for the mixed-sign pair (1, -1.5) it is an even degree. The measured rates
 change sign at nu_c to the precision of the runs (rates are +-2 % of l(l+1) nu_c away from 0 at
 nu = (1 -+ 0.02) nu_c and are measured to ~1e-7 relative).

@@ -4,7 +4,7 @@ Four parts (MODEL.md section 3, "Exact linear stability of the uniform state"):
 
 A. PDE rates.  ``ContinuumPDE`` started from ``1/(4 pi) + eps Y_lm`` (``eps = 1e-7``, one degree per
    run), integrated with fixed-step RK4 (``|sigma_l| dt <= 0.05``); the slope of ``log|rho_lm(t)|``
-   is compared with :func:`meanfield.theory.growth_rate` for mean/softmax heads, with and without
+   is compared with :func:`meanfield.analysis.stability.growth_rate` for mean/softmax heads, with and without
    noise ``nu``, one and several heads (``lambda`` of either sign).
 B. Particle rates.  Tokens sampled (stratified) from ``1/(4 pi) + eps Y_l0`` (``eps = 1e-3``), evolved
    for ``t = 2/sigma_l``; the slope of the empirical moment ``(1/n) sum_j conj(Y_l0(x_j))`` is compared
@@ -38,7 +38,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 import meanfield as mf
-from meanfield import theory
+from meanfield.analysis import stability
 from meanfield.analysis.clustering import clustering
 from studies._common import fit_slope, main, save_json
 
@@ -121,12 +121,12 @@ def slope(t, a):
 
 def pde_rate(lambdas, beta, normalization, nu, l, m, t_cap=2.0):
     """Measured and exact growth rate of the degree-``l`` mode ``(l, m)`` in one PDE run."""
-    sigma = float(theory.growth_rate(l, lambdas, beta, normalization, nu))
+    sigma = float(stability.growth_rate(l, lambdas, beta, normalization, nu))
     lmax = max(kernel_lmax(lambdas, beta), l + 2)
     pde = mf.ContinuumPDE(mf.scalar_heads(lambdas, 3, beta=beta, normalization=normalization), lmax, nu=nu)
     # horizon: 3 e-folds of the mode, but also of the fastest unstable degree, whose round-off
     # seeds (1e-17) would otherwise grow and feed the measured mode through the nonlinearity
-    s_all = theory.growth_rate(np.arange(1, lmax + 1), lambdas, beta, normalization, nu).max()
+    s_all = stability.growth_rate(np.arange(1, lmax + 1), lambdas, beta, normalization, nu).max()
     T = min(3.0 / abs(sigma), 3.0 / s_all if s_all > 0 else np.inf, t_cap)
     dt = min(SIGMA_DT / abs(sigma), 2.5 / (nu * lmax * (lmax + 1)) if nu else np.inf)
     steps = int(np.ceil(T / dt))
@@ -166,7 +166,7 @@ def particle_rate(l, n, seed, eps=PARTICLE_EPS, lambdas=(1.0,), beta=6.0, direct
     Evolved up to ``T`` (default ``2 / sigma_l``); ``init_error = |mu_l0(0) - eps| / eps`` is the
     relative sampling error of the initial moment.
     """
-    sigma = float(theory.growth_rate(l, list(lambdas), beta))
+    sigma = float(stability.growth_rate(l, list(lambdas), beta))
     grid = mf.SphereGrid(lmax_sample)
     X0 = mf.densities.sample_particles(grid, mf.densities.perturbed_uniform(grid, {(l, 0): eps}), n,
                                        method="stratified", seed=seed)
@@ -183,7 +183,7 @@ def particle_rate(l, n, seed, eps=PARTICLE_EPS, lambdas=(1.0,), beta=6.0, direct
 def uniform_power_rates(n, seed, degrees, beta=6.0):
     """Rates of the degree power ``sum_m |mu_lm|^2`` (half its log-slope) from i.i.d. uniform tokens."""
     lmax = kernel_lmax([1.0], beta)
-    sig = theory.growth_rate(degrees, [1.0], beta)
+    sig = stability.growth_rate(degrees, [1.0], beta)
     T = 1.5 / sig.max()
     t = np.linspace(0.0, T, 9)
     tr = mf.solve_particles(particle_system([1.0], beta), mf.initial.uniform_sphere(n, 3, seed=seed), T,
@@ -255,8 +255,8 @@ def cluster_run(beta, n, seed, t_mult=(4, 6, 8, 10, 12, 14)):
     """Evolve i.i.d. uniform tokens (one mean head) and count clusters at ``t = k / sigma_max``."""
     lmax = kernel_lmax([1.0], beta)
     ls = np.arange(1, lmax + 1)
-    sig = theory.growth_rate(ls, [1.0], beta)
-    lstar, smax = int(theory.most_unstable_degree([1.0], beta)), float(sig.max())
+    sig = stability.growth_rate(ls, [1.0], beta)
+    lstar, smax = int(stability.most_unstable_degree([1.0], beta)), float(sig.max())
     X0 = mf.initial.uniform_sphere(n, 3, seed=seed)
     t = np.concatenate([[0.0], np.asarray(t_mult, float) / smax])
     tr = mf.solve_particles(particle_system([1.0], beta), X0, t[-1], t_eval=t, method="dopri5", rtol=1e-6,
@@ -318,13 +318,13 @@ def cluster_stats(beta, n, seeds, maxima):
 # ----------------------------------------------------------------------------- part D
 def critical_runs(case, ratios, degrees):
     lam, beta, norm = case["lambdas"], case["beta"], case["normalization"]
-    nu_c = theory.critical_noise(lam, beta, norm)
+    nu_c = stability.critical_noise(lam, beta, norm)
     rows = []
     for r in ratios:
         for l in degrees:
             res = pde_rate(lam, beta, norm, r * nu_c, l, l // 2)
             rows.append(dict(ratio=r, nu=r * nu_c, **res))
-    bracket = theory.growth_rate(np.arange(1, 9), lam, beta, norm) / (np.arange(1, 9) * np.arange(2, 10))
+    bracket = stability.growth_rate(np.arange(1, 9), lam, beta, norm) / (np.arange(1, 9) * np.arange(2, 10))
     return dict(name=case["name"], nu_c=nu_c, l_c=int(np.argmax(bracket) + 1), rows=rows)
 
 
@@ -347,7 +347,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     direct = [particle_rate(l, n, seed, DIRECT_EPS[l], direct=True) for l, n, seed in cfg.direct]
     # a common short horizon 2/sigma_max: products of the sampling noise in the fastest degrees
     # grow like e^{2 sigma_max t} and would swamp the slow degrees over 2/sigma_l
-    s_max = float(theory.growth_rate(np.arange(1, 30), [1.0], 6.0).max())
+    s_max = float(stability.growth_rate(np.arange(1, 30), [1.0], 6.0).max())
     big = [particle_rate(l, cfg.big_n, seed, T=2.0 / s_max) for l in cfg.big_degrees for seed in cfg.big_seeds]
     power = [uniform_power_rates(n, 5, list(range(1, 7))) for n in cfg.power_ns]
     # C. clusters vs l*

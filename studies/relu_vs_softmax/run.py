@@ -5,10 +5,10 @@ first time the common / mean pairwise inner product reaches ``TARGET = 1/2``.  F
 kernel-normalization pairs: exp-softmax (transformers), exp-mean, ReLU-mean (the paper's
 ``O(n log d)`` claim) and ReLU-softmax.  Three levels of description:
 
-1. **linearized equiangular ODE** (:func:`meanfield.theory.linearized_clustering_time`), the
+1. **linearized equiangular ODE** (:func:`meanfield.analysis.theory.linearized_clustering_time`), the
    object of the paper's statement: ``T_softmax ~ n / (2 phi(lambda))`` from ``gamma0 = 0`` and
    ``T_relu,mean = (n / 2 lambda^2) log(gamma_target / gamma0)`` from ``gamma0 = 1/sqrt(d)``;
-2. **nonlinear equiangular ODE** (:func:`meanfield.theory.clustering_time`), same starts;
+2. **nonlinear equiangular ODE** (:func:`meanfield.analysis.theory.clustering_time`), same starts;
 3. **random initial tokens**: ``n`` i.i.d. uniform points on ``S^{d-1}`` evolved by
    :func:`meanfield.solve_particles`; time when ``clustering(X)['mean_inner']`` first
    reaches the target (linear interpolation between the two recorded states bracketing the crossing),
@@ -170,7 +170,7 @@ def first_order_softmax_time(n, gamma0=0.0, target=TARGET, lam=LAMBDA, beta=BETA
     ``b = 2 (B'(0) + (n - 2) B(0))``, ``B'(0) = beta lam^2 e^(beta lam) / (e^(beta lam) + n - 1)^2``; the time from
     ``gamma0`` to ``target`` is ``(1/b) ln((a + b target) / (a + b gamma0))``.  For large n, ``a ~ 2 lam / n`` and
     ``b ~ 2 lam``, so ``T ~ ln(1 + n target) / (2 lam)``: already logarithmic in n.  (The "linearized" time of
-    :func:`meanfield.theory.linearized_clustering_time` keeps only ``a``: a frozen-force, zeroth-order
+    :func:`meanfield.analysis.theory.linearized_clustering_time` keeps only ``a``: a frozen-force, zeroth-order
     approximation, ``T = target / a = O(n)``.)
     """
     e = np.exp(beta * lam)

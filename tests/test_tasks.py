@@ -1,4 +1,5 @@
-"""The generic resumable task runner (meanfield.workflow.sweep.run_tasks) on its own."""
+"""The generic resumable task farm (meanfield.workflow.tasks: run_tasks, stores, lock) on its own (was
+test_task_runner.py)."""
 
 import functools
 import json
@@ -6,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from meanfield.workflow.sweep import NpzStore, call_task, run_tasks
+from meanfield.workflow.tasks import NpzStore, call_task, run_tasks
 
 
 def square(offset, p):
@@ -101,7 +102,7 @@ def test_damaged_zip_changed_inputs_second_runner_and_nan_points(tmp_path, clien
     runner on the same folder is refused; non-dict and non-finite points are refused by name."""
     import zipfile
 
-    from meanfield.workflow.checkpoint import FolderInUse, FolderLock
+    from meanfield.workflow.jobs import FolderInUse, FolderLock
 
     out, func = tmp_path / "t", functools.partial(square, 0)
     pts = [{"k": 0}, {"k": 1}]

@@ -1,4 +1,5 @@
-"""Particle runs against closed forms: equiangular reduced ODEs and measured temporal orders."""
+"""Particle runs against closed forms: equiangular reduced ODEs and measured temporal orders
+(was test_validation.py, too close to test_validate.py: 0.2.0 names test files after what they test)."""
 
 import numpy as np
 import pytest
@@ -6,7 +7,7 @@ import pytest
 from meanfield import theory
 from meanfield.core.heads import scalar_heads
 from meanfield.core.initial import equiangular, uniform_sphere
-from meanfield.core.integrate import SCHEMES
+from meanfield.core.tableaux import SCHEMES
 from meanfield.models.particles import ParticleSystem
 from meanfield.workflow.simulate import solve_particles
 

@@ -1,0 +1,47 @@
+"""The main job's dataset (meanfield.workflow.run): run() is paired_run converted by to_dataset, and
+to_dataset refuses a result made from another config.  Moved unchanged from test_engine.py (0.2.0:
+test files named after what they test)."""
+
+import numpy as np
+import pytest
+
+from meanfield.workflow import paired, results
+from meanfield.workflow import run as run_module
+from meanfield.workflow.config import RunConfig
+from _helpers import PAIRED_HEADS as HEADS, paired_blobs as blobs
+
+
+def test_main_job_is_paired_run_converted(monkeypatch):
+    config = RunConfig.from_dict({"seed": 5, "pde": {"lmax": 15}, "particles": {"n": 80},
+                                  "integrator": {"t_final": 1.0, "n_frames": 5}})
+    seen = {}
+    real = run_module.paired_run
+
+    def spy(*args, **kw):
+        seen["result"] = real(*args, **kw)
+        return seen["result"]
+
+    monkeypatch.setattr(run_module, "paired_run", spy)
+    ds = run_module.run(config, progress=False)
+    res = seen["result"]
+    # the dataset holds the engine's numbers unchanged (copies, tolerance 0)
+    np.testing.assert_array_equal(ds["w2"].values, res.w2)
+    np.testing.assert_array_equal(ds["particle_order_parameter"].values, res.particles["order_parameter"])
+    assert ds.attrs["w2_grid_nlat"] == 16 and ds.attrs["w2_grid_nlon"] == 32      # the degree-lmax GL grid
+    assert ds.attrs["particle_sums"] == res.config["particle_sums"] == "direct"
+    # lmax 15 stops the PDE before t = 1 (resolution monitor): NaN exactly where it did not reach
+    assert res.pde_stopped_early and ds.attrs["pde_status"] == 1
+    reached = np.isin(res.times, res.pde_times)
+    assert np.array_equal(np.isfinite(ds["pde_energy"].values), reached)
+    assert np.array_equal(np.isfinite(ds["w2"].values), reached)
+    assert np.all(np.isnan(ds["rho"].values[~reached])) and np.all(np.isfinite(ds["X"].values))
+    k = int(np.flatnonzero(reached)[-1])
+    np.testing.assert_array_equal(results.density_coefficients(ds, k), res.pde_coefficients[k])
+
+
+def test_to_dataset_refuses_a_result_of_another_config():
+    res = paired.paired_run(HEADS, blobs, 30, 0.1, [0.0, 0.1], lmax=15, seed=0, transport_grid=paired.transport_grid(8))
+    config = RunConfig.from_dict({"pde": {"lmax": 15}, "particles": {"n": 31}})
+    with pytest.raises(ValueError, match=r"made from config \(lmax, n_particles, heads\) = \(15, 31, 2\); "
+                                         r"received a run with \(15, 30, 2\)"):
+        run_module.to_dataset(res, config)
