@@ -1,0 +1,538 @@
+r"""The equilibria job: ``meanfield equilibria CONFIG.toml --out DIR`` (MODEL.md section 7).
+
+From an :class:`~meanfield.workflow.equilibria_config.EquilibriaConfig` it computes, on the axisymmetric PDE
+(:class:`meanfield.AxisymmetricPDE`, ``S^{d-1}``; ``d = 2`` the circle):
+
+* the **uniform branch**: the uniform state continued in the parameter (``nu``, or every head's ``beta`` at
+  a fixed ``nu``) by pseudo-arclength (:func:`~meanfield.analysis.continuation.continue_branch` on
+  :func:`~meanfield.analysis.equilibria.noise_problem` / ``beta_problem``), with its branch points (where a
+  ``sigma_l`` of the uniform state vanishes; the degree ``l`` is the critical mode's);
+* the **switched branches**: at each branch point of a requested degree, the branch leaving it
+  (:func:`~meanfield.analysis.continuation.switch_branch`) on each requested side (the sign of ``b_l``),
+  followed through folds until the parameter leaves its range, the point budget ends, the corrector fails
+  (status 1) or its states are no longer resolved at ``lmax`` (status 2,
+  :func:`~meanfield.analysis.equilibria.resolution_error`);
+* along every branch: the order parameter ``|b_1| / sqrt(d)``, the free-energy gap ``G - G_uniform``
+  (mean normalization; NaN otherwise), the leading eigenvalues of the linearization
+  (:func:`~meanfield.analysis.equilibria.linear_spectrum`, the axisymmetric block: the rotation modes of a
+  clustered state, azimuthal order ``m >= 1``, are not in it, so no neutral mode needs removing there) and
+  stability (all of them ``< 0``); the folds; the Maxwell points (``G`` of the branch equals ``G`` of uniform,
+  by Brent's method on the amplitude-parametrized states); for parameter ``nu`` the classification of the
+  degree-1 transition (:func:`~meanfield.analysis.phase_transition.classify_transition`) as attributes.
+
+:func:`equilibria_job` writes the dataset (:func:`to_dataset`, variables listed there) and the bifurcation
+figure into a folder.  Each branch is saved to ``DIR/partial/`` as it finishes; a rerun of the same config
+skips the finished branches (the same numbers, bit for bit) and the folder is removed once the dataset is
+written.  A finished result is replaced only with ``force``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from ..analysis import continuation as ct
+from ..analysis import equilibria as eq
+from ..analysis.phase_transition import classify_transition
+from ..core import validate
+from ..core.heads import scalar_heads
+from ..core.kernels import NORMALIZATIONS
+from ..models.axisymmetric import AxisymmetricPDE
+from .checkpoint import FolderLock, remove_stale_temporaries
+from .equilibria_config import EquilibriaConfig
+
+__all__ = ["build_model", "compute_branches", "to_dataset", "equilibria", "equilibria_job", "load_equilibria",
+           "summary", "failures", "EquilibriaExists", "EQUILIBRIA_SCHEMA_VERSION", "FIGURE_FILE", "PARTIAL"]
+
+EQUILIBRIA_SCHEMA_VERSION = 1
+"""Layout of the equilibria dataset (attribute ``equilibria_schema_version``; ``kind = "equilibria"``)."""
+FIGURE_FILE = "bifurcation.png"
+PARTIAL = "partial"
+"""The folder of ``DIR`` holding finished branches of an unfinished job."""
+GAP_TOL = 1e-12
+"""Free-energy gaps smaller than this are taken as zero when looking for a Maxwell point (round-off at the
+branch point, where the gap vanishes like ``b_l^4``)."""
+
+
+class EquilibriaExists(ValueError):
+    """The output folder already holds a finished equilibria result (and ``force`` was not given)."""
+
+
+# ----------------------------------------------------------------------------------------------- the model
+def build_model(config: EquilibriaConfig, beta=None) -> AxisymmetricPDE:
+    """The axisymmetric PDE of ``config`` (every head's beta replaced by ``beta`` when given)."""
+    d = config.geometry.d
+    heads = tuple(scalar_heads([h.lam], d, h.beta if beta is None else beta, h.kernel, h.normalization,
+                               h.kernel_params)[0] for h in config.heads)
+    return AxisymmetricPDE(heads, d, config.geometry.lmax)
+
+
+def _has_free_energy(config):
+    return not any(NORMALIZATIONS[h.normalization].uses_normalizer for h in config.heads)
+
+
+def _check(config):
+    for i, h in enumerate(config.heads):
+        if not NORMALIZATIONS[h.normalization].row_local:
+            raise ValueError(f"heads[{i}].normalization = {h.normalization!r} is not supported by the stationary "
+                             f"solver yet; allowed: {[k for k, v in NORMALIZATIONS.items() if v.row_local]}")
+    pde = build_model(config)
+    c = config.continuation
+    lo, hi = c.range
+    if c.parameter == "nu":
+        for ell in c.degrees:
+            if ell > pde.lmax:
+                raise ValueError(f"continuation.degrees holds {ell} > geometry.lmax = {pde.lmax}")
+            nu_l = eq.nu_sharp(pde, ell)
+            if not lo < nu_l < hi:
+                name = "nu_#" if ell == 1 else f"nu_{ell}"
+                raise ValueError(f"continuation.nu_range = [{lo:g}, {hi:g}] never reaches {name} = {nu_l:.10g}, "
+                                 f"where the degree-{ell} branch leaves the uniform state (sigma_{ell} = 0): widen "
+                                 f"the range to contain it, or drop {ell} from continuation.degrees")
+    return pde
+
+
+class _Problem:
+    """The continuation problem and the model at a point of the parameter."""
+
+    def __init__(self, config, pde):
+        self.config, self.pde = config, pde
+        c = config.continuation
+        self.parameter = c.parameter
+        if c.parameter == "nu":
+            self.F, self.J = eq.noise_problem(pde)
+        else:
+            self.F, self.J = eq.beta_problem(pde, c.nu)
+        self._models = {}
+
+    def at(self, p):
+        """``(model, nu)`` at the parameter ``p``."""
+        if self.parameter == "nu":
+            return self.pde, float(p)
+        if p not in self._models:
+            if len(self._models) > 64:
+                self._models.clear()
+            self._models[p] = replace(self.pde, heads=tuple(h.replace(beta=float(p)) for h in self.pde.heads))
+        return self._models[p], self.config.continuation.nu
+
+    def resolved(self, u, p):
+        model, nu = self.at(p)
+        err = eq.resolution_error(model, np.r_[1.0, u], nu)
+        if err > eq.RESOLUTION_TOL:
+            return (f"state not resolved at lmax = {model.lmax}: resolution error {err:.2e} > {eq.RESOLUTION_TOL:g} "
+                    f"at {self.parameter} = {p:.10g} (use a larger geometry.lmax)")
+        return None
+
+
+# ----------------------------------------------------------------------------------------------- branches
+def _point_data(prob, u, p):
+    """Order parameter, free-energy gap, leading eigenvalues, stability and resolution at one state."""
+    config = prob.config
+    k = config.continuation.n_eigenvalues
+    model, nu = prob.at(p)
+    b = np.r_[1.0, u]
+    ev = eq.linear_spectrum(model, b, nu)[:k]
+    ev = np.pad(ev.astype(complex), (0, k - ev.size), constant_values=np.nan)
+    gap = eq.free_energy_gap(model, b, nu) if _has_free_energy(config) else np.nan
+    return (abs(b[1]) / np.sqrt(model.d), gap, ev, bool(ev[0].real < 0), eq.resolution_error(model, b, nu))
+
+
+def _branch_record(prob, br, degree, side):
+    """The arrays of one branch (what ``partial/<name>.npz`` holds)."""
+    lmax = prob.pde.lmax
+    rows = [_point_data(prob, u, p) for u, p in zip(br.u, br.p)]
+    if degree == 0:             # the uniform state is resolved at any lmax (its u is round-off, ~1e-18)
+        rows = [r[:4] + (0.0,) for r in rows]
+    sp = br.special
+    rec = {"u": br.u, "p": br.p, "t_p": br.t_p, "degree": degree, "side": side, "status": br.status,
+           "message": br.message, "n_newton": br.n_newton,
+           "order": np.array([r[0] for r in rows]), "gap": np.array([r[1] for r in rows]),
+           "eig": np.array([r[2] for r in rows]), "stable": np.array([r[3] for r in rows]),
+           "resolution": np.array([r[4] for r in rows]),
+           "special_kind": np.array([s.kind for s in sp], dtype="<U16"),
+           "special_p": np.array([s.p for s in sp], dtype=float),
+           "special_u": np.array([s.u for s in sp], dtype=float).reshape(len(sp), lmax),
+           "special_phi": np.array([s.phi for s in sp], dtype=float).reshape(len(sp), lmax),
+           "special_index": np.array([s.index for s in sp], dtype=int)}
+    if degree > 0 and prob.parameter == "nu" and _has_free_energy(prob.config) and br.status != 1:
+        rec = _add_maxwell(prob, rec)
+    return rec
+
+
+def _add_maxwell(prob, rec):
+    """Maxwell points of a switched branch: ``G - G_uniform`` changes sign between two points; Brent's method on
+    the branch's amplitude ``b_l`` (:func:`~meanfield.analysis.equilibria.branch_state`, warm-started)."""
+    from scipy import optimize
+
+    pde, ell = prob.pde, int(rec["degree"])
+    gap, u, p = rec["gap"], rec["u"], rec["p"]
+    found = []
+    for k in range(len(p) - 1):
+        if not (abs(gap[k]) > GAP_TOL and abs(gap[k + 1]) > GAP_TOL and gap[k] * gap[k + 1] < 0):
+            continue
+        start, nu0 = np.r_[1.0, u[k]], p[k]
+        states = {}
+
+        def g(a):
+            if a not in states:
+                states[a] = eq.branch_state(pde, a, ell, start=start, nu_start=nu0)
+                if not states[a].success:
+                    raise RuntimeError(states[a].message)
+            return eq.free_energy_gap(pde, states[a].b, states[a].nu)
+        try:
+            a = optimize.brentq(g, u[k][ell - 1], u[k + 1][ell - 1], xtol=1e-13, rtol=1e-13)
+        except RuntimeError as err:
+            rec["status"], rec["message"] = 1, f"the Maxwell point between points {k} and {k + 1} failed: {err}"
+            break
+        found.append((states[a].b[1:], states[a].nu, k))
+    if found:
+        n = len(found)
+        rec["special_kind"] = np.append(rec["special_kind"], ["maxwell"] * n).astype("<U16")
+        rec["special_p"] = np.append(rec["special_p"], [f[1] for f in found])
+        rec["special_u"] = np.vstack([rec["special_u"], [f[0] for f in found]])
+        rec["special_phi"] = np.vstack([rec["special_phi"], np.full((n, pde.lmax), np.nan)])
+        rec["special_index"] = np.append(rec["special_index"], [f[2] for f in found]).astype(int)
+    return rec
+
+
+def _uniform(prob):
+    c = prob.config.continuation
+    lo, hi = c.range
+    ds = c.step
+    if prob.parameter == "nu":                 # below the spacing of the branch points, so none is skipped
+        nus = sorted(x for x in (eq.nu_sharp(prob.pde, ell) for ell in range(1, prob.pde.lmax + 1)) if lo < x < hi)
+        gaps = np.diff([lo, *nus, hi])
+        ds = min(ds, float(gaps.min()) / 3)
+    ds = max(ds, (hi - lo) / (c.max_points - 2))    # the point budget covers the range (a branch point closer
+    #                                                 than that to another is reported as the budget's)
+    return ct.continue_branch(prob.F, prob.J, np.zeros(prob.pde.lmax), lo, ds=ds, ds_max=ds, ds_min=ds * 1e-6,
+                              p_range=(lo, hi), max_steps=c.max_points, direction=1)
+
+
+def _switched(prob, point, side):
+    c = prob.config.continuation
+    return ct.switch_branch(prob.F, prob.J, point, side=side, ds=c.step / 2, ds_max=c.step, ds_min=c.step * 1e-6,
+                            p_range=c.range, max_steps=c.max_points, stop=prob.resolved)
+
+
+def _degree_of(phi):
+    return int(np.argmax(np.abs(phi))) + 1
+
+
+def _name(degree, side):
+    return "uniform" if degree == 0 else f"degree{degree}_{'plus' if side > 0 else 'minus'}"
+
+
+def _save_npz(path, rec):
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **{k: np.asarray(v) for k, v in rec.items()})
+    os.replace(tmp, path)
+
+
+def _load_npz(path):
+    with np.load(path, allow_pickle=False) as f:
+        rec = {k: f[k] for k in f.files}
+    for k in ("degree", "side", "status", "n_newton"):
+        rec[k] = int(rec[k])
+    rec["message"] = str(rec["message"])
+    return rec
+
+
+def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=None) -> list[dict]:
+    """Every branch of ``config`` as a dict of arrays (uniform first), saving each into ``folder`` as it finishes
+    and taking the ones already there.  ``ValueError`` for a range that never reaches a requested degree's
+    branch point."""
+    from tqdm import tqdm
+
+    pde = _check(config)
+    prob = _Problem(config, pde)
+    c = config.continuation
+    folder = None if folder is None else Path(folder)
+    wanted = [(ell, s) for ell in c.degrees for s in c.sides]
+    bar = tqdm(total=1 + len(wanted), desc="equilibria (branches)", disable=None if progress is None else not progress)
+
+    def branch(name, make):
+        path = None if folder is None else folder / f"{name}.npz"
+        if path is not None and path.is_file():
+            rec = _load_npz(path)
+            if log:
+                log(f"{name}: finished earlier ({len(rec['p'])} points), taken from {path}")
+        else:
+            rec = make()
+            if path is not None:
+                _save_npz(path, rec)
+        bar.update(1)
+        return rec
+
+    out = [branch("uniform", lambda: _branch_record(prob, _uniform(prob), 0, 0))]
+    uni = out[0]
+    points = [ct.SpecialPoint("branch_point", uni["special_u"][j], float(uni["special_p"][j]), uni["special_phi"][j],
+                              int(uni["special_index"][j]))
+              for j in np.flatnonzero(uni["special_kind"] == "branch_point")]
+    for ell, side in wanted:
+        at = [bp for bp in points if _degree_of(bp.phi) == ell]
+        if not at:
+            bar.close()
+            raise ValueError(f"continuation.{c.parameter}_range = {list(c.range)} holds no branch point of degree "
+                             f"{ell} of the uniform state (the uniform branch found "
+                             f"{[(_degree_of(bp.phi), round(bp.p, 8)) for bp in points]}): widen the range, or drop "
+                             f"{ell} from continuation.degrees")
+        bp = at[0]
+        sign = side * (1.0 if bp.phi[ell - 1] > 0 else -1.0)
+        out.append(branch(_name(ell, side), lambda bp=bp, sign=sign, ell=ell, side=side:
+                          _branch_record(prob, _switched(prob, bp, sign), ell, side)))
+    bar.close()
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- dataset
+_DESCRIPTIONS = {
+    "parameter": "continuation parameter (attribute parameter: nu or beta)", "nu": "noise nu",
+    "beta": "inverse temperature beta of every head",
+    "order_parameter": "order parameter |int x rho| = |b_1| / sqrt(d)",
+    "free_energy_gap": "free-energy gap G - G_uniform, G = E - nu int rho log rho (mean normalization)",
+    "stable": "1: every eigenvalue of the axisymmetric block < 0; 0: not; -1: no point",
+    "eigenvalue_real": "real part of the leading eigenvalues of the linearized PDE (axisymmetric block)",
+    "eigenvalue_imag": "imaginary part of the leading eigenvalues of the linearized PDE (axisymmetric block)",
+    "coefficients": "Gegenbauer coefficients b_l of the state (density w.r.t. the normalized uniform measure)",
+    "resolution_error": "resolution error of the state at lmax (meanfield.analysis.equilibria.resolution_error)",
+    "branch_degree": "degree l of the branch point the branch leaves (0: the uniform branch)",
+    "branch_side": "sign of the branch's amplitude b_l (0: the uniform branch)",
+    "branch_status": "0: the range or point budget was covered; 1: the corrector failed; 2: states not resolved",
+    "branch_message": "how the branch ended", "branch_n_points": "number of points of the branch",
+    "special_branch": "index of the branch holding the special point",
+    "special_kind": "fold, branch_point or maxwell", "special_parameter": "parameter at the special point",
+    "special_degree": "degree of a branch point's critical mode (0 otherwise)",
+    "special_order_parameter": "order parameter at the special point",
+    "special_free_energy_gap": "free-energy gap G - G_uniform at the special point",
+    "special_coefficients": "Gegenbauer coefficients b_l at the special point",
+}
+
+
+def to_dataset(config: EquilibriaConfig, records: list[dict], classification=None, elapsed_s=float("nan")):
+    """The equilibria dataset of :func:`compute_branches`' records.
+
+    Dimensions ``branch``, ``point`` (padded with NaN), ``l`` (0..lmax), ``eigenvalue`` and ``special``.
+    Variables: ``parameter``, ``nu``, ``beta``, ``order_parameter``, ``free_energy_gap``, ``stable`` (int8, -1
+    where no point), ``resolution_error`` (branch, point); ``eigenvalue_real`` / ``_imag`` (branch, point,
+    eigenvalue); ``coefficients`` (branch, point, l); ``branch_degree``, ``branch_side``, ``branch_status``,
+    ``branch_message``, ``branch_n_points`` (branch); ``special_branch``, ``special_kind``,
+    ``special_parameter``, ``special_degree``, ``special_order_parameter``, ``special_free_energy_gap``
+    (special) and ``special_coefficients`` (special, l).  Attributes: ``kind = "equilibria"``, the schema
+    versions, ``config`` (JSON), ``parameter``, ``d``, ``lmax``, the classification of the degree-1 transition
+    (``nu_sharp``, ``nu_2``, ``transition``, ``nu_fold``, ``b1_fold``, ``nu_global``, ``b1_global``; parameter
+    nu) or ``classification_message``.
+    """
+    from .. import __version__
+    from .results import SCHEMA_VERSION
+
+    c, lmax, d = config.continuation, config.geometry.lmax, config.geometry.d
+    B, P, k = len(records), max(len(r["p"]) for r in records), c.n_eigenvalues
+    pad = lambda a, shape: np.pad(np.asarray(a, float), [(0, s - n) for s, n in zip(shape, np.shape(a))],  # noqa: E731
+                                  constant_values=np.nan)
+    model0 = build_model(config)
+    data = {name: np.full((B, P), np.nan) for name in ("parameter", "nu", "beta", "order_parameter",
+                                                       "free_energy_gap", "resolution_error")}
+    stable = np.full((B, P), -1, np.int8)
+    ev = np.full((B, P, k), np.nan + 0j)
+    coeffs = np.full((B, P, lmax + 1), np.nan)
+    for i, r in enumerate(records):
+        n = len(r["p"])
+        data["parameter"][i, :n] = r["p"]
+        data["nu"][i, :n] = r["p"] if c.parameter == "nu" else c.nu
+        data["beta"][i, :n] = r["p"] if c.parameter == "beta" else (model0.heads[0].beta if len(
+            {h.beta for h in config.heads}) == 1 else np.nan)
+        data["order_parameter"][i, :n] = r["order"]
+        data["free_energy_gap"][i, :n] = r["gap"]
+        data["resolution_error"][i, :n] = r["resolution"]
+        stable[i, :n] = r["stable"]
+        ev[i, :n] = r["eig"]
+        coeffs[i, :n, 0] = 1.0
+        coeffs[i, :n, 1:] = r["u"]
+    variables = {name: (("branch", "point"), v) for name, v in data.items()}
+    variables.update(stable=(("branch", "point"), stable), eigenvalue_real=(("branch", "point", "eigenvalue"), ev.real),
+                     eigenvalue_imag=(("branch", "point", "eigenvalue"), ev.imag),
+                     coefficients=(("branch", "point", "l"), coeffs))
+    variables.update({f"branch_{k_}": (("branch",), np.array([r[key] for r in records], dtype=dt)) for k_, key, dt in
+                      (("degree", "degree", int), ("side", "side", int), ("status", "status", int),
+                       ("message", "message", object))})
+    variables["branch_n_points"] = (("branch",), np.array([len(r["p"]) for r in records]))
+    sp = [(i, kind, p, u) for i, r in enumerate(records)
+          for kind, p, u in zip(r["special_kind"], r["special_p"], r["special_u"])]
+    sp_deg = [(_degree_of(phi) if kind == "branch_point" else 0) for r in records
+              for kind, phi in zip(r["special_kind"], r["special_phi"])]
+    sp_u = np.array([np.r_[1.0, s[3]] for s in sp]).reshape(len(sp), lmax + 1)
+    gaps = []
+    for i, kind, p, u in sp:
+        model, nu = _Problem(config, model0).at(p)
+        gaps.append(eq.free_energy_gap(model, np.r_[1.0, u], nu) if _has_free_energy(config) else np.nan)
+    variables.update(special_branch=(("special",), np.array([s[0] for s in sp], int)),
+                     special_kind=(("special",), np.array([str(s[1]) for s in sp], object)),
+                     special_parameter=(("special",), np.array([s[2] for s in sp], float)),
+                     special_degree=(("special",), np.array(sp_deg, int)),
+                     special_order_parameter=(("special",), np.abs(sp_u[:, 1]) / np.sqrt(d)),
+                     special_free_energy_gap=(("special",), np.array(gaps, float)),
+                     special_coefficients=(("special", "l"), sp_u))
+    attrs = {"schema_version": SCHEMA_VERSION, "equilibria_schema_version": EQUILIBRIA_SCHEMA_VERSION,
+             "kind": "equilibria", "meanfield_version": __version__,
+             "config": json.dumps(config.to_dict(), sort_keys=True), "parameter": c.parameter, "d": d, "lmax": lmax,
+             "stability": "eigenvalues of the axisymmetric block (azimuthal order 0); the rotation modes of a "
+                          "clustered state (m >= 1) are not in it", "elapsed_s": elapsed_s,
+             "title": "meanfield equilibria: branches of stationary states of the noisy mean-field PDE"}
+    for key, val in (classification or {}).items():
+        attrs[key] = val
+    ds = xr.Dataset(variables, coords={"branch": np.arange(B), "point": np.arange(P), "l": np.arange(lmax + 1),
+                                       "eigenvalue": np.arange(k), "special": np.arange(len(sp))}, attrs=attrs)
+    for name, text in _DESCRIPTIONS.items():
+        ds[name].attrs.update(long_name=text, units="1")
+    return ds
+
+
+def _classification(config):
+    """``classify_transition`` of the degree-1 branch (parameter nu), as attributes (or why not)."""
+    if config.continuation.parameter != "nu":
+        return {"classification_message": "the classification of the transition is made for parameter nu only"}
+    try:
+        res = classify_transition(build_model(config))
+    except (RuntimeError, ValueError) as err:
+        return {"classification_message": f"classify_transition failed: {err}"}
+    return {k: (float(v) if not isinstance(v, str) else v) for k, v in res.items()}
+
+
+def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=None, log=None) -> xr.Dataset:
+    """The equilibria dataset of ``config`` (default: the built-in one); ``folder``: where finished branches are
+    kept (and taken from) while it runs."""
+    config = EquilibriaConfig() if config is None else config
+    if not isinstance(config, EquilibriaConfig):
+        raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
+    if progress is not None:
+        validate.boolean("progress", progress)
+    started = time.perf_counter()
+    records = compute_branches(config, folder, progress, log)
+    return to_dataset(config, records, _classification(config), elapsed_s=time.perf_counter() - started)
+
+
+# ----------------------------------------------------------------------------------------------- the job
+def load_equilibria(path) -> xr.Dataset:
+    """Read an equilibria dataset; a missing file or another kind of dataset raises ``ValueError``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"equilibria file {str(path)!r} does not exist")
+    try:
+        with xr.open_dataset(path, engine="netcdf4") as f:
+            ds = f.load()
+    except OSError as err:
+        raise ValueError(f"cannot read equilibria file {str(path)!r} as NetCDF: {err}") from None
+    if ds.attrs.get("kind") != "equilibria" or int(ds.attrs.get("equilibria_schema_version", -1)) != \
+            EQUILIBRIA_SCHEMA_VERSION:
+        raise ValueError(f"{path} is not an equilibria dataset of schema {EQUILIBRIA_SCHEMA_VERSION} (kind = "
+                         f"{ds.attrs.get('kind')!r}, equilibria_schema_version = "
+                         f"{ds.attrs.get('equilibria_schema_version')!r})")
+    return ds
+
+
+def _label(degree, side):
+    return "uniform" if degree == 0 else f"degree {degree} (b_{degree} {'>' if side > 0 else '<'} 0)"
+
+
+def failures(ds: xr.Dataset) -> list[str]:
+    """One line per branch that did not end normally (status 1 or 2), naming it, its status and message."""
+    return [f"{_label(int(deg), int(side))}: status {int(st)}: {msg}"
+            for deg, side, st, msg in zip(ds.branch_degree.values, ds.branch_side.values, ds.branch_status.values,
+                                          ds.branch_message.values) if int(st) != 0]
+
+
+def summary(ds: xr.Dataset) -> str:
+    """A few lines describing an equilibria dataset: model, branches, special points, classification."""
+    cfg = json.loads(ds.attrs["config"])
+    par = ds.attrs["parameter"]
+    heads = ", ".join(f"lambda {h.get('lam', 1.0):g}" + (f" beta {h['beta']:.6g}" if "beta" in h else "")
+                      + f" {h['kernel']}/{h['normalization']}" for h in cfg["heads"])
+    lines = [f"meanfield equilibria: {len(cfg['heads'])} head(s) [{heads}]; S^{ds.attrs['d'] - 1} (d = "
+             f"{ds.attrs['d']}), lmax {ds.attrs['lmax']}; {par} in {cfg['continuation'][par + '_range']}"]
+    for b in ds.branch.values:
+        n = int(ds.branch_n_points[b])
+        stable = ds.stable.values[b, :n]
+        lines.append(f"  {_label(int(ds.branch_degree[b]), int(ds.branch_side[b]))}: {n} points, "
+                     f"{int((stable == 1).sum())} stable; status {int(ds.branch_status[b])} "
+                     f"({ds.branch_message.values[b]})")
+    for s in ds.special.values:
+        kind = str(ds.special_kind.values[s])
+        extra = f" (degree {int(ds.special_degree[s])})" if kind == "branch_point" else ""
+        lines.append(f"  {kind}{extra} on branch {int(ds.special_branch[s])}: {par} = "
+                     f"{float(ds.special_parameter[s]):.10g}, order parameter {float(ds.special_order_parameter[s]):.6g}")
+    if "transition" in ds.attrs:
+        lines.append(f"  degree-1 transition: {ds.attrs['transition']}; nu_sharp = {ds.attrs['nu_sharp']:.10g}, "
+                     f"nu_fold = {ds.attrs['nu_fold']:.10g}, nu_global = {ds.attrs['nu_global']:.10g} "
+                     f"(classify_transition)")
+    elif "classification_message" in ds.attrs:
+        lines.append(f"  {ds.attrs['classification_message']}")
+    return "\n".join(lines)
+
+
+def _partial_matches(partial, text):
+    f = partial / "config.toml"
+    return f.is_file() and f.read_text() == text
+
+
+def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-output", progress=None, force=False,
+                   log=None) -> dict:
+    """Compute the branches of ``config`` and write the dataset and the bifurcation figure into ``out_dir``.
+
+    Finished branches go to ``out_dir/partial/`` as they finish; a rerun with the same config continues from
+    them (an interrupted job gives the same numbers, bit for bit, as an uninterrupted one); the folder is removed
+    once the dataset is written.  A folder holding a finished result (or the partial branches of another
+    config) is refused unless ``force``, which removes them first.  The folder is locked while the job writes.
+
+    Returns a dict with ``dataset``, ``paths`` (written files), ``summary`` (str) and ``failures`` (one line per
+    branch that stopped with status 1 or 2; the command exits non-zero when there are any).
+    """
+    config = EquilibriaConfig() if config is None else config
+    if not isinstance(config, EquilibriaConfig):
+        raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
+    force = bool(validate.boolean("force", force))
+    if str(out_dir) == "":
+        raise ValueError("out_dir must name a folder; received ''")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    text = config.to_toml()
+    with FolderLock(out):
+        dataset, figure, partial = out / config.outputs.dataset, out / FIGURE_FILE, out / PARTIAL
+        if dataset.exists() and not force:
+            raise EquilibriaExists(f"out_dir {str(out)!r} already holds a finished result ({dataset.name}); choose "
+                                   f"another output folder, or pass --force to replace it and its figure")
+        if partial.exists() and not _partial_matches(partial, text):
+            if not force:
+                raise ValueError(f"out_dir {str(out)!r} holds the unfinished branches of another config "
+                                 f"({partial}); rerun that config to finish it, or pass --force to discard them")
+        if force:
+            for p in (dataset, figure):
+                p.unlink(missing_ok=True)
+            if partial.exists() and not _partial_matches(partial, text):
+                shutil.rmtree(partial)
+        _check(config)                               # bad input before anything is written
+        remove_stale_temporaries(out, (config.outputs.dataset,))
+        partial.mkdir(exist_ok=True)
+        remove_stale_temporaries(partial)
+        (partial / "config.toml").write_text(text)
+        started = time.time()
+        ds = equilibria(config, partial, progress, log)
+        from .results import provenance, save
+
+        ds.attrs.update(provenance(started=started))
+        paths = [save(ds, dataset)]
+        shutil.rmtree(partial)
+        if config.outputs.figures:
+            from .plotting import bifurcation_figure             # matplotlib only when a figure is asked for
+
+            bifurcation_figure(ds).savefig(figure, dpi=config.outputs.dpi)
+            paths.append(figure)
+    return {"dataset": ds, "paths": paths, "summary": summary(ds), "failures": failures(ds)}
