@@ -199,3 +199,20 @@ def test_bad_map_file_exits_2(tmp_path, capsys):
         from meanfield.workflow.transition_map import load_map_config
         f.write_text("[map]\nd = [3]\nbetas = [2.0]\n")
         load_map_config(f)
+
+
+def test_the_guide_examples_are_valid_configs():
+    import re
+    from pathlib import Path
+
+    import tomllib
+
+    from meanfield.workflow.transition_map import TransitionMapConfig
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text()
+    blocks = [tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", guide, re.S)]
+    eq_blocks = [b for b in blocks if "geometry" in b]
+    map_blocks = [b for b in blocks if "map" in b]
+    assert len(eq_blocks) == 1 and len(map_blocks) == 1
+    assert EquilibriaConfig.from_dict(eq_blocks[0]) == EquilibriaConfig()     # the guide shows the default
+    assert TransitionMapConfig(**map_blocks[0]["map"]).d == (2, 3, 4)
