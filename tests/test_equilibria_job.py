@@ -6,6 +6,7 @@ import pytest
 
 from meanfield.analysis import equilibria as eq
 from meanfield.analysis import phase_transition as pt
+from meanfield.workflow import equilibria_branches as branches
 from meanfield.workflow import equilibria_job as job
 from meanfield.workflow.cli import main
 from meanfield.workflow.config import ConfigError
@@ -95,12 +96,12 @@ def test_resume_after_an_interruption_gives_identical_arrays(small, tmp_path, mo
     def interrupted(*a, **k):
         raise KeyboardInterrupt
     with monkeypatch.context() as m:
-        m.setattr(job, "_switched", interrupted)           # Ctrl-C after the uniform branch was saved
+        m.setattr(branches, "_switched", interrupted)           # Ctrl-C after the uniform branch was saved
         with pytest.raises(KeyboardInterrupt):
             job.equilibria_job(cfg, out, progress=False)
     assert (out / job.PARTIAL / "uniform.npz").is_file() and not (out / "equilibria.nc").exists()
     with monkeypatch.context() as m:
-        m.setattr(job, "_uniform", lambda *a: pytest.fail("the finished uniform branch was computed again"))
+        m.setattr(branches, "_uniform", lambda *a: pytest.fail("the finished uniform branch was computed again"))
         again = job.equilibria_job(cfg, out, progress=False)["dataset"]
     for name in res["dataset"].data_vars:
         np.testing.assert_array_equal(again[name].values, res["dataset"][name].values, err_msg=name)
