@@ -217,3 +217,45 @@ def test_the_guide_examples_are_valid_configs():
     assert len(eq_blocks) == 1 and len(map_blocks) == 1
     assert EquilibriaConfig.from_dict(eq_blocks[0]) == EquilibriaConfig()     # the guide shows the default
     assert TransitionMapConfig(**map_blocks[0]["map"]).d == (2, 3, 4)
+
+
+def test_sphere_geometry_solves_every_state_on_the_full_sphere(tmp_path):
+    # lmax 16 resolves the clustered branch up to nu ~ 1.16 (then the resolution monitor stops it: status 2)
+    cfg = EquilibriaConfig.from_dict({"geometry": {"d": "sphere", "lmax": 16},
+                                      "continuation": {"nu_range": [1.0, 1.3], "step": 0.3}})
+    assert EquilibriaConfig.from_toml(cfg.to_toml()) == cfg
+    ds = job.equilibria(cfg, progress=False)
+    assert ds.attrs["geometry"] == "sphere" and list(ds.branch_status.values) == [0, 2]
+    n = int(ds.branch_n_points[1])
+    assert n >= 4 and (ds.sphere_status.values[1, :n] == 0).all()
+    # the degree-1 branch holds rho_10 and solves for nu: the S^2 Newton-Krylov state is the axisymmetric one
+    # (two bases and quadratures; their residuals are 1e-13): nu to 1e-10
+    np.testing.assert_allclose(ds.sphere_nu.values[1, :n], ds.nu.values[1, :n], rtol=1e-10)
+    # a cluster's orbit is 2-dimensional: two neutral rotation modes, removed and left out of the verdict; the
+    # m = 0 eigenvalue of the axisymmetric block is among the full sphere's (ARPACK, tol 1e-12: 1e-8 relative)
+    assert (ds.sphere_removed.values[1, 1:n] == 2).all()
+    np.testing.assert_array_equal(ds.sphere_stable.values[1, :n], ds.stable.values[1, :n])
+    for k in range(1, n):
+        ev = ds.sphere_eigenvalue_real.values[1, k]
+        rot = ds.sphere_rotation.values[1, k]
+        assert ((rot > 1 - 1e-6) & (np.abs(ev) < 1e-8)).sum() == 2
+        lead = ds.eigenvalue_real.values[1, k, 0]
+        assert np.abs(ev - lead).min() <= 1e-8 * abs(lead)
+
+
+def test_a_failed_corrector_is_recorded_and_the_command_exits_1(tmp_path, capsys, monkeypatch):
+    # the switched branch's corrector fails after a few points (status 1, as continue_branch reports it)
+    from meanfield.analysis import continuation as ct
+
+    real = ct.switch_branch
+
+    def failing(*a, **k):
+        br = real(*a, **{**k, "max_steps": 4})
+        return ct.Branch(br.u, br.p, br.t_p, br.special, 1, "the corrector failed at the smallest step ds = 1e-07")
+    monkeypatch.setattr(ct, "switch_branch", failing)
+    f = tmp_path / "small.toml"
+    f.write_text(EquilibriaConfig.from_dict(SMALL).to_toml())
+    assert main(["equilibria", str(f), "--out", str(tmp_path / "o"), "-q"]) == 1
+    assert "branch failed: degree 1 (b_1 > 0): status 1: the corrector failed" in capsys.readouterr().err
+    ds = job.load_equilibria(tmp_path / "o" / "equilibria.nc")
+    assert list(ds.branch_status.values) == [0, 1] and int(ds.branch_n_points[1]) == 4

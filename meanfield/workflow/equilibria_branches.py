@@ -32,7 +32,7 @@ branch point, where the gap vanishes like ``b_l^4``)."""
 # ----------------------------------------------------------------------------------------------- the model
 def build_model(config: EquilibriaConfig, beta=None) -> AxisymmetricPDE:
     """The axisymmetric PDE of ``config`` (every head's beta replaced by ``beta`` when given)."""
-    d = config.geometry.d
+    d = config.geometry.dim
     heads = tuple(scalar_heads([h.lam], d, h.beta if beta is None else beta, h.kernel, h.normalization,
                                h.kernel_params)[0] for h in config.heads)
     return AxisymmetricPDE(heads, d, config.geometry.lmax)
@@ -127,6 +127,10 @@ def _branch_record(prob, br, degree, side):
            "special_index": np.array([s.index for s in sp], dtype=int)}
     if degree > 0 and prob.parameter == "nu" and has_free_energy(prob.config) and br.status != 1:
         rec = _add_maxwell(prob, rec)
+    if prob.config.geometry.sphere:
+        from .equilibria_sphere import add_sphere
+
+        rec = add_sphere(prob, rec)
     return rec
 
 
@@ -172,8 +176,8 @@ def _uniform(prob):
     ds = c.step
     if prob.parameter == "nu":                 # below the spacing of the branch points, so none is skipped
         nus = sorted(x for x in (eq.nu_sharp(prob.pde, ell) for ell in range(1, prob.pde.lmax + 1)) if lo < x < hi)
-        gaps = np.diff([lo, *nus, hi])
-        ds = min(ds, float(gaps.min()) / 3)
+        if len(nus) > 1:
+            ds = min(ds, float(np.diff(nus).min()) / 3)
     ds = max(ds, (hi - lo) / (c.max_points - 2))    # the point budget covers the range (a branch point closer
     #                                                 than that to another is reported as the budget's)
     return ct.continue_branch(prob.F, prob.J, np.zeros(prob.pde.lmax), lo, ds=ds, ds_max=ds, ds_min=ds * 1e-6,

@@ -67,9 +67,10 @@ def _sides(path, v):
 
 def _dimension(path, v):
     if v == "sphere":
-        raise ConfigError(f"{path} = \"sphere\" (the full S^2 ContinuumPDE) is not supported by meanfield "
-                          f"equilibria yet (use meanfield.analysis.sphere_states); allowed: an integer d >= 2 "
-                          f"(axisymmetric states on S^(d-1); d = 3 is S^2)")
+        return v
+    if isinstance(v, str):
+        raise ConfigError(f"{path} must be an integer d >= 2 (axisymmetric states on S^(d-1)) or \"sphere\" (S^2, "
+                          f"every state also solved on the full sphere); received {v!r}")
     return _int(2, 4096)(path, v)
 
 
@@ -78,8 +79,20 @@ class GeometryConfig(_Section):
     """The axisymmetric PDE (:class:`meanfield.AxisymmetricPDE`): densities of ``t = <x, e>`` on ``S^{d-1}``."""
 
     _path = "geometry"
-    d: int = _opt(_dimension, 3, "dimension of R^d: states on S^(d-1) (d = 2: even densities on the circle)")
-    lmax: int = _opt(_int(4, 512), 32, "largest Gegenbauer degree of the discretization")
+    d: int | str = _opt(_dimension, 3, "dimension of R^d: states on S^(d-1) (d = 2: even densities on the circle); "
+                        "\"sphere\": S^2, each state also solved and its stability decided on the full sphere")
+    lmax: int = _opt(_int(4, 512), 32, "largest degree of the discretization (Gegenbauer; on S^2 also the "
+                     "spherical harmonics')")
+
+    @property
+    def sphere(self) -> bool:
+        """Whether the states are also solved on the full sphere (``d = "sphere"``)."""
+        return self.d == "sphere"
+
+    @property
+    def dim(self) -> int:
+        """The dimension ``d`` of ``R^d`` (3 for ``"sphere"``)."""
+        return 3 if self.sphere else self.d
 
 
 @dataclass(frozen=True)

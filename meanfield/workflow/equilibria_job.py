@@ -100,10 +100,8 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
     from .. import __version__
     from .results import SCHEMA_VERSION
 
-    c, lmax, d = config.continuation, config.geometry.lmax, config.geometry.d
+    c, lmax, d = config.continuation, config.geometry.lmax, config.geometry.dim
     B, P, k = len(records), max(len(r["p"]) for r in records), c.n_eigenvalues
-    pad = lambda a, shape: np.pad(np.asarray(a, float), [(0, s - n) for s, n in zip(shape, np.shape(a))],  # noqa: E731
-                                  constant_values=np.nan)
     model0 = build_model(config)
     data = {name: np.full((B, P), np.nan) for name in ("parameter", "nu", "beta", "order_parameter",
                                                        "free_energy_gap", "resolution_error")}
@@ -150,14 +148,24 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
     attrs = {"schema_version": SCHEMA_VERSION, "equilibria_schema_version": EQUILIBRIA_SCHEMA_VERSION,
              "kind": "equilibria", "meanfield_version": __version__,
              "config": json.dumps(config.to_dict(), sort_keys=True), "parameter": c.parameter, "d": d, "lmax": lmax,
+             "geometry": "sphere" if config.geometry.sphere else "axisymmetric",
              "stability": "eigenvalues of the axisymmetric block (azimuthal order 0); the rotation modes of a "
-                          "clustered state (m >= 1) are not in it", "elapsed_s": elapsed_s,
+                          "clustered state (m >= 1) are not in it" + (
+                              "; sphere_stable: every azimuthal order on the full sphere, the rotation modes left out"
+                              if config.geometry.sphere else ""), "elapsed_s": elapsed_s,
              "title": "meanfield equilibria: branches of stationary states of the noisy mean-field PDE"}
     for key, val in (classification or {}).items():
         attrs[key] = val
+    descriptions = dict(_DESCRIPTIONS)
+    if config.geometry.sphere:
+        from .equilibria_sphere import sphere_variables
+
+        more, text = sphere_variables(records, P, lmax)
+        variables.update(more)
+        descriptions.update(text)
     ds = xr.Dataset(variables, coords={"branch": np.arange(B), "point": np.arange(P), "l": np.arange(lmax + 1),
                                        "eigenvalue": np.arange(k), "special": np.arange(len(sp))}, attrs=attrs)
-    for name, text in _DESCRIPTIONS.items():
+    for name, text in descriptions.items():
         ds[name].attrs.update(long_name=text, units="1")
     return ds
 
@@ -222,11 +230,13 @@ def summary(ds: xr.Dataset) -> str:
     par = ds.attrs["parameter"]
     heads = ", ".join(f"lambda {h.get('lam', 1.0):g}" + (f" beta {h['beta']:.6g}" if "beta" in h else "")
                       + f" {h['kernel']}/{h['normalization']}" for h in cfg["heads"])
-    lines = [f"meanfield equilibria: {len(cfg['heads'])} head(s) [{heads}]; S^{ds.attrs['d'] - 1} (d = "
-             f"{ds.attrs['d']}), lmax {ds.attrs['lmax']}; {par} in {cfg['continuation'][par + '_range']}"]
+    where = ("S^2, every state also on the full sphere" if ds.attrs.get("geometry") == "sphere" else
+             f"S^{ds.attrs['d'] - 1} (d = {ds.attrs['d']})")
+    lines = [f"meanfield equilibria: {len(cfg['heads'])} head(s) [{heads}]; {where}, lmax {ds.attrs['lmax']}; {par} "
+             f"in {cfg['continuation'][par + '_range']}"]
     for b in ds.branch.values:
         n = int(ds.branch_n_points[b])
-        stable = ds.stable.values[b, :n]
+        stable = ds["sphere_stable" if "sphere_stable" in ds else "stable"].values[b, :n]
         lines.append(f"  {_label(int(ds.branch_degree[b]), int(ds.branch_side[b]))}: {n} points, "
                      f"{int((stable == 1).sum())} stable; status {int(ds.branch_status[b])} "
                      f"({ds.branch_message.values[b]})")

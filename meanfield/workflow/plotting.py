@@ -384,7 +384,8 @@ def bifurcation_figure(ds: xr.Dataset) -> Figure:
     for ax, (name, label) in zip(axes, names):
         for b in ds.branch.values:
             n = int(ds.branch_n_points[b])
-            x, y, st = ds["parameter"].values[b, :n], ds[name].values[b, :n], ds["stable"].values[b, :n]
+            st = ds["sphere_stable" if "sphere_stable" in ds else "stable"].values[b, :n]   # the full sphere's
+            x, y = ds["parameter"].values[b, :n], ds[name].values[b, :n]
             color = f"C{b % 10}"
             deg = int(ds.branch_degree[b])
             lab = "uniform" if deg == 0 else f"degree {deg}" + (" (b < 0)" if int(ds.branch_side[b]) < 0 else "")
@@ -392,7 +393,8 @@ def bifurcation_figure(ds: xr.Dataset) -> Figure:
             for k in range(1, n + 1):               # runs of equal stability, joined at their ends
                 if k == n or st[k] != st[start]:
                     seg = slice(start, min(k + 1, n))
-                    ax.plot(x[seg], y[seg], color=color, ls="-" if st[start] == 1 else "--", lw=1.8,
+                    ax.plot(x[seg], y[seg], color=color, ls="-" if st[start] == 1 else (":" if st[start] < 0
+                                                                                          else "--"), lw=1.8,
                             label=lab if start == 0 else None)
                     start = k
         seen = set()
