@@ -259,3 +259,19 @@ def test_a_failed_corrector_is_recorded_and_the_command_exits_1(tmp_path, capsys
     assert "branch failed: degree 1 (b_1 > 0): status 1: the corrector failed" in capsys.readouterr().err
     ds = job.load_equilibria(tmp_path / "o" / "equilibria.nc")
     assert list(ds.branch_status.values) == [0, 1] and int(ds.branch_n_points[1]) == 4
+
+
+def test_continuation_in_beta_at_fixed_noise():
+    # every head's beta is the parameter; at nu = 1.1 the uniform state loses stability where nu_#(beta) = 1.1 and
+    # the clustered branch turns at the beta whose nu_fold is 1.1 (F_beta by central differences, step 1e-6 beta:
+    # 1e-7 and 1e-8 relative, as in test_continuation)
+    cfg = EquilibriaConfig.from_dict({"geometry": {"lmax": 24}, "continuation": {
+        "parameter": "beta", "beta_range": [2.5, 4.5], "nu": 1.1, "step": 0.2}})
+    ds = job.equilibria(cfg, progress=False)
+    assert list(ds.branch_status.values) == [0, 0] and "classification_message" in ds.attrs
+    kinds = list(ds.special_kind.values)
+    bp = float(ds.special_parameter.values[kinds.index("branch_point")])
+    fold = float(ds.special_parameter.values[kinds.index("fold")])
+    assert eq.nu_sharp(pt.phase_transition_model(3, bp, lmax=24)) == pytest.approx(1.1, rel=1e-7)
+    assert pt.classify_transition(pt.phase_transition_model(3, fold, lmax=24))["nu_fold"] == pytest.approx(1.1, rel=1e-8)
+    np.testing.assert_array_equal(ds.nu.values[np.isfinite(ds.parameter.values)], 1.1)
