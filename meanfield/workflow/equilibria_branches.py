@@ -75,6 +75,7 @@ class Problem:
         else:
             self.F, self.J = eq.beta_problem(pde, c.nu)
         self._models = {}
+        self.progress = False              # per-state bars (the S^2 solves), set by compute_branches
 
     def at(self, p):
         """``(model, nu)`` at the parameter ``p``."""
@@ -222,6 +223,7 @@ def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=N
 
     pde = check_config(config)
     prob = Problem(config, pde)
+    prob.progress = progress
     c = config.continuation
     folder = None if folder is None else Path(folder)
     wanted = [(ell, s) for ell in c.degrees for s in c.sides]

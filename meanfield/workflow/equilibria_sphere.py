@@ -68,8 +68,12 @@ def add_sphere(prob, rec) -> dict:
         out["sphere_l0"][:, 0] = 1 / np.sqrt(4 * np.pi)
         out["sphere_l0"][:, 1:] = 0.0
         return {**rec, **out}
+    from tqdm import tqdm
+
     ell = int(rec["degree"])
-    for i, (u, p) in enumerate(zip(rec["u"], rec["p"])):
+    points = tqdm(list(zip(rec["u"], rec["p"])), desc=f"S^2 states (degree {ell})", leave=False,
+                  disable=None if prob.progress is None else not prob.progress)
+    for i, (u, p) in enumerate(points):
         ax, nu = prob.at(p)
         pde = sphere_model(prob, p)
         g = pde.grid
@@ -90,6 +94,7 @@ def add_sphere(prob, rec) -> dict:
         scale = float(np.abs(vals).max())
         neutral = (rot > 1 - NEUTRAL_TOL) & (np.abs(vals) <= np.sqrt(NEUTRAL_TOL) * scale)
         out["sphere_stable"][i] = int(bool(np.all(vals.real[~neutral] < 0)))
+    points.close()
     return {**rec, **out}
 
 
