@@ -58,6 +58,9 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       plotting          figures and animations (the only matplotlib user)
       sweep             parameter sweeps of the main job on dask.distributed
       phase_diagram     beta x t phase diagrams of ensembles (dataset, figure, CLI)
+      equilibria_job    meanfield equilibria: branches of stationary states -> NetCDF + bifurcation figure
+                        (equilibria_config: its settings; equilibria_branches, equilibria_sphere: the work)
+      transition_map    the transition type, nu_#, nu_fold, nu_global over (d, beta) as dask tasks
       cli               the ``meanfield`` command
 
 Every module of version 0.1 is also importable by its old short name (``meanfield.transport``,
