@@ -50,6 +50,9 @@ def test_job_writes_dataset_and_figure(small):
     res_max = max(np.abs(eq.self_consistency_residual(pde, bk, nk)).max() for bk, nk in zip(b, nu))
     assert res_max <= 1e-10
     np.testing.assert_allclose(ds.order_parameter.values[1, :n], np.abs(b[:, 1]) / np.sqrt(3), rtol=0, atol=0)
+    # the amplitude |b_l| / Q_l(1) of a degree-1 branch is the order parameter (Q_1(1) = sqrt(3) from the basis:
+    # round-off)
+    np.testing.assert_allclose(ds.amplitude.values[1, :n], ds.order_parameter.values[1, :n], rtol=1e-14)
     # stability: the uniform state is stable exactly above nu_# (its leading eigenvalue is sigma_1 > 0 below)
     m = int(ds.branch_n_points[0])
     nus, stable = ds.nu.values[0, :m], ds.stable.values[0, :m]

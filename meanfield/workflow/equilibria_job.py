@@ -64,6 +64,8 @@ _DESCRIPTIONS = {
     "parameter": "continuation parameter (attribute parameter: nu or beta)", "nu": "noise nu",
     "beta": "inverse temperature beta of every head",
     "order_parameter": "order parameter |int x rho| = |b_1| / sqrt(d)",
+    "amplitude": "the branch's amplitude |b_l| / Q_l(1), l its degree (1 at a point mass; l = 1: the order "
+                 "parameter; the uniform branch: 0)",
     "free_energy_gap": "free-energy gap G - G_uniform, G = E - nu int rho log rho (mean normalization)",
     "stable": "1: every eigenvalue of the axisymmetric block < 0; 0: not; -1: no point",
     "eigenvalue_real": "real part of the leading eigenvalues of the linearized PDE (axisymmetric block)",
@@ -78,6 +80,8 @@ _DESCRIPTIONS = {
     "special_kind": "fold, branch_point or maxwell", "special_parameter": "parameter at the special point",
     "special_degree": "degree of a branch point's critical mode (0 otherwise)",
     "special_order_parameter": "order parameter at the special point",
+    "special_amplitude": "amplitude |b_l| / Q_l(1) at the special point (l: its branch's degree; a branch "
+                         "point's own degree)",
     "special_free_energy_gap": "free-energy gap G - G_uniform at the special point",
     "special_coefficients": "Gegenbauer coefficients b_l at the special point",
 }
@@ -87,11 +91,12 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
     """The equilibria dataset of :func:`compute_branches`' records.
 
     Dimensions ``branch``, ``point`` (padded with NaN), ``l`` (0..lmax), ``eigenvalue`` and ``special``.
-    Variables: ``parameter``, ``nu``, ``beta``, ``order_parameter``, ``free_energy_gap``, ``stable`` (int8, -1
+    Variables: ``parameter``, ``nu``, ``beta``, ``order_parameter``, ``amplitude``, ``free_energy_gap``, ``stable`` (int8, -1
     where no point), ``resolution_error`` (branch, point); ``eigenvalue_real`` / ``_imag`` (branch, point,
     eigenvalue); ``coefficients`` (branch, point, l); ``branch_degree``, ``branch_side``, ``branch_status``,
     ``branch_message``, ``branch_n_points`` (branch); ``special_branch``, ``special_kind``,
-    ``special_parameter``, ``special_degree``, ``special_order_parameter``, ``special_free_energy_gap``
+    ``special_parameter``, ``special_degree``, ``special_order_parameter``, ``special_amplitude``,
+    ``special_free_energy_gap``
     (special) and ``special_coefficients`` (special, l).  Attributes: ``kind = "equilibria"``, the schema
     versions, ``config`` (JSON), ``parameter``, ``d``, ``lmax``, the classification of the degree-1 transition
     (``nu_sharp``, ``nu_2``, ``transition``, ``nu_fold``, ``b1_fold``, ``nu_global``, ``b1_global``; parameter
@@ -103,7 +108,8 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
     c, lmax, d = config.continuation, config.geometry.lmax, config.geometry.dim
     B, P, k = len(records), max(len(r["p"]) for r in records), c.n_eigenvalues
     model0 = build_model(config)
-    data = {name: np.full((B, P), np.nan) for name in ("parameter", "nu", "beta", "order_parameter",
+    top = model0.basis(np.array([1.0]))[:, 0]                   # Q_l(1): |b_l| of a point mass
+    data = {name: np.full((B, P), np.nan) for name in ("parameter", "nu", "beta", "order_parameter", "amplitude",
                                                        "free_energy_gap", "resolution_error")}
     stable = np.full((B, P), -1, np.int8)
     ev = np.full((B, P, k), np.nan + 0j)
@@ -115,6 +121,7 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
         data["beta"][i, :n] = r["p"] if c.parameter == "beta" else (model0.heads[0].beta if len(
             {h.beta for h in config.heads}) == 1 else np.nan)
         data["order_parameter"][i, :n] = r["order"]
+        data["amplitude"][i, :n] = np.abs(r["u"][:, r["degree"] - 1]) / top[r["degree"]] if r["degree"] else 0.0
         data["free_energy_gap"][i, :n] = r["gap"]
         data["resolution_error"][i, :n] = r["resolution"]
         stable[i, :n] = r["stable"]
@@ -143,6 +150,9 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
                      special_parameter=(("special",), np.array([s[2] for s in sp], float)),
                      special_degree=(("special",), np.array(sp_deg, int)),
                      special_order_parameter=(("special",), np.abs(sp_u[:, 1]) / np.sqrt(d)),
+                     special_amplitude=(("special",), np.array([
+                         abs(u[ell]) / top[ell] if ell else 0.0 for u, ell in zip(sp_u, [
+                             deg or int(records[s[0]]["degree"]) for s, deg in zip(sp, sp_deg)])], float)),
                      special_free_energy_gap=(("special",), np.array(gaps, float)),
                      special_coefficients=(("special", "l"), sp_u))
     attrs = {"schema_version": SCHEMA_VERSION, "equilibria_schema_version": EQUILIBRIA_SCHEMA_VERSION,

@@ -379,8 +379,8 @@ def bifurcation_figure(ds: xr.Dataset) -> Figure:
     has_gap = bool(np.isfinite(ds["free_energy_gap"].values).any())
     fig = Figure(figsize=(11 if has_gap else 6, 4.5), layout="constrained")
     axes = fig.subplots(1, 2 if has_gap else 1, sharex=True, squeeze=False)[0]
-    names = [("order_parameter", "order parameter |<x>|")] + ([("free_energy_gap", r"$G - G_{uniform}$")]
-                                                               if has_gap else [])
+    names = [("amplitude", r"amplitude $|b_l| / Q_l(1)$ (l = 1: order parameter $|\langle x\rangle|$)")]
+    names += [("free_energy_gap", r"$G - G_{uniform}$")] if has_gap else []
     for ax, (name, label) in zip(axes, names):
         for b in ds.branch.values:
             n = int(ds.branch_n_points[b])
@@ -389,19 +389,20 @@ def bifurcation_figure(ds: xr.Dataset) -> Figure:
             color = f"C{b % 10}"
             deg = int(ds.branch_degree[b])
             lab = "uniform" if deg == 0 else f"degree {deg}" + (" (b < 0)" if int(ds.branch_side[b]) < 0 else "")
-            start = 0
+            start, labelled = 0, False
             for k in range(1, n + 1):               # runs of equal stability, joined at their ends
                 if k == n or st[k] != st[start]:
                     seg = slice(start, min(k + 1, n))
+                    mark = not labelled and (st[start] == 1 or not (st == 1).any())   # a stable run names it
                     ax.plot(x[seg], y[seg], color=color, ls="-" if st[start] == 1 else (":" if st[start] < 0
                                                                                           else "--"), lw=1.8,
-                            label=lab if start == 0 else None)
+                            label=lab if mark else None)
+                    labelled |= mark
                     start = k
         seen = set()
         for s in ds.special.values:
             kind = str(ds.special_kind.values[s])
-            value = float(ds[f"special_{name}"].values[s]) if name == "order_parameter" else \
-                float(ds["special_free_energy_gap"].values[s])
+            value = float(ds[f"special_{name}"].values[s])
             style = dict(_SPECIAL_STYLE[kind])
             if kind in seen:
                 style.pop("label")
@@ -418,7 +419,7 @@ def bifurcation_figure(ds: xr.Dataset) -> Figure:
         for h in cfg["heads"]))
     if "transition" in ds.attrs:
         title += f"; {ds.attrs['transition']} transition"
-    fig.suptitle(title + "  (solid: stable, dashed: unstable)", fontsize=10)
+    fig.suptitle(title + "\nsolid: stable, dashed: unstable", fontsize=9)
     return fig
 
 
