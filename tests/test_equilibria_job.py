@@ -38,6 +38,11 @@ def test_job_writes_dataset_and_figure(small):
     assert (out / "bifurcation.png").stat().st_size > 10_000 and not (out / job.PARTIAL).exists()
     assert res["failures"] == []
     ds = job.load_equilibria(out / "equilibria.nc")
+    assert job.equilibria_config_of(ds) == EquilibriaConfig.from_dict(SMALL)      # the job can be rebuilt
+    with pytest.raises(ValueError, match="not an equilibria dataset"):
+        from meanfield.workflow.results import save
+        save(ds.assign_attrs(kind="run"), out.parent / "other.nc")
+        job.load_equilibria(out.parent / "other.nc")
     assert list(ds.branch_degree.values) == [0, 1] and list(ds.branch_status.values) == [0, 0]
     assert ds.sizes["point"] >= 24 and ds.sizes["l"] == 25              # "a few dozen" points per branch
     n = int(ds.branch_n_points[1])

@@ -221,6 +221,8 @@ def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=N
     branch point."""
     from tqdm import tqdm
 
+    if not isinstance(config, EquilibriaConfig):
+        raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
     pde = check_config(config)
     prob = Problem(config, pde)
     prob.progress = progress

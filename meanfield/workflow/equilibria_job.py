@@ -45,8 +45,8 @@ from .equilibria_branches import (Problem, build_model, check_config, compute_br
 from .equilibria_config import EquilibriaConfig
 
 __all__ = ["build_model", "compute_branches", "to_dataset", "equilibria", "equilibria_job", "load_equilibria",
-           "summary", "failures", "EquilibriaExists", "EQUILIBRIA_SCHEMA_VERSION", "FIGURE_FILE",
-           "PARTIAL"]
+           "summary", "failures", "equilibria_config_of", "EquilibriaExists", "EQUILIBRIA_SCHEMA_VERSION",
+           "FIGURE_FILE", "PARTIAL"]
 
 EQUILIBRIA_SCHEMA_VERSION = 1
 """Layout of the equilibria dataset (attribute ``equilibria_schema_version``; ``kind = "equilibria"``)."""
@@ -221,6 +221,14 @@ def load_equilibria(path) -> xr.Dataset:
                          f"{ds.attrs.get('kind')!r}, equilibria_schema_version = "
                          f"{ds.attrs.get('equilibria_schema_version')!r})")
     return ds
+
+
+def equilibria_config_of(ds: xr.Dataset) -> EquilibriaConfig:
+    """The validated config stored in an equilibria dataset's ``config`` attribute (the job can be repeated)."""
+    if ds.attrs.get("kind") != "equilibria" or "config" not in ds.attrs:
+        raise ValueError(f"ds must be an equilibria dataset with a 'config' attribute; received kind = "
+                         f"{ds.attrs.get('kind')!r}")
+    return EquilibriaConfig.from_dict(json.loads(ds.attrs["config"]))
 
 
 def _label(degree, side):
