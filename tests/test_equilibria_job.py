@@ -281,5 +281,6 @@ def test_continuation_in_beta_at_fixed_noise():
     bp = float(ds.special_parameter.values[kinds.index("branch_point")])
     fold = float(ds.special_parameter.values[kinds.index("fold")])
     assert eq.nu_sharp(pt.phase_transition_model(3, bp, lmax=24)) == pytest.approx(1.1, rel=1e-7)
-    assert pt.classify_transition(pt.phase_transition_model(3, fold, lmax=24))["nu_fold"] == pytest.approx(1.1, rel=1e-8)
+    ref = pt.classify_transition(pt.phase_transition_model(3, fold, lmax=24))
+    assert ref["nu_fold"] == pytest.approx(1.1, rel=1e-8)
     np.testing.assert_array_equal(ds.nu.values[np.isfinite(ds.parameter.values)], 1.1)

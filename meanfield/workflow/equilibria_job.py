@@ -91,12 +91,12 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
     """The equilibria dataset of :func:`compute_branches`' records.
 
     Dimensions ``branch``, ``point`` (padded with NaN), ``l`` (0..lmax), ``eigenvalue`` and ``special``.
-    Variables: ``parameter``, ``nu``, ``beta``, ``order_parameter``, ``amplitude``, ``free_energy_gap``, ``stable`` (int8, -1
-    where no point), ``resolution_error`` (branch, point); ``eigenvalue_real`` / ``_imag`` (branch, point,
-    eigenvalue); ``coefficients`` (branch, point, l); ``branch_degree``, ``branch_side``, ``branch_status``,
-    ``branch_message``, ``branch_n_points`` (branch); ``special_branch``, ``special_kind``,
-    ``special_parameter``, ``special_degree``, ``special_order_parameter``, ``special_amplitude``,
-    ``special_free_energy_gap``
+    Variables: ``parameter``, ``nu``, ``beta``, ``order_parameter``, ``amplitude``, ``free_energy_gap``,
+    ``stable`` (int8, -1 where no point), ``resolution_error`` (branch, point); ``eigenvalue_real`` /
+    ``_imag`` (branch, point, eigenvalue); ``coefficients`` (branch, point, l); ``branch_degree``,
+    ``branch_side``, ``branch_status``, ``branch_message``, ``branch_n_points`` (branch); ``special_branch``,
+    ``special_kind``, ``special_parameter``, ``special_degree``, ``special_order_parameter``,
+    ``special_amplitude``, ``special_free_energy_gap``
     (special) and ``special_coefficients`` (special, l).  Attributes: ``kind = "equilibria"``, the schema
     versions, ``config`` (JSON), ``parameter``, ``d``, ``lmax``, the classification of the degree-1 transition
     (``nu_sharp``, ``nu_2``, ``transition``, ``nu_fold``, ``b1_fold``, ``nu_global``, ``b1_global``; parameter

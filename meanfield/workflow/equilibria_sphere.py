@@ -99,7 +99,8 @@ def add_sphere(prob, rec) -> dict:
 
 
 _TEXT = {
-    "sphere_status": "status of the state solved on the full sphere (0 converged, 1 not, 2 not resolved, -1 not solved)",
+    "sphere_status": "status of the state solved on the full sphere (0 converged, 1 not, 2 not resolved, -1 not "
+                     "solved)",
     "sphere_nu": "nu of the state solved on the full sphere", "sphere_residual": "its self-consistency residual",
     "sphere_removed": "neutral rotation modes removed by the phase conditions (the orbit's dimension)",
     "sphere_stable": "1: every non-rotation eigenvalue on the full sphere < 0; 0: not; -1: not solved",
