@@ -21,6 +21,12 @@
 * ``meanfield theory {beta-star,lambda-max,growth-rates}`` -- closed forms of MODEL.md.
 * ``meanfield phase-diagram CONFIG.toml [--out DIR]`` -- beta x t phase diagram of batched systems
   (:mod:`meanfield.workflow.phase_diagram`).
+* ``meanfield equilibria [CONFIG.toml] [--out DIR] [--force]`` -- branches of stationary states of the noisy
+  PDE (uniform, switched at its branch points), their stability, free energy, folds and Maxwell point: a
+  NetCDF dataset and a bifurcation figure (:mod:`meanfield.workflow.equilibria_job`; resumable, a rerun
+  continues an interrupted job; exit 1 when a branch failed); ``--print-default`` prints the default config;
+  ``--map MAP.toml [--scheduler ADDRESS]`` the transition over a (d, beta) grid as dask tasks
+  (:mod:`meanfield.workflow.transition_map`).
 
 Invalid arguments, configs and files exit with status 2 and a one-line message, never a traceback;
 ``-q`` silences the status lines on stderr, ``-v`` adds the checks' details; ``meanfield --version``.
@@ -466,7 +472,71 @@ def build_parser():
                     help="run the beta cells as dask tasks")
     ph.add_argument("--no-progress", action="store_true", help="no progress bar")
     ph.set_defaults(func=_phase_diagram)
+    e = sub.add_parser("equilibria", parents=[common],
+                       help="branches of stationary states, stability, free energy, folds, Maxwell point (NetCDF + "
+                            "figure); --map: the transition over (d, beta)")
+    e.add_argument("config", nargs="?", default=None, help="TOML config (default: the built-in one; see "
+                                                             "--print-default)")
+    e.add_argument("--out", default=None, help="output folder (default ./equilibria-output, with --map "
+                                                "./transition-map-output)")
+    e.add_argument("--force", action="store_true", help="replace a finished result in --out")
+    e.add_argument("--print-default", action="store_true", help="print the default config as TOML")
+    e.add_argument("--map", default=None, metavar="MAP.toml", help="the (d, beta) map of the transition (dask tasks)")
+    e.add_argument("--scheduler", default=None, metavar="ADDRESS", help="with --map: an existing dask scheduler")
+    e.add_argument("--workers", type=_positive_int_1, default=2, help="with --map: LocalCluster workers (default 2)")
+    e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.set_defaults(func=_equilibria)
     return p
+
+
+def _equilibria(args):
+    if args.map is not None:
+        return _transition_map(args)
+    from .equilibria_config import EquilibriaConfig, load_equilibria_config
+    from .equilibria_job import equilibria_job
+
+    if args.print_default:
+        if args.config is not None:
+            raise ValueError(f"meanfield equilibria --print-default takes no CONFIG; received {args.config!r}")
+        sys.stdout.write(EquilibriaConfig().to_toml())
+        return 0
+    if args.scheduler is not None:
+        raise ValueError("--scheduler applies to --map only (the branches of one config run here)")
+    out_dir = args.out or "equilibria-output"
+    if not out_dir.strip():
+        raise ValueError(f"--out must name a folder; received {out_dir!r}")
+    started = time.perf_counter()
+    config = EquilibriaConfig() if args.config is None else load_equilibria_config(args.config)
+    _say(args, f"meanfield equilibria: {'built-in default' if args.config is None else args.config} -> {out_dir}/")
+    try:
+        out = equilibria_job(config, out_dir, progress=False if args.no_progress or args.verbosity < 0 else None,
+                             force=args.force, log=lambda line: _say(args, f"meanfield equilibria: {line}"))
+    except KeyboardInterrupt:
+        print(f"meanfield: interrupted ({_signal_name()}); the finished branches are kept in {out_dir}/partial; "
+              f"continue with the same command", file=sys.stderr)
+        return _SIGNALS.status
+    print(out["summary"])
+    print(f"wrote {len(out['paths'])} files to {out_dir}/: {', '.join(p.name for p in out['paths'])} "
+          f"({time.perf_counter() - started:.1f} s)")
+    for line in out["failures"]:
+        print(f"meanfield equilibria: branch failed: {line}", file=sys.stderr)
+    return 1 if out["failures"] else 0
+
+
+def _transition_map(args):
+    from .transition_map import run_transition_map
+
+    if args.config is not None or args.print_default:
+        raise ValueError("meanfield equilibria --map MAP.toml takes no CONFIG and no --print-default")
+    out_dir = args.out or "transition-map-output"
+    _say(args, f"meanfield equilibria --map {args.map} -> {out_dir}/ "
+               f"({'scheduler ' + args.scheduler if args.scheduler else f'LocalCluster, {args.workers} workers'})")
+    out = run_transition_map(args.map, out_dir, scheduler=args.scheduler, n_workers=args.workers,
+                             progress=False if args.no_progress or args.verbosity < 0 else None, force=args.force)
+    print(f"wrote {', '.join(str(p) for p in out['paths'])}")
+    for line in out["failures"]:
+        print(f"meanfield equilibria --map: cell failed: {line}", file=sys.stderr)
+    return 1 if out["failures"] else 0
 
 
 def _phase_diagram(args):

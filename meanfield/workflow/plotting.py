@@ -11,6 +11,8 @@ is available.
 * :func:`growth_rate_spectrum` -- ``sigma_l`` of the uniform state (:func:`meanfield.analysis.stability.growth_rate`)
 * :func:`save_animation` -- a GIF of density and particles over time
 * :func:`save_figures` -- all of the above into a folder (what ``meanfield plot`` calls)
+* :func:`phase_diagram_figure`, :func:`bifurcation_figure`, :func:`transition_map_figure` -- the figures of
+  ``meanfield phase-diagram`` and ``meanfield equilibria`` (branches; the (d, beta) map)
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from .results import density_coefficients  # noqa: E402
 from ..core.sphere import SphereGrid  # noqa: E402
 
 __all__ = ["density_maps", "orthographic_views", "energy_curves", "w2_curve", "growth_rate_spectrum",
-           "save_animation", "save_figures", "phase_diagram_figure"]
+           "save_animation", "save_figures", "phase_diagram_figure", "bifurcation_figure",
+           "transition_map_figure"]
 
 CMAP = "viridis"
 PDE_STYLE = dict(color="C0", lw=2)
@@ -360,4 +363,91 @@ def phase_diagram_figure(ds: xr.Dataset) -> Figure:
         ax.set_xlabel("t")
     for ax in axes[:, 0]:
         ax.set_ylabel(r"$\beta$")
+    return fig
+
+
+_SPECIAL_STYLE = {"fold": dict(marker="^", color="k", label="fold"),
+                  "branch_point": dict(marker="o", color="C3", label="branch point"),
+                  "maxwell": dict(marker="*", color="C2", ms=12, label="Maxwell point (G = G_uniform)")}
+
+
+def bifurcation_figure(ds: xr.Dataset) -> Figure:
+    """The branches of an equilibria dataset (:mod:`meanfield.workflow.equilibria_job`): the order parameter and
+    ``G - G_uniform`` against the parameter, stable parts solid and unstable ones dashed, folds, branch points
+    and Maxwell points marked."""
+    par = ds.attrs["parameter"]
+    has_gap = bool(np.isfinite(ds["free_energy_gap"].values).any())
+    fig = Figure(figsize=(11 if has_gap else 6, 4.5), layout="constrained")
+    axes = fig.subplots(1, 2 if has_gap else 1, sharex=True, squeeze=False)[0]
+    names = [("amplitude", r"amplitude $|b_l| / Q_l(1)$ (l = 1: order parameter $|\langle x\rangle|$)")]
+    names += [("free_energy_gap", r"$G - G_{uniform}$")] if has_gap else []
+    for ax, (name, label) in zip(axes, names):
+        for b in ds.branch.values:
+            n = int(ds.branch_n_points[b])
+            st = ds["sphere_stable" if "sphere_stable" in ds else "stable"].values[b, :n]   # the full sphere's
+            x, y = ds["parameter"].values[b, :n], ds[name].values[b, :n]
+            color = f"C{b % 10}"
+            deg = int(ds.branch_degree[b])
+            lab = "uniform" if deg == 0 else f"degree {deg}" + (" (b < 0)" if int(ds.branch_side[b]) < 0 else "")
+            start, labelled = 0, False
+            for k in range(1, n + 1):               # runs of equal stability, joined at their ends
+                if k == n or st[k] != st[start]:
+                    seg = slice(start, min(k + 1, n))
+                    mark = not labelled and (st[start] == 1 or not (st == 1).any())   # a stable run names it
+                    ax.plot(x[seg], y[seg], color=color, ls="-" if st[start] == 1 else (":" if st[start] < 0
+                                                                                          else "--"), lw=1.8,
+                            label=lab if mark else None)
+                    labelled |= mark
+                    start = k
+        seen = set()
+        for s in ds.special.values:
+            kind = str(ds.special_kind.values[s])
+            value = float(ds[f"special_{name}"].values[s])
+            style = dict(_SPECIAL_STYLE[kind])
+            if kind in seen:
+                style.pop("label")
+            seen.add(kind)
+            ax.plot([float(ds.special_parameter[s])], [value], ls="none", ms=style.pop("ms", 8), **style)
+        if name == "free_energy_gap":
+            ax.axhline(0.0, color="0.6", lw=0.8)
+        ax.set_xlabel(r"$\nu$" if par == "nu" else r"$\beta$")
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=8, loc="best")
+    cfg = _config(ds)
+    title = (f"d = {ds.attrs['d']}, lmax {ds.attrs['lmax']}; " + ", ".join(
+        f"lambda {h.get('lam', 1.0):g}" + (f" beta {h['beta']:.4g}" if "beta" in h else "") + f" {h['normalization']}"
+        for h in cfg["heads"]))
+    if "transition" in ds.attrs:
+        title += f"; {ds.attrs['transition']} transition"
+    fig.suptitle(title + "\nsolid: stable, dashed: unstable", fontsize=9)
+    return fig
+
+
+def transition_map_figure(ds: xr.Dataset) -> Figure:
+    """The (d, beta) map of :mod:`meanfield.workflow.transition_map`: the transition type and ``nu_fold / nu_#``
+    over the grid (failed cells blank)."""
+    y = ds["d"].values
+    xname = "beta_ratio" if "beta_ratio" in ds.dims else "beta"
+    x = ds[xname].values
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2, sharey=True)
+    kind = ds["discontinuous"].values.astype(float)
+    kind[kind < 0] = np.nan
+    xi, yi = np.arange(x.size), np.arange(y.size)
+    pc = ax1.pcolormesh(xi, yi, kind, cmap="coolwarm", vmin=0, vmax=1, shading="nearest")
+    cb = fig.colorbar(pc, ax=ax1, ticks=[0, 1])
+    cb.ax.set_yticklabels(["continuous", "discontinuous"])
+    ratio = ds["nu_fold"].values / ds["nu_sharp"].values
+    pc = ax2.pcolormesh(xi, yi, ratio, cmap="viridis", shading="nearest")
+    fig.colorbar(pc, ax=ax2, label=r"$\nu_{fold} / \nu_\#$")
+    for i in yi:
+        for j in xi:
+            if np.isfinite(ratio[i, j]):
+                ax2.text(j, i, f"{ratio[i, j]:.4g}", ha="center", va="center", fontsize=8, color="w")
+    for ax, title in ((ax1, "transition type"), (ax2, "window of hysteresis")):
+        ax.set_xticks(xi, [f"{v:.4g}" for v in x])
+        ax.set_yticks(yi, [str(int(v)) for v in y])
+        ax.set_xlabel(r"$\beta / \beta_*^{(d)}$" if xname == "beta_ratio" else r"$\beta$")
+        ax.set_title(title, fontsize=10)
+    ax1.set_ylabel("d")
     return fig

@@ -1,0 +1,265 @@
+r"""Branches of stationary states for ``meanfield equilibria``: the model of a config, the uniform branch, the
+branches switched at its branch points, and what is measured along them (MODEL.md section 7).
+
+Each branch is a dict of arrays (:func:`compute_branches`), saved as ``<name>.npz`` into the job's partial
+folder as it finishes and taken from there by a rerun; :mod:`meanfield.workflow.equilibria_job` turns the
+records into the dataset and runs the job.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from ..analysis import continuation as ct
+from ..analysis import equilibria as eq
+from ..core.heads import scalar_heads
+from ..core.kernels import NORMALIZATIONS
+from ..models.axisymmetric import AxisymmetricPDE
+from .equilibria_config import EquilibriaConfig
+
+__all__ = ["build_model", "check_config", "compute_branches", "has_free_energy", "degree_of", "Problem",
+           "GAP_TOL"]
+
+GAP_TOL = 1e-12
+"""Free-energy gaps smaller than this are taken as zero when looking for a Maxwell point (round-off at the
+branch point, where the gap vanishes like ``b_l^4``)."""
+
+
+# ----------------------------------------------------------------------------------------------- the model
+def build_model(config: EquilibriaConfig, beta=None) -> AxisymmetricPDE:
+    """The axisymmetric PDE of ``config`` (every head's beta replaced by ``beta`` when given)."""
+    d = config.geometry.dim
+    heads = tuple(scalar_heads([h.lam], d, h.beta if beta is None else beta, h.kernel, h.normalization,
+                               h.kernel_params)[0] for h in config.heads)
+    return AxisymmetricPDE(heads, d, config.geometry.lmax)
+
+
+def has_free_energy(config):
+    return not any(NORMALIZATIONS[h.normalization].uses_normalizer for h in config.heads)
+
+
+def check_config(config):
+    for i, h in enumerate(config.heads):
+        if not NORMALIZATIONS[h.normalization].row_local:
+            raise ValueError(f"heads[{i}].normalization = {h.normalization!r} is not supported by the stationary "
+                             f"solver yet; allowed: {[k for k, v in NORMALIZATIONS.items() if v.row_local]}")
+    pde = build_model(config)
+    c = config.continuation
+    lo, hi = c.range
+    if c.parameter == "nu":
+        for ell in c.degrees:
+            if ell > pde.lmax:
+                raise ValueError(f"continuation.degrees holds {ell} > geometry.lmax = {pde.lmax}")
+            nu_l = eq.nu_sharp(pde, ell)
+            if not lo < nu_l < hi:
+                name = "nu_#" if ell == 1 else f"nu_{ell}"
+                raise ValueError(f"continuation.nu_range = [{lo:g}, {hi:g}] never reaches {name} = {nu_l:.10g}, "
+                                 f"where the degree-{ell} branch leaves the uniform state (sigma_{ell} = 0): widen "
+                                 f"the range to contain it, or drop {ell} from continuation.degrees")
+    return pde
+
+
+class Problem:
+    """The continuation problem and the model at a point of the parameter."""
+
+    def __init__(self, config, pde):
+        self.config, self.pde = config, pde
+        c = config.continuation
+        self.parameter = c.parameter
+        if c.parameter == "nu":
+            self.F, self.J = eq.noise_problem(pde)
+        else:
+            self.F, self.J = eq.beta_problem(pde, c.nu)
+        self._models = {}
+        self.progress = False              # per-state bars (the S^2 solves), set by compute_branches
+
+    def at(self, p):
+        """``(model, nu)`` at the parameter ``p``."""
+        if self.parameter == "nu":
+            return self.pde, float(p)
+        if p not in self._models:
+            if len(self._models) > 64:
+                self._models.clear()
+            self._models[p] = replace(self.pde, heads=tuple(h.replace(beta=float(p)) for h in self.pde.heads))
+        return self._models[p], self.config.continuation.nu
+
+    def resolved(self, u, p):
+        model, nu = self.at(p)
+        err = eq.resolution_error(model, np.r_[1.0, u], nu)
+        if err > eq.RESOLUTION_TOL:
+            return (f"state not resolved at lmax = {model.lmax}: resolution error {err:.2e} > {eq.RESOLUTION_TOL:g} "
+                    f"at {self.parameter} = {p:.10g} (use a larger geometry.lmax)")
+        return None
+
+
+# ----------------------------------------------------------------------------------------------- branches
+def _point_data(prob, u, p):
+    """Order parameter, free-energy gap, leading eigenvalues, stability and resolution at one state."""
+    config = prob.config
+    k = config.continuation.n_eigenvalues
+    model, nu = prob.at(p)
+    b = np.r_[1.0, u]
+    ev = eq.linear_spectrum(model, b, nu)[:k]
+    ev = np.pad(ev.astype(complex), (0, k - ev.size), constant_values=np.nan)
+    gap = eq.free_energy_gap(model, b, nu) if has_free_energy(config) else np.nan
+    return (abs(b[1]) / np.sqrt(model.d), gap, ev, bool(ev[0].real < 0), eq.resolution_error(model, b, nu))
+
+
+def _branch_record(prob, br, degree, side):
+    """The arrays of one branch (what ``partial/<name>.npz`` holds)."""
+    lmax = prob.pde.lmax
+    rows = [_point_data(prob, u, p) for u, p in zip(br.u, br.p)]
+    if degree == 0:             # the uniform state is resolved at any lmax (its u is round-off, ~1e-18)
+        rows = [r[:4] + (0.0,) for r in rows]
+    sp = br.special
+    rec = {"u": br.u, "p": br.p, "t_p": br.t_p, "degree": degree, "side": side, "status": br.status,
+           "message": br.message, "n_newton": br.n_newton,
+           "order": np.array([r[0] for r in rows]), "gap": np.array([r[1] for r in rows]),
+           "eig": np.array([r[2] for r in rows]), "stable": np.array([r[3] for r in rows]),
+           "resolution": np.array([r[4] for r in rows]),
+           "special_kind": np.array([s.kind for s in sp], dtype="<U16"),
+           "special_p": np.array([s.p for s in sp], dtype=float),
+           "special_u": np.array([s.u for s in sp], dtype=float).reshape(len(sp), lmax),
+           "special_phi": np.array([s.phi for s in sp], dtype=float).reshape(len(sp), lmax),
+           "special_index": np.array([s.index for s in sp], dtype=int)}
+    if degree > 0 and prob.parameter == "nu" and has_free_energy(prob.config) and br.status != 1:
+        rec = _add_maxwell(prob, rec)
+    if prob.config.geometry.sphere:
+        from .equilibria_sphere import add_sphere
+
+        rec = add_sphere(prob, rec)
+    return rec
+
+
+def _add_maxwell(prob, rec):
+    """Maxwell points of a switched branch: ``G - G_uniform`` changes sign between two points; Brent's method on
+    the branch's amplitude ``b_l`` (:func:`~meanfield.analysis.equilibria.branch_state`, warm-started)."""
+    from scipy import optimize
+
+    pde, ell = prob.pde, int(rec["degree"])
+    gap, u, p = rec["gap"], rec["u"], rec["p"]
+    found = []
+    for k in range(len(p) - 1):
+        if not (abs(gap[k]) > GAP_TOL and abs(gap[k + 1]) > GAP_TOL and gap[k] * gap[k + 1] < 0):
+            continue
+        start, nu0 = np.r_[1.0, u[k]], p[k]
+        states = {}
+
+        def g(a):
+            if a not in states:
+                states[a] = eq.branch_state(pde, a, ell, start=start, nu_start=nu0)
+                if not states[a].success:
+                    raise RuntimeError(states[a].message)
+            return eq.free_energy_gap(pde, states[a].b, states[a].nu)
+        try:
+            a = optimize.brentq(g, u[k][ell - 1], u[k + 1][ell - 1], xtol=1e-13, rtol=1e-13)
+        except RuntimeError as err:
+            rec["status"], rec["message"] = 1, f"the Maxwell point between points {k} and {k + 1} failed: {err}"
+            break
+        found.append((states[a].b[1:], states[a].nu, k))
+    if found:
+        n = len(found)
+        rec["special_kind"] = np.append(rec["special_kind"], ["maxwell"] * n).astype("<U16")
+        rec["special_p"] = np.append(rec["special_p"], [f[1] for f in found])
+        rec["special_u"] = np.vstack([rec["special_u"], [f[0] for f in found]])
+        rec["special_phi"] = np.vstack([rec["special_phi"], np.full((n, pde.lmax), np.nan)])
+        rec["special_index"] = np.append(rec["special_index"], [f[2] for f in found]).astype(int)
+    return rec
+
+
+def _uniform(prob):
+    c = prob.config.continuation
+    lo, hi = c.range
+    ds = c.step
+    if prob.parameter == "nu":                 # below the spacing of the branch points, so none is skipped
+        nus = sorted(x for x in (eq.nu_sharp(prob.pde, ell) for ell in range(1, prob.pde.lmax + 1)) if lo < x < hi)
+        if len(nus) > 1:
+            ds = min(ds, float(np.diff(nus).min()) / 3)
+    ds = max(ds, (hi - lo) / (c.max_points - 2))    # the point budget covers the range (a branch point closer
+    #                                                 than that to another is reported as the budget's)
+    return ct.continue_branch(prob.F, prob.J, np.zeros(prob.pde.lmax), lo, ds=ds, ds_max=ds, ds_min=ds * 1e-6,
+                              p_range=(lo, hi), max_steps=c.max_points, direction=1)
+
+
+def _switched(prob, point, side):
+    c = prob.config.continuation
+    return ct.switch_branch(prob.F, prob.J, point, side=side, ds=c.step / 2, ds_max=c.step, ds_min=c.step * 1e-6,
+                            p_range=c.range, max_steps=c.max_points, stop=prob.resolved)
+
+
+def degree_of(phi):
+    return int(np.argmax(np.abs(phi))) + 1
+
+
+def _name(degree, side):
+    return "uniform" if degree == 0 else f"degree{degree}_{'plus' if side > 0 else 'minus'}"
+
+
+def _save_npz(path, rec):
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **{k: np.asarray(v) for k, v in rec.items()})
+    os.replace(tmp, path)
+
+
+def _load_npz(path):
+    with np.load(path, allow_pickle=False) as f:
+        rec = {k: f[k] for k in f.files}
+    for k in ("degree", "side", "status", "n_newton"):
+        rec[k] = int(rec[k])
+    rec["message"] = str(rec["message"])
+    return rec
+
+
+def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=None) -> list[dict]:
+    """Every branch of ``config`` as a dict of arrays (uniform first), saving each into ``folder`` as it finishes
+    and taking the ones already there.  ``ValueError`` for a range that never reaches a requested degree's
+    branch point."""
+    from tqdm import tqdm
+
+    if not isinstance(config, EquilibriaConfig):
+        raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
+    pde = check_config(config)
+    prob = Problem(config, pde)
+    prob.progress = progress
+    c = config.continuation
+    folder = None if folder is None else Path(folder)
+    wanted = [(ell, s) for ell in c.degrees for s in c.sides]
+    bar = tqdm(total=1 + len(wanted), desc="equilibria (branches)", disable=None if progress is None else not progress)
+
+    def branch(name, make):
+        path = None if folder is None else folder / f"{name}.npz"
+        if path is not None and path.is_file():
+            rec = _load_npz(path)
+            if log:
+                log(f"{name}: finished earlier ({len(rec['p'])} points), taken from {path}")
+        else:
+            rec = make()
+            if path is not None:
+                _save_npz(path, rec)
+        bar.update(1)
+        return rec
+
+    out = [branch("uniform", lambda: _branch_record(prob, _uniform(prob), 0, 0))]
+    uni = out[0]
+    points = [ct.SpecialPoint("branch_point", uni["special_u"][j], float(uni["special_p"][j]), uni["special_phi"][j],
+                              int(uni["special_index"][j]))
+              for j in np.flatnonzero(uni["special_kind"] == "branch_point")]
+    for ell, side in wanted:
+        at = [bp for bp in points if degree_of(bp.phi) == ell]
+        if not at:
+            bar.close()
+            raise ValueError(f"continuation.{c.parameter}_range = {list(c.range)} holds no branch point of degree "
+                             f"{ell} of the uniform state (the uniform branch found "
+                             f"{[(degree_of(bp.phi), round(bp.p, 8)) for bp in points]}): widen the range, or drop "
+                             f"{ell} from continuation.degrees")
+        bp = at[0]
+        sign = side * (1.0 if bp.phi[ell - 1] > 0 else -1.0)
+        out.append(branch(_name(ell, side), lambda bp=bp, sign=sign, ell=ell, side=side:
+                          _branch_record(prob, _switched(prob, bp, sign), ell, side)))
+    bar.close()
+    return out

@@ -1,0 +1,230 @@
+"""Configuration of ``meanfield equilibria``: frozen dataclasses, validated from plain dicts or TOML.
+
+An :class:`EquilibriaConfig` names the zonal heads (``[[heads]]``: ``lam`` of either sign, ``beta``,
+``kernel``, ``normalization``), the geometry (``[geometry]``: ``d``, the sphere ``S^{d-1}`` of the
+axisymmetric PDE, ``d = 2`` the circle; ``lmax``), the continuation (``[continuation]``: the parameter
+``"nu"`` over ``nu_range`` or ``"beta"`` over ``beta_range`` at a fixed ``nu``, the branch ``degrees``
+switched at the uniform state's branch points and their ``sides``, the arclength ``step``,
+``max_points`` per branch, ``n_eigenvalues`` kept) and the outputs (``[outputs]``).  As for
+:class:`~meanfield.workflow.config.RunConfig`, a bad key or value raises
+:class:`~meanfield.workflow.config.ConfigError` naming the dotted key; unknown keys are errors.
+
+>>> cfg = EquilibriaConfig.from_toml(EquilibriaConfig().to_toml())     # round trip of the default
+>>> cfg == EquilibriaConfig()
+True
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from .config import ConfigError, HeadConfig, _bool, _filename, _int, _opt, _real, _Section, _toml_value
+
+__all__ = ["GeometryConfig", "ContinuationConfig", "EquilibriaOutputConfig", "EquilibriaConfig",
+           "load_equilibria_config", "DEFAULT_BETA", "PARAMETERS"]
+
+PARAMETERS = ("nu", "beta")
+"""``continuation.parameter``: the noise (the heads' ``beta`` fixed) or every head's ``beta`` (``nu`` fixed)."""
+
+DEFAULT_BETA = 3.6323090508717675
+"""``2 beta_*^(3)`` (``beta_*^(3)`` the root of ``I_{5/2} / I_{3/2} = 1/3``, 1.8161545254358837): the
+default job's head sits in the discontinuous regime, with a fold and a Maxwell point."""
+
+
+def _range(lo_open=True):
+    def check(path, v):
+        if not isinstance(v, (list, tuple)) or len(v) != 2:
+            raise ConfigError(f"{path} must be a list [low, high] of two numbers; received {v!r}")
+        lo, hi = (_real(0.0, lo_open=lo_open)(f"{path}[{i}]", x) for i, x in enumerate(v))
+        if not lo < hi:
+            raise ConfigError(f"{path} must have low < high; received {list(v)!r}")
+        return (lo, hi)
+    return check
+
+
+def _int_list(lo, hi=None):
+    item = _int(lo, hi)
+
+    def check(path, v):
+        if not isinstance(v, (list, tuple)) or not v:
+            raise ConfigError(f"{path} must be a non-empty list of integers; received {v!r}")
+        out = tuple(item(f"{path}[{i}]", x) for i, x in enumerate(v))
+        if len(set(out)) != len(out):
+            raise ConfigError(f"{path} must not repeat a value; received {list(v)!r}")
+        return out
+    return check
+
+
+def _sides(path, v):
+    if not isinstance(v, (list, tuple)) or not v or any(x not in (1, -1) or isinstance(x, bool) for x in v) \
+            or len(set(v)) != len(v):
+        raise ConfigError(f"{path} must be [1], [-1] or [1, -1] (the sign of the branch's amplitude b_l); "
+                          f"received {v!r}")
+    return tuple(int(x) for x in v)
+
+
+def _dimension(path, v):
+    if v == "sphere":
+        return v
+    if isinstance(v, str):
+        raise ConfigError(f"{path} must be an integer d >= 2 (axisymmetric states on S^(d-1)) or \"sphere\" (S^2, "
+                          f"every state also solved on the full sphere); received {v!r}")
+    return _int(2, 4096)(path, v)
+
+
+@dataclass(frozen=True)
+class GeometryConfig(_Section):
+    """The axisymmetric PDE (:class:`meanfield.AxisymmetricPDE`): densities of ``t = <x, e>`` on ``S^{d-1}``."""
+
+    _path = "geometry"
+    d: int | str = _opt(_dimension, 3, "dimension of R^d: states on S^(d-1) (d = 2: even densities on the circle); "
+                        "\"sphere\": S^2, each state also solved and its stability decided on the full sphere")
+    lmax: int = _opt(_int(4, 512), 32, "largest degree of the discretization (Gegenbauer; on S^2 also the "
+                     "spherical harmonics')")
+
+    @property
+    def sphere(self) -> bool:
+        """Whether the states are also solved on the full sphere (``d = "sphere"``)."""
+        return self.d == "sphere"
+
+    @property
+    def dim(self) -> int:
+        """The dimension ``d`` of ``R^d`` (3 for ``"sphere"``)."""
+        return 3 if self.sphere else self.d
+
+
+@dataclass(frozen=True)
+class ContinuationConfig(_Section):
+    """The branches: the uniform state continued in the parameter, and the branches switched at its
+    branch points of the given degrees (pseudo-arclength, :mod:`meanfield.analysis.continuation`)."""
+
+    _path = "continuation"
+    parameter: str = _opt(lambda p, v: _choice_of(p, v), "nu",
+                          f"the continuation parameter, one of {list(PARAMETERS)}")
+    nu_range: tuple = _opt(_range(), (0.6, 1.6), "[nu_min, nu_max] (parameter nu)")
+    beta_range: tuple | None = _opt(lambda p, v: None if v is None else _range()(p, v), None,
+                                    "[beta_min, beta_max] of every head's beta (parameter beta; the heads then "
+                                    "give no beta)")
+    nu: float | None = _opt(lambda p, v: None if v is None else _real(0.0, lo_open=True)(p, v), None,
+                            "the fixed noise (parameter beta)")
+    degrees: tuple = _opt(_int_list(1), (1,), "degrees l of the branches switched at the uniform state")
+    sides: tuple = _opt(_sides, (1,), "signs of the amplitude b_l followed from each branch point ([1, -1]: both)")
+    step: float = _opt(_real(0.0, lo_open=True), 0.05, "largest arclength step (parameter and coefficients)")
+    max_points: int = _opt(_int(3, 100000), 400, "largest number of points per branch")
+    n_eigenvalues: int = _opt(_int(1, 64), 4, "leading eigenvalues kept per state")
+
+    def _validate(self, path):
+        if self.parameter == "beta" and (self.beta_range is None or self.nu is None):
+            raise ConfigError(f"{path}.parameter = \"beta\" needs {path}.beta_range = [low, high] and {path}.nu; "
+                              f"received beta_range = {self.beta_range!r}, nu = {self.nu!r}")
+        if self.parameter == "nu" and (self.beta_range is not None or self.nu is not None):
+            raise ConfigError(f"{path}.beta_range and {path}.nu apply to parameter = \"beta\" only; received "
+                              f"them with parameter = \"nu\"")
+
+    @property
+    def range(self) -> tuple:
+        return self.nu_range if self.parameter == "nu" else self.beta_range
+
+
+def _choice_of(path, v):
+    if v not in PARAMETERS:
+        raise ConfigError(f"{path} must be one of {list(PARAMETERS)}; received {v!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class EquilibriaOutputConfig(_Section):
+    """What ``meanfield equilibria`` writes into its output folder."""
+
+    _path = "outputs"
+    dataset: str = _opt(_filename, "equilibria.nc", "NetCDF file name")
+    figures: bool = _opt(_bool, True, "write the bifurcation figure (bifurcation.png)")
+    dpi: int = _opt(_int(30, 600), 110, "figure resolution")
+
+
+_SECTIONS = {"geometry": GeometryConfig, "continuation": ContinuationConfig, "outputs": EquilibriaOutputConfig}
+
+
+@dataclass(frozen=True)
+class EquilibriaConfig:
+    """Everything ``meanfield equilibria`` needs; ``EquilibriaConfig()`` is the built-in default (one mean exp
+    head of strength 1 on S^2 at ``beta = 2 beta_*^(3)``: a discontinuous transition)."""
+
+    heads: tuple = (HeadConfig(lam=1.0, beta=DEFAULT_BETA),)
+    geometry: GeometryConfig = GeometryConfig()
+    continuation: ContinuationConfig = ContinuationConfig()
+    outputs: EquilibriaOutputConfig = EquilibriaOutputConfig()
+
+    def to_dict(self) -> dict:
+        heads = [h.to_dict() for h in self.heads]
+        if self.continuation.parameter == "beta":       # the parameter sets every head's beta
+            for h in heads:
+                h.pop("beta", None)
+        return {"heads": heads, **{k: getattr(self, k).to_dict() for k in _SECTIONS}}
+
+    @classmethod
+    def from_dict(cls, d) -> "EquilibriaConfig":
+        if not isinstance(d, dict):
+            raise ConfigError(f"the config must be a table (dict); received {type(d).__name__}")
+        allowed = ["heads", *_SECTIONS]
+        for key in d:
+            if key not in allowed:
+                raise ConfigError(f"unknown key {key}; allowed top-level keys: {allowed}")
+        kw = {k: sec.from_dict(d[k], k) for k, sec in _SECTIONS.items() if k in d}
+        cont = kw.get("continuation", ContinuationConfig())
+        if "heads" in d:
+            heads = d["heads"]
+            if not isinstance(heads, list) or not heads:
+                raise ConfigError(f"heads must be a non-empty list of tables ([[heads]] in TOML); received {heads!r}")
+            parsed = []
+            for i, h in enumerate(heads):
+                head = HeadConfig.from_dict(h, f"heads[{i}]")
+                if head.M is not None:
+                    raise ConfigError(f"heads[{i}].M and heads[{i}].V: meanfield equilibria takes zonal heads only "
+                                      f"(lam, beta, kernel, normalization); received a general head")
+                if cont.parameter == "beta":
+                    if "beta" in h:
+                        raise ConfigError(f"heads[{i}].beta must be left out with continuation.parameter = \"beta\" "
+                                          f"(the parameter is every head's beta); received beta = {h['beta']!r}")
+                    head = replace(head, beta=cont.beta_range[1])
+                parsed.append(head)
+            kw["heads"] = tuple(parsed)
+        elif cont.parameter == "beta":
+            kw["heads"] = tuple(replace(h, beta=cont.beta_range[1]) for h in cls.heads)
+        return cls(**kw)
+
+    @classmethod
+    def from_toml(cls, text: str) -> "EquilibriaConfig":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"invalid TOML: {err}") from None
+        return cls.from_dict(data)
+
+    def to_toml(self) -> str:
+        """TOML text of the config, each key with its description (the inverse of :meth:`from_toml`)."""
+        lines = ["# meanfield equilibria configuration (meanfield equilibria CONFIG.toml); omitted keys take "
+                 "the defaults"]
+        d = self.to_dict()
+        tables = [("heads", HeadConfig, h) for h in d["heads"]] + [(k, _SECTIONS[k], d[k]) for k in _SECTIONS]
+        for name, cls, table in tables:
+            docs = {f.name: f.metadata.get("doc", "") for f in fields(cls)}
+            lines += ["", f"[[{name}]]" if name == "heads" else f"[{name}]"]
+            lines += [f"{k} = {_toml_value(v)}    # {docs[k]}" for k, v in table.items()]
+        return "\n".join(lines) + "\n"
+
+
+def load_equilibria_config(path) -> EquilibriaConfig:
+    """Read and validate a TOML file; a missing or unreadable file raises :class:`ConfigError`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
+    try:
+        return EquilibriaConfig.from_toml(text)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+

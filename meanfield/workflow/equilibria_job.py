@@ -1,0 +1,333 @@
+r"""The equilibria job: ``meanfield equilibria CONFIG.toml --out DIR`` (MODEL.md section 7).
+
+From an :class:`~meanfield.workflow.equilibria_config.EquilibriaConfig` it computes, on the axisymmetric PDE
+(:class:`meanfield.AxisymmetricPDE`, ``S^{d-1}``; ``d = 2`` the circle):
+
+* the **uniform branch**: the uniform state continued in the parameter (``nu``, or every head's ``beta`` at
+  a fixed ``nu``) by pseudo-arclength (:func:`~meanfield.analysis.continuation.continue_branch` on
+  :func:`~meanfield.analysis.equilibria.noise_problem` / ``beta_problem``), with its branch points (where a
+  ``sigma_l`` of the uniform state vanishes; the degree ``l`` is the critical mode's);
+* the **switched branches**: at each branch point of a requested degree, the branch leaving it
+  (:func:`~meanfield.analysis.continuation.switch_branch`) on each requested side (the sign of ``b_l``),
+  followed through folds until the parameter leaves its range, the point budget ends, the corrector fails
+  (status 1) or its states are no longer resolved at ``lmax`` (status 2,
+  :func:`~meanfield.analysis.equilibria.resolution_error`);
+* along every branch: the order parameter ``|b_1| / sqrt(d)``, the free-energy gap ``G - G_uniform``
+  (mean normalization; NaN otherwise), the leading eigenvalues of the linearization
+  (:func:`~meanfield.analysis.equilibria.linear_spectrum`, the axisymmetric block: the rotation modes of a
+  clustered state, azimuthal order ``m >= 1``, are not in it, so no neutral mode needs removing there) and
+  stability (all of them ``< 0``); the folds; the Maxwell points (``G`` of the branch equals ``G`` of uniform,
+  by Brent's method on the amplitude-parametrized states); for parameter ``nu`` the classification of the
+  degree-1 transition (:func:`~meanfield.analysis.phase_transition.classify_transition`) as attributes.
+
+:func:`equilibria_job` writes the dataset (:func:`to_dataset`, variables listed there) and the bifurcation
+figure into a folder.  Each branch is saved to ``DIR/partial/`` as it finishes; a rerun of the same config
+skips the finished branches (the same numbers, bit for bit) and the folder is removed once the dataset is
+written.  A finished result is replaced only with ``force``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from ..analysis import equilibria as eq
+from ..analysis.phase_transition import classify_transition
+from ..core import validate
+from .checkpoint import FolderLock, remove_stale_temporaries
+from .equilibria_branches import (Problem, build_model, check_config, compute_branches, degree_of,
+                                  has_free_energy)
+from .equilibria_config import EquilibriaConfig
+
+__all__ = ["build_model", "compute_branches", "to_dataset", "equilibria", "equilibria_job", "load_equilibria",
+           "summary", "failures", "equilibria_config_of", "EquilibriaExists", "EQUILIBRIA_SCHEMA_VERSION",
+           "FIGURE_FILE", "PARTIAL"]
+
+EQUILIBRIA_SCHEMA_VERSION = 1
+"""Layout of the equilibria dataset (attribute ``equilibria_schema_version``; ``kind = "equilibria"``)."""
+FIGURE_FILE = "bifurcation.png"
+PARTIAL = "partial"
+"""The folder of ``DIR`` holding finished branches of an unfinished job."""
+
+
+class EquilibriaExists(ValueError):
+    """The output folder already holds a finished equilibria result (and ``force`` was not given)."""
+
+
+# ----------------------------------------------------------------------------------------------- dataset
+_DESCRIPTIONS = {
+    "parameter": "continuation parameter (attribute parameter: nu or beta)", "nu": "noise nu",
+    "beta": "inverse temperature beta of every head",
+    "order_parameter": "order parameter |int x rho| = |b_1| / sqrt(d)",
+    "amplitude": "the branch's amplitude |b_l| / Q_l(1), l its degree (1 at a point mass; l = 1: the order "
+                 "parameter; the uniform branch: 0)",
+    "free_energy_gap": "free-energy gap G - G_uniform, G = E - nu int rho log rho (mean normalization)",
+    "stable": "1: every eigenvalue of the axisymmetric block < 0; 0: not; -1: no point",
+    "eigenvalue_real": "real part of the leading eigenvalues of the linearized PDE (axisymmetric block)",
+    "eigenvalue_imag": "imaginary part of the leading eigenvalues of the linearized PDE (axisymmetric block)",
+    "coefficients": "Gegenbauer coefficients b_l of the state (density w.r.t. the normalized uniform measure)",
+    "resolution_error": "resolution error of the state at lmax (meanfield.analysis.equilibria.resolution_error)",
+    "branch_degree": "degree l of the branch point the branch leaves (0: the uniform branch)",
+    "branch_side": "sign of the branch's amplitude b_l (0: the uniform branch)",
+    "branch_status": "0: the range or point budget was covered; 1: the corrector failed; 2: states not resolved",
+    "branch_message": "how the branch ended", "branch_n_points": "number of points of the branch",
+    "special_branch": "index of the branch holding the special point",
+    "special_kind": "fold, branch_point or maxwell", "special_parameter": "parameter at the special point",
+    "special_degree": "degree of a branch point's critical mode (0 otherwise)",
+    "special_order_parameter": "order parameter at the special point",
+    "special_amplitude": "amplitude |b_l| / Q_l(1) at the special point (l: its branch's degree; a branch "
+                         "point's own degree)",
+    "special_free_energy_gap": "free-energy gap G - G_uniform at the special point",
+    "special_coefficients": "Gegenbauer coefficients b_l at the special point",
+}
+
+
+def to_dataset(config: EquilibriaConfig, records: list[dict], classification=None, elapsed_s=float("nan")):
+    """The equilibria dataset of :func:`compute_branches`' records.
+
+    Dimensions ``branch``, ``point`` (padded with NaN), ``l`` (0..lmax), ``eigenvalue`` and ``special``.
+    Variables: ``parameter``, ``nu``, ``beta``, ``order_parameter``, ``amplitude``, ``free_energy_gap``,
+    ``stable`` (int8, -1 where no point), ``resolution_error`` (branch, point); ``eigenvalue_real`` /
+    ``_imag`` (branch, point, eigenvalue); ``coefficients`` (branch, point, l); ``branch_degree``,
+    ``branch_side``, ``branch_status``, ``branch_message``, ``branch_n_points`` (branch); ``special_branch``,
+    ``special_kind``, ``special_parameter``, ``special_degree``, ``special_order_parameter``,
+    ``special_amplitude``, ``special_free_energy_gap``
+    (special) and ``special_coefficients`` (special, l).  Attributes: ``kind = "equilibria"``, the schema
+    versions, ``config`` (JSON), ``parameter``, ``d``, ``lmax``, the classification of the degree-1 transition
+    (``nu_sharp``, ``nu_2``, ``transition``, ``nu_fold``, ``b1_fold``, ``nu_global``, ``b1_global``; parameter
+    nu) or ``classification_message``.
+    """
+    from .. import __version__
+    from .results import SCHEMA_VERSION
+
+    c, lmax, d = config.continuation, config.geometry.lmax, config.geometry.dim
+    B, P, k = len(records), max(len(r["p"]) for r in records), c.n_eigenvalues
+    model0 = build_model(config)
+    top = model0.basis(np.array([1.0]))[:, 0]                   # Q_l(1): |b_l| of a point mass
+    data = {name: np.full((B, P), np.nan) for name in ("parameter", "nu", "beta", "order_parameter", "amplitude",
+                                                       "free_energy_gap", "resolution_error")}
+    stable = np.full((B, P), -1, np.int8)
+    ev = np.full((B, P, k), np.nan + 0j)
+    coeffs = np.full((B, P, lmax + 1), np.nan)
+    for i, r in enumerate(records):
+        n = len(r["p"])
+        data["parameter"][i, :n] = r["p"]
+        data["nu"][i, :n] = r["p"] if c.parameter == "nu" else c.nu
+        data["beta"][i, :n] = r["p"] if c.parameter == "beta" else (model0.heads[0].beta if len(
+            {h.beta for h in config.heads}) == 1 else np.nan)
+        data["order_parameter"][i, :n] = r["order"]
+        data["amplitude"][i, :n] = np.abs(r["u"][:, r["degree"] - 1]) / top[r["degree"]] if r["degree"] else 0.0
+        data["free_energy_gap"][i, :n] = r["gap"]
+        data["resolution_error"][i, :n] = r["resolution"]
+        stable[i, :n] = r["stable"]
+        ev[i, :n] = r["eig"]
+        coeffs[i, :n, 0] = 1.0
+        coeffs[i, :n, 1:] = r["u"]
+    variables = {name: (("branch", "point"), v) for name, v in data.items()}
+    variables.update(stable=(("branch", "point"), stable), eigenvalue_real=(("branch", "point", "eigenvalue"), ev.real),
+                     eigenvalue_imag=(("branch", "point", "eigenvalue"), ev.imag),
+                     coefficients=(("branch", "point", "l"), coeffs))
+    variables.update({f"branch_{k_}": (("branch",), np.array([r[key] for r in records], dtype=dt)) for k_, key, dt in
+                      (("degree", "degree", int), ("side", "side", int), ("status", "status", int),
+                       ("message", "message", object))})
+    variables["branch_n_points"] = (("branch",), np.array([len(r["p"]) for r in records]))
+    sp = [(i, kind, p, u) for i, r in enumerate(records)
+          for kind, p, u in zip(r["special_kind"], r["special_p"], r["special_u"])]
+    sp_deg = [(degree_of(phi) if kind == "branch_point" else 0) for r in records
+              for kind, phi in zip(r["special_kind"], r["special_phi"])]
+    sp_u = np.array([np.r_[1.0, s[3]] for s in sp]).reshape(len(sp), lmax + 1)
+    gaps = []
+    for i, kind, p, u in sp:
+        model, nu = Problem(config, model0).at(p)
+        gaps.append(eq.free_energy_gap(model, np.r_[1.0, u], nu) if has_free_energy(config) else np.nan)
+    variables.update(special_branch=(("special",), np.array([s[0] for s in sp], int)),
+                     special_kind=(("special",), np.array([str(s[1]) for s in sp], object)),
+                     special_parameter=(("special",), np.array([s[2] for s in sp], float)),
+                     special_degree=(("special",), np.array(sp_deg, int)),
+                     special_order_parameter=(("special",), np.abs(sp_u[:, 1]) / np.sqrt(d)),
+                     special_amplitude=(("special",), np.array([
+                         abs(u[ell]) / top[ell] if ell else 0.0 for u, ell in zip(sp_u, [
+                             deg or int(records[s[0]]["degree"]) for s, deg in zip(sp, sp_deg)])], float)),
+                     special_free_energy_gap=(("special",), np.array(gaps, float)),
+                     special_coefficients=(("special", "l"), sp_u))
+    attrs = {"schema_version": SCHEMA_VERSION, "equilibria_schema_version": EQUILIBRIA_SCHEMA_VERSION,
+             "kind": "equilibria", "meanfield_version": __version__,
+             "config": json.dumps(config.to_dict(), sort_keys=True), "parameter": c.parameter, "d": d, "lmax": lmax,
+             "geometry": "sphere" if config.geometry.sphere else "axisymmetric",
+             "stability": "eigenvalues of the axisymmetric block (azimuthal order 0); the rotation modes of a "
+                          "clustered state (m >= 1) are not in it" + (
+                              "; sphere_stable: every azimuthal order on the full sphere, the rotation modes left out"
+                              if config.geometry.sphere else ""), "elapsed_s": elapsed_s,
+             "title": "meanfield equilibria: branches of stationary states of the noisy mean-field PDE"}
+    for key, val in (classification or {}).items():
+        attrs[key] = val
+    descriptions = dict(_DESCRIPTIONS)
+    if config.geometry.sphere:
+        from .equilibria_sphere import sphere_variables
+
+        more, text = sphere_variables(records, P, lmax)
+        variables.update(more)
+        descriptions.update(text)
+    ds = xr.Dataset(variables, coords={"branch": np.arange(B), "point": np.arange(P), "l": np.arange(lmax + 1),
+                                       "eigenvalue": np.arange(k), "special": np.arange(len(sp))}, attrs=attrs)
+    for name, text in descriptions.items():
+        ds[name].attrs.update(long_name=text, units="1")
+    return ds
+
+
+def _classification(config):
+    """``classify_transition`` of the degree-1 branch (parameter nu), as attributes (or why not)."""
+    if config.continuation.parameter != "nu":
+        return {"classification_message": "the classification of the transition is made for parameter nu only"}
+    try:
+        res = classify_transition(build_model(config))
+    except (RuntimeError, ValueError) as err:
+        return {"classification_message": f"classify_transition failed: {err}"}
+    return {k: (float(v) if not isinstance(v, str) else v) for k, v in res.items()}
+
+
+def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=None, log=None) -> xr.Dataset:
+    """The equilibria dataset of ``config`` (default: the built-in one); ``folder``: where finished branches are
+    kept (and taken from) while it runs."""
+    config = EquilibriaConfig() if config is None else config
+    if not isinstance(config, EquilibriaConfig):
+        raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
+    if progress is not None:
+        validate.boolean("progress", progress)
+    started = time.perf_counter()
+    records = compute_branches(config, folder, progress, log)
+    return to_dataset(config, records, _classification(config), elapsed_s=time.perf_counter() - started)
+
+
+# ----------------------------------------------------------------------------------------------- the job
+def load_equilibria(path) -> xr.Dataset:
+    """Read an equilibria dataset; a missing file or another kind of dataset raises ``ValueError``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"equilibria file {str(path)!r} does not exist")
+    try:
+        with xr.open_dataset(path, engine="netcdf4") as f:
+            ds = f.load()
+    except OSError as err:
+        raise ValueError(f"cannot read equilibria file {str(path)!r} as NetCDF: {err}") from None
+    if ds.attrs.get("kind") != "equilibria" or int(ds.attrs.get("equilibria_schema_version", -1)) != \
+            EQUILIBRIA_SCHEMA_VERSION:
+        raise ValueError(f"{path} is not an equilibria dataset of schema {EQUILIBRIA_SCHEMA_VERSION} (kind = "
+                         f"{ds.attrs.get('kind')!r}, equilibria_schema_version = "
+                         f"{ds.attrs.get('equilibria_schema_version')!r})")
+    return ds
+
+
+def equilibria_config_of(ds: xr.Dataset) -> EquilibriaConfig:
+    """The validated config stored in an equilibria dataset's ``config`` attribute (the job can be repeated)."""
+    if ds.attrs.get("kind") != "equilibria" or "config" not in ds.attrs:
+        raise ValueError(f"ds must be an equilibria dataset with a 'config' attribute; received kind = "
+                         f"{ds.attrs.get('kind')!r}")
+    return EquilibriaConfig.from_dict(json.loads(ds.attrs["config"]))
+
+
+def _label(degree, side):
+    return "uniform" if degree == 0 else f"degree {degree} (b_{degree} {'>' if side > 0 else '<'} 0)"
+
+
+def failures(ds: xr.Dataset) -> list[str]:
+    """One line per branch that did not end normally (status 1 or 2), naming it, its status and message."""
+    return [f"{_label(int(deg), int(side))}: status {int(st)}: {msg}"
+            for deg, side, st, msg in zip(ds.branch_degree.values, ds.branch_side.values, ds.branch_status.values,
+                                          ds.branch_message.values) if int(st) != 0]
+
+
+def summary(ds: xr.Dataset) -> str:
+    """A few lines describing an equilibria dataset: model, branches, special points, classification."""
+    cfg = json.loads(ds.attrs["config"])
+    par = ds.attrs["parameter"]
+    heads = ", ".join(f"lambda {h.get('lam', 1.0):g}" + (f" beta {h['beta']:.6g}" if "beta" in h else "")
+                      + f" {h['kernel']}/{h['normalization']}" for h in cfg["heads"])
+    where = ("S^2, every state also on the full sphere" if ds.attrs.get("geometry") == "sphere" else
+             f"S^{ds.attrs['d'] - 1} (d = {ds.attrs['d']})")
+    lines = [f"meanfield equilibria: {len(cfg['heads'])} head(s) [{heads}]; {where}, lmax {ds.attrs['lmax']}; {par} "
+             f"in {cfg['continuation'][par + '_range']}"]
+    for b in ds.branch.values:
+        n = int(ds.branch_n_points[b])
+        stable = ds["sphere_stable" if "sphere_stable" in ds else "stable"].values[b, :n]
+        lines.append(f"  {_label(int(ds.branch_degree[b]), int(ds.branch_side[b]))}: {n} points, "
+                     f"{int((stable == 1).sum())} stable; status {int(ds.branch_status[b])} "
+                     f"({ds.branch_message.values[b]})")
+    for s in ds.special.values:
+        kind = str(ds.special_kind.values[s])
+        extra = f" (degree {int(ds.special_degree[s])})" if kind == "branch_point" else ""
+        lines.append(f"  {kind}{extra} on branch {int(ds.special_branch[s])}: {par} = "
+                     f"{float(ds.special_parameter[s]):.10g}, order parameter "
+                     f"{float(ds.special_order_parameter[s]):.6g}")
+    if "transition" in ds.attrs:
+        lines.append(f"  degree-1 transition: {ds.attrs['transition']}; nu_sharp = {ds.attrs['nu_sharp']:.10g}, "
+                     f"nu_fold = {ds.attrs['nu_fold']:.10g}, nu_global = {ds.attrs['nu_global']:.10g} "
+                     f"(classify_transition)")
+    elif "classification_message" in ds.attrs:
+        lines.append(f"  {ds.attrs['classification_message']}")
+    return "\n".join(lines)
+
+
+def _partial_matches(partial, text):
+    f = partial / "config.toml"
+    return f.is_file() and f.read_text() == text
+
+
+def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-output", progress=None, force=False,
+                   log=None) -> dict:
+    """Compute the branches of ``config`` and write the dataset and the bifurcation figure into ``out_dir``.
+
+    Finished branches go to ``out_dir/partial/`` as they finish; a rerun with the same config continues from
+    them (an interrupted job gives the same numbers, bit for bit, as an uninterrupted one); the folder is removed
+    once the dataset is written.  A folder holding a finished result (or the partial branches of another
+    config) is refused unless ``force``, which removes them first.  The folder is locked while the job writes.
+
+    Returns a dict with ``dataset``, ``paths`` (written files), ``summary`` (str) and ``failures`` (one line per
+    branch that stopped with status 1 or 2; the command exits non-zero when there are any).
+    """
+    config = EquilibriaConfig() if config is None else config
+    if not isinstance(config, EquilibriaConfig):
+        raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
+    force = bool(validate.boolean("force", force))
+    if str(out_dir) == "":
+        raise ValueError("out_dir must name a folder; received ''")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    text = config.to_toml()
+    with FolderLock(out):
+        dataset, figure, partial = out / config.outputs.dataset, out / FIGURE_FILE, out / PARTIAL
+        if dataset.exists() and not force:
+            raise EquilibriaExists(f"out_dir {str(out)!r} already holds a finished result ({dataset.name}); choose "
+                                   f"another output folder, or pass --force to replace it and its figure")
+        if partial.exists() and not _partial_matches(partial, text):
+            if not force:
+                raise ValueError(f"out_dir {str(out)!r} holds the unfinished branches of another config "
+                                 f"({partial}); rerun that config to finish it, or pass --force to discard them")
+        if force:
+            for p in (dataset, figure):
+                p.unlink(missing_ok=True)
+            if partial.exists() and not _partial_matches(partial, text):
+                shutil.rmtree(partial)
+        check_config(config)                               # bad input before anything is written
+        remove_stale_temporaries(out, (config.outputs.dataset,))
+        partial.mkdir(exist_ok=True)
+        remove_stale_temporaries(partial)
+        (partial / "config.toml").write_text(text)
+        started = time.time()
+        ds = equilibria(config, partial, progress, log)
+        from .results import provenance, save
+
+        ds.attrs.update(provenance(started=started))
+        paths = [save(ds, dataset)]
+        shutil.rmtree(partial)
+        if config.outputs.figures:
+            from .plotting import bifurcation_figure             # matplotlib only when a figure is asked for
+
+            bifurcation_figure(ds).savefig(figure, dpi=config.outputs.dpi)
+            paths.append(figure)
+    return {"dataset": ds, "paths": paths, "summary": summary(ds), "failures": failures(ds)}

@@ -1,0 +1,200 @@
+r"""The map of the phase transition over (d, beta): ``meanfield equilibria --map MAP.toml --out DIR``.
+
+For one zonal exp head of strength 1 on ``S^{d-1}`` (MODEL.md section 7), every cell of a grid of dimensions
+``d`` and inverse temperatures ``beta`` (absolute, or as multiples of ``beta_*^(d)``, the Bessel root) is one
+call of :func:`meanfield.analysis.phase_transition.phase_transition` (the type, ``nu_#``, ``nu_fold``,
+``nu_global``, with its discretization check), run as an independent task on the resumable dask task runner
+(``run_tasks``: a LocalCluster or an existing scheduler; a rerun skips finished cells, a failed cell is
+recorded with its error and does not stop the others).  The cells are gathered into a NetCDF dataset and a
+figure (type, and ``nu_fold / nu_#`` over the grid).
+
+A map file (TOML)::
+
+    [map]
+    d = [2, 3, 4]
+    beta_ratio = [0.5, 2.0]        # multiples of beta_*^(d); or beta = [...] (absolute), not both
+    normalization = "mean"         # or "softmax"
+    lmax = 32                      # optional: the first degree of the ladder (default: phase_transition's)
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from ..analysis.phase_transition import beta_star_bessel, phase_transition
+from ..core import validate
+from ..core.kernels import NORMALIZATIONS
+from .config import ConfigError
+from .sweep import run_tasks
+
+__all__ = ["TransitionMapConfig", "load_map_config", "map_cell", "transition_map", "run_transition_map",
+           "MAP_FILE", "MAP_FIGURE", "QUANTITIES"]
+
+MAP_FILE, MAP_FIGURE = "transition_map.nc", "transition_map.png"
+QUANTITIES = ("nu_sharp", "nu_2", "nu_fold", "nu_global", "lmax", "discretization_change")
+
+
+@dataclass(frozen=True)
+class TransitionMapConfig:
+    """The grid: ``d`` (integers >= 2), and ``beta`` (absolute) or ``beta_ratio`` (multiples of beta_*^(d)),
+    ``normalization`` (row-local: mean or softmax) and the ladder's first ``lmax`` (None: the default ladder)."""
+
+    d: tuple = (2, 3)
+    beta: tuple | None = None
+    beta_ratio: tuple | None = (0.5, 2.0)
+    normalization: str = "mean"
+    lmax: int | None = None
+
+    def __post_init__(self):
+        def values(name, v, check):
+            if not isinstance(v, (list, tuple)) or not v:
+                raise ConfigError(f"map.{name} must be a non-empty list; received {v!r}")
+            out = tuple(check(f"map.{name}[{i}]", x) for i, x in enumerate(v))
+            if len(set(out)) != len(out):
+                raise ConfigError(f"map.{name} must not repeat a value; received {list(v)!r}")
+            return out
+
+        def err(f, *a, **k):
+            try:
+                return f(*a, **k)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+
+        object.__setattr__(self, "d", values("d", self.d, lambda p, x: err(validate.integer, p, x, 2, 4096)))
+        if (self.beta is None) == (self.beta_ratio is None):
+            raise ConfigError(f"map needs exactly one of beta (absolute) or beta_ratio (multiples of beta_*^(d)); "
+                              f"received beta = {self.beta!r}, beta_ratio = {self.beta_ratio!r}")
+        name = "beta" if self.beta is not None else "beta_ratio"
+        object.__setattr__(self, name, values(name, getattr(self, name),
+                                              lambda p, x: err(validate.real, p, x, positive=True)))
+        err(validate.choice, "map.normalization", self.normalization,
+            [k for k, v in NORMALIZATIONS.items() if v.row_local])
+        if self.lmax is not None:
+            object.__setattr__(self, "lmax", err(validate.integer, "map.lmax", self.lmax, 8, 512))
+
+    @property
+    def axis(self) -> str:
+        return "beta" if self.beta is not None else "beta_ratio"
+
+    def points(self) -> list[dict]:
+        """One JSON dict per cell: ``d``, ``beta`` (absolute), and ``beta_ratio`` when the grid is relative."""
+        out = []
+        for d in self.d:
+            for x in getattr(self, self.axis):
+                if self.axis == "beta":
+                    out.append({"d": d, "beta": x})
+                else:
+                    out.append({"d": d, "beta_ratio": x, "beta": x * beta_star_bessel(d)})
+        return out
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
+                (("d", self.d), (self.axis, getattr(self, self.axis)), ("normalization", self.normalization),
+                 ("lmax", self.lmax)) if v is not None}
+
+
+def load_map_config(path) -> TransitionMapConfig:
+    """Read ``[map]`` of a TOML file; unknown keys are refused by name."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read map file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"invalid TOML in {path}: {err}") from None
+    if set(data) != {"map"} or not isinstance(data["map"], dict):
+        raise ConfigError(f"{path}: a map file holds one table [map]; received the keys {sorted(data)}")
+    allowed = ["d", "beta", "beta_ratio", "normalization", "lmax"]
+    unknown = sorted(set(data["map"]) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{path}: unknown key map.{unknown[0]}; allowed keys in map: {allowed}")
+    kw = dict(data["map"])
+    if "beta" in kw and "beta_ratio" not in kw:
+        kw["beta_ratio"] = None
+    try:
+        return TransitionMapConfig(**kw)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
+def map_cell(point: dict, normalization="mean", lmax=None) -> dict:
+    """One cell: :func:`phase_transition` at ``point["d"]``, ``point["beta"]`` (what a map task runs)."""
+    r = phase_transition(point["d"], point["beta"], normalization, lmax)
+    out = {k: float(r[k]) for k in QUANTITIES}
+    out["discontinuous"] = int(r["transition"] == "discontinuous")
+    return out
+
+
+def transition_map(config: TransitionMapConfig, out_dir, *, scheduler=None, n_workers=2, progress=None,
+                   client=None) -> xr.Dataset:
+    """Run the cells not yet finished in ``out_dir`` (``out_dir/tasks/``, :func:`run_tasks`) and gather the map.
+
+    Dimensions ``d`` and ``beta`` (or ``beta_ratio``, with ``beta`` then a (d, beta_ratio) variable); variables
+    ``discontinuous`` (1 discontinuous, 0 continuous, -1 failed), ``nu_sharp``, ``nu_2``, ``nu_fold``,
+    ``nu_global``, ``lmax``, ``discretization_change`` (NaN where a cell failed) and ``error`` (the failure's
+    message, '' otherwise)."""
+    if not isinstance(config, TransitionMapConfig):
+        raise ValueError(f"config must be a TransitionMapConfig; received {type(config).__name__}")
+    points = config.points()
+    task = functools.partial(map_cell, normalization=config.normalization, lmax=config.lmax)
+    rows = run_tasks(task, points, Path(out_dir) / "tasks", store="npz", scheduler=scheduler, n_workers=n_workers,
+                     progress=progress, client=client, key_prefix="transition-map", desc="transition map (cells)",
+                     inputs=points)
+    shape = (len(config.d), len(getattr(config, config.axis)))
+    data = {k: np.full(shape, np.nan) for k in QUANTITIES}
+    kind, errors = np.full(shape, -1, np.int8), np.full(shape, "", object)
+    beta = np.array([p["beta"] for p in points]).reshape(shape)
+    for n, row in enumerate(rows):
+        i, j = divmod(n, shape[1])
+        if row["status"] == "done":
+            with np.load(Path(out_dir).resolve() / "tasks" / row["path"], allow_pickle=False) as res:
+                res = {k: res[k] for k in res.files}
+            for k in QUANTITIES:
+                data[k][i, j] = float(res[k])
+            kind[i, j] = int(res["discontinuous"])
+        else:
+            errors[i, j] = row["error"] or row["status"]
+    dims = ("d", config.axis)
+    variables = {k: (dims, v) for k, v in data.items()}
+    variables.update(discontinuous=(dims, kind), error=(dims, errors))
+    coords = {"d": list(config.d), config.axis: list(getattr(config, config.axis))}
+    if config.axis == "beta_ratio":
+        variables["beta"] = (dims, beta)
+        coords["beta_star"] = ("d", [beta_star_bessel(d) for d in config.d])
+    from .. import __version__
+    from .results import SCHEMA_VERSION
+
+    attrs = {"schema_version": SCHEMA_VERSION, "kind": "transition_map", "meanfield_version": __version__,
+             "config": json.dumps(config.to_dict(), sort_keys=True), "normalization": config.normalization,
+             "model": "one zonal exp head of strength 1 on S^(d-1) (meanfield.analysis.phase_transition)"}
+    return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+
+def run_transition_map(config_path, out_dir, *, scheduler=None, n_workers=2, progress=None, force=False) -> dict:
+    """What ``meanfield equilibria --map`` does: the map of ``config_path`` into ``out_dir``
+    (``transition_map.nc``, ``transition_map.png``; the cells' files in ``out_dir/tasks``, kept for reruns)."""
+    config = load_map_config(config_path)
+    out = Path(out_dir)
+    nc = out / MAP_FILE
+    if nc.exists() and not force:
+        raise ValueError(f"out_dir {str(out)!r} already holds a finished map ({MAP_FILE}); choose another output "
+                         f"folder, or pass --force to replace it (finished cells are kept and reused)")
+    ds = transition_map(config, out, scheduler=scheduler, n_workers=n_workers, progress=progress)
+    from .plotting import transition_map_figure
+    from .results import provenance, save
+
+    ds.attrs.update(provenance())
+    paths = [save(ds, nc)]
+    transition_map_figure(ds).savefig(out / MAP_FIGURE, dpi=110)
+    paths.append(out / MAP_FIGURE)
+    failed = [f"d = {int(d)}, {config.axis} = {x:g}: {ds['error'].values[i, j]}"
+              for i, d in enumerate(ds["d"].values) for j, x in enumerate(ds[config.axis].values)
+              if ds["discontinuous"].values[i, j] < 0]
+    return {"dataset": ds, "paths": paths, "failures": failed}
