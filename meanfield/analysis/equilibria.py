@@ -63,11 +63,6 @@ class StationaryState:
     def success(self) -> bool:
         return self.status == 0
 
-    @property
-    def order_parameter(self) -> float:
-        """``|int x rho| = |b_1| / sqrt(d)`` (``Q_1 = sqrt(d) t``)."""
-        return float(abs(self.b[1]))
-
 
 def _check_model(pde):
     if not isinstance(pde, AxisymmetricPDE):
