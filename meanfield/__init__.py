@@ -47,6 +47,7 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       axisymmetric      hooks for the circle/axisymmetric PDEs; exact 1-D W2 of the angle marginal
     workflow/   runs, files and the command line
       simulate          solve_particles / solve_continuum: integrator + observe hooks
+      ramp              noisy particles under a piecewise-constant nu ramp (hysteresis, escape times)
       paired            paired particle / PDE runs compared by W2 (the main job's engine)
       reduced           solve_reduced: the circle / axisymmetric PDEs with observers and monitor
       config            RunConfig: the main job's settings, TOML in and out, validated
