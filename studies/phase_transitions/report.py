@@ -76,6 +76,7 @@ def _fig_hysteresis(data, arrays, out):
         m, h = mean_ci95(arrays[key])
         if np.isfinite(m) and np.isfinite(h):
             ax.axvspan(m - h, m + h, color=col, alpha=0.15)
+    ax.set_xlim(lo - 0.04, hi + 0.04)
     ax.set(xlabel="token noise nu", ylabel="order parameter |mean x|",
            title=f"Hysteresis on S^2, beta = 2 beta_* = {s['beta']:.4f}, n = {s['n']} (shaded: 95 % t-intervals of the jumps)")
     ax.title.set_fontsize(8)
@@ -84,16 +85,38 @@ def _fig_hysteresis(data, arrays, out):
 
 
 def _fig_windows(data, out):
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
     for d in sorted({w["d"] for w in data["dichotomy"]["windows"]}):
         ws = [w for w in data["dichotomy"]["windows"] if w["d"] == d and w["ok"]]
-        x = [w["ratio"] for w in ws]
-        l, = ax.semilogy(x, [w["nu_fold"] - w["nu_sharp"] for w in ws], "o-", label=f"d = {d}: nu_fold - nu_#")
-        ax.semilogy(x, [w["nu_global"] - w["nu_sharp"] for w in ws], "s--", color=l.get_color(), mfc="none",
-                    label=f"d = {d}: nu_global - nu_#")
-    ax.set(xlabel="beta / beta_*^(d)", ylabel="window width", title="Window of the discontinuous transition")
+        x = np.array([w["ratio"] for w in ws]) - 1
+        wf = np.array([w["nu_fold"] / w["nu_sharp"] - 1 for w in ws])
+        wg = np.array([w["nu_global"] / w["nu_sharp"] - 1 for w in ws])
+        l, = ax[0].loglog(x, wf, "o-", label=f"d = {d}: nu_fold / nu_# - 1")
+        ax[0].loglog(x, wg, "s--", color=l.get_color(), mfc="none", label=f"d = {d}: nu_global / nu_# - 1")
+        ax[1].semilogx(x, wg / wf, "o-", color=l.get_color(), label=f"d = {d}")
+    ax[1].axhline(0.75, color="gray", ls=":", lw=1, label="3/4 (sextic Landau expansion)")
+    ax[0].set(xlabel="beta / beta_*^(d) - 1", ylabel="relative window width",
+              title="Window of the discontinuous transition")
+    ax[1].set(xlabel="beta / beta_*^(d) - 1", ylabel="(nu_global - nu_#) / (nu_fold - nu_#)",
+              title="Where the Maxwell point sits in the window")
     style_axes(ax, legend=6, which="both")
     save_figure(fig, out / "windows.png")
+
+
+def landau(data) -> dict:
+    """Near beta_*: the window widths against ``beta / beta_* - 1`` (slope of the two smallest ratios, log-log;
+    a sextic Landau expansion gives 2) and the Maxwell fraction at the smallest ratio (it gives 3/4)."""
+    out = {}
+    for d in sorted({w["d"] for w in data["dichotomy"]["windows"]}):
+        ws = sorted([w for w in data["dichotomy"]["windows"] if w["d"] == d and w["ok"]], key=lambda w: w["ratio"])
+        if len(ws) < 2:
+            continue
+        (a, b) = ws[:2]
+        slope = np.log((b["nu_fold"] - b["nu_sharp"]) / (a["nu_fold"] - a["nu_sharp"])) / np.log(
+            (b["ratio"] - 1) / (a["ratio"] - 1))
+        frac = (a["nu_global"] - a["nu_sharp"]) / (a["nu_fold"] - a["nu_sharp"])
+        out[d] = dict(ratios=(a["ratio"], b["ratio"]), slope=float(slope), maxwell_fraction=float(frac))
+    return out
 
 
 def _fig_escape(data, out):
@@ -161,6 +184,11 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
                           f"{(w['nu_global'] - w['nu_sharp']) / (w['nu_fold'] - w['nu_sharp']):.3f}", w["lmax"]])
         else:
             wrows.append([w["d"], w["ratio"], f"{w['beta']:.5g}", "not resolved", "", "", "", "", w["error"][:120]])
+    lan = landau(data)
+    lan_rows = [[d, f"{v['ratios'][0]:g}, {v['ratios'][1]:g}", f"{v['slope']:.3f}", f"{v['maxwell_fraction']:.4f}"]
+                for d, v in lan.items()]
+    lan_table = markdown_table(["d", "beta / beta_* used", "slope of log(nu_fold - nu_#) vs log(beta/beta_* - 1)",
+                                "(nu_global - nu_#) / (nu_fold - nu_#) at the smallest"], lan_rows)
     windows = markdown_table(["d", "beta/beta_*", "beta", "nu_#", "nu_global", "nu_fold", "nu_fold - nu_#",
                               "(nu_global - nu_#)/(nu_fold - nu_#)", "lmax"], wrows)
     jd, ju = c["jump_down"], c["jump_up"]
@@ -293,8 +321,12 @@ multipliers) is a consistency check, not a test. Window widths against `beta / b
 
 {windows}
 
-The windows open from zero at `beta_*` (both widths vanish as `beta -> beta_*+`) and shrink with d at
-fixed `beta / beta_*`; `nu_global` sits at a nearly constant fraction of the window. `beta_*^(64)` =
+Near `beta_*` (a tricritical point: the quartic coefficient of the reduced free energy changes sign there)
+a sextic Landau expansion `G ~ a (nu_# - nu) b^2 - c b^4 + e b^6` with `c ~ beta - beta_*` gives window widths
+`~ c^2 ~ (beta - beta_*)^2` and the Maxwell point at `c^2 / (4 e)` against the fold's `c^2 / (3 e)`: 3/4 of
+the way to the fold. Measured (this is an observation, not a claim of the papers):
+
+{lan_table} `beta_*^(64)` =
 {a['rows'][-1]['beta_star_bessel']:.6f}, on its way to 1 (d -> inf).
 
 ### (b) Hysteresis and escape from the particles
