@@ -53,6 +53,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       axisymmetric      hooks for the circle/axisymmetric PDEs; exact 1-D W2 of the angle marginal
     workflow/   runs, files and the command line
       simulate          solve_particles / solve_continuum: integrator + observe hooks
+      ramp              noisy particles under a piecewise-constant nu ramp (hysteresis, escape times)
       paired            paired particle / PDE runs compared by W2 (the main job's engine)
       reduced           solve_reduced: the circle / axisymmetric PDEs with observers and monitor
       inputs            research inputs of configs: coefficient files, zonal profiles, token files
