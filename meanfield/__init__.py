@@ -67,8 +67,10 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       tasks             a generic resumable task farm on dask.distributed (index, one file per task)
       sweep             parameter sweeps of the main job (run_tasks over configs)
       phase_diagram     beta x t phase diagrams of ensembles (dataset, figure, CLI)
+      equilibria_config the settings of meanfield equilibria (TOML in and out, validated)
+      equilibria_branches  the branches of stationary states a config asks for (continuation, stability)
+      equilibria_sphere the full-S^2 check of those branches (Newton-Krylov re-solve, S^2 spectra)
       equilibria_job    meanfield equilibria: branches of stationary states -> NetCDF + bifurcation figure
-                        (equilibria_config: its settings; equilibria_branches, equilibria_sphere: the work)
       transition_map    the transition type, nu_#, nu_fold, nu_global over (d, beta) as dask tasks
       cli               the ``meanfield`` command
 

@@ -50,7 +50,7 @@ def test_job_writes_dataset_and_figure(small):
     np.testing.assert_array_equal(ds.coefficients.values, res["dataset"].coefficients.values)
     # every point of the switched branch is a stationary state (residual at the corrector's 1e-12 tolerance,
     # relative to max |b|, which stays below 10 here) and its order parameter is |b_1| / sqrt(3)
-    pde = job.build_model(EquilibriaConfig.from_dict(SMALL))
+    pde = branches.build_model(EquilibriaConfig.from_dict(SMALL))
     b, nu = ds.coefficients.values[1, :n], ds.nu.values[1, :n]
     res_max = max(np.abs(eq.self_consistency_residual(pde, bk, nk)).max() for bk, nk in zip(b, nu))
     assert res_max <= 1e-10
@@ -72,7 +72,7 @@ def test_job_writes_dataset_and_figure(small):
 def test_fold_and_maxwell_point_equal_classify_transition(small):
     _, res = small
     ds = res["dataset"]
-    ref = pt.classify_transition(job.build_model(EquilibriaConfig.from_dict(SMALL)))
+    ref = pt.classify_transition(branches.build_model(EquilibriaConfig.from_dict(SMALL)))
     kinds = list(ds.special_kind.values)
     fold = float(ds.special_parameter.values[kinds.index("fold")])
     maxwell = float(ds.special_parameter.values[kinds.index("maxwell")])
@@ -88,7 +88,7 @@ def test_fold_and_maxwell_point_equal_classify_transition(small):
 def test_branch_points_are_the_zeros_of_sigma_l(small):
     _, res = small
     ds = res["dataset"]
-    pde = job.build_model(EquilibriaConfig.from_dict(SMALL))
+    pde = branches.build_model(EquilibriaConfig.from_dict(SMALL))
     bp = ds.special_kind.values == "branch_point"
     # nu_1 and nu_2 lie in [0.5, 1.6]; Brent on the signed smallest singular value: 1e-8 relative
     found = sorted(zip(ds.special_degree.values[bp], ds.special_parameter.values[bp]))

@@ -39,12 +39,12 @@ import xarray as xr
 from ..analysis import equilibria as eq
 from ..analysis.phase_transition import classify_transition
 from ..core import validate
-from .checkpoint import FolderLock, remove_stale_temporaries
+from .jobs import FolderLock, remove_stale_temporaries
 from .equilibria_branches import (Problem, build_model, check_config, compute_branches, degree_of,
                                   has_free_energy)
 from .equilibria_config import EquilibriaConfig
 
-__all__ = ["build_model", "compute_branches", "to_dataset", "equilibria", "equilibria_job", "load_equilibria",
+__all__ = ["to_dataset", "equilibria", "equilibria_job", "load_equilibria",
            "summary", "failures", "equilibria_config_of", "EquilibriaExists", "EQUILIBRIA_SCHEMA_VERSION",
            "FIGURE_FILE", "PARTIAL"]
 
@@ -102,7 +102,7 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
     (``nu_sharp``, ``nu_2``, ``transition``, ``nu_fold``, ``b1_fold``, ``nu_global``, ``b1_global``; parameter
     nu) or ``classification_message``.
     """
-    from .. import __version__
+    from .._version import __version__
     from .results import SCHEMA_VERSION
 
     c, lmax, d = config.continuation, config.geometry.lmax, config.geometry.dim

@@ -32,7 +32,7 @@ from ..analysis.phase_transition import beta_star_bessel, phase_transition
 from ..core import validate
 from ..core.kernels import NORMALIZATIONS
 from .config import ConfigError
-from .sweep import run_tasks
+from .tasks import run_tasks
 
 __all__ = ["TransitionMapConfig", "load_map_config", "map_cell", "transition_map", "run_transition_map",
            "MAP_FILE", "MAP_FIGURE", "QUANTITIES"]
@@ -168,7 +168,7 @@ def transition_map(config: TransitionMapConfig, out_dir, *, scheduler=None, n_wo
     if config.axis == "beta_ratio":
         variables["beta"] = (dims, beta)
         coords["beta_star"] = ("d", [beta_star_bessel(d) for d in config.d])
-    from .. import __version__
+    from .._version import __version__
     from .results import SCHEMA_VERSION
 
     attrs = {"schema_version": SCHEMA_VERSION, "kind": "transition_map", "meanfield_version": __version__,

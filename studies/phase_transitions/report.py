@@ -142,10 +142,12 @@ def _fig_escape(data, out):
 def _fig_beyond(data, out):
     b = data["beyond"]
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-    rows = [r for r in b["softmax"]["rows"] if r["ok"]]
-    ax[0].plot([r["beta"] for r in rows], [r["nu_2"] for r in rows], "o-", label="softmax, d = 3: nu_2")
+    for key, marker in (("softmax", "o-"), ("sinkhorn", "s--")):
+        rows = [r for r in b[key]["rows"] if r["ok"]]
+        ax[0].plot([r["beta"] for r in rows], [r["nu_2"] for r in rows], marker, label=f"{key}, d = 3: nu_2")
+    ax[0].legend(fontsize=8)
     ax[0].axhline(0, color="gray", lw=0.8)
-    ax[0].set(xlabel="beta", ylabel="branch curvature nu_2 (> 0: discontinuous)", title="Softmax: the sign of nu_2")
+    ax[0].set(xlabel="beta", ylabel="branch curvature nu_2 (> 0: discontinuous)", title="Softmax and Sinkhorn: the sign of nu_2")
     th = [r for r in b["two_heads"]["rows"] if r["ok"]]
     x = [r["beta"] for r in th]
     ax[1].plot(x, [r["nu_fold"] - r["nu_sharp"] for r in th], "o-", label="nu_fold - nu_#")
@@ -209,6 +211,12 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
                f"{r['nu_fold']:.7g}", r["lmax"]] if r["ok"] else [r["beta"], "not resolved", "", "", "", r["error"][:100]]
               for r in sm["rows"]]
     softmax = markdown_table(["beta", "nu_#", "nu_2", "type", "nu_fold", "lmax"], smrows)
+    sk = b["sinkhorn"]
+    skrows = [[r["beta"], f"{r['nu_sharp']:.7g}", f"{r['sigma_1_at_nu_sharp'] / r['sigma_1_scale']:.1e}",
+               f"{r['nu_2']:.4g}", r["transition"], f"{r['nu_fold']:.7g}", f"{r['nu_global']:.7g}", r["lmax"]]
+              if r["ok"] else [r["beta"], "not resolved", "", "", "", "", "", r["error"][:100]] for r in sk["rows"]]
+    sinkhorn = markdown_table(["beta", "nu_#", "sigma_1(nu_#) / sigma_1(0)", "nu_2", "type", "nu_fold", "nu_global",
+                               "lmax"], skrows)
     th = b["two_heads"]
     throws = [[r["beta"], f"{r['nu_sharp']:.7g}", f"{r['nu_2']:.4g}", r["transition"], f"{r['nu_global']:.7g}",
                f"{r['nu_fold']:.7g}"] if r["ok"] else [r["beta"], "failed", "", "", "", r["error"][:100]]
@@ -276,6 +284,12 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
          OUTSIDE,
          f"nu_2 < 0 (continuous) at every beta scanned ({', '.join(str(r['beta']) for r in sm['rows'] if r['ok'])}): "
          f"{sm['all_continuous']}; largest nu_2 {sm['max_nu_2']:.3g}"),
+        ("Sinkhorn normalization: type of the transition (no paper)",
+         "one zonal exp head, Sinkhorn, d = 3: free energy G = E_S - nu int rho log rho",
+         OUTSIDE,
+         f"nu_# is the zero of the closed-form Sinkhorn sigma_1 (1e-12): {sk['nu_sharp_is_the_zero_of_sigma_1']}; "
+         f"nu_2 < 0 (continuous) at every beta scanned ({', '.join(str(r['beta']) for r in sk['rows'] if r['ok'])}): "
+         f"{sk['all_continuous']}; largest nu_2 {sk['max_nu_2']:.3g}"),
         ("two heads of opposite signs (no paper)", f"lambda = {th['lambdas']}, mean, d = 3",
          OUTSIDE,
          f"test: the type flips from continuous (0.9 beta_*) to discontinuous (1.1 beta_*): {th['type_flips']}; "
@@ -294,7 +308,8 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
         ["hysteresis (particles)", f"loop test {c['uniform_kept_in_window'] and c['cluster_kept_in_window']}; jumps "
                                    f"{_f(jd[0], 4)} +- {_f(jd[1], 2)} (down), {_f(ju[0], 4)} +- {_f(ju[1], 2)} (up)",
          verdicts[3][2]],
-        ["Sinkhorn normalization", b["sinkhorn"], "not run (the stationary solvers refuse it)"],
+        ["Sinkhorn normalization", f"continuous at every beta scanned: {sk['all_continuous']} (largest nu_2 "
+                                   f"{sk['max_nu_2']:.3g})", OUTSIDE],
     ]
     w = s["wall_seconds"]
     intro = f"""
@@ -385,13 +400,16 @@ check (rotations map states to states), not a test.
 
 {deg2}
 
-**Sinkhorn**: {b['sinkhorn']}. The Sinkhorn rows of the issue are therefore not computed; the particle side
-supports Sinkhorn heads, the stationary solvers do not yet.
+**Sinkhorn** (d = 3; the velocity is `-(1/beta) grad log a`, a gradient, and `G = E_S - nu int rho log rho`
+ascends; `nu_#` against the zero of the closed-form Sinkhorn growth rate `sigma_1 = (d - 1) [(1/beta) c_1 /
+(c_0 + c_1) - nu]`, two independent derivations):
+
+{sinkhorn}
 """
     figures = [("hysteresis.png", "Order parameter against nu: particles ramped down and up, the PDE branch"),
                ("windows.png", "nu_fold - nu_# and nu_global - nu_# against beta / beta_* for d = 2 ... 64"),
                ("escape.png", "Escape times from uniform tokens near nu_# (triangles: censored runs)"),
-               ("beyond.png", "Softmax branch curvature and the two-head window")]
+               ("beyond.png", "Softmax and Sinkhorn branch curvatures and the two-head window")]
     return write_report(out / "report.md", "Phase transitions of the noisy model", intro, claims, figures, notes,
                         verdicts)
 

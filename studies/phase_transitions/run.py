@@ -14,10 +14,11 @@ MODEL.md section 7 (issue 23 items 5 and 7).
     against the PDE branch ``b_1 / sqrt(3)``; jump locations per seed with Student-t intervals; escape times
     from uniform tokens at fixed ``nu`` near ``nu_#`` (censored at ``t_max``).
 (c) Beyond the papers: softmax normalization (``nu_#``, type, ``nu_fold`` against beta; no free energy, so no
-    ``nu_global``), two heads of opposite signs (``lambda = [1, -0.3]``), degree-2 axisymmetric branches with
-    their axisymmetric spectrum (:func:`~meanfield.analysis.equilibria.linear_spectrum`) and their full S^2
-    spectrum (:func:`meanfield.analysis.sphere_states.sphere_spectrum`); Sinkhorn heads are refused by the
-    stationary solvers (the message is recorded).
+    ``nu_global``) and Sinkhorn normalization (the same, with ``nu_global`` from ``G = E_S - nu int rho log rho``;
+    ``nu_#`` checked against the zero of the closed-form Sinkhorn ``sigma_1``), two heads of opposite signs
+    (``lambda = [1, -0.3]``), degree-2 axisymmetric branches with their axisymmetric spectrum
+    (:func:`~meanfield.analysis.equilibria.linear_spectrum`) and their full S^2 spectrum
+    (:func:`meanfield.analysis.sphere_states.sphere_spectrum`).
 
 Cost (2 shared cores): quick ~30 s; full ~15 min (the particle parts; measured in data.json ``wall_seconds``).
 Run from the repo root::
@@ -38,6 +39,7 @@ import meanfield as mf
 from meanfield.analysis import equilibria as eq
 from meanfield.analysis import phase_transition as pt
 from meanfield.analysis import sphere_states as ss
+from meanfield.analysis.stability import growth_rate
 from meanfield.models.axisymmetric import AxisymmetricPDE
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow import ramp
@@ -89,7 +91,6 @@ FULL = Settings(ds=(2, 3, 4, 8, 64), window_ratios=(1.05, 1.1, 1.25, 1.5, 2.0, 2
 
 D_PARTICLES = 3
 DT_CHECK_NU = 1.15
-SINKHORN_NOTE = "not run"
 
 
 # ------------------------------------------------------------------ (a) the dichotomy
@@ -218,18 +219,25 @@ def escape(s: Settings, beta, nu_sharp, r_up) -> dict:
 
 
 # ------------------------------------------------------------------ (c) beyond the papers
-def softmax_scan(s: Settings, d=3) -> dict:
+def normalization_scan(s: Settings, normalization: str, d=3) -> dict:
+    """The classification of one zonal exp head under ``normalization`` (softmax: no free energy, so no
+    nu_global; Sinkhorn: ``G = E_S - nu int rho log rho``) at the betas of ``s.softmax_betas``."""
     rows = []
     for beta in s.softmax_betas:
         try:
-            c = pt.phase_transition(d, beta, "softmax")
+            c = pt.phase_transition(d, beta, normalization)
             rows.append(dict(beta=beta, ok=True, nu_sharp=c["nu_sharp"], nu_2=c["nu_2"], transition=c["transition"],
-                             nu_fold=c["nu_fold"], lmax=c["lmax"]))
+                             nu_fold=c["nu_fold"], nu_global=c["nu_global"], lmax=c["lmax"],
+                             sigma_1_at_nu_sharp=float(growth_rate(1, [1.0], beta, normalization, c["nu_sharp"], d=d)),
+                             sigma_1_scale=float(growth_rate(1, [1.0], beta, normalization, 0.0, d=d))))
         except ValueError as exc:
             rows.append(dict(beta=beta, ok=False, error=str(exc)))
     ok = [r for r in rows if r["ok"]]
-    return {"d": d, "rows": rows, "all_continuous": bool(ok) and all(r["transition"] == "continuous" for r in ok),
-            "max_nu_2": max((r["nu_2"] for r in ok), default=float("nan"))}
+    return {"d": d, "normalization": normalization, "rows": rows,
+            "all_continuous": bool(ok) and all(r["transition"] == "continuous" for r in ok),
+            "max_nu_2": max((r["nu_2"] for r in ok), default=float("nan")),
+            "nu_sharp_is_the_zero_of_sigma_1": bool(ok) and all(
+                abs(r["sigma_1_at_nu_sharp"]) <= 1e-12 * abs(r["sigma_1_scale"]) for r in ok)}
 
 
 def two_heads(s: Settings, lambdas=(1.0, -0.3), d=3, lmax=64) -> dict:
@@ -296,14 +304,6 @@ def degree_two(s: Settings, beta, d=3, lmax=64) -> dict:
     return out
 
 
-def sinkhorn_probe(d=3, beta=3.0) -> str:
-    try:
-        pt.classify_transition(pt.phase_transition_model(d, beta, "sinkhorn"))
-    except ValueError as exc:
-        return f"refused: {exc}"
-    return "accepted (unexpected)"
-
-
 # ------------------------------------------------------------------ the study
 def run(out_dir: Path, quick: bool = False) -> dict:
     s = QUICK if quick else FULL
@@ -329,8 +329,8 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     wall["escape"] = es["seconds"]
 
     t0 = time.perf_counter()
-    c = {"softmax": softmax_scan(s), "two_heads": two_heads(s), "degree_two": degree_two(s, beta),
-         "sinkhorn": sinkhorn_probe()}
+    c = {"softmax": normalization_scan(s, "softmax"), "sinkhorn": normalization_scan(s, "sinkhorn"),
+         "two_heads": two_heads(s), "degree_two": degree_two(s, beta)}
     wall["beyond"] = time.perf_counter() - t0
 
     jd, ju = mean_ci95(hy["jump_down"]), mean_ci95(hy["jump_up"])
