@@ -17,7 +17,8 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       steppers          Stepper interface: explicit RK, and split (IMEX, ARS IMEX RK, exponential, Lawson) steppers y' = L y + N
       controllers       step-size control: fixed grid, embedded error control
       integrate         the one driver: integrate(rhs, y0, ...) -> Trajectory (t_eval, hooks, checkpoints)
-      sde               token noise: stochastic schemes on S^{d-1} and their driver integrate_sde
+      sde               token noise: stochastic steppers on S^{d-1} (Noise) of the one driver
+      methods           METHODS: every scheme by name with its capability flags
       initial           seeded token configurations (uniform, vMF, equiangular, orthonormal)
       densities         initial densities on S^2 and sampling particles from them
       axisymmetric      axisymmetric densities on S^{d-1}: the law of <x, e>, sampling particles from it
@@ -88,6 +89,9 @@ __all__ = ["Head", "scalar_heads", "orthogonal_block_heads", "random_symmetric_h
            "initial", "theory", "transport", "__version__"]
 __all__ += ["CirclePDE", "AxisymmetricPDE", "solve_reduced"]
 __all__ += ["zonal_density", "density_from_coefficients"]
+from .core.methods import METHODS                    # noqa: E402  (the one method table)
+from .core.sde import Noise                          # noqa: E402
+__all__ += ["METHODS", "Noise"]
 
 MODULES = {
     "validate": "core.validate", "heads": "core.heads", "kernels": "core.kernels", "funk_hecke": "core.funk_hecke",

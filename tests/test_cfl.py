@@ -6,7 +6,8 @@ import pytest
 
 from meanfield.core.densities import uniform_density, vmf_density
 from meanfield.core.heads import scalar_heads
-from meanfield.core.steppers import SCHEMES, SPLIT_SCHEMES
+from meanfield.core.methods import METHODS
+from meanfield.core.steppers import SCHEMES
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow.simulate import solve_continuum
 
@@ -51,13 +52,13 @@ def test_rk4_default_and_the_changed_constant(pdes, rho):
 def test_cfl_dt_refuses_schemes_unstable_for_transport(pdes, rho):
     plain, noisy = pdes
     for name in ("euler", "heun", "midpoint", "imex_euler", "etdrk2"):
-        allowed = r"\['ars232', 'ars443', 'bs32', 'dopri5', 'etdrk4', 'rk3', 'rk4'\]"
+        allowed = r"\['ars232', 'ars443', 'bs32', 'dopri5', 'etdrk4', 'lawson_dopri5', 'lawson_rk4', 'rk3', 'rk4'\]"
         with pytest.raises(ValueError, match=rf"scheme must be .*imaginary axis.*{allowed}.*received '{name}'"):
             plain.cfl_dt(rho, 0.5, name)
     # without transport (uniform density: degree 0 only, X = 0) Euler is fine: diffusion alone, real reach 2
     d = noisy.nu * noisy.lmax * (noisy.lmax + 1)
     assert noisy.cfl_dt(uniform_density(noisy.grid), 0.5, "euler") == pytest.approx(0.5 * 2.0 / d, rel=1e-9)
-    assert SPLIT_SCHEMES["etdrk2"].real_reach == 2.0
+    assert METHODS["etdrk2"].real_reach == 2.0
     for bad in (0.0, -1.0, float("nan"), True, "0.5"):
         with pytest.raises(ValueError, match="cfl must be a positive finite number"):
             plain.cfl_dt(rho, bad)

@@ -14,7 +14,8 @@ import pytest
 from meanfield.core.densities import vmf_density
 from meanfield.core.heads import scalar_heads
 from meanfield.core.integrate import integrate
-from meanfield.core.steppers import IMEXRK, SPLIT_SCHEMES, LawsonRK, as_stepper
+from meanfield.core.methods import METHODS, as_stepper
+from meanfield.core.steppers import IMEXRK, LawsonRK
 from meanfield.core.tableaux import IMEX_TABLEAUX, SCHEMES
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow.simulate import solve_continuum
@@ -80,7 +81,7 @@ def test_ars_implicit_part_is_l_stable_and_the_joint_reach(name):
 def test_ars_registry_and_no_error_control():
     for name, tab in IMEX_TABLEAUX.items():
         st = as_stepper(name)
-        assert isinstance(st, IMEXRK) and st is SPLIT_SCHEMES[name] and st.split and not st.adaptive
+        assert isinstance(st, IMEXRK) and st is METHODS[name] and st.split and not st.adaptive
         assert (st.name, st.order, st.err_order, st.explicit_tableau) == (name, tab.order, None, tab.explicit)
     assert as_stepper("ars443").fsal and not as_stepper("ars232").fsal     # stiffly accurate pair / not
     with pytest.raises(ValueError, match=r"adaptive must be None, False, or True for the adaptive schemes.*'ars443'"):
@@ -94,7 +95,7 @@ def test_ars_coefficient_cache_never_mixes_problems(name):
     """The registry's stepper keeps the last ``1 / (1 - dt a_ii L)``; another L or dt must not reuse it."""
     L0 = np.array([-1.0, -8.0, -30.0])
     rhs = lambda t, y: np.array([np.sin(t) * y[1], -y[0] * y[2], np.cos(y[0])])  # noqa: E731
-    kw = dict(method=SPLIT_SCHEMES[name], t_eval=[0.0, 0.37, 1.0])             # 0.37: a shortened step
+    kw = dict(method=METHODS[name], t_eval=[0.0, 0.37, 1.0])             # 0.37: a shortened step
     for L, dt in ((L0, 0.01), (2 * L0, 0.01), (2 * L0, 0.02), (L0, 0.02)):
         a = integrate(rhs, [1.0, 0.5, -0.2], (0.0, 1.0), dt=dt, linear=L.copy(), **kw)
         b = integrate(rhs, [1.0, 0.5, -0.2], (0.0, 1.0), dt=dt, linear=L,

@@ -7,8 +7,12 @@ import pytest
 
 from meanfield.core.integrate import integrate
 from meanfield.core.tableaux import IMEX_TABLEAUX
-from meanfield.core.steppers import (ETDRK2, SCHEMES, SPLIT_SCHEMES, ExplicitRK, IMEXEuler, Stepper, as_stepper,
+from meanfield.core.methods import METHODS, as_stepper, method_names
+from meanfield.core.steppers import (ETDRK2, SCHEMES, ExplicitRK, IMEXEuler, Stepper,
                                      phi_functions)
+
+# the split schemes other than the Lawson forms (those are tested in test_pde_split.py and test_imex.py)
+_SPLIT = [k for k in method_names(split=True) if not k.startswith("lawson_")]
 
 
 # ----------------------------------------------------------------------------- order conditions
@@ -113,12 +117,13 @@ def test_steppers_report_their_tableau_or_explicit_part():
         assert (st.name, st.order, st.adaptive, st.err_order, st.fsal) == (name, tab.order, tab.adaptive,
                                                                         tab.err_order, tab.fsal)
         assert st.imag_reach == tab.imag_reach and st.real_reach == tab.real_reach   # the same float
-    assert SPLIT_SCHEMES["imex_euler"].explicit_tableau is SCHEMES["euler"]
-    assert SPLIT_SCHEMES["etdrk2"].explicit_tableau is SCHEMES["heun"]
-    assert SPLIT_SCHEMES["etdrk4"].explicit_tableau is SCHEMES["rk4"]
-    assert all(isinstance(s, Stepper) and s.split and not s.adaptive for s in SPLIT_SCHEMES.values())
+    assert METHODS["imex_euler"].explicit_tableau is SCHEMES["euler"]
+    assert METHODS["etdrk2"].explicit_tableau is SCHEMES["heun"]
+    assert METHODS["etdrk4"].explicit_tableau is SCHEMES["rk4"]
+    assert all(isinstance(METHODS[k], Stepper) for k in _SPLIT)
+    assert method_names(split=True, adaptive=True) == ["lawson_dopri5"]          # the one adaptive split scheme
     assert as_stepper(SCHEMES["rk4"]).tableau is SCHEMES["rk4"] and as_stepper(ETDRK2()).name == "etdrk2"
-    with pytest.raises(ValueError, match=r"method must be one of \['bs32'.*'imex_euler'\].*received 'rk9'"):
+    with pytest.raises(ValueError, match=r"method must be one of \['bs32'.*'imex_euler', 'euler_maruyama', 'geodesic_strang'\].*received 'rk9'"):
         as_stepper("rk9")
     with pytest.raises(ValueError, match="linear must be None for the explicit scheme 'rk4'"):
         as_stepper("rk4").step(lambda t, y: y, 0.0, np.ones(2), 0.1, linear=np.ones(2))
@@ -165,9 +170,9 @@ def nonlinear(t, y):
     return dexact(t) - LIN * Y + g(y) - g(Y)
 
 
-@pytest.mark.parametrize("name", sorted(SPLIT_SCHEMES))
+@pytest.mark.parametrize("name", _SPLIT)
 def test_split_stepper_measured_order(name):
-    stepper = SPLIT_SCHEMES[name]
+    stepper = METHODS[name]
     dts = 2.0 ** -np.arange(6, 11)      # |dt L| <= 0.5: past ETD's pre-asymptotic range at stiff L
     errs = [np.max(np.abs(integrate(nonlinear, exact(0.0), (0.0, 2.0), method=name, dt=h, linear=LIN).y_final
                           - exact(2.0))) for h in dts]
@@ -189,7 +194,7 @@ def test_split_steppers_on_a_stiff_linear_part():
         r = integrate(N, y0, (0.0, 2.0), method="rk4", dt=0.05, linear=L)
     assert r.status == -1 and "non-finite" in r.message
     # exact: y2(t) = 1e-4 + (1 - 1e-4) e^{-1e4 t} = 1e-4 at t = 2 (the transient e^{-2e4} underflows)
-    for name in SPLIT_SCHEMES:
+    for name in _SPLIT:
         r = integrate(N, y0, (0.0, 2.0), method=name, dt=0.05, linear=L)
         assert r.success
         # ETD integrates the constant forcing exactly (weights summing to h phi_1(hL)); IMEX Euler's fixed point is
@@ -197,7 +202,7 @@ def test_split_steppers_on_a_stiff_linear_part():
         assert abs(r.y_final[1] - 1e-4) < 1e-16
 
 
-@pytest.mark.parametrize("name", sorted(SPLIT_SCHEMES))
+@pytest.mark.parametrize("name", _SPLIT)
 def test_split_steppers_exact_on_the_linear_part_and_explicit_at_zero(name):
     L = np.array([-3.0, 0.5, -0.01])
     r = integrate(lambda t, y: np.zeros_like(y), np.ones(3), (0.0, 2.0), method=name, dt=0.3, linear=L)
@@ -209,7 +214,7 @@ def test_split_steppers_exact_on_the_linear_part_and_explicit_at_zero(name):
         np.testing.assert_allclose(r.y_final, want.real, rtol=1e-13)   # 7 steps of a few stage divisions: ulps
     # L = 0: the step is its explicit tableau's, up to the order of floating-point operations
     rhs = lambda t, y: np.array([y[1], -np.sin(y[0])])  # noqa: E731
-    stepper = SPLIT_SCHEMES[name]
+    stepper = METHODS[name]
     a = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method=name, dt=0.1, linear=np.zeros(2))
     b = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method=stepper.explicit_tableau, dt=0.1)
     np.testing.assert_allclose(a.y, b.y, rtol=0, atol=1e-14)        # 30 steps of O(1) values: round-off
@@ -276,7 +281,7 @@ def test_custom_stepper_through_the_driver():
 @pytest.mark.parametrize("name", ["etdrk2", "etdrk4"])
 def test_exponential_coefficients_cache_never_mixes_problems(name):
     """The registry's steppers keep the last phi coefficients; another L or dt must not reuse them."""
-    shared = SPLIT_SCHEMES[name]
+    shared = METHODS[name]
     kw = dict(method=shared, t_eval=[0.0, 0.37, 1.0])          # 0.37 is off the grid: a shortened step
     for L, dt in ((LIN, 0.01), (2 * LIN, 0.01), (2 * LIN, 0.02), (LIN, 0.02)):
         a = integrate(nonlinear, exact(0.0), (0.0, 1.0), dt=dt, linear=L.copy(), **kw)

@@ -11,7 +11,8 @@ from small parts, each owning its share of the state a checkpoint saves:
   choose the next step (grid index / step size),
 * :class:`_Recorder` keeps the recorded times, states and observables (``t_eval``, ``observe``),
 * :class:`_Checkpoints` calls ``checkpoint(state)`` on schedule and on Ctrl-C,
-* :class:`_Progress` draws the tqdm bar.
+* :class:`_Progress` draws the tqdm bar,
+* :class:`_Stream` owns the random generator of a stochastic scheme (:class:`~meanfield.core.sde.Noise`).
 
 Numpy, tqdm and its siblings (:mod:`~meanfield.core.steppers`, :mod:`~meanfield.core.tableaux`,
 :mod:`~meanfield.core.controllers`); nothing else of ``meanfield``.
@@ -27,9 +28,11 @@ from tqdm import tqdm
 
 from . import validate
 from .controllers import ErrorControl, FixedGrid, initial_step
-from .steppers import SCHEMES, SPLIT_SCHEMES, ExplicitRK, Stepper, Tableau, as_stepper, rk_step
+from .methods import METHODS, as_stepper, method_names
+from .sde import Noise, check_noise_step, generator_from_state
+from .steppers import SCHEMES, ExplicitRK, Stepper, Tableau, rk_step
 
-__all__ = ["Tableau", "SCHEMES", "SPLIT_SCHEMES", "Stepper", "Trajectory", "rk_step", "integrate", "estimate_nfev"]
+__all__ = ["Tableau", "SCHEMES", "Stepper", "Trajectory", "rk_step", "integrate", "estimate_nfev", "Noise"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,6 +192,21 @@ class _Progress:
         self.bar.close()
 
 
+class _Stream:
+    """The Brownian stream of a stochastic run: the generator, advanced only when a step is committed
+    (a rejected or interrupted step leaves it where it was), its state saved in the checkpoint."""
+
+    def __init__(self, rng):
+        self.rng, self.pending = rng, None
+
+    def draw(self, stepper, shape, dt):
+        self.pending = generator_from_state(self.rng.bit_generator.state)
+        return stepper.increments(self.pending, shape, dt)
+
+    def commit(self):
+        self.rng = self.pending
+
+
 class _Counted:
     """``rhs`` (plus ``linear * y`` for an explicit scheme given a linear part), counting evaluations."""
 
@@ -215,7 +233,7 @@ class _Position:
 def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6, atol=1e-9,
               dt_max=np.inf, retraction=None, observe=None, event=None, save_states=True,
               progress=None, max_steps=10_000_000, adaptive=None, checkpoint=None, checkpoint_every=None,
-              resume=None, linear=None, progress_label=None) -> Trajectory:
+              resume=None, linear=None, progress_label=None, noise=None) -> Trajectory:
     """Integrate ``y' = rhs(t, y)`` (or ``y' = L y + rhs(t, y)``) over ``t_span`` with a one-step scheme.
 
     Parameters
@@ -225,8 +243,8 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     t_span : (float, float)
         ``(t0, t1)`` with ``t1 > t0``.
     method : str, Tableau or Stepper
-        A key of :data:`SCHEMES` (explicit Runge-Kutta) or :data:`SPLIT_SCHEMES` (split steppers
-        for ``linear``), a :class:`Tableau` or a :class:`Stepper`.
+        A name of :data:`meanfield.core.methods.METHODS` (explicit Runge-Kutta, split schemes for
+        ``linear``, stochastic schemes for ``noise``), a :class:`Tableau` or a :class:`Stepper`.
     dt : float, optional
         Step size (required for fixed-step integration); initial step for adaptive schemes.
         Fixed steps lie on the grid ``t0 + k dt``; steps are shortened to land on ``t_eval``.
@@ -269,6 +287,11 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         Diagonal linear part ``L`` (elementwise product ``L * y``), e.g. ``-nu l (l + 1)`` for
         diffusion in spherical harmonics.  A split scheme treats it implicitly or exactly; an
         explicit scheme integrates ``L * y + rhs(t, y)``.  None: ``L = 0``.
+    noise : Noise, optional
+        The noise of a stochastic method (required for one, refused for the others): ``nu``, the
+        seed of the Brownian increments (the driver owns the generator; its state is in the
+        checkpoint, so a resumed run continues the same stream) and the geometry.  ``rhs`` is then the
+        drift; the scheme retracts onto the sphere itself, ``retraction`` is refused.
 
     Returns
     -------
@@ -282,13 +305,16 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     y, t0, t1, t_eval, L = _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol, dt_max,
                                             max_steps, retraction, observe, event, checkpoint, checkpoint_every,
                                             linear)
+    stream = _check_noise(stepper, noise, y, dt, retraction, resume)
     f = _Counted(rhs, None if stepper.split else L)
     settings = {"rtol": float(rtol), "atol": float(atol)} if adaptive else {"dt": float(dt)}
+    if stream is not None:
+        settings.update(noise.settings)
     rec = _Recorder(t_eval, t1, observe, save_states)
     status, message = 0, f"reached t = {t1}"
     if resume is None:
-        k0 = np.array(f(t0, y))          # a copy: an rhs may reuse its output buffer
-        if k0.shape != y.shape:
+        k0 = None if stepper.stochastic else np.array(f(t0, y))    # a copy: an rhs may reuse its output buffer
+        if k0 is not None and k0.shape != y.shape:
             _fail("rhs", f"a callable returning arrays of the shape of y0, {y.shape}", k0.shape)
         pos = _Position(t0, y, k0)
         started = rec.start(t0, y, event)
@@ -300,13 +326,15 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         if started is not None:
             status, message = started
     else:
-        _check_resume(resume, stepper.name, (t0, t1), t_eval, y.shape, settings)
+        _check_resume(resume, stepper.name, (t0, t1), t_eval, y.shape, settings, stream is not None)
         pos = _Position(resume["t"], np.array(resume["y"]), resume["k0"], resume["n_steps"], resume["n_rejected"],
                         resume["max_retraction"])
         f.nfev = resume["nfev"]
         rec.restore(resume)
         ctl = (ErrorControl(resume["h"], resume["rejected_last"], stepper.err_order, rtol, atol, dt_max, t1 - t0)
                if adaptive else FixedGrid(t0, t1, dt, resume["k_grid"]))
+        if stream is not None:
+            stream.rng = generator_from_state(resume["rng_state"])
 
     def state():
         """Everything needed to continue bit for bit (see ``resume``)."""
@@ -314,19 +342,22 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         return {"method": stepper.name, "t_span": (t0, t1), "t_eval": t_eval, "t": pos.t, "y": pos.y, "k0": pos.k0,
                 "h": c["h"], "i_target": rec.i_target, "n_steps": pos.n_steps, "n_rejected": pos.n_rejected,
                 "k_grid": c["k_grid"], "max_retraction": pos.max_retraction, "rejected_last": c["rejected_last"],
-                "nfev": f.nfev, **rec.state(), "settings": settings}
+                "nfev": f.nfev, **rec.state(), "settings": settings,
+                **({"rng_state": stream.rng.bit_generator.state} if stream is not None else {})}
 
     bar = _Progress(t0, t1, pos.t, progress, stepper.name if progress_label is None else progress_label)
     checkpoints = _Checkpoints(checkpoint, checkpoint_every, pos.t)
     try:
         outcome = _march(stepper, f, L if stepper.split else None, pos, ctl, rec, max_steps, retraction, event,
-                         lambda: checkpoints.after_step(pos.t, not rec.done, state), bar)
+                         lambda: checkpoints.after_step(pos.t, not rec.done, state), bar, stream, noise)
         status, message = outcome or (status, message)
     except KeyboardInterrupt:
         status, message = 2, f"interrupted at t = {pos.t}"
     if status == 2:
         checkpoints.interrupted(state)
     bar.close(pos.t)
+    if stream is not None and resume is None and isinstance(noise.seed, np.random.Generator):
+        noise.seed.bit_generator.state = stream.rng.bit_generator.state   # a Generator passed in is advanced
     t_rec, y_rec, obs = rec.arrays(pos.y)
     return Trajectory(t=t_rec, y=y_rec, observables=obs, y_final=pos.y, t_final=float(pos.t), status=status,
                       message=message, method=stepper.name, nfev=f.nfev, n_steps=pos.n_steps,
@@ -369,7 +400,7 @@ def estimate_nfev(method, t_span, *, dt=None, t_eval=None, adaptive=None) -> dic
     return {"nfev": stages * steps, "steps": steps, "lower_bound": False}
 
 
-def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, after_step, bar):
+def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, after_step, bar, stream, noise):
     """Step until every target is reached (returns None), the event fires or the run fails
     (returns ``(status, message)``).
 
@@ -382,7 +413,10 @@ def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, afte
             return -1, f"max_steps = {max_steps} step attempts exceeded at t = {t}"
         t_new, land = ctl.propose(t, rec.targets[rec.i_target])
         step = t_new - t
-        y_new, y_err, k_last = stepper.step(f, t, y, step, pos.k0, linear)
+        if stream is None:
+            y_new, y_err, k_last = stepper.step(f, t, y, step, pos.k0, linear)
+        else:
+            y_new, y_err, k_last = stepper.step(f, t, y, step, dW=stream.draw(stepper, y.shape, step), noise=noise)
         bad = not np.all(np.isfinite(y_new))
         if ctl.adaptive:
             err = ctl.error(y, y_new, y_err)
@@ -411,6 +445,8 @@ def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, afte
         obs, stop = rec.hooks(t_new, y_new, land, event)
         # commit the step (nothing above changed the state, so an interrupt there loses nothing)
         ctl.commit()
+        if stream is not None:
+            stream.commit()
         pos.n_steps += 1
         pos.t, pos.y, pos.k0 = t_new, y_new, k_last
         rec.commit(t_new, y_new, land, obs)
@@ -433,9 +469,8 @@ def _resolve_method(method, adaptive):
         except ValueError:
             adaptive = None                                         # refused below, with the allowed values
     if adaptive is None or (adaptive and not stepper.adaptive):
-        _fail("adaptive", f"None, False, or True for the adaptive schemes "
-              f"{sorted(k for k, v in SCHEMES.items() if v.adaptive)}", f"{given!r} with method {stepper.name!r}",
-              True)
+        _fail("adaptive", f"None, False, or True for the adaptive schemes {method_names(adaptive=True)}",
+              f"{given!r} with method {stepper.name!r}", True)
     if not adaptive and stepper.adaptive and isinstance(stepper, ExplicitRK):
         stepper = ExplicitRK(replace(stepper.tableau, b_err=None, err_order=None))   # main weights only
     return stepper, adaptive
@@ -481,6 +516,25 @@ def _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol,
     return y, t0, t1, t_eval, _check_linear(linear, y)
 
 
+def _check_noise(stepper, noise, y, dt, retraction, resume):
+    """The :class:`_Stream` of a stochastic scheme (None for a deterministic one); named errors for
+    noise given to a deterministic scheme or missing for a stochastic one, and the step's range."""
+    if not stepper.stochastic:
+        if noise is not None:
+            _fail("noise", f"None for the deterministic method {stepper.name!r} (a Noise for one of "
+                  f"{method_names(stochastic=True)})", noise)
+        return None
+    if not isinstance(noise, Noise):
+        _fail("noise", f"a Noise(nu, seed, geometry) for the stochastic method {stepper.name!r}", noise)
+    if retraction is not None:
+        _fail("retraction", f"None for the stochastic method {stepper.name!r} (it retracts itself)", retraction)
+    if y.ndim != 2 or y.dtype.kind != "f":
+        _fail("y0", f"a real array of shape (n, d) for the stochastic method {stepper.name!r}",
+              f"shape {y.shape}, dtype {y.dtype}", True)
+    check_noise_step(noise.nu, y.shape[1], dt, stepper.name, noise.geometry)
+    return _Stream(noise.generator() if resume is None else None)
+
+
 def _check_linear(linear, y):
     if linear is None:
         return None
@@ -500,12 +554,13 @@ def _check_linear(linear, y):
     return L.astype(np.result_type(L.dtype, y.dtype))
 
 
-def _check_resume(state, method, t_span, t_eval, shape, settings=None):
+def _check_resume(state, method, t_span, t_eval, shape, settings=None, stochastic=False):
     """A checkpoint continues only the run it came from: same scheme, span, times, shape and step
     settings (``dt`` of fixed steps, ``rtol``/``atol`` of adaptive ones; checkpoints written before
     the settings were recorded carry none and are not checked for them)."""
     need = {"method", "t_span", "t_eval", "t", "y", "k0", "h", "i_target", "n_steps", "n_rejected", "k_grid",
             "max_retraction", "rejected_last", "nfev", "rec_t", "rec_y", "rec_obs"}
+    need |= {"rng_state"} if stochastic else set()          # the Brownian stream of a stochastic scheme
     if not isinstance(state, dict) or need - set(state):
         missing = sorted(need - set(state)) if isinstance(state, dict) else "not a dict"
         _fail("resume", "a checkpoint state from integrate(checkpoint=...)", f"missing {missing}", True)

@@ -16,7 +16,7 @@ from ..analysis.axisymmetric import observer as reduced_observer
 from ..analysis.axisymmetric import resolution_monitor
 from ..core import validate
 from ..core.integrate import integrate
-from ..core.steppers import as_stepper
+from ..core.methods import as_stepper
 from ..models.axisymmetric import AxisymmetricPDE
 from ..models.circle import CirclePDE
 

@@ -15,8 +15,8 @@ from ..core import validate
 from ..models.continuum import ContinuumPDE
 from ..core.densities import check_density, normalize as normalize_density
 from ..core.integrate import estimate_nfev, integrate
-from ..core.sde import SDE_SCHEMES, integrate_sde
-from ..core.steppers import as_stepper
+from ..core.methods import as_stepper, method_names
+from ..core.sde import Noise
 from ..models.particles import DIRECT_RUN_LIMIT_S, ParticleSystem
 
 __all__ = ["solve_particles", "solve_continuum", "check_particle_run"]
@@ -35,12 +35,12 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
     dissipation, entropy, clustering); pass a callable for your own hook or False for none.
 
     ``method`` None means ``"dopri5"`` without noise and ``"geodesic_strang"`` with it.  With
-    token noise (``system.nu > 0``), or a method of :data:`meanfield.core.sde.SDE_SCHEMES`, the
-    SDE is integrated by :func:`meanfield.core.sde.integrate_sde` with the fixed step ``dt``
-    (required) and the Brownian increments of ``seed`` (an integer: reproducible bit for bit;
-    ``rtol``, ``atol`` and ``progress`` are not used).  Other keywords go to the integrator
-    (:func:`meanfield.integrate.integrate` or :func:`~meanfield.core.sde.integrate_sde`); the
-    progress bar is labelled ``"particles"`` unless ``progress_label`` says otherwise.
+    token noise (``system.nu > 0``), or a ``stochastic`` method of :data:`meanfield.core.methods.METHODS`,
+    the SDE is integrated by the same driver with the fixed step ``dt`` (required) and the Brownian
+    increments of ``seed`` (``Noise(system.nu, seed, system.geometry)``; an integer: reproducible bit
+    for bit; ``rtol`` and ``atol`` are not used).  Other keywords go to the integrator
+    (:func:`meanfield.integrate.integrate`); the progress bar is labelled ``"particles"`` unless
+    ``progress_label`` says otherwise.
 
     ``direct_limit_s``: a run whose direct O(n^2) sums (where the system does not sum spectrally) are
     estimated to take longer is refused before it starts (:meth:`ParticleSystem.check_direct_run`:
@@ -60,12 +60,13 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
     passes = (0 if observe is not True else 3 if not system.uses_spectral(n) else 0 if w is None else 1)
     method = check_particle_run(system, n, t_final, t_eval=times, method=method, dt=dt, record_passes=passes,
                                 direct_limit_s=direct_limit_s, adaptive=kw.get("adaptive"))
-    if isinstance(method, str) and method in SDE_SCHEMES:
-        return integrate_sde(rhs, X0, (0.0, float(t_final)), nu=system.nu, dt=dt, method=method,
-                             geometry=system.geometry, seed=seed, t_eval=_times(t_final, t_eval), observe=hook, **kw)
     kw.setdefault("progress_label", "particles")
+    if as_stepper(method).stochastic:
+        kw.update(noise=Noise(system.nu, seed, system.geometry))
+    else:
+        kw.update(rtol=rtol, atol=atol, retraction=system.retraction)
     return integrate(rhs, X0, (0.0, float(t_final)), t_eval=_times(t_final, t_eval), method=method, dt=dt,
-                     rtol=rtol, atol=atol, retraction=system.retraction, observe=hook, progress=progress, **kw)
+                     observe=hook, progress=progress, **kw)
 
 
 def check_particle_run(system: ParticleSystem, n, t_final, *, t_eval=None, method=None, dt=None, record_passes=0,
@@ -83,15 +84,16 @@ def check_particle_run(system: ParticleSystem, n, t_final, *, t_eval=None, metho
     t_final = validate.real("t_final", t_final, positive=True)
     direct_limit_s = validate.real("direct_limit_s", direct_limit_s, positive=True, finite=False)
     times = _times(t_final, t_eval)
-    if system.nu > 0 or (isinstance(method, str) and method in SDE_SCHEMES):
+    stochastic = method is not None and as_stepper(method).stochastic
+    if system.nu > 0 or stochastic:
         method = "geodesic_strang" if method is None else method
-        if not (isinstance(method, str) and method in SDE_SCHEMES):
-            raise ValueError(f"method must be one of {sorted(SDE_SCHEMES)} (or None) for tokens with noise "
-                             f"(nu = {system.nu}); received {method!r}")
+        if not stochastic and method != "geodesic_strang":
+            raise ValueError(f"method must be one of {method_names(stochastic=True)} (or None) for tokens with "
+                             f"noise (nu = {system.nu}); received {method!r}")
         if dt is None:
             raise ValueError(f"dt must be a positive number for the stochastic scheme {method!r}; received None")
         steps = estimate_nfev("euler", (0.0, float(t_final)), dt=dt, t_eval=times)["steps"]   # the same grid
-        system.check_direct_run(n, steps * SDE_SCHEMES[method].n_drift, np.size(times), record_passes,
+        system.check_direct_run(n, steps * as_stepper(method).n_drift, np.size(times), record_passes,
                                 limit_s=direct_limit_s, how=f" ({steps} steps of {method})")
         return method
     method = "dopri5" if method is None else method
