@@ -32,7 +32,7 @@ from .methods import METHODS, as_stepper, method_names
 from .sde import Noise, check_noise_step, generator_from_state
 from .steppers import SCHEMES, ExplicitRK, Stepper, Tableau, rk_step
 
-__all__ = ["Tableau", "SCHEMES", "Stepper", "Trajectory", "rk_step", "integrate", "estimate_nfev", "Noise"]
+__all__ = ["Tableau", "SCHEMES", "Stepper", "Trajectory", "rk_step", "integrate", "estimate_nfev", "Noise", "Piecewise"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,6 +80,38 @@ class Trajectory:
         return self.status in (0, 1)
 
 
+@dataclass(frozen=True, eq=False)
+class Piecewise:
+    """A right-hand side that changes at breakpoints, for :func:`integrate` (e.g. a layer schedule).
+
+    Piece ``k`` holds on ``[starts[k], starts[k + 1])`` (the last one to any later time);
+    ``piece(k)`` returns ``(rhs, retraction)`` of piece ``k`` (``retraction`` may be None).  The driver
+    steps onto every breakpoint inside ``t_span`` (no step straddles one) and starts the next piece
+    afresh there: its own first derivative and a new step controller (the grid restarts at the
+    breakpoint), as if each piece were its own run from the state the previous one reached.
+    """
+
+    starts: tuple
+    piece: object
+
+    def __post_init__(self):
+        starts = validate.real_array("starts", self.starts, (None,))
+        if starts.size == 0 or np.any(np.diff(starts) <= 0):
+            _fail("starts", "a non-empty strictly increasing sequence of times", self.starts)
+        if not callable(self.piece):
+            _fail("piece", "a callable index -> (rhs, retraction)", self.piece)
+        object.__setattr__(self, "starts", tuple(float(s) for s in starts))
+
+    def index_at(self, t) -> int:
+        """The piece in force at ``t`` (the first before the first start)."""
+        return max(int(np.searchsorted(self.starts, t, side="right")) - 1, 0)
+
+    def segments(self, t0, t1):
+        """``[(a, b, index), ...]`` covering ``[t0, t1]``, cut at the starts inside it."""
+        bounds = [t0] + [s for s in self.starts if t0 < s < t1] + [t1]
+        return [(a, b, self.index_at(a)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 def _fail(name, allowed, received, as_text=False):
     raise ValueError(f"{name} must be {allowed}; received {received if as_text else repr(received)}")
 
@@ -88,10 +120,15 @@ def _fail(name, allowed, received, as_text=False):
 class _Recorder:
     """The targets (``t_eval`` and the end), and the recorded times, states and observables."""
 
-    def __init__(self, t_eval, t1, observe, save_states):
+    def __init__(self, t_eval, t1, observe, save_states, breaks=()):
         self.targets = t_eval if t_eval[-1] == t1 else np.append(t_eval, t1)
         self.is_eval = np.ones(len(self.targets), dtype=bool)
         self.is_eval[len(t_eval):] = False
+        extra = np.setdiff1d(np.asarray(breaks, dtype=float), self.targets)     # breakpoints: landed on, not recorded
+        if extra.size:
+            order = np.argsort(np.concatenate([self.targets, extra]), kind="stable")
+            self.targets = np.concatenate([self.targets, extra])[order]
+            self.is_eval = np.concatenate([self.is_eval, np.zeros(extra.size, dtype=bool)])[order]
         self.observe, self.save_states = observe, save_states
         self.i_target, self.t, self.y, self.obs = 0, [], [], {}
 
@@ -306,23 +343,37 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
                                             max_steps, retraction, observe, event, checkpoint, checkpoint_every,
                                             linear)
     stream = _check_noise(stepper, noise, y, dt, retraction, resume)
+    if isinstance(rhs, Piecewise) and retraction is not None:
+        _fail("retraction", "None with a Piecewise rhs (each piece brings its own)", retraction)
+    rhs_all = rhs
+    pieces = rhs.segments(t0, t1) if isinstance(rhs, Piecewise) else [(t0, t1, None)]
+    if len(pieces) > 1 and (resume is not None or checkpoint is not None):
+        _fail("checkpoint", "None for a Piecewise rhs with breakpoints inside t_span (no resume across pieces)",
+              checkpoint if resume is None else "a resume state", True)
+    i_piece = 0
+    if pieces[0][2] is not None:
+        rhs, retraction = rhs.piece(pieces[0][2])
     f = _Counted(rhs, None if stepper.split else L)
     settings = {"rtol": float(rtol), "atol": float(atol)} if adaptive else {"dt": float(dt)}
     if stream is not None:
         settings.update(noise.settings)
-    rec = _Recorder(t_eval, t1, observe, save_states)
+    rec = _Recorder(t_eval, t1, observe, save_states, [b for _, b, _ in pieces[:-1]])
     status, message = 0, f"reached t = {t1}"
-    if resume is None:
-        k0 = None if stepper.stochastic else np.array(f(t0, y))    # a copy: an rhs may reuse its output buffer
+
+    def start_piece(a, b, y):
+        """The first derivative and the controller of a run (or of one piece of a Piecewise rhs) on [a, b]."""
+        k0 = np.array(f(a, y)) if stepper.reuses_k0 else None     # a copy: an rhs may reuse its output buffer
         if k0 is not None and k0.shape != y.shape:
             _fail("rhs", f"a callable returning arrays of the shape of y0, {y.shape}", k0.shape)
+        if adaptive:
+            h = dt if dt is not None else initial_step(f, a, y, k0, b - a, stepper.err_order, rtol, atol)
+            return k0, ErrorControl(min(h, dt_max), False, stepper.err_order, rtol, atol, dt_max, b - a)
+        return k0, FixedGrid(a, b, dt)
+
+    if resume is None:
+        k0, ctl = start_piece(t0, pieces[0][1], y)
         pos = _Position(t0, y, k0)
         started = rec.start(t0, y, event)
-        if adaptive:
-            h = dt if dt is not None else initial_step(f, t0, y, k0, t1 - t0, stepper.err_order, rtol, atol)
-            ctl = ErrorControl(min(h, dt_max), False, stepper.err_order, rtol, atol, dt_max, t1 - t0)
-        else:
-            ctl = FixedGrid(t0, t1, dt)
         if started is not None:
             status, message = started
     else:
@@ -348,8 +399,16 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     bar = _Progress(t0, t1, pos.t, progress, stepper.name if progress_label is None else progress_label)
     checkpoints = _Checkpoints(checkpoint, checkpoint_every, pos.t)
     try:
-        outcome = _march(stepper, f, L if stepper.split else None, pos, ctl, rec, max_steps, retraction, event,
-                         lambda: checkpoints.after_step(pos.t, not rec.done, state), bar, stream, noise)
+        while True:
+            outcome = _march(stepper, f, L if stepper.split else None, pos, ctl, rec, max_steps, retraction, event,
+                             lambda: checkpoints.after_step(pos.t, not rec.done, state), bar, stream, noise,
+                             pieces[i_piece][1])
+            if outcome is not None or rec.done or status != 0:
+                break
+            i_piece += 1                     # landed on a breakpoint: the next piece starts afresh there
+            a, b, index = pieces[i_piece]
+            f.rhs, retraction = rhs_all.piece(index)
+            pos.k0, ctl = start_piece(a, b, pos.y)
         status, message = outcome or (status, message)
     except KeyboardInterrupt:
         status, message = 2, f"interrupted at t = {pos.t}"
@@ -400,14 +459,14 @@ def estimate_nfev(method, t_span, *, dt=None, t_eval=None, adaptive=None) -> dic
     return {"nfev": stages * steps, "steps": steps, "lower_bound": False}
 
 
-def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, after_step, bar, stream, noise):
-    """Step until every target is reached (returns None), the event fires or the run fails
-    (returns ``(status, message)``).
+def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, after_step, bar, stream, noise, t_end):
+    """Step until every target up to ``t_end`` is reached (returns None), the event fires or the run
+    fails (returns ``(status, message)``).
 
     ``pos``, ``ctl`` and ``rec`` change only when a step is committed (after the hooks ran), so an
     interrupt at any point leaves a state from which a resumed run redoes the same steps exactly.
     """
-    while not rec.done:
+    while not rec.done and pos.t < t_end:
         t, y = pos.t, pos.y
         if pos.n_steps + pos.n_rejected >= max_steps:
             return -1, f"max_steps = {max_steps} step attempts exceeded at t = {t}"
@@ -479,8 +538,8 @@ def _resolve_method(method, adaptive):
 def _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol, dt_max, max_steps, retraction,
                      observe, event, checkpoint, checkpoint_every, linear):
     """Named ValueErrors for bad inputs; returns ``(y, t0, t1, t_eval, L)`` as the driver uses them."""
-    if not callable(rhs):
-        _fail("rhs", "a callable rhs(t, y)", rhs)
+    if not (callable(rhs) or isinstance(rhs, Piecewise)):
+        _fail("rhs", "a callable rhs(t, y) or a Piecewise", rhs)
     for name, fn in (("retraction", retraction), ("observe", observe), ("event", event)):
         if fn is not None and not callable(fn):
             _fail(name, "None or a callable", fn)

@@ -78,6 +78,12 @@ class Stepper(ABC):
         return False
 
     @property
+    def reuses_k0(self) -> bool:
+        """True when :meth:`step` takes ``rhs(t, y)`` as ``k0`` (the driver evaluates it at the start);
+        False for schemes that never do (stochastic schemes, step rules)."""
+        return not self.stochastic
+
+    @property
     def err_order(self) -> int | None:
         """Order of the embedded solution (None without one)."""
         return None
