@@ -28,11 +28,13 @@ from tqdm import tqdm
 
 from . import validate
 from .controllers import ErrorControl, FixedGrid, initial_step
+from .dense import DenseOutput, Event, EventTracker
 from .methods import METHODS, as_stepper, method_names
 from .sde import Noise, check_noise_step, generator_from_state
 from .steppers import SCHEMES, ExplicitRK, Stepper, Tableau, rk_step
 
-__all__ = ["Tableau", "SCHEMES", "Stepper", "Trajectory", "rk_step", "integrate", "estimate_nfev", "Noise", "Piecewise"]
+__all__ = ["Tableau", "SCHEMES", "Stepper", "Trajectory", "rk_step", "integrate", "estimate_nfev", "Noise", "Piecewise",
+           "Event", "DenseOutput"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +61,10 @@ class Trajectory:
         Right-hand-side evaluations, accepted steps, rejected steps.
     max_retraction : float
         Largest ``max|retraction(y) - y|`` over accepted steps; 0 without a retraction.
+    dense : DenseOutput or None
+        The state at any time of the run (``dense=True``): cubic Hermite through the step points.
+    t_events, y_events : tuple of ndarray, one per event, or None
+        The located roots of each :class:`Event` (``events=``) and the interpolated states there.
     """
 
     t: np.ndarray
@@ -73,6 +79,9 @@ class Trajectory:
     n_steps: int
     n_rejected: int
     max_retraction: float
+    dense: DenseOutput | None = None
+    t_events: tuple | None = None
+    y_events: tuple | None = None
 
     @property
     def success(self) -> bool:
@@ -270,7 +279,7 @@ class _Position:
 def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6, atol=1e-9,
               dt_max=np.inf, retraction=None, observe=None, event=None, save_states=True,
               progress=None, max_steps=10_000_000, adaptive=None, checkpoint=None, checkpoint_every=None,
-              resume=None, linear=None, progress_label=None, noise=None) -> Trajectory:
+              resume=None, linear=None, progress_label=None, noise=None, dense=False, events=()) -> Trajectory:
     """Integrate ``y' = rhs(t, y)`` (or ``y' = L y + rhs(t, y)``) over ``t_span`` with a one-step scheme.
 
     Parameters
@@ -329,6 +338,15 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         seed of the Brownian increments (the driver owns the generator; its state is in the
         checkpoint, so a resumed run continues the same stream) and the geometry.  ``rhs`` is then the
         drift; the scheme retracts onto the sphere itself, ``retraction`` is refused.
+    dense : bool
+        Keep the dense output (``Trajectory.dense``): the cubic Hermite interpolant through every
+        accepted step point, with the right-hand side as derivative (Runge-Kutta schemes evaluate it
+        as their first stage anyway: one evaluation more in all; the same numbers otherwise).
+    events : sequence of Event (or callables ``fn(t, y) -> float``)
+        Root-located events: a sign change of ``fn`` between step points is located on the dense
+        interpolant (:func:`meanfield.core.dense.locate_root`) and recorded in ``Trajectory.t_events``
+        / ``y_events``; a ``terminal`` one stops the run there (status 1).  Not with stochastic
+        schemes or step rules, nor with ``checkpoint``/``resume``.
 
     Returns
     -------
@@ -343,6 +361,7 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
                                             max_steps, retraction, observe, event, checkpoint, checkpoint_every,
                                             linear)
     stream = _check_noise(stepper, noise, y, dt, retraction, resume)
+    events = _check_events(stepper, dense, events, checkpoint, resume)
     if isinstance(rhs, Piecewise) and retraction is not None:
         _fail("retraction", "None with a Piecewise rhs (each piece brings its own)", retraction)
     rhs_all = rhs
@@ -387,6 +406,11 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         if stream is not None:
             stream.rng = generator_from_state(resume["rng_state"])
 
+    tracker = None
+    if dense or events:
+        derivative = (lambda y_, k_: k_ + L * y_) if stepper.split and L is not None else (lambda y_, k_: k_)
+        tracker = EventTracker(events, bool(dense), derivative, pos.t, pos.y, pos.k0)
+
     def state():
         """Everything needed to continue bit for bit (see ``resume``)."""
         c = ctl.state()
@@ -402,13 +426,15 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         while True:
             outcome = _march(stepper, f, L if stepper.split else None, pos, ctl, rec, max_steps, retraction, event,
                              lambda: checkpoints.after_step(pos.t, not rec.done, state), bar, stream, noise,
-                             pieces[i_piece][1])
+                             pieces[i_piece][1], tracker)
             if outcome is not None or rec.done or status != 0:
                 break
             i_piece += 1                     # landed on a breakpoint: the next piece starts afresh there
             a, b, index = pieces[i_piece]
             f.rhs, retraction = rhs_all.piece(index)
             pos.k0, ctl = start_piece(a, b, pos.y)
+            if tracker is not None:                  # the derivative jumps: the new piece's, at the same point
+                tracker.last = (a, pos.y, tracker.derivative(pos.y, pos.k0))
         status, message = outcome or (status, message)
     except KeyboardInterrupt:
         status, message = 2, f"interrupted at t = {pos.t}"
@@ -418,9 +444,13 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     if stream is not None and resume is None and isinstance(noise.seed, np.random.Generator):
         noise.seed.bit_generator.state = stream.rng.bit_generator.state   # a Generator passed in is advanced
     t_rec, y_rec, obs = rec.arrays(pos.y)
+    extra = {}
+    if tracker is not None:
+        t_ev, y_ev = tracker.events_found(pos.y.shape, pos.y.dtype)
+        extra = {"dense": tracker.dense(), "t_events": t_ev if events else None, "y_events": y_ev if events else None}
     return Trajectory(t=t_rec, y=y_rec, observables=obs, y_final=pos.y, t_final=float(pos.t), status=status,
                       message=message, method=stepper.name, nfev=f.nfev, n_steps=pos.n_steps,
-                      n_rejected=pos.n_rejected, max_retraction=pos.max_retraction)
+                      n_rejected=pos.n_rejected, max_retraction=pos.max_retraction, **extra)
 
 
 def estimate_nfev(method, t_span, *, dt=None, t_eval=None, adaptive=None) -> dict:
@@ -459,7 +489,8 @@ def estimate_nfev(method, t_span, *, dt=None, t_eval=None, adaptive=None) -> dic
     return {"nfev": stages * steps, "steps": steps, "lower_bound": False}
 
 
-def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, after_step, bar, stream, noise, t_end):
+def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, after_step, bar, stream, noise, t_end,
+           tracker=None):
     """Step until every target up to ``t_end`` is reached (returns None), the event fires or the run
     fails (returns ``(status, message)``).
 
@@ -499,6 +530,19 @@ def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, afte
             pos.max_retraction = max(pos.max_retraction, drift)
             k_last = k_last if drift == 0.0 else None
             y_new = y_ret
+        if tracker is not None:
+            if k_last is None:               # the derivative at the step's end (the next step's first stage)
+                k_last = np.array(f(t_new, y_new))
+            located = tracker.step(t_new, y_new, k_last)
+            if located is not None:          # a terminal event inside the step: stop at its root
+                t_root, y_root, i_event = located
+                obs = rec.observe_at(t_root, y_root)
+                ctl.commit()
+                tracker.commit()
+                pos.n_steps += 1
+                pos.t, pos.y, pos.k0 = t_root, y_root, None
+                rec.append(t_root, y_root, obs)
+                return 1, f"event {i_event} at t = {t_root}: terminal root located"
         # the hooks run before the commit: an interrupt inside them leaves the previous state,
         # and a resumed run redoes this step exactly
         obs, stop = rec.hooks(t_new, y_new, land, event)
@@ -506,6 +550,8 @@ def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, afte
         ctl.commit()
         if stream is not None:
             stream.commit()
+        if tracker is not None:
+            tracker.commit()
         pos.n_steps += 1
         pos.t, pos.y, pos.k0 = t_new, y_new, k_last
         rec.commit(t_new, y_new, land, obs)
@@ -592,6 +638,24 @@ def _check_noise(stepper, noise, y, dt, retraction, resume):
               f"shape {y.shape}, dtype {y.dtype}", True)
     check_noise_step(noise.nu, y.shape[1], dt, stepper.name, noise.geometry)
     return _Stream(noise.generator() if resume is None else None)
+
+
+def _check_events(stepper, dense, events, checkpoint, resume):
+    """The events as :class:`Event` objects; named errors where dense output or events cannot be had."""
+    validate.boolean("dense", dense)
+    if isinstance(events, (Event,)) or callable(events):
+        events = [events]
+    try:
+        events = [e if isinstance(e, Event) else Event(e) for e in events]
+    except (TypeError, ValueError):
+        _fail("events", "a sequence of Event or of callables fn(t, y) -> float", events)
+    if dense or events:
+        if not stepper.reuses_k0:
+            _fail("dense", f"False and events empty for the method {stepper.name!r} (stochastic schemes and step "
+                  f"rules have no dense output)", f"dense={dense}, {len(events)} events", True)
+        if checkpoint is not None or resume is not None:
+            _fail("checkpoint", "None (and resume None) with dense output or events", "a checkpoint", True)
+    return events
 
 
 def _check_linear(linear, y):
