@@ -91,7 +91,8 @@ __all__ += ["CirclePDE", "AxisymmetricPDE", "solve_reduced"]
 __all__ += ["zonal_density", "density_from_coefficients"]
 from .core.methods import METHODS                    # noqa: E402  (the one method table)
 from .core.sde import Noise                          # noqa: E402
-__all__ += ["METHODS", "Noise"]
+from .core.options import Checkpointing, SaveAt, StepControl    # noqa: E402  (the driver's option objects)
+__all__ += ["METHODS", "Noise", "StepControl", "SaveAt", "Checkpointing"]
 
 MODULES = {
     "validate": "core.validate", "heads": "core.heads", "kernels": "core.kernels", "funk_hecke": "core.funk_hecke",

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 import meanfield as mf
+from meanfield.core.options import SaveAt, StepControl
 
 __all__ = ["main", "save_json", "load_json", "open_study_data", "style_axes", "save_figure", "markdown_table",
            "write_report", "study_dir", "SlopeFit", "fit_slope", "blowup_horizon", "VERDICTS", "REPRODUCED",
@@ -242,7 +243,8 @@ def blowup_horizon(system, X0, t_final, fraction, rtol=1e-6):
     """
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1]; received {fraction!r}")
-    probe = mf.solve_particles(system, X0, t_final, observe=False, progress=False, rtol=rtol)
+    probe = mf.solve_particles(system, X0, t_final, step=StepControl(rtol=rtol), save=SaveAt(observe=False),
+                               progress=False)
     if probe.status == 0:
         return t_final, None
     return fraction * probe.t_final, probe.t_final
@@ -347,8 +349,8 @@ def dense_particle_run(system, X0, t_final, rtol=1e-11, atol=1e-13, method="dopr
     """
     X0 = np.asarray(X0, dtype=float)
     n, d = X0.shape
-    tr = mf.integrate(system.rhs, X0, (0.0, float(t_final)), method=method, rtol=rtol, atol=atol, dense=True,
-                      events=() if event is None else [event], progress=False, save_states=False)
+    tr = mf.integrate(system.rhs, X0, (0.0, float(t_final)), method=method, step=StepControl(rtol=rtol, atol=atol),
+                      save=SaveAt(dense=True, states=False), events=() if event is None else [event], progress=False)
     if not tr.success:
         raise RuntimeError(f"integrate failed: {tr.message}")
     sphere = system.geometry == "sphere"

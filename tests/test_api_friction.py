@@ -14,6 +14,7 @@ from meanfield.analysis.stability import growth_rate, growth_rate_heads
 from meanfield.core.heads import Head
 from meanfield.models.continuum import KernelResolutionWarning
 from meanfield.models.fastsum import SpectralSum
+from meanfield.core.options import SaveAt
 
 
 def _heads(betas, lambdas, normalization="mean"):
@@ -55,7 +56,7 @@ def test_growth_rate_heads_refuses_what_has_no_closed_form():
 def test_continuum_accessors_from_a_trajectory():
     pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta=1.0), lmax=12, kernel_tol=1e-6)
     rho0 = mf.zonal_density(pde.grid, legendre=[1.0, 0.5])            # (1 + mu / 2) / (4 pi)
-    tr = mf.solve_continuum(pde, rho0, 0.1, observe=False)
+    tr = mf.solve_continuum(pde, rho0, 0.1, save=SaveAt(observe=False))
     C = pde.trajectory_coefficients(tr)
     assert C.shape == (tr.t.size, pde.grid.nalm)
     np.testing.assert_array_equal(C[0], rho0)                          # the start as recorded (tolerance 0)

@@ -10,6 +10,7 @@ from meanfield.core.methods import METHODS
 from meanfield.core.steppers import SCHEMES
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow.simulate import solve_continuum
+from meanfield.core.options import SaveAt, StepControl
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +71,14 @@ def test_solve_continuum_takes_the_schemes_cfl_step(pdes, rho):
     plain, _ = pdes
     T = 0.3
     dt = plain.cfl_dt(rho, 0.5, "rk3")
-    tr = solve_continuum(plain, rho, T, method="rk3", t_eval=[0.0, T], observe=False, monitor=False, progress=False)
+    tr = solve_continuum(plain, rho, T, method="rk3", save=SaveAt(t_eval=[0.0, T], observe=False), monitor=False,
+                         progress=False)
     assert tr.success and tr.n_steps == math.ceil(T / dt)        # integers: the grid t0 + k dt, exact
-    tr = solve_continuum(plain, rho, T, method="dopri5", adaptive=False, t_eval=[0.0, T], observe=False,
-                         monitor=False, progress=False)
+    tr = solve_continuum(plain, rho, T, method="dopri5", step=StepControl(adaptive=False),
+                         save=SaveAt(t_eval=[0.0, T], observe=False), monitor=False, progress=False)
     # dopri5's region reaches only 0.997 along the imaginary axis (not 2.8): a smaller step
     assert tr.n_steps == math.ceil(T / plain.cfl_dt(rho, 0.5, "dopri5")) and tr.n_steps > math.ceil(T / dt)
     with pytest.raises(ValueError, match="received 'euler'"):
-        solve_continuum(plain, rho, T, method="euler", observe=False, progress=False)
-    assert solve_continuum(plain, rho, T, method="euler", dt=0.01, observe=False, monitor=False,
-                           progress=False).success                          # an explicit dt is the user's call
+        solve_continuum(plain, rho, T, method="euler", save=SaveAt(observe=False), progress=False)
+    assert solve_continuum(plain, rho, T, method="euler", step=StepControl(dt=0.01), save=SaveAt(observe=False),
+                           monitor=False, progress=False).success                          # an explicit dt is the user's call

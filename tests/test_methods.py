@@ -9,6 +9,7 @@ from meanfield.core.methods import FLAGS, METHODS, as_stepper, capabilities, met
 from meanfield.core.sde import Noise
 from meanfield.core.steppers import SCHEMES
 from meanfield.core.tableaux import IMEX_TABLEAUX
+from meanfield.core.options import StepControl
 
 
 def test_the_table_holds_every_scheme_once():
@@ -55,14 +56,14 @@ def test_every_deterministic_entry_converges_at_its_order(name):
     log2(e(dt) / e(dt/2)) is within 0.35 of the declared one (the asymptotic regime is reached at these
     steps for every scheme here; 0.35 leaves room for the pre-asymptotic terms, not for a wrong order)."""
     y0 = np.array([0.7, -0.4])
-    ref = integrate(lambda t, y: _L * y + _N(t, y), y0, (0.0, 1.0), method="dopri5", rtol=1e-13, atol=1e-15,
-                    progress=False).y_final
+    ref = integrate(lambda t, y: _L * y + _N(t, y), y0, (0.0, 1.0), method="dopri5",
+                    step=StepControl(rtol=1e-13, atol=1e-15), progress=False).y_final
     stepper = METHODS[name]
     errs = []
     for dt in (0.1, 0.05):
         kw = dict(linear=_L) if stepper.split else {}
         rhs = _N if stepper.split else (lambda t, y: _L * y + _N(t, y))
-        r = integrate(rhs, y0, (0.0, 1.0), method=name, dt=dt, adaptive=False, progress=False, **kw)
+        r = integrate(rhs, y0, (0.0, 1.0), method=name, step=StepControl(dt=dt, adaptive=False), progress=False, **kw)
         errs.append(np.abs(r.y_final - ref).max())
     observed = np.log2(errs[0] / errs[1])
     assert abs(observed - stepper.order) < 0.35, (name, observed, errs)
@@ -71,7 +72,7 @@ def test_every_deterministic_entry_converges_at_its_order(name):
 @pytest.mark.parametrize("name", method_names(stochastic=True))
 def test_every_stochastic_entry_makes_its_declared_drift_evaluations(name):
     X0 = np.tile([[0.0, 0.0, 1.0]], (3, 1))
-    r = integrate(lambda t, X: np.zeros_like(X), X0, (0.0, 1.0), method=name, dt=0.1, noise=Noise(0.1, 0),
-                  progress=False)
+    r = integrate(lambda t, X: np.zeros_like(X), X0, (0.0, 1.0), method=name, step=StepControl(dt=0.1),
+                  noise=Noise(0.1, 0), progress=False)
     assert r.n_steps == 10 and r.nfev == 10 * METHODS[name].n_drift        # integers: exact
     assert np.abs(np.linalg.norm(r.y_final, axis=1) - 1).max() < 1e-14      # on the sphere to round-off

@@ -10,6 +10,7 @@ from meanfield.core.random_heads import SCORE_ENSEMBLES, VALUE_ENSEMBLES, random
 from meanfield.core.schedules import HeadSchedule, ScheduledSystem, integrate_schedule, random_layers
 from meanfield.models.batched import BatchedSystem
 from meanfield.models.step_rules import iterate
+from meanfield.core.options import SaveAt, StepControl
 
 
 @pytest.mark.parametrize("score", SCORE_ENSEMBLES)
@@ -61,10 +62,11 @@ def test_particle_schedule_equals_sequential_runs(rng):
     X0 = rng.standard_normal((12, 3))
     X0 /= np.linalg.norm(X0, axis=1, keepdims=True)
     make = lambda heads: mf.ParticleSystem(heads, summation="direct")    # noqa: E731
-    tr = integrate_schedule(sched, make, X0, (0.0, 1.0), t_eval=[0.0, 0.5, 1.0], method="rk4", dt=0.05)
+    tr = integrate_schedule(sched, make, X0, (0.0, 1.0), step=StepControl(dt=0.05),
+                            save=SaveAt(t_eval=[0.0, 0.5, 1.0]), method="rk4")
     p1, p2 = make(h1), make(h2)
-    a = mf.integrate(p1.rhs, X0, (0.0, 0.5), method="rk4", dt=0.05, retraction=p1.retraction)
-    b = mf.integrate(p2.rhs, a.y_final, (0.5, 1.0), method="rk4", dt=0.05, retraction=p2.retraction)
+    a = mf.integrate(p1.rhs, X0, (0.0, 0.5), method="rk4", step=StepControl(dt=0.05), retraction=p1.retraction)
+    b = mf.integrate(p2.rhs, a.y_final, (0.5, 1.0), method="rk4", step=StepControl(dt=0.05), retraction=p2.retraction)
     # the same calls in the same order: bit for bit
     np.testing.assert_array_equal(tr.y_final, b.y_final)
     np.testing.assert_array_equal(tr.t, [0.0, 0.5, 1.0])
@@ -86,9 +88,9 @@ def test_zonal_schedule_drives_the_continuum_pde():
     rho = uniform_density(grid).copy()
     rho[(grid.l_index == 1) & (grid.m_index == 0)] += 0.05
     y0 = mf.ContinuumPDE(h1, lmax=16).state(rho)
-    tr = integrate_schedule(sched, make, y0, (0.0, 0.4), method="rk4", dt=0.02)
-    a = mf.integrate(pdes[0].rhs, y0, (0.0, 0.2), method="rk4", dt=0.02)
-    b = mf.integrate(pdes[1].rhs, a.y_final, (0.2, 0.4), method="rk4", dt=0.02)
+    tr = integrate_schedule(sched, make, y0, (0.0, 0.4), method="rk4", step=StepControl(dt=0.02))
+    a = mf.integrate(pdes[0].rhs, y0, (0.0, 0.2), method="rk4", step=StepControl(dt=0.02))
+    b = mf.integrate(pdes[1].rhs, a.y_final, (0.2, 0.4), method="rk4", step=StepControl(dt=0.02))
     np.testing.assert_array_equal(tr.y_final, b.y_final)          # same calls, same order: bit for bit
     assert not np.array_equal(a.y_final, b.y_final)               # the second layer did move the density
 

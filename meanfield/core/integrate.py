@@ -29,6 +29,7 @@ from tqdm import tqdm
 from . import validate
 from .controllers import ErrorControl, FixedGrid, initial_step
 from .dense import DenseOutput, Event, EventTracker
+from .options import Checkpointing, SaveAt, StepControl, option
 from .methods import METHODS, as_stepper, method_names
 from .sde import Noise, check_noise_step, generator_from_state
 from .steppers import SCHEMES, ExplicitRK, Stepper, Tableau, rk_step
@@ -276,59 +277,52 @@ class _Position:
     max_retraction: float = 0.0
 
 
-def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6, atol=1e-9,
-              dt_max=np.inf, retraction=None, observe=None, event=None, save_states=True,
-              progress=None, max_steps=10_000_000, adaptive=None, checkpoint=None, checkpoint_every=None,
-              resume=None, linear=None, progress_label=None, noise=None, dense=False, events=()) -> Trajectory:
+def integrate(rhs, y0, t_span, *, method="rk4", step=None, save=None, checkpointing=None, retraction=None,
+              event=None, events=(), linear=None, noise=None, progress=None, progress_label=None) -> Trajectory:
     """Integrate ``y' = rhs(t, y)`` (or ``y' = L y + rhs(t, y)``) over ``t_span`` with a one-step scheme.
 
     Parameters
     ----------
-    rhs : callable ``rhs(t, y) -> ndarray`` of shape ``y0.shape``
+    rhs : callable ``rhs(t, y) -> ndarray`` of shape ``y0.shape``, or a :class:`Piecewise`
     y0 : array_like, any shape (e.g. ``(n, d)`` particles or ``(K,)`` coefficients)
     t_span : (float, float)
         ``(t0, t1)`` with ``t1 > t0``.
     method : str, Tableau or Stepper
         A name of :data:`meanfield.core.methods.METHODS` (explicit Runge-Kutta, split schemes for
         ``linear``, stochastic schemes for ``noise``), a :class:`Tableau` or a :class:`Stepper`.
-    dt : float, optional
-        Step size (required for fixed-step integration); initial step for adaptive schemes.
-        Fixed steps lie on the grid ``t0 + k dt``; steps are shortened to land on ``t_eval``.
-    t_eval : array_like, shape (T,), optional
-        Strictly increasing times in ``[t0, t1]`` at which states and observables are
-        recorded; default ``[t0, t1]``.  Every step is clipped to land on them exactly.
-    rtol, atol : float
-        Error control of adaptive schemes: the scaled error
-        :math:`\\|e / (atol + rtol \\max(|y|, |y_{new}|))\\|_{RMS}` must be at most 1.
-    dt_max : float
-        Largest step of adaptive schemes.
+    step : StepControl, optional
+        :class:`~meanfield.core.options.StepControl`: ``dt`` (required for fixed-step integration;
+        initial step for adaptive schemes; fixed steps lie on the grid ``t0 + k dt``, shortened to
+        land on ``t_eval``), ``rtol``, ``atol`` (default 1e-6, 1e-9: the scaled error
+        :math:`\\|e / (atol + rtol \\max(|y|, |y_{new}|))\\|_{RMS}` must be at most 1), ``dt_max``,
+        ``max_steps`` (most step attempts before failing with status -1), ``adaptive`` (None: error
+        control when the scheme has an embedded pair; False: any scheme at fixed ``dt`` with its
+        main weights).
+    save : SaveAt, optional
+        :class:`~meanfield.core.options.SaveAt`: ``t_eval`` (strictly increasing times in
+        ``[t0, t1]``, default ``[t0, t1]``; every step lands on them exactly), ``states`` (keep the
+        recorded states in ``Trajectory.y``), ``observe`` (a callable ``observe(t, y) -> dict``
+        called at each recorded time, stacked in ``Trajectory.observables``; True/None/False: none),
+        ``dense`` (keep ``Trajectory.dense``: the cubic Hermite interpolant through every accepted
+        step point, with the right-hand side as derivative; Runge-Kutta schemes evaluate it as their
+        first stage anyway: one evaluation more in all, the same numbers otherwise).
+    checkpointing : Checkpointing, optional
+        :class:`~meanfield.core.options.Checkpointing`: ``save(state)`` is called every ``every``
+        units of simulated time and when the run is interrupted (Ctrl-C: status 2, the work so far
+        is returned, not lost); ``state`` holds everything needed to continue: pass it back as
+        ``resume`` of a run with the same scheme, ``t_span``, ``t_eval`` and step settings, which
+        gives the same numbers, bit for bit, as an uninterrupted run (the rhs, and ``linear``, must
+        be the same).
     retraction : callable ``retraction(y) -> ndarray``, optional
         Applied after every accepted step (e.g. normalizing rows onto the unit sphere).
-    observe : callable ``observe(t, y) -> dict[str, array_like]``, optional
-        Called at each recorded time; results are stacked in ``Trajectory.observables``.
     event : callable ``event(t, y) -> None or str``, optional
         Checked at ``t0`` and after every accepted step; a string stops the run (status 1)
         and the stopping state is recorded.
-    save_states : bool
-        Keep recorded states in ``Trajectory.y`` (otherwise only observables and ``y_final``).
-    progress : bool or None
-        tqdm bar over simulated time; None shows it only when stderr is a terminal.
-    progress_label : str, optional
-        The bar's label (e.g. ``"PDE"``, ``"particles"``); default the scheme's name.
-    max_steps : int
-        Most step attempts (accepted and rejected) before failing with status -1.
-    adaptive : bool or None
-        None uses error control when the scheme has an embedded pair; False runs any scheme
-        at fixed ``dt`` with its main weights.
-    checkpoint : callable ``checkpoint(state: dict)``, optional
-        Called every ``checkpoint_every`` units of simulated time and when the run is
-        interrupted (Ctrl-C: status 2, the work so far is returned, not lost).  ``state`` holds
-        everything needed to continue: pass it back as ``resume``.
-    checkpoint_every : float, optional
-    resume : dict, optional
-        A checkpoint state of a run with the same scheme, ``t_span`` and ``t_eval``; the run
-        continues from it and gives the same numbers, bit for bit, as an uninterrupted run
-        (same step sequence; the rhs, and ``linear``, must be the same).
+    events : sequence of Event (or callables ``fn(t, y) -> float``)
+        Root-located events: a sign change of ``fn`` between step points is located on the dense
+        interpolant (:func:`meanfield.core.dense.locate_root`) and recorded in ``Trajectory.t_events``
+        / ``y_events``; a ``terminal`` one stops the run there (status 1).  Not with stochastic
+        schemes or step rules, nor with checkpointing.
     linear : array_like broadcasting to ``y0.shape``, optional
         Diagonal linear part ``L`` (elementwise product ``L * y``), e.g. ``-nu l (l + 1)`` for
         diffusion in spherical harmonics.  A split scheme treats it implicitly or exactly; an
@@ -338,20 +332,24 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         seed of the Brownian increments (the driver owns the generator; its state is in the
         checkpoint, so a resumed run continues the same stream) and the geometry.  ``rhs`` is then the
         drift; the scheme retracts onto the sphere itself, ``retraction`` is refused.
-    dense : bool
-        Keep the dense output (``Trajectory.dense``): the cubic Hermite interpolant through every
-        accepted step point, with the right-hand side as derivative (Runge-Kutta schemes evaluate it
-        as their first stage anyway: one evaluation more in all; the same numbers otherwise).
-    events : sequence of Event (or callables ``fn(t, y) -> float``)
-        Root-located events: a sign change of ``fn`` between step points is located on the dense
-        interpolant (:func:`meanfield.core.dense.locate_root`) and recorded in ``Trajectory.t_events``
-        / ``y_events``; a ``terminal`` one stops the run there (status 1).  Not with stochastic
-        schemes or step rules, nor with ``checkpoint``/``resume``.
+    progress : bool or None
+        tqdm bar over simulated time; None shows it only when stderr is a terminal.
+    progress_label : str, optional
+        The bar's label (e.g. ``"PDE"``, ``"particles"``); default the scheme's name.
 
     Returns
     -------
     Trajectory
     """
+    sc, sv, ck = (option("step", step, StepControl), option("save", save, SaveAt),
+                  option("checkpointing", checkpointing, Checkpointing))
+    if sc.cfl is not None:
+        _fail("step.cfl", "None for integrate (the CFL fraction is a PDE solver's setting)", sc.cfl)
+    sc = sc.with_defaults(1e-6, 1e-9)
+    dt, rtol, atol, dt_max, max_steps, adaptive = sc.dt, sc.rtol, sc.atol, sc.dt_max, sc.max_steps, sc.adaptive
+    t_eval, save_states, dense = sv.t_eval, sv.states, sv.dense
+    observe = None if sv.observe is True or sv.observe is False else sv.observe
+    checkpoint, checkpoint_every, resume = ck.save, ck.every, ck.resume
     stepper, adaptive = _resolve_method(method, adaptive)
     if progress is not None:
         validate.boolean("progress", progress)               # None: a bar only when stderr is a terminal

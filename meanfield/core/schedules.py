@@ -134,7 +134,7 @@ def random_layers(d, n_layers, layer_time, *, t0=0.0, **kwargs) -> HeadSchedule:
     return HeadSchedule(tuple((t0 + k * layer_time, random_heads(d, seed=rng, **kwargs)) for k in range(n_layers)))
 
 
-def integrate_schedule(schedule, make_system, y0, t_span, *, t_eval=None, **kw) -> Trajectory:
+def integrate_schedule(schedule, make_system, y0, t_span, **kw) -> Trajectory:
     """Integrate across a :class:`HeadSchedule`: one :func:`integrate` run over a
     :class:`~meanfield.core.integrate.Piecewise` right-hand side, one piece per entry.
 
@@ -142,11 +142,11 @@ def integrate_schedule(schedule, make_system, y0, t_span, *, t_eval=None, **kw) 
     when present).  The driver steps onto every start time inside ``t_span`` and starts the next
     piece afresh there (its first derivative, a new step controller), so the numbers are those of
     one run per segment from the state the previous one reached.  Other keywords go to
-    :func:`integrate` (not ``checkpoint``/``resume``: a scheduled run is not resumable here).  Records
-    at ``t_eval`` (default ``[t0, t1]``).
+    :func:`integrate` (``save=SaveAt(t_eval=...)``, ``step=StepControl(...)``, ...; not ``checkpointing``:
+    a scheduled run is not resumable here).
     """
     system = schedule if isinstance(schedule, ScheduledSystem) else ScheduledSystem(schedule, make_system)
-    for bad in ("checkpoint", "resume", "retraction"):
+    for bad in ("checkpointing", "retraction"):
         if bad in kw:
             raise ValueError(f"{bad} is not supported by integrate_schedule (allowed: integrate's other keywords); "
                              f"received {bad}={kw[bad]!r}")
@@ -156,4 +156,4 @@ def integrate_schedule(schedule, make_system, y0, t_span, *, t_eval=None, **kw) 
         sys_k = system.system(k)
         return sys_k.rhs, getattr(sys_k, "retraction", None)
 
-    return integrate(Piecewise(tuple(system.schedule.starts), piece), y0, t_span, t_eval=t_eval, **kw)
+    return integrate(Piecewise(tuple(system.schedule.starts), piece), y0, t_span, **kw)

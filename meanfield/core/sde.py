@@ -27,8 +27,8 @@ per step and no asymptotic order holds.
 
 :class:`EulerMaruyama` and :class:`GeodesicStrang` are steppers of the one driver
 :func:`meanfield.core.integrate.integrate` (``stochastic`` is True; their names are in
-:data:`meanfield.core.methods.METHODS`): ``integrate(drift, X0, t_span, method="geodesic_strang", dt=dt,
-noise=Noise(nu, seed, geometry))``.  The driver owns the random generator made from ``Noise.seed``,
+:data:`meanfield.core.methods.METHODS`): ``integrate(drift, X0, t_span, method="geodesic_strang",
+step=StepControl(dt=dt), noise=Noise(nu, seed, geometry))``.  The driver owns the random generator made from ``Noise.seed``,
 draws each step's increments from it (:meth:`StochasticStepper.increments`) and keeps its state in the
 checkpoint, so a resumed run equals an uninterrupted one bit for bit.  Numpy only (and the
 :class:`~meanfield.core.steppers.Stepper` interface).

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from ..core import validate
 from ..core.integrate import Trajectory, integrate
+from ..core.options import SaveAt, StepControl
 from ..core.steppers import Stepper
 from ..core.tableaux import SCHEMES
 from .batched import project_tangent_batched, retract_batched
@@ -174,5 +175,6 @@ def iterate(system, X0, dt, n_steps, rule="post_ln", *, observe=None, every=1, s
         return (system.at(t) if scheduled else system).field(x)
 
     ks = [k for k in range(n_steps + 1) if k % every == 0 or k == n_steps]
-    return integrate(field, y, (0.0, n_steps * dt), method=StepRule(rule, layer_dt=dt), dt=dt, t_eval=[k * dt for k in ks],
-                     observe=hook, save_states=save_states, progress=False, max_steps=n_steps + 1)
+    return integrate(field, y, (0.0, n_steps * dt), method=StepRule(rule, layer_dt=dt),
+                     step=StepControl(dt=dt, max_steps=n_steps + 1),
+                     save=SaveAt(t_eval=[k * dt for k in ks], states=save_states, observe=hook), progress=False)

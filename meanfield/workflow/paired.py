@@ -39,6 +39,7 @@ from ..core.densities import check_density, sample_particles
 from ..core.sphere import SphereGrid
 from ..models.continuum import ContinuumPDE
 from ..models.particles import SUMMATIONS, ParticleSystem
+from ..core.options import Checkpointing, SaveAt, StepControl
 from .checkpoint import Checkpointer, RunInterrupted
 from .simulate import check_particle_run, solve_continuum, solve_particles
 
@@ -271,8 +272,7 @@ def _phase(checkpoints, phase, every, solve, *args, **kw):
     done = checkpoints.finished(phase)
     if done is not None:
         return done
-    traj = solve(*args, checkpoint=checkpoints.saver(phase), checkpoint_every=every,
-                 resume=checkpoints.state(phase), **kw)
+    traj = solve(*args, checkpointing=Checkpointing(checkpoints.saver(phase), every, checkpoints.state(phase)), **kw)
     if traj.status == 2:
         raise RunInterrupted(checkpoints.folder, f"{phase} run {traj.message}; state saved in {checkpoints.folder}")
     checkpoints.finish(phase, traj)
@@ -383,16 +383,16 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     check_particle_run(system, n, t_final, t_eval=t, method=particle_method, dt=particle_dt)
 
     tic = time.perf_counter()
-    qtraj = _phase(checkpoints, "pde", checkpoint_every, solve_continuum, pde, rho0, t_final, t_eval=t,
-                   method=pde_method, dt=pde_dt, rtol=pde_rtol, atol=pde_atol, monitor=monitor, tail_tol=tail_tol,
-                   negative_tol=negative_tol, progress=progress)
+    qtraj = _phase(checkpoints, "pde", checkpoint_every, solve_continuum, pde, rho0, t_final,
+                   method=pde_method, step=StepControl(dt=pde_dt, rtol=pde_rtol, atol=pde_atol), save=SaveAt(t_eval=t),
+                   monitor=monitor, tail_tol=tail_tol, negative_tol=negative_tol, progress=progress)
     timings["pde"] = time.perf_counter() - tic
     coeffs = np.array([pde.coefficients(y) for y in qtraj.y], dtype=np.complex128).reshape(-1, pde.grid.nalm)
 
     tic = time.perf_counter()
-    ptraj = _phase(checkpoints, "particles", checkpoint_every, solve_particles, system, X0, t_final, t_eval=t,
-                   method=particle_method, dt=particle_dt, rtol=particle_rtol, atol=particle_atol,
-                   observe=diagnostics.particle_observer(system), progress=progress,
+    ptraj = _phase(checkpoints, "particles", checkpoint_every, solve_particles, system, X0, t_final,
+                   method=particle_method, step=StepControl(dt=particle_dt, rtol=particle_rtol, atol=particle_atol),
+                   save=SaveAt(t_eval=t, observe=diagnostics.particle_observer(system)), progress=progress,
                    **({"seed": None if seed is None else np.random.default_rng([seed, 1])} if nu > 0 else {}))
     timings["particles"] = time.perf_counter() - tic
     spectral = system.uses_spectral(n)

@@ -10,6 +10,8 @@ coefficients.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..analysis.axisymmetric import observer as reduced_observer
@@ -17,14 +19,15 @@ from ..analysis.axisymmetric import resolution_monitor
 from ..core import validate
 from ..core.integrate import integrate
 from ..core.methods import as_stepper
+from ..core.options import SaveAt, StepControl, option
 from ..models.axisymmetric import AxisymmetricPDE
 from ..models.circle import CirclePDE
 
 __all__ = ["solve_reduced"]
 
 
-def solve_reduced(pde, c0, t_final, *, t_eval=None, method="dopri5", dt=None, cfl=0.5, rtol=1e-8, atol=1e-12,
-                  observe=True, monitor=True, tail_tol=1e-3, negative_tol=1e-4, **kw):
+def solve_reduced(pde, c0, t_final, *, method="dopri5", step=None, save=None, checkpointing=None, monitor=True,
+                  tail_tol=1e-3, negative_tol=1e-4, **kw):
     """Evolve a circle or axisymmetric PDE from coefficients ``c0`` to ``t_final``.
 
     Parameters
@@ -33,10 +36,13 @@ def solve_reduced(pde, c0, t_final, *, t_eval=None, method="dopri5", dt=None, cf
     c0 : ndarray
         Coefficients (``pde.uniform()``-shaped) of a density of mass 1 (relative to the normalized measure).
     t_final : float
-    method, dt, rtol, atol
-        Integrator settings; a fixed-step method without ``dt`` takes ``pde.cfl_dt(c0, cfl)``.
-    observe : bool or callable
-        ``True``: mass, energies, entropy, spectral tail, negative mass at ``t_eval``.
+    method, step
+        Integrator settings (:class:`~meanfield.core.options.StepControl`, default ``rtol=1e-8``,
+        ``atol=1e-12``); a fixed-step method without ``step.dt`` takes ``pde.cfl_dt(c0, step.cfl)``
+        (``cfl`` default 0.5).
+    save, checkpointing
+        :class:`~meanfield.core.options.SaveAt` (default 11 equispaced times; ``observe=True``: mass,
+        energies, entropy, spectral tail, negative mass) and :class:`~meanfield.core.options.Checkpointing`.
     monitor : bool
         Stop (status 1, with the reason) once the truncation no longer resolves the density.
     """
@@ -47,12 +53,16 @@ def solve_reduced(pde, c0, t_final, *, t_eval=None, method="dopri5", dt=None, cf
     mass = pde.mass(pde.coefficients(y0))
     if abs(mass - 1) > 1e-10:
         raise ValueError(f"c0 must have mass 1 (to 1e-10); received mass {mass!r}")
+    sc = option("step", step, StepControl).with_defaults(1e-8, 1e-12)
+    sv = option("save", save, SaveAt)
+    dt, t_eval, observe = sc.dt, sv.t_eval, sv.observe
+    cfl = 0.5 if sc.cfl is None else sc.cfl
     stepper = as_stepper(method)
-    if (kw.get("adaptive") is False or not stepper.adaptive) and dt is None:
+    if (sc.adaptive is False or not stepper.adaptive) and dt is None:
         # no linear part is handed over here: a split scheme runs as its explicit tableau, diffusion included
         dt = pde.cfl_dt(pde.coefficients(y0), cfl, stepper.explicit_tableau if stepper.split else stepper)
     t_eval = np.linspace(0.0, t_final, 11) if t_eval is None else t_eval
     hook = reduced_observer(pde) if observe is True else (observe or None)
     event = resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
-    return integrate(pde.rhs, y0, (0.0, t_final), t_eval=t_eval, method=method, dt=dt, rtol=rtol, atol=atol,
-                     observe=hook, event=event, **kw)
+    return integrate(pde.rhs, y0, (0.0, t_final), method=method, step=replace(sc, dt=dt, cfl=None),
+                     save=replace(sv, t_eval=t_eval, observe=hook), checkpointing=checkpointing, event=event, **kw)

@@ -34,6 +34,7 @@ import numpy as np
 import meanfield as mf
 from meanfield import paired, transport
 from studies._common import fit_slope, main, save_json
+from meanfield.core.options import SaveAt
 
 LAMBDAS = (1.0, 0.5)
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
@@ -153,7 +154,7 @@ def part_b(cfg, heads):
     runs = {}
     for L in cfg.conv_lmax + (cfg.conv_ref,):
         pde = mf.ContinuumPDE(heads, L)
-        tr = mf.solve_continuum(pde, initial_density(pde.grid), t[-1], t_eval=t, progress=False)
+        tr = mf.solve_continuum(pde, initial_density(pde.grid), t[-1], save=SaveAt(t_eval=t), progress=False)
         runs[L] = (pde, tr)
     pref, tref = runs[cfg.conv_ref]
     g = pref.grid
