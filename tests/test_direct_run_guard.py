@@ -8,6 +8,7 @@ import meanfield as mf
 from meanfield.core.integrate import estimate_nfev, integrate
 from meanfield.models.particles import DIRECT_PAIR_RATE, DIRECT_RUN_LIMIT_S
 from meanfield.core.options import SaveAt, StepControl
+from meanfield.workflow.paired import PDESettings, ParticleSettings
 
 
 def direct_system(lams=(1.0, -0.5), **kw):
@@ -124,6 +125,7 @@ def test_paired_run_refuses_a_too_long_direct_particle_run_before_its_pde(monkey
     heads = mf.scalar_heads([1.0], 3, beta=1.0)
     with pytest.raises(ValueError, match=r"direct O\(n\^2\) passes.*direct_limit_s"):
         # direct sums, 4000 tokens, fixed rk4 steps of 1e-5 to t = 1: 4e5 evaluations x 1.6e7 pairs >> 1 h
-        paired.paired_run(heads, lambda g: densities.uniform_density(g), 4000, 1.0, lmax=7, particle_sums="direct",
-                          particle_method="rk4", particle_dt=1e-5)
+        paired.paired_run(heads, lambda g: densities.uniform_density(g), 4000, 1.0,
+                          particles=ParticleSettings(sums="direct", method="rk4", step=StepControl(dt=1e-5)),
+                          pde=PDESettings(lmax=7))
     assert called == []

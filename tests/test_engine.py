@@ -10,6 +10,8 @@ from meanfield.models.particles import SPECTRAL_MIN_N
 from meanfield.workflow import run as run_module
 from meanfield.workflow.checkpoint import Checkpointer, RunInterrupted
 from meanfield.workflow.config import RunConfig
+from meanfield.workflow.paired import PDESettings, ParticleSettings, TransportSettings
+from _helpers import paired_kw
 
 HEADS = mf.scalar_heads([1.0, 0.5], 3, beta=1.0)
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
@@ -85,22 +87,23 @@ def test_particle_observer_relu_heads_and_bad_system():
 # ---------------------------------------------------------------------------- summation, grid, alignment
 def test_zonal_relu_heads_with_auto_sums_run_direct():
     heads = mf.scalar_heads([1.0, 0.5], 3, beta=1.0, kernel="relu")
-    res = paired.paired_run(heads, blobs, 40, 0.1, [0.0, 0.1], lmax=15, seed=1, particle_sums="auto",
-                            transport_grid=paired.transport_grid(8))
+    res = paired.paired_run(heads, blobs, 40, 0.1, [0.0, 0.1], seed=1, particles=ParticleSettings(sums="auto"),
+                            pde=PDESettings(lmax=15), transport=TransportSettings(grid=paired.transport_grid(8)))
     assert res.config["particle_sums"] == "direct" and res.config["particle_sums_requested"] == "auto"
     assert res.particle_status == 0 and np.all(np.isfinite(res.w2))
     system = mf.ParticleSystem(heads, summation="direct")
     # the recorded energies are the direct sums of the recorded states (same code, round-off only)
     np.testing.assert_allclose(res.particles["energy"][-1], system.energy(res.particle_states[-1]), rtol=1e-14)
     with pytest.raises(ValueError, match="no lmax rule"):   # asking for spectral sums still says why not
-        paired.paired_run(heads, blobs, 40, 0.1, lmax=15, particle_sums="spectral")
+        paired.paired_run(heads, blobs, 40, 0.1, particles=ParticleSettings(sums="spectral"),
+                          pde=PDESettings(lmax=15))
 
 
 def test_auto_sums_follow_particle_system_rule():
     system = mf.ParticleSystem(HEADS, summation="auto", tolerance=1e-12)
     assert not system.uses_spectral(SPECTRAL_MIN_N - 1) and system.uses_spectral(SPECTRAL_MIN_N)
-    res = paired.paired_run(HEADS, blobs, SPECTRAL_MIN_N, 0.05, [0.0, 0.05], lmax=15, seed=2,
-                            transport_grid=paired.transport_grid(8), w2_method="sliced")
+    res = paired.paired_run(HEADS, blobs, SPECTRAL_MIN_N, 0.05, [0.0, 0.05], seed=2, pde=PDESettings(lmax=15),
+                            transport=TransportSettings(grid=paired.transport_grid(8), method="sliced"))
     assert res.config["particle_sums"] == "spectral" and res.config["spectral_lmax"] >= 2
 
 
@@ -113,7 +116,8 @@ def test_one_time_alignment_and_one_transport_grid():
     with pytest.raises(ValueError, match="transport_grid must be a SphereGrid or None; received int"):
         paired.resolve_transport_grid(pde, 8)
     with pytest.raises(ValueError, match="nlat >= 8"):     # checked before any run starts
-        paired.paired_run(HEADS, blobs, 10, 0.1, lmax=15, transport_grid=paired.transport_grid(6))
+        paired.paired_run(HEADS, blobs, 10, 0.1, pde=PDESettings(lmax=15),
+                          transport=TransportSettings(grid=paired.transport_grid(6)))
     # a grid of the PDE's degree carries the density by its exact synthesis: the same nodes and
     # weights as synthesizing there directly (identical floats)
     g = paired.transport_grid(16)
@@ -128,7 +132,7 @@ def test_one_time_alignment_and_one_transport_grid():
 # ---------------------------------------------------------------------------- checkpoints of paired_run
 def test_paired_run_checkpoint_resume_is_bit_identical(tmp_path, monkeypatch):
     kw = dict(lmax=15, seed=4, transport_grid=paired.transport_grid(8), checkpoint_every=0.05)
-    ref = paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], **kw)
+    ref = paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], **paired_kw(**kw))
     ck = Checkpointer(tmp_path / "ck")
     ck.start("# test\n")
     real, count = mf.ParticleSystem.rhs, {"n": 0}
@@ -142,9 +146,9 @@ def test_paired_run_checkpoint_resume_is_bit_identical(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(mf.ParticleSystem, "rhs", rhs)
         with pytest.raises(RunInterrupted, match="particles run interrupted at t ="):
-            paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], checkpoints=ck, **kw)
+            paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], checkpoints=ck, **paired_kw(**kw))
     assert ck.finished("pde") is not None and ck.state("particles") is not None
-    again = paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], checkpoints=ck, **kw)
+    again = paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], checkpoints=ck, **paired_kw(**kw))
     # the same steps and arithmetic as the uninterrupted run: identical floats (tolerance 0)
     np.testing.assert_array_equal(again.particle_states, ref.particle_states)
     np.testing.assert_array_equal(again.pde_coefficients, ref.pde_coefficients)
@@ -152,7 +156,7 @@ def test_paired_run_checkpoint_resume_is_bit_identical(tmp_path, monkeypatch):
     for key in ref.particles:
         np.testing.assert_array_equal(again.particles[key], ref.particles[key])
     with pytest.raises(ValueError, match="checkpoints must be a Checkpointer or None; received str"):
-        paired.paired_run(HEADS, blobs, 50, 0.3, checkpoints="ck", lmax=15)
+        paired.paired_run(HEADS, blobs, 50, 0.3, checkpoints="ck", pde=PDESettings(lmax=15))
 
 
 # ---------------------------------------------------------------------------- the main job through paired_run
@@ -185,7 +189,8 @@ def test_main_job_is_paired_run_converted(monkeypatch):
 
 
 def test_to_dataset_refuses_a_result_of_another_config():
-    res = paired.paired_run(HEADS, blobs, 30, 0.1, [0.0, 0.1], lmax=15, seed=0, transport_grid=paired.transport_grid(8))
+    res = paired.paired_run(HEADS, blobs, 30, 0.1, [0.0, 0.1], seed=0, pde=PDESettings(lmax=15),
+                            transport=TransportSettings(grid=paired.transport_grid(8)))
     config = RunConfig.from_dict({"pde": {"lmax": 15}, "particles": {"n": 31}})
     with pytest.raises(ValueError, match=r"made from config \(lmax, n_particles, heads\) = \(15, 31, 2\); "
                                          r"received a run with \(15, 30, 2\)"):

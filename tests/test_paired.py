@@ -5,6 +5,8 @@ import pytest
 
 import meanfield as mf
 from meanfield import paired, transport
+from meanfield.workflow.paired import PDESettings, ParticleSettings
+from _helpers import paired_kw
 
 HEADS = mf.scalar_heads([1.0, 0.5], 3, beta=1.0)
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
@@ -17,7 +19,7 @@ def blobs(grid):
 @pytest.fixture(scope="module")
 def tiny():
     """n = 120 particles, lmax 15, to t = 0.6; the lmax-15 PDE stops (resolution monitor) near t = 0.2."""
-    return paired.paired_run(HEADS, blobs, 120, 0.6, [0.0, 0.1, 0.3, 0.6], lmax=15, seed=3)
+    return paired.paired_run(HEADS, blobs, 120, 0.6, [0.0, 0.1, 0.3, 0.6], seed=3, pde=PDESettings(lmax=15))
 
 
 def test_w2_at_t0_equals_direct_call(tiny):
@@ -67,8 +69,8 @@ def test_observables_shapes_and_entropy_convention(tiny):
 
 def test_spectral_and_direct_particle_sums_agree():
     kw = dict(lmax=15, seed=5, t_eval=[0.0, 0.15], monitor=False, transport_grid=paired.transport_grid(8))
-    a = paired.paired_run(HEADS, blobs, 60, 0.15, particle_sums="direct", **kw)
-    b = paired.paired_run(HEADS, blobs, 60, 0.15, particle_sums="spectral", **kw)
+    a = paired.paired_run(HEADS, blobs, 60, 0.15, **paired_kw(particle_sums="direct", **kw))
+    b = paired.paired_run(HEADS, blobs, 60, 0.15, **paired_kw(particle_sums="spectral", **kw))
     # dopri5 at rtol 1e-8 on the same field (sums agree to ~1e-12): trajectories agree to ~1e-8;
     # W2 is 1-Lipschitz in the particle positions (per particle RMS), so it agrees to the same order
     assert np.max(np.abs(a.particle_states - b.particle_states)) < 1e-6
@@ -148,21 +150,21 @@ def test_bad_input(kw, match):
     args = dict(heads=HEADS, rho_lm0=blobs, n_particles=10, t_final=0.2, lmax=15)
     args.update(kw)
     with pytest.raises(ValueError, match=match):
-        paired.paired_run(**args)
+        paired.paired_run(**paired_kw(**args))
 
 
 def test_bad_initial_density():
     pde = mf.ContinuumPDE(HEADS, 15)
     with pytest.raises(ValueError, match="rho_lm0"):
-        paired.paired_run(HEADS, 2 * blobs(pde.grid), 10, 0.2, lmax=15)   # mass 2, not rescaled silently
+        paired.paired_run(HEADS, 2 * blobs(pde.grid), 10, 0.2, pde=PDESettings(lmax=15))   # mass 2, not rescaled silently
 
 
 def test_noisy_pair_runs_with_one_nu():
     """nu applies to both sides; the particle noise is reproducible from the seed."""
     args = dict(heads=HEADS, rho_lm0=blobs, n_particles=60, t_final=0.2, t_eval=[0.0, 0.2], lmax=15, seed=4,
                 nu=0.2, particle_dt=0.02)
-    a, b = paired.paired_run(**args), paired.paired_run(**args)
+    a, b = paired.paired_run(**paired_kw(**args)), paired.paired_run(**paired_kw(**args))
     assert a.config["nu"] == 0.2 and np.array_equal(a.particle_states, b.particle_states)   # bit for bit
     # the noise moved the tokens: not the noiseless path (a step of noise moves a token by ~sqrt(2 nu dt) = 0.09)
-    c = paired.paired_run(**dict(args, nu=0.0, particle_dt=None))
+    c = paired.paired_run(**paired_kw(**dict(args, nu=0.0, particle_dt=None)))
     assert np.abs(a.particle_states[-1] - c.particle_states[-1]).max() > 0.05

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from meanfield.core import choices, validate as V
 from meanfield.core.options import Checkpointing, SaveAt, StepControl
+from _helpers import paired_kw
 
 ANYTHING = st.one_of(st.none(), st.booleans(), st.integers(-10**30, 10**30), st.floats(allow_nan=True),
                      st.text(max_size=5), st.lists(st.floats(), max_size=3), st.complex_numbers())
@@ -447,7 +448,7 @@ def test_workflow_and_diagnostics_refuse_previously_unchecked_arguments(tmp_path
     args = dict(heads=heads, rho_lm0=uniform_density, n_particles=10, t_final=0.2, lmax=14)
 
     def pair(**kw):
-        return paired.paired_run(**{**args, **kw})
+        return paired.paired_run(**paired_kw(**{**args, **kw}))
 
     refused(pair, n_particles=True, name="n_particles", echo="True")
     refused(pair, n_particles=10.0, name="n_particles", echo="10.0")

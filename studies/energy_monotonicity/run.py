@@ -174,8 +174,9 @@ def decrease_scan(d, n, n_heads, eps_values, t_final, n_eval, seed):
         heads = mf.perturbed_value_heads(base, eps, seed=seed + 2)
         system = mf.ParticleSystem(heads, "sphere")
         tr = mf.solve_particles(system, X0, t_final, step=StepControl(rtol=1e-10, atol=1e-12),
-                                save=SaveAt(t_eval=np.linspace(0, t_final, n_eval), observe=lambda t, X, system=system: {"energy": system.energy(X),
-                                                                     "rate": system.energy_rates(X).sum()}),
+                                save=SaveAt(t_eval=np.linspace(0, t_final, n_eval),
+                                            observe=lambda t, X, system=system: {"energy": system.energy(X),
+                                                                                 "rate": system.energy_rates(X).sum()}),
                                 progress=False)
         E, R = tr.observables["energy"], tr.observables["rate"]
         min_rate.append(float(R.min()))

@@ -520,7 +520,8 @@ def part_c(cfg):
         for nz in ("mean", "softmax"):
             system = mf.ParticleSystem(mf.scalar_heads(list(alphas_of(H, 0.6)), 16, 3.0, normalization=nz))
             tr = mf.solve_particles(system, mf.initial.orthonormal(16, 16, seed=1), 3.0,
-                                    save=SaveAt(t_eval=np.r_[0.0, np.geomspace(1e-3, 3.0, 60)], observe=lambda t, X, sy=system: {"r": sy.energy_rates(X)}),
+                                    save=SaveAt(t_eval=np.r_[0.0, np.geomspace(1e-3, 3.0, 60)],
+                                                observe=lambda t, X, sy=system: {"r": sy.energy_rates(X)}),
                                     progress=False)
             r = tr.observables["r"]                              # (T, H)
             # once the tokens have merged the rates are round-off: judge only while max_h |rate| > 1e-8 of its start
