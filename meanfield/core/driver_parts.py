@@ -92,7 +92,8 @@ class _Recorder:
             self.i_target += 1
 
     def state(self):
-        """The recorded times, states and observables of a checkpoint state (with ``i_target``, :meth:`restore` reads them)."""
+        """The recorded times, states and observables of a checkpoint state (with ``i_target``,
+        :meth:`restore` reads them)."""
         return {"rec_t": list(self.t), "rec_y": list(self.y),
                 "rec_obs": {k: list(v) for k, v in self.obs.items()}}
 

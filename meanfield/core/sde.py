@@ -7,8 +7,9 @@ The SDE (MODEL.md section 3, "Token noise on the particle side"), in Ito form fo
 i.e. ``dx = v dt`` plus Brownian motion of generator ``nu Lap_S``; in flat geometry
 ``dx = v dt + sqrt(2 nu) dW``.  Without drift ``E <x(t), x(0)> = exp(-nu (d - 1) t)``.
 
-Schemes (the ``stochastic`` entries of :data:`meanfield.core.methods.METHODS`), each a function of the Brownian increments of the two halves of
-the step (``dW`` of shape ``(2, *X.shape)``), so that coarse and fine runs can share one path:
+Schemes (the ``stochastic`` entries of :data:`meanfield.core.methods.METHODS`), each a function of the
+Brownian increments of the two halves of the step (``dW`` of shape ``(2, *X.shape)``), so that coarse
+and fine runs can share one path:
 
 * ``"euler_maruyama"``: projected Euler-Maruyama with retraction
   ``x <- (x + dt v + sqrt(2 nu) P_x dW) / | . |``; the retraction supplies the Ito drift
@@ -28,10 +29,10 @@ per step and no asymptotic order holds.
 :class:`EulerMaruyama` and :class:`GeodesicStrang` are steppers of the one driver
 :func:`meanfield.core.integrate.integrate` (``stochastic`` is True; their names are in
 :data:`meanfield.core.methods.METHODS`): ``integrate(drift, X0, t_span, method="geodesic_strang",
-step=StepControl(dt=dt), noise=Noise(nu, seed, geometry))``.  The driver owns the random generator made from ``Noise.seed``,
-draws each step's increments from it (:meth:`StochasticStepper.increments`) and keeps its state in the
-checkpoint, so a resumed run equals an uninterrupted one bit for bit.  Numpy only (and the
-:class:`~meanfield.core.steppers.Stepper` interface).
+step=StepControl(dt=dt), noise=Noise(nu, seed, geometry))``.  The driver owns the random generator made
+from ``Noise.seed``, draws each step's increments from it (:meth:`StochasticStepper.increments`) and
+keeps its state in the checkpoint, so a resumed run equals an uninterrupted one bit for bit.  Numpy
+only (and the :class:`~meanfield.core.steppers.Stepper` interface).
 """
 
 from __future__ import annotations
