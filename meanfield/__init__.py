@@ -19,6 +19,9 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       integrate         the one driver: integrate(rhs, y0, ...) -> Trajectory (t_eval, hooks, checkpoints)
       sde               token noise: stochastic steppers on S^{d-1} (Noise) of the one driver
       methods           METHODS: every scheme by name with its capability flags
+      options           the driver's option objects: StepControl, SaveAt, Checkpointing
+      dense             dense output (cubic Hermite) and root-located events (Event) of the driver
+      driver_parts      the driver's recorder, checkpoint schedule, progress bar, Brownian stream
       initial           seeded token configurations (uniform, vMF, equiangular, orthonormal)
       densities         initial densities on S^2 and sampling particles from them
       axisymmetric      axisymmetric densities on S^{d-1}: the law of <x, e>, sampling particles from it
