@@ -22,6 +22,7 @@ Package map: four layers, imports flow downwards only (``tests/test_layers.py`` 
       options           the driver's option objects: StepControl, SaveAt, Checkpointing
       dense             dense output (cubic Hermite) and root-located events (Event) of the driver
       driver_parts      the driver's recorder, checkpoint schedule, progress bar, Brownian stream
+      model             structural protocols of the models (Model, TokenModel, DensityModel, SplitModel, ...)
       initial           seeded token configurations (uniform, vMF, equiangular, orthonormal)
       densities         initial densities on S^2 and sampling particles from them
       axisymmetric      axisymmetric densities on S^{d-1}: the law of <x, e>, sampling particles from it

@@ -383,3 +383,42 @@ def test_growth_rates_beyond_float_range_of_the_sphere_area(normalization):
     # the d -> infinity limit of the mean sigma_1 is sum_h lambda_h (c_1 ~ a/d): within O(beta/d) = 1 %
     if normalization == "mean":
         assert abs(sigma[0] - sum(lambdas)) <= 0.1 * abs(sum(lambdas))
+
+
+def test_solve_reduced_takes_any_model_with_the_capabilities():
+    """No closed list of types: a model of one's own that implements ReducedDensityModel (here one that
+    delegates to a CirclePDE) runs through solve_reduced with the very same numbers."""
+    from meanfield.core.model import DensityModel, Model, ReducedDensityModel, SplitModel, TokenModel
+    from meanfield.models.batched import BatchedSystem
+
+    circ = mf.CirclePDE(scalar_heads([1.0], 2, beta=2.0), 16)
+
+    class Wrapped:
+        def __getattr__(self, name):
+            if name in ("rhs", "state", "coefficients", "energies", "cfl_dt", "mass", "entropy", "spectral_tail",
+                        "negative_mass", "uniform"):
+                return getattr(circ, name)
+            raise AttributeError(name)
+
+    c0 = circ.uniform().copy()
+    c0[1] += 0.05
+    a = mf.solve_reduced(circ, c0, 0.2, progress=False)
+    b = mf.solve_reduced(Wrapped(), c0, 0.2, progress=False)
+    np.testing.assert_array_equal(a.y, b.y)                        # the same calls: bit for bit
+    assert a.observables.keys() == b.observables.keys()
+    # the five models and the protocols they implement
+    h3 = scalar_heads([1.0], 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        models = {"particles": mf.ParticleSystem(h3), "batched": BatchedSystem(h3),
+                  "continuum": mf.ContinuumPDE(h3, lmax=8), "circle": circ,
+                  "axisymmetric": mf.AxisymmetricPDE(scalar_heads([1.0], 4), 4, 8)}
+    kinds = {k: {P.__name__ for P in (Model, TokenModel, DensityModel, ReducedDensityModel, SplitModel)
+                 if isinstance(m, P)} for k, m in models.items()}
+    assert kinds == {"particles": {"Model", "TokenModel"}, "batched": {"Model", "TokenModel"},
+                     "continuum": {"Model", "DensityModel", "SplitModel"},
+                     "circle": {"Model", "DensityModel", "ReducedDensityModel"},
+                     "axisymmetric": {"Model", "DensityModel", "ReducedDensityModel"}}
+    with pytest.raises(ValueError, match=r"pde must be a CirclePDE or an AxisymmetricPDE .*received ContinuumPDE, "
+                                         r"missing \['entropy', 'mass', 'negative_mass', 'spectral_tail'\]"):
+        mf.solve_reduced(models["continuum"], c0, 0.2)

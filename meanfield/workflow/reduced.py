@@ -20,8 +20,7 @@ from ..core import validate
 from ..core.integrate import integrate
 from ..core.methods import as_stepper
 from ..core.options import SaveAt, StepControl, option
-from ..models.axisymmetric import AxisymmetricPDE
-from ..models.circle import CirclePDE
+from ..core.model import ReducedDensityModel, missing
 
 __all__ = ["solve_reduced"]
 
@@ -32,7 +31,7 @@ def solve_reduced(pde, c0, t_final, *, method="dopri5", step=None, save=None, ch
 
     Parameters
     ----------
-    pde : CirclePDE or AxisymmetricPDE
+    pde : CirclePDE, AxisymmetricPDE or any :class:`~meanfield.core.model.ReducedDensityModel`
     c0 : ndarray
         Coefficients (``pde.uniform()``-shaped) of a density of mass 1 (relative to the normalized measure).
     t_final : float
@@ -46,8 +45,10 @@ def solve_reduced(pde, c0, t_final, *, method="dopri5", step=None, save=None, ch
     monitor : bool
         Stop (status 1, with the reason) once the truncation no longer resolves the density.
     """
-    if not isinstance(pde, (CirclePDE, AxisymmetricPDE)):
-        raise ValueError(f"pde must be a CirclePDE or an AxisymmetricPDE; received {type(pde).__name__}")
+    if not isinstance(pde, ReducedDensityModel):        # the capability, not a closed list of types
+        raise ValueError(f"pde must be a CirclePDE or an AxisymmetricPDE (any model implementing "
+                         f"meanfield.core.model.ReducedDensityModel); received {type(pde).__name__}, missing "
+                         f"{missing(pde, ReducedDensityModel)}")
     t_final = validate.real("t_final", t_final, positive=True)
     y0 = pde.state(c0)
     mass = pde.mass(pde.coefficients(y0))
