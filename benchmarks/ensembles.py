@@ -33,6 +33,7 @@ from meanfield.analysis import ensembles
 from meanfield.core.heads import random_symmetric_heads, scalar_heads
 from meanfield.models.batched import BatchedSystem
 from meanfield.models.step_rules import STEP_RULES, directions, iterate, limit_rhs
+from meanfield.core.options import SaveAt, StepControl
 
 HERE = Path(__file__).resolve().parent
 SECTION = "# Ensembles (issue 17)"
@@ -85,8 +86,8 @@ def meanfield_cell(X0, beta, eta=STEP, steps=STEPS):
 
 def loop_cell(X0, beta, eta=STEP, steps=STEPS):
     system = mf.ParticleSystem(scalar_heads([1.0], D, beta=beta, normalization="softmax"), summation="direct")
-    return np.stack([mf.solve_particles(system, X, eta * steps, method="euler", dt=eta, observe=False,
-                                        progress=False).y_final for X in X0])
+    return np.stack([mf.solve_particles(system, X, eta * steps, method="euler", step=StepControl(dt=eta),
+                                        save=SaveAt(observe=False), progress=False).y_final for X in X0])
 
 
 def measures(X):
@@ -138,7 +139,8 @@ def bench_orders():
     T, dts = 1.0, np.array([1 / 50, 1 / 100, 1 / 200, 1 / 400])
     rows, slopes = [], {}
     for rule in STEP_RULES:
-        ref = mf.integrate(limit_rhs(bs, rule), X, (0.0, T), method="rk4", dt=T / 1600, save_states=False).y_final
+        ref = mf.integrate(limit_rhs(bs, rule), X, (0.0, T), method="rk4", step=StepControl(dt=T / 1600),
+                           save=SaveAt(states=False)).y_final
         errs = [np.abs(directions(iterate(bs, X, dt, round(T / dt), rule, save_states=False).y_final, rule)
                        - directions(ref, rule)).max() for dt in dts]
         slopes[rule] = np.polyfit(np.log(dts), np.log(errs), 1)[0]

@@ -34,6 +34,7 @@ from meanfield.analysis import equilibria as eq
 from meanfield.analysis import phase_transition as pt
 from meanfield.analysis import sphere_states as ss
 from meanfield.analysis.stability import growth_rate
+from meanfield.core.options import SaveAt, StepControl
 
 PATH = Path(__file__).with_name("RESULTS_equilibria.md")
 SECTION = "## Equilibria (issue 23)"
@@ -66,8 +67,9 @@ def newton_vs_time_stepping(lmax, t_max):
     # time-stepping from the same start, residual checked at 0.5 time units
     times = np.arange(0.0, t_max + 1e-9, 0.5)
     t0 = time.perf_counter()
-    traj = mf.solve_continuum(pde, rho0, t_max, t_eval=times, method="lawson_dopri5", rtol=1e-10, atol=1e-13,
-                              observe=False, monitor=False, progress=False)
+    traj = mf.solve_continuum(pde, rho0, t_max, step=StepControl(rtol=1e-10, atol=1e-13),
+                              save=SaveAt(t_eval=times, observe=False), method="lawson_dopri5", monitor=False,
+                              progress=False)
     t_steps = time.perf_counter() - t0
     res = []
     for row in traj.y:

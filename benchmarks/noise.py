@@ -23,8 +23,9 @@ import numpy as np
 import meanfield as mf
 from meanfield.core.densities import vmf_density
 from meanfield.core.heads import scalar_heads
+from meanfield.core.options import SaveAt, StepControl
 
-RUN = dict(observe=False, monitor=False, progress=False)
+RUN = dict(save=SaveAt(observe=False), monitor=False, progress=False)
 
 
 def pde_rows(lmax, nus, t_final=1.0):
@@ -35,11 +36,12 @@ def pde_rows(lmax, nus, t_final=1.0):
             warnings.simplefilter("ignore")
             pde = mf.ContinuumPDE(heads, lmax=lmax, nu=nu, kernel_tol=1e-6)
         rho = vmf_density(pde.grid, [0.0, 0.6, 0.8], 3.0)
-        ref = mf.solve_continuum(pde, rho, t_final, method="lawson_dopri5", rtol=1e-11, atol=1e-13, **RUN).y_final
+        ref = mf.solve_continuum(pde, rho, t_final, method="lawson_dopri5", step=StepControl(rtol=1e-11, atol=1e-13),
+                                 **RUN).y_final
         out = {}
         for method in ("dopri5", "lawson_dopri5"):
             tic = time.perf_counter()
-            tr = mf.solve_continuum(pde, rho, t_final, method=method, rtol=1e-7, atol=1e-9, **RUN)
+            tr = mf.solve_continuum(pde, rho, t_final, method=method, step=StepControl(rtol=1e-7, atol=1e-9), **RUN)
             out[method] = (time.perf_counter() - tic, tr.n_steps, np.abs(tr.y_final - ref).max())
         rows.append((nu, out))
     return rows
@@ -55,7 +57,8 @@ def particle_rows(n=2000, d=3, steps=50, dt=0.01):
                                ("noise euler_maruyama", noisy, "euler_maruyama"),
                                ("noise geodesic_strang", noisy, "geodesic_strang")):
         tic = time.perf_counter()
-        mf.solve_particles(sysm, X, steps * dt, dt=dt, method=method, observe=False, seed=1, t_eval=[0, steps * dt])
+        mf.solve_particles(sysm, X, steps * dt, step=StepControl(dt=dt),
+                           save=SaveAt(observe=False, t_eval=[0, steps * dt]), method=method, seed=1)
         out[name] = steps / (time.perf_counter() - tic)
     return out
 

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from meanfield.core.options import SaveAt
 
 HERE = Path(__file__).resolve().parent
 LAMBDAS, BETA = [1.0, 0.5], 2.0          # the README's heads
@@ -75,7 +76,7 @@ def solve_ratio(n, t_final, repeats):
 
     def run(observe):
         t0 = time.perf_counter()
-        tr = mf.solve_particles(system, X0, t_final, observe=observe, progress=False)
+        tr = mf.solve_particles(system, X0, t_final, save=SaveAt(observe=observe), progress=False)
         out[observe] = (time.perf_counter() - t0, tr)
 
     best = {True: np.inf, False: np.inf}

@@ -41,6 +41,7 @@ from meanfield.models.fastsum import SpectralSum
 from meanfield.models.particles import ParticleSystem
 from meanfield.workflow.simulate import solve_particles
 from ._report import finish, provenance, table
+from meanfield.core.options import SaveAt, StepControl
 
 HERE = Path(__file__).resolve().parent
 LAMBDAS = [1.0, -0.5]      # two zonal mean heads, as in benchmarks/run.py
@@ -137,8 +138,8 @@ def trajectory_child(n, t_final):
     system = ParticleSystem(heads())
     X0 = uniform_sphere(n, seed=4)
     t0 = time.perf_counter()
-    tr = solve_particles(system, X0, t_final, rtol=RTOL, atol=ATOL,
-                         observe=observer(system))          # the full observer, KD-tree clustering included
+    tr = solve_particles(system, X0, t_final, step=StepControl(rtol=RTOL, atol=ATOL),
+                         save=SaveAt(observe=observer(system)))          # the full observer, KD-tree clustering included
     wall = time.perf_counter() - t0
     obs = tr.observables
     print(json.dumps({"n": n, "wall_s": wall, "status": tr.status, "nfev": tr.nfev, "n_steps": tr.n_steps,

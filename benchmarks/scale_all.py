@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from ._report import provenance, table
+from meanfield.core.options import SaveAt
 
 HERE = Path(__file__).resolve().parent
 LAMBDAS = [1.0, -0.5]      # two zonal mean heads (benchmarks/run.py, benchmarks/scale.py)
@@ -116,7 +117,7 @@ def trajectory_child(n):
 
     X0 = uniform_sphere(n, seed=4)
     c0, t0 = time.process_time(), time.perf_counter()
-    tr = solve_particles(system, X0, 1.0, observe=timed_observe, progress=False)
+    tr = solve_particles(system, X0, 1.0, save=SaveAt(observe=timed_observe), progress=False)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     obs = tr.observables
     print(json.dumps({"n": n, "wall_s": wall, "cpu_s": cpu, "status": tr.status, "nfev": tr.nfev,

@@ -21,7 +21,12 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       steppers          Stepper interface: explicit RK, and split (IMEX, ARS IMEX RK, exponential, Lawson) steppers y' = L y + N
       controllers       step-size control: fixed grid, embedded error control
       integrate         the one driver: integrate(rhs, y0, ...) -> Trajectory (t_eval, hooks, checkpoints)
-      sde               token noise: stochastic schemes on S^{d-1} and their driver integrate_sde
+      sde               token noise: stochastic steppers on S^{d-1} (Noise) of the one driver
+      methods           METHODS: every scheme by name with its capability flags
+      options           the driver's option objects: StepControl, SaveAt, Checkpointing
+      dense             dense output (cubic Hermite) and root-located events (Event) of the driver
+      driver_parts      the driver's recorder, checkpoint schedule, progress bar, Brownian stream
+      model             structural protocols of the models (Model, TokenModel, DensityModel, SplitModel, ...)
       initial           seeded token configurations (uniform, vMF, equiangular, orthonormal)
       densities         initial densities on S^2 and sampling particles from them
       axisymmetric      axisymmetric densities on S^{d-1}: the law of <x, e>, sampling particles from it
@@ -101,6 +106,9 @@ from .core import densities, initial
 from .core.heads import (Head, approx_orthogonal_heads, orthogonal_block_heads, perturbed_value_heads,
                          random_symmetric_heads, scalar_heads)
 from .core.integrate import Trajectory, integrate
+from .core.methods import METHODS
+from .core.options import Checkpointing, SaveAt, StepControl
+from .core.sde import Noise
 from .core.sphere import SphereGrid
 from .core.tableaux import SCHEMES
 from .core.zonal import required_lmax
@@ -114,6 +122,7 @@ from .workflow.simulate import solve_continuum, solve_particles
 
 __all__ = ["Head", "scalar_heads", "orthogonal_block_heads", "random_symmetric_heads", "perturbed_value_heads",
            "approx_orthogonal_heads", "ParticleSystem", "ContinuumPDE", "CirclePDE", "AxisymmetricPDE", "SphereGrid",
-           "integrate", "SCHEMES", "Trajectory", "required_lmax", "solve_particles", "solve_continuum",
-           "solve_reduced", "zonal_density", "density_from_coefficients", "densities", "initial", "diagnostics",
-           "field_diagnostics", "theory", "__version__"]
+           "integrate", "SCHEMES", "METHODS", "Trajectory", "Noise", "StepControl", "SaveAt", "Checkpointing",
+           "required_lmax", "solve_particles", "solve_continuum", "solve_reduced", "zonal_density",
+           "density_from_coefficients", "densities", "initial", "diagnostics", "field_diagnostics", "theory",
+           "__version__"]

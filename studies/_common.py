@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 import meanfield as mf
+from meanfield.core.options import SaveAt, StepControl
 
 __all__ = ["main", "save_json", "load_json", "open_study_data", "style_axes", "save_figure", "markdown_table",
            "write_report", "study_dir", "SlopeFit", "fit_slope", "blowup_horizon", "VERDICTS", "REPRODUCED",
@@ -242,7 +243,8 @@ def blowup_horizon(system, X0, t_final, fraction, rtol=1e-6):
     """
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1]; received {fraction!r}")
-    probe = mf.solve_particles(system, X0, t_final, observe=False, progress=False, rtol=rtol)
+    probe = mf.solve_particles(system, X0, t_final, step=StepControl(rtol=rtol), save=SaveAt(observe=False),
+                               progress=False)
     if probe.status == 0:
         return t_final, None
     return fraction * probe.t_final, probe.t_final
@@ -307,7 +309,7 @@ class DenseRun:
     """A particle trajectory with dense output (:func:`dense_particle_run`).
 
     ``t_steps`` are the integrator's accepted step times; ``state(t)`` the tokens at any ``t`` in
-    ``[0, t_final]`` (the method's own interpolant; rows renormalized onto the sphere for spherical
+    ``[0, t_final]`` (the driver's cubic Hermite interpolant; rows renormalized onto the sphere for spherical
     systems, the largest correction over the step times is ``max_drift``).
     """
 
@@ -333,33 +335,28 @@ class DenseRun:
         return np.append(inner, t[-1])
 
 
-def dense_particle_run(system, X0, t_final, rtol=1e-9, atol=1e-11, method="DOP853", event=None):
-    """Integrate ``system`` (uniform weights) from ``X0`` with :func:`scipy.integrate.solve_ivp` and dense output.
+def dense_particle_run(system, X0, t_final, rtol=1e-11, atol=1e-13, method="dopri5", event=None):
+    """Integrate ``system`` (uniform weights) from ``X0`` with :func:`meanfield.integrate` and dense output.
 
     Event times found from it do not depend on an output grid: they are roots of continuous
-    functions of the dense interpolant (:func:`first_sign_change`).  ``event``: an optional terminal
-    ``solve_ivp`` event on the flattened state.
+    functions of the dense interpolant (:func:`first_sign_change`).  ``event``: an optional
+    :class:`meanfield.core.dense.Event` on the (n, d) state (``terminal=True`` stops the run at its
+    root, located on the interpolant).  ``method``: an adaptive scheme of ``meanfield.METHODS``.
 
     Returns
     -------
     DenseRun
     """
-    from scipy.integrate import solve_ivp
-
     X0 = np.asarray(X0, dtype=float)
     n, d = X0.shape
-
-    def f(t, y):
-        return np.asarray(system.rhs(t, y.reshape(n, d))).ravel()
-
-    sol = solve_ivp(f, (0.0, float(t_final)), X0.ravel(), method=method, rtol=rtol, atol=atol, dense_output=True,
-                    events=event)
-    if sol.status < 0:
-        raise RuntimeError(f"solve_ivp failed: {sol.message}")
+    tr = mf.integrate(system.rhs, X0, (0.0, float(t_final)), method=method, step=StepControl(rtol=rtol, atol=atol),
+                      save=SaveAt(dense=True, states=False), events=() if event is None else [event], progress=False)
+    if not tr.success:
+        raise RuntimeError(f"integrate failed: {tr.message}")
     sphere = system.geometry == "sphere"
-    Y = sol.y.T.reshape(-1, n, d)
+    Y = tr.dense.y
     drift = float(np.abs(np.linalg.norm(Y, axis=2) - 1).max()) if sphere else 0.0
-    return DenseRun(sol.sol, n, d, sphere, np.asarray(sol.t), float(sol.t[-1]), drift)
+    return DenseRun(tr.dense, n, d, sphere, np.asarray(tr.dense.t), float(tr.t_final), drift)
 
 
 def first_sign_change(fun, run, per_step=4, xtol=1e-12):

@@ -76,3 +76,29 @@ PAIRED_MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
 def paired_blobs(grid):
     """Two vMF blobs (kappa 4, weights 0.6 / 0.4) over a floor 0.2 on ``grid``: the paired tests' start."""
     return vmf_mixture_density(grid, PAIRED_MUS, 4.0, [0.6, 0.4], floor=0.2)
+
+
+def paired_kw(**flat):
+    """``paired_run`` keywords from the flat names of its settings (``lmax``, ``particle_dt``, ``w2_method``, ...):
+    grouped into ``particles=ParticleSettings``, ``pde=PDESettings``, ``transport=TransportSettings``; other
+    keywords pass through.  For tests whose cases are flat dicts of one setting each."""
+    from meanfield.core.options import StepControl
+    from meanfield.workflow.paired import PDESettings, ParticleSettings, TransportSettings
+
+    groups = {"particles": ({"sampling": "sampling", "particle_sums": "sums", "spectral_tol": "spectral_tol",
+                             "particle_method": "method"}, {"particle_dt": "dt", "particle_rtol": "rtol",
+                                                            "particle_atol": "atol"}, ParticleSettings),
+              "pde": ({"lmax": "lmax", "pde_method": "method", "monitor": "monitor", "tail_tol": "tail_tol",
+                       "negative_tol": "negative_tol"}, {"pde_dt": "dt", "pde_rtol": "rtol", "pde_atol": "atol"},
+                      PDESettings),
+              "transport": ({"transport_grid": "grid", "w2_method": "method", "metric": "metric",
+                             "negative": "negative", "w2_options": "options"}, {}, TransportSettings)}
+    out = dict(flat)
+    for key, (names, step_names, cls) in groups.items():
+        fields = {new: out.pop(old) for old, new in names.items() if old in out}
+        step = {new: out.pop(old) for old, new in step_names.items() if old in out}
+        if step:
+            fields["step"] = StepControl(**step)
+        if fields:
+            out[key] = cls(**fields)
+    return out

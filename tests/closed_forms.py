@@ -30,6 +30,7 @@ from meanfield.core.densities import perturbed_uniform, uniform_density, vmf_mix
 from meanfield.core.initial import equiangular, random_rotation, uniform_sphere
 from meanfield.models.particles import retract_sphere
 from _helpers import FD_RTOL, fd_energy_rate, smooth_density
+from meanfield.core.options import SaveAt, StepControl
 
 
 __all__ = ["Case", "CASES", "compare"]
@@ -402,8 +403,8 @@ def _growth_in_time():
     eps = 1e-9
     rho0 = perturbed_uniform(g, {(3, 0): eps})
     t_final = 0.2
-    tr = mf.solve_continuum(pde, rho0, t_final, method="dopri5", rtol=1e-11, atol=1e-20, observe=False,
-                            monitor=False)
+    tr = mf.solve_continuum(pde, rho0, t_final, method="dopri5", step=StepControl(rtol=1e-11, atol=1e-20),
+                            save=SaveAt(observe=False), monitor=False)
     return np.log(pde.coefficients(tr.y_final)[g.index(3, 0)].real / eps) / t_final
 
 
@@ -469,7 +470,7 @@ def _general_heads_run():
     assert not pde.zonal
     rho_lm = smooth_density(pde.grid)
     V = pde.velocity(rho_lm)
-    tr = mf.solve_continuum(pde, rho_lm, 0.5, method="rk4", dt=0.05, monitor=False)
+    tr = mf.solve_continuum(pde, rho_lm, 0.5, method="rk4", step=StepControl(dt=0.05), monitor=False)
     return {"tangency": np.abs(np.sum(V * pde.grid.nodes, axis=-1)).max(),
             "mass": np.abs(tr.observables["mass"] - 1).max()}
 
@@ -487,7 +488,7 @@ case("mass conserved along a run, general heads (quadrature path)", "5.1 mass",
 def _zonal_mass(normalization, nu):
     pde = mf.ContinuumPDE(mf.scalar_heads([1.0, 0.5], 3, beta=2.0, normalization=normalization), lmax=16, nu=nu)
     rho0 = vmf_mixture_density(pde.grid, [[0, 0, 1.0], [1.0, 0, 0]], [4.0, 3.0], floor=0.2)
-    tr = mf.solve_continuum(pde, rho0, 0.3, method="rk4", dt=0.01, monitor=False)
+    tr = mf.solve_continuum(pde, rho0, 0.3, method="rk4", step=StepControl(dt=0.01), monitor=False)
     return {"tendency_00": abs(pde.tendency(rho0)[0]), "mass": np.abs(tr.observables["mass"] - 1).max()}
 
 
@@ -538,7 +539,7 @@ def _axisymmetry():
     g = pde.grid
     rho0 = vmf_mixture_density(g, [[0, 0, 1.0], [0, 0, -1.0]], [3.0, 6.0], weights=[0.3, 0.7], floor=0.1)
     assert np.abs(rho0[g.m_index != 0]).max() < 1e-15
-    tr = mf.solve_continuum(pde, rho0, 0.5, monitor=False, observe=False)
+    tr = mf.solve_continuum(pde, rho0, 0.5, monitor=False, save=SaveAt(observe=False))
     return np.abs(pde.coefficients(tr.y_final)[g.m_index != 0]).max()
 
 
@@ -555,7 +556,8 @@ def _rotation_equivariance_pde():
     mu2 = np.array([1.0, 1.0, 1.0]) / np.sqrt(3)
     Q = random_rotation(3, seed=5)
     start = lambda R: vmf_mixture_density(g, [R @ mu1, R @ mu2], [4.0, 3.0], floor=0.2)  # noqa: E731
-    runs = [mf.solve_continuum(pde, start(R), 0.3, method="rk4", dt=0.01, observe=False, monitor=False)
+    runs = [mf.solve_continuum(pde, start(R), 0.3, method="rk4", step=StepControl(dt=0.01),
+                               save=SaveAt(observe=False), monitor=False)
             for R in (np.eye(3), Q)]
     pts = g.nodes.reshape(-1, 3)
     a = g.evaluate(pde.coefficients(runs[0].y_final), pts)
@@ -695,8 +697,8 @@ def _sinkhorn_growth_in_time(model):
         pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta=6.0, normalization="sinkhorn"), lmax=20,
                               sinkhorn_tol=1e-14)
         g = pde.grid
-        tr = mf.solve_continuum(pde, perturbed_uniform(g, {(3, 0): eps}), t_final, method="dopri5", rtol=1e-11,
-                                atol=1e-20, observe=False, monitor=False)
+        tr = mf.solve_continuum(pde, perturbed_uniform(g, {(3, 0): eps}), t_final, method="dopri5",
+                                step=StepControl(rtol=1e-11, atol=1e-20), save=SaveAt(observe=False), monitor=False)
         return np.log(pde.coefficients(tr.y_final)[g.index(3, 0)].real / eps) / t_final
     pde = AxisymmetricPDE(mf.scalar_heads([1.0, -0.7], 4, beta=2.5, normalization="sinkhorn"), d=4, lmax=20,
                           nu=0.05, sinkhorn_tol=1e-14)
@@ -704,7 +706,8 @@ def _sinkhorn_growth_in_time(model):
     b0[3] = eps
     from meanfield.core.integrate import integrate
 
-    tr = integrate(pde.rhs, b0, (0.0, t_final), method="dopri5", rtol=1e-11, atol=1e-20, save_states=False)
+    tr = integrate(pde.rhs, b0, (0.0, t_final), method="dopri5", step=StepControl(rtol=1e-11, atol=1e-20),
+                   save=SaveAt(states=False))
     return np.log(tr.y_final[3] / eps) / t_final
 
 

@@ -16,6 +16,7 @@ from meanfield.core.funk_hecke import funk_hecke_normalized, gegenbauer_normaliz
 from meanfield.core.heads import Head, scalar_heads
 from meanfield.models.axisymmetric import AxisymmetricPDE
 from meanfield.models.circle import CirclePDE
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
 NORMS = ("mean", "softmax")
 
@@ -123,8 +124,8 @@ def test_d3_agrees_with_continuum_pde(normalization):
     cp = mf.ContinuumPDE(heads, L, nu=0.01)
     b = _start(ax)
     rho = ax.to_sphere_coefficients(b, cp.grid)
-    t1 = mf.integrate(ax.rhs, ax.state(b), (0, 1.0), method="rk4", dt=0.01)
-    t2 = mf.integrate(cp.rhs, cp.state(rho), (0, 1.0), method="rk4", dt=0.01)
+    t1 = mf.integrate(ax.rhs, ax.state(b), (0, 1.0), method="rk4", step=StepControl(dt=0.01))
+    t2 = mf.integrate(cp.rhs, cp.state(rho), (0, 1.0), method="rk4", step=StepControl(dt=0.01))
     r2 = cp.coefficients(t2.y[-1])
     m0 = r2[: L + 1].real
     # same Galerkin scheme, Gauss-Legendre nodes from two libraries: round-off growing over 100 steps
@@ -176,14 +177,15 @@ def _gentle(pde):
 
 def _convergence_slope(make, T=0.3, degrees=(4, 6, 8, 10, 12, 14, 16, 20), ref=40):
     ref_pde = make(ref)
-    yr = mf.integrate(ref_pde.rhs, ref_pde.state(_gentle(ref_pde)), (0, T), method="dopri5", rtol=1e-13,
-                      atol=1e-15).y[-1]
+    yr = mf.integrate(ref_pde.rhs, ref_pde.state(_gentle(ref_pde)), (0, T), method="dopri5",
+                      step=StepControl(rtol=1e-13, atol=1e-15)).y[-1]
     t = np.linspace(-0.95, 0.95, 41)
     fr = ref_pde.evaluate(yr, t)
     errs = []
     for L in degrees:
         p = make(L)
-        y = mf.integrate(p.rhs, p.state(_gentle(p)), (0, T), method="dopri5", rtol=1e-13, atol=1e-15).y[-1]
+        y = mf.integrate(p.rhs, p.state(_gentle(p)), (0, T), method="dopri5",
+                         step=StepControl(rtol=1e-13, atol=1e-15)).y[-1]
         errs.append(np.abs(p.evaluate(y, t) - fr).max())
     return np.polyfit(degrees, np.log10(errs), 1)[0], errs
 
@@ -228,8 +230,8 @@ def test_circle_general_heads_run_and_conserve_mass():
     assert not pde.zonal
     c = pde.project(lambda th: np.exp(0.5 * np.cos(th - 0.3)))
     c = c / c[0].real
-    tr = mf.integrate(pde.rhs, pde.state(c), (0, 0.2), method="rk4", dt=0.005, observe=observer(pde),
-                      event=resolution_monitor(pde))
+    tr = mf.integrate(pde.rhs, pde.state(c), (0, 0.2), method="rk4", step=StepControl(dt=0.005),
+                      save=SaveAt(observe=observer(pde)), event=resolution_monitor(pde))
     assert tr.status == 0
     # mass is the k = 0 mode, whose tendency is exactly 0: only round-off accumulates
     assert np.abs(np.array(tr.observables["mass"]) - 1).max() <= 1e-13
@@ -240,14 +242,14 @@ def test_driver_hooks_and_resume_bit_identical():
     pde = AxisymmetricPDE(scalar_heads([1.0], 16, beta=4.0, normalization="softmax"), 16, 24, nu=0.01)
     y0 = pde.state(_start(pde))
     t_eval = np.linspace(0, 1, 11)
-    full = mf.integrate(pde.rhs, y0, (0, 1), t_eval=t_eval, method="dopri5", observe=observer(pde),
+    full = mf.integrate(pde.rhs, y0, (0, 1), save=SaveAt(t_eval=t_eval, observe=observer(pde)), method="dopri5",
                         event=resolution_monitor(pde))
     assert full.status == 0
     saved = []
-    mf.integrate(pde.rhs, y0, (0, 1), t_eval=t_eval, method="dopri5", observe=observer(pde),
-                 checkpoint=saved.append, checkpoint_every=0.3)
-    resumed = mf.integrate(pde.rhs, y0, (0, 1), t_eval=t_eval, method="dopri5", observe=observer(pde),
-                           resume=saved[0])
+    mf.integrate(pde.rhs, y0, (0, 1), save=SaveAt(t_eval=t_eval, observe=observer(pde)),
+                 checkpointing=Checkpointing(save=saved.append, every=0.3), method="dopri5")
+    resumed = mf.integrate(pde.rhs, y0, (0, 1), save=SaveAt(t_eval=t_eval, observe=observer(pde)),
+                           checkpointing=Checkpointing(resume=saved[0]), method="dopri5")
     # a resumed run replays the same steps: bit-identical
     assert np.array_equal(resumed.y[-1], full.y[-1])
     # softmax heads with noise: the free energy need not be monotone, but the mass is (round-off)
@@ -381,3 +383,42 @@ def test_growth_rates_beyond_float_range_of_the_sphere_area(normalization):
     # the d -> infinity limit of the mean sigma_1 is sum_h lambda_h (c_1 ~ a/d): within O(beta/d) = 1 %
     if normalization == "mean":
         assert abs(sigma[0] - sum(lambdas)) <= 0.1 * abs(sum(lambdas))
+
+
+def test_solve_reduced_takes_any_model_with_the_capabilities():
+    """No closed list of types: a model of one's own that implements ReducedDensityModel (here one that
+    delegates to a CirclePDE) runs through solve_reduced with the very same numbers."""
+    from meanfield.core.model import DensityModel, Model, ReducedDensityModel, SplitModel, TokenModel
+    from meanfield.models.batched import BatchedSystem
+
+    circ = mf.CirclePDE(scalar_heads([1.0], 2, beta=2.0), 16)
+
+    class Wrapped:
+        def __getattr__(self, name):
+            if name in ("rhs", "state", "coefficients", "energies", "cfl_dt", "mass", "entropy", "spectral_tail",
+                        "negative_mass", "uniform"):
+                return getattr(circ, name)
+            raise AttributeError(name)
+
+    c0 = circ.uniform().copy()
+    c0[1] += 0.05
+    a = mf.solve_reduced(circ, c0, 0.2, progress=False)
+    b = mf.solve_reduced(Wrapped(), c0, 0.2, progress=False)
+    np.testing.assert_array_equal(a.y, b.y)                        # the same calls: bit for bit
+    assert a.observables.keys() == b.observables.keys()
+    # the five models and the protocols they implement
+    h3 = scalar_heads([1.0], 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        models = {"particles": mf.ParticleSystem(h3), "batched": BatchedSystem(h3),
+                  "continuum": mf.ContinuumPDE(h3, lmax=8), "circle": circ,
+                  "axisymmetric": mf.AxisymmetricPDE(scalar_heads([1.0], 4), 4, 8)}
+    kinds = {k: {P.__name__ for P in (Model, TokenModel, DensityModel, ReducedDensityModel, SplitModel)
+                 if isinstance(m, P)} for k, m in models.items()}
+    assert kinds == {"particles": {"Model", "TokenModel"}, "batched": {"Model", "TokenModel"},
+                     "continuum": {"Model", "DensityModel", "SplitModel"},
+                     "circle": {"Model", "DensityModel", "ReducedDensityModel"},
+                     "axisymmetric": {"Model", "DensityModel", "ReducedDensityModel"}}
+    with pytest.raises(ValueError, match=r"pde must be a CirclePDE or an AxisymmetricPDE .*received ContinuumPDE, "
+                                         r"missing \['entropy', 'mass', 'negative_mass', 'spectral_tail'\]"):
+        mf.solve_reduced(models["continuum"], c0, 0.2)

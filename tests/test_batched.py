@@ -8,6 +8,7 @@ from meanfield.analysis import ensembles
 from meanfield.core.heads import random_symmetric_heads, scalar_heads
 from meanfield.models.batched import BatchedSystem
 from meanfield.models.particles import ParticleSystem
+from meanfield.core.options import StepControl
 
 
 def _tokens(rng, B, n, d):
@@ -66,10 +67,11 @@ def test_integrate_drives_the_batch_like_each_system(rng):
     heads = scalar_heads([1.0, 0.5], 3, beta=2.0, normalization="softmax")
     X = _tokens(rng, 3, 10, 3)
     bs = BatchedSystem(heads)
-    tr = mf.integrate(bs.rhs, X, (0.0, 1.0), method="rk4", dt=0.05, retraction=bs.retraction)
+    tr = mf.integrate(bs.rhs, X, (0.0, 1.0), method="rk4", step=StepControl(dt=0.05), retraction=bs.retraction)
     ps = ParticleSystem(heads, summation="direct")
     for b in range(3):
-        one = mf.integrate(ps.rhs, X[b], (0.0, 1.0), method="rk4", dt=0.05, retraction=ps.retraction)
+        one = mf.integrate(ps.rhs, X[b], (0.0, 1.0), method="rk4", step=StepControl(dt=0.05),
+                           retraction=ps.retraction)
         # 20 RK4 steps of the same sums: round-off grows by a modest factor per step; 1e-12 is ~100 ulps
         np.testing.assert_allclose(tr.y_final[b], one.y_final, rtol=0, atol=1e-12)
 

@@ -6,10 +6,11 @@ import pytest
 
 from meanfield.core.densities import uniform_density, vmf_density
 from meanfield.core.heads import scalar_heads
+from meanfield.core.methods import METHODS
 from meanfield.core.tableaux import SCHEMES
-from meanfield.core.steppers import SPLIT_SCHEMES
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow.simulate import solve_continuum
+from meanfield.core.options import SaveAt, StepControl
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +53,13 @@ def test_rk4_default_and_the_changed_constant(pdes, rho):
 def test_cfl_dt_refuses_schemes_unstable_for_transport(pdes, rho):
     plain, noisy = pdes
     for name in ("euler", "heun", "midpoint", "imex_euler", "etdrk2"):
-        allowed = r"\['ars232', 'ars443', 'bs32', 'dopri5', 'etdrk4', 'rk3', 'rk4'\]"
+        allowed = r"\['ars232', 'ars443', 'bs32', 'dopri5', 'etdrk4', 'lawson_dopri5', 'lawson_rk4', 'rk3', 'rk4'\]"
         with pytest.raises(ValueError, match=rf"scheme must be .*imaginary axis.*{allowed}.*received '{name}'"):
             plain.cfl_dt(rho, 0.5, name)
     # without transport (uniform density: degree 0 only, X = 0) Euler is fine: diffusion alone, real reach 2
     d = noisy.nu * noisy.lmax * (noisy.lmax + 1)
     assert noisy.cfl_dt(uniform_density(noisy.grid), 0.5, "euler") == pytest.approx(0.5 * 2.0 / d, rel=1e-9)
-    assert SPLIT_SCHEMES["etdrk2"].real_reach == 2.0
+    assert METHODS["etdrk2"].real_reach == 2.0
     for bad in (0.0, -1.0, float("nan"), True, "0.5"):
         with pytest.raises(ValueError, match="cfl must be a positive finite number"):
             plain.cfl_dt(rho, bad)
@@ -70,13 +71,14 @@ def test_solve_continuum_takes_the_schemes_cfl_step(pdes, rho):
     plain, _ = pdes
     T = 0.3
     dt = plain.cfl_dt(rho, 0.5, "rk3")
-    tr = solve_continuum(plain, rho, T, method="rk3", t_eval=[0.0, T], observe=False, monitor=False, progress=False)
+    tr = solve_continuum(plain, rho, T, method="rk3", save=SaveAt(t_eval=[0.0, T], observe=False), monitor=False,
+                         progress=False)
     assert tr.success and tr.n_steps == math.ceil(T / dt)        # integers: the grid t0 + k dt, exact
-    tr = solve_continuum(plain, rho, T, method="dopri5", adaptive=False, t_eval=[0.0, T], observe=False,
-                         monitor=False, progress=False)
+    tr = solve_continuum(plain, rho, T, method="dopri5", step=StepControl(adaptive=False),
+                         save=SaveAt(t_eval=[0.0, T], observe=False), monitor=False, progress=False)
     # dopri5's region reaches only 0.997 along the imaginary axis (not 2.8): a smaller step
     assert tr.n_steps == math.ceil(T / plain.cfl_dt(rho, 0.5, "dopri5")) and tr.n_steps > math.ceil(T / dt)
     with pytest.raises(ValueError, match="received 'euler'"):
-        solve_continuum(plain, rho, T, method="euler", observe=False, progress=False)
-    assert solve_continuum(plain, rho, T, method="euler", dt=0.01, observe=False, monitor=False,
-                           progress=False).success                          # an explicit dt is the user's call
+        solve_continuum(plain, rho, T, method="euler", save=SaveAt(observe=False), progress=False)
+    assert solve_continuum(plain, rho, T, method="euler", step=StepControl(dt=0.01), save=SaveAt(observe=False),
+                           monitor=False, progress=False).success                          # an explicit dt is the user's call

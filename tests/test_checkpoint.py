@@ -14,6 +14,7 @@ import meanfield as mf
 from meanfield.core.integrate import integrate
 from meanfield.workflow import jobs
 from meanfield.workflow.checkpoint import Checkpointer, RunInterrupted
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
 
 def _state(x):
@@ -61,7 +62,8 @@ def test_state_finish_finished_clear(tmp_path):
 
 def test_finish_without_state_and_trajectory_round_trip(tmp_path):
     """A phase may finish without an intermediate state; a real Trajectory survives the file exactly."""
-    tr = integrate(lambda t, y: -y, [1.0, 2.0], (0.0, 1.0), method="rk4", dt=0.1, t_eval=[0.0, 0.5, 1.0])
+    tr = integrate(lambda t, y: -y, [1.0, 2.0], (0.0, 1.0), method="rk4", step=StepControl(dt=0.1),
+                   save=SaveAt(t_eval=[0.0, 0.5, 1.0]))
     ck = Checkpointer(tmp_path / "ck")
     ck.finish("particles", tr)
     back = ck.finished("particles")
@@ -109,13 +111,14 @@ def test_resume_from_files_is_bit_for_bit(tmp_path):
     """integrate's checkpoint states written through a Checkpointer and read back resume exactly."""
     system = mf.ParticleSystem(mf.scalar_heads([1.0, -0.5], 3, beta=2.0))
     X0 = mf.initial.uniform_sphere(10, 3, seed=3)
-    kw = dict(method="dopri5", t_eval=np.linspace(0, 1, 6), rtol=1e-8, atol=1e-10, retraction=system.retraction)
+    kw = dict(method="dopri5", step=StepControl(rtol=1e-8, atol=1e-10), save=SaveAt(t_eval=np.linspace(0, 1, 6)),
+              retraction=system.retraction)
     full = integrate(system.rhs, X0, (0.0, 1.0), **kw)
     ck = Checkpointer(tmp_path / "ck")
-    integrate(system.rhs, X0, (0.0, 1.0), checkpoint=ck.saver("particles"), checkpoint_every=0.3, **kw)
+    integrate(system.rhs, X0, (0.0, 1.0), checkpointing=Checkpointing(save=ck.saver("particles"), every=0.3), **kw)
     state = ck.state("particles")
     assert 0 < state["t"] < 1
-    resumed = integrate(system.rhs, X0, (0.0, 1.0), resume=state, **kw)
+    resumed = integrate(system.rhs, X0, (0.0, 1.0), checkpointing=Checkpointing(resume=state), **kw)
     # same step sequence and arithmetic after a pickle round trip: identical floats (tolerance 0)
     np.testing.assert_array_equal(resumed.y, full.y)
     assert (resumed.nfev, resumed.n_steps) == (full.nfev, full.n_steps)

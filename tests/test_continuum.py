@@ -20,13 +20,14 @@ from meanfield.core.densities import uniform_density, vmf_density, vmf_mixture_d
 from meanfield.core.heads import Head, scalar_heads
 from meanfield.workflow.simulate import solve_continuum
 from _helpers import smooth_density
+from meanfield.core.options import SaveAt, StepControl
 
 
 def test_energy_monotone_along_run():
     pde = ContinuumPDE(scalar_heads([1.0, 0.5], 3, beta=2.0), lmax=24)
     rho0 = vmf_mixture_density(pde.grid, [[0, 0, 1.0], [0, 1.0, 0]], [4.0, 4.0], floor=0.2)
     t = np.linspace(0, 0.2, 41)   # resolved until t ~ 0.25 at lmax 24 (the monitor would stop it)
-    tr = solve_continuum(pde, rho0, 0.2, t_eval=t, rtol=1e-10, atol=1e-14)
+    tr = solve_continuum(pde, rho0, 0.2, step=StepControl(rtol=1e-10, atol=1e-14), save=SaveAt(t_eval=t))
     assert tr.status == 0
     E, D = tr.observables["energy"], tr.observables["dissipation"]
     assert np.all(np.diff(E) > 0)
@@ -46,7 +47,8 @@ def test_spectral_convergence_in_lmax():
     def run(lmax):
         pde = ContinuumPDE(heads, lmax=lmax, kernel_tol=1.0)
         rho0 = vmf_mixture_density(pde.grid, [[0, 0, 1.0], [1.0, 0, 0]], [6.0, 4.0], floor=0.2)
-        tr = solve_continuum(pde, rho0, T, rtol=1e-12, atol=1e-15, observe=False, monitor=False)
+        tr = solve_continuum(pde, rho0, T, step=StepControl(rtol=1e-12, atol=1e-15), save=SaveAt(observe=False),
+                             monitor=False)
         return pde.grid.evaluate(pde.coefficients(tr.y_final), pts)
 
     ref = run(48)
@@ -64,10 +66,10 @@ def test_temporal_order_rk4():
     pde = ContinuumPDE(scalar_heads([1.0, 0.5], 3, beta=2.0), lmax=16)
     rho0 = vmf_density(pde.grid, [0, 0, 1.0], 3.0)
     T = 0.4
-    final = lambda dt: solve_continuum(pde, rho0, T, method="rk4", dt=dt, observe=False,  # noqa: E731
-                                       monitor=False).y_final
-    ref = solve_continuum(pde, rho0, T, method="dopri5", rtol=1e-13, atol=1e-16, observe=False,
-                          monitor=False).y_final
+    final = lambda dt: solve_continuum(pde, rho0, T, method="rk4", step=StepControl(dt=dt),
+                                       save=SaveAt(observe=False), monitor=False).y_final
+    ref = solve_continuum(pde, rho0, T, method="dopri5", step=StepControl(rtol=1e-13, atol=1e-16),
+                          save=SaveAt(observe=False), monitor=False).y_final
     dts = np.array([0.04, 0.02, 0.01, 0.005])
     err = [np.abs(final(dt) - ref).max() for dt in dts]
     slope = np.polyfit(np.log(dts), np.log(err), 1)[0]
@@ -188,7 +190,8 @@ def test_softmax_normalizer_guard_and_input_checks():
 
 def test_fixed_step_default_cfl_with_adaptive_false():
     pde = ContinuumPDE(scalar_heads([1.0], 3), lmax=8, kernel_tol=1e-6)
-    tr = solve_continuum(pde, uniform_density(pde.grid), 0.1, method="dopri5", adaptive=False, observe=False)
+    tr = solve_continuum(pde, uniform_density(pde.grid), 0.1, method="dopri5", step=StepControl(adaptive=False),
+                         save=SaveAt(observe=False))
     assert tr.status == 0 and tr.n_steps >= 1          # dt came from the CFL bound, not an error
 
 
@@ -196,7 +199,7 @@ def test_fixed_step_default_cfl_with_adaptive_false():
 def test_continuum_accessors_from_a_trajectory():
     pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta=1.0), lmax=12, kernel_tol=1e-6)
     rho0 = mf.zonal_density(pde.grid, legendre=[1.0, 0.5])            # (1 + mu / 2) / (4 pi)
-    tr = mf.solve_continuum(pde, rho0, 0.1, observe=False)
+    tr = mf.solve_continuum(pde, rho0, 0.1, save=SaveAt(observe=False))
     C = pde.trajectory_coefficients(tr)
     assert C.shape == (tr.t.size, pde.grid.nalm)
     np.testing.assert_array_equal(C[0], rho0)                          # the start as recorded (tolerance 0)

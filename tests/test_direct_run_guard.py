@@ -7,6 +7,8 @@ import pytest
 import meanfield as mf
 from meanfield.core.integrate import estimate_nfev, integrate
 from meanfield.models.particles import DIRECT_PAIR_RATE, DIRECT_RUN_LIMIT_S
+from meanfield.core.options import SaveAt, StepControl
+from meanfield.workflow.paired import PDESettings, ParticleSettings
 
 
 def direct_system(lams=(1.0, -0.5), **kw):
@@ -23,7 +25,8 @@ def never(t, X):
 def test_fixed_step_count_is_exact(method, dt, t_eval):
     # fixed steps without FSAL: the count is the driver's, evaluation for evaluation (no tolerance)
     est = estimate_nfev(method, (0.0, 1.0), dt=dt, t_eval=t_eval)
-    tr = integrate(lambda t, y: -y, np.ones(3), (0.0, 1.0), method=method, dt=dt, t_eval=t_eval)
+    tr = integrate(lambda t, y: -y, np.ones(3), (0.0, 1.0), method=method, step=StepControl(dt=dt),
+                   save=SaveAt(t_eval=t_eval))
     assert not est["lower_bound"]
     assert est["nfev"] == tr.nfev and est["steps"] == tr.n_steps
 
@@ -32,8 +35,8 @@ def test_fixed_step_count_is_exact(method, dt, t_eval):
 def test_adaptive_count_is_a_lower_bound(method):
     t_eval = np.linspace(0, 2, 11)
     est = estimate_nfev(method, (0.0, 2.0), t_eval=t_eval)
-    tr = integrate(lambda t, y: np.cos(3 * t) * y, np.ones(2), (0.0, 2.0), method=method, t_eval=t_eval,
-                   rtol=1e-8, atol=1e-10)
+    tr = integrate(lambda t, y: np.cos(3 * t) * y, np.ones(2), (0.0, 2.0), method=method,
+                   step=StepControl(rtol=1e-8, atol=1e-10), save=SaveAt(t_eval=t_eval))
     assert est["lower_bound"] and est["steps"] == 10
     assert est["nfev"] <= tr.nfev
 
@@ -72,7 +75,7 @@ def test_solve_particles_refuses_a_long_direct_run_up_front():
     with pytest.raises(ValueError, match=r"at least 95 direct O\(n\^2\) passes.*direct_limit_s = 3600 s"):
         mf.solve_particles(direct_system(), X0, 1.0)
     with pytest.raises(ValueError, match="at least 62 direct"):                  # a custom hook: rhs only
-        mf.solve_particles(direct_system(), X0, 1.0, observe=never, direct_limit_s=1000.0)
+        mf.solve_particles(direct_system(), X0, 1.0, save=SaveAt(observe=never), direct_limit_s=1000.0)
 
 
 def test_default_observer_is_spectral_with_any_weights(monkeypatch):
@@ -94,7 +97,8 @@ def test_default_observer_is_spectral_with_any_weights(monkeypatch):
     ramp = np.linspace(0.5, 1.5, n)
     for w in (None, np.full(n, 1.0 / n), ramp / ramp.sum()):
         assert diagnostics.observer_passes(system, n, w) == 0
-        tr = mf.solve_particles(system, X0, 0.02, t_eval=[0.0, 0.02], w=w, direct_limit_s=1e-9, progress=False)
+        tr = mf.solve_particles(system, X0, 0.02, save=SaveAt(t_eval=[0.0, 0.02]), w=w, direct_limit_s=1e-9,
+                                progress=False)
         assert tr.status == 0 and tr.observables["entropy"].shape == tr.observables["relative_entropy"].shape == (2, 2)
     direct_system = mf.ParticleSystem(system.heads, summation="direct")
     assert diagnostics.observer_passes(direct_system, n) == 3                    # energies, dissipation, entropy
@@ -106,10 +110,12 @@ def test_fixed_step_and_noisy_runs_are_counted():
     # rk4, dt = 1e-3 to t = 1: 1000 steps x 4 stages = 4000 right-hand sides, 2 heads x 9e6 pairs each:
     # 7.2e10 head-pairs, 720 s: below the default limit, above 600 s
     with pytest.raises(ValueError, match=r"4000 direct O\(n\^2\) passes.*4000 right-hand sides \(1000 steps of rk4\)"):
-        mf.solve_particles(direct_system(), X0, 1.0, method="rk4", dt=1e-3, observe=never, direct_limit_s=600.0)
+        mf.solve_particles(direct_system(), X0, 1.0, method="rk4", step=StepControl(dt=1e-3),
+                           save=SaveAt(observe=never), direct_limit_s=600.0)
     noisy = direct_system(nu=0.1)
     with pytest.raises(ValueError, match=r"2000 right-hand sides \(1000 steps of geodesic_strang\)"):
-        mf.solve_particles(noisy, X0, 1.0, dt=1e-3, observe=never, seed=1, direct_limit_s=60.0)
+        mf.solve_particles(noisy, X0, 1.0, step=StepControl(dt=1e-3), save=SaveAt(observe=never), seed=1,
+                           direct_limit_s=60.0)
 
 
 def test_runs_below_the_limit_are_unchanged():
@@ -129,7 +135,8 @@ def test_noisy_step_count_matches_the_driver():
     system = direct_system(nu=0.1)
     X0 = mf.initial.uniform_sphere(20, 3, seed=5)
     t_eval = [0.0, 0.05, 0.3]
-    tr = mf.solve_particles(system, X0, 0.3, dt=0.02, t_eval=t_eval, observe=False, seed=3)
+    tr = mf.solve_particles(system, X0, 0.3, step=StepControl(dt=0.02), save=SaveAt(t_eval=t_eval, observe=False),
+                            seed=3)
     steps = estimate_nfev("euler", (0.0, 0.3), dt=0.02, t_eval=t_eval)["steps"]
     assert tr.nfev == 2 * steps and tr.n_steps == steps
 
@@ -145,6 +152,7 @@ def test_paired_run_refuses_a_too_long_direct_particle_run_before_its_pde(monkey
     heads = mf.scalar_heads([1.0], 3, beta=1.0)
     with pytest.raises(ValueError, match=r"direct O\(n\^2\) passes.*direct_limit_s"):
         # direct sums, 4000 tokens, fixed rk4 steps of 1e-5 to t = 1: 4e5 evaluations x 1.6e7 pairs >> 1 h
-        paired.paired_run(heads, lambda g: densities.uniform_density(g), 4000, 1.0, lmax=7, particle_sums="direct",
-                          particle_method="rk4", particle_dt=1e-5)
+        paired.paired_run(heads, lambda g: densities.uniform_density(g), 4000, 1.0,
+                          particles=ParticleSettings(sums="direct", method="rk4", step=StepControl(dt=1e-5)),
+                          pde=PDESettings(lmax=7))
     assert called == []

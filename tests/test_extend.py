@@ -15,6 +15,7 @@ from meanfield.workflow.config import ConfigError, RunConfig, load_config
 from meanfield.workflow.extend import extend
 from meanfield.workflow.results import config_of, load
 from meanfield.workflow.run import run
+from meanfield.workflow.paired import PDESettings
 
 SMALL = {"pde": {"lmax": 11}, "particles": {"n": 40}, "initial": {"kappas": [1.0]}, "seed": 3,
          "outputs": {"figures": False, "animation": False}}
@@ -34,16 +35,16 @@ def test_paired_run_with_given_particles_is_the_sampled_run():
     grid = SphereGrid(11)
     rho = vmf_mixture_density(grid, np.array([[0.0, 0.0, 1.0]]), 1.0, None, 0.25)
     X0 = sample_particles(grid, rho, 30, method="iid", seed=5)
-    a = paired.paired_run(heads, rho, 30, 0.2, lmax=11, seed=5)
-    b = paired.paired_run(heads, rho, 30, 0.2, lmax=11, seed=5, X0=X0)
+    a = paired.paired_run(heads, rho, 30, 0.2, seed=5, pde=PDESettings(lmax=11))
+    b = paired.paired_run(heads, rho, 30, 0.2, seed=5, X0=X0, pde=PDESettings(lmax=11))
     # the same start and the same arithmetic: the same numbers, bit for bit (tolerance 0)
     np.testing.assert_array_equal(a.particle_states, b.particle_states)
     np.testing.assert_array_equal(a.w2, b.w2)
     assert b.config["sampling"] == "given"
     with pytest.raises(ValueError, match=r"X0 must hold n_particles = 31 tokens \(shape \(31, 3\)\); received shape"):
-        paired.paired_run(heads, rho, 31, 0.2, lmax=11, X0=X0)
+        paired.paired_run(heads, rho, 31, 0.2, X0=X0, pde=PDESettings(lmax=11))
     with pytest.raises(ValueError, match="X0 must be unit vectors"):
-        paired.paired_run(heads, rho, 30, 0.2, lmax=11, X0=2 * X0)
+        paired.paired_run(heads, rho, 30, 0.2, X0=2 * X0, pde=PDESettings(lmax=11))
 
 
 def _write_tokens(path, n, seed=0):

@@ -17,6 +17,7 @@ import meanfield as mf
 from meanfield import densities, diagnostics, initial, theory
 from meanfield.analysis import stability
 from meanfield.core.integrate import integrate
+from meanfield.core.options import StepControl
 
 OUTCOMES = Counter()
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow],
@@ -109,7 +110,7 @@ def test_degenerate_heads(d, rank, n, seed, kernel, normalization):
 @given(y0=hnp.arrays(np.float64, hnp.array_shapes(max_dims=2, max_side=4), elements=floats_any),
        t1=floats_any, dt=floats_any, method=st.sampled_from(["rk4", "dopri5", "euler", "rk45", 3]))
 def test_integrate_arguments(y0, t1, dt, method):
-    tr = attempt("integrate", integrate, lambda t, y: -y, y0, (0.0, t1), method=method, dt=dt,
+    tr = attempt("integrate", integrate, lambda t, y: -y, y0, (0.0, t1), method=method, step=StepControl(dt=dt),
                  names=("y0", "t_span", "dt", "method", "t_eval"))
     if tr is not None:
         assert tr.status in (0, -1) and np.all(np.isfinite(tr.y_final))

@@ -14,12 +14,15 @@ import pytest
 from meanfield.core.densities import vmf_density
 from meanfield.core.heads import scalar_heads
 from meanfield.core.integrate import integrate
-from meanfield.core.steppers import IMEXRK, SPLIT_SCHEMES, LawsonRK, as_stepper
+from meanfield.core.methods import METHODS, as_stepper
+from meanfield.core.steppers import IMEXRK, LawsonRK
 from meanfield.core.tableaux import IMEX_TABLEAUX, SCHEMES
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow.simulate import solve_continuum
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
-RUN = dict(observe=False, monitor=False, progress=False)
+QUIET = dict(monitor=False, progress=False)
+RUN = dict(save=SaveAt(observe=False), **QUIET)
 
 
 # ----------------------------------------------------------------------------- the tableaux
@@ -80,11 +83,11 @@ def test_ars_implicit_part_is_l_stable_and_the_joint_reach(name):
 def test_ars_registry_and_no_error_control():
     for name, tab in IMEX_TABLEAUX.items():
         st = as_stepper(name)
-        assert isinstance(st, IMEXRK) and st is SPLIT_SCHEMES[name] and st.split and not st.adaptive
+        assert isinstance(st, IMEXRK) and st is METHODS[name] and st.split and not st.adaptive
         assert (st.name, st.order, st.err_order, st.explicit_tableau) == (name, tab.order, None, tab.explicit)
     assert as_stepper("ars443").fsal and not as_stepper("ars232").fsal     # stiffly accurate pair / not
     with pytest.raises(ValueError, match=r"adaptive must be None, False, or True for the adaptive schemes.*'ars443'"):
-        integrate(lambda t, y: -y, [1.0], (0.0, 1.0), method="ars443", adaptive=True)
+        integrate(lambda t, y: -y, [1.0], (0.0, 1.0), method="ars443", step=StepControl(adaptive=True))
     with pytest.raises(ValueError, match="dt must be a positive number for the fixed-step method 'ars232'"):
         integrate(lambda t, y: -y, [1.0], (0.0, 1.0), method="ars232")
 
@@ -94,10 +97,10 @@ def test_ars_coefficient_cache_never_mixes_problems(name):
     """The registry's stepper keeps the last ``1 / (1 - dt a_ii L)``; another L or dt must not reuse it."""
     L0 = np.array([-1.0, -8.0, -30.0])
     rhs = lambda t, y: np.array([np.sin(t) * y[1], -y[0] * y[2], np.cos(y[0])])  # noqa: E731
-    kw = dict(method=SPLIT_SCHEMES[name], t_eval=[0.0, 0.37, 1.0])             # 0.37: a shortened step
+    kw = dict(method=METHODS[name], save=SaveAt(t_eval=[0.0, 0.37, 1.0]))             # 0.37: a shortened step
     for L, dt in ((L0, 0.01), (2 * L0, 0.01), (2 * L0, 0.02), (L0, 0.02)):
-        a = integrate(rhs, [1.0, 0.5, -0.2], (0.0, 1.0), dt=dt, linear=L.copy(), **kw)
-        b = integrate(rhs, [1.0, 0.5, -0.2], (0.0, 1.0), dt=dt, linear=L,
+        a = integrate(rhs, [1.0, 0.5, -0.2], (0.0, 1.0), step=StepControl(dt=dt), linear=L.copy(), **kw)
+        b = integrate(rhs, [1.0, 0.5, -0.2], (0.0, 1.0), step=StepControl(dt=dt), linear=L,
                       **{**kw, "method": IMEXRK(IMEX_TABLEAUX[name])})      # a fresh stepper: no cache
         np.testing.assert_array_equal(a.y, b.y)             # same coefficients, same arithmetic: tolerance 0
 
@@ -115,8 +118,8 @@ def references():
     for nu in (0.05, 0.5):
         pde = ContinuumPDE(scalar_heads([1.0], 3, beta=2.0), lmax=15, nu=nu, kernel_tol=1e-6)
         rho = vmf_density(pde.grid, [0.0, 0.6, 0.8], 3.0)
-        out[nu] = pde, rho, solve_continuum(pde, rho, 0.5, method="lawson_dopri5", rtol=1e-13, atol=1e-15,
-                                            **RUN).y_final
+        out[nu] = pde, rho, solve_continuum(pde, rho, 0.5, method="lawson_dopri5",
+                                            step=StepControl(rtol=1e-13, atol=1e-15), **RUN).y_final
     return out
 
 
@@ -131,7 +134,7 @@ def test_split_scheme_orders_on_the_noisy_pde(references, nu, name, order):
     T = 0.5
     dts = T / (np.array([32, 64, 128]) if (name, nu) == ("lawson_dopri5", 0.5) else np.array([64, 128, 256]))
     method = EMBEDDED if name == "embedded" else name
-    errs = [np.abs(solve_continuum(pde, rho, T, method=method, dt=dt, adaptive=False, **RUN).y_final - ref).max()
+    errs = [np.abs(solve_continuum(pde, rho, T, method=method, step=StepControl(dt=dt, adaptive=False), **RUN).y_final - ref).max()
             for dt in dts]
     slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
     # the same band as every other order test here (0.25): the measured slopes (above) are 0.1 inside it at most
@@ -151,8 +154,8 @@ def test_ars_step_does_not_depend_on_nu_lmax2(name):
     dt = pde.cfl_dt(rho, 0.5, name)
     assert dt == ContinuumPDE(heads, lmax=63, nu=50.0, kernel_tol=1e-6).cfl_dt(rho, 0.5, name)
     assert dt * 5.0 * 63 * 64 > 50
-    tr = solve_continuum(pde, rho, 0.2, method=name, dt=dt, **RUN)
-    ref = solve_continuum(pde, rho, 0.2, method="lawson_dopri5", rtol=1e-10, atol=1e-12, **RUN).y_final
+    tr = solve_continuum(pde, rho, 0.2, method=name, step=StepControl(dt=dt), **RUN)
+    ref = solve_continuum(pde, rho, 0.2, method="lawson_dopri5", step=StepControl(rtol=1e-10, atol=1e-12), **RUN).y_final
     assert tr.success and np.all(np.isfinite(tr.y_final))
     # bounded: no coefficient above the mean's 1 / sqrt(4 pi) = 0.282; mass kept to round-off
     assert np.abs(tr.y_final).max() <= np.abs(ref).max() * (1 + 1e-12)
@@ -160,7 +163,7 @@ def test_ars_step_does_not_depend_on_nu_lmax2(name):
     # accurate: measured 4.7e-6 (ars232) and 7.9e-7 (ars443) against the reference; 5e-5 leaves 10x
     assert np.abs(tr.y_final - ref).max() < 5e-5
     with np.errstate(all="ignore"):
-        bad = solve_continuum(pde, rho, 0.2, method="rk4", dt=dt / 20, **RUN)
+        bad = solve_continuum(pde, rho, 0.2, method="rk4", step=StepControl(dt=dt / 20), **RUN)
     assert bad.status == -1 and "non-finite" in bad.message
 
 
@@ -169,11 +172,15 @@ def test_ars_resume_and_t_eval_bit_for_bit(references):
     t_eval = [0.0, 0.05, 0.137, 0.3, 0.4]            # 0.137 is off the step grid: a shortened step lands on it
     for name in IMEX_TABLEAUX:
         states = []
-        a = solve_continuum(pde, rho, 0.4, method=name, dt=0.01, t_eval=t_eval, checkpoint=states.append,
-                            checkpoint_every=0.1, **RUN)
+        a = solve_continuum(pde, rho, 0.4, method=name, step=StepControl(dt=0.01),
+                            save=SaveAt(t_eval=t_eval, observe=False),
+                            checkpointing=Checkpointing(save=states.append, every=0.1), **QUIET)
         assert len(states) >= 2 and np.array_equal(a.t, t_eval)
-        b = solve_continuum(pde, rho, 0.4, method=name, dt=0.01, t_eval=t_eval, resume=states[1], **RUN)
+        b = solve_continuum(pde, rho, 0.4, method=name, step=StepControl(dt=0.01),
+                            save=SaveAt(t_eval=t_eval, observe=False),
+                            checkpointing=Checkpointing(resume=states[1]), **QUIET)
         assert np.array_equal(a.y, b.y) and (a.n_steps, a.nfev) == (b.n_steps, b.nfev)     # bit for bit
         # the recorded states are states of the run: the one at 0.137 against a run that ends there (same steps)
-        c = solve_continuum(pde, rho, 0.137, method=name, dt=0.01, t_eval=t_eval[:3], **RUN)
+        c = solve_continuum(pde, rho, 0.137, method=name, step=StepControl(dt=0.01), save=SaveAt(t_eval=t_eval[:3], observe=False),
+                            **QUIET)
         np.testing.assert_array_equal(a.y[2], c.y_final)

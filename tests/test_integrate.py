@@ -8,6 +8,7 @@ from scipy.linalg import expm
 
 from meanfield.core.tableaux import SCHEMES, Tableau, rk_step
 from meanfield.core.integrate import Trajectory, integrate
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 ADAPTIVE = sorted(k for k, v in SCHEMES.items() if v.adaptive)
@@ -42,8 +43,8 @@ K_START = {1: 6, 2: 4, 3: 4, 4: 3, 5: 3}
 def measured_order(tableau, problem):
     rhs, exact = problem
     dts = 2.0 ** -np.arange(K_START[tableau.order], K_START[tableau.order] + 5)
-    errs = [np.max(np.abs(integrate(rhs, [1.0, 0.0], (0.0, T_ORDER), method=tableau, dt=h,
-                                    adaptive=False).y_final - exact(T_ORDER))) for h in dts]
+    errs = [np.max(np.abs(integrate(rhs, [1.0, 0.0], (0.0, T_ORDER), method=tableau,
+                                    step=StepControl(dt=h, adaptive=False)).y_final - exact(T_ORDER))) for h in dts]
     return np.polyfit(np.log(dts), np.log(errs), 1)[0]
 
 
@@ -113,7 +114,8 @@ def test_adaptive_error_decreases_with_rtol(name):
     t_eval = np.linspace(0.0, T_ORDER, 9)
     errs = []
     for rtol in (1e-4, 1e-6, 1e-8):
-        r = integrate(rhs, [1.0, 0.0], (0.0, T_ORDER), method=name, t_eval=t_eval, rtol=rtol, atol=1e-12)
+        r = integrate(rhs, [1.0, 0.0], (0.0, T_ORDER), method=name, step=StepControl(rtol=rtol, atol=1e-12),
+                      save=SaveAt(t_eval=t_eval))
         assert r.success and r.method == name
         np.testing.assert_array_equal(r.t, t_eval)  # steps are clipped onto t_eval: exact times
         err = max(np.max(np.abs(y - exact(t))) for t, y in zip(r.t, r.y))
@@ -127,11 +129,11 @@ def test_adaptive_error_decreases_with_rtol(name):
 @pytest.mark.parametrize("name,stages", [("dopri5", 7), ("bs32", 4)])
 def test_rejections_and_fsal_nfev(name, stages):
     rhs, exact = ROT_COS
-    r = integrate(rhs, [1.0, 0.0], (0.0, T_ORDER), method=name, dt=2.0, rtol=1e-8, atol=1e-12)
+    r = integrate(rhs, [1.0, 0.0], (0.0, T_ORDER), method=name, step=StepControl(dt=2.0, rtol=1e-8, atol=1e-12))
     assert r.success and r.n_rejected >= 1  # a first step of 2.0 cannot meet rtol 1e-8
     # counts are integers, exact: rhs(t0) once, then (stages - 1) new evaluations per attempt (FSAL)
     assert r.nfev == 1 + (stages - 1) * (r.n_steps + r.n_rejected)
-    r2 = integrate(rhs, [1.0, 0.0], (0.0, T_ORDER), method=name, rtol=1e-8, atol=1e-12)
+    r2 = integrate(rhs, [1.0, 0.0], (0.0, T_ORDER), method=name, step=StepControl(rtol=1e-8, atol=1e-12))
     # the Hairer-Wanner initial step costs exactly one more evaluation
     assert r2.nfev == 2 + (stages - 1) * (r2.n_steps + r2.n_rejected)
     assert np.max(np.abs(r2.y_final - exact(T_ORDER))) < 1e-6  # 100 rtol, as above
@@ -141,8 +143,8 @@ def test_adaptive_on_particle_array_and_dt_max():
     rng = np.random.default_rng(0)
     X0 = rng.normal(size=(5, 3))
     W = np.array([[0.0, -1.0, 0.5], [1.0, 0.0, -0.3], [-0.5, 0.3, 0.0]])
-    r = integrate(lambda t, X: X @ W.T, X0, (0.0, 2.0), method="dopri5", rtol=1e-9, atol=1e-12,
-                  t_eval=[0.0, 1.0, 2.0], dt_max=0.05)
+    r = integrate(lambda t, X: X @ W.T, X0, (0.0, 2.0), method="dopri5",
+                  step=StepControl(rtol=1e-9, atol=1e-12, dt_max=0.05), save=SaveAt(t_eval=[0.0, 1.0, 2.0]))
     assert r.y.shape == (3, 5, 3) and r.y_final.shape == (5, 3)
     exact = np.stack([X0 @ expm(W * t).T for t in r.t])
     np.testing.assert_allclose(r.y, exact, rtol=0, atol=1e-7)  # 100 rtol times |X| ~ 1
@@ -162,13 +164,13 @@ def test_retraction_keeps_state_on_sphere(method, dt):
     def retract(X):
         return X / np.linalg.norm(X, axis=1, keepdims=True)
 
-    r = integrate(sphere_flow, X0, (0.0, 3.0), method=method, dt=dt, retraction=retract,
-                  t_eval=np.linspace(0, 3, 7))
+    r = integrate(sphere_flow, X0, (0.0, 3.0), method=method, step=StepControl(dt=dt),
+                  save=SaveAt(t_eval=np.linspace(0, 3, 7)), retraction=retract)
     # normalizing a 3-vector leaves |x| within a few ulps of 1
     np.testing.assert_allclose(np.linalg.norm(r.y, axis=-1), 1.0, rtol=0, atol=1e-15)
     # the drift is one step's truncation error: rk4 at dt = 0.05 ~ dt^5, dopri5 ~ rtol 1e-6
     assert 0 < r.max_retraction < 1e-5
-    r0 = integrate(sphere_flow, X0, (0.0, 3.0), method=method, dt=dt)
+    r0 = integrate(sphere_flow, X0, (0.0, 3.0), method=method, step=StepControl(dt=dt))
     assert r0.max_retraction == 0.0  # no retraction: reported as exactly 0
     assert np.max(np.abs(np.linalg.norm(r0.y_final, axis=1) - 1)) > 1e-14  # the drift is real
 
@@ -183,26 +185,28 @@ def test_observe_at_t_eval(method, dt):
         calls.append(t)
         return {"mean": X.mean(axis=0), "norm2": float(np.sum(X**2))}
 
-    r = integrate(sphere_flow, X0, (0.0, 1.0), method=method, dt=dt, t_eval=t_eval, observe=observe)
+    r = integrate(sphere_flow, X0, (0.0, 1.0), method=method, step=StepControl(dt=dt),
+                  save=SaveAt(t_eval=t_eval, observe=observe))
     np.testing.assert_array_equal(r.t, t_eval)  # steps land on t_eval exactly (no tolerance)
     assert calls == list(t_eval)  # observe runs exactly once per recorded time, t0 included
     assert r.observables["mean"].shape == (11, 3) and r.observables["norm2"].shape == (11,)
     np.testing.assert_array_equal(r.observables["mean"], r.y.mean(axis=1))  # same arithmetic
     assert r.t_final == 1.0 and np.array_equal(r.y_final, r.y[-1])
-    r2 = integrate(sphere_flow, X0, (0.0, 1.0), method=method, dt=dt, t_eval=t_eval, observe=observe,
-                   save_states=False)
+    r2 = integrate(sphere_flow, X0, (0.0, 1.0), method=method, step=StepControl(dt=dt),
+                   save=SaveAt(t_eval=t_eval, observe=observe, states=False))
     assert r2.y is None and np.array_equal(r2.observables["norm2"], r.observables["norm2"])
 
 
 def test_fixed_grid_hits_times_without_drift():
     ones = lambda t, y: np.ones_like(y)  # noqa: E731
-    r = integrate(ones, [0.0], (0.0, 1.0), method="rk4", dt=0.1)
+    r = integrate(ones, [0.0], (0.0, 1.0), method="rk4", step=StepControl(dt=0.1))
     # t = t0 + k dt, snapped onto the end: exactly 10 steps (4 evaluations each, rhs(t0) reused)
     assert r.n_steps == 10 and r.t_final == 1.0 and r.nfev == 40
-    r = integrate(ones, [0.0], (0.0, 1.0), method="rk4", dt=0.1, t_eval=[0.0, 0.25, 1.0])
+    r = integrate(ones, [0.0], (0.0, 1.0), method="rk4", step=StepControl(dt=0.1),
+                  save=SaveAt(t_eval=[0.0, 0.25, 1.0]))
     # the grid is kept: 0.2 -> 0.25 -> 0.3 adds exactly one step
     assert r.n_steps == 11 and np.array_equal(r.t, [0.0, 0.25, 1.0])
-    r = integrate(ones, [0.0], (0.0, 100.0), method="euler", dt=0.01)
+    r = integrate(ones, [0.0], (0.0, 100.0), method="euler", step=StepControl(dt=0.01))
     assert r.n_steps == 10_000 and r.t_final == 100.0  # 10^4 steps, no accumulated drift in t
     assert abs(r.y_final[0] - 100.0) < 1e-9  # y sums 10^4 steps: round-off ~ 1e4 * eps * 100
 
@@ -211,14 +215,14 @@ def test_event_stops_run():
     def event(t, y):
         return "crossed 0.55" if y[0] > 0.55 else None
 
-    r = integrate(lambda t, y: np.ones_like(y), [0.0], (0.0, 1.0), method="rk4", dt=0.1, event=event,
-                  observe=lambda t, y: {"y": y[0]})
+    r = integrate(lambda t, y: np.ones_like(y), [0.0], (0.0, 1.0), method="rk4", step=StepControl(dt=0.1),
+                  save=SaveAt(observe=lambda t, y: {"y": y[0]}), event=event)
     assert r.status == 1 and r.success and "crossed 0.55" in r.message
     assert abs(r.t_final - 0.6) < 1e-12  # first grid point past 0.55; grid arithmetic round-off
     assert r.t[-1] == r.t_final and np.array_equal(r.y[-1], r.y_final)  # stopping state recorded
     assert r.t.shape == (2,) and r.observables["y"].shape == (2,)  # t0 and the stop
     assert str(round(r.t_final, 6)) in r.message
-    r = integrate(lambda t, y: np.ones_like(y), [1.0], (0.0, 1.0), dt=0.1, event=event)
+    r = integrate(lambda t, y: np.ones_like(y), [1.0], (0.0, 1.0), step=StepControl(dt=0.1), event=event)
     assert r.status == 1 and r.n_steps == 0 and r.nfev == 1 and list(r.t) == [0.0]  # fires at t0
 
 
@@ -227,7 +231,8 @@ def test_non_finite_state_fails(method):
     def rhs(t, y):
         return np.full_like(y, np.nan) if t > 0.5 else -y
 
-    r = integrate(rhs, [1.0, 2.0], (0.0, 2.0), method=method, dt=0.1, t_eval=np.linspace(0, 2, 21))
+    r = integrate(rhs, [1.0, 2.0], (0.0, 2.0), method=method, step=StepControl(dt=0.1),
+                  save=SaveAt(t_eval=np.linspace(0, 2, 21)))
     assert r.status == -1 and not r.success and "non-finite" in r.message
     assert r.t_final <= 0.5 + 1e-12 and np.all(np.isfinite(r.y))  # the last good state is kept
     assert np.all(r.t <= r.t_final)
@@ -235,20 +240,21 @@ def test_non_finite_state_fails(method):
 
 def test_max_steps_and_step_underflow():
     # adaptive: the step count is not known in advance, the run stops with status -1
-    r = integrate(lambda t, y: -y, [1.0], (0.0, 1.0), method="dopri5", rtol=1e-12, atol=1e-14, max_steps=5)
+    r = integrate(lambda t, y: -y, [1.0], (0.0, 1.0), method="dopri5",
+                  step=StepControl(rtol=1e-12, atol=1e-14, max_steps=5))
     assert r.status == -1 and "max_steps" in r.message and r.n_steps + r.n_rejected == 5
     # fixed steps: a dt needing more than max_steps steps is refused before any work
     with pytest.raises(ValueError, match=r"dt must be at least .* > max_steps = 5"):
-        integrate(lambda t, y: -y, [1.0], (0.0, 1.0), dt=0.1, max_steps=5)
+        integrate(lambda t, y: -y, [1.0], (0.0, 1.0), step=StepControl(dt=0.1, max_steps=5))
     rng = np.random.default_rng(3)
     noise = lambda t, y: 1e8 * rng.normal(size=y.shape)  # noqa: E731  (no step can meet atol)
-    r = integrate(noise, [0.0], (0.0, 1.0), method="dopri5", atol=1e-12, rtol=1e-12)
+    r = integrate(noise, [0.0], (0.0, 1.0), method="dopri5", step=StepControl(atol=1e-12, rtol=1e-12))
     assert r.status == -1 and "underflow" in r.message
 
 
 def test_inputs_untouched_and_integer_state_promoted():
     y0 = np.array([[1, 0], [0, 1]])
-    r = integrate(lambda t, y: -y, y0, (0.0, 1.0), dt=0.1)
+    r = integrate(lambda t, y: -y, y0, (0.0, 1.0), step=StepControl(dt=0.1))
     assert y0.dtype.kind == "i" and np.array_equal(y0, [[1, 0], [0, 1]])  # caller's array intact
     np.testing.assert_allclose(r.y_final, np.exp(-1.0) * np.eye(2), rtol=1e-6)  # rk4, dt 0.1: ~1e-7
     assert isinstance(r, Trajectory) and r.y.shape == (2, 2, 2)
@@ -256,8 +262,8 @@ def test_inputs_untouched_and_integer_state_promoted():
 
 def test_progress_bar_does_not_change_result(capsys):
     rhs, _ = ROT_COS
-    a = integrate(rhs, [1.0, 0.0], (0.0, 1.0), dt=0.01, progress=True)
-    b = integrate(rhs, [1.0, 0.0], (0.0, 1.0), dt=0.01, progress=False)
+    a = integrate(rhs, [1.0, 0.0], (0.0, 1.0), step=StepControl(dt=0.01), progress=True)
+    b = integrate(rhs, [1.0, 0.0], (0.0, 1.0), step=StepControl(dt=0.01), progress=False)
     assert np.array_equal(a.y, b.y)  # same arithmetic, bit for bit
     assert "rk4" in capsys.readouterr().err  # the forced bar was drawn on stderr
 
@@ -268,24 +274,24 @@ def _decay(t, y):
 
 @pytest.mark.parametrize("kwargs,match", [
     (dict(method="rk5"), r"method must be one of \['bs32'.*received 'rk5'"),
-    (dict(method="rk4", dt=None), "dt must be"),
-    (dict(dt=-0.1), "dt must be"),
+    (dict(method="rk4", step=StepControl(dt=None)), "dt must be"),
+    (dict(step=StepControl(dt=-0.1)), "dt must be"),
     (dict(t_span=(1.0, 0.0)), "t_span must be"),
     (dict(t_span=(0.0, 1.0, 2.0)), "t_span must be"),
-    (dict(t_eval=[0.0, 0.5, 0.5]), "t_eval must be"),
-    (dict(t_eval=[[0.0, 0.5]]), "t_eval must be"),
-    (dict(t_eval=[0.0, 2.0]), "t_eval must be inside t_span"),
-    (dict(method="dopri5", rtol=-1.0), "rtol must be"),
-    (dict(method="dopri5", atol=-1.0), "atol must be"),
-    (dict(method="dopri5", dt_max=0.0), "dt_max must be"),
-    (dict(max_steps=0), "max_steps must be"),
-    (dict(adaptive=True), "adaptive must be"),
+    (dict(save=SaveAt(t_eval=[0.0, 0.5, 0.5])), "t_eval must be"),
+    (dict(save=SaveAt(t_eval=[[0.0, 0.5]])), "t_eval must be"),
+    (dict(save=SaveAt(t_eval=[0.0, 2.0])), "t_eval must be inside t_span"),
+    (dict(method="dopri5", step=StepControl(rtol=-1.0)), "rtol must be"),
+    (dict(method="dopri5", step=StepControl(atol=-1.0)), "atol must be"),
+    (dict(method="dopri5", step=StepControl(dt_max=0.0)), "dt_max must be"),
+    (dict(step=StepControl(dt=0.1, max_steps=0)), "max_steps must be"),
+    (dict(step=StepControl(adaptive=True)), "adaptive must be"),
     (dict(y0=[np.nan]), "y0 must be"),
     (dict(rhs=lambda t, y: np.zeros(3)), r"rhs must be .*received \(3,\)"),
-    (dict(observe=3), "observe must be"),
+    (dict(save=SaveAt(observe=3)), "observe must be"),
 ])
 def test_bad_inputs_raise_named_errors(kwargs, match):
-    args = dict(rhs=_decay, y0=[1.0], t_span=(0.0, 1.0), dt=0.1)
+    args = dict(rhs=_decay, y0=[1.0], t_span=(0.0, 1.0), step=StepControl(dt=0.1))
     args.update(kwargs)
     rhs, y0, t_span = args.pop("rhs"), args.pop("y0"), args.pop("t_span")
     with pytest.raises(ValueError, match=match):
@@ -294,8 +300,8 @@ def test_bad_inputs_raise_named_errors(kwargs, match):
 
 def test_adaptive_scheme_with_fixed_dt_requires_dt():
     with pytest.raises(ValueError, match="dt must be"):
-        integrate(_decay, [1.0], (0.0, 1.0), method="dopri5", adaptive=False)
-    r = integrate(_decay, [1.0], (0.0, 1.0), method=replace(SCHEMES["rk4"], name="my-rk4"), dt=0.1)
+        integrate(_decay, [1.0], (0.0, 1.0), method="dopri5", step=StepControl(adaptive=False))
+    r = integrate(_decay, [1.0], (0.0, 1.0), method=replace(SCHEMES["rk4"], name="my-rk4"), step=StepControl(dt=0.1))
     assert r.method == "my-rk4" and r.success  # a Tableau instance is accepted as method
 
 
@@ -307,13 +313,13 @@ def _rotation_rhs(t, y):
 @pytest.mark.parametrize("method", ["rk4", "dopri5", "bs32"])
 def test_resume_from_checkpoint_is_bit_for_bit(method):
     y0 = np.array([[1.0, 0.0], [0.3, 0.2]])
-    kw = dict(method=method, dt=0.01 if method == "rk4" else None, t_eval=np.linspace(0, 2, 9),
-              observe=lambda t, y: {"s": y.sum()}, rtol=1e-8, atol=1e-10)
+    kw = dict(method=method, step=StepControl(dt=0.01 if method == "rk4" else None, rtol=1e-8, atol=1e-10),
+              save=SaveAt(t_eval=np.linspace(0, 2, 9), observe=lambda t, y: {"s": y.sum()}))
     full = integrate(_rotation_rhs, y0, (0.0, 2.0), **kw)
     saved = []
-    integrate(_rotation_rhs, y0, (0.0, 2.0), checkpoint=saved.append, checkpoint_every=0.3, **kw)
+    integrate(_rotation_rhs, y0, (0.0, 2.0), checkpointing=Checkpointing(save=saved.append, every=0.3), **kw)
     assert len(saved) >= 5
-    resumed = integrate(_rotation_rhs, y0, (0.0, 2.0), resume=saved[2], **kw)
+    resumed = integrate(_rotation_rhs, y0, (0.0, 2.0), checkpointing=Checkpointing(resume=saved[2]), **kw)
     # same step sequence, same arithmetic: identical floats (tolerance 0)
     np.testing.assert_array_equal(resumed.y, full.y)
     np.testing.assert_array_equal(resumed.observables["s"], full.observables["s"])
@@ -330,12 +336,12 @@ def test_interrupt_returns_work_and_resumes():
         return _rotation_rhs(t, y)
 
     y0 = np.array([[1.0, 0.0]])
-    kw = dict(method="rk4", dt=0.01, t_eval=np.linspace(0, 1, 11))
+    kw = dict(method="rk4", step=StepControl(dt=0.01), save=SaveAt(t_eval=np.linspace(0, 1, 11)))
     saved = []
-    part = integrate(rhs, y0, (0.0, 1.0), checkpoint=saved.append, **kw)
+    part = integrate(rhs, y0, (0.0, 1.0), checkpointing=Checkpointing(save=saved.append), **kw)
     assert part.status == 2 and "interrupted" in part.message and not part.success
     assert 0 < part.t_final < 1 and len(part.t) >= 2 and len(saved) == 1
-    resumed = integrate(rhs, y0, (0.0, 1.0), resume=saved[0], **kw)
+    resumed = integrate(rhs, y0, (0.0, 1.0), checkpointing=Checkpointing(resume=saved[0]), **kw)
     full = integrate(_rotation_rhs, y0, (0.0, 1.0), **kw)
     np.testing.assert_array_equal(resumed.y, full.y)   # bit for bit (fixed steps)
 
@@ -343,13 +349,16 @@ def test_interrupt_returns_work_and_resumes():
 def test_resume_rejects_foreign_checkpoint():
     y0 = np.array([[1.0, 0.0]])
     saved = []
-    integrate(_rotation_rhs, y0, (0.0, 1.0), method="rk4", dt=0.01, checkpoint=saved.append, checkpoint_every=0.2)
+    integrate(_rotation_rhs, y0, (0.0, 1.0), method="rk4", step=StepControl(dt=0.01),
+              checkpointing=Checkpointing(save=saved.append, every=0.2))
     with pytest.raises(ValueError, match="resume must be a checkpoint of method 'dopri5'"):
-        integrate(_rotation_rhs, y0, (0.0, 1.0), method="dopri5", resume=saved[0])
+        integrate(_rotation_rhs, y0, (0.0, 1.0), method="dopri5", checkpointing=Checkpointing(resume=saved[0]))
     with pytest.raises(ValueError, match="resume must be a checkpoint of the same t_span"):
-        integrate(_rotation_rhs, y0, (0.0, 2.0), method="rk4", dt=0.01, resume=saved[0])
+        integrate(_rotation_rhs, y0, (0.0, 2.0), method="rk4", step=StepControl(dt=0.01),
+                  checkpointing=Checkpointing(resume=saved[0]))
     with pytest.raises(ValueError, match="checkpoint_every must be a positive finite number"):
-        integrate(_rotation_rhs, y0, (0.0, 1.0), method="rk4", dt=0.01, checkpoint_every=-1.0)
+        integrate(_rotation_rhs, y0, (0.0, 1.0), method="rk4", step=StepControl(dt=0.01),
+                  checkpointing=Checkpointing(every=-1.0))
 
 
 @pytest.mark.parametrize("method", ["rk4", "dopri5"])
@@ -362,7 +371,7 @@ def test_rhs_reusing_its_output_buffer(method):
         return buf
 
     y0 = np.array([[1.0, 0.0], [0.3, 0.2]])
-    kw = dict(method=method, dt=0.01 if method == "rk4" else None, rtol=1e-8, atol=1e-10)
+    kw = dict(method=method, step=StepControl(dt=0.01 if method == "rk4" else None, rtol=1e-8, atol=1e-10))
     a = integrate(reusing, y0, (0.0, 1.0), **kw)
     b = integrate(_rotation_rhs, y0, (0.0, 1.0), **kw)
     np.testing.assert_array_equal(a.y, b.y)      # identical arithmetic: tolerance 0
@@ -379,12 +388,16 @@ def test_interrupt_inside_observe_resumes_bit_for_bit():
         return {"s": y.sum()}
 
     y0 = np.array([[1.0, 0.0], [0.3, 0.2]])
-    kw = dict(method="dopri5", t_eval=np.linspace(0, 1, 5), rtol=1e-8, atol=1e-10)
+    kw = dict(method="dopri5", step=StepControl(rtol=1e-8, atol=1e-10))
+    t_eval = np.linspace(0, 1, 5)
     saved = []
-    part = integrate(_rotation_rhs, y0, (0.0, 1.0), observe=observe, checkpoint=saved.append, **kw)
+    part = integrate(_rotation_rhs, y0, (0.0, 1.0), save=SaveAt(t_eval=t_eval, observe=observe),
+                     checkpointing=Checkpointing(save=saved.append), **kw)
     assert part.status == 2 and len(part.t) == len(part.observables["s"]) == 2
-    resumed = integrate(_rotation_rhs, y0, (0.0, 1.0), observe=observe, resume=saved[-1], **kw)
-    full = integrate(_rotation_rhs, y0, (0.0, 1.0), observe=lambda t, y: {"s": y.sum()}, **kw)
+    resumed = integrate(_rotation_rhs, y0, (0.0, 1.0), save=SaveAt(t_eval=t_eval, observe=observe),
+                        checkpointing=Checkpointing(resume=saved[-1]), **kw)
+    full = integrate(_rotation_rhs, y0, (0.0, 1.0), save=SaveAt(t_eval=t_eval, observe=lambda t, y: {"s": y.sum()}),
+                     **kw)
     np.testing.assert_array_equal(resumed.t, full.t)          # each time once, none repeated
     np.testing.assert_array_equal(resumed.y, full.y)
     np.testing.assert_array_equal(resumed.observables["s"], full.observables["s"])
@@ -401,8 +414,8 @@ def test_schemes_have_one_home_and_checkpoint_keys_are_kept():
         assert name in tableaux.__all__ and name not in module.__all__ and name not in steppers.__all__
     # a checkpoint state keeps its keys (files written before the split still resume)
     saved = []
-    integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method="dopri5", checkpoint=saved.append,
-              checkpoint_every=0.5)
+    integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method="dopri5",
+              checkpointing=Checkpointing(save=saved.append, every=0.5))
     assert list(saved[0]) == ["method", "t_span", "t_eval", "t", "y", "k0", "h", "i_target", "n_steps", "n_rejected",
                               "k_grid", "max_retraction", "rejected_last", "nfev", "rec_t", "rec_y", "rec_obs",
                               "settings"]                  # appended (older files without it still resume)
@@ -411,12 +424,14 @@ def test_schemes_have_one_home_and_checkpoint_keys_are_kept():
 def test_resume_with_other_step_settings_is_refused():
     # a checkpoint continues only the run it came from: another dt (fixed) or rtol (adaptive) would
     # silently change the step sequence (a grid point behind the current time, or another answer)
-    for method, first, other in (("rk4", dict(dt=0.1), dict(dt=0.05)),
-                                 ("dopri5", dict(rtol=1e-6), dict(rtol=1e-8))):
+    for method, first, other in (("rk4", dict(step=StepControl(dt=0.1)), dict(step=StepControl(dt=0.05))),
+                                 ("dopri5", dict(step=StepControl(rtol=1e-6)), dict(step=StepControl(rtol=1e-8)))):
         saved = []
-        integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method=method, checkpoint=saved.append,
-                  checkpoint_every=0.5, **first)
+        integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method=method,
+                  checkpointing=Checkpointing(save=saved.append, every=0.5), **first)
         with pytest.raises(ValueError, match="same step settings"):
-            integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method=method, resume=saved[0], **other)
+            integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method=method,
+                      checkpointing=Checkpointing(resume=saved[0]), **other)
         old = {k: v for k, v in saved[0].items() if k != "settings"}     # a file from before: still resumes
-        integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method=method, resume=old, **first)
+        integrate(_rotation_rhs, np.array([[1.0, 0.0]]), (0.0, 1.0), method=method,
+                  checkpointing=Checkpointing(resume=old), **first)

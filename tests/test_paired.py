@@ -9,14 +9,15 @@ from meanfield.analysis import transport
 from meanfield.models.particles import SPECTRAL_MIN_N
 from meanfield.workflow import paired, results
 from meanfield.workflow.checkpoint import Checkpointer, RunInterrupted
-from _helpers import PAIRED_HEADS as HEADS, paired_blobs as blobs
+from meanfield.workflow.paired import PDESettings, ParticleSettings, TransportSettings
+from _helpers import PAIRED_HEADS as HEADS, paired_blobs as blobs, paired_kw
 
 
 
 @pytest.fixture(scope="module")
 def tiny():
     """n = 120 particles, lmax 15, to t = 0.6; the lmax-15 PDE stops (resolution monitor) near t = 0.2."""
-    return paired.paired_run(HEADS, blobs, 120, 0.6, [0.0, 0.1, 0.3, 0.6], lmax=15, seed=3)
+    return paired.paired_run(HEADS, blobs, 120, 0.6, [0.0, 0.1, 0.3, 0.6], seed=3, pde=PDESettings(lmax=15))
 
 
 def test_w2_at_t0_equals_direct_call(tiny):
@@ -66,8 +67,8 @@ def test_observables_shapes_and_entropy_convention(tiny):
 
 def test_spectral_and_direct_particle_sums_agree():
     kw = dict(lmax=15, seed=5, t_eval=[0.0, 0.15], monitor=False, transport_grid=paired.transport_grid(8))
-    a = paired.paired_run(HEADS, blobs, 60, 0.15, particle_sums="direct", **kw)
-    b = paired.paired_run(HEADS, blobs, 60, 0.15, particle_sums="spectral", **kw)
+    a = paired.paired_run(HEADS, blobs, 60, 0.15, **paired_kw(particle_sums="direct", **kw))
+    b = paired.paired_run(HEADS, blobs, 60, 0.15, **paired_kw(particle_sums="spectral", **kw))
     # dopri5 at rtol 1e-8 on the same field (sums agree to ~1e-12): trajectories agree to ~1e-8;
     # W2 is 1-Lipschitz in the particle positions (per particle RMS), so it agrees to the same order
     assert np.max(np.abs(a.particle_states - b.particle_states)) < 1e-6
@@ -147,45 +148,46 @@ def test_bad_input(kw, match):
     args = dict(heads=HEADS, rho_lm0=blobs, n_particles=10, t_final=0.2, lmax=15)
     args.update(kw)
     with pytest.raises(ValueError, match=match):
-        paired.paired_run(**args)
+        paired.paired_run(**paired_kw(**args))
 
 
 def test_bad_initial_density():
     pde = mf.ContinuumPDE(HEADS, 15)
     with pytest.raises(ValueError, match="rho_lm0"):
-        paired.paired_run(HEADS, 2 * blobs(pde.grid), 10, 0.2, lmax=15)   # mass 2, not rescaled silently
+        paired.paired_run(HEADS, 2 * blobs(pde.grid), 10, 0.2, pde=PDESettings(lmax=15))   # mass 2, not rescaled silently
 
 
 def test_noisy_pair_runs_with_one_nu():
     """nu applies to both sides; the particle noise is reproducible from the seed."""
     args = dict(heads=HEADS, rho_lm0=blobs, n_particles=60, t_final=0.2, t_eval=[0.0, 0.2], lmax=15, seed=4,
                 nu=0.2, particle_dt=0.02)
-    a, b = paired.paired_run(**args), paired.paired_run(**args)
+    a, b = paired.paired_run(**paired_kw(**args)), paired.paired_run(**paired_kw(**args))
     assert a.config["nu"] == 0.2 and np.array_equal(a.particle_states, b.particle_states)   # bit for bit
     # the noise moved the tokens: not the noiseless path (a step of noise moves a token by ~sqrt(2 nu dt) = 0.09)
-    c = paired.paired_run(**dict(args, nu=0.0, particle_dt=None))
+    c = paired.paired_run(**paired_kw(**dict(args, nu=0.0, particle_dt=None)))
     assert np.abs(a.particle_states[-1] - c.particle_states[-1]).max() > 0.05
 
 
 # ------------------------------- moved from test_engine.py unchanged: summation, grid, alignment, checkpoints
 def test_zonal_relu_heads_with_auto_sums_run_direct():
     heads = mf.scalar_heads([1.0, 0.5], 3, beta=1.0, kernel="relu")
-    res = paired.paired_run(heads, blobs, 40, 0.1, [0.0, 0.1], lmax=15, seed=1, particle_sums="auto",
-                            transport_grid=paired.transport_grid(8))
+    res = paired.paired_run(heads, blobs, 40, 0.1, [0.0, 0.1], seed=1, particles=ParticleSettings(sums="auto"),
+                            pde=PDESettings(lmax=15), transport=TransportSettings(grid=paired.transport_grid(8)))
     assert res.config["particle_sums"] == "direct" and res.config["particle_sums_requested"] == "auto"
     assert res.particle_status == 0 and np.all(np.isfinite(res.w2))
     system = mf.ParticleSystem(heads, summation="direct")
     # the recorded energies are the direct sums of the recorded states (same code, round-off only)
     np.testing.assert_allclose(res.particles["energy"][-1], system.energy(res.particle_states[-1]), rtol=1e-14)
     with pytest.raises(ValueError, match="no lmax rule"):   # asking for spectral sums still says why not
-        paired.paired_run(heads, blobs, 40, 0.1, lmax=15, particle_sums="spectral")
+        paired.paired_run(heads, blobs, 40, 0.1, particles=ParticleSettings(sums="spectral"),
+                          pde=PDESettings(lmax=15))
 
 
 def test_auto_sums_follow_particle_system_rule():
     system = mf.ParticleSystem(HEADS, summation="auto", tolerance=1e-12)
     assert not system.uses_spectral(SPECTRAL_MIN_N - 1) and system.uses_spectral(SPECTRAL_MIN_N)
-    res = paired.paired_run(HEADS, blobs, SPECTRAL_MIN_N, 0.05, [0.0, 0.05], lmax=15, seed=2,
-                            transport_grid=paired.transport_grid(8), w2_method="sliced")
+    res = paired.paired_run(HEADS, blobs, SPECTRAL_MIN_N, 0.05, [0.0, 0.05], seed=2, pde=PDESettings(lmax=15),
+                            transport=TransportSettings(grid=paired.transport_grid(8), method="sliced"))
     assert res.config["particle_sums"] == "spectral" and res.config["spectral_lmax"] >= 2
 
 
@@ -199,7 +201,8 @@ def test_one_time_alignment_and_one_transport_grid():
     with pytest.raises(ValueError, match="transport_grid must be a SphereGrid or None; received int"):
         paired.resolve_transport_grid(pde, 8)
     with pytest.raises(ValueError, match="nlat >= 8"):     # checked before any run starts
-        paired.paired_run(HEADS, blobs, 10, 0.1, lmax=15, transport_grid=paired.transport_grid(6))
+        paired.paired_run(HEADS, blobs, 10, 0.1, pde=PDESettings(lmax=15),
+                          transport=TransportSettings(grid=paired.transport_grid(6)))
     # a grid of the PDE's degree carries the density by its exact synthesis: the same nodes and
     # weights as synthesizing there directly (identical floats)
     g = paired.transport_grid(16)
@@ -237,4 +240,4 @@ def test_paired_run_checkpoint_resume_is_bit_identical(tmp_path, monkeypatch):
     for key in ref.particles:
         np.testing.assert_array_equal(again.particles[key], ref.particles[key])
     with pytest.raises(ValueError, match="checkpoints must be a Checkpointer or None; received str"):
-        paired.paired_run(HEADS, blobs, 50, 0.3, checkpoints="ck", lmax=15)
+        paired.paired_run(HEADS, blobs, 50, 0.3, checkpoints="ck", pde=PDESettings(lmax=15))

@@ -10,6 +10,7 @@ from meanfield.core.initial import equiangular, uniform_sphere
 from meanfield.core.tableaux import SCHEMES
 from meanfield.models.particles import ParticleSystem
 from meanfield.workflow.simulate import solve_particles
+from meanfield.core.options import SaveAt, StepControl
 
 
 def gram_offdiag(X):
@@ -24,7 +25,8 @@ def test_equiangular_particles_match_reduced_ode(kernel, normalization):
     system = ParticleSystem(scalar_heads(lambdas, d, beta=beta, kernel=kernel, normalization=normalization))
     X0 = equiangular(n, d, gamma0, seed=1)
     t = np.linspace(0, 2.0, 9)
-    tr = solve_particles(system, X0, 2.0, t_eval=t, rtol=1e-11, atol=1e-13, observe=False)
+    tr = solve_particles(system, X0, 2.0, step=StepControl(rtol=1e-11, atol=1e-13),
+                         save=SaveAt(t_eval=t, observe=False))
     assert tr.status == 0
     gam = np.array([gram_offdiag(X) for X in tr.y])
     # scalar heads preserve equiangularity: spread of the Gram entries stays at round-off
@@ -43,10 +45,11 @@ def test_particle_temporal_order(name):
     system = ParticleSystem(scalar_heads([1.0, -0.5], 3, beta=2.0, normalization="softmax"))
     X0 = uniform_sphere(12, 3, seed=2)
     T = 1.0
-    ref = solve_particles(system, X0, T, method="dopri5", rtol=1e-13, atol=1e-15, observe=False).y_final
+    ref = solve_particles(system, X0, T, method="dopri5", step=StepControl(rtol=1e-13, atol=1e-15),
+                          save=SaveAt(observe=False)).y_final
     dts = np.array([0.1, 0.05, 0.025, 0.0125]) if scheme.order <= 2 else np.array([0.2, 0.1, 0.05, 0.025])
-    err = [np.abs(solve_particles(system, X0, T, method=name, dt=dt, adaptive=False, t_eval=[0, T],
-                                  observe=False).y_final - ref).max() for dt in dts]
+    err = [np.abs(solve_particles(system, X0, T, method=name, step=StepControl(dt=dt, adaptive=False),
+                                  save=SaveAt(t_eval=[0, T], observe=False)).y_final - ref).max() for dt in dts]
     slope = np.polyfit(np.log(dts), np.log(err), 1)[0]
     # the retraction is a second-order-small change per step, so it keeps the order of every
     # scheme; 0.3 allows the pre-asymptotic coarse steps

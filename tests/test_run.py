@@ -9,6 +9,7 @@ from meanfield.workflow import paired, results
 from meanfield.workflow import run as run_module
 from meanfield.workflow.config import RunConfig
 from _helpers import PAIRED_HEADS as HEADS, paired_blobs as blobs
+from meanfield.workflow.paired import PDESettings, TransportSettings
 
 
 def test_main_job_is_paired_run_converted(monkeypatch):
@@ -40,7 +41,8 @@ def test_main_job_is_paired_run_converted(monkeypatch):
 
 
 def test_to_dataset_refuses_a_result_of_another_config():
-    res = paired.paired_run(HEADS, blobs, 30, 0.1, [0.0, 0.1], lmax=15, seed=0, transport_grid=paired.transport_grid(8))
+    res = paired.paired_run(HEADS, blobs, 30, 0.1, [0.0, 0.1], seed=0, pde=PDESettings(lmax=15),
+                            transport=TransportSettings(grid=paired.transport_grid(8)))
     config = RunConfig.from_dict({"pde": {"lmax": 15}, "particles": {"n": 31}})
     with pytest.raises(ValueError, match=r"made from config \(lmax, n_particles, heads\) = \(15, 31, 2\); "
                                          r"received a run with \(15, 30, 2\)"):

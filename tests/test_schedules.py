@@ -10,6 +10,7 @@ from meanfield.core.random_heads import SCORE_ENSEMBLES, VALUE_ENSEMBLES, random
 from meanfield.core.schedules import HeadSchedule, ScheduledSystem, integrate_schedule, random_layers
 from meanfield.models.batched import BatchedSystem
 from meanfield.models.step_rules import iterate
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
 
 @pytest.mark.parametrize("score", SCORE_ENSEMBLES)
@@ -61,10 +62,11 @@ def test_particle_schedule_equals_sequential_runs(rng):
     X0 = rng.standard_normal((12, 3))
     X0 /= np.linalg.norm(X0, axis=1, keepdims=True)
     make = lambda heads: mf.ParticleSystem(heads, summation="direct")    # noqa: E731
-    tr = integrate_schedule(sched, make, X0, (0.0, 1.0), t_eval=[0.0, 0.5, 1.0], method="rk4", dt=0.05)
+    tr = integrate_schedule(sched, make, X0, (0.0, 1.0), step=StepControl(dt=0.05),
+                            save=SaveAt(t_eval=[0.0, 0.5, 1.0]), method="rk4")
     p1, p2 = make(h1), make(h2)
-    a = mf.integrate(p1.rhs, X0, (0.0, 0.5), method="rk4", dt=0.05, retraction=p1.retraction)
-    b = mf.integrate(p2.rhs, a.y_final, (0.5, 1.0), method="rk4", dt=0.05, retraction=p2.retraction)
+    a = mf.integrate(p1.rhs, X0, (0.0, 0.5), method="rk4", step=StepControl(dt=0.05), retraction=p1.retraction)
+    b = mf.integrate(p2.rhs, a.y_final, (0.5, 1.0), method="rk4", step=StepControl(dt=0.05), retraction=p2.retraction)
     # the same calls in the same order: bit for bit
     np.testing.assert_array_equal(tr.y_final, b.y_final)
     np.testing.assert_array_equal(tr.t, [0.0, 0.5, 1.0])
@@ -86,9 +88,9 @@ def test_zonal_schedule_drives_the_continuum_pde():
     rho = uniform_density(grid).copy()
     rho[(grid.l_index == 1) & (grid.m_index == 0)] += 0.05
     y0 = mf.ContinuumPDE(h1, lmax=16).state(rho)
-    tr = integrate_schedule(sched, make, y0, (0.0, 0.4), method="rk4", dt=0.02)
-    a = mf.integrate(pdes[0].rhs, y0, (0.0, 0.2), method="rk4", dt=0.02)
-    b = mf.integrate(pdes[1].rhs, a.y_final, (0.2, 0.4), method="rk4", dt=0.02)
+    tr = integrate_schedule(sched, make, y0, (0.0, 0.4), method="rk4", step=StepControl(dt=0.02))
+    a = mf.integrate(pdes[0].rhs, y0, (0.0, 0.2), method="rk4", step=StepControl(dt=0.02))
+    b = mf.integrate(pdes[1].rhs, a.y_final, (0.2, 0.4), method="rk4", step=StepControl(dt=0.02))
     np.testing.assert_array_equal(tr.y_final, b.y_final)          # same calls, same order: bit for bit
     assert not np.array_equal(a.y_final, b.y_final)               # the second layer did move the density
 
@@ -105,3 +107,33 @@ def test_random_layers_redraw_and_step_rules_follow_the_schedule(rng):
     for k in range(9):                                   # layer k uses the heads in force at t = k dt
         y = iterate(BatchedSystem(sched.heads_at(k * 0.1)), y, 0.1, 1, "post_ln", save_states=False).y_final
     np.testing.assert_array_equal(tr.y_final, y)          # same operations in the same order: bit for bit
+
+
+def test_piecewise_rhs_restarts_error_control_at_the_breakpoint(rng):
+    """Adaptive steps across a schedule: one driver run over a Piecewise rhs gives the numbers (and the
+    counters) of one run per segment, each from the state the previous one reached: the error control
+    and the first derivative restart at the breakpoint."""
+    from meanfield.core.integrate import Piecewise
+
+    h1, h2 = scalar_heads([1.0], 3, beta=2.0), scalar_heads([-0.5], 3, beta=1.0)
+    X0 = rng.standard_normal((8, 3))
+    X0 /= np.linalg.norm(X0, axis=1, keepdims=True)
+    p1, p2 = (mf.ParticleSystem(h, summation="direct") for h in (h1, h2))
+    step = StepControl(rtol=1e-8, atol=1e-10)
+    pw = Piecewise((0.0, 0.45), lambda k: ((p1, p2)[k].rhs, (p1, p2)[k].retraction))
+    tr = mf.integrate(pw, X0, (0.0, 1.0), method="dopri5", step=step, save=SaveAt(t_eval=[0.0, 0.3, 1.0]),
+                      progress=False)
+    a = mf.integrate(p1.rhs, X0, (0.0, 0.45), method="dopri5", step=step, save=SaveAt(t_eval=[0.0, 0.3, 0.45]),
+                     retraction=p1.retraction, progress=False)
+    b = mf.integrate(p2.rhs, a.y_final, (0.45, 1.0), method="dopri5", step=step, retraction=p2.retraction,
+                     progress=False)
+    np.testing.assert_array_equal(tr.y_final, b.y_final)           # the same steps and arithmetic: bit for bit
+    np.testing.assert_array_equal(tr.y[1], a.y[1])                 # t = 0.3, recorded; 0.45 is not a t_eval time
+    np.testing.assert_array_equal(tr.t, [0.0, 0.3, 1.0])
+    assert (tr.nfev, tr.n_steps, tr.n_rejected) == (a.nfev + b.nfev, a.n_steps + b.n_steps, a.n_rejected + b.n_rejected)
+    with pytest.raises(ValueError, match="checkpoint must be None for a Piecewise rhs"):
+        mf.integrate(pw, X0, (0.0, 1.0), method="dopri5", checkpointing=Checkpointing(save=print))
+    with pytest.raises(ValueError, match="retraction must be None with a Piecewise rhs"):
+        mf.integrate(pw, X0, (0.0, 1.0), method="dopri5", retraction=p1.retraction)
+    with pytest.raises(ValueError, match="starts must be a non-empty strictly increasing"):
+        Piecewise((0.5, 0.5), lambda k: (p1.rhs, None))

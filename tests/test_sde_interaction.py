@@ -25,7 +25,8 @@ from numpy.polynomial import chebyshev as C
 from scipy.linalg import expm
 
 import meanfield as mf
-from meanfield.core.sde import SDE_SCHEMES, sde_step
+from meanfield.core.methods import METHODS, method_names
+from meanfield.core.sde import sde_step
 from meanfield.models.batched import BatchedSystem
 from _helpers import sde_ends_on_one_path
 
@@ -163,7 +164,7 @@ def _weak_slope(method, levels, n_paths, seed):
 WEAK = {"geodesic_strang": ([4, 8, 16], 40_000), "euler_maruyama": ([16, 32, 64], 25_000)}
 
 
-@pytest.mark.parametrize("method", sorted(SDE_SCHEMES))
+@pytest.mark.parametrize("method", method_names(stochastic=True))
 def test_weak_order_with_interaction(method):
     """Weak error of E <x_1(T), x_2(T)> (two heads, nu = 0.1, T = 1) against the Kolmogorov reference: slope 2
     for geodesic_strang at dt = 1/4, 1/8, 1/16 (measured 2.09; errors 1.8e-3, 3.5e-4, 1.0e-4, standard errors
@@ -175,22 +176,22 @@ def test_weak_order_with_interaction(method):
     slope, errs = _weak_slope(method, levels, n_paths, 100)
     # 0.3: the slope of three levels, each with <= 1/4 relative sampling error at worst, plus Euler-Maruyama's
     # pre-asymptotic 0.15
-    assert abs(slope - SDE_SCHEMES[method].weak_order) < 0.3, (method, slope, errs)
+    assert abs(slope - METHODS[method].weak_order) < 0.3, (method, slope, errs)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", sorted(SDE_SCHEMES))
+@pytest.mark.parametrize("method", method_names(stochastic=True))
 def test_weak_order_with_interaction_precise(method):
     """The same at 10x the paths and one more level (half the smallest step); 5-6 minutes on the busy machine."""
     levels, n_paths = WEAK[method]
     slope, errs = _weak_slope(method, levels + [2 * levels[-1]], 10 * n_paths, 200)
     # the fit over four levels, measured: 1.98 (geodesic_strang: 1.6e-3, 4.0e-4, 1.1e-4, 2.6e-5) and 0.89
     # (euler_maruyama: 3.5e-4, 2.0e-4, 1.1e-4, 5.5e-5; local slopes 0.85, 0.88, 0.96 approach 1)
-    assert abs(slope - SDE_SCHEMES[method].weak_order) < 0.2, (method, slope, errs)
+    assert abs(slope - METHODS[method].weak_order) < 0.2, (method, slope, errs)
 
 
 # ----------------------------------------------------------------------------- strong order
-@pytest.mark.parametrize("method", sorted(SDE_SCHEMES))
+@pytest.mark.parametrize("method", method_names(stochastic=True))
 def test_strong_order_with_two_heads(method):
     """Strong error against a fine solution (dt = T / 256) on the same Brownian path, 300 systems of four tokens
     under the two heads at once: RMS error falls like dt^(1/2) (non-commuting noise fields, no Levy areas);
@@ -205,5 +206,5 @@ def test_strong_order_with_two_heads(method):
     rms = np.array([np.sqrt(np.mean(np.sum((ends[L] - ends[fine]) ** 2, axis=-1))) for L in levels])
     slope = np.polyfit(np.log(T / 2.0 ** np.array(levels)), np.log(rms), 1)[0]
     # declared strong order 1/2; 300 paths x 4 tokens: ~3 % sampling error per level, so 0.15 is ample
-    assert abs(slope - SDE_SCHEMES[method].strong_order) < 0.15, (method, slope, rms)
+    assert abs(slope - METHODS[method].strong_order) < 0.15, (method, slope, rms)
     print(f"{method}: strong slope {slope:.3f}")

@@ -8,6 +8,7 @@ import meanfield as mf
 from meanfield import diagnostics, field_diagnostics
 from meanfield.core.densities import perturbed_uniform, uniform_density, vmf_density
 from meanfield.core.integrate import integrate
+from meanfield.core.options import SaveAt, StepControl
 
 PARTICLE_KEYS = {"energy", "energy_head", "dissipation", "entropy", "relative_entropy", "order_parameter",
                  "min_inner", "mean_inner", "n_clusters"}
@@ -34,13 +35,14 @@ def small_pde(**kw):
 
 # ---------------------------------------------------------------------------- particles
 def test_solve_particles_default_and_given_times(system, X0):
-    tr = mf.solve_particles(system, X0, 0.5, observe=False)
+    tr = mf.solve_particles(system, X0, 0.5, save=SaveAt(observe=False))
     # default: 11 equally spaced frames; every step is clipped onto them, so times are exact
     np.testing.assert_array_equal(tr.t, np.linspace(0.0, 0.5, 11))
     assert tr.status == 0 and tr.y.shape == (11, 8, 3) and tr.observables == {}
     np.testing.assert_array_equal(tr.y[0], X0)                         # the start is recorded as given
     t = [0.1, 0.25, 0.5]                                               # t0 itself need not be recorded
-    tr2 = mf.solve_particles(system, X0, 0.5, t_eval=t, method="rk4", dt=0.05, observe=False)
+    tr2 = mf.solve_particles(system, X0, 0.5, step=StepControl(dt=0.05), save=SaveAt(t_eval=t, observe=False),
+                             method="rk4")
     np.testing.assert_array_equal(tr2.t, t)
     assert tr2.method == "rk4" and tr2.n_steps == 10 and tr2.t_final == 0.5
     # the retraction keeps every token on the sphere: |x| = 1 to round-off of one normalization
@@ -48,7 +50,7 @@ def test_solve_particles_default_and_given_times(system, X0):
 
 
 def test_solve_particles_observe_records(system, X0):
-    tr = mf.solve_particles(system, X0, 0.3, t_eval=[0.0, 0.1, 0.3])
+    tr = mf.solve_particles(system, X0, 0.3, save=SaveAt(t_eval=[0.0, 0.1, 0.3]))
     assert set(tr.observables) == PARTICLE_KEYS
     obs = tr.observables
     assert obs["energy_head"].shape == (3, 2) and obs["entropy"].shape == (3, 2) and obs["energy"].shape == (3,)
@@ -73,20 +75,20 @@ def test_solve_particles_custom_observe_and_weights(system, X0):
         seen.append(t)
         return {"first": X[0], "t2": t * t}
 
-    tr = mf.solve_particles(system, X0, 0.2, t_eval=[0.0, 0.2], observe=hook)
+    tr = mf.solve_particles(system, X0, 0.2, save=SaveAt(t_eval=[0.0, 0.2], observe=hook))
     assert seen == [0.0, 0.2] and set(tr.observables) == {"first", "t2"}    # once per recorded time
     np.testing.assert_array_equal(tr.observables["first"], tr.y[:, 0])
     # weights: uniform weights take the plain rhs, others the weighted one (different velocities)
     w = np.linspace(1.0, 2.0, 8)
     w /= w.sum()
-    kw = dict(t_eval=[0.0, 0.2], method="rk4", dt=0.05, observe=False)
+    kw = dict(step=StepControl(dt=0.05), save=SaveAt(t_eval=[0.0, 0.2], observe=False), method="rk4")
     uni = mf.solve_particles(system, X0, 0.2, w=np.full(8, 1 / 8), **kw)
     np.testing.assert_array_equal(uni.y_final, mf.solve_particles(system, X0, 0.2, **kw).y_final)
     weighted = mf.solve_particles(system, X0, 0.2, w=w, **kw)
     assert np.abs(weighted.y_final - uni.y_final).max() > 1e-6         # the weights act
     # ... through the weighted right-hand side, with the sphere retraction: identical floats
-    ref = integrate(system.weighted_rhs(w), X0, (0.0, 0.2), t_eval=[0.0, 0.2], method="rk4", dt=0.05,
-                       retraction=system.retraction)
+    ref = integrate(system.weighted_rhs(w), X0, (0.0, 0.2), step=StepControl(dt=0.05), save=SaveAt(t_eval=[0.0, 0.2]),
+                    method="rk4", retraction=system.retraction)
     np.testing.assert_array_equal(weighted.y_final, ref.y_final)
 
 
@@ -94,16 +96,16 @@ def test_solve_particles_custom_observe_and_weights(system, X0):
     (dict(t_final=0.0), r"t_final must be a positive finite number; received 0.0"),
     (dict(t_final=float("nan")), r"t_final must be a positive finite number; received nan"),
     (dict(t_final=float("inf")), r"t_final must be a positive finite number; received inf"),
-    (dict(t_eval=[0.0, 2.0]), r"t_eval must be inside t_span \[0.0, 1.0\]"),
-    (dict(t_eval=[0.5, 0.2]), r"t_eval must be a non-empty 1-d strictly increasing array"),
+    (dict(save=SaveAt(t_eval=[0.0, 2.0])), r"t_eval must be inside t_span \[0.0, 1.0\]"),
+    (dict(save=SaveAt(t_eval=[0.5, 0.2])), r"t_eval must be a non-empty 1-d strictly increasing array"),
     (dict(method="rk5"), r"method must be one of \['bs32', .*\], a Tableau or a Stepper; received 'rk5'"),
     (dict(method="rk4"), r"dt must be a positive number for the fixed-step method 'rk4'; received None"),
     (dict(w=np.ones(8)), r"w must be 8 finite weights >= 0 summing to 1 \(to 1e-10\); received shape \(8,\), sum 8.0"),
     (dict(w=np.ones(3) / 3), r"w must be 8 finite weights >= 0 summing to 1 .*; received shape \(3,\)"),
-    (dict(rtol=-1.0), r"rtol must be"),
+    (dict(step=StepControl(rtol=-1.0)), r"rtol must be"),
 ])
 def test_solve_particles_input_errors(system, X0, kwargs, match):
-    kw = dict(t_final=1.0, observe=False)
+    kw = dict(t_final=1.0, save=SaveAt(observe=False))
     kw.update(kwargs)
     with pytest.raises(ValueError, match=match):
         mf.solve_particles(system, X0, kw.pop("t_final"), **kw)
@@ -114,7 +116,7 @@ def test_solve_continuum_times_and_observe():
     pde = small_pde(normalization="softmax")
     rho0 = vmf_density(pde.grid, [0, 0, 1.0], 1.0)
     t = np.array([0.0, 0.05, 0.1])
-    tr = mf.solve_continuum(pde, rho0, 0.1, t_eval=t)
+    tr = mf.solve_continuum(pde, rho0, 0.1, save=SaveAt(t_eval=t))
     np.testing.assert_array_equal(tr.t, t)                      # steps clipped onto t_eval: exact
     assert tr.status == 0 and tr.y.shape == (3, pde.n_state)
     assert set(tr.observables) == CONTINUUM_KEYS | {"min_normalizer"}   # softmax: normalizer reported
@@ -127,14 +129,14 @@ def test_solve_continuum_times_and_observe():
         assert obs["spectral_tail"][k] == field_diagnostics.spectral_tail(pde, pde.coefficients(y))
     # mass: degree-0 coefficient of a divergence is exactly zero, so only round-off (1e-14)
     np.testing.assert_allclose(obs["mass"], 1.0, rtol=0, atol=1e-14)
-    default = mf.solve_continuum(pde, rho0, 0.1, observe=False)
+    default = mf.solve_continuum(pde, rho0, 0.1, save=SaveAt(observe=False))
     np.testing.assert_array_equal(default.t, np.linspace(0.0, 0.1, 11))
     assert default.observables == {}
 
 
 def test_solve_continuum_noise_records_free_energy():
     pde = small_pde(nu=0.1)
-    tr = mf.solve_continuum(pde, vmf_density(pde.grid, [0, 0, 1.0], 1.0), 0.05, t_eval=[0.0, 0.05])
+    tr = mf.solve_continuum(pde, vmf_density(pde.grid, [0, 0, 1.0], 1.0), 0.05, save=SaveAt(t_eval=[0.0, 0.05]))
     assert set(tr.observables) == CONTINUUM_KEYS | {"free_energy", "free_energy_dissipation"}
     # free energy = E + nu * boltzmann_entropy (the hook's definition, one multiply-add: 1e-15)
     o = tr.observables
@@ -154,7 +156,7 @@ def test_monitor_stops_with_status_and_message(criterion, kw, start):
     assert tr.message.startswith("event at t = 0.0: density no longer resolved at lmax = 8: " + criterion)
     np.testing.assert_array_equal(tr.t, [0.0])                      # the stopping state is recorded
     assert set(tr.observables) >= {"negative_mass", "spectral_tail"}
-    off = mf.solve_continuum(pde, rho0, 0.05, monitor=False, observe=False, **kw)
+    off = mf.solve_continuum(pde, rho0, 0.05, monitor=False, save=SaveAt(observe=False), **kw)
     assert off.status == 0 and off.t_final == 0.05                 # monitor=False: runs to the end
 
 
@@ -175,11 +177,12 @@ def test_solve_continuum_fixed_step_takes_the_cfl_step():
     T = 1.0                                                         # 3 and 15 CFL steps
     dts = {cfl: pde.cfl_dt(rho0, cfl) for cfl in (0.5, 0.1)}
     for cfl, dt in dts.items():
-        tr = mf.solve_continuum(pde, rho0, T, method="rk4", cfl=None if cfl == 0.5 else cfl, t_eval=[0.0, T],
-                                observe=False, monitor=False)
+        tr = mf.solve_continuum(pde, rho0, T, method="rk4", step=StepControl(cfl=None if cfl == 0.5 else cfl),
+                                save=SaveAt(t_eval=[0.0, T], observe=False), monitor=False)
         # fixed steps on the grid k dt, the last one clipped onto T
         assert tr.status == 0 and tr.n_steps == int(np.ceil(T / dt - 1e-9))
-        same = mf.solve_continuum(pde, rho0, T, method="rk4", dt=dt, t_eval=[0.0, T], observe=False, monitor=False)
+        same = mf.solve_continuum(pde, rho0, T, method="rk4", step=StepControl(dt=dt),
+                                  save=SaveAt(t_eval=[0.0, T], observe=False), monitor=False)
         np.testing.assert_array_equal(tr.y_final, same.y_final)   # identical step sequence: tolerance 0
 
 
@@ -187,13 +190,13 @@ def test_solve_continuum_fixed_step_takes_the_cfl_step():
     (dict(t_final=-1.0), r"t_final must be a positive finite number; received -1.0"),
     (dict(rho_lm0=np.zeros(3)), r"rho_lm0 must be a finite array of shape \(nalm,\) = \(45,\) for lmax = 8; "
                                 r"received shape \(3,\)"),
-    (dict(t_eval=[0.0, 0.5, 0.5]), r"t_eval must be a non-empty 1-d strictly increasing array"),
+    (dict(save=SaveAt(t_eval=[0.0, 0.5, 0.5])), r"t_eval must be a non-empty 1-d strictly increasing array"),
     (dict(method="leapfrog"), r"method must be one of"),
-    (dict(atol=-1.0), r"atol must be"),
+    (dict(step=StepControl(atol=-1.0)), r"atol must be"),
 ])
 def test_solve_continuum_input_errors(kwargs, match):
     pde = small_pde()
-    kw = dict(rho_lm0=uniform_density(pde.grid), t_final=1.0, observe=False)
+    kw = dict(rho_lm0=uniform_density(pde.grid), t_final=1.0, save=SaveAt(observe=False))
     kw.update(kwargs)
     with pytest.raises(ValueError, match=match):
         mf.solve_continuum(pde, kw.pop("rho_lm0"), kw.pop("t_final"), **kw)
@@ -221,4 +224,4 @@ def test_t_final_non_number_named_error(system, X0, t_final):
 def test_solve_continuum_bad_cfl_named():
     pde = small_pde()
     with pytest.raises(ValueError, match="cfl"):
-        mf.solve_continuum(pde, uniform_density(pde.grid), 1.0, method="rk4", cfl=-1.0)
+        mf.solve_continuum(pde, uniform_density(pde.grid), 1.0, method="rk4", step=StepControl(cfl=-1.0))

@@ -17,6 +17,7 @@ from meanfield.core.sinkhorn import SinkhornError, solve_scaling
 from meanfield.models.axisymmetric import AxisymmetricPDE
 from meanfield.models.circle import CirclePDE
 from meanfield.workflow.cli import main
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
 LAMBDAS, BETA = [1.0, -0.6], 3.0          # two heads of opposite signs
 
@@ -139,7 +140,7 @@ def test_energy_identity_circle_and_axisymmetric(d):
 def test_mass_and_energy_along_a_run():
     pde = _sphere(lmax=16)
     rho0 = _rho(pde)
-    tr = mf.solve_continuum(pde, rho0, 0.3, method="rk4", dt=0.01, monitor=False)
+    tr = mf.solve_continuum(pde, rho0, 0.3, method="rk4", step=StepControl(dt=0.01), monitor=False)
     assert abs(pde.tendency(rho0)[0]) <= 1e-15          # degree 0 of a divergence: exactly 0 (measured 0)
     assert np.abs(tr.observables["mass"] - 1).max() <= 1e-13    # 30 steps of round-off of |rho_00| ~ 0.3
     E = tr.observables["energy"]
@@ -151,8 +152,10 @@ def test_split_scheme_with_noise_matches_rk4():
     """The diffusion as the linear part of a split scheme (ETDRK4) against plain RK4 at a small step."""
     pde = _sphere(lmax=16, nu=0.2)
     rho0 = _rho(pde)
-    a = mf.solve_continuum(pde, rho0, 0.2, method="etdrk4", dt=0.01, observe=False, monitor=False).y_final
-    b = mf.solve_continuum(pde, rho0, 0.2, method="rk4", dt=0.002, observe=False, monitor=False).y_final
+    a = mf.solve_continuum(pde, rho0, 0.2, method="etdrk4", step=StepControl(dt=0.01), save=SaveAt(observe=False),
+                           monitor=False).y_final
+    b = mf.solve_continuum(pde, rho0, 0.2, method="rk4", step=StepControl(dt=0.002), save=SaveAt(observe=False),
+                           monitor=False).y_final
     # both fourth order: the ETDRK4 error at dt = 0.01 ~ (0.01)^4 C ~ 1e-8 C (measured 7e-12 of max|y|)
     assert np.abs(a - b).max() <= 1e-9 * np.abs(b).max()
     assert pde.cfl_dt(rho0) > 0
@@ -285,14 +288,15 @@ def test_resume_from_checkpoint_is_bit_for_bit():
     the scaling's start and cache depend on the state alone."""
     pde = _sphere(lmax=12, nu=0.1, sinkhorn_tol=1e-12, kernel_tol=1e-8)
     y0 = pde.state(_rho(pde))
-    kw = dict(method="dopri5", t_eval=np.linspace(0, 0.2, 5), rtol=1e-8, atol=1e-10,
-              observe=fd.observer(pde, entropy=True))
+    times = np.linspace(0, 0.2, 5)
+    kw = dict(method="dopri5", step=StepControl(rtol=1e-8, atol=1e-10),
+              save=SaveAt(t_eval=times, observe=fd.observer(pde, entropy=True)))
     full = integrate(pde.rhs, y0, (0.0, 0.2), **kw)
     saved = []
-    integrate(pde.rhs, y0, (0.0, 0.2), checkpoint=saved.append, checkpoint_every=0.05, **kw)
+    integrate(pde.rhs, y0, (0.0, 0.2), checkpointing=Checkpointing(save=saved.append, every=0.05), **kw)
     fresh = _sphere(lmax=12, nu=0.1, sinkhorn_tol=1e-12, kernel_tol=1e-8)
-    kw["observe"] = fd.observer(fresh, entropy=True)
-    resumed = integrate(fresh.rhs, y0, (0.0, 0.2), resume=saved[1], **kw)
+    kw["save"] = SaveAt(t_eval=times, observe=fd.observer(fresh, entropy=True))
+    resumed = integrate(fresh.rhs, y0, (0.0, 0.2), checkpointing=Checkpointing(resume=saved[1]), **kw)
     # same step sequence, same arithmetic: identical floats (tolerance 0)
     np.testing.assert_array_equal(resumed.y, full.y)
     for key in ("energy", "relative_entropy", "dissipation"):

@@ -7,6 +7,7 @@ import meanfield as mf
 from meanfield.core.heads import random_symmetric_heads, scalar_heads
 from meanfield.models.batched import BatchedSystem
 from meanfield.models.step_rules import STEP_RULES, directions, iterate, limit_rhs, step
+from meanfield.core.options import SaveAt, StepControl
 
 
 def _cap_tokens(rng, B, n, d, spread=0.8):
@@ -23,7 +24,8 @@ def test_each_rule_converges_to_its_limit_at_order_one(rng, rule):
     X = _cap_tokens(rng, 3, 10, 3)
     T = 1.0
     # reference: RK4 at dt = T/1600 (error ~1e-12, far below the Euler-type errors ~1e-4 measured here)
-    ref = mf.integrate(limit_rhs(bs, rule), X, (0.0, T), method="rk4", dt=T / 1600, save_states=False).y_final
+    ref = mf.integrate(limit_rhs(bs, rule), X, (0.0, T), method="rk4", step=StepControl(dt=T / 1600),
+                       save=SaveAt(states=False)).y_final
     dts = np.array([T / 50, T / 100, T / 200, T / 400])
     errs = [np.abs(directions(iterate(bs, X, dt, round(T / dt), rule, save_states=False).y_final, rule)
                    - directions(ref, rule)).max() for dt in dts]

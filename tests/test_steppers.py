@@ -7,8 +7,13 @@ import pytest
 
 from meanfield.core.integrate import integrate
 from meanfield.core.tableaux import IMEX_TABLEAUX
-from meanfield.core.steppers import ETDRK2, SPLIT_SCHEMES, ExplicitRK, IMEXEuler, Stepper, as_stepper, phi_functions
+from meanfield.core.methods import METHODS, as_stepper, method_names
+from meanfield.core.steppers import ETDRK2, ExplicitRK, IMEXEuler, Stepper, phi_functions
 from meanfield.core.tableaux import SCHEMES
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
+
+# the split schemes other than the Lawson forms (those are tested in test_pde_split.py and test_imex.py)
+_SPLIT = [k for k in method_names(split=True) if not k.startswith("lawson_")]
 
 
 # ----------------------------------------------------------------------------- order conditions
@@ -113,12 +118,13 @@ def test_steppers_report_their_tableau_or_explicit_part():
         assert (st.name, st.order, st.adaptive, st.err_order, st.fsal) == (name, tab.order, tab.adaptive,
                                                                         tab.err_order, tab.fsal)
         assert st.imag_reach == tab.imag_reach and st.real_reach == tab.real_reach   # the same float
-    assert SPLIT_SCHEMES["imex_euler"].explicit_tableau is SCHEMES["euler"]
-    assert SPLIT_SCHEMES["etdrk2"].explicit_tableau is SCHEMES["heun"]
-    assert SPLIT_SCHEMES["etdrk4"].explicit_tableau is SCHEMES["rk4"]
-    assert all(isinstance(s, Stepper) and s.split and not s.adaptive for s in SPLIT_SCHEMES.values())
+    assert METHODS["imex_euler"].explicit_tableau is SCHEMES["euler"]
+    assert METHODS["etdrk2"].explicit_tableau is SCHEMES["heun"]
+    assert METHODS["etdrk4"].explicit_tableau is SCHEMES["rk4"]
+    assert all(isinstance(METHODS[k], Stepper) for k in _SPLIT)
+    assert method_names(split=True, adaptive=True) == ["lawson_dopri5"]          # the one adaptive split scheme
     assert as_stepper(SCHEMES["rk4"]).tableau is SCHEMES["rk4"] and as_stepper(ETDRK2()).name == "etdrk2"
-    with pytest.raises(ValueError, match=r"method must be one of \['bs32'.*'imex_euler'\].*received 'rk9'"):
+    with pytest.raises(ValueError, match=r"method must be one of \['bs32'.*'imex_euler', 'euler_maruyama', 'geodesic_strang'\].*received 'rk9'"):
         as_stepper("rk9")
     with pytest.raises(ValueError, match="linear must be None for the explicit scheme 'rk4'"):
         as_stepper("rk4").step(lambda t, y: y, 0.0, np.ones(2), 0.1, linear=np.ones(2))
@@ -165,11 +171,12 @@ def nonlinear(t, y):
     return dexact(t) - LIN * Y + g(y) - g(Y)
 
 
-@pytest.mark.parametrize("name", sorted(SPLIT_SCHEMES))
+@pytest.mark.parametrize("name", _SPLIT)
 def test_split_stepper_measured_order(name):
-    stepper = SPLIT_SCHEMES[name]
+    stepper = METHODS[name]
     dts = 2.0 ** -np.arange(6, 11)      # |dt L| <= 0.5: past ETD's pre-asymptotic range at stiff L
-    errs = [np.max(np.abs(integrate(nonlinear, exact(0.0), (0.0, 2.0), method=name, dt=h, linear=LIN).y_final
+    errs = [np.max(np.abs(integrate(nonlinear, exact(0.0), (0.0, 2.0), method=name, step=StepControl(dt=h),
+                                    linear=LIN).y_final
                           - exact(2.0))) for h in dts]
     slope = np.polyfit(np.log(dts), np.log(errs), 1)[0]
     # same margin as the explicit schemes' test (0.25); observed 0.999 (imex_euler), 1.94 (etdrk2), 3.95 (etdrk4),
@@ -186,21 +193,22 @@ def test_split_steppers_on_a_stiff_linear_part():
     N = lambda t, y: np.array([np.sin(t), 1.0])  # noqa: E731  (y2 relaxes to 1e-4 within ~1e-4 time)
     y0 = np.array([1.0, 1.0])
     with np.errstate(over="ignore", invalid="ignore"):
-        r = integrate(N, y0, (0.0, 2.0), method="rk4", dt=0.05, linear=L)
+        r = integrate(N, y0, (0.0, 2.0), method="rk4", step=StepControl(dt=0.05), linear=L)
     assert r.status == -1 and "non-finite" in r.message
     # exact: y2(t) = 1e-4 + (1 - 1e-4) e^{-1e4 t} = 1e-4 at t = 2 (the transient e^{-2e4} underflows)
-    for name in SPLIT_SCHEMES:
-        r = integrate(N, y0, (0.0, 2.0), method=name, dt=0.05, linear=L)
+    for name in _SPLIT:
+        r = integrate(N, y0, (0.0, 2.0), method=name, step=StepControl(dt=0.05), linear=L)
         assert r.success
         # ETD integrates the constant forcing exactly (weights summing to h phi_1(hL)); IMEX Euler's fixed point is
         # dt / (dt * 1e4) = 1e-4, approached by a factor 1/501 per step: both at 1e-4 to round-off (1e-12 relative)
         assert abs(r.y_final[1] - 1e-4) < 1e-16
 
 
-@pytest.mark.parametrize("name", sorted(SPLIT_SCHEMES))
+@pytest.mark.parametrize("name", _SPLIT)
 def test_split_steppers_exact_on_the_linear_part_and_explicit_at_zero(name):
     L = np.array([-3.0, 0.5, -0.01])
-    r = integrate(lambda t, y: np.zeros_like(y), np.ones(3), (0.0, 2.0), method=name, dt=0.3, linear=L)
+    r = integrate(lambda t, y: np.zeros_like(y), np.ones(3), (0.0, 2.0), method=name, step=StepControl(dt=0.3),
+                  linear=L)
     if name.startswith("etd"):    # ETD: e^{L t} with t = 2 reached in 7 steps of products of exp: a few ulps per step
         np.testing.assert_allclose(r.y_final, np.exp(2.0 * L), rtol=1e-14)
     if name in IMEX_TABLEAUX:     # IMEX RK: each step multiplies by the implicit part's R(dt L) (t_eval clips the last)
@@ -209,37 +217,39 @@ def test_split_steppers_exact_on_the_linear_part_and_explicit_at_zero(name):
         np.testing.assert_allclose(r.y_final, want.real, rtol=1e-13)   # 7 steps of a few stage divisions: ulps
     # L = 0: the step is its explicit tableau's, up to the order of floating-point operations
     rhs = lambda t, y: np.array([y[1], -np.sin(y[0])])  # noqa: E731
-    stepper = SPLIT_SCHEMES[name]
-    a = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method=name, dt=0.1, linear=np.zeros(2))
-    b = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method=stepper.explicit_tableau, dt=0.1)
+    stepper = METHODS[name]
+    a = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method=name, step=StepControl(dt=0.1), linear=np.zeros(2))
+    b = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method=stepper.explicit_tableau, step=StepControl(dt=0.1))
     np.testing.assert_allclose(a.y, b.y, rtol=0, atol=1e-14)        # 30 steps of O(1) values: round-off
     assert a.nfev == b.nfev                                           # the same stages: integers, exact
-    c = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method=name, dt=0.1)   # linear=None means L = 0
+    c = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method=name, step=StepControl(dt=0.1))   # linear=None means L = 0
     np.testing.assert_array_equal(a.y, c.y)       # zeros(2) and the scalar 0 give the same floats
 
 
 def test_imex_euler_with_zero_linear_part_is_euler_bit_for_bit():
     rhs = lambda t, y: np.array([y[1], -np.sin(y[0])])  # noqa: E731
-    c = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method="imex_euler", dt=0.1)
-    d = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method="euler", dt=0.1)
+    c = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method="imex_euler", step=StepControl(dt=0.1))
+    d = integrate(rhs, [1.0, 0.0], (0.0, 3.0), method="euler", step=StepControl(dt=0.1))
     np.testing.assert_array_equal(c.y, d.y)      # y + dt N divided by exactly 1.0: bit for bit
 
 
 def test_explicit_scheme_with_linear_part_folds_it_into_rhs():
     L = np.array([-2.0, 0.3])
     N = lambda t, y: np.array([np.cos(t) * y[1], -y[0] ** 2])  # noqa: E731
-    a = integrate(N, [1.0, 0.5], (0.0, 1.0), method="dopri5", linear=L, t_eval=[0.0, 0.5, 1.0])
-    b = integrate(lambda t, y: L * y + N(t, y), [1.0, 0.5], (0.0, 1.0), method="dopri5", t_eval=[0.0, 0.5, 1.0])
+    a = integrate(N, [1.0, 0.5], (0.0, 1.0), method="dopri5", linear=L, save=SaveAt(t_eval=[0.0, 0.5, 1.0]))
+    b = integrate(lambda t, y: L * y + N(t, y), [1.0, 0.5], (0.0, 1.0), method="dopri5",
+                  save=SaveAt(t_eval=[0.0, 0.5, 1.0]))
     np.testing.assert_array_equal(a.y, b.y)      # the same arithmetic: tolerance 0
     assert a.nfev == b.nfev
 
 
 def test_split_scheme_checkpoint_resume_is_bit_for_bit():
-    kw = dict(method="etdrk2", dt=0.01, linear=LIN, t_eval=np.linspace(0, 1, 5), observe=lambda t, y: {"s": y.sum()})
+    kw = dict(method="etdrk2", step=StepControl(dt=0.01),
+              save=SaveAt(t_eval=np.linspace(0, 1, 5), observe=lambda t, y: {"s": y.sum()}), linear=LIN)
     full = integrate(nonlinear, exact(0.0), (0.0, 1.0), **kw)
     saved = []
-    integrate(nonlinear, exact(0.0), (0.0, 1.0), checkpoint=saved.append, checkpoint_every=0.2, **kw)
-    resumed = integrate(nonlinear, exact(0.0), (0.0, 1.0), resume=saved[1], **kw)
+    integrate(nonlinear, exact(0.0), (0.0, 1.0), checkpointing=Checkpointing(save=saved.append, every=0.2), **kw)
+    resumed = integrate(nonlinear, exact(0.0), (0.0, 1.0), checkpointing=Checkpointing(resume=saved[1]), **kw)
     np.testing.assert_array_equal(resumed.y, full.y)       # same steps, same arithmetic: tolerance 0
     np.testing.assert_array_equal(resumed.observables["s"], full.observables["s"])
     assert (resumed.nfev, resumed.n_steps, resumed.method) == (full.nfev, full.n_steps, "etdrk2")
@@ -250,11 +260,11 @@ def test_split_scheme_checkpoint_resume_is_bit_for_bit():
     (dict(linear=[np.nan, 0, 0]), "linear must be .*received an array containing NaN"),
     (dict(linear=[1j, 0, 0]), "linear must be None or a finite real numeric array.*complex128"),
     (dict(linear="abc"), "linear must be"),
-    (dict(adaptive=True), r"adaptive must be None, False, or True for the adaptive schemes.*'etdrk2'"),
-    (dict(dt=None), "dt must be a positive number for the fixed-step method 'etdrk2'"),
+    (dict(step=StepControl(adaptive=True)), r"adaptive must be None, False, or True for the adaptive schemes.*'etdrk2'"),
+    (dict(step=StepControl(dt=None)), "dt must be a positive number for the fixed-step method 'etdrk2'"),
 ])
 def test_split_bad_inputs(kwargs, match):
-    args = dict(method="etdrk2", dt=0.1, linear=LIN)
+    args = dict(method="etdrk2", step=StepControl(dt=0.1), linear=LIN)
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         integrate(nonlinear, exact(0.0), (0.0, 1.0), **args)
@@ -268,18 +278,18 @@ def test_custom_stepper_through_the_driver():
     class Mine(IMEXEuler):
         name: str = "mine"
 
-    r = integrate(nonlinear, exact(0.0), (0.0, 1.0), method=Mine(), dt=0.01, linear=LIN)
-    s = integrate(nonlinear, exact(0.0), (0.0, 1.0), method="imex_euler", dt=0.01, linear=LIN)
+    r = integrate(nonlinear, exact(0.0), (0.0, 1.0), method=Mine(), step=StepControl(dt=0.01), linear=LIN)
+    s = integrate(nonlinear, exact(0.0), (0.0, 1.0), method="imex_euler", step=StepControl(dt=0.01), linear=LIN)
     assert r.method == "mine" and np.array_equal(r.y, s.y)     # same steps: tolerance 0
 
 
 @pytest.mark.parametrize("name", ["etdrk2", "etdrk4"])
 def test_exponential_coefficients_cache_never_mixes_problems(name):
     """The registry's steppers keep the last phi coefficients; another L or dt must not reuse them."""
-    shared = SPLIT_SCHEMES[name]
-    kw = dict(method=shared, t_eval=[0.0, 0.37, 1.0])          # 0.37 is off the grid: a shortened step
+    shared = METHODS[name]
+    kw = dict(method=shared, save=SaveAt(t_eval=[0.0, 0.37, 1.0]))          # 0.37 is off the grid: a shortened step
     for L, dt in ((LIN, 0.01), (2 * LIN, 0.01), (2 * LIN, 0.02), (LIN, 0.02)):
-        a = integrate(nonlinear, exact(0.0), (0.0, 1.0), dt=dt, linear=L.copy(), **kw)
+        a = integrate(nonlinear, exact(0.0), (0.0, 1.0), step=StepControl(dt=dt), linear=L.copy(), **kw)
         fresh = type(shared)()                                 # no cache yet
-        b = integrate(nonlinear, exact(0.0), (0.0, 1.0), dt=dt, linear=L, **{**kw, "method": fresh})
+        b = integrate(nonlinear, exact(0.0), (0.0, 1.0), step=StepControl(dt=dt), linear=L, **{**kw, "method": fresh})
         np.testing.assert_array_equal(a.y, b.y)              # same coefficients, same arithmetic: tolerance 0

@@ -6,6 +6,7 @@ from scipy import stats
 
 import meanfield as mf
 from studies._common import SlopeFit, blowup_horizon, fit_slope
+from meanfield.core.options import SaveAt
 
 
 def test_fit_slope_recovers_a_power_law():
@@ -70,7 +71,7 @@ def test_blowup_horizon_stops_flat_runs_before_the_blowup():
     t_end, t_blowup = blowup_horizon(system, X0, 2.0, 0.6)
     assert 0 < t_blowup < 2.0
     assert t_end == 0.6 * t_blowup          # the exact product the studies used before (no tolerance)
-    assert mf.solve_particles(system, X0, t_end, observe=False, progress=False).status == 0
+    assert mf.solve_particles(system, X0, t_end, save=SaveAt(observe=False), progress=False).status == 0
     # the same tokens on the sphere do not blow up: the intended end time comes back unchanged
     sphere = mf.ParticleSystem(system.heads, "sphere")
     assert blowup_horizon(sphere, X0, 2.0, 0.6) == (2.0, None)

@@ -49,7 +49,7 @@ def test_late_rates_and_relu_mean_ratio():
 
 def test_particles_quick_numbers(quick):
     _, s, m = quick
-    assert s["max_drift"] < 1e-6          # RK45 at rtol 1e-8 without retraction, checked at the step times
+    assert s["max_drift"] < 1e-6          # dopri5 at rtol 1e-8 without retraction, checked at the step times
     for r in m["runs"]:
         t = [np.inf if r[f"T_mean_{g}"] is None else r[f"T_mean_{g}"] for g in (0.5, 0.9, 0.99)]
         assert t[0] <= t[1] <= t[2]       # dense-output crossing times of one run are ordered

@@ -34,7 +34,7 @@ def test_threshold_at_zero_and_failure_along_the_flow(quick):
 
 def test_particle_failure_time_matches_closed_form(quick):
     _, s, _ = quick
-    # dense output (DOP853, rtol 1e-9) and Brent to 1e-12 on the interpolant: the event time is limited by
+    # dense output (dopri5, rtol 1e-11, cubic Hermite) and Brent to 1e-12 on the interpolant: the event time is limited by
     # the integrator tolerance, not by an output grid (a 1e-2 grid would give errors ~1e-2)
     assert s["eq_particles_max_t_fail_rel_err"] < 1e-6
     # positive scalar heads at equiangular tokens: all P u^h parallel, every per-head rate stays positive

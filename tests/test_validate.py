@@ -18,6 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meanfield.core import choices, validate as V
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
+from _helpers import paired_kw
 
 ANYTHING = st.one_of(st.none(), st.booleans(), st.integers(-10**30, 10**30), st.floats(allow_nan=True),
                      st.text(max_size=5), st.lists(st.floats(), max_size=3), st.complex_numbers())
@@ -388,9 +390,14 @@ def test_integrate_refuses_previously_unchecked_arguments():
     from meanfield.core.integrate import integrate
 
     def run(**kw):
-        args = dict(rhs=lambda t, y: -y, y0=[1.0], t_span=(0.0, 1.0), dt=0.1)
+        step = {"dt": 0.1, **{k: kw.pop(k) for k in ("dt", "max_steps", "adaptive", "rtol", "atol", "dt_max")
+                              if k in kw}}
+        save = {k: kw.pop(k) for k in ("t_eval",) if k in kw}
+        ck = {new: kw.pop(old) for old, new in (("checkpoint", "save"), ("checkpoint_every", "every")) if old in kw}
+        args = dict(rhs=lambda t, y: -y, y0=[1.0], t_span=(0.0, 1.0))
         args.update(kw)
-        return integrate(args.pop("rhs"), args.pop("y0"), args.pop("t_span"), **args)
+        return integrate(args.pop("rhs"), args.pop("y0"), args.pop("t_span"), step=StepControl(**step),
+                         save=SaveAt(**save), checkpointing=Checkpointing(**ck), **args)
 
     refused(run, max_steps=True, name="max_steps", echo="True")                   # was accepted as 1
     refused(run, max_steps=10.0, name="max_steps", echo="10.0")
@@ -458,7 +465,7 @@ def test_workflow_and_diagnostics_refuse_previously_unchecked_arguments(tmp_path
     args = dict(heads=heads, rho_lm0=uniform_density, n_particles=10, t_final=0.2, lmax=14)
 
     def pair(**kw):
-        return paired.paired_run(**{**args, **kw})
+        return paired.paired_run(**paired_kw(**{**args, **kw}))
 
     refused(pair, n_particles=True, name="n_particles", echo="True")
     refused(pair, n_particles=10.0, name="n_particles", echo="10.0")
@@ -469,7 +476,7 @@ def test_workflow_and_diagnostics_refuse_previously_unchecked_arguments(tmp_path
     refused(paired.transport_grid, 8.0, name="nlat", echo="8.0")
     refused(paired.transport_grid, 8, np.bool_(True), name="nlon", echo="True")
     refused(run.run, run.RunConfig(), progress=1, name="progress", echo="received 1")
-    refused(integrate, lambda t, y: -y, [1.0], (0.0, 1.0), dt=0.1, progress="no", name="progress", echo="'no'")
+    refused(integrate, lambda t, y: -y, [1.0], (0.0, 1.0), step=StepControl(dt=0.1), progress="no", name="progress", echo="'no'")
     from meanfield.core.steppers import phi_functions
     refused(phi_functions, [0.5], 2.0, name="n", echo="2.0")                  # range(2.0 + 1): TypeError before
     refused(phi_functions, [0.5], -1, name="n", echo="-1")                    # an empty list before

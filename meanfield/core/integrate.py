@@ -4,33 +4,40 @@
 ``linear`` part ``L``) for a state ``y`` of any shape, with fixed steps or embedded error control,
 an optional retraction after every accepted step (e.g. back onto the sphere), an ``observe`` hook
 called at the requested times, and an ``event`` hook that can stop the run.  It returns one
-:class:`Trajectory`.  The schemes are :mod:`meanfield.core.steppers`; the driver is put together
-from small parts, each owning its share of the state a checkpoint saves:
+:class:`Trajectory`.  The schemes are :mod:`meanfield.core.steppers`; every scheme is an entry of
+:data:`meanfield.core.methods.METHODS` (explicit, split, stochastic; a Stepper of one's own too).  The
+options come grouped (:mod:`meanfield.core.options`: ``step=StepControl``, ``save=SaveAt``,
+``checkpointing=Checkpointing``).  A :class:`Piecewise` right-hand side (layer schedules) has
+breakpoints the driver steps onto; ``SaveAt(dense=True)`` and ``events`` give dense output and
+root-located events (:mod:`meanfield.core.dense`).  The driver is put together from small parts, each
+owning its share of the state a checkpoint saves:
 
 * :class:`~meanfield.core.controllers.FixedGrid` / :class:`~meanfield.core.controllers.ErrorControl`
   choose the next step (grid index / step size),
-* :class:`_Recorder` keeps the recorded times, states and observables (``t_eval``, ``observe``),
-* :class:`_Checkpoints` calls ``checkpoint(state)`` on schedule and on Ctrl-C,
-* :class:`_Progress` draws the tqdm bar.
+* :mod:`meanfield.core.driver_parts`: the recorder, the checkpoint schedule, the progress bar, the
+  Brownian stream of a stochastic scheme,
+* :class:`~meanfield.core.dense.EventTracker`: the dense points and the events' roots.
 
-Numpy, tqdm and its siblings (:mod:`~meanfield.core.steppers`, :mod:`~meanfield.core.tableaux`,
-:mod:`~meanfield.core.controllers`); nothing else of ``meanfield``.
+Numpy and its siblings in ``core``; nothing else of ``meanfield``.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-from tqdm import tqdm
 
 from . import validate
 from .controllers import ErrorControl, FixedGrid, initial_step
-from .steppers import ExplicitRK, as_stepper
-from .tableaux import SCHEMES
+from .dense import DenseOutput, EventTracker
+from .driver_parts import (_check_events, _check_linear, _check_noise, _check_resume, _Checkpoints, _Counted, _fail,
+                           _Position, _Progress, _Recorder)
+from .options import Checkpointing, SaveAt, StepControl, option
+from .methods import as_stepper, method_names
+from .sde import generator_from_state
+from .steppers import ExplicitRK
 
-__all__ = ["Trajectory", "integrate", "estimate_nfev"]
+__all__ = ["Trajectory", "integrate", "estimate_nfev", "Piecewise"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,6 +64,10 @@ class Trajectory:
         Right-hand-side evaluations, accepted steps, rejected steps.
     max_retraction : float
         Largest ``max|retraction(y) - y|`` over accepted steps; 0 without a retraction.
+    dense : DenseOutput or None
+        The state at any time of the run (``dense=True``): cubic Hermite through the step points.
+    t_events, y_events : tuple of ndarray, one per event, or None
+        The located roots of each :class:`Event` (``events=``) and the interpolated states there.
     """
 
     t: np.ndarray
@@ -71,6 +82,9 @@ class Trajectory:
     n_steps: int
     n_rejected: int
     max_retraction: float
+    dense: DenseOutput | None = None
+    t_events: tuple | None = None
+    y_events: tuple | None = None
 
     @property
     def success(self) -> bool:
@@ -78,203 +92,111 @@ class Trajectory:
         return self.status in (0, 1)
 
 
-def _fail(name, allowed, received, as_text=False):
-    raise ValueError(f"{name} must be {allowed}; received {received if as_text else repr(received)}")
+@dataclass(frozen=True, eq=False)
+class Piecewise:
+    """A right-hand side that changes at breakpoints, for :func:`integrate` (e.g. a layer schedule).
+
+    Piece ``k`` holds on ``[starts[k], starts[k + 1])`` (the last one to any later time);
+    ``piece(k)`` returns ``(rhs, retraction)`` of piece ``k`` (``retraction`` may be None).  The driver
+    steps onto every breakpoint inside ``t_span`` (no step straddles one) and starts the next piece
+    afresh there: its own first derivative and a new step controller (the grid restarts at the
+    breakpoint), as if each piece were its own run from the state the previous one reached.
+    """
+
+    starts: tuple
+    piece: object
+
+    def __post_init__(self):
+        starts = validate.real_array("starts", self.starts, (None,))
+        if starts.size == 0 or np.any(np.diff(starts) <= 0):
+            _fail("starts", "a non-empty strictly increasing sequence of times", self.starts)
+        if not callable(self.piece):
+            _fail("piece", "a callable index -> (rhs, retraction)", self.piece)
+        object.__setattr__(self, "starts", tuple(float(s) for s in starts))
+
+    def index_at(self, t) -> int:
+        """The piece in force at ``t`` (the first before the first start)."""
+        return max(int(np.searchsorted(self.starts, t, side="right")) - 1, 0)
+
+    def segments(self, t0, t1):
+        """``[(a, b, index), ...]`` covering ``[t0, t1]``, cut at the starts inside it."""
+        bounds = [t0] + [s for s in self.starts if t0 < s < t1] + [t1]
+        return [(a, b, self.index_at(a)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-# ----------------------------------------------------------------------------- the driver's parts
-class _Recorder:
-    """The targets (``t_eval`` and the end), and the recorded times, states and observables."""
-
-    def __init__(self, t_eval, t1, observe, save_states):
-        self.targets = t_eval if t_eval[-1] == t1 else np.append(t_eval, t1)
-        self.is_eval = np.ones(len(self.targets), dtype=bool)
-        self.is_eval[len(t_eval):] = False
-        self.observe, self.save_states = observe, save_states
-        self.i_target, self.t, self.y, self.obs = 0, [], [], {}
-
-    @property
-    def done(self) -> bool:
-        return self.i_target >= len(self.targets)
-
-    def observe_at(self, t, y):
-        return {key: np.asarray(val) for key, val in (self.observe(t, y) if self.observe is not None else {}).items()}
-
-    def append(self, t, y, obs):
-        self.t.append(t)
-        if self.save_states:
-            self.y.append(y)
-        for key, val in obs.items():
-            self.obs.setdefault(key, []).append(val)
-
-    def record(self, t, y):
-        self.append(t, y, self.observe_at(t, y))
-
-    def start(self, t0, y, event):
-        """Record ``t0`` if it is a target and test ``event`` there; ``(status, message)`` when it fires, else None."""
-        if self.targets[0] == t0:
-            self.record(t0, y)
-            self.i_target = 1
-        stop = event(t0, y) if event is not None else None
-        if stop is None:
-            return None
-        if not self.t:
-            self.record(t0, y)
-        self.i_target = len(self.targets)
-        return 1, f"event at t = {t0}: {stop}"
-
-    def hooks(self, t, y, land, event):
-        """``(obs, stop)`` at the end ``(t, y)`` of a step not yet committed: the observables to record
-        (None when nothing is recorded there) and what ``event`` returned."""
-        keep = land and self.is_eval[self.i_target]
-        obs = self.observe_at(t, y) if keep else None
-        stop = event(t, y) if event is not None else None
-        if stop is not None and not keep:
-            obs = self.observe_at(t, y)
-        return obs, stop
-
-    def commit(self, t, y, land, obs):
-        """Record the committed step's end when :meth:`hooks` gave observables; move past a landed target."""
-        if obs is not None:
-            self.append(t, y, obs)
-        if land:
-            self.i_target += 1
-
-    def state(self):
-        """The recorded times, states and observables of a checkpoint state (with ``i_target``, :meth:`restore` reads them)."""
-        return {"rec_t": list(self.t), "rec_y": list(self.y),
-                "rec_obs": {k: list(v) for k, v in self.obs.items()}}
-
-    def restore(self, state):
-        self.i_target, self.t, self.y = state["i_target"], list(state["rec_t"]), list(state["rec_y"])
-        self.obs = {k: list(v) for k, v in state["rec_obs"].items()}
-
-    def arrays(self, y):
-        """``(t, states or None, observables)`` as arrays; ``y`` gives the shape of an empty record."""
-        states = (np.stack(self.y) if self.y else np.empty((0,) + y.shape, dtype=y.dtype)) if self.save_states else None
-        return np.array(self.t, dtype=float), states, {key: np.stack(vals) for key, vals in self.obs.items()}
-
-
-class _Checkpoints:
-    """Calls ``checkpoint(state())`` every ``every`` units of simulated time and on an interrupt."""
-
-    def __init__(self, callback, every, t):
-        self.callback, self.every = callback, every
-        self.next = t + every if every is not None else np.inf
-
-    def after_step(self, t, more, state):
-        if self.callback is not None and t >= self.next and more:
-            self.callback(state())
-            self.next = t + self.every
-
-    def interrupted(self, state):
-        if self.callback is not None:
-            self.callback(state())
-
-
-class _Progress:
-    """A tqdm bar over simulated time, redrawn at most every 0.1 s (None: only on a terminal)."""
-
-    def __init__(self, t0, t1, t, enabled, desc):
-        self.bar = tqdm(total=t1 - t0, initial=t - t0, disable=None if enabled is None else not enabled, desc=desc,
-                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.4g}/{total:.4g} [{elapsed}<{remaining}]")
-        self.shown, self.last_draw = t, time.monotonic()
-
-    def update(self, t):
-        if time.monotonic() - self.last_draw > 0.1:
-            self.bar.update(t - self.shown)
-            self.shown, self.last_draw = t, time.monotonic()
-
-    def close(self, t):
-        self.bar.update(t - self.shown)
-        self.bar.close()
-
-
-class _Counted:
-    """``rhs`` (plus ``linear * y`` for an explicit scheme given a linear part), counting evaluations."""
-
-    def __init__(self, rhs, linear=None):
-        self.rhs, self.linear, self.nfev = rhs, linear, 0
-
-    def __call__(self, t, y):
-        self.nfev += 1
-        return self.rhs(t, y) if self.linear is None else self.linear * y + self.rhs(t, y)
-
-
-@dataclass
-class _Position:
-    """Where the run is: the accepted state, its derivative if known, and the counts so far."""
-
-    t: float
-    y: np.ndarray
-    k0: np.ndarray | None
-    n_steps: int = 0
-    n_rejected: int = 0
-    max_retraction: float = 0.0
-
-
-def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6, atol=1e-9,
-              dt_max=np.inf, retraction=None, observe=None, event=None, save_states=True,
-              progress=None, max_steps=10_000_000, adaptive=None, checkpoint=None, checkpoint_every=None,
-              resume=None, linear=None, progress_label=None) -> Trajectory:
+def integrate(rhs, y0, t_span, *, method="rk4", step=None, save=None, checkpointing=None, retraction=None,
+              event=None, events=(), linear=None, noise=None, progress=None, progress_label=None) -> Trajectory:
     """Integrate ``y' = rhs(t, y)`` (or ``y' = L y + rhs(t, y)``) over ``t_span`` with a one-step scheme.
 
     Parameters
     ----------
-    rhs : callable ``rhs(t, y) -> ndarray`` of shape ``y0.shape``
+    rhs : callable ``rhs(t, y) -> ndarray`` of shape ``y0.shape``, or a :class:`Piecewise`
     y0 : array_like, any shape (e.g. ``(n, d)`` particles or ``(K,)`` coefficients)
     t_span : (float, float)
         ``(t0, t1)`` with ``t1 > t0``.
     method : str, Tableau or Stepper
-        A key of :data:`SCHEMES` (explicit Runge-Kutta) or :data:`SPLIT_SCHEMES` (split steppers
-        for ``linear``), a :class:`Tableau` or a :class:`Stepper`.
-    dt : float, optional
-        Step size (required for fixed-step integration); initial step for adaptive schemes.
-        Fixed steps lie on the grid ``t0 + k dt``; steps are shortened to land on ``t_eval``.
-    t_eval : array_like, shape (T,), optional
-        Strictly increasing times in ``[t0, t1]`` at which states and observables are
-        recorded; default ``[t0, t1]``.  Every step is clipped to land on them exactly.
-    rtol, atol : float
-        Error control of adaptive schemes: the scaled error
-        :math:`\\|e / (atol + rtol \\max(|y|, |y_{new}|))\\|_{RMS}` must be at most 1.
-    dt_max : float
-        Largest step of adaptive schemes.
+        A name of :data:`meanfield.core.methods.METHODS` (explicit Runge-Kutta, split schemes for
+        ``linear``, stochastic schemes for ``noise``), a :class:`Tableau` or a :class:`Stepper`.
+    step : StepControl, optional
+        :class:`~meanfield.core.options.StepControl`: ``dt`` (required for fixed-step integration;
+        initial step for adaptive schemes; fixed steps lie on the grid ``t0 + k dt``, shortened to
+        land on ``t_eval``), ``rtol``, ``atol`` (default 1e-6, 1e-9: the scaled error
+        :math:`\\|e / (atol + rtol \\max(|y|, |y_{new}|))\\|_{RMS}` must be at most 1), ``dt_max``,
+        ``max_steps`` (most step attempts before failing with status -1), ``adaptive`` (None: error
+        control when the scheme has an embedded pair; False: any scheme at fixed ``dt`` with its
+        main weights).
+    save : SaveAt, optional
+        :class:`~meanfield.core.options.SaveAt`: ``t_eval`` (strictly increasing times in
+        ``[t0, t1]``, default ``[t0, t1]``; every step lands on them exactly), ``states`` (keep the
+        recorded states in ``Trajectory.y``), ``observe`` (a callable ``observe(t, y) -> dict``
+        called at each recorded time, stacked in ``Trajectory.observables``; True/None/False: none),
+        ``dense`` (keep ``Trajectory.dense``: the cubic Hermite interpolant through every accepted
+        step point, with the right-hand side as derivative; Runge-Kutta schemes evaluate it as their
+        first stage anyway: one evaluation more in all, the same numbers otherwise).
+    checkpointing : Checkpointing, optional
+        :class:`~meanfield.core.options.Checkpointing`: ``save(state)`` is called every ``every``
+        units of simulated time and when the run is interrupted (Ctrl-C: status 2, the work so far
+        is returned, not lost); ``state`` holds everything needed to continue: pass it back as
+        ``resume`` of a run with the same scheme, ``t_span``, ``t_eval`` and step settings, which
+        gives the same numbers, bit for bit, as an uninterrupted run (the rhs, and ``linear``, must
+        be the same).
     retraction : callable ``retraction(y) -> ndarray``, optional
         Applied after every accepted step (e.g. normalizing rows onto the unit sphere).
-    observe : callable ``observe(t, y) -> dict[str, array_like]``, optional
-        Called at each recorded time; results are stacked in ``Trajectory.observables``.
     event : callable ``event(t, y) -> None or str``, optional
         Checked at ``t0`` and after every accepted step; a string stops the run (status 1)
         and the stopping state is recorded.
-    save_states : bool
-        Keep recorded states in ``Trajectory.y`` (otherwise only observables and ``y_final``).
-    progress : bool or None
-        tqdm bar over simulated time; None shows it only when stderr is a terminal.
-    progress_label : str, optional
-        The bar's label (e.g. ``"PDE"``, ``"particles"``); default the scheme's name.
-    max_steps : int
-        Most step attempts (accepted and rejected) before failing with status -1.
-    adaptive : bool or None
-        None uses error control when the scheme has an embedded pair; False runs any scheme
-        at fixed ``dt`` with its main weights.
-    checkpoint : callable ``checkpoint(state: dict)``, optional
-        Called every ``checkpoint_every`` units of simulated time and when the run is
-        interrupted (Ctrl-C: status 2, the work so far is returned, not lost).  ``state`` holds
-        everything needed to continue: pass it back as ``resume``.
-    checkpoint_every : float, optional
-    resume : dict, optional
-        A checkpoint state of a run with the same scheme, ``t_span`` and ``t_eval``; the run
-        continues from it and gives the same numbers, bit for bit, as an uninterrupted run
-        (same step sequence; the rhs, and ``linear``, must be the same).
+    events : sequence of Event (or callables ``fn(t, y) -> float``)
+        Root-located events: a sign change of ``fn`` between step points is located on the dense
+        interpolant (:func:`meanfield.core.dense.locate_root`) and recorded in ``Trajectory.t_events``
+        / ``y_events``; a ``terminal`` one stops the run there (status 1).  Not with stochastic
+        schemes or step rules, nor with checkpointing.
     linear : array_like broadcasting to ``y0.shape``, optional
         Diagonal linear part ``L`` (elementwise product ``L * y``), e.g. ``-nu l (l + 1)`` for
         diffusion in spherical harmonics.  A split scheme treats it implicitly or exactly; an
         explicit scheme integrates ``L * y + rhs(t, y)``.  None: ``L = 0``.
+    noise : Noise, optional
+        The noise of a stochastic method (required for one, refused for the others): ``nu``, the
+        seed of the Brownian increments (the driver owns the generator; its state is in the
+        checkpoint, so a resumed run continues the same stream) and the geometry.  ``rhs`` is then the
+        drift; the scheme retracts onto the sphere itself, ``retraction`` is refused.
+    progress : bool or None
+        tqdm bar over simulated time; None shows it only when stderr is a terminal.
+    progress_label : str, optional
+        The bar's label (e.g. ``"PDE"``, ``"particles"``); default the scheme's name.
 
     Returns
     -------
     Trajectory
     """
+    sc, sv, ck = (option("step", step, StepControl), option("save", save, SaveAt),
+                  option("checkpointing", checkpointing, Checkpointing))
+    if sc.cfl is not None:
+        _fail("step.cfl", "None for integrate (the CFL fraction is a PDE solver's setting)", sc.cfl)
+    sc = sc.with_defaults(1e-6, 1e-9)
+    dt, rtol, atol, dt_max, max_steps, adaptive = sc.dt, sc.rtol, sc.atol, sc.dt_max, sc.max_steps, sc.adaptive
+    t_eval, save_states, dense = sv.t_eval, sv.states, sv.dense
+    observe = None if sv.observe is True or sv.observe is False else sv.observe
+    checkpoint, checkpoint_every, resume = ck.save, ck.every, ck.resume
     stepper, adaptive = _resolve_method(method, adaptive)
     if progress is not None:
         validate.boolean("progress", progress)               # None: a bar only when stderr is a terminal
@@ -283,31 +205,56 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
     y, t0, t1, t_eval, L = _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol, dt_max,
                                             max_steps, retraction, observe, event, checkpoint, checkpoint_every,
                                             linear)
+    stream = _check_noise(stepper, noise, y, dt, retraction, resume)
+    events = _check_events(stepper, dense, events, checkpoint, resume)
+    if isinstance(rhs, Piecewise) and retraction is not None:
+        _fail("retraction", "None with a Piecewise rhs (each piece brings its own)", retraction)
+    rhs_all = rhs
+    pieces = rhs.segments(t0, t1) if isinstance(rhs, Piecewise) else [(t0, t1, None)]
+    if len(pieces) > 1 and (resume is not None or checkpoint is not None):
+        _fail("checkpoint", "None for a Piecewise rhs with breakpoints inside t_span (no resume across pieces)",
+              checkpoint if resume is None else "a resume state", True)
+    i_piece = 0
+    if pieces[0][2] is not None:
+        rhs, retraction = rhs.piece(pieces[0][2])
     f = _Counted(rhs, None if stepper.split else L)
     settings = {"rtol": float(rtol), "atol": float(atol)} if adaptive else {"dt": float(dt)}
-    rec = _Recorder(t_eval, t1, observe, save_states)
+    if stream is not None:
+        settings.update(noise.settings)
+    rec = _Recorder(t_eval, t1, observe, save_states, [b for _, b, _ in pieces[:-1]])
     status, message = 0, f"reached t = {t1}"
-    if resume is None:
-        k0 = np.array(f(t0, y))          # a copy: an rhs may reuse its output buffer
-        if k0.shape != y.shape:
+
+    def start_piece(a, b, y):
+        """The first derivative and the controller of a run (or of one piece of a Piecewise rhs) on [a, b]."""
+        k0 = np.array(f(a, y)) if stepper.reuses_k0 else None     # a copy: an rhs may reuse its output buffer
+        if k0 is not None and k0.shape != y.shape:
             _fail("rhs", f"a callable returning arrays of the shape of y0, {y.shape}", k0.shape)
+        if adaptive:
+            h = dt if dt is not None else initial_step(f, a, y, k0, b - a, stepper.err_order, rtol, atol)
+            return k0, ErrorControl(min(h, dt_max), False, stepper.err_order, rtol, atol, dt_max, b - a)
+        return k0, FixedGrid(a, b, dt)
+
+    if resume is None:
+        k0, ctl = start_piece(t0, pieces[0][1], y)
         pos = _Position(t0, y, k0)
         started = rec.start(t0, y, event)
-        if adaptive:
-            h = dt if dt is not None else initial_step(f, t0, y, k0, t1 - t0, stepper.err_order, rtol, atol)
-            ctl = ErrorControl(min(h, dt_max), False, stepper.err_order, rtol, atol, dt_max, t1 - t0)
-        else:
-            ctl = FixedGrid(t0, t1, dt)
         if started is not None:
             status, message = started
     else:
-        _check_resume(resume, stepper.name, (t0, t1), t_eval, y.shape, settings)
+        _check_resume(resume, stepper.name, (t0, t1), t_eval, y.shape, settings, stream is not None)
         pos = _Position(resume["t"], np.array(resume["y"]), resume["k0"], resume["n_steps"], resume["n_rejected"],
                         resume["max_retraction"])
         f.nfev = resume["nfev"]
         rec.restore(resume)
         ctl = (ErrorControl(resume["h"], resume["rejected_last"], stepper.err_order, rtol, atol, dt_max, t1 - t0)
                if adaptive else FixedGrid(t0, t1, dt, resume["k_grid"]))
+        if stream is not None:
+            stream.rng = generator_from_state(resume["rng_state"])
+
+    tracker = None
+    if dense or events:
+        derivative = (lambda y_, k_: k_ + L * y_) if stepper.split and L is not None else (lambda y_, k_: k_)
+        tracker = EventTracker(events, bool(dense), derivative, pos.t, pos.y, pos.k0)
 
     def state():
         """Everything needed to continue bit for bit (see ``resume``)."""
@@ -315,23 +262,40 @@ def integrate(rhs, y0, t_span, *, method="rk4", dt=None, t_eval=None, rtol=1e-6,
         return {"method": stepper.name, "t_span": (t0, t1), "t_eval": t_eval, "t": pos.t, "y": pos.y, "k0": pos.k0,
                 "h": c["h"], "i_target": rec.i_target, "n_steps": pos.n_steps, "n_rejected": pos.n_rejected,
                 "k_grid": c["k_grid"], "max_retraction": pos.max_retraction, "rejected_last": c["rejected_last"],
-                "nfev": f.nfev, **rec.state(), "settings": settings}
+                "nfev": f.nfev, **rec.state(), "settings": settings,
+                **({"rng_state": stream.rng.bit_generator.state} if stream is not None else {})}
 
     bar = _Progress(t0, t1, pos.t, progress, stepper.name if progress_label is None else progress_label)
     checkpoints = _Checkpoints(checkpoint, checkpoint_every, pos.t)
     try:
-        outcome = _march(stepper, f, L if stepper.split else None, pos, ctl, rec, max_steps, retraction, event,
-                         lambda: checkpoints.after_step(pos.t, not rec.done, state), bar)
+        while True:
+            outcome = _march(stepper, f, L if stepper.split else None, pos, ctl, rec, max_steps, retraction, event,
+                             lambda: checkpoints.after_step(pos.t, not rec.done, state), bar, stream, noise,
+                             pieces[i_piece][1], tracker)
+            if outcome is not None or rec.done or status != 0:
+                break
+            i_piece += 1                     # landed on a breakpoint: the next piece starts afresh there
+            a, b, index = pieces[i_piece]
+            f.rhs, retraction = rhs_all.piece(index)
+            pos.k0, ctl = start_piece(a, b, pos.y)
+            if tracker is not None:                  # the derivative jumps: the new piece's, at the same point
+                tracker.last = (a, pos.y, tracker.derivative(pos.y, pos.k0))
         status, message = outcome or (status, message)
     except KeyboardInterrupt:
         status, message = 2, f"interrupted at t = {pos.t}"
     if status == 2:
         checkpoints.interrupted(state)
     bar.close(pos.t)
+    if stream is not None and resume is None and isinstance(noise.seed, np.random.Generator):
+        noise.seed.bit_generator.state = stream.rng.bit_generator.state   # a Generator passed in is advanced
     t_rec, y_rec, obs = rec.arrays(pos.y)
+    extra = {}
+    if tracker is not None:
+        t_ev, y_ev = tracker.events_found(pos.y.shape, pos.y.dtype)
+        extra = {"dense": tracker.dense(), "t_events": t_ev if events else None, "y_events": y_ev if events else None}
     return Trajectory(t=t_rec, y=y_rec, observables=obs, y_final=pos.y, t_final=float(pos.t), status=status,
                       message=message, method=stepper.name, nfev=f.nfev, n_steps=pos.n_steps,
-                      n_rejected=pos.n_rejected, max_retraction=pos.max_retraction)
+                      n_rejected=pos.n_rejected, max_retraction=pos.max_retraction, **extra)
 
 
 def estimate_nfev(method, t_span, *, dt=None, t_eval=None, adaptive=None) -> dict:
@@ -370,20 +334,24 @@ def estimate_nfev(method, t_span, *, dt=None, t_eval=None, adaptive=None) -> dic
     return {"nfev": stages * steps, "steps": steps, "lower_bound": False}
 
 
-def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, after_step, bar):
-    """Step until every target is reached (returns None), the event fires or the run fails
-    (returns ``(status, message)``).
+def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, after_step, bar, stream, noise, t_end,
+           tracker=None):
+    """Step until every target up to ``t_end`` is reached (returns None), the event fires or the run
+    fails (returns ``(status, message)``).
 
     ``pos``, ``ctl`` and ``rec`` change only when a step is committed (after the hooks ran), so an
     interrupt at any point leaves a state from which a resumed run redoes the same steps exactly.
     """
-    while not rec.done:
+    while not rec.done and pos.t < t_end:
         t, y = pos.t, pos.y
         if pos.n_steps + pos.n_rejected >= max_steps:
             return -1, f"max_steps = {max_steps} step attempts exceeded at t = {t}"
         t_new, land = ctl.propose(t, rec.targets[rec.i_target])
         step = t_new - t
-        y_new, y_err, k_last = stepper.step(f, t, y, step, pos.k0, linear)
+        if stream is None:
+            y_new, y_err, k_last = stepper.step(f, t, y, step, pos.k0, linear)
+        else:
+            y_new, y_err, k_last = stepper.step(f, t, y, step, dW=stream.draw(stepper, y.shape, step), noise=noise)
         bad = not np.all(np.isfinite(y_new))
         if ctl.adaptive:
             err = ctl.error(y, y_new, y_err)
@@ -407,11 +375,28 @@ def _march(stepper, f, linear, pos, ctl, rec, max_steps, retraction, event, afte
             pos.max_retraction = max(pos.max_retraction, drift)
             k_last = k_last if drift == 0.0 else None
             y_new = y_ret
+        if tracker is not None:
+            if k_last is None:               # the derivative at the step's end (the next step's first stage)
+                k_last = np.array(f(t_new, y_new))
+            located = tracker.step(t_new, y_new, k_last)
+            if located is not None:          # a terminal event inside the step: stop at its root
+                t_root, y_root, i_event = located
+                obs = rec.observe_at(t_root, y_root)
+                ctl.commit()
+                tracker.commit()
+                pos.n_steps += 1
+                pos.t, pos.y, pos.k0 = t_root, y_root, None
+                rec.append(t_root, y_root, obs)
+                return 1, f"event {i_event} at t = {t_root}: terminal root located"
         # the hooks run before the commit: an interrupt inside them leaves the previous state,
         # and a resumed run redoes this step exactly
         obs, stop = rec.hooks(t_new, y_new, land, event)
         # commit the step (nothing above changed the state, so an interrupt there loses nothing)
         ctl.commit()
+        if stream is not None:
+            stream.commit()
+        if tracker is not None:
+            tracker.commit()
         pos.n_steps += 1
         pos.t, pos.y, pos.k0 = t_new, y_new, k_last
         rec.commit(t_new, y_new, land, obs)
@@ -434,9 +419,8 @@ def _resolve_method(method, adaptive):
         except ValueError:
             adaptive = None                                         # refused below, with the allowed values
     if adaptive is None or (adaptive and not stepper.adaptive):
-        _fail("adaptive", f"None, False, or True for the adaptive schemes "
-              f"{sorted(k for k, v in SCHEMES.items() if v.adaptive)}", f"{given!r} with method {stepper.name!r}",
-              True)
+        _fail("adaptive", f"None, False, or True for the adaptive schemes {method_names(adaptive=True)}",
+              f"{given!r} with method {stepper.name!r}", True)
     if not adaptive and stepper.adaptive and isinstance(stepper, ExplicitRK):
         stepper = ExplicitRK(replace(stepper.tableau, b_err=None, err_order=None))   # main weights only
     return stepper, adaptive
@@ -445,8 +429,8 @@ def _resolve_method(method, adaptive):
 def _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol, dt_max, max_steps, retraction,
                      observe, event, checkpoint, checkpoint_every, linear):
     """Named ValueErrors for bad inputs; returns ``(y, t0, t1, t_eval, L)`` as the driver uses them."""
-    if not callable(rhs):
-        _fail("rhs", "a callable rhs(t, y)", rhs)
+    if not (callable(rhs) or isinstance(rhs, Piecewise)):
+        _fail("rhs", "a callable rhs(t, y) or a Piecewise", rhs)
     for name, fn in (("retraction", retraction), ("observe", observe), ("event", event)):
         if fn is not None and not callable(fn):
             _fail(name, "None or a callable", fn)
@@ -480,43 +464,3 @@ def _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol,
     if checkpoint_every is not None:
         validate.real("checkpoint_every", checkpoint_every, positive=True)
     return y, t0, t1, t_eval, _check_linear(linear, y)
-
-
-def _check_linear(linear, y):
-    if linear is None:
-        return None
-    L = np.asarray(linear)
-    real = "real " if y.dtype.kind == "f" else ""
-    allowed = f"None or a finite {real}numeric array broadcasting to y0's shape {y.shape}"
-    if L.dtype.kind not in "iufc" or (L.dtype.kind == "c" and y.dtype.kind == "f"):
-        _fail("linear", allowed, f"an array of dtype {L.dtype}", True)
-    if not np.all(np.isfinite(L)):
-        _fail("linear", allowed, "an array containing NaN or inf", True)
-    try:
-        ok = np.broadcast_shapes(L.shape, y.shape) == y.shape
-    except ValueError:
-        ok = False
-    if not ok:
-        _fail("linear", allowed, f"shape {L.shape}", True)
-    return L.astype(np.result_type(L.dtype, y.dtype))
-
-
-def _check_resume(state, method, t_span, t_eval, shape, settings=None):
-    """A checkpoint continues only the run it came from: same scheme, span, times, shape and step
-    settings (``dt`` of fixed steps, ``rtol``/``atol`` of adaptive ones; checkpoints written before
-    the settings were recorded carry none and are not checked for them)."""
-    need = {"method", "t_span", "t_eval", "t", "y", "k0", "h", "i_target", "n_steps", "n_rejected", "k_grid",
-            "max_retraction", "rejected_last", "nfev", "rec_t", "rec_y", "rec_obs"}
-    if not isinstance(state, dict) or need - set(state):
-        missing = sorted(need - set(state)) if isinstance(state, dict) else "not a dict"
-        _fail("resume", "a checkpoint state from integrate(checkpoint=...)", f"missing {missing}", True)
-    if state["method"] != method:
-        _fail("resume", f"a checkpoint of method {method!r}", f"one of method {state['method']!r}", True)
-    if tuple(map(float, state["t_span"])) != tuple(t_span) or not np.array_equal(state["t_eval"], t_eval):
-        _fail("resume", f"a checkpoint of the same t_span {t_span} and t_eval",
-              f"t_span {tuple(state['t_span'])}", True)
-    if np.shape(state["y"]) != shape:
-        _fail("resume", f"a checkpoint with states of shape {shape}", np.shape(state["y"]), True)
-    saved = state.get("settings")
-    if settings is not None and saved is not None and saved != settings:
-        _fail("resume", f"a checkpoint made with the same step settings {settings}", f"one made with {saved}", True)

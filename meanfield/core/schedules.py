@@ -3,8 +3,9 @@
 On ``[t_k, t_{k+1})`` the heads are ``heads_k`` (the last entry holds to any later time).  A
 schedule is integrated segment by segment (:func:`integrate_schedule`): one system per entry, built
 by a ``make_system(heads)`` factory (``ParticleSystem``, ``BatchedSystem``, ``ContinuumPDE`` for
-zonal schedules, ...), each segment integrated by :func:`meanfield.core.integrate.integrate` from the
-state the previous one reached, so that no Runge-Kutta step straddles a switch.  The discrete step
+zonal schedules, ...), one :func:`meanfield.core.integrate.integrate` run over a piecewise right-hand
+side whose breakpoints the driver steps onto, each piece started from the state the previous one
+reached, so that no Runge-Kutta step straddles a switch.  The discrete step
 rules (:func:`meanfield.models.step_rules.iterate`) take a :class:`ScheduledSystem` and use the heads
 in force at the start of each layer.
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from . import validate
 from .heads import Head, check_heads
-from .integrate import Trajectory, integrate
+from .integrate import Piecewise, Trajectory, integrate
 from .random_heads import random_heads
 
 __all__ = ["HeadSchedule", "ScheduledSystem", "random_layers", "integrate_schedule"]
@@ -133,44 +134,26 @@ def random_layers(d, n_layers, layer_time, *, t0=0.0, **kwargs) -> HeadSchedule:
     return HeadSchedule(tuple((t0 + k * layer_time, random_heads(d, seed=rng, **kwargs)) for k in range(n_layers)))
 
 
-def integrate_schedule(schedule, make_system, y0, t_span, *, t_eval=None, **kw) -> Trajectory:
-    """Integrate across a :class:`HeadSchedule`, one :func:`integrate` call per segment.
+def integrate_schedule(schedule, make_system, y0, t_span, **kw) -> Trajectory:
+    """Integrate across a :class:`HeadSchedule`: one :func:`integrate` run over a
+    :class:`~meanfield.core.integrate.Piecewise` right-hand side, one piece per entry.
 
     ``make_system(heads)`` returns an object with ``rhs(t, y)`` (and a ``retraction`` attribute, used
-    when present); other keywords go to :func:`integrate` (not ``checkpoint``/``resume``: a
-    scheduled run is not resumable here).  Records at ``t_eval`` (default ``[t0, t1]``) as one
-    :class:`Trajectory`; counters are summed over segments.
+    when present).  The driver steps onto every start time inside ``t_span`` and starts the next
+    piece afresh there (its first derivative, a new step controller), so the numbers are those of
+    one run per segment from the state the previous one reached.  Other keywords go to
+    :func:`integrate` (``save=SaveAt(t_eval=...)``, ``step=StepControl(...)``, ...; not ``checkpointing``:
+    a scheduled run is not resumable here).
     """
     system = schedule if isinstance(schedule, ScheduledSystem) else ScheduledSystem(schedule, make_system)
-    for bad in ("checkpoint", "resume", "retraction"):
+    for bad in ("checkpointing", "retraction"):
         if bad in kw:
             raise ValueError(f"{bad} is not supported by integrate_schedule (allowed: integrate's other keywords); "
                              f"received {bad}={kw[bad]!r}")
-    t0, t1 = (validate.real("t_span[0]", t_span[0]), validate.real("t_span[1]", t_span[1]))
-    targets = np.array([t0, t1]) if t_eval is None else validate.real_array("t_eval", t_eval, (None,))
-    y = np.array(y0, dtype=float)
-    ts, ys, obs, tot = [], [], {}, dict(nfev=0, n_steps=0, n_rejected=0, max_retraction=0.0)
-    status, message, method = 0, f"reached t = {t1}", ""
-    for a, b, k in system.schedule.segments(t0, t1):
+    system.schedule.index_at(validate.real("t_span[0]", t_span[0]))      # refused before the first start
+
+    def piece(k):
         sys_k = system.system(k)
-        inside = targets[(targets >= a) & (targets <= b)]
-        seg_eval = np.unique(np.concatenate([[a, b], inside]))
-        tr = integrate(sys_k.rhs, y, (a, b), t_eval=seg_eval, retraction=getattr(sys_k, "retraction", None), **kw)
-        for key in ("nfev", "n_steps", "n_rejected"):
-            tot[key] += getattr(tr, key)
-        tot["max_retraction"] = max(tot["max_retraction"], tr.max_retraction)
-        method = tr.method
-        for i, t in enumerate(tr.t):
-            if np.any(targets == t) and (not ts or t > ts[-1]):
-                ts.append(t)
-                if tr.y is not None:
-                    ys.append(tr.y[i])
-                for key, v in tr.observables.items():
-                    obs.setdefault(key, []).append(v[i])
-        y = tr.y_final
-        if tr.status != 0:
-            status, message = tr.status, tr.message
-            break
-    return Trajectory(t=np.array(ts), y=np.array(ys) if ys else None,
-                      observables={k: np.array(v) for k, v in obs.items()},
-                      y_final=y, t_final=float(tr.t_final), status=status, message=message, method=method, **tot)
+        return sys_k.rhs, getattr(sys_k, "retraction", None)
+
+    return integrate(Piecewise(tuple(system.schedule.starts), piece), y0, t_span, **kw)

@@ -7,8 +7,9 @@ The SDE (MODEL.md section 3, "Token noise on the particle side"), in Ito form fo
 i.e. ``dx = v dt`` plus Brownian motion of generator ``nu Lap_S``; in flat geometry
 ``dx = v dt + sqrt(2 nu) dW``.  Without drift ``E <x(t), x(0)> = exp(-nu (d - 1) t)``.
 
-Schemes (:data:`SDE_SCHEMES`), each a function of the Brownian increments of the two halves of
-the step (``dW`` of shape ``(2, *X.shape)``), so that coarse and fine runs can share one path:
+Schemes (the ``stochastic`` entries of :data:`meanfield.core.methods.METHODS`), each a function of the
+Brownian increments of the two halves of the step (``dW`` of shape ``(2, *X.shape)``), so that coarse
+and fine runs can share one path:
 
 * ``"euler_maruyama"``: projected Euler-Maruyama with retraction
   ``x <- (x + dt v + sqrt(2 nu) P_x dW) / | . |``; the retraction supplies the Ito drift
@@ -25,11 +26,13 @@ geodesic scheme is undefined) and warned about (:class:`NoiseStepWarning`) beyon
 :func:`noise_dt_bound` ``= 0.5 / (nu (d - 1))``, where the noise moves a token by about a radian
 per step and no asymptotic order holds.
 
-:func:`integrate_sde` is the driver: fixed steps on the grid ``t0 + k dt`` (shortened to land on
-``t_eval``), the same ``observe`` / ``event`` / ``checkpoint`` / ``resume`` hooks as
-:func:`meanfield.core.integrate.integrate` and the same :class:`~meanfield.core.integrate.Trajectory`.
-The checkpoint state holds the random generator's state, so a resumed run equals an uninterrupted
-one bit for bit.  Numpy only.
+:class:`EulerMaruyama` and :class:`GeodesicStrang` are steppers of the one driver
+:func:`meanfield.core.integrate.integrate` (``stochastic`` is True; their names are in
+:data:`meanfield.core.methods.METHODS`): ``integrate(drift, X0, t_span, method="geodesic_strang",
+step=StepControl(dt=dt), noise=Noise(nu, seed, geometry))``.  The driver owns the random generator made
+from ``Noise.seed``, draws each step's increments from it (:meth:`StochasticStepper.increments`) and
+keeps its state in the checkpoint, so a resumed run equals an uninterrupted one bit for bit.  Numpy
+only (and the :class:`~meanfield.core.steppers.Stepper` interface).
 """
 
 from __future__ import annotations
@@ -40,11 +43,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validate
-from .controllers import FixedGrid
-from .integrate import Trajectory, _Checkpoints, _Recorder
+from .steppers import Stepper
+from .tableaux import SCHEMES
 
-__all__ = ["SDEScheme", "SDE_SCHEMES", "NoiseStepWarning", "noise_dt_bound", "sde_step", "brownian_increments",
-           "integrate_sde", "geodesic_noise"]
+__all__ = ["Noise", "StochasticStepper", "EulerMaruyama", "GeodesicStrang", "NoiseStepWarning", "noise_dt_bound",
+           "sde_step", "brownian_increments", "geodesic_noise", "check_noise_step"]
 
 GEOMETRIES = ("sphere", "flat")
 
@@ -53,19 +56,38 @@ class NoiseStepWarning(UserWarning):
     """A fixed step beyond the noise scheme's documented range (:func:`noise_dt_bound`)."""
 
 
-@dataclass(frozen=True)
-class SDEScheme:
-    """A stochastic scheme: its name, declared orders and drift evaluations per step."""
+@dataclass(frozen=True, eq=False)
+class Noise:
+    """The noise of a stochastic run of :func:`meanfield.core.integrate.integrate`.
 
-    name: str
-    strong_order: float
-    weak_order: int
-    n_drift: int
+    Attributes
+    ----------
+    nu : float >= 0
+        Noise strength: Brownian motion of generator ``nu Lap_S`` (``sqrt(2 nu) dW`` in flat geometry).
+    seed : None, int >= 0 or numpy.random.Generator
+        The Brownian increments: an integer makes the run reproducible bit for bit; a Generator is
+        advanced by the run (numpy's convention).
+    geometry : {"sphere", "flat"}
+    """
 
+    nu: float
+    seed: object = None
+    geometry: str = "sphere"
 
-SDE_SCHEMES = {"euler_maruyama": SDEScheme("euler_maruyama", 0.5, 1, 1),
-               "geodesic_strang": SDEScheme("geodesic_strang", 0.5, 2, 2)}
-"""The stochastic schemes of :func:`integrate_sde` by name."""
+    def __post_init__(self):
+        object.__setattr__(self, "nu", validate.real("nu", self.nu, 0.0))
+        object.__setattr__(self, "geometry", validate.choice("geometry", self.geometry, GEOMETRIES))
+        if self.seed is not None and not isinstance(self.seed, np.random.Generator):
+            validate.rng(self.seed)                      # refuse a bad seed here (an integer draws nothing)
+
+    def generator(self) -> np.random.Generator:
+        """The generator of ``seed`` (the Generator itself when one was given)."""
+        return validate.rng(self.seed)
+
+    @property
+    def settings(self) -> dict:
+        """What a checkpoint of a run with this noise must match to be resumed."""
+        return {"nu": float(self.nu), "geometry": self.geometry}
 
 
 def noise_dt_bound(nu, d) -> float:
@@ -95,8 +117,83 @@ def geodesic_noise(X, dW, nu, h):
     return _retract(np.cos(theta) * X + sinc * xi)     # the retraction only removes round-off
 
 
+class StochasticStepper(Stepper):
+    """A fixed-step scheme of the noisy token dynamics (``stochastic`` is True).
+
+    :meth:`step` takes the Brownian increments ``dW`` of the two halves of the step (shape
+    ``(2, *y.shape)``, drawn by the driver with :meth:`increments`) and the run's :class:`Noise`.
+    ``order`` is the strong order; ``weak_order`` and ``n_drift`` (drift evaluations per step) are
+    declared too.  The retraction onto the sphere is part of each scheme.
+    """
+
+    weak_order: int
+    n_drift: int
+
+    @property
+    def stochastic(self) -> bool:
+        return True
+
+    @property
+    def strong_order(self) -> float:
+        return self.order
+
+    def increments(self, rng, shape, dt):
+        """The step's Brownian increments, drawn from ``rng`` (:func:`brownian_increments`)."""
+        return brownian_increments(rng, shape, dt)
+
+
+@dataclass(frozen=True, eq=False)
+class EulerMaruyama(StochasticStepper):
+    """Projected Euler-Maruyama with retraction (see the module docstring); Euler for the drift."""
+
+    name: str = "euler_maruyama"
+    order: float = 0.5
+    weak_order: int = 1
+    n_drift: int = 1
+
+    @property
+    def explicit_tableau(self):
+        return SCHEMES["euler"]
+
+    def step(self, rhs, t, y, dt, k0=None, linear=None, *, dW, noise):
+        s = np.sqrt(2.0 * noise.nu)
+        dWs = dW[0] + dW[1]
+        if noise.geometry == "sphere":
+            return _retract(y + dt * rhs(t, y) + s * _project(y, dWs)), None, None
+        return y + dt * rhs(t, y) + s * dWs, None, None
+
+
+@dataclass(frozen=True, eq=False)
+class GeodesicStrang(StochasticStepper):
+    """Strang splitting noise(dt/2) . Heun drift(dt) . noise(dt/2) (see the module docstring)."""
+
+    name: str = "geodesic_strang"
+    order: float = 0.5
+    weak_order: int = 2
+    n_drift: int = 2
+
+    @property
+    def explicit_tableau(self):
+        return SCHEMES["heun"]
+
+    def step(self, rhs, t, y, dt, k0=None, linear=None, *, dW, noise):
+        nu, s, h = noise.nu, np.sqrt(2.0 * noise.nu), 0.5 * dt
+        sphere = noise.geometry == "sphere"
+        Y = geodesic_noise(y, dW[0], nu, h) if sphere else y + s * dW[0]
+        k1 = rhs(t, Y)
+        Z = Y + dt * k1
+        Y = Y + 0.5 * dt * (k1 + rhs(t + dt, Z))
+        if sphere:
+            Y = _retract(Y)
+        return (geodesic_noise(Y, dW[1], nu, h) if sphere else Y + s * dW[1]), None, None
+
+
+STOCHASTIC_STEPPERS = (EulerMaruyama(), GeodesicStrang())
+"""The stochastic steppers (their names are entries of :data:`meanfield.core.methods.METHODS`)."""
+
+
 def sde_step(scheme, drift, t, X, dt, dW, nu, geometry="sphere"):
-    """One step of ``scheme`` (a name of :data:`SDE_SCHEMES`) from ``(t, X)``.
+    """One step of the stochastic scheme named ``scheme`` from ``(t, X)`` with the increments ``dW``.
 
     Parameters
     ----------
@@ -112,22 +209,10 @@ def sde_step(scheme, drift, t, X, dt, dW, nu, geometry="sphere"):
     -------
     X_new : ndarray, shape (n, d)
     """
-    s = np.sqrt(2.0 * nu)
-    sphere = geometry == "sphere"
-    if scheme == "euler_maruyama":
-        dWs = dW[0] + dW[1]
-        Y = X + dt * drift(t, X) + s * (_project(X, dWs) if sphere else dWs)
-        return _retract(Y) if sphere else Y
-    if scheme == "geodesic_strang":
-        h = 0.5 * dt
-        Y = geodesic_noise(X, dW[0], nu, h) if sphere else X + s * dW[0]
-        k1 = drift(t, Y)
-        Z = Y + dt * k1
-        Y = Y + 0.5 * dt * (k1 + drift(t + dt, Z))
-        if sphere:
-            Y = _retract(Y)
-        return geodesic_noise(Y, dW[1], nu, h) if sphere else Y + s * dW[1]
-    raise ValueError(f"scheme must be one of {sorted(SDE_SCHEMES)}; received {scheme!r}")
+    for stepper in STOCHASTIC_STEPPERS:
+        if stepper.name == scheme:
+            return stepper.step(drift, t, X, dt, dW=dW, noise=Noise(nu, None, geometry))[0]
+    raise ValueError(f"scheme must be one of {[s.name for s in STOCHASTIC_STEPPERS]}; received {scheme!r}")
 
 
 def brownian_increments(rng, shape, dt):
@@ -135,7 +220,8 @@ def brownian_increments(rng, shape, dt):
     return np.sqrt(0.5 * dt) * rng.standard_normal((2,) + tuple(shape))
 
 
-def _generator_from_state(state):
+def generator_from_state(state):
+    """A Generator continuing the stream of a ``bit_generator.state`` dict (as a checkpoint holds it)."""
     bitgen = getattr(np.random, state["bit_generator"])()
     bitgen.state = state
     return np.random.Generator(bitgen)
@@ -152,116 +238,3 @@ def check_noise_step(nu, d, dt, scheme, geometry="sphere"):
     if dt > bound:
         warnings.warn(f"dt = {dt:.4g} exceeds the documented range dt <= 0.5 / (nu (d - 1)) = {bound:.4g} of the "
                       f"noise scheme {scheme!r}: no order of accuracy holds there", NoiseStepWarning, stacklevel=3)
-
-
-def integrate_sde(drift, y0, t_span, *, nu, dt, method="geodesic_strang", geometry="sphere", seed=None,
-                  t_eval=None, observe=None, event=None, save_states=True, checkpoint=None, checkpoint_every=None,
-                  resume=None) -> Trajectory:
-    """Integrate the noisy token dynamics with a fixed step (see the module docstring).
-
-    Parameters
-    ----------
-    drift : callable ``drift(t, X)``, the noiseless velocity (e.g. :meth:`ParticleSystem.rhs`)
-    y0 : ndarray, shape (n, d); unit rows when ``geometry="sphere"``
-    t_span : (float, float)
-    nu : float >= 0
-    dt : float > 0
-        Fixed step; see :func:`check_noise_step` for its range.
-    method : {"euler_maruyama", "geodesic_strang"}
-    geometry : {"sphere", "flat"}
-    seed : None, int >= 0 or numpy.random.Generator
-        The Brownian increments: an integer makes the run reproducible bit for bit.
-    t_eval, observe, event, save_states, checkpoint, checkpoint_every, resume
-        As in :func:`meanfield.core.integrate.integrate`; the checkpoint state also holds
-        ``rng_state``, so a resumed run continues the same random stream.
-
-    Returns
-    -------
-    Trajectory
-        ``method`` is the scheme's name; ``n_rejected`` and ``max_retraction`` are 0 (fixed steps;
-        the retraction is part of each scheme).
-    """
-    nu = validate.real("nu", nu, 0.0)
-    method = validate.choice("method", method, tuple(SDE_SCHEMES))
-    geometry = validate.choice("geometry", geometry, GEOMETRIES)
-    dt = validate.real("dt", dt, positive=True)
-    y = np.array(y0, dtype=float, copy=True)
-    if y.ndim != 2:
-        raise ValueError(f"y0 must have shape (n, d); received shape {y.shape}")
-    if not np.all(np.isfinite(y)):
-        raise ValueError("y0 must be a finite array; received an array containing NaN or inf")
-    ts = np.asarray(t_span, dtype=float)
-    if ts.shape != (2,) or not np.all(np.isfinite(ts)) or not ts[1] > ts[0]:
-        raise ValueError(f"t_span must be a pair (t0, t1) of finite numbers with t1 > t0; received {t_span!r}")
-    t0, t1 = float(ts[0]), float(ts[1])
-    t_eval = np.array([t0, t1]) if t_eval is None else np.asarray(t_eval, dtype=float)
-    if t_eval.ndim != 1 or t_eval.size == 0 or np.any(np.diff(t_eval) <= 0) or t_eval[0] < t0 or t_eval[-1] > t1:
-        raise ValueError(f"t_eval must be a non-empty strictly increasing array inside [{t0}, {t1}]; received {t_eval!r}")
-    check_noise_step(nu, y.shape[1], dt, method, geometry)
-    nfev = [0]
-
-    def f(t, X):
-        nfev[0] += 1
-        return drift(t, X)
-
-    rec = _Recorder(t_eval, t1, observe, save_states)
-    settings = {"dt": float(dt), "nu": float(nu), "geometry": geometry}
-    status, message = 0, f"reached t = {t1}"
-    if resume is None:
-        rng = validate.rng(seed)
-        t, n_steps, ctl = t0, 0, FixedGrid(t0, t1, dt)
-        started = rec.start(t0, y, event)
-        if started is not None:
-            status, message = started
-    else:
-        need = {"method", "t_span", "t_eval", "t", "y", "n_steps", "k_grid", "nfev", "rng_state", "i_target",
-                "rec_t", "rec_y", "rec_obs"}
-        if not isinstance(resume, dict) or need - set(resume):
-            raise ValueError(f"resume must be a checkpoint state from integrate_sde(checkpoint=...); received "
-                             f"{'missing ' + str(sorted(need - set(resume))) if isinstance(resume, dict) else resume!r}")
-        if resume["method"] != method or tuple(resume["t_span"]) != (t0, t1) \
-                or not np.array_equal(resume["t_eval"], t_eval) or np.shape(resume["y"]) != y.shape \
-                or resume.get("settings", settings) != settings:
-            raise ValueError(f"resume must be a checkpoint of the same method {method!r}, t_span, t_eval, shape and "
-                             f"settings {settings}; received one of method {resume['method']!r}, t_span "
-                             f"{tuple(resume['t_span'])}, settings {resume.get('settings')}")
-        rng = _generator_from_state(resume["rng_state"])
-        t, y, n_steps = resume["t"], np.array(resume["y"]), resume["n_steps"]
-        nfev[0] = resume["nfev"]
-        rec.restore(resume)
-        ctl = FixedGrid(t0, t1, dt, resume["k_grid"])
-
-    def state():
-        return {"method": method, "t_span": (t0, t1), "t_eval": t_eval, "t": t, "y": y, "n_steps": n_steps,
-                "k_grid": ctl.state()["k_grid"], "nfev": nfev[0], "rng_state": rng.bit_generator.state,
-                "i_target": rec.i_target, **rec.state(), "settings": settings}
-
-    checkpoints = _Checkpoints(checkpoint, checkpoint_every, t)
-    try:
-        while not rec.done:
-            t_new, land = ctl.propose(t, rec.targets[rec.i_target])
-            step = t_new - t
-            gen = _generator_from_state(rng.bit_generator.state)     # commit the draw only with the step
-            y_new = sde_step(method, f, t, y, step, brownian_increments(gen, y.shape, step), nu, geometry)
-            if not np.all(np.isfinite(y_new)):
-                status, message = -1, f"non-finite state in the step from t = {t} to t = {t_new}"
-                break
-            obs, stop = rec.hooks(t_new, y_new, land, event)
-            ctl.commit()
-            rng = gen
-            n_steps += 1
-            t, y = t_new, y_new
-            rec.commit(t, y, land, obs)
-            if stop is not None:
-                status, message = 1, f"event at t = {t}: {stop}"
-                break
-            checkpoints.after_step(t, not rec.done, state)
-    except KeyboardInterrupt:
-        status, message = 2, f"interrupted at t = {t}"
-        checkpoints.interrupted(state)
-    if resume is None and isinstance(seed, np.random.Generator):
-        seed.bit_generator.state = rng.bit_generator.state   # a Generator passed in is advanced, as numpy's are
-    t_rec, y_rec, obs = rec.arrays(y)
-    return Trajectory(t=t_rec, y=y_rec, observables=obs, y_final=y, t_final=float(t), status=status,
-                      message=message, method=method, nfev=nfev[0], n_steps=n_steps, n_rejected=0,
-                      max_retraction=0.0)

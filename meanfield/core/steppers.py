@@ -8,12 +8,16 @@ stability region along the imaginary and negative real axes (:class:`Tableau`); 
 reports the region of the explicit scheme it reduces to when ``L = 0``.
 
 * :class:`ExplicitRK`: the scheme of any :class:`Tableau` (:data:`SCHEMES`);
-* :data:`SPLIT_SCHEMES`: :class:`IMEXEuler` (order 1), :class:`ETDRK2` and :class:`ETDRK4`
+* split steppers: :class:`IMEXEuler` (order 1), :class:`ETDRK2` and :class:`ETDRK4`
   (exponential time differencing, orders 2 and 4, through :func:`phi_functions`), and the
   implicit-explicit Runge-Kutta pairs :class:`IMEXRK` ``"ars232"`` and ``"ars443"`` (Ascher, Ruuth
   and Spiteri 1997, orders 2 and 3; :data:`meanfield.core.tableaux.IMEX_TABLEAUX`);
-* :data:`LAWSON_SCHEMES`: :class:`LawsonRK`, integrating-factor forms of explicit tableaux
+* :class:`LawsonRK`, integrating-factor forms of explicit tableaux
   (``"lawson_dopri5"``, adaptive, and ``"lawson_rk4"``).
+
+Every stepper declares its capabilities (:attr:`Stepper.explicit`, ``split``, ``exponential``,
+``stochastic``, ``adaptive``, ``fsal``, ``order``); the named instances, stochastic schemes included,
+are the one table :data:`meanfield.core.methods.METHODS`.
 
 Which split scheme to use: ``"lawson_dopri5"`` is the only one with error control (no embedded
 estimate is published for the ARS pairs, see :class:`IMEXRK`).  At fixed steps the ARS pairs'
@@ -33,10 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validate
-from .tableaux import IMEX_TABLEAUX, SCHEMES, IMEXTableau, Tableau, rk_stages, rk_step
+from .tableaux import SCHEMES, IMEXTableau, Tableau, rk_stages, rk_step
 
-__all__ = ["Stepper", "ExplicitRK", "IMEXEuler", "ETDRK2", "ETDRK4", "IMEXRK", "SPLIT_SCHEMES", "phi_functions",
-           "as_stepper", "stable_step"]
+__all__ = ["Stepper", "ExplicitRK", "IMEXEuler", "ETDRK2", "ETDRK4", "IMEXRK", "LawsonRK", "phi_functions"]
 
 
 # ----------------------------------------------------------------------------- the stepper interface
@@ -54,9 +57,30 @@ class Stepper(ABC):
     split: bool = False
 
     @property
+    def explicit(self) -> bool:
+        """True for an explicit scheme of ``y' = rhs(t, y)`` (neither split nor stochastic)."""
+        return not (self.split or self.stochastic)
+
+    @property
+    def exponential(self) -> bool:
+        """True when the linear part is integrated exactly (exponential or integrating-factor schemes)."""
+        return False
+
+    @property
+    def stochastic(self) -> bool:
+        """True for a scheme of a stochastic equation: :meth:`step` takes Brownian increments."""
+        return False
+
+    @property
     def adaptive(self) -> bool:
         """True when :meth:`step` returns an embedded error estimate."""
         return False
+
+    @property
+    def reuses_k0(self) -> bool:
+        """True when :meth:`step` takes ``rhs(t, y)`` as ``k0`` (the driver evaluates it at the start);
+        False for schemes that never do (stochastic schemes, step rules)."""
+        return not self.stochastic
 
     @property
     def err_order(self) -> int | None:
@@ -234,6 +258,10 @@ class _Exponential(Stepper):
     """Split steppers whose coefficients are phi functions of ``dt L``: the last set is kept, since
     fixed steps reuse it (a step shortened to land on ``t_eval`` computes its own)."""
 
+    @property
+    def exponential(self) -> bool:
+        return True
+
     def _coefficients(self, dt, L):
         return _last_step_cache(self, dt, L, self._read_only_coefficients)
 
@@ -410,28 +438,6 @@ class IMEXRK(Stepper):
         return y_new, None, (N[-1] if tab.fsal else None)
 
 
-SPLIT_SCHEMES: dict[str, Stepper] = {"imex_euler": IMEXEuler(), "etdrk2": ETDRK2(), "etdrk4": ETDRK4(),
-                                     **{name: IMEXRK(tab) for name, tab in IMEX_TABLEAUX.items()}}
-"""Split steppers for ``y' = L y + rhs(t, y)`` with a diagonal ``L`` (``integrate(..., linear=L)``)."""
-
-
-def as_stepper(method) -> Stepper:
-    """The :class:`Stepper` of a name (in :data:`SCHEMES` or :data:`SPLIT_SCHEMES`), a Tableau or a Stepper."""
-    if isinstance(method, Stepper):
-        return method
-    if isinstance(method, Tableau):
-        return ExplicitRK(method)
-    if isinstance(method, str) and method in SCHEMES:
-        return ExplicitRK(SCHEMES[method])
-    if isinstance(method, str) and method in SPLIT_SCHEMES:
-        return SPLIT_SCHEMES[method]
-    if isinstance(method, str) and method in LAWSON_SCHEMES:
-        return LAWSON_SCHEMES[method]
-    raise ValueError(f"method must be one of {sorted(SCHEMES) + sorted(LAWSON_SCHEMES) + sorted(SPLIT_SCHEMES)}, "
-                     f"a Tableau or a Stepper; "
-                     f"received {method!r}")
-
-
 # ----------------------------------------------------------------------------- Lawson (integrating factor) schemes
 @dataclass(frozen=True, eq=False)
 class LawsonRK(_TableauStepper):
@@ -457,6 +463,9 @@ class LawsonRK(_TableauStepper):
     def name(self) -> str:
         return "lawson_" + self.tableau.name
 
+    @property
+    def exponential(self) -> bool:
+        return True
 
     def _factors(self, dt, L):
         """``{tau: exp(tau dt L)}`` for every difference ``c_i - c_j`` the step uses (cached for one ``dt``)."""
@@ -483,27 +492,3 @@ class LawsonRK(_TableauStepper):
             return out
 
         return rk_stages(rhs, t, y, dt, tab, k0, K, combine)
-
-
-LAWSON_SCHEMES: dict[str, Stepper] = {"lawson_dopri5": LawsonRK(SCHEMES["dopri5"]), "lawson_rk4": LawsonRK(SCHEMES["rk4"])}
-"""Lawson (integrating-factor) forms of explicit tableaux: split steppers for ``y' = L y + N`` (``split``
-is True), adaptive when the tableau has an embedded pair; :func:`as_stepper` knows their names."""
-__all__ += ["LawsonRK", "LAWSON_SCHEMES"]
-
-
-def stable_step(a, d, scheme="rk4", cfl=0.5, what="the PDE") -> float:
-    r"""A stable fixed step ``cfl / (a / I + d / R)`` of ``scheme`` for transport rates up to ``i a``
-    and diffusion rates down to ``-d`` (``I``, ``R``: the scheme's reaches along the imaginary and the
-    negative real axis; RK4: ``2 sqrt 2`` and 2.785).  A split scheme treats the diffusion
-    implicitly or exactly, so ``d`` is not counted for it.  A scheme whose region holds no part of
-    the imaginary axis is refused when ``a > 0``, naming the schemes that qualify."""
-    stepper = as_stepper(scheme)
-    cfl = validate.real("cfl", cfl, positive=True)
-    d = 0.0 if stepper.split else d
-    if a > 0 and stepper.imag_reach == 0:
-        stable = sorted(k for k in (*SCHEMES, *SPLIT_SCHEMES) if as_stepper(k).imag_reach > 0)
-        raise ValueError(f"scheme must be one whose stability region contains part of the imaginary axis for "
-                         f"transport in {what} (one of {stable}); received {stepper.name!r}, stable on the "
-                         f"imaginary axis only at 0")
-    rate = (a / stepper.imag_reach if a > 0 else 0.0) + (d / stepper.real_reach if d > 0 else 0.0)
-    return float(cfl / max(rate, 1e-300))

@@ -30,7 +30,7 @@ import numpy as np
 from scipy.special import roots_jacobi
 
 from ..core import resolution, validate
-from ..core.steppers import stable_step
+from ..core.methods import stable_step
 from ..core.funk_hecke import gegenbauer_normalized, resolved_multipliers
 from ..core.heads import check_heads
 from ..core.field_forces import ScalingCache, field_scalings, field_velocity
@@ -287,7 +287,7 @@ class AxisymmetricPDE:
 
     def cfl_dt(self, b, cfl=0.5, scheme="rk4") -> float:
         """A stable fixed step of ``scheme``: ``cfl / (lmax max|u sqrt(1-t^2)| / I + nu lmax (lmax + d - 2) / R)``
-        (``I``, ``R``: its stability reaches; :func:`meanfield.core.steppers.stable_step`)."""
+        (``I``, ``R``: its stability reaches; :func:`meanfield.core.methods.stable_step`)."""
         a = self.lmax * np.abs(self.velocity(b)).max()
         return stable_step(a, self.nu * self.lmax * (self.lmax + self.d - 2), scheme, cfl,
                            what="the axisymmetric PDE")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import resolution, validate
-from ..core.steppers import stable_step
+from ..core.methods import stable_step
 from ..core.funk_hecke import resolved_multipliers
 from ..core.heads import check_heads
 from ..core.field_forces import ScalingCache, field_scalings, field_velocity
@@ -251,7 +251,7 @@ class CirclePDE:
 
     def cfl_dt(self, c, cfl=0.5, scheme="rk4") -> float:
         """A stable fixed step of ``scheme``, ``cfl / (K max|X| / I + nu K^2 / R)`` (``I``, ``R``: its
-        stability reaches; :func:`meanfield.core.steppers.stable_step`, the rule of every PDE here)."""
+        stability reaches; :func:`meanfield.core.methods.stable_step`, the rule of every PDE here)."""
         a = self.kmax * np.abs(self.velocity(c)).max()
         return stable_step(a, self.nu * self.kmax**2, scheme, cfl, what="the circle PDE")
 

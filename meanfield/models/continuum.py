@@ -324,7 +324,7 @@ class ContinuumPDE:
         scheme : str, Tableau or Stepper
             A ``method`` of :func:`meanfield.core.integrate.integrate`.
         """
-        from ..core.steppers import stable_step
+        from ..core.methods import stable_step
 
         speed = self.max_speed(rho_lm)
         return stable_step(self.lmax * speed, self.nu * self.lmax * (self.lmax + 1), scheme, cfl,

@@ -25,7 +25,9 @@ unprojected sums of :class:`~meanfield.models.batched.BatchedSystem` or of any o
     ``z <- z + dt normalize(u(z / |z|))`` (peri-LN: the block's output normalized as well).  Limit
     ``z' = u/|u|`` at ``x = z/|z|``, at order 1.
 
-:func:`iterate` runs a rule (every token set of a batch at once); :func:`limit_rhs` is the
+:func:`iterate` runs a rule (every token set of a batch at once) through the one driver
+:func:`meanfield.core.integrate.integrate`: a rule is the fixed-step method :class:`StepRule` whose step
+is the rule's update and whose right-hand side is the attention field.  :func:`limit_rhs` is the
 right-hand side of the rule's continuous-time limit, for :func:`meanfield.core.integrate.integrate`.
 """
 
@@ -33,11 +35,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from dataclasses import dataclass
+
 from ..core import validate
-from ..core.integrate import Trajectory
+from ..core.integrate import Trajectory, integrate
+from ..core.options import SaveAt, StepControl
+from ..core.steppers import Stepper
+from ..core.tableaux import SCHEMES
 from .batched import project_tangent_batched, retract_batched
 
-__all__ = ["STEP_RULES", "RADIAL_RULES", "step", "iterate", "limit_rhs", "directions"]
+__all__ = ["STEP_RULES", "RADIAL_RULES", "StepRule", "step", "iterate", "limit_rhs", "directions"]
 
 STEP_RULES = ("post_ln", "projected_euler", "ngpt", "pre_ln", "peri_ln")
 """The discrete maps of this module (``rule``)."""
@@ -60,16 +67,51 @@ def directions(y, rule):
 def step(system, y, dt, rule="post_ln"):
     """One layer of ``rule`` with step ``dt`` from state ``y`` (B, n, d); returns the new state."""
     validate.choice("rule", rule, STEP_RULES)
+    return _update(system.field, y, dt, rule)
+
+
+def _update(field, y, dt, rule):
+    """The rule's map ``y -> y_new`` with the attention field ``field(x)`` of tokens on the sphere."""
     if rule in RADIAL_RULES:
         x = retract_batched(y)
-        u = system.field(x)
+        u = field(x)
         return y + dt * (_unit(u) if rule == "peri_ln" else u)
-    u = system.field(y)
+    u = field(y)
     if rule == "post_ln":
         return retract_batched(y + dt * u)
     if rule == "projected_euler":
         return retract_batched(y + dt * project_tangent_batched(y, u))
     return retract_batched(y + dt * (_unit(u) - y))          # ngpt
+
+
+@dataclass(frozen=True, eq=False)
+class StepRule(Stepper):
+    """A step rule as a fixed-step method of :func:`meanfield.core.integrate.integrate`.
+
+    The right-hand side the driver hands it is the attention field ``rhs(t, x)`` of tokens ``x`` on
+    the sphere (one evaluation per step, at the step's start); :meth:`step` applies the rule's update
+    (its own normalization included).  ``order`` 1: the order of every rule's continuous-time limit.
+    ``layer_dt``, when given, is the step every layer takes (the driver's step ``t_new - t`` on the
+    grid ``k dt`` equals it up to rounding; a layer is one update of exactly ``dt``).
+    """
+
+    name: str = "post_ln"
+    order: int = 1
+    layer_dt: float | None = None
+
+    def __post_init__(self):
+        validate.choice("rule", self.name, STEP_RULES)
+
+    @property
+    def reuses_k0(self) -> bool:
+        return False
+
+    @property
+    def explicit_tableau(self):
+        return SCHEMES["euler"]
+
+    def step(self, rhs, t, y, dt, k0=None, linear=None):
+        return _update(lambda x: rhs(t, x), y, dt if self.layer_dt is None else self.layer_dt, self.name), None, None
 
 
 def limit_rhs(system, rule="post_ln"):
@@ -111,7 +153,9 @@ def iterate(system, X0, dt, n_steps, rule="post_ln", *, observe=None, every=1, s
     Returns
     -------
     Trajectory
-        ``y`` holds the rule's states (``z`` for the radial rules), ``method`` the rule.
+        ``y`` holds the rule's states (``z`` for the radial rules), ``method`` the rule, ``nfev`` the
+        field evaluations (one per layer).  A non-finite state stops the run (status -1, the last
+        finite state in ``y_final``), as in any run of the driver.
     """
     rule = validate.choice("rule", rule, STEP_RULES)
     dt = validate.real("dt", dt, positive=True)
@@ -119,25 +163,18 @@ def iterate(system, X0, dt, n_steps, rule="post_ln", *, observe=None, every=1, s
     every = validate.integer("every", every, 1)
     validate.boolean("save_states", save_states)
     y = system.check(X0, "X0").copy()
-    ts, ys, obs = [], [], {}
+    hook = None if observe is None else (lambda t, y: observe(t, directions(y, rule)))
+    if n_steps == 0:                                     # nothing to step: the start alone
+        obs = {} if hook is None else {k: np.asarray(v)[None] for k, v in hook(0.0, y).items()}
+        return Trajectory(t=np.zeros(1), y=y[None].copy() if save_states else None, observables=obs, y_final=y,
+                          t_final=0.0, status=0, message=f"0 layers of {rule}", method=rule, nfev=0, n_steps=0,
+                          n_rejected=0, max_retraction=0.0)
+    scheduled = hasattr(system, "at")                    # ScheduledSystem: the heads in force at the layer's start
 
-    def record(k, y):
-        ts.append(k * dt)
-        if save_states:
-            ys.append(y.copy())
-        if observe is not None:
-            for key, v in observe(k * dt, directions(y, rule)).items():
-                obs.setdefault(key, []).append(np.asarray(v))
+    def field(t, x):
+        return (system.at(t) if scheduled else system).field(x)
 
-    record(0, y)
-    for k in range(1, n_steps + 1):
-        layer = system.at((k - 1) * dt) if hasattr(system, "at") else system     # ScheduledSystem: heads in force
-        y = step(layer, y, dt, rule)
-        if k % every == 0 or k == n_steps:
-            record(k, y)
-    finite = bool(np.all(np.isfinite(y)))
-    return Trajectory(t=np.array(ts), y=np.array(ys) if save_states else None,
-                      observables={k: np.array(v) for k, v in obs.items()}, y_final=y, t_final=n_steps * dt,
-                      status=0 if finite else -1,
-                      message=f"{n_steps} layers of {rule}" if finite else "non-finite state",
-                      method=rule, nfev=n_steps, n_steps=n_steps, n_rejected=0, max_retraction=0.0)
+    ks = [k for k in range(n_steps + 1) if k % every == 0 or k == n_steps]
+    return integrate(field, y, (0.0, n_steps * dt), method=StepRule(rule, layer_dt=dt),
+                     step=StepControl(dt=dt, max_steps=n_steps + 1),
+                     save=SaveAt(t_eval=[k * dt for k in ks], states=save_states, observe=hook), progress=False)

@@ -289,8 +289,6 @@ def _theory(args):
         beta, nu = (args.beta or 1.0), (0.0 if args.nu is None else args.nu)
         normalization, lmax = (args.normalization or "mean"), (8 if args.lmax is None else args.lmax)
         d = 3 if args.d is None else args.d
-        from ..analysis.stability import growth_rate
-
         for ell in range(1, lmax + 1):
             s = stability.growth_rate(ell, lambdas, beta, normalization, nu, d=d)
             print(f"sigma_{ell} = {s:.10g}")

@@ -21,8 +21,7 @@ from pathlib import Path
 from ..core import validate
 from ..core.choices import SAMPLINGS, W2_METHODS
 from ..core.kernels import KERNELS, NORMALIZATIONS
-from ..core.steppers import LAWSON_SCHEMES, SPLIT_SCHEMES, as_stepper
-from ..core.tableaux import SCHEMES
+from ..core.methods import METHODS, as_stepper, method_names
 from .inputs import load_positions
 
 __all__ = ["ConfigError", "HeadConfig", "InitialConfig", "PDEConfig", "ParticleConfig", "IntegratorConfig",
@@ -282,7 +281,8 @@ class InitialConfig(_Section):
             _config_error(validate.probability_weights, f"{path}.weights", self.weights, K)
 
 
-PDE_METHODS = tuple(sorted(SCHEMES)) + tuple(sorted(LAWSON_SCHEMES)) + tuple(sorted(SPLIT_SCHEMES))
+PDE_METHODS = tuple(method_names(stochastic=False))
+EXPLICIT_METHODS = tuple(method_names(explicit=True))
 
 
 @dataclass(frozen=True)
@@ -339,7 +339,7 @@ class IntegratorConfig(_Section):
     _path = "integrator"
     t_final: float = _opt(_real(0, lo_open=True), 1.2, "final time")
     n_frames: int = _opt(_int(2, 10**4), 25, "number of recorded times in [0, t_final]")
-    method: str = _opt(_choice(tuple(sorted(SCHEMES))), "dopri5", f"scheme, one of {sorted(SCHEMES)} (with "
+    method: str = _opt(_choice(EXPLICIT_METHODS), "dopri5", f"scheme, one of {list(EXPLICIT_METHODS)} (with "
                        f"pde.nu > 0 the particles use the SDE scheme geodesic_strang, the PDE this one)")
     rtol: float = _opt(_real(0, lo_open=True), 1e-7, "relative tolerance (adaptive schemes)")
     atol: float = _opt(_real(0, lo_open=True), 1e-10, "absolute tolerance (adaptive schemes)")
@@ -347,7 +347,7 @@ class IntegratorConfig(_Section):
                             "step size (required for fixed-step schemes)")
 
     def _validate(self, path):
-        if not SCHEMES[self.method].adaptive and self.dt is None:
+        if not METHODS[self.method].adaptive and self.dt is None:
             raise ConfigError(f"{path}.dt must be a number > 0 for the fixed-step method {self.method!r}; "
                               f"received no value")
 

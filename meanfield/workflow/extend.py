@@ -92,7 +92,7 @@ def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
         settings["seed"] = int(np.random.default_rng([config.seed, 1, len(previous) + 1]).integers(2**62))
     started = time.perf_counter()
     result = paired_run(build_heads(config), density_coefficients(ds, -1), config.particles.n, t_final - t1, t_new,
-                        config.pde.lmax, **settings, progress=progress, X0=ds["X"].values[-1])
+                        **settings, progress=progress, X0=ds["X"].values[-1])
     new = to_dataset(result, leg, elapsed_s=time.perf_counter() - started)
     new = new.assign_coords(time=new["time"].values + t1).isel(time=slice(1, None))
     for name in new.coords:                       # keep the old coordinates' attributes (CF)

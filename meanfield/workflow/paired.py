@@ -39,12 +39,89 @@ from ..core.densities import check_density, sample_particles
 from ..core.sphere import SphereGrid
 from ..models.continuum import ContinuumPDE
 from ..models.particles import ParticleSystem
+from ..core.options import Checkpointing, SaveAt, StepControl, option
 from .checkpoint import Checkpointer, RunInterrupted
 from .simulate import check_particle_run, solve_continuum, solve_particles
 
 
 __all__ = ["PairedResult", "paired_run", "transport_grid", "resolve_transport_grid", "density_measure",
-           "w2_densities", "align_times"]
+           "w2_densities", "align_times", "ParticleSettings", "PDESettings", "TransportSettings"]
+
+
+# ---------------------------------------------------------------------------- the settings of a paired run
+@dataclass(frozen=True, eq=False)
+class ParticleSettings:
+    """The particle side of :func:`paired_run` (:func:`meanfield.workflow.run.paired_settings` builds it
+    from the ``[particles]`` and ``[integrator]`` sections of a :class:`~meanfield.workflow.config.RunConfig`).
+
+    Attributes
+    ----------
+    sampling : {"iid", "stratified"}
+    sums : {"auto", "direct", "spectral"}
+        :class:`meanfield.ParticleSystem` ``summation``: ``"auto"`` is the system's own rule (spectral
+        for zonal exp heads from ``SPECTRAL_MIN_N`` tokens on, else direct), so zonal ReLU heads run
+        with direct sums; ``"spectral"`` raises where it does not apply.
+    spectral_tol : float
+        Accuracy of the spectral sums (``ParticleSystem`` ``tolerance``).
+    method : str or None
+        :func:`meanfield.solve_particles` ``method`` (None: ``"dopri5"`` without noise,
+        ``"geodesic_strang"`` with).
+    step : StepControl
+        Its step control (``rtol``/``atol`` None: 1e-8, 1e-10); with noise a fixed ``dt`` is needed.
+    """
+
+    sampling: str = "iid"
+    sums: str = "auto"
+    spectral_tol: float = 1e-12
+    method: object = None
+    step: StepControl = StepControl()
+
+
+@dataclass(frozen=True, eq=False)
+class PDESettings:
+    """The PDE side of :func:`paired_run` (from the ``[pde]`` and ``[integrator]`` sections).
+
+    Attributes
+    ----------
+    lmax : int
+        Degree of the PDE.
+    method : str
+        :func:`meanfield.solve_continuum` ``method``; ``step`` its step control (``rtol``/``atol``
+        None: 1e-8, 1e-12).
+    monitor : bool
+        Stop once the density is no longer resolved (``tail_tol``, ``negative_tol``).
+    """
+
+    lmax: int = 31
+    method: object = "dopri5"
+    step: StepControl = StepControl()
+    monitor: bool = True
+    tail_tol: float = 1e-3
+    negative_tol: float = 1e-4
+
+
+@dataclass(frozen=True, eq=False)
+class TransportSettings:
+    """The W2 comparison of :func:`paired_run`.
+
+    Attributes
+    ----------
+    grid : SphereGrid or None
+        Carries the density in W2 (:func:`resolve_transport_grid`); default the PDE's quadrature grid.
+    method, metric : str
+        Passed to :func:`meanfield.analysis.transport.w2_particles_density` (``w2_method``, ``metric``).
+    negative : {"drop", "error"}
+        Negative density weights: dropped and reported in ``w2_negative_mass``, or an error.
+    options : dict or None
+        More keywords for :func:`meanfield.analysis.transport.w2_distance` (``max_exact``, ``n_projections``,
+        ``seed``, ``reg``); ``seed`` defaults to the run's ``seed``.
+    """
+
+    grid: object = None
+    method: str = "auto"
+    metric: str = "geodesic"
+    negative: str = "drop"
+    options: object = None
 
 
 # ---------------------------------------------------------------------------- density side
@@ -262,6 +339,15 @@ def align_times(t_eval, t_recorded, tol=1e-9):
     return np.array(rows, dtype=int), np.array(cols, dtype=int)
 
 
+def _settings(name, value, cls):
+    """``value`` if it is a ``cls``, ``cls()`` for None, else a ValueError naming ``name``."""
+    if value is None:
+        return cls()
+    if not isinstance(value, cls):
+        raise ValueError(f"{name} must be None or a {cls.__name__}(...); received {value!r}")
+    return value
+
+
 def _phase(checkpoints, phase, every, solve, *args, **kw):
     """One integration phase, checkpointed and resumable when ``checkpoints`` is given."""
     if checkpoints is None:
@@ -269,20 +355,15 @@ def _phase(checkpoints, phase, every, solve, *args, **kw):
     done = checkpoints.finished(phase)
     if done is not None:
         return done
-    traj = solve(*args, checkpoint=checkpoints.saver(phase), checkpoint_every=every,
-                 resume=checkpoints.state(phase), **kw)
+    traj = solve(*args, checkpointing=Checkpointing(checkpoints.saver(phase), every, checkpoints.state(phase)), **kw)
     if traj.status == 2:
         raise RunInterrupted(checkpoints.folder, f"{phase} run {traj.message}; state saved in {checkpoints.folder}")
     checkpoints.finish(phase, traj)
     return traj
 
 
-def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sampling="iid", seed=None,
-               nu=0.0, particle_sums="auto", particle_method=None, particle_dt=None, particle_rtol=1e-8,
-               particle_atol=1e-10, spectral_tol=1e-12, pde_method="dopri5", pde_dt=None, pde_rtol=1e-8,
-               pde_atol=1e-12, monitor=True, tail_tol=1e-3, negative_tol=1e-4, transport_grid=None,
-               w2_method="auto", metric="geodesic", negative="drop", w2_options=None, progress=False,
-               checkpoints=None, checkpoint_every=None, X0=None) -> PairedResult:
+def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=None, pde=None, transport=None,
+               nu=0.0, seed=None, progress=False, checkpoints=None, checkpoint_every=None, X0=None) -> PairedResult:
     """Run particles and the PDE from the same density and compare them by W2.
 
     Parameters
@@ -298,36 +379,19 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     t_final : float
     t_eval : array_like, shape (T,), optional
         Increasing times in ``[0, t_final]`` (default 5 equispaced).
-    lmax : int
-        Degree of the PDE.
-    sampling : {"iid", "stratified"}
+    particles : ParticleSettings, optional
+        Sampling, sums and integrator of the particle side (default ``ParticleSettings()``).
+    pde : PDESettings, optional
+        Degree, integrator and resolution monitor of the PDE side (default ``PDESettings()``: lmax 31).
+    transport : TransportSettings, optional
+        The W2 comparison: transport grid, method, metric, negative weights, more options.
     seed : int, optional
         Seed of the sampling (and, by default, of sliced W2 projections).
     nu : float
         Token noise ``nu >= 0`` of both sides: ``ContinuumPDE(nu=nu)`` and ``ParticleSystem(nu=nu)``.
-        With ``nu > 0`` the particles need a fixed ``particle_dt`` and an SDE scheme (default
+        With ``nu > 0`` the particles need a fixed ``particles.step.dt`` and an SDE scheme (default
         ``"geodesic_strang"``; an ODE scheme is refused by name), and the Brownian increments come
         from the stream ``default_rng([seed, 1])`` (independent of the sampling's).
-    particle_sums : {"auto", "direct", "spectral"}
-        :class:`meanfield.ParticleSystem` ``summation``: ``"auto"`` is the system's own rule
-        (spectral for zonal exp heads from ``SPECTRAL_MIN_N`` tokens on, else direct), so zonal
-        ReLU heads run with direct sums; ``"spectral"`` raises where it does not apply.
-    particle_method, particle_dt, particle_rtol, particle_atol
-        Particle integrator settings (:func:`meanfield.solve_particles`; ``particle_method=None``: its
-        default, ``"dopri5"`` without noise, ``"geodesic_strang"`` with).
-    spectral_tol : float
-        Accuracy of the spectral sums (``ParticleSystem`` ``tolerance``).
-    pde_method, pde_dt, pde_rtol, pde_atol, monitor, tail_tol, negative_tol
-        Passed to :func:`meanfield.solve_continuum`.
-    transport_grid : SphereGrid, optional
-        Carries the density in W2 (:func:`resolve_transport_grid`); default the PDE's quadrature grid.
-    w2_method, metric : str
-        Passed to :func:`meanfield.analysis.transport.w2_particles_density`.
-    negative : {"drop", "error"}
-        Negative density weights: dropped and reported in ``w2_negative_mass``, or an error.
-    w2_options : dict, optional
-        More keywords for :func:`meanfield.analysis.transport.w2_distance` (``max_exact``,
-        ``n_projections``, ``seed``, ``reg``); ``seed`` defaults to ``seed``.
     progress : bool or None
         tqdm bars for both integrations and the W2 series (None: only when stderr is a terminal).
     checkpoints : Checkpointer, optional
@@ -338,7 +402,7 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     checkpoint_every : float, optional
         Simulated time between checkpoints (None: only on Ctrl-C).
     X0 : array_like, shape (n_particles, 3), optional
-        Given initial particles (unit vectors) instead of a sample of ``rho_lm0`` (``sampling`` is
+        Given initial particles (unit vectors) instead of a sample of ``rho_lm0`` (``particles.sampling`` is
         then not used; the config records ``sampling = "given"``), e.g. tokens from a file or the
         last particles of an earlier run.
 
@@ -347,6 +411,14 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
     PairedResult
     """
     validate.integer("n_particles", n_particles, 2)
+    ps = _settings("particles", particles, ParticleSettings)
+    qs = _settings("pde", pde, PDESettings)
+    ts = _settings("transport", transport, TransportSettings)
+    sampling, particle_sums, spectral_tol, particle_method = ps.sampling, ps.sums, ps.spectral_tol, ps.method
+    particle_step = option("particles.step", ps.step, StepControl).with_defaults(1e-8, 1e-10)
+    lmax, pde_method, monitor, tail_tol, negative_tol = qs.lmax, qs.method, qs.monitor, qs.tail_tol, qs.negative_tol
+    pde_step = option("pde.step", qs.step, StepControl).with_defaults(1e-8, 1e-12)
+    transport_grid, w2_method, metric, negative, w2_options = ts.grid, ts.method, ts.metric, ts.negative, ts.options
     validate.choice("sampling", sampling, SAMPLINGS)
     validate.choice("particle_sums", particle_sums, SUMMATIONS)
     validate.choice("negative", negative, W2_NEGATIVE_POLICIES)
@@ -378,20 +450,20 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, lmax=31, *, sa
         sampling = "given"
     timings["sampling"] = time.perf_counter() - tic
     # the particle run's up-front checks (method, dt, the direct-sum budget) before the PDE's minutes
-    check_particle_run(system, n, t_final, t_eval=t, method=particle_method, dt=particle_dt,
+    check_particle_run(system, n, t_final, t_eval=t, method=particle_method, dt=particle_step.dt,
                        record_passes=diagnostics.observer_passes(system, n))
 
     tic = time.perf_counter()
-    qtraj = _phase(checkpoints, "pde", checkpoint_every, solve_continuum, pde, rho0, t_final, t_eval=t,
-                   method=pde_method, dt=pde_dt, rtol=pde_rtol, atol=pde_atol, monitor=monitor, tail_tol=tail_tol,
-                   negative_tol=negative_tol, progress=progress)
+    qtraj = _phase(checkpoints, "pde", checkpoint_every, solve_continuum, pde, rho0, t_final,
+                   method=pde_method, step=pde_step, save=SaveAt(t_eval=t),
+                   monitor=monitor, tail_tol=tail_tol, negative_tol=negative_tol, progress=progress)
     timings["pde"] = time.perf_counter() - tic
     coeffs = np.array([pde.coefficients(y) for y in qtraj.y], dtype=np.complex128).reshape(-1, pde.grid.nalm)
 
     tic = time.perf_counter()
-    ptraj = _phase(checkpoints, "particles", checkpoint_every, solve_particles, system, X0, t_final, t_eval=t,
-                   method=particle_method, dt=particle_dt, rtol=particle_rtol, atol=particle_atol,
-                   observe=diagnostics.observer(system), progress=progress,
+    ptraj = _phase(checkpoints, "particles", checkpoint_every, solve_particles, system, X0, t_final,
+                   method=particle_method, step=particle_step,
+                   save=SaveAt(t_eval=t, observe=diagnostics.observer(system)), progress=progress,
                    **({"seed": None if seed is None else np.random.default_rng([seed, 1])} if nu > 0 else {}))
     timings["particles"] = time.perf_counter() - tic
     spectral = system.uses_spectral(n)

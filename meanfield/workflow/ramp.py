@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import validate
+from ..core.options import SaveAt, StepControl
 from ..models.particles import ParticleSystem
 from .simulate import solve_particles
 
@@ -81,8 +82,8 @@ def noise_ramp(heads, X0, nus, stage_time, *, dt, seed, samples=5, method=None, 
     times, order, stopped = [], [], False
     for k, nu in enumerate(nus):
         system = ParticleSystem(heads, nu=float(nu), summation=summation)
-        tr = solve_particles(system, X, stage_time, method=method, dt=dt, seed=stage_seed(seed, k), t_eval=t_eval,
-                             observe=False)
+        tr = solve_particles(system, X, stage_time, method=method, step=StepControl(dt=dt),
+                             save=SaveAt(t_eval=t_eval, observe=False), seed=stage_seed(seed, k))
         if tr.status != 0:
             raise RuntimeError(f"noise_ramp: stage {k} (nu = {nu:g}) stopped: {tr.message}")
         Y = np.asarray(tr.y)

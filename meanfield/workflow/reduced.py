@@ -10,48 +10,60 @@ coefficients.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..analysis.axisymmetric import observer as reduced_observer
 from ..analysis.axisymmetric import resolution_monitor
 from ..core import validate
 from ..core.integrate import integrate
-from ..core.steppers import as_stepper
-from ..models.axisymmetric import AxisymmetricPDE
-from ..models.circle import CirclePDE
+from ..core.methods import as_stepper
+from ..core.options import SaveAt, StepControl, option
+from ..core.model import ReducedDensityModel, missing
 
 __all__ = ["solve_reduced"]
 
 
-def solve_reduced(pde, c0, t_final, *, t_eval=None, method="dopri5", dt=None, cfl=0.5, rtol=1e-8, atol=1e-12,
-                  observe=True, monitor=True, tail_tol=1e-3, negative_tol=1e-4, **kw):
+def solve_reduced(pde, c0, t_final, *, method="dopri5", step=None, save=None, checkpointing=None, monitor=True,
+                  tail_tol=1e-3, negative_tol=1e-4, **kw):
     """Evolve a circle or axisymmetric PDE from coefficients ``c0`` to ``t_final``.
 
     Parameters
     ----------
-    pde : CirclePDE or AxisymmetricPDE
+    pde : CirclePDE, AxisymmetricPDE or any :class:`~meanfield.core.model.ReducedDensityModel`
     c0 : ndarray
         Coefficients (``pde.uniform()``-shaped) of a density of mass 1 (relative to the normalized measure).
     t_final : float
-    method, dt, rtol, atol
-        Integrator settings; a fixed-step method without ``dt`` takes ``pde.cfl_dt(c0, cfl)``.
-    observe : bool or callable
-        ``True``: mass, energy, energy_head, boltzmann_entropy, negative_mass, spectral_tail at ``t_eval``.
+    method, step
+        Integrator settings (:class:`~meanfield.core.options.StepControl`, default ``rtol=1e-8``,
+        ``atol=1e-12``); a fixed-step method without ``step.dt`` takes ``pde.cfl_dt(c0, step.cfl)``
+        (``cfl`` default 0.5).
+    save, checkpointing
+        :class:`~meanfield.core.options.SaveAt` (default 11 equispaced times; ``observe=True``: mass, energy,
+        energy_head, boltzmann_entropy, negative_mass, spectral_tail) and
+        :class:`~meanfield.core.options.Checkpointing`.
     monitor : bool
         Stop (status 1, with the reason) once the truncation no longer resolves the density.
     """
-    if not isinstance(pde, (CirclePDE, AxisymmetricPDE)):
-        raise ValueError(f"pde must be a CirclePDE or an AxisymmetricPDE; received {type(pde).__name__}")
+    if not isinstance(pde, ReducedDensityModel):        # the capability, not a closed list of types
+        raise ValueError(f"pde must be a CirclePDE or an AxisymmetricPDE (any model implementing "
+                         f"meanfield.core.model.ReducedDensityModel); received {type(pde).__name__}, missing "
+                         f"{missing(pde, ReducedDensityModel)}")
     t_final = validate.real("t_final", t_final, positive=True)
     y0 = pde.state(c0)
     mass = pde.mass(pde.coefficients(y0))
     validate.unit_mass("c0", mass)
+    sc = option("step", step, StepControl).with_defaults(1e-8, 1e-12)
+    sv = option("save", save, SaveAt)
+    dt, t_eval, observe = sc.dt, sv.t_eval, sv.observe
+    cfl = 0.5 if sc.cfl is None else sc.cfl
     stepper = as_stepper(method)
-    if (kw.get("adaptive") is False or not stepper.adaptive) and dt is None:
+    if (sc.adaptive is False or not stepper.adaptive) and dt is None:
         # no linear part is handed over here: a split scheme runs as its explicit tableau, diffusion included
         dt = pde.cfl_dt(pde.coefficients(y0), cfl, stepper.explicit_tableau if stepper.split else stepper)
     t_eval = np.linspace(0.0, t_final, 11) if t_eval is None else t_eval
     hook = reduced_observer(pde) if observe is True else (observe or None)
     event = resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
-    return integrate(pde.rhs, y0, (0.0, t_final), t_eval=t_eval, method=method, dt=dt, rtol=rtol, atol=atol,
-                     observe=hook, event=event, **kw)
+    return integrate(pde.rhs, y0, (0.0, t_final), method=method, step=replace(sc, dt=dt, cfl=None),
+                     save=replace(sv, t_eval=t_eval, observe=hook), checkpointing=checkpointing, event=event, **kw)

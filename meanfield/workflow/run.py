@@ -28,8 +28,10 @@ from ..core import validate
 from ..core.densities import sample_particles, vmf_mixture_density
 from ..core.heads import Head
 from ..core.sphere import SphereGrid, to_lm_table
+from ..core.options import StepControl
 from .config import RunConfig, resolve_positions
-from .paired import PairedResult, align_times, paired_run, transport_grid
+from .paired import (PairedResult, PDESettings, ParticleSettings, TransportSettings, align_times, paired_run,
+                     transport_grid)
 from .results import SCHEMA_VERSION, describe, observables_to_variables
 
 __all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset", "summary", "estimate_cost",
@@ -133,7 +135,7 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
     times = np.linspace(0.0, ic.t_final, ic.n_frames)
     result = paired_run(                 # samples the particles from the density (as initial_state does)
         build_heads(config), lambda grid: initial_density(config, grid), config.particles.n, ic.t_final, times,
-        lmax, **paired_settings(config), progress=progress, checkpoints=checkpoints,
+        **paired_settings(config), progress=progress, checkpoints=checkpoints,
         checkpoint_every=config.outputs.checkpoint_every if checkpoint_every is None else checkpoint_every,
         **({} if config.particles.positions is None else {"X0": initial_particles(config)}))
     return to_dataset(result, config, elapsed_s=time.perf_counter() - started)
@@ -143,14 +145,15 @@ def paired_settings(config: RunConfig) -> dict:
     """Keywords of :func:`~meanfield.workflow.paired.paired_run` the main job takes from ``config`` (besides the heads,
     the start, the sizes and the times): sampling, seed, noise, integrators, monitor, transport grid, W2."""
     ic, lmax = config.integrator, config.pde.lmax
-    return dict(sampling=config.particles.sampling, seed=config.seed, nu=config.pde.nu, particle_sums="auto",
-                particle_method=ic.method if not config.pde.nu else None,     # noisy tokens: the SDE default
-                particle_dt=ic.dt, particle_rtol=ic.rtol, particle_atol=ic.atol,
-                spectral_tol=SPECTRAL_TOL, pde_method=config.pde.method or ic.method, pde_dt=ic.dt,
-                pde_rtol=ic.rtol, pde_atol=ic.atol,
-                monitor=True, tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol,
-                transport_grid=transport_grid(lmax + 1), w2_method=config.outputs.w2_method, metric="geodesic",
-                negative="drop")
+    step = StepControl(dt=ic.dt, rtol=ic.rtol, atol=ic.atol)
+    return dict(particles=ParticleSettings(sampling=config.particles.sampling, sums="auto", spectral_tol=SPECTRAL_TOL,
+                                           method=ic.method if not config.pde.nu else None,   # noisy: the SDE default
+                                           step=step),
+                pde=PDESettings(lmax=lmax, method=config.pde.method or ic.method, step=step, monitor=True,
+                                tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol),
+                transport=TransportSettings(grid=transport_grid(lmax + 1), method=config.outputs.w2_method,
+                                            metric="geodesic", negative="drop"),
+                seed=config.seed, nu=config.pde.nu)
 
 
 def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) -> xr.Dataset:

@@ -8,6 +8,8 @@ vectors; :meth:`ContinuumPDE.coefficients` turns one into ``rho_lm``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..analysis import diagnostics, field_diagnostics
@@ -15,8 +17,9 @@ from ..core import validate
 from ..models.continuum import ContinuumPDE
 from ..core.densities import check_density, normalize as normalize_density
 from ..core.integrate import estimate_nfev, integrate
-from ..core.sde import SDE_SCHEMES, integrate_sde
-from ..core.steppers import as_stepper
+from ..core.methods import as_stepper, method_names
+from ..core.options import SaveAt, StepControl, option
+from ..core.sde import Noise
 from ..models.particles import DIRECT_RUN_LIMIT_S, ParticleSystem
 
 __all__ = ["solve_particles", "solve_continuum", "check_particle_run"]
@@ -26,23 +29,25 @@ def _times(t_final, t_eval):
     return np.linspace(0.0, t_final, 11) if t_eval is None else np.asarray(t_eval, dtype=float)
 
 
-def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None, method=None, dt=None,
-                    rtol=1e-8, atol=1e-10, observe=True, threshold=0.99, progress=None, seed=None,
-                    direct_limit_s=DIRECT_RUN_LIMIT_S, **kw):
+def solve_particles(system: ParticleSystem, X0, t_final, *, method=None, step=None, save=None, checkpointing=None,
+                    w=None, seed=None, threshold=0.99, progress=None, direct_limit_s=DIRECT_RUN_LIMIT_S, **kw):
     """Evolve tokens ``X0`` (n, d) from ``t = 0`` to ``t_final``.
 
-    ``observe=True`` records :func:`meanfield.diagnostics.observer` (energy, per-head energies,
-    dissipation, Shannon and relative attention entropies, order parameter, clustering), with the
-    system's sums (O(n) where it sums spectrally, any ``w``); pass a callable for your own hook or
-    False for none.
+    ``step``, ``save``, ``checkpointing``: the driver's option objects
+    (:class:`~meanfield.core.options.StepControl`, default ``rtol=1e-8``, ``atol=1e-10``;
+    :class:`~meanfield.core.options.SaveAt`, default 11 equispaced times; and
+    :class:`~meanfield.core.options.Checkpointing`).  ``save.observe=True`` (the default) records
+    :func:`meanfield.analysis.diagnostics.observer` (energy, per-head energies, dissipation, Shannon and
+    relative attention entropies, order parameter, clustering), with the system's sums (O(n) where it sums
+    spectrally, any ``w``); pass a callable for your own hook or False for none.
 
     ``method`` None means ``"dopri5"`` without noise and ``"geodesic_strang"`` with it.  With
-    token noise (``system.nu > 0``), or a method of :data:`meanfield.core.sde.SDE_SCHEMES`, the
-    SDE is integrated by :func:`meanfield.core.sde.integrate_sde` with the fixed step ``dt``
-    (required) and the Brownian increments of ``seed`` (an integer: reproducible bit for bit;
-    ``rtol``, ``atol`` and ``progress`` are not used).  Other keywords go to the integrator
-    (:func:`meanfield.integrate.integrate` or :func:`~meanfield.core.sde.integrate_sde`); the
-    progress bar is labelled ``"particles"`` unless ``progress_label`` says otherwise.
+    token noise (``system.nu > 0``), or a ``stochastic`` method of :data:`meanfield.core.methods.METHODS`,
+    the SDE is integrated by the same driver with the fixed step ``dt`` (required) and the Brownian
+    increments of ``seed`` (``Noise(system.nu, seed, system.geometry)``; an integer: reproducible bit
+    for bit; ``rtol`` and ``atol`` are not used).  Other keywords go to the integrator
+    (:func:`meanfield.integrate.integrate`); the progress bar is labelled ``"particles"`` unless
+    ``progress_label`` says otherwise.
 
     ``direct_limit_s``: a run whose direct O(n^2) sums (where the system does not sum spectrally) are
     estimated to take longer is refused before it starts (:meth:`ParticleSystem.check_direct_run`:
@@ -53,6 +58,9 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
     """
     t_final = validate.real("t_final", t_final, positive=True)
     direct_limit_s = validate.real("direct_limit_s", direct_limit_s, positive=True, finite=False)
+    sc = option("step", step, StepControl).with_defaults(1e-8, 1e-10)
+    sv = option("save", save, SaveAt)
+    dt, t_eval, observe = sc.dt, sv.t_eval, sv.observe
     X0, w = system.check(X0, w, name="X0")
     rhs = system.rhs if w is None or np.all(w == w[0]) else system.weighted_rhs(w)
     hook = diagnostics.observer(system, w, threshold) if observe is True else (observe or None)
@@ -60,13 +68,15 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, t_eval=None, w=None,
     n = X0.shape[0]
     passes = diagnostics.observer_passes(system, n, w) if observe is True else 0   # 0 when spectral, any w
     method = check_particle_run(system, n, t_final, t_eval=times, method=method, dt=dt, record_passes=passes,
-                                direct_limit_s=direct_limit_s, adaptive=kw.get("adaptive"))
-    if isinstance(method, str) and method in SDE_SCHEMES:
-        return integrate_sde(rhs, X0, (0.0, float(t_final)), nu=system.nu, dt=dt, method=method,
-                             geometry=system.geometry, seed=seed, t_eval=_times(t_final, t_eval), observe=hook, **kw)
+                                direct_limit_s=direct_limit_s, adaptive=sc.adaptive)
     kw.setdefault("progress_label", "particles")
-    return integrate(rhs, X0, (0.0, float(t_final)), t_eval=_times(t_final, t_eval), method=method, dt=dt,
-                     rtol=rtol, atol=atol, retraction=system.retraction, observe=hook, progress=progress, **kw)
+    if as_stepper(method).stochastic:
+        kw.update(noise=Noise(system.nu, seed, system.geometry))
+    else:
+        kw.update(retraction=system.retraction)
+    return integrate(rhs, X0, (0.0, float(t_final)), method=method, step=sc,
+                     save=replace(sv, t_eval=_times(t_final, t_eval), observe=hook), checkpointing=checkpointing,
+                     progress=progress, **kw)
 
 
 def check_particle_run(system: ParticleSystem, n, t_final, *, t_eval=None, method=None, dt=None, record_passes=0,
@@ -84,15 +94,16 @@ def check_particle_run(system: ParticleSystem, n, t_final, *, t_eval=None, metho
     t_final = validate.real("t_final", t_final, positive=True)
     direct_limit_s = validate.real("direct_limit_s", direct_limit_s, positive=True, finite=False)
     times = _times(t_final, t_eval)
-    if system.nu > 0 or (isinstance(method, str) and method in SDE_SCHEMES):
+    stochastic = method is not None and as_stepper(method).stochastic
+    if system.nu > 0 or stochastic:
         method = "geodesic_strang" if method is None else method
-        if not (isinstance(method, str) and method in SDE_SCHEMES):
-            raise ValueError(f"method must be one of {sorted(SDE_SCHEMES)} (or None) for tokens with noise "
-                             f"(nu = {system.nu}); received {method!r}")
+        if not stochastic and method != "geodesic_strang":
+            raise ValueError(f"method must be one of {method_names(stochastic=True)} (or None) for tokens with "
+                             f"noise (nu = {system.nu}); received {method!r}")
         if dt is None:
             raise ValueError(f"dt must be a positive number for the stochastic scheme {method!r}; received None")
         steps = estimate_nfev("euler", (0.0, float(t_final)), dt=dt, t_eval=times)["steps"]   # the same grid
-        system.check_direct_run(n, steps * SDE_SCHEMES[method].n_drift, np.size(times), record_passes,
+        system.check_direct_run(n, steps * as_stepper(method).n_drift, np.size(times), record_passes,
                                 limit_s=direct_limit_s, how=f" ({steps} steps of {method})")
         return method
     method = "dopri5" if method is None else method
@@ -106,19 +117,24 @@ def check_particle_run(system: ParticleSystem, n, t_final, *, t_eval=None, metho
     return method
 
 
-def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method="dopri5", dt=None, cfl=None,
-                    rtol=1e-8, atol=1e-12, observe=True, monitor=True, tail_tol=1e-3, negative_tol=1e-4,
-                    normalize=False, progress=None, **kw):
+def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, method="dopri5", step=None, save=None,
+                    checkpointing=None, monitor=True, tail_tol=1e-3, negative_tol=1e-4, normalize=False,
+                    progress=None, **kw):
     """Evolve the density with coefficients ``rho_lm0`` from ``t = 0`` to ``t_final``.
 
     Parameters
     ----------
     rho_lm0 : ndarray, shape (nalm,)
         Initial coefficients; must be finite with mass 1 unless ``normalize=True``.
-    method, dt, rtol, atol
-        Integrator settings.  A fixed-step method without ``dt`` takes the CFL step
-        ``pde.cfl_dt(rho_lm0, cfl, method)`` (``cfl`` default 0.5) at the initial state: the
+    method, step
+        Integrator settings (:class:`~meanfield.core.options.StepControl`, default ``rtol=1e-8``,
+        ``atol=1e-12``).  A fixed-step method without ``step.dt`` takes the CFL step
+        ``pde.cfl_dt(rho_lm0, cfl, method)`` (``step.cfl`` default 0.5) at the initial state: the
         scheme's own stability reach, see :meth:`ContinuumPDE.cfl_dt`.
+    save, checkpointing
+        :class:`~meanfield.core.options.SaveAt` (default 11 equispaced times, ``observe=True``: the
+        :func:`meanfield.field_diagnostics.observer` of the PDE) and
+        :class:`~meanfield.core.options.Checkpointing`.
         Split schemes (``"etdrk4"``, ``"lawson_dopri5"`` with error control, ...) take the
         diffusion ``nu Lap`` as their linear part (:meth:`ContinuumPDE.split`): its stable step
         does not depend on ``nu lmax^2``.
@@ -130,16 +146,19 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, t_eval=None, method=
     """
     t_final = validate.real("t_final", t_final, positive=True)
     rho_lm0 = normalize_density(pde.grid, rho_lm0) if normalize else check_density(pde.grid, rho_lm0, "rho_lm0")
+    sc = option("step", step, StepControl).with_defaults(1e-8, 1e-12)
+    sv = option("save", save, SaveAt)
+    dt, t_eval, observe = sc.dt, sv.t_eval, sv.observe
     stepper = as_stepper(method)
-    fixed = kw.get("adaptive") is False or not stepper.adaptive
+    fixed = sc.adaptive is False or not stepper.adaptive
     if fixed and dt is None:
-        dt = pde.cfl_dt(rho_lm0, 0.5 if cfl is None else cfl, stepper)
+        dt = pde.cfl_dt(rho_lm0, 0.5 if sc.cfl is None else sc.cfl, stepper)
     hook = field_diagnostics.observer(pde) if observe is True else (observe or None)
     event = field_diagnostics.resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
     rhs = pde.rhs
     if stepper.split:                      # diffusion as the split scheme's linear part (implicit / exact)
         kw["linear"], rhs = pde.split()
     kw.setdefault("progress_label", "PDE")
-    return integrate(rhs, pde.state(rho_lm0), (0.0, float(t_final)), t_eval=_times(t_final, t_eval),
-                     method=method, dt=dt, rtol=rtol, atol=atol, observe=hook, event=event,
-                     progress=progress, **kw)
+    return integrate(rhs, pde.state(rho_lm0), (0.0, float(t_final)), method=method,
+                     step=replace(sc, dt=dt, cfl=None), save=replace(sv, t_eval=_times(t_final, t_eval), observe=hook),
+                     checkpointing=checkpointing, event=event, progress=progress, **kw)

@@ -43,6 +43,7 @@ from meanfield import diagnostics as dg
 from studies._common import blowup_horizon, fit_slope, main, save_json
 from studies.approximate_orthogonality import adversarial as adv
 from studies.approximate_orthogonality.report import report
+from meanfield.core.options import SaveAt
 
 KAPPA = 5.0      # vMF tokens around (1, ..., 1)/sqrt(d): every head sees a common mean (a favourable start)
 SMALL_ANGLE = 85.0   # slopes are also fitted on angles >= this (delta <= 0.087), the asymptotic regime
@@ -199,8 +200,9 @@ def one_case(d, n_heads, delta, alpha, rank, beta, n, geometry, t_final, n_eval,
     Uu, _ = system.forces(Xu)
     if geometry == "flat":   # finite-time blow-up: stop at half of it
         t_final, _ = blowup_horizon(system, X0, t_final, FLAT_FRACTION)
-    tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval),
-                            observe=observe_heads(system), progress=False)
+    tr = mf.solve_particles(system, X0, t_final,
+                            save=SaveAt(t_eval=np.linspace(0, t_final, n_eval), observe=observe_heads(system)),
+                            progress=False)
     o = tr.observables
     R, S = o["rate"], o["self"]
     ratio = R / np.where(S > 0, S, np.inf)

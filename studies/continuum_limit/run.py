@@ -36,6 +36,8 @@ from meanfield.workflow import paired
 from meanfield.analysis import transport
 from meanfield.analysis.clustering import clustering
 from studies._common import fit_slope, main, save_json
+from meanfield.core.options import SaveAt
+from meanfield.workflow.paired import PDESettings, TransportSettings
 
 LAMBDAS = (1.0, 0.5)
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
@@ -105,9 +107,10 @@ def part_a(cfg, heads):
     for i, n in enumerate(ns):
         exact = n <= cfg.n_exact_max
         tic = time.perf_counter()
-        res = paired.paired_run(heads, initial_density, n, t[-1], t, cfg.lmax, seed=SEED + i,
-                                transport_grid=tg, w2_method="exact" if exact else "sliced",
-                                w2_options={"n_projections": cfg.n_proj, "seed": 0} if not exact else None)
+        res = paired.paired_run(heads, initial_density, n, t[-1], t, seed=SEED + i, pde=PDESettings(lmax=cfg.lmax),
+                                transport=TransportSettings(grid=tg, method="exact" if exact else "sliced",
+                                                            options=None if exact else {"n_projections": cfg.n_proj,
+                                                                                        "seed": 0}))
         out["w2_exact" if exact else "w2_sliced"][i] = np.where(wanted, res.w2, np.nan)
         if exact:   # the sliced discrepancy for the same states, for a series over every n
             for k in np.nonzero(wanted & np.isfinite(res.w2))[0]:
@@ -155,7 +158,7 @@ def part_b(cfg, heads):
     runs = {}
     for L in cfg.conv_lmax + (cfg.conv_ref,):
         pde = mf.ContinuumPDE(heads, L)
-        tr = mf.solve_continuum(pde, initial_density(pde.grid), t[-1], t_eval=t, progress=False)
+        tr = mf.solve_continuum(pde, initial_density(pde.grid), t[-1], save=SaveAt(t_eval=t), progress=False)
         runs[L] = (pde, tr)
     pref, tref = runs[cfg.conv_ref]
     g = pref.grid
@@ -186,8 +189,8 @@ def part_d(cfg):
     tg = paired.transport_grid(cfg.res_nlat)
     out, meta, states = {}, {}, []
     for j, L in enumerate(cfg.res_lmax):
-        res = paired.paired_run(heads, initial_density, cfg.res_n, t[-1], t, L, seed=SEED + 500 + j,
-                                transport_grid=tg, w2_method="exact")
+        res = paired.paired_run(heads, initial_density, cfg.res_n, t[-1], t, seed=SEED + 500 + j,
+                                pde=PDESettings(lmax=L), transport=TransportSettings(grid=tg, method="exact"))
         out[f"res_w2_l{L}"] = res.w2
         out[f"res_pde_times_l{L}"] = res.pde_times
         out[f"res_pde_energy_l{L}"] = res.pde["energy"]
@@ -199,8 +202,9 @@ def part_d(cfg):
         meta[str(L)] = {"t_stop": res.pde_t_stop, "message": res.pde_message, "status": res.pde_status}
         states.append(res.particle_states)
     if len(states) < 2:   # quick mode: a second independent particle run at the same size
-        res = paired.paired_run(heads, initial_density, cfg.res_n, t[-1], t, cfg.res_lmax[0],
-                                seed=SEED + 600, transport_grid=tg, w2_method="exact")
+        res = paired.paired_run(heads, initial_density, cfg.res_n, t[-1], t, seed=SEED + 600,
+                                pde=PDESettings(lmax=cfg.res_lmax[0]),
+                                transport=TransportSettings(grid=tg, method="exact"))
         states.append(res.particle_states)
     out["res_pp_w2"] = np.array([transport.w2_distance(a, b, method="exact").distance for a, b in zip(*states[:2])])
     return out, meta

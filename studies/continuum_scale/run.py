@@ -53,6 +53,7 @@ from meanfield.analysis.mmd import mmd_iid_expectation
 from meanfield.workflow.tasks import NpzStore, run_tasks
 from studies._common import fit_slope, main, mean_ci, save_json
 from studies.continuum_scale.tasks import W2_KEYS, particle_task, w2_task
+from meanfield.core.options import SaveAt
 
 LAMBDAS = (1.0, 0.5)
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
@@ -116,7 +117,7 @@ def solve_pde(cfg, lmax):
     pde = mf.ContinuumPDE(heads(cfg), lmax)
     rho0 = initial_density(pde.grid, cfg)
     t = np.round(np.arange(0.0, cfg.t_max + 1e-9, cfg.dt_out), 9)
-    tr = mf.solve_continuum(pde, rho0, cfg.t_max, t_eval=t, progress=False)
+    tr = mf.solve_continuum(pde, rho0, cfg.t_max, save=SaveAt(t_eval=t), progress=False)
     return pde, rho0, tr
 
 

@@ -16,6 +16,7 @@ from meanfield.analysis.mmd import mmd_particles_field
 from meanfield.analysis.transport import w2_particles_field
 from meanfield.workflow import paired
 from meanfield.analysis import transport
+from meanfield.core.options import SaveAt, StepControl
 
 
 def _particles(setup: dict, n: int, seed: int):
@@ -26,8 +27,9 @@ def _particles(setup: dict, n: int, seed: int):
     X0 = mf.densities.sample_particles(pde.grid, np.asarray(setup["rho0"]), n,
                                        seed=np.random.default_rng([int(setup["base_seed"]), n, seed]))
     system = mf.ParticleSystem(heads, summation="spectral", tolerance=float(setup["spectral_tol"]))
-    traj = mf.solve_particles(system, X0, times[-1], t_eval=times, rtol=float(setup["rtol"]),
-                              atol=float(setup["atol"]), observe=False, progress=False)
+    traj = mf.solve_particles(system, X0, times[-1],
+                              step=StepControl(rtol=float(setup["rtol"]), atol=float(setup["atol"])),
+                              save=SaveAt(t_eval=times, observe=False), progress=False)
     if traj.status != 0 or traj.y.shape[0] != times.size:
         raise RuntimeError(f"particle run n = {n}, seed = {seed} stopped at t = {traj.t_final}: {traj.message}")
     return pde, times, traj

@@ -39,6 +39,8 @@ import meanfield as mf
 from meanfield.workflow import paired
 from meanfield.analysis import mmd, stability, transport
 from studies._common import fit_slope, mean_ci
+from meanfield.workflow.paired import PDESettings, ParticleSettings, TransportSettings
+from meanfield.core.options import StepControl
 
 LAMBDAS, BETA = (1.0, 0.5), 1.0
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
@@ -60,9 +62,11 @@ def _seed(i_n, k):
 
 
 def _paired(nu, n, seed, times, s, dt):
-    return paired.paired_run(heads(), initial_density, n, times[-1], times, s.limit_lmax, seed=seed, nu=nu,
-                             particle_dt=dt, pde_method="lawson_dopri5" if nu > 0 else "dopri5",
-                             w2_method="semidiscrete", monitor=True)
+    return paired.paired_run(heads(), initial_density, n, times[-1], times, seed=seed, nu=nu,
+                             particles=ParticleSettings(step=StepControl(dt=dt)),
+                             pde=PDESettings(lmax=s.limit_lmax, method="lawson_dopri5" if nu > 0 else "dopri5",
+                                             monitor=True),
+                             transport=TransportSettings(method="semidiscrete"))
 
 
 def _measure(res, grid, times, seed, baseline):

@@ -30,6 +30,7 @@ import meanfield as mf
 from meanfield.analysis import stability
 from studies._common import fit_slope, main, save_json
 from studies.critical_noise.continuum import run_limit
+from meanfield.core.options import SaveAt, StepControl
 
 LAMBDAS, BETA = [1.0], 1.0
 
@@ -71,7 +72,8 @@ def particle_rate(nu, s: Settings):
     for seed in range(s.seeds):
         X = mf.initial.uniform_sphere(s.n, 3, seed=100 + seed) + np.array([0.0, 0.0, s.tilt])
         X /= np.linalg.norm(X, axis=1, keepdims=True)
-        tr = mf.solve_particles(system, X, T, dt=T / s.steps, t_eval=t, seed=seed, observe=False)
+        tr = mf.solve_particles(system, X, T, step=StepControl(dt=T / s.steps), save=SaveAt(t_eval=t, observe=False),
+                                seed=seed)
         mz.append(tr.y[:, :, 2].mean(axis=1))
     m = np.mean(mz, axis=0)
     return float(fit_slope(t, m, log_y=True).slope), float(sigma), m.tolist()
@@ -83,8 +85,8 @@ def pde_rate(nu, lmax=8, eps=1e-6, T=1.0):
     rho = mf.densities.uniform_density(pde.grid).astype(complex)
     k = int(np.flatnonzero((pde.grid.l_index == 1))[0])      # degree 1, m = 0 comes first
     rho[k] += eps
-    tr = mf.solve_continuum(pde, rho, T, method="lawson_dopri5", rtol=1e-10, atol=1e-14,
-                            t_eval=np.linspace(0, T, 5), observe=False, monitor=False, progress=False)
+    tr = mf.solve_continuum(pde, rho, T, method="lawson_dopri5", step=StepControl(rtol=1e-10, atol=1e-14),
+                            save=SaveAt(t_eval=np.linspace(0, T, 5), observe=False), monitor=False, progress=False)
     c = np.array([abs(pde.coefficients(y)[k]) for y in tr.y])
     return float(fit_slope(tr.t, c, log_y=True).slope)
 

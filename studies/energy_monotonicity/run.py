@@ -45,6 +45,7 @@ import meanfield as mf
 from meanfield import diagnostics as dg
 from studies._common import blowup_horizon, fit_slope, main, mean_ci95, save_json
 from studies.energy_monotonicity.report import report
+from meanfield.core.options import SaveAt, StepControl
 
 FLAT_FRACTION = 0.6   # flat runs stop at this fraction of the detected blow-up time
 NEG_REL = 1e-8   # a rate counts as negative below -NEG_REL * max|rate| of its run (round-off guard)
@@ -103,7 +104,7 @@ def identity_run(d, n, n_heads, geometry, t_final, n_eval, seed):
     t_blowup = None
     if geometry == "flat":   # flat exp dynamics blows up in finite time: stop at a fraction of it
         t_final, t_blowup = blowup_horizon(system, X0, t_final, FLAT_FRACTION)
-    tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval), observe=observe,
+    tr = mf.solve_particles(system, X0, t_final, save=SaveAt(t_eval=np.linspace(0, t_final, n_eval), observe=observe),
                             progress=False)
     o, t = tr.observables, tr.t
     E, D, R = o["energy"], o["dissipation"], o["rate"]
@@ -144,8 +145,8 @@ def defect_scan(d, n, n_heads, eps_values, t_final, n_eval, seed, eps_fit_max=0.
             D = dg.dissipation(system, X)
             return {"defect": abs(system.energy_rates(X).sum() - D), "dissipation": D}
 
-        tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval), observe=observe,
-                                progress=False)
+        tr = mf.solve_particles(system, X0, t_final,
+                                save=SaveAt(t_eval=np.linspace(0, t_final, n_eval), observe=observe), progress=False)
         traj.append(tr.observables["defect"].max())
         traj_rel.append((tr.observables["defect"] / tr.observables["dissipation"]).max())
     eps_values = np.asarray(eps_values, dtype=float)
@@ -172,9 +173,10 @@ def decrease_scan(d, n, n_heads, eps_values, t_final, n_eval, seed):
     for eps in eps_values:
         heads = mf.perturbed_value_heads(base, eps, seed=seed + 2)
         system = mf.ParticleSystem(heads, "sphere")
-        tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval), rtol=1e-10, atol=1e-12,
-                                observe=lambda t, X, system=system: {"energy": system.energy(X),
-                                                                     "rate": system.energy_rates(X).sum()},
+        tr = mf.solve_particles(system, X0, t_final, step=StepControl(rtol=1e-10, atol=1e-12),
+                                save=SaveAt(t_eval=np.linspace(0, t_final, n_eval),
+                                            observe=lambda t, X, system=system: {"energy": system.energy(X),
+                                                                                 "rate": system.energy_rates(X).sum()}),
                                 progress=False)
         E, R = tr.observables["energy"], tr.observables["rate"]
         min_rate.append(float(R.min()))
@@ -201,7 +203,7 @@ def softmax_run(d, n, n_heads, scale, seed, t_final, n_eval, coarse_every=1):
                 "dissipation": w @ np.einsum("nd,nd->n", v, v), "weighted": weighted}
 
     X0 = mf.initial.uniform_sphere(n, d, seed=seed)
-    tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval), observe=observe,
+    tr = mf.solve_particles(system, X0, t_final, save=SaveAt(t_eval=np.linspace(0, t_final, n_eval), observe=observe),
                             progress=False)
     o = tr.observables
     R, E = o["rate"], o["energy"]

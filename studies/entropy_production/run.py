@@ -38,6 +38,7 @@ import meanfield as mf
 from meanfield import diagnostics as dg
 from meanfield.analysis.clustering import clustering
 from studies._common import fit_slope, main, save_json
+from meanfield.core.options import SaveAt, StepControl
 
 BETA = 1.0
 FAMILIES = ("scalar", "symmetric", "general")
@@ -120,8 +121,8 @@ def identity_case(family, normalization, n, d, t_final, n_t, seed, strides):
     system = mf.ParticleSystem(random_heads(family, d, 2, normalization, seed))
     X0 = mf.initial.uniform_sphere(n, d, seed + 1000)
     t = np.linspace(0.0, t_final, n_t)
-    tr = mf.solve_particles(system, X0, t_final, t_eval=t, observe=entropy_observer(system),
-                            rtol=1e-12, atol=1e-13, save_states=False, progress=False)
+    tr = mf.solve_particles(system, X0, t_final, step=StepControl(rtol=1e-12, atol=1e-13),
+                            save=SaveAt(t_eval=t, observe=entropy_observer(system), states=False), progress=False)
     if tr.status != 0:
         raise RuntimeError(f"identity run failed ({family}, {normalization}): {tr.message}")
     H, rate = tr.observables["H"], tr.observables["rate"]
@@ -163,8 +164,8 @@ def equiangular_case(normalization, n, d, gamma0, lambdas, t_final, n_t):
     def observe(tt, X):
         return {**obs(tt, X), "gamma": clustering(X)["mean_inner"]}
 
-    tr = mf.solve_particles(system, X0, t_final, t_eval=t, observe=observe, rtol=1e-11, atol=1e-12,
-                            save_states=False, progress=False)
+    tr = mf.solve_particles(system, X0, t_final, step=StepControl(rtol=1e-11, atol=1e-12),
+                            save=SaveAt(t_eval=t, observe=observe, states=False), progress=False)
     gamma = mf.theory.solve_equiangular(gamma0, lambdas, BETA, n, t, normalization=normalization)
     H_th = np.stack([equiangular_entropy(gamma, lam, BETA, n) for lam in lambdas], axis=1)
     return {"t": t, "H": tr.observables["H"], "rate": tr.observables["rate"], "gamma": gamma,
@@ -192,9 +193,10 @@ def failure_fractions(n, d, n_heads, t_final, n_t, seeds):
             for k, s in enumerate(seeds):
                 system = mf.ParticleSystem(random_heads(fam, d, n_heads, norm, 100 + s))
                 X0 = mf.initial.uniform_sphere(n, d, 200 + s)
-                tr = mf.solve_particles(system, X0, t_final, t_eval=t, rtol=1e-8, atol=1e-10, save_states=False,
-                                        progress=False, observe=lambda tt, X, sy=system: {
-                                            "rate": dg.attention_entropy_rate(sy, X)})
+                tr = mf.solve_particles(system, X0, t_final, step=StepControl(rtol=1e-8, atol=1e-10),
+                                        save=SaveAt(t_eval=t, states=False, observe=lambda tt, X, sy=system: {
+                                            "rate": dg.attention_entropy_rate(sy, X)}),
+                                        progress=False)
                 r = tr.observables["rate"]
                 neg = r < -1e-12 * np.abs(r).max()
                 frac[a, b, k], frac0[a, b, k] = neg.mean(), neg[0].mean()
@@ -225,7 +227,8 @@ def continuum_comparison(lmax, t_final, n_t, sample_ns, sample_seeds, run_ns, ru
     heads, pde, rho0 = continuum_setup(lmax)
     system = mf.ParticleSystem(heads)
     t = np.linspace(0.0, t_final, n_t)
-    tr = mf.solve_continuum(pde, rho0, t_final, t_eval=t, rtol=1e-9, atol=1e-12, progress=False)
+    tr = mf.solve_continuum(pde, rho0, t_final, step=StepControl(rtol=1e-9, atol=1e-12), save=SaveAt(t_eval=t),
+                            progress=False)
     if tr.status != 0:
         raise RuntimeError(f"PDE run stopped before t_final = {t_final}: {tr.message}")
     H0 = np.empty((len(sample_ns), len(sample_seeds), len(heads)))
@@ -237,9 +240,10 @@ def continuum_comparison(lmax, t_final, n_t, sample_ns, sample_seeds, run_ns, ru
     for i, n in enumerate(run_ns):
         for k, s in enumerate(run_seeds):
             X = mf.densities.sample_particles(pde.grid, rho0, int(n), seed=77 + 1000 * i + s)
-            trp = mf.solve_particles(system, X, t_final, t_eval=t, rtol=1e-8, atol=1e-10, save_states=False,
-                                     progress=False, observe=lambda tt, Y: {
-                                         "H": dg.attention_entropy(system, Y, relative=True).mean(axis=1)})
+            trp = mf.solve_particles(system, X, t_final, step=StepControl(rtol=1e-8, atol=1e-10),
+                                     save=SaveAt(t_eval=t, states=False, observe=lambda tt, Y: {
+                                         "H": dg.attention_entropy(system, Y, relative=True).mean(axis=1)}),
+                                     progress=False)
             Hp[i, k] = trp.observables["H"]
     obs = tr.observables
     return {"t": t, "H_pde": obs["relative_entropy"], "H0_samples": H0, "H_particles": Hp,

@@ -29,6 +29,7 @@ import numpy as np
 
 import meanfield as mf
 from studies._common import fit_slope, main, save_json
+from meanfield.core.options import SaveAt, StepControl
 
 N, BETA = 32, 1.0
 TARGETS = (0.5, 0.9)
@@ -104,7 +105,8 @@ def particle_run(lambdas, t_final, n_t=400, beta=BETA, n=N):
         return {"gamma": off.mean(), "spread": off.max() - off.min(), "eps": _pair_eps(X)}
 
     t = np.linspace(0.0, t_final, n_t)
-    traj = mf.solve_particles(system, X0, t_final, t_eval=t, observe=observe, rtol=1e-10, atol=1e-13)
+    traj = mf.solve_particles(system, X0, t_final, step=StepControl(rtol=1e-10, atol=1e-13),
+                              save=SaveAt(t_eval=t, observe=observe))
     if not traj.success:
         raise RuntimeError(f"particle run failed: {traj.message}")
     ob = traj.observables

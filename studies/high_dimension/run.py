@@ -38,6 +38,7 @@ from meanfield.core.axisymmetric import angle_quantiles, sample_axisymmetric
 from meanfield.models.axisymmetric import AxisymmetricPDE
 from meanfield.models.circle import CirclePDE
 from studies._common import fit_slope, main, save_json
+from meanfield.core.options import SaveAt, StepControl
 
 LMAX = 48          # Gegenbauer degree of the PDE: spectral tail < 1e-3 up to T for every d (monitored)
 DT = 0.025         # particle RK4 step: RK4 error (dt * |rate| ~ 0.05)^4 ~ 1e-5, far below the W2 measured
@@ -89,8 +90,8 @@ def continuum_limit(d, ns, seeds, times):
     b0 = pde.project_profile(prof)
     b0 /= b0[0]
     T = times[-1]
-    tr = mf.integrate(pde.rhs, pde.state(b0), (0.0, T), t_eval=list(times), method="dopri5", rtol=1e-11,
-                      atol=1e-13, event=resolution_monitor(pde))
+    tr = mf.integrate(pde.rhs, pde.state(b0), (0.0, T), step=StepControl(rtol=1e-11, atol=1e-13),
+                      save=SaveAt(t_eval=list(times)), method="dopri5", event=resolution_monitor(pde))
     if tr.status != 0:
         raise RuntimeError(f"d = {d}: PDE not resolved up to T = {T}: {tr.message}")
     dens = [lambda t, y=y: np.maximum(pde.evaluate(y, t), 0.0) for y in tr.y]
@@ -102,7 +103,8 @@ def continuum_limit(d, ns, seeds, times):
     for n in ns:
         for seed in seeds:
             X0 = sample_axisymmetric(prof, n, d, seed=1000 * d + seed)
-            pt = mf.solve_particles(system, X0, T, t_eval=list(times), method="rk4", dt=DT, observe=False)
+            pt = mf.solve_particles(system, X0, T, step=StepControl(dt=DT),
+                                    save=SaveAt(t_eval=list(times), observe=False), method="rk4")
             w = [w2_marginal(X, dens[i]) for i, X in enumerate(pt.y)]
             rows.append(dict(d=d, n=n, seed=seed, w2=w, rel=[x / disp for x in w]))
     return dict(d=d, T=T, displacement=disp, negative_mass=neg, spectral_tail=tails, rows=rows,

@@ -181,7 +181,7 @@ def report(data_dir, out_dir=None) -> Path:
          "; ".join(f"beta={b:g}: " + ", ".join(f"{rm[i, j]:.3f}" for i in range(len(ns))) for j, b in enumerate(bs)),
          "softmax faster except small n, large beta"],
         ["random starts: paired late ratio and freezing", pool_txt, "see table"],
-        ["integrator", f"max | |x| - 1 | at the step times {s['max_drift']:.1e} (RK45, rtol 1e-8)", "-"],
+        ["integrator", f"max | |x| - 1 | at the step times {s['max_drift']:.1e} (dopri5, rtol 1e-8)", "-"],
     ]
     table_p = markdown_table(["n", "d", "softmax / ReLU", "T(0.5) ratio", "late ratio T(0.5 -> 0.99)",
                               "ReLU faster late", "T_min(0.99) ratio", "never 0.99 (ReLU / softmax)"],

@@ -41,6 +41,7 @@ import meanfield as mf
 from meanfield.analysis import stability
 from meanfield.analysis.clustering import clustering
 from studies._common import fit_slope, main, save_json
+from meanfield.core.options import SaveAt, StepControl
 
 SIGMA_DT = 0.05        # |sigma| dt per RK4 step: RK4 rate error (sigma dt)^4 / 120 = 5e-8
 PDE_EPS = 1e-7         # PDE perturbation of (l, m = l // 2): products of Y_lm have orders 0 and 2m, so
@@ -132,7 +133,8 @@ def pde_rate(lambdas, beta, normalization, nu, l, m, t_cap=2.0):
     steps = int(np.ceil(T / dt))
     t = np.linspace(0.0, T, 11)
     rho0 = mf.densities.perturbed_uniform(pde.grid, {(l, m): PDE_EPS})
-    tr = mf.solve_continuum(pde, rho0, T, t_eval=t, method="rk4", dt=T / steps, observe=False, monitor=False)
+    tr = mf.solve_continuum(pde, rho0, T, step=StepControl(dt=T / steps), save=SaveAt(t_eval=t, observe=False),
+                            method="rk4", monitor=False)
     a = np.array([pde.coefficients(y)[pde.grid.index(l, m)] for y in tr.y])
     return dict(l=l, m=m, sigma=sigma, measured=slope(t, a), rk4=float(rk4_rate(sigma, T / steps)), T=T,
                 lmax=lmax)
@@ -172,8 +174,8 @@ def particle_rate(l, n, seed, eps=PARTICLE_EPS, lambdas=(1.0,), beta=6.0, direct
                                        method="stratified", seed=seed)
     T = 2.0 / sigma if T is None else T
     t = np.linspace(0.0, T, 9)
-    tr = mf.solve_particles(particle_system(lambdas, beta, direct=direct), X0, T, t_eval=t, method="rk4",
-                            dt=T / 8, observe=False)
+    tr = mf.solve_particles(particle_system(lambdas, beta, direct=direct), X0, T, step=StepControl(dt=T / 8),
+                            save=SaveAt(t_eval=t, observe=False), method="rk4")
     A = moments(grid, tr.y)
     a = A[:, grid.index(l, 0)]
     return dict(l=l, n=n, seed=seed, eps=eps, direct=direct, sigma=sigma, measured=slope(t, a.real),
@@ -187,7 +189,7 @@ def uniform_power_rates(n, seed, degrees, beta=6.0):
     T = 1.5 / sig.max()
     t = np.linspace(0.0, T, 9)
     tr = mf.solve_particles(particle_system([1.0], beta), mf.initial.uniform_sphere(n, 3, seed=seed), T,
-                            t_eval=t, method="rk4", dt=T / 8, observe=False)
+                            step=StepControl(dt=T / 8), save=SaveAt(t_eval=t, observe=False), method="rk4")
     grid = mf.SphereGrid(lmax)
     A = moments(grid, tr.y)
     out = []
@@ -259,8 +261,8 @@ def cluster_run(beta, n, seed, t_mult=(4, 6, 8, 10, 12, 14)):
     lstar, smax = int(stability.most_unstable_degree([1.0], beta)), float(sig.max())
     X0 = mf.initial.uniform_sphere(n, 3, seed=seed)
     t = np.concatenate([[0.0], np.asarray(t_mult, float) / smax])
-    tr = mf.solve_particles(particle_system([1.0], beta), X0, t[-1], t_eval=t, method="dopri5", rtol=1e-6,
-                            atol=1e-9, observe=False)
+    tr = mf.solve_particles(particle_system([1.0], beta), X0, t[-1], step=StepControl(rtol=1e-6, atol=1e-9),
+                            save=SaveAt(t_eval=t, observe=False), method="dopri5")
     counts = [macro_clusters(X) for X in tr.y[1:]]
     # linear prediction: the part grown since t = 0, sum_lm (e^{sigma_l t} - 1) mu_lm(0) Y_lm
     # (the static sampling noise mu_lm(0) is left out), taken when it first reaches the uniform

@@ -53,6 +53,7 @@ import meanfield as mf
 from studies._common import fit_slope, main, save_json
 # H = 2's particle run, late-rate fit and crossing time, shared with the study of Thm 22 at H = 2
 from studies.heterogeneous_heads.run import LATE_WINDOW, _first_time, late_slope, particle_run
+from meanfield.core.options import SaveAt, StepControl
 
 N, BETA = 32, 1.0
 HS = (2, 3, 4)
@@ -347,8 +348,8 @@ def span_time(lambdas, kernel, normalization, n, d, seed, horizon):
         return "target reached" if _mean_inner(X) >= CLUSTER_TARGET else None
 
     t_eval = np.concatenate([[0.0], np.geomspace(1e-2, horizon, 300)])
-    tr = mf.solve_particles(system, Y0, horizon, t_eval=t_eval, observe=observe, event=event, rtol=1e-7, atol=1e-9,
-                            save_states=False, progress=False)
+    tr = mf.solve_particles(system, Y0, horizon, step=StepControl(rtol=1e-7, atol=1e-9),
+                            save=SaveAt(t_eval=t_eval, observe=observe, states=False), event=event, progress=False)
     if tr.status < 0:
         raise RuntimeError(f"particle run failed ({kernel}-{normalization}, n={n}, d={d}): {tr.message}")
     m = tr.observables["m"]
@@ -518,8 +519,10 @@ def part_c(cfg):
     for H in HS:
         for nz in ("mean", "softmax"):
             system = mf.ParticleSystem(mf.scalar_heads(list(alphas_of(H, 0.6)), 16, 3.0, normalization=nz))
-            tr = mf.solve_particles(system, mf.initial.orthonormal(16, 16, seed=1), 3.0, t_eval=np.r_[0.0, np.geomspace(1e-3, 3.0, 60)],
-                                    observe=lambda t, X, sy=system: {"r": sy.energy_rates(X)}, progress=False)
+            tr = mf.solve_particles(system, mf.initial.orthonormal(16, 16, seed=1), 3.0,
+                                    save=SaveAt(t_eval=np.r_[0.0, np.geomspace(1e-3, 3.0, 60)],
+                                                observe=lambda t, X, sy=system: {"r": sy.energy_rates(X)}),
+                                    progress=False)
             r = tr.observables["r"]                              # (T, H)
             # once the tokens have merged the rates are round-off: judge only while max_h |rate| > 1e-8 of its start
             live = np.abs(r).max(axis=1) > 1e-8 * np.abs(r[0]).max()

@@ -27,6 +27,7 @@ import meanfield as mf
 from meanfield import diagnostics as dg
 from studies._common import blowup_horizon, main, save_json
 from studies.radial_shadows.report import report
+from meanfield.core.options import SaveAt
 
 NEG_REL = 1e-10   # a per-head rate counts as negative below -NEG_REL * max|rate| of its run
 FLAT_FRACTION = 0.5   # flat runs stop at this fraction of the detected blow-up time
@@ -72,8 +73,9 @@ def trajectory(d, n_heads, strengths, beta, n, geometry, t_final, n_eval, seed):
     X0 = mf.initial.uniform_sphere(n, d, seed=seed)
     if geometry == "flat":   # finite-time blow-up: stop at half of it
         t_final, _ = blowup_horizon(system, X0, t_final, FLAT_FRACTION)
-    tr = mf.solve_particles(system, X0, t_final, t_eval=np.linspace(0, t_final, n_eval),
-                            observe=observe_heads(system), progress=False)
+    tr = mf.solve_particles(system, X0, t_final,
+                            save=SaveAt(t_eval=np.linspace(0, t_final, n_eval), observe=observe_heads(system)),
+                            progress=False)
     return {"t": tr.t, "status": tr.status, **tr.observables}
 
 

@@ -47,6 +47,7 @@ import numpy as np
 import meanfield as mf
 from meanfield.analysis.clustering import clustering
 from studies._common import fit_slope, main, mean_ci95, save_json
+from meanfield.core.options import SaveAt, StepControl
 
 LAMBDA, BETA, TARGET = 1.0, 1.0, 0.5
 COMBOS = (("exp", "softmax"), ("exp", "mean"), ("relu", "mean"), ("relu", "softmax"))
@@ -130,8 +131,8 @@ def _time_to_target(system, X0, horizon, label):
         return "target reached" if observe(t, X)["mean_inner"] >= TARGET else None
 
     t_eval = np.concatenate([[0.0], np.geomspace(1e-2, horizon, N_EVAL)])
-    tr = mf.solve_particles(system, X0, horizon, t_eval=t_eval, observe=observe, event=event,
-                            rtol=1e-7, atol=1e-9, save_states=False, progress=False)
+    tr = mf.solve_particles(system, X0, horizon, step=StepControl(rtol=1e-7, atol=1e-9),
+                            save=SaveAt(t_eval=t_eval, observe=observe, states=False), event=event, progress=False)
     if tr.status < 0:
         raise RuntimeError(f"particle run failed ({label}): {tr.message}")
     m = tr.observables["mean_inner"]

@@ -1,0 +1,110 @@
+"""The driver's options in three frozen parameter objects (in the manner of diffrax's ``SaveAt`` /
+``StepSizeController``): what to save, how to step, how to checkpoint.
+
+* :class:`SaveAt`: the recorded times, whether states are kept, the observer, dense output;
+* :class:`StepControl`: the step size or the tolerances of error control, their limits;
+* :class:`Checkpointing`: the checkpoint callback, its period, and the state to resume from.
+
+:func:`meanfield.core.integrate.integrate` and the entry points over it (``solve_particles``,
+``solve_continuum``, ``solve_reduced``) take them as ``save=``, ``step=`` and ``checkpointing=``; None
+is the default object.  The objects only hold the settings; each entry point validates them (named
+``ValueError`` s, as for any argument).  Numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+__all__ = ["SaveAt", "StepControl", "Checkpointing", "option"]
+
+
+@dataclass(frozen=True, eq=False)
+class SaveAt:
+    """What a run records.
+
+    Attributes
+    ----------
+    t_eval : array_like or None
+        Strictly increasing times at which states and observables are recorded (every step lands
+        on them); None: the entry point's default (``[t0, t1]`` for :func:`integrate`, 11 equispaced
+        times for the solvers).
+    states : bool
+        Keep the recorded states in ``Trajectory.y``.
+    observe : True, False, None or callable ``observe(t, y) -> dict``
+        True: the entry point's default observer (the model's diagnostics in the solvers; none in
+        :func:`integrate`); False or None: none; a callable: that one.
+    dense : bool
+        Keep the dense output ``Trajectory.dense`` (cubic Hermite through the step points).
+    """
+
+    t_eval: object = None
+    states: bool = True
+    observe: object = True
+    dense: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class StepControl:
+    """How a run steps.
+
+    Attributes
+    ----------
+    dt : float or None
+        The fixed step (required by fixed-step schemes unless the entry point derives one, e.g. a
+        PDE's CFL step); the initial step of adaptive ones.
+    rtol, atol : float or None
+        Error control of adaptive schemes; None: the entry point's defaults (:func:`integrate`:
+        1e-6, 1e-9; the solvers: their documented ones).
+    dt_max : float
+        Largest adaptive step.
+    max_steps : int
+        Most step attempts before the run fails.
+    adaptive : bool or None
+        None: error control when the scheme has an embedded pair; False: fixed ``dt`` with the main weights.
+    cfl : float or None
+        PDE solvers only: the fraction of the scheme's stable step taken when ``dt`` is None
+        (default 0.5); :func:`integrate` refuses it.
+    """
+
+    dt: float | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    dt_max: float = np.inf
+    max_steps: int = 10_000_000
+    adaptive: bool | None = None
+    cfl: float | None = None
+
+    def with_defaults(self, rtol, atol) -> "StepControl":
+        """This object with ``rtol`` / ``atol`` filled in where they are None."""
+        return replace(self, rtol=rtol if self.rtol is None else self.rtol,
+                       atol=atol if self.atol is None else self.atol)
+
+
+@dataclass(frozen=True, eq=False)
+class Checkpointing:
+    """How a run saves and resumes its state.
+
+    Attributes
+    ----------
+    save : callable ``save(state: dict)`` or None
+        Called every ``every`` units of simulated time and when the run is interrupted (Ctrl-C).
+    every : float or None
+    resume : dict or None
+        A state ``save`` received from a run with the same settings: the run continues from it, bit
+        for bit as an uninterrupted one.
+    """
+
+    save: object = None
+    every: float | None = None
+    resume: dict | None = None
+
+
+def option(name, value, cls):
+    """``value`` if it is a ``cls``, ``cls()`` for None, else a ValueError naming ``name``."""
+    if value is None:
+        return cls()
+    if not isinstance(value, cls):
+        raise ValueError(f"{name} must be None or a {cls.__name__}(...); received {value!r}")
+    return value
