@@ -7,8 +7,7 @@ import pytest
 from meanfield.core.integrate import integrate
 from meanfield.core.methods import FLAGS, METHODS, as_stepper, capabilities, method_names
 from meanfield.core.sde import Noise
-from meanfield.core.steppers import SCHEMES
-from meanfield.core.tableaux import IMEX_TABLEAUX
+from meanfield.core.tableaux import IMEX_TABLEAUX, SCHEMES
 from meanfield.core.options import StepControl
 
 

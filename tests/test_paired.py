@@ -216,7 +216,7 @@ def test_one_time_alignment_and_one_transport_grid():
 
 def test_paired_run_checkpoint_resume_is_bit_identical(tmp_path, monkeypatch):
     kw = dict(lmax=15, seed=4, transport_grid=paired.transport_grid(8), checkpoint_every=0.05)
-    ref = paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], **kw)
+    ref = paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], **paired_kw(**kw))
     ck = Checkpointer(tmp_path / "ck")
     ck.start("# test\n")
     real, count = mf.ParticleSystem.rhs, {"n": 0}
@@ -230,9 +230,9 @@ def test_paired_run_checkpoint_resume_is_bit_identical(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(mf.ParticleSystem, "rhs", rhs)
         with pytest.raises(RunInterrupted, match="particles run interrupted at t ="):
-            paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], checkpoints=ck, **kw)
+            paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], checkpoints=ck, **paired_kw(**kw))
     assert ck.finished("pde") is not None and ck.state("particles") is not None
-    again = paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], checkpoints=ck, **kw)
+    again = paired.paired_run(HEADS, blobs, 50, 0.3, [0.0, 0.15, 0.3], checkpoints=ck, **paired_kw(**kw))
     # the same steps and arithmetic as the uninterrupted run: identical floats (tolerance 0)
     np.testing.assert_array_equal(again.particle_states, ref.particle_states)
     np.testing.assert_array_equal(again.pde_coefficients, ref.pde_coefficients)
