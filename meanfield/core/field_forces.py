@@ -34,7 +34,16 @@ import numpy as np
 from .kernels import NORMALIZATIONS
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
-__all__ = ["field_velocity", "field_scalings", "field_entropies", "ScalingCache"]
+__all__ = ["field_velocity", "field_scalings", "field_entropies", "ScalingCache", "check_solved_heads"]
+
+
+def check_solved_heads(heads, zonal):
+    """Refuse heads whose normalization needs a solve (Sinkhorn) off the spectral (zonal) path."""
+    solving = [i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local]
+    if solving and not zonal:
+        raise ValueError(f"heads {solving} have normalization {heads[solving[0]].normalization!r}, which the "
+                         f"quadrature path (non-zonal heads or method='quadrature') does not support: it needs "
+                         f"zonal heads (M = V = lambda I) and the spectral path")
 
 
 class ScalingCache:

@@ -27,8 +27,8 @@ from ..core import resolution, validate
 from ..core.methods import stable_step
 from ..core.funk_hecke import resolved_multipliers
 from ..core.heads import check_heads
-from ..core.field_forces import ScalingCache, field_scalings, field_velocity
-from ..core.kernels import KERNELS, NORMALIZATIONS
+from ..core.field_forces import ScalingCache, check_solved_heads, field_scalings, field_velocity
+from ..core.kernels import KERNELS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sums import aggregate, pair_sum
 
@@ -100,11 +100,7 @@ class CirclePDE:
         n = 3 * K + 3
         set_("theta", 2 * np.pi * np.arange(n) / n)
         set_("zonal", all_zonal and method != "quadrature")
-        solving = [i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local]
-        if solving and not self.zonal:
-            raise ValueError(f"heads {solving} have normalization {heads[solving[0]].normalization!r}, which the "
-                             f"quadrature path (non-zonal heads or method='quadrature') does not support: it needs "
-                             f"zonal heads (M = V = lambda I) and the spectral path")
+        check_solved_heads(heads, self.zonal)
         set_("_scaling_cache", ScalingCache())
         mults = []
         for i, h in enumerate(heads if self.zonal else ()):

@@ -28,8 +28,7 @@ import numpy as np
 from ..core import validate
 from ..core.choices import CONTINUUM_METHODS
 from ..core.heads import check_exp_range, check_heads
-from ..core.field_forces import ScalingCache, field_scalings, field_velocity
-from ..core.kernels import NORMALIZATIONS
+from ..core.field_forces import ScalingCache, check_solved_heads, field_scalings, field_velocity
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sphere import SphereGrid, from_real, to_real
 from ..core.sums import aggregate, pair_sum
@@ -105,11 +104,7 @@ class ContinuumPDE:
         if self.method == "spectral" and not all_zonal:
             raise ValueError("method 'spectral' needs zonal heads (M = V = lambda I); received a non-zonal head")
         set_("zonal", all_zonal and self.method != "quadrature")
-        solving = [i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local]
-        if solving and not self.zonal:
-            raise ValueError(f"heads {solving} have normalization {heads[solving[0]].normalization!r}, which the "
-                             f"quadrature path (non-zonal heads or method='quadrature') does not support: it needs "
-                             f"zonal heads (M = V = lambda I) and the spectral path")
+        check_solved_heads(heads, self.zonal)
         set_("_scaling_cache", ScalingCache())
         if self.zonal:
             for h in heads:                # the first neglected potential multiplier (Funk-Hecke)

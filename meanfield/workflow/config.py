@@ -423,24 +423,48 @@ class RunConfig:
 
     @classmethod
     def from_toml(cls, text: str) -> "RunConfig":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"invalid TOML: {err}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(parse_toml(text))
 
     def to_toml(self, all_keys=False) -> str:
         """TOML text of the config; ``all_keys``: also list the keys without a value (commented out)."""
         return to_toml(self.to_dict(), all_keys=all_keys)
 
 
+def parse_toml(text: str, where: str = "") -> dict:
+    """TOML text -> dict; invalid TOML raises :class:`ConfigError` (``where``: the file, for the message)."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"invalid TOML{' in ' + where if where else ''}: {err}") from None
+
+
+def read_text_file(path, what="config") -> str:
+    """The text of ``path``; a missing or unreadable file raises :class:`ConfigError` naming it as ``what``."""
+    try:
+        return Path(path).read_text()
+    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read {what} file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
+
+
+def read_toml_file(path, what="config") -> dict:
+    """:func:`read_text_file` then :func:`parse_toml` (the messages name the file)."""
+    return parse_toml(read_text_file(path, what), str(path))
+
+
+def unique_list(path, v, item):
+    """A non-empty list of distinct values, each checked by ``item(path[i], x)``; :class:`ConfigError` otherwise."""
+    if not isinstance(v, (list, tuple)) or not v:
+        raise ConfigError(f"{path} must be a non-empty list; received {v!r}")
+    out = tuple(item(f"{path}[{i}]", x) for i, x in enumerate(v))
+    if len(set(out)) != len(out):
+        raise ConfigError(f"{path} must not repeat a value; received {list(v)!r}")
+    return out
+
+
 def load_config(path) -> RunConfig:
     """Read and validate a TOML config file; a missing or unreadable file raises :class:`ConfigError`."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read config file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
+    text = read_text_file(path, "config")
     try:
         config = RunConfig.from_toml(text)
     except ConfigError as err:

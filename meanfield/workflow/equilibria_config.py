@@ -16,11 +16,11 @@ True
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from .config import ConfigError, HeadConfig, _bool, _filename, _int, _opt, _real, _Section, _toml_value
+from .config import (ConfigError, HeadConfig, _bool, _filename, _int, _opt, _real, _Section, _toml_value, parse_toml,
+                     unique_list)
 
 __all__ = ["GeometryConfig", "ContinuationConfig", "EquilibriaOutputConfig", "EquilibriaConfig",
            "load_equilibria_config", "DEFAULT_BETA", "PARAMETERS"]
@@ -48,12 +48,7 @@ def _int_list(lo, hi=None):
     item = _int(lo, hi)
 
     def check(path, v):
-        if not isinstance(v, (list, tuple)) or not v:
-            raise ConfigError(f"{path} must be a non-empty list of integers; received {v!r}")
-        out = tuple(item(f"{path}[{i}]", x) for i, x in enumerate(v))
-        if len(set(out)) != len(out):
-            raise ConfigError(f"{path} must not repeat a value; received {list(v)!r}")
-        return out
+        return unique_list(path, v, item)
     return check
 
 
@@ -197,11 +192,7 @@ class EquilibriaConfig:
 
     @classmethod
     def from_toml(cls, text: str) -> "EquilibriaConfig":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"invalid TOML: {err}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(parse_toml(text))
 
     def to_toml(self) -> str:
         """TOML text of the config, each key with its description (the inverse of :meth:`from_toml`)."""

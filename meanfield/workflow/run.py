@@ -131,7 +131,7 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
         validate.boolean("progress", progress)       # refused before the run starts
     started = time.perf_counter()
     config = resolve_positions(config)               # particles.n from particles.positions, if given
-    ic, lmax = config.integrator, config.pde.lmax
+    ic = config.integrator
     times = np.linspace(0.0, ic.t_final, ic.n_frames)
     result = paired_run(                 # samples the particles from the density (as initial_state does)
         build_heads(config), lambda grid: initial_density(config, grid), config.particles.n, ic.t_final, times,

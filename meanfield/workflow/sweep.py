@@ -36,7 +36,6 @@ import itertools
 import json
 import re
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +43,7 @@ import numpy as np
 
 from ..core import validate
 from ..core.choices import SWEEP_MODES
-from .config import ConfigError, RunConfig, load_config
+from .config import ConfigError, RunConfig, load_config, read_toml_file
 from .tasks import call_task, read_index, run_tasks
 
 __all__ = ["SweepSpec", "load_sweep_spec", "run_sweep", "load_sweep", "run_point", "compute_point"]
@@ -130,12 +129,7 @@ class SweepSpec:
 def load_sweep_spec(path) -> SweepSpec:
     """Read a sweep TOML file (see the module docstring)."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read sweep file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"invalid TOML in {path}: {err}") from None
+    data = read_toml_file(path, "sweep")
     unknown = set(data) - {"base", "base_config", "mode", "parameters"}
     if unknown:
         raise ConfigError(f"unknown sweep keys {sorted(unknown)}; allowed: base, base_config, mode, parameters")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +30,7 @@ import xarray as xr
 from ..analysis.phase_transition import beta_star_bessel, phase_transition
 from ..core import validate
 from ..core.kernels import NORMALIZATIONS
-from .config import ConfigError
+from .config import ConfigError, read_toml_file, unique_list
 from .tasks import run_tasks
 
 __all__ = ["TransitionMapConfig", "load_map_config", "map_cell", "transition_map", "run_transition_map",
@@ -54,12 +53,7 @@ class TransitionMapConfig:
 
     def __post_init__(self):
         def values(name, v, check):
-            if not isinstance(v, (list, tuple)) or not v:
-                raise ConfigError(f"map.{name} must be a non-empty list; received {v!r}")
-            out = tuple(check(f"map.{name}[{i}]", x) for i, x in enumerate(v))
-            if len(set(out)) != len(out):
-                raise ConfigError(f"map.{name} must not repeat a value; received {list(v)!r}")
-            return out
+            return unique_list(f"map.{name}", v, check)
 
         def err(f, *a, **k):
             try:
@@ -103,12 +97,7 @@ class TransitionMapConfig:
 def load_map_config(path) -> TransitionMapConfig:
     """Read ``[map]`` of a TOML file; unknown keys are refused by name."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read map file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"invalid TOML in {path}: {err}") from None
+    data = read_toml_file(path, "map")
     if set(data) != {"map"} or not isinstance(data["map"], dict):
         raise ConfigError(f"{path}: a map file holds one table [map]; received the keys {sorted(data)}")
     allowed = ["d", "beta", "beta_ratio", "normalization", "lmax"]
