@@ -58,6 +58,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       axisymmetric      hooks for the circle/axisymmetric PDEs; exact 1-D W2 of the angle marginal
     workflow/   runs, files and the command line
       simulate          solve_particles / solve_continuum: integrator + observe hooks
+      solve             solve(model, start, t_final): the one entry point, the solver chosen by the model's protocol
       ramp              noisy particles under a piecewise-constant nu ramp (hysteresis, escape times)
       paired            paired particle / PDE runs compared by W2 (the main job's engine)
       reduced           solve_reduced: the circle / axisymmetric PDEs with observers and monitor
@@ -119,10 +120,11 @@ from .models.particles import ParticleSystem
 from .workflow.inputs import density_from_coefficients, zonal_density
 from .workflow.reduced import solve_reduced
 from .workflow.simulate import solve_continuum, solve_particles
+from .workflow.solve import solve
 
 __all__ = ["Head", "scalar_heads", "orthogonal_block_heads", "random_symmetric_heads", "perturbed_value_heads",
            "approx_orthogonal_heads", "ParticleSystem", "ContinuumPDE", "CirclePDE", "AxisymmetricPDE", "SphereGrid",
            "integrate", "SCHEMES", "METHODS", "Trajectory", "Noise", "StepControl", "SaveAt", "Checkpointing",
-           "required_lmax", "solve_particles", "solve_continuum", "solve_reduced", "zonal_density",
+           "required_lmax", "solve", "solve_particles", "solve_continuum", "solve_reduced", "zonal_density",
            "density_from_coefficients", "densities", "initial", "diagnostics", "field_diagnostics", "theory",
            "__version__"]
