@@ -154,20 +154,29 @@ def landau(data) -> dict:
 
 def _fig_escape(data, out):
     es, s = data["escape"]["runs"], data["settings"]
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    for e in es:
-        t = np.array([np.inf if x is None else x for x in e["times"]], float)
-        ok = np.isfinite(t)
-        ax.plot(np.full(ok.sum(), e["nu"]), t[ok], "o", color="tab:blue", ms=4, alpha=0.7)
-        if (~ok).any():
-            ax.plot([e["nu"]], [s["esc_t_max"]], "^", color="tab:red", ms=8)
-            ax.annotate(f"{int((~ok).sum())} censored", (e["nu"], s["esc_t_max"]), fontsize=7,
-                        textcoords="offset points", xytext=(4, -10))
+    ns = sorted({e["n"] for e in es})
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    for j, n in enumerate(ns):
+        col = f"C{j}"
+        dx = 0.004 * (j - (len(ns) - 1) / 2)
+        first = True
+        for e in (e for e in es if e["n"] == n):
+            t = np.array([np.inf if x is None else x for x in e["times"]], float)
+            ok = np.isfinite(t)
+            ax.plot(np.full(ok.sum(), e["nu"] + dx), t[ok], "o", color=col, ms=4, alpha=0.7,
+                    label=f"n = {n}" if first else None)
+            first = False
+            if (~ok).any():
+                ax.plot([e["nu"] + dx], [s["esc_t_max"]], "^", color=col, ms=8)
+                ax.annotate(f"{int((~ok).sum())}", (e["nu"] + dx, s["esc_t_max"]), fontsize=7, color=col,
+                            textcoords="offset points", xytext=(-3, 6))
     sm = data["summary"]
     for key, ls in (("nu_sharp", ":"), ("nu_global", "-.")):
         ax.axvline(sm[key], color="gray", ls=ls, lw=1, label=key)
     ax.set(xlabel="token noise nu", ylabel="escape time from uniform",
-           title=f"Escape from uniform tokens (n = {s['esc_n']}, {s['esc_seeds']} seeds each)")
+           title=f"Escape from uniform tokens ({s['esc_seeds']} seeds each; triangles: censored at t = "
+                 f"{s['esc_t_max']:g}, count above)")
+    ax.title.set_fontsize(9)
     style_axes(ax, legend=7)
     save_figure(fig, out / "escape.png")
 
@@ -364,8 +373,13 @@ equation, no time stepping. The particle side is `meanfield.workflow.ramp.noise_
 `nu`, each stage a new `ParticleSystem(heads, nu=...)` continued from the last tokens, spectral sums,
 `solve_particles(method=None -> geodesic_strang, dt, seed, t_eval, observe=False)`).
 
-Wall time of this run: dichotomy {w['dichotomy']:.0f} s, PDE branch {w['pde_branch']:.1f} s, hysteresis
-{w['hysteresis']:.0f} s, escape {w['escape']:.0f} s, beyond {w['beyond']:.0f} s.
+Wall time of this run: {', '.join(f'{k} {v:.0f} s' for k, v in w.items())} (total {sum(w.values()):.0f} s).
+
+Tests and consistency checks: every verdict below is decided by a test that could fail (named in its row).
+Consistency checks, identities that hold by construction and are reported, not counted as tests: `nu_#`
+equals `c_1(beta) / beta` (the solver reads it from the model's own multipliers), the neutral rotation modes
+of the S^2 spectra (rotations map stationary states to stationary states), `nu_fold = nu_global = nu_#` for a
+continuous transition (set so by `classify_transition`).
 """
     notes = f"""
 ### (a) The dichotomy

@@ -19,7 +19,8 @@ MODEL.md section 7 (issue 23 items 5 and 7).
     spectrum (:func:`meanfield.analysis.sphere_states.sphere_spectrum`); Sinkhorn heads are refused by the
     stationary solvers (the message is recorded).
 
-Cost (2 shared cores): quick ~30 s; full ~15 min (the particle parts; measured in data.json ``wall_seconds``).
+Cost (2 shared cores): quick 17-35 s; full 10.6 min (638 s measured, machine shared: hysteresis 278 s, escape
+273 s, fold hold 55 s, the PDE parts 31 s; data.json ``wall_seconds``).
 Run from the repo root::
 
     python -m studies.phase_transitions.run [--quick]
