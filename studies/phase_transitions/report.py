@@ -15,8 +15,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REFUTED, REPRODUCED, SHARPENED, markdown_table, mean_ci95,  # noqa: E402
-                             open_study_data, save_figure, style_axes, wilson95, write_report)
+from scipy import stats  # noqa: E402
+
+from studies._common import (OUTSIDE, REFUTED, REPRODUCED, markdown_table, mean_ci95, open_study_data,  # noqa: E402
+                             save_figure, style_axes, wilson95, write_report)
 
 MR = "Mun-Rosenzweig (arXiv 2604.16288, d = 2; 2606.05140, any d)"
 HYP = "one zonal exp head (lambda = 1), mean normalization, noise nu > 0, mean-field PDE on S^(d-1)"
@@ -54,7 +56,6 @@ def checks(data, arrays) -> dict:
     # n2 the escape time grows by ln(n2 / n1) / (2 sigma_1) (a Welch 95 % interval of the difference must hold it);
     # inside the window: the fraction escaped by t_max falls with n (Wilson intervals of the smallest and the
     # largest n disjoint)
-    st = data["settings"]
     by = {}
     for e in data["escape"]["runs"]:
         by.setdefault(round(e["offset"], 6), {})[e["n"]] = np.array([np.inf if x is None else x for x in e["times"]])
@@ -66,7 +67,6 @@ def checks(data, arrays) -> dict:
         n1, n2 = ns[0], ns[-1]
         t1, t2 = runs[n1], runs[n2]
         if off < 0 and np.isfinite(t1).all() and np.isfinite(t2).all():
-            from scipy import stats
             v1, v2 = t1.var(ddof=1) / t1.size, t2.var(ddof=1) / t2.size
             dof = (v1 + v2) ** 2 / (v1 ** 2 / (t1.size - 1) + v2 ** 2 / (t2.size - 1))
             half = float(stats.t.ppf(0.975, dof) * np.sqrt(v1 + v2))
