@@ -15,8 +15,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REFUTED, REPRODUCED, SHARPENED, markdown_table, mean_ci95,  # noqa: E402
-                             open_study_data, save_figure, style_axes, wilson95, write_report)
+from scipy import stats  # noqa: E402
+
+from studies._common import (OUTSIDE, REFUTED, REPRODUCED, markdown_table, mean_ci95, open_study_data,  # noqa: E402
+                             save_figure, style_axes, wilson95, write_report)
 
 MR = "Mun-Rosenzweig (arXiv 2604.16288, d = 2; 2606.05140, any d)"
 HYP = "one zonal exp head (lambda = 1), mean normalization, noise nu > 0, mean-field PDE on S^(d-1)"
@@ -50,6 +52,37 @@ def checks(data, arrays) -> dict:
     cont = lambda m, h, x: bool(np.isfinite(h) and m - h <= x <= m + h)   # noqa: E731
     out["down_interval_contains_nu_sharp"] = cont(*jd, nu_s)
     out["up_interval_contains_nu_fold"] = cont(*ju, nu_f)
+    # escape below nu_#: the l = 1 mode grows at sigma_1 = 2 (nu_# - nu) from fluctuations ~ n^-1/2, so from n1 to
+    # n2 the escape time grows by ln(n2 / n1) / (2 sigma_1) (a Welch 95 % interval of the difference must hold it);
+    # inside the window: the fraction escaped by t_max falls with n (Wilson intervals of the smallest and the
+    # largest n disjoint)
+    by = {}
+    for e in data["escape"]["runs"]:
+        by.setdefault(round(e["offset"], 6), {})[e["n"]] = np.array([np.inf if x is None else x for x in e["times"]])
+    lin, cens = {}, {}
+    for off, runs in by.items():
+        ns = sorted(runs)
+        if len(ns) < 2:
+            continue
+        n1, n2 = ns[0], ns[-1]
+        t1, t2 = runs[n1], runs[n2]
+        if off < 0 and np.isfinite(t1).all() and np.isfinite(t2).all():
+            v1, v2 = t1.var(ddof=1) / t1.size, t2.var(ddof=1) / t2.size
+            dof = (v1 + v2) ** 2 / (v1 ** 2 / (t1.size - 1) + v2 ** 2 / (t2.size - 1))
+            half = float(stats.t.ppf(0.975, dof) * np.sqrt(v1 + v2))
+            pred = float(np.log(n2 / n1) / (2 * 2 * -off))
+            lin[off] = dict(n1=n1, n2=n2, diff=float(t2.mean() - t1.mean()), half=half, predicted=pred,
+                            ok=bool(abs(t2.mean() - t1.mean() - pred) <= half))
+        if off > 0:
+            k1, k2 = int(np.isfinite(t1).sum()), int(np.isfinite(t2).sum())
+            w1, w2 = wilson95(k1, t1.size), wilson95(k2, t2.size)
+            cens[off] = dict(n1=n1, n2=n2, escaped1=k1, escaped2=k2, wilson1=w1, wilson2=w2, ok=bool(w2[1] < w1[0]))
+    out["escape_linear"], out["escape_censoring"] = lin, cens
+    out["linear_escape_ok"] = bool(lin) and all(v["ok"] for v in lin.values())
+    out["metastable_scaling"] = bool(cens) and all(v["ok"] for v in cens.values())
+    hold = data["fold_hold"]["rows"]
+    out["fold_hold"] = bool(hold) and all((h["r_end"] > h["half_branch"]) if h["offset"] < 0 else
+                                          (h["r_end"] < h["half_branch"]) for h in hold)
     out["loop_encloses_window"] = bool(np.isfinite(jd[0]) and np.isfinite(ju[0]) and jd[0] + jd[1] < nu_s + 0.005
                                        and ju[0] - ju[1] > nu_g)
     return out
@@ -121,20 +154,29 @@ def landau(data) -> dict:
 
 def _fig_escape(data, out):
     es, s = data["escape"]["runs"], data["settings"]
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    for e in es:
-        t = np.array([np.inf if x is None else x for x in e["times"]], float)
-        ok = np.isfinite(t)
-        ax.plot(np.full(ok.sum(), e["nu"]), t[ok], "o", color="tab:blue", ms=4, alpha=0.7)
-        if (~ok).any():
-            ax.plot([e["nu"]], [s["esc_t_max"]], "^", color="tab:red", ms=8)
-            ax.annotate(f"{int((~ok).sum())} censored", (e["nu"], s["esc_t_max"]), fontsize=7,
-                        textcoords="offset points", xytext=(4, -10))
+    ns = sorted({e["n"] for e in es})
+    fig, ax = plt.subplots(figsize=(6.5, 4.4))
+    for j, n in enumerate(ns):
+        col = f"C{j}"
+        dx = 0.004 * (j - (len(ns) - 1) / 2)
+        first = True
+        for e in (e for e in es if e["n"] == n):
+            t = np.array([np.inf if x is None else x for x in e["times"]], float)
+            ok = np.isfinite(t)
+            ax.plot(np.full(ok.sum(), e["nu"] + dx), t[ok], "o", color=col, ms=4, alpha=0.7,
+                    label=f"n = {n}" if first else None)
+            first = False
+            if (~ok).any():
+                ax.plot([e["nu"] + dx], [s["esc_t_max"]], "^", color=col, ms=8)
+                ax.annotate(f"{int((~ok).sum())}", (e["nu"] + dx, s["esc_t_max"]), fontsize=7, color=col,
+                            textcoords="offset points", xytext=(-3, 6))
     sm = data["summary"]
     for key, ls in (("nu_sharp", ":"), ("nu_global", "-.")):
         ax.axvline(sm[key], color="gray", ls=ls, lw=1, label=key)
     ax.set(xlabel="token noise nu", ylabel="escape time from uniform",
-           title=f"Escape from uniform tokens (n = {s['esc_n']}, {s['esc_seeds']} seeds each)")
+           title=f"Escape from uniform tokens ({s['esc_seeds']} seeds each; triangles: censored at t = "
+                 f"{s['esc_t_max']:g}, count above)")
+    ax.title.set_fontsize(9)
     style_axes(ax, legend=7)
     save_figure(fig, out / "escape.png")
 
@@ -200,10 +242,10 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
         k, m = int(np.isfinite(t).sum()), t.size
         lo, hi = wilson95(k, m)
         mt = mean_ci95(t[np.isfinite(t)])
-        esc_rows.append([f"{e['offset']:+.2f}", f"{e['nu']:.4f}", f"{e['level']:.3f}", f"{k}/{m} ({lo:.2f}-{hi:.2f})",
+        esc_rows.append([e["n"], f"{e['offset']:+.2f}", f"{e['nu']:.4f}", f"{e['level']:.3f}", f"{k}/{m} ({lo:.2f}-{hi:.2f})",
                          "n/a" if not k else (f"{mt[0]:.1f} +- {mt[1]:.1f}" if np.isfinite(mt[1]) else f"{mt[0]:.1f}"),
                          f"{np.median(t):.1f}" if k > m / 2 else f"> {st['esc_t_max']:g} (censored)"])
-    escape = markdown_table(["nu - nu_#", "nu", "threshold (half the upper branch)",
+    escape = markdown_table(["n", "nu - nu_#", "nu", "threshold (half the upper branch)",
                              f"escaped by t = {st['esc_t_max']:g} (Wilson 95 %)", "mean escape time of the escaped (95 % t)",
                              "median"], esc_rows)
     sm = b["softmax"]
@@ -251,6 +293,14 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     deg2_unstable = all(x["ok"] and x["axisym_top"][0] > 0 for x in dg["states"])
 
     # ---- verdicts
+    hold_text = ", ".join(f"seed {h['seed']} at nu_fold {h['offset']:+g}: {h['r_start']:.3f} -> {h['r_end']:.3f} "
+                          f"(half branch {h['half_branch']:.3f})" for h in data["fold_hold"]["rows"])
+    lin_text = "; ".join(f"nu_# {k:+g}, n = {v['n1']} -> {v['n2']}: {v['diff']:.1f} +- {v['half']:.1f} against "
+                         f"{v['predicted']:.1f} ({v['ok']})" for k, v in c["escape_linear"].items()) or "no data"
+    cens_text = "; ".join(f"nu_# {k:+g}: {v['escaped1']}/{st['esc_seeds']} at n = {v['n1']} "
+                          f"({v['wilson1'][0]:.2f}-{v['wilson1'][1]:.2f}), {v['escaped2']}/{st['esc_seeds']} at n = "
+                          f"{v['n2']} ({v['wilson2'][0]:.2f}-{v['wilson2'][1]:.2f}) ({v['ok']})"
+                          for k, v in c["escape_censoring"].items()) or "no data"
     t_flip = "passed" if c["type_flips"] else "FAILED"
     verdicts = [
         ("beta_*^(d) is the root of I_{d/2+1}/I_{d/2} = 1/d, where the branch turns from super- to subcritical",
@@ -280,6 +330,24 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
          f"down jump {_f(jd[0], 4)} +- {_f(jd[1], 2)} (95 % t, {s['seeds']} seeds): contains nu_# = {s['nu_sharp']:.4f}: "
          f"{c['down_interval_contains_nu_sharp']}; up jump {_f(ju[0], 4)} +- {_f(ju[1], 2)}: contains nu_fold = "
          f"{s['nu_fold']:.4f}: {c['up_interval_contains_nu_fold']} (a finite-rate ramp lags both bifurcations; see notes)"),
+        ("the fold: the clustered state exists up to nu_fold and not beyond",
+         f"{MR}: {HYP}; here noisy particles held at fixed nu (n = {s['n']}, {st['hold_seeds']} seeds, t = "
+         f"{st['hold_time']:g}), no ramp",
+         REPRODUCED if c["fold_hold"] else OUTSIDE,
+         f"test: every seed stays clustered (above half the branch) at nu_fold {min(st['hold_offsets']):+g} and "
+         f"dissolves (below half the fold's value) at nu_fold {max(st['hold_offsets']):+g}: {c['fold_hold']}; end "
+         f"values {hold_text}"),
+        ("below nu_# uniform is linearly unstable at the rate sigma_1 = 2 (nu_# - nu)",
+         f"{MR}, MODEL.md section 3: {HYP}; here the escape of noisy particles from i.i.d. uniform tokens "
+         f"({st['esc_seeds']} seeds per n)",
+         REPRODUCED if c["linear_escape_ok"] else OUTSIDE,
+         f"test: the escape time grows from n1 to n2 by ln(n2/n1) / (2 sigma_1) (Welch 95 % interval): {lin_text}"),
+        ("in (nu_#, nu_global) uniform is linearly stable but only metastable",
+         f"{MR}: {HYP}; here the escape of noisy particles from i.i.d. uniform tokens (finite n, "
+         f"{st['esc_seeds']} seeds per n, censored at t = {st['esc_t_max']:g})",
+         REPRODUCED if c["metastable_scaling"] else OUTSIDE,
+         f"test: the fraction escaped by t = {st['esc_t_max']:g} falls with n (Wilson 95 % intervals of the smallest "
+         f"and largest n disjoint): {cens_text}"),
         ("softmax normalization: type of the transition (no paper)", "one zonal exp head, softmax, d = 3: no free energy",
          OUTSIDE,
          f"nu_2 < 0 (continuous) at every beta scanned ({', '.join(str(r['beta']) for r in sm['rows'] if r['ok'])}): "
@@ -320,8 +388,13 @@ equation, no time stepping. The particle side is `meanfield.workflow.ramp.noise_
 `nu`, each stage a new `ParticleSystem(heads, nu=...)` continued from the last tokens, spectral sums,
 `solve_particles(method=None -> geodesic_strang, dt, seed, t_eval, observe=False)`).
 
-Wall time of this run: dichotomy {w['dichotomy']:.0f} s, PDE branch {w['pde_branch']:.1f} s, hysteresis
-{w['hysteresis']:.0f} s, escape {w['escape']:.0f} s, beyond {w['beyond']:.0f} s.
+Wall time of this run: {', '.join(f'{k} {v:.0f} s' for k, v in w.items())} (total {sum(w.values()):.0f} s).
+
+Tests and consistency checks: every verdict below is decided by a test that could fail (named in its row).
+Consistency checks, identities that hold by construction and are reported, not counted as tests: `nu_#`
+equals `c_1(beta) / beta` (the solver reads it from the model's own multipliers), the neutral rotation modes
+of the S^2 spectra (rotations map stationary states to stationary states), `nu_fold = nu_global = nu_#` for a
+continuous transition (set so by `classify_transition`).
 """
     notes = f"""
 ### (a) The dichotomy
@@ -370,16 +443,22 @@ the ramps use dt = {st['dt']}. This run's step check (n = {s['n']}, one seed, nu
 second half of t in [0, {st['dt_check_time']:g}] from a concentrated start; PDE {data['dt_check']['pde_r']:.4f}):
 {', '.join(f"dt = {x['dt']:g}: {x['r']:.4f}" for x in data['dt_check']['rows'])}.
 
-Escape from i.i.d. uniform tokens at fixed nu (n = {st['esc_n']}, {st['esc_seeds']} seeds each, dt =
+Fold without a ramp (clustered tokens relaxed at nu_fold - 0.05 for t = 5, then held for t = {st['hold_time']:g}
+at fixed nu; the order parameter over the last tenth): {hold_text}.
+
+Escape from i.i.d. uniform tokens at fixed nu ({st['esc_seeds']} seeds each, dt =
 {st['esc_dt']}, censored at t = {st['esc_t_max']:g}; the order parameter is read every
 {st['esc_chunk'] / 8:g} time units):
 
 {escape}
 
-Below nu_# the uniform state is linearly unstable and every run leaves; inside (nu_#, nu_global) the uniform
-state is linearly stable and only finite-n fluctuations carry it over the barrier of the unstable branch
-(`G` barrier `~ (nu - nu_#)^2`, escape time growing like `exp(n * barrier / nu)`), so the censored fraction rises
-with nu. One n only: the exponential growth in n is not measured here.
+Below nu_# the uniform state is linearly unstable: every run leaves, and the escape time is the time for the
+degree-1 mode to grow from its `n^(-1/2)` fluctuations, `(1/sigma_1) ln(level sqrt(n))` up to a constant, so it
+grows with n by `ln(n2/n1) / (2 sigma_1)` only ({lin_text}). Inside (nu_#, nu_global) the uniform state is
+linearly stable and only finite-n fluctuations carry it over the barrier of the unstable branch (`G` barrier
+`~ (nu - nu_#)^2 / nu_2`, escape time growing like `exp(n * barrier / nu)`): at these n the barrier is still
+small (the unstable branch sits at r ~ 0.18 for nu_# + 0.03, against fluctuations ~ n^(-1/2) enhanced near
+nu_#), so escapes are common at n = 1000, and the censored fraction rises with n ({cens_text}).
 
 ### (c) Beyond the papers
 

@@ -20,7 +20,8 @@ MODEL.md section 7 (issue 23 items 5 and 7).
     (:func:`~meanfield.analysis.equilibria.linear_spectrum`) and their full S^2 spectrum
     (:func:`meanfield.analysis.sphere_states.sphere_spectrum`).
 
-Cost (2 shared cores): quick ~30 s; full ~15 min (the particle parts; measured in data.json ``wall_seconds``).
+Cost (2 shared cores): quick 17-35 s; full 10.6 min (638 s measured, machine shared: hysteresis 278 s, escape
+273 s, fold hold 55 s, the PDE parts 31 s; data.json ``wall_seconds``).
 Run from the repo root::
 
     python -m studies.phase_transitions.run [--quick]
@@ -66,6 +67,10 @@ class Settings:
     esc_t_max: float
     esc_chunk: float          # stage length of the escape runs (the crossing is read inside it)
     esc_dt: float
+    esc_more: tuple           # ((n, offsets), ...): more n (log growth of the escape time below nu_#, faster above)
+    hold_offsets: tuple       # nu - nu_fold of the fold hold test (clustered tokens held at fixed nu)
+    hold_seeds: int
+    hold_time: float
     dt_check: tuple           # SDE steps of the step check (clustered state at nu = DT_CHECK_NU)
     dt_check_time: float
     # (c)
@@ -78,14 +83,16 @@ class Settings:
 QUICK = Settings(ds=(2, 3, 4, 8, 64), window_ratios=(1.1, 2.0),
                  n=2000, seeds=3, dt=0.025, down=((1.30, 0.90, 0.02, 1.0),), up=((0.92, 1.40, 0.02, 1.0),),
                  samples=3, esc_n=500, esc_seeds=3, esc_offsets=(-0.10, 0.03), esc_t_max=8.0, esc_chunk=2.0,
-                 esc_dt=0.025, dt_check=(0.05, 0.025), dt_check_time=4.0, softmax_betas=(2.0, 6.0), two_head_betas=(3.0,), deg2_amplitudes=(0.5,),
+                 esc_dt=0.025, esc_more=((1000, (-0.10, 0.03)),), hold_offsets=(-0.02, 0.02), hold_seeds=1,
+                 hold_time=15.0, dt_check=(0.05, 0.025), dt_check_time=4.0, softmax_betas=(2.0, 6.0), two_head_betas=(3.0,), deg2_amplitudes=(0.5,),
                  sphere_lmax=15)
 FULL = Settings(ds=(2, 3, 4, 8, 64), window_ratios=(1.05, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0),
                 n=5000, seeds=10, dt=0.0125,
                 down=((1.30, 1.10, 0.02, 1.0), (1.095, 0.90, 0.005, 1.5)),
                 up=((0.92, 1.16, 0.02, 1.0), (1.165, 1.34, 0.005, 1.5)),
                 samples=4, esc_n=1000, esc_seeds=10, esc_offsets=(-0.10, -0.03, 0.01, 0.03, 0.06),
-                esc_t_max=60.0, esc_chunk=2.0, esc_dt=0.025, dt_check=(0.05, 0.025, 0.0125), dt_check_time=10.0,
+                esc_t_max=60.0, esc_chunk=2.0, esc_dt=0.025, esc_more=((4000, (-0.03, 0.03)), (16000, (0.03,))),
+                hold_offsets=(-0.02, 0.02), hold_seeds=3, hold_time=40.0, dt_check=(0.05, 0.025, 0.0125), dt_check_time=10.0,
                 softmax_betas=(0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0), two_head_betas=(2.0, 3.0, 4.0, 6.0),
                 deg2_amplitudes=(0.3, 0.8, 1.5, -0.4), sphere_lmax=31)
 
@@ -200,22 +207,43 @@ def dt_check(s: Settings, beta, r_up) -> dict:
     return {"nu": DT_CHECK_NU, "pde_r": float(r_up(DT_CHECK_NU)), "rows": rows}
 
 
-def escape(s: Settings, beta, nu_sharp, r_up) -> dict:
+def escape(s: Settings, beta, nu_sharp, r_up, n, offsets) -> dict:
+    """Escape times from i.i.d. uniform tokens (n) at ``nu_# + offset``: the first time the order parameter
+    exceeds half the upper branch; ``inf`` (stored as null) if not by ``esc_t_max`` (censored)."""
     heads = mf.scalar_heads([1.0], D_PARTICLES, beta=beta)
     stages = int(np.ceil(s.esc_t_max / s.esc_chunk))
     out = []
     t0 = time.perf_counter()
-    for off in s.esc_offsets:
+    for off in offsets:
         nu = nu_sharp + off
         level = 0.5 * float(r_up(nu))
         times = []
         for seed in range(s.esc_seeds):
-            X = mf.initial.uniform_sphere(s.esc_n, D_PARTICLES, seed=900 + seed)
+            X = mf.initial.uniform_sphere(n, D_PARTICLES, seed=900 + seed)
             res = ramp.noise_ramp(heads, X, np.full(stages, nu), s.esc_chunk, dt=s.esc_dt, seed=7000 + seed,
                                   samples=9, summation="spectral", stop_above=level)
             times.append(ramp.first_crossing(res.times, res.order, level))
-        out.append(dict(offset=off, nu=nu, level=level, times=times))
+        out.append(dict(offset=off, nu=nu, n=n, level=level, times=times))
     return {"runs": out, "seconds": time.perf_counter() - t0}
+
+
+def fold_hold(s: Settings, beta, nu_fold, r_up) -> dict:
+    """The fold without a ramp: clustered tokens (relaxed at ``nu_fold - 0.05``) held at ``nu_fold + offset`` for
+    ``hold_time``; the order parameter at the end (the stage mean of the last tenth) against half the branch."""
+    heads = mf.scalar_heads([1.0], D_PARTICLES, beta=beta)
+    rows = []
+    t0 = time.perf_counter()
+    for seed in range(s.hold_seeds):
+        X = mf.initial.uniform_sphere(s.n, D_PARTICLES, seed=300 + seed) + np.array([0.0, 0.0, 3.0])
+        X /= np.linalg.norm(X, axis=1, keepdims=True)
+        X = ramp.noise_ramp(heads, X, [nu_fold - 0.05], 5.0, dt=s.dt, seed=3000 + seed, summation="spectral").X
+        for off in s.hold_offsets:
+            res = ramp.noise_ramp(heads, X, [nu_fold + off], s.hold_time, dt=s.dt, seed=4000 + seed, samples=21,
+                                  summation="spectral")
+            rows.append(dict(seed=seed, offset=off, nu=nu_fold + off, r_start=float(res.order[0, 0]),
+                             r_end=float(res.order[0, -3:].mean()), half_branch=0.5 * float(r_up(nu_fold + off)),
+                             trace=res.order[0]))
+    return {"rows": rows, "seconds": time.perf_counter() - t0}
 
 
 # ------------------------------------------------------------------ (c) beyond the papers
@@ -325,8 +353,14 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     t0 = time.perf_counter()
     dtc = dt_check(s, beta, r_up)
     wall["dt_check"] = time.perf_counter() - t0
-    es = escape(s, beta, cls["nu_sharp"], r_up)
+    es = escape(s, beta, cls["nu_sharp"], r_up, s.esc_n, s.esc_offsets)
+    for n2, offsets in s.esc_more:
+        es2 = escape(s, beta, cls["nu_sharp"], r_up, n2, offsets)
+        es["runs"] += es2["runs"]
+        es["seconds"] += es2["seconds"]
     wall["escape"] = es["seconds"]
+    hold = fold_hold(s, beta, cls["nu_fold"], r_up)
+    wall["fold_hold"] = hold["seconds"]
 
     t0 = time.perf_counter()
     c = {"softmax": normalization_scan(s, "softmax"), "sinkhorn": normalization_scan(s, "sinkhorn"),
@@ -341,14 +375,15 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         "ordering_holds": all(w["nu_sharp"] < w["nu_global"] < w["nu_fold"] for w in a["windows"] if w["ok"]),
         "beta": beta, "nu_sharp": cls["nu_sharp"], "nu_fold": cls["nu_fold"], "nu_global": cls["nu_global"],
         "jump_down": list(jd), "jump_up": list(ju), "n": s.n, "seeds": s.seeds,
-        "escaped": {str(e["offset"]): int(np.isfinite(e["times"]).sum()) for e in es["runs"]},
+        "escaped": {f"n={e['n']},{e['offset']:+g}": int(np.isfinite(e["times"]).sum()) for e in es["runs"]},
+        "fold_hold": [(h["offset"], h["r_end"], h["half_branch"]) for h in hold["rows"]],
         "wall_seconds": wall,
     }
     np.savez_compressed(out_dir / "data.npz", branch_nu=nu_b, branch_r=r_b, branch_fold_index=k,
                         nu_down=hy["nu_down"], nu_up=hy["nu_up"], r_down=hy["r_down"], r_up=hy["r_up"],
                         jump_down=hy["jump_down"], jump_up=hy["jump_up"])
     save_json(out_dir / "data.json", {"summary": summary, "settings": asdict(s), "dichotomy": a,
-                                      "classification_d3": cls, "escape": es, "dt_check": dtc,
+                                      "classification_d3": cls, "escape": es, "dt_check": dtc, "fold_hold": hold,
                                       "hysteresis": {k: v for k, v in hy.items() if k.startswith(("ramp", "sec"))},
                                       "beyond": c})
     return summary
