@@ -114,10 +114,12 @@ def test_circle_fold_and_maxwell_point_against_an_independent_grid_solver():
     assert out["b1_fold"] / np.sqrt(2) == pytest.approx(a[k], abs=0.006)
 
 
-@pytest.mark.parametrize("d, normalization", [(3, "mean"), (8, "mean"), (3, "softmax"), (2, "mean")])
+@pytest.mark.parametrize("d, normalization", [(3, "mean"), (8, "mean"), (3, "softmax"), (2, "mean"), (3, "sinkhorn"),
+                                            (4, "sinkhorn")])
 def test_spectrum_at_uniform_is_sigma_l(d, normalization):
     # the model's own linearized PDE (central differences of its tendency: exact up to round-off for mean heads,
-    # second order with steps 1e-5 for softmax) against MODEL.md section 3's closed form
+    # second order with steps 1e-5 for softmax and Sinkhorn, whose scaling the model solves to 1e-12) against the
+    # closed forms of MODEL.md section 3 and the Sinkhorn rates of analysis/stability (derived independently)
     beta, nu = 2.5, 0.3
     pde = pt.phase_transition_model(d, beta, normalization, lmax=24)
     ev = eq.linear_spectrum(pde, pde.uniform(), nu)
