@@ -125,3 +125,31 @@ def test_softmax_heads(setting):
     assert np.abs(rho - ss.gibbs_map(pde, rho, s.nu)).max() <= 1e-12 * np.abs(rho).max()
     st = ss.solve_sphere_state(pde, rho, s.nu * (1 + 1e-3))   # a nearby nu: Newton moves along the branch
     assert st.success and st.removed == 2
+
+
+def test_block_spectrum_by_azimuthal_order(setting):
+    # a z-axisymmetric cluster: the m = 0 block is the axisymmetric model's spectrum (another basis and
+    # quadrature; both central differences of quadratic tendencies: agreement to 1e-7 of the scale), the m = 1
+    # block holds the one neutral rotation mode, and the blocks' leading values are ARPACK's on the whole S^2
+    ax, pde = setting
+    s = eq.degree_one_state(ax, 1.5)
+    st = ss.solve_sphere_state(pde, ax.to_sphere_coefficients(s.b, pde.grid), s.nu)
+    blocks = {m: ss.sphere_block_spectrum(pde, st.rho_lm, s.nu, m) for m in (0, 1, 2, 3)}
+    lead = eq.linear_spectrum(ax, s.b, s.nu).real[:5]
+    np.testing.assert_allclose(blocks[0].real[:5], lead, rtol=0, atol=1e-7 * np.abs(lead).max())
+    assert np.sum(np.abs(blocks[1]) < 1e-7) == 1 and np.all(blocks[1].real[1:] < -0.5)
+    assert np.all(blocks[2].real < -0.5) and np.all(blocks[3].real < -0.5)
+    full = np.sort(ss.sphere_spectrum(pde, st.rho_lm, s.nu, k=6)[0].real)[::-1]
+    union = np.sort(np.concatenate([blocks[0].real, np.repeat(blocks[1].real, 2), np.repeat(blocks[2].real, 2)]))[::-1]
+    np.testing.assert_allclose(full, union[:6], rtol=0, atol=1e-6)
+    # at uniform each block is sigma_l, l >= max(m, 1) (every eigenvalue, no multiplicity lost)
+    g = pde.grid
+    uni = np.zeros(g.nalm, complex)
+    uni[0] = 1 / np.sqrt(4 * np.pi)
+    sigma = np.array([growth_rate(ell, [1.0], BETA, "mean", 0.7) for ell in range(1, 32)])
+    for m in (0, 2):
+        got = np.sort(ss.sphere_block_spectrum(pde, uni, 0.7, m).real)
+        np.testing.assert_allclose(got, np.sort(sigma[max(m, 1) - 1:]), rtol=0, atol=1e-8 * np.abs(sigma).max())
+    with pytest.raises(ValueError, match="must be axisymmetric about the z axis"):
+        axis = np.array([0.3, -0.5, 0.8]) / np.linalg.norm([0.3, -0.5, 0.8])
+        ss.sphere_block_spectrum(pde, _rotated(ax, s.b, g, axis), s.nu, 1)

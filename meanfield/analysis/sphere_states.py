@@ -35,7 +35,7 @@ from ..core.sphere import SphereGrid
 from ..models.continuum import ContinuumPDE
 
 __all__ = ["SphereState", "gibbs_map", "rotation_generators", "solve_sphere_state", "sphere_spectrum",
-           "sphere_resolution_error", "sphere_branch", "RESOLUTION_TOL"]
+           "sphere_resolution_error", "sphere_branch", "sphere_block_spectrum", "RESOLUTION_TOL"]
 
 RESOLUTION_TOL = 1e-8
 """Largest :func:`sphere_resolution_error` of a state counted as resolved."""
@@ -302,6 +302,39 @@ def sphere_spectrum(pde, rho_lm, nu, k=10, *, h=1e-6):
     rot = np.array([np.linalg.norm(Q.T @ v) / np.linalg.norm(v) if Q.size else 0.0
                     for v in vecs.T])
     return vals, rot
+
+
+def sphere_block_spectrum(pde, rho_lm, nu, m, *, h=1e-6):
+    """All eigenvalues (sorted by decreasing real part) of the PDE linearized at a state axisymmetric about the
+    z axis, in the block of azimuthal order ``m``: perturbations ``sum_l c_l Y_lm`` (degrees ``l >= max(m, 1)``).
+
+    A z-axisymmetric state commutes with rotations about z and with the reflection ``phi -> -phi``, so the
+    linearization is block-diagonal in ``m`` with real blocks (acting on the ``cos(m phi)`` modes; the
+    ``sin(m phi)`` modes repeat each eigenvalue for ``m >= 1``).  Each block is formed densely, a column per
+    degree, by central differences of :meth:`ContinuumPDE.tendency` (step ``h`` relative to ``max |rho_lm|``).
+    The ``m = 1`` block holds the neutral rotation mode of a non-uniform state (eigenvalue 0); the ``m = 0``
+    block is the axisymmetric model's spectrum (:func:`meanfield.analysis.equilibria.linear_spectrum`).
+    """
+    pde = _check(pde)
+    from dataclasses import replace
+
+    model = replace(pde, nu=validate.real("nu", nu, 0.0))
+    g = model.grid
+    rho = np.array(g._alm(rho_lm, "rho_lm"), dtype=np.complex128)
+    m = validate.integer("m", m, 0, g.lmax)
+    off = np.abs(rho[g.m_index > 0]).max(initial=0.0)
+    if off > 1e-12 * np.abs(rho).max():
+        raise ValueError(f"rho_lm must be axisymmetric about the z axis (m != 0 coefficients 0, to 1e-12 relative) "
+                         f"for the block spectrum; received m != 0 coefficients up to {off:.3g}")
+    idx = [g.index(ell, m) for ell in range(max(m, 1), g.lmax + 1)]
+    step = h * np.abs(rho).max()
+    J = np.empty((len(idx), len(idx)))
+    for col, j in enumerate(idx):
+        d = np.zeros(g.nalm, np.complex128)
+        d[j] = step
+        J[:, col] = ((model.tendency(rho + d) - model.tendency(rho - d))[idx] / (2 * step)).real
+    ev = np.linalg.eigvals(J)
+    return ev[np.argsort(-ev.real)]
 
 
 def sphere_branch(pde, amplitudes, start, nu_start, *, tol=1e-10, maxiter=30):
