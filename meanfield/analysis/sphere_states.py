@@ -1,13 +1,14 @@
 r"""Stationary states of the noisy continuum on the full sphere S^2 (:class:`meanfield.ContinuumPDE`), any shape.
 
-MODEL.md section 7.  For zonal heads with mean or softmax normalization the velocity is a gradient,
+MODEL.md section 7.  For zonal heads with mean, softmax or Sinkhorn normalization the velocity is a gradient,
 ``X = grad_S Phi[rho]``, and the stationary states solve ``rho = G(rho) = exp(Phi[rho] / nu) / Z``.  On the
 model's spherical-harmonic coefficients this is solved by an inexact Newton-Krylov method: GMRES on the
 Jacobian ``I - DG`` applied matrix-free,
 
 .. math:: DG\,\delta = P\Big[f\, \frac{\delta\Phi - \int f\,\delta\Phi}{\nu}\Big],\qquad
           \delta\Phi = \sum_h \frac{1}{\beta} K_h * \delta \ \ (\text{mean}),\quad
-          \sum_h \frac{K_h * \delta}{\beta\, Z_h} \ \ (\text{softmax}),
+          \sum_h \frac{K_h * \delta}{\beta\, Z_h} \ \ (\text{softmax}),\quad
+          -\sum_h \frac{u_h}{\beta} \ \ (\text{Sinkhorn, see } \_Ops),
 
 one synthesis and one analysis of the model's grid per product (``P`` the analysis, ``f = G(rho)`` on the
 grid).  Rotations map stationary states to stationary states: the orbit's tangents ``L_k rho``
@@ -31,6 +32,7 @@ from scipy.sparse.linalg import LinearOperator, eigs, gmres
 
 from ..core import validate
 from ..core.kernels import NORMALIZATIONS
+from ..core.sinkhorn import solve_scaling
 from ..core.sphere import SphereGrid
 from ..models.continuum import ContinuumPDE
 
@@ -72,26 +74,38 @@ def _check(pde):
     if not pde.zonal:
         raise ValueError("pde must have zonal heads (M = V = lambda I) on the spectral path: their velocity is a "
                          "gradient, X = grad Phi, which the self-consistency equation needs")
-    for i, h in enumerate(pde.heads):
-        if not NORMALIZATIONS[h.normalization].row_local:
-            raise ValueError(f"heads[{i}]: normalization {h.normalization!r} is not supported on S^2 yet (allowed: "
-                             f"{[k for k, v in NORMALIZATIONS.items() if v.row_local]})")
     return pde
 
 
 class _Ops:
-    """The potential and its linearization on one grid (the model's, or a finer one for the resolution check)."""
+    """The potential and its linearization on one grid (the model's, or a finer one for the resolution check).
+
+    Per head, by its normalization: mean heads add ``(1/beta) K * rho`` (one summed multiplier), row-local
+    normalizing heads (softmax) ``(1/beta) log Z``, Sinkhorn heads ``-(1/beta) log a`` with ``a K[a rho] = 1``
+    solved on the grid (:func:`meanfield.core.sinkhorn.solve_scaling`, the model's tolerance).  Linearized,
+    a Sinkhorn head's ``delta Phi = -u / beta`` with ``(I + a K[a rho .]) u = -a K[a delta rho]``, solved by GMRES
+    (the doubly stochastic operator has its spectrum in [-1, 1]: ``I + P`` is well conditioned for exp heads).
+    """
 
     def __init__(self, pde, grid):
         self.grid = grid
         li = grid.l_index
         self.linear = np.zeros(grid.nalm)
-        self.normalizing = []
+        self.normalizing, self.solving = [], []
+        self.tol = getattr(pde, "sinkhorn_tol", 1e-12)
         for head, m in zip(pde.heads, pde.operator.multipliers):
-            if NORMALIZATIONS[head.normalization].uses_normalizer:
+            norm = NORMALIZATIONS[head.normalization]
+            if not norm.row_local:
+                self.solving.append((head.beta, m["normalizer"][li]))
+            elif norm.uses_normalizer:
                 self.normalizing.append((head.beta, m["normalizer"][li]))
             else:
                 self.linear += m["potential"][li]
+
+    def _kernel(self, mult, f):
+        """``K[f]`` on the grid for a field ``f`` on the grid (surface measure)."""
+        g = self.grid
+        return g.synthesis(mult * g.analysis(f))
 
     def potential(self, rho_lm):
         g = self.grid
@@ -102,13 +116,36 @@ class _Ops:
             if np.any(Z[-1] <= 0):
                 raise ValueError("the normalizer Z of a softmax head is not positive on the grid")
             phi += np.log(Z[-1]) / beta
+        if self.solving:
+            rho = g.synthesis(rho_lm)
+            if np.any(rho <= 0):
+                raise ValueError("the density must be positive on the grid for a Sinkhorn scaling (a K[a rho] = 1 has "
+                                 "no positive solution otherwise)")
+            for i, (beta, mult) in enumerate(self.solving):
+                res = solve_scaling(lambda f, mult=mult: self._kernel(mult, f.reshape(g.shape) * rho).ravel(),
+                                    rho.size, tol=self.tol, where=f"Sinkhorn head {i} (beta = {beta:g})")
+                a = res.a.reshape(g.shape)
+                Z.append((a, rho))
+                phi -= np.log(a) / beta
         return phi, Z
 
     def dpotential(self, delta_lm, Z):
         g = self.grid
         out = g.synthesis(self.linear * delta_lm)
-        for (beta, mult), z in zip(self.normalizing, Z):
+        k = len(self.normalizing)
+        for (beta, mult), z in zip(self.normalizing, Z[:k]):
             out += g.synthesis(mult * delta_lm) / (beta * z)
+        if self.solving:
+            drho = g.synthesis(delta_lm)
+            for (beta, mult), (a, rho) in zip(self.solving, Z[k:]):
+                rhs = (-a * self._kernel(mult, a * drho)).ravel()
+                op = LinearOperator((rhs.size, rhs.size), dtype=float,
+                                    matvec=lambda u, a=a, rho=rho, mult=mult:
+                                    u + (a * self._kernel(mult, a * rho * u.reshape(g.shape))).ravel())
+                u, info = gmres(op, rhs, rtol=1e-12, atol=0.0, restart=40, maxiter=200)
+                if info != 0:
+                    raise ValueError(f"the Sinkhorn linearization did not converge (GMRES info {info})")
+                out -= u.reshape(g.shape) / beta
         return out
 
     def gibbs(self, rho_lm, nu, with_phi=False):
@@ -153,7 +190,7 @@ def sphere_resolution_error(pde, rho_lm, nu) -> float:
     g = pde.grid
     ops = _Ops(pde, g)
     rho_lm = g._alm(rho_lm)
-    mults = [ops.linear] + [m for _, m in ops.normalizing]
+    mults = [ops.linear] + [m for _, m in ops.normalizing + ops.solving]
     pot = [np.abs(m * rho_lm)[g.l_index >= 1] for m in mults if np.any(m)]
     top = max(float(p.max()) for p in pot)
     if top == 0:
