@@ -23,7 +23,7 @@ def test_folds_of_the_cubic_are_located_exactly():
     br = ct.continue_branch(F, J, u0, 1.0, ds=0.05, ds_max=0.1, p_range=(-1.0, 1.0), max_steps=400, tol_s=1e-12,
                             direction=-1)
     folds = br.folds
-    assert len(folds) == 2
+    assert len(folds) == 2 and all(f.located for f in folds)
     p_fold = 2 / (3 * np.sqrt(3))
     assert sorted(f.p for f in folds) == pytest.approx([-p_fold, p_fold], abs=1e-12)
     assert sorted(f.u[0] for f in folds) == pytest.approx([-1 / np.sqrt(3), 1 / np.sqrt(3)], abs=1e-6)
@@ -78,6 +78,7 @@ def test_noise_continuation_through_the_fold_matches_the_amplitude_solver(model)
     # points of the arclength branch are states of the amplitude-parametrized one
     for k in (5, len(br.p) // 2, len(br.p) - 1):
         again = eq.degree_one_state(model, br.u[k][0])
+        # both solves stop at residuals ~1e-13 of O(1) coefficients; nu is first order in them: 1e-11 relative
         assert again.nu == pytest.approx(br.p[k], rel=1e-11)
 
 
@@ -88,6 +89,7 @@ def test_uniform_branch_points_are_the_zeros_of_sigma_l_and_switching_finds_the_
     br = ct.continue_branch(F, J, np.zeros(model.lmax), 2.0, ds=0.05, ds_max=0.05, p_range=(0.2, 3.0),
                             max_steps=400, direction=-1)
     found = [bp.p for bp in br.branch_points]
+    assert all(bp.located for bp in br.branch_points)
     assert found == pytest.approx([eq.nu_sharp(model, ell) for ell in (1, 2, 3)], rel=1e-8)
     assert not br.folds
     first = br.branch_points[0]

@@ -37,6 +37,7 @@ def test_beta_star_from_the_branch_matches_the_bessel_root(d):
 def test_beta_star_tends_to_one_in_high_dimension():
     # MODEL.md 7: beta_*^(d) -> 1 as d -> infinity (a consistency check of the root finder, not of the branch)
     values = [pt.beta_star_bessel(d) for d in (8, 64, 512)]
+    # decreasing to 1: at d = 512 the root is 1.0039 (the series beta_* - 1 ~ 2/d), so within 0.01 of 1
     assert values[0] > values[1] > values[2] > 1 and values[2] - 1 < 0.01
 
 
@@ -50,7 +51,10 @@ def test_dichotomy_at_beta_star(d, factor, kind):
         # nu_# < nu_global < nu_fold (MODEL.md 7): the window of hysteresis and metastability
         assert out["nu_sharp"] < out["nu_global"] < out["nu_fold"]
     else:
-        assert out["nu_fold"] == out["nu_global"] == out["nu_sharp"]
+        # supercritical: the branch's states lie below nu_# and beat uniform (G larger) all the way out
+        pde = pt.phase_transition_model(d, factor * pt.beta_star_bessel(d))
+        for s in eq.branch_states(pde, np.sqrt(d) * np.array([0.05, 0.3, 0.6])):
+            assert s.success and s.nu < out["nu_sharp"] and eq.free_energy_gap(pde, s.b, s.nu) > 0
 
 
 def _circle_branch_independent(beta, n=64):
@@ -179,6 +183,7 @@ def test_failures_return_a_status_with_the_residual():
     far = pde.uniform()
     far[1] = 1.6
     s = eq.solve_stationary(pde, far, 1.2, maxiter=1)
+    # one damped Newton step from b_1 = 1.6 at nu = 1.2 leaves a residual of order 1e-2 (far above any tolerance)
     assert s.status == 1 and not s.success and s.residual > 1e-6
     assert re.search(r"did not converge: residual [0-9.e+-]+ > tol = 1e-11 after 1 iterations", s.message)
     with pytest.warns(AxisymmetricResolutionWarning):
@@ -288,3 +293,14 @@ def test_sinkhorn_transition_is_continuous_where_mean_is_discontinuous():
     pde = pt.phase_transition_model(3, beta, "sinkhorn", lmax=48)
     s = eq.degree_one_state(pde, 0.5)
     assert s.nu < out["nu_sharp"] and eq.free_energy_gap(pde, s.b, s.nu) > 0
+
+
+def test_a_sinkhorn_scaling_that_does_not_converge_is_a_newton_failure():
+    # sinkhorn_maxiter = 1: the scaling cannot reach round-off; the solve reports status 1 with the scaling's
+    # own message (naming the head), not a resolution problem and not a traceback
+    from dataclasses import replace
+    pde = replace(pt.phase_transition_model(3, 6.0, "sinkhorn", lmax=24), sinkhorn_maxiter=1)
+    b = pde.uniform()
+    b[1] = 0.3
+    s = eq.solve_stationary(pde, b, 0.07)
+    assert s.status == 1 and "Sinkhorn head" in s.message and "did not converge" in s.message

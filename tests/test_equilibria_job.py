@@ -142,7 +142,7 @@ def test_force_and_refusals(small, tmp_path, capsys):
     ("[continuation]\nparameter = \"beta\"\nbeta_range = [1.0, 4.0]\nnu = 1.0\n[[heads]]\nbeta = 2.0\n",
      "heads[0].beta"),
     ("[[heads]]\nlam = 0.0\n", "heads[0].lam"),
-    ("[[heads]]\nnormalization = \"sinkhorn\"\n", "heads[0].normalization"),
+    ("[[heads]]\nnormalization = \"bogus\"\n", "heads[0].normalization"),
     ("[outputs]\nfigure = false\n", "outputs.figure"),
 ])
 def test_bad_configs_exit_2_naming_the_key(tmp_path, capsys, text, key):

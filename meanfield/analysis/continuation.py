@@ -36,14 +36,18 @@ __all__ = ["Branch", "SpecialPoint", "continue_branch", "switch_branch", "tangen
 @dataclass(frozen=True)
 class SpecialPoint:
     """A fold (``kind = "fold"``) or branch point (``"branch_point"``) located on a branch: its state ``u``,
-    parameter ``p``, the null vector ``phi`` of ``F_u`` there (branch points; the fold's too) and the segment
-    ``index`` (between points ``index`` and ``index + 1``)."""
+    parameter ``p``, the null vector ``phi`` of ``F_u`` there (branch points; the fold's too), the segment
+    ``index`` (between points ``index`` and ``index + 1``) and ``located``: False when the refinement failed
+    (no sign change of the continuous test quantity; for a fold also a corrector that did not converge; at a
+    branch point the bordered system is singular and its corrector converges slowly by nature), so that the
+    point is only the segment's end, not located to ``tol_s``."""
 
     kind: str
     u: np.ndarray
     p: float
     phi: np.ndarray
     index: int
+    located: bool = True
 
 
 @dataclass(frozen=True)
@@ -165,11 +169,13 @@ def _locate(F, jacobian, u, p, t, ds, tol, tol_s, kind, index):
     """The special point between ``(u, p)`` and the next point at arclength ``ds``, by Brent's method on
     ``t_p(s)`` (fold) or the signed smallest singular value of the bordered Jacobian (branch point)."""
     cache = {}
+    failed = [False]
 
     def solve(s):
         if s not in cache:
             un, pn, ok, _ = _correct(F, jacobian, u + s * t[:-1], p + s * t[-1], t, u + s * t[:-1], p + s * t[-1],
                                      tol, 20)
+            failed[0] |= not ok and kind == "fold"   # at a branch point the bordered system is singular
             Fu, Fp = jacobian(un, pn)
             cache[s] = (un, pn, Fu, Fp)
         return cache[s]
@@ -184,10 +190,10 @@ def _locate(F, jacobian, u, p, t, ds, tol, tol_s, kind, index):
     try:
         s = optimize.brentq(g, 0.0, ds, xtol=tol_s, rtol=1e-14)
     except ValueError:                     # no sign change of the smooth quantity: keep the segment's end
-        s = ds
+        s, failed[0] = ds, True
     un, pn, Fu, _ = solve(s)
     phi = np.linalg.svd(Fu)[2][-1]
-    return SpecialPoint(kind, un, float(pn), phi, index)
+    return SpecialPoint(kind, un, float(pn), phi, index, located=not failed[0])
 
 
 def switch_branch(F, jacobian, point: SpecialPoint, *, side=1.0, **kw) -> Branch:

@@ -34,11 +34,11 @@ from scipy.special import roots_jacobi
 
 from ..core import validate
 from ..core.kernels import NORMALIZATIONS
-from ..core.sinkhorn import solve_scaling
+from ..core.sinkhorn import SinkhornError, solve_scaling
 from ..models.axisymmetric import AxisymmetricPDE
 
 __all__ = ["StationaryState", "potential", "self_consistency_residual", "solve_stationary", "free_energy_gap",
-           "branch_state", "branch_states", "degree_one_state", "has_free_energy", "noise_problem", "beta_problem", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL"]
+           "branch_state", "branch_states", "degree_one_state", "has_free_energy", "normalizations_have_free_energy", "noise_problem", "beta_problem", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL"]
 
 RESOLUTION_TOL = 1e-10
 """Largest :func:`resolution_error` of a state counted as resolved (the classification reports 6 significant
@@ -76,7 +76,7 @@ def _basis(pde):
     return pde.basis(pde.nodes)
 
 
-def _sinkhorn_potential(head, m, b, Q, w, sinkhorn_tol):
+def _sinkhorn_potential(head, m, b, Q, w, maxiter):
     """``-(1/beta) log a`` of a Sinkhorn head at the nodes and its derivative in ``b``: ``a K[a f] = 1`` with
     ``K = Q^T diag(m) Q diag(w)`` (the model's kernel on its nodes), solved by
     :func:`meanfield.core.sinkhorn.solve_scaling`; linearized, ``(diag K[a f] + diag(a) K diag(f)) da =
@@ -86,7 +86,9 @@ def _sinkhorn_potential(head, m, b, Q, w, sinkhorn_tol):
         raise ValueError("the density of a Sinkhorn state must be positive on the nodes (the scaling a K[a f] = 1 "
                          "has no positive solution otherwise)")
     K = (Q.T * m["normalizer"]) @ (Q * w)
-    res = solve_scaling(lambda g: K @ (g * f), f.size, tol=sinkhorn_tol, where=f"heads (beta = {head.beta:g})")
+    # to round-off (1e-14), not the model's run tolerance: Newton and the continuation need F exact to ~1e-13
+    res = solve_scaling(lambda g: K @ (g * f), f.size, tol=1e-14, maxiter=maxiter,
+                        where=f"a Sinkhorn head (beta = {head.beta:g})")
     a = res.a
     A = np.diag(K @ (a * f)) + a[:, None] * K * f[None, :]
     da = -np.linalg.solve(A, (a[:, None] * K * a[None, :]) @ Q.T)            # (n, lmax+1)
@@ -105,7 +107,7 @@ def potential(pde, b, Q=None, w=None):
     for head, m in zip(pde.heads, pde.multipliers):
         norm = NORMALIZATIONS[head.normalization]
         if not norm.row_local:
-            p, dp, _ = _sinkhorn_potential(head, m, b, Q, w, pde.sinkhorn_tol)
+            p, dp, _ = _sinkhorn_potential(head, m, b, Q, w, pde.sinkhorn_maxiter)
             phi += p
             dphi += dp
         elif norm.uses_normalizer:
@@ -149,12 +151,24 @@ def _residual(pde, b, nu):
     return F, float(np.abs(F).max()) / max(1.0, float(np.abs(b).max())), db, dnu
 
 
+def _solve(pde, b, nu, fixed, tol, maxiter):
+    """:func:`_newton`, and the state it reaches (:class:`StationaryState`); a Sinkhorn scaling that does not
+    converge at the start is status 1 with its message."""
+    try:
+        b, nu, res, it, ok = _newton(pde, b, nu, fixed, tol, maxiter)
+    except SinkhornError as exc:
+        return StationaryState(b, nu, 1, f"Newton did not start: {exc}", float("nan"), 0, float("nan"))
+    return _state(pde, b, nu, ok, res, it, tol)
+
+
 def _newton(pde, b, nu, fixed, tol, maxiter):
     """Damped Newton on ``F_l = 0``, ``l >= 1`` (``b_0 = 1`` fixed).  ``fixed`` None: unknowns ``b_1..``; else
     ``b_fixed`` is held and ``nu`` is an unknown instead.  A step that does not lower the residual (or
     takes ``nu <= 0``) is halved, up to 30 times.  Returns ``(b, nu, residual, iterations, converged)``."""
     try:
         F, res, db, dnu = _residual(pde, b, nu)
+    except SinkhornError:                  # a scaling that does not converge: _solve reports it (status 1)
+        raise
     except ValueError:                     # the start lies outside the model's domain (f <= 0 for Sinkhorn)
         return b, nu, np.inf, 0, False     # _state reports it as not resolved
     polish = None
@@ -182,8 +196,8 @@ def _newton(pde, b, nu, fixed, tol, maxiter):
                 trial[1:] += step
                 try:
                     out = _residual(pde, trial, nu + dn)
-                except ValueError:         # a trial outside the model's domain (e.g. f <= 0 for Sinkhorn)
-                    out = None
+                except ValueError:         # a trial outside the model's domain (f <= 0) or whose Sinkhorn
+                    out = None             # scaling fails: a shorter step
                 if out is not None and (out[1] < res or polish is not None):
                     break
             step, dn = 0.5 * step, 0.5 * dn
@@ -210,7 +224,9 @@ def resolution_error(pde, b, nu) -> float:
     * the quadrature error of the projection ``b = P[f]``: the potential coefficients ``m_h P[f]`` with the
       model's nodes against twice as many, relative to the largest.
     """
-    scale = [np.abs(m["normalizer"] * b)[1:] for m in pde.multipliers]
+    kinds = [NORMALIZATIONS[h.normalization].uses_normalizer for h in pde.heads]
+    mults = [m["normalizer"] if normalized else m["potential"] for m, normalized in zip(pde.multipliers, kinds)]
+    scale = [np.abs(m * b)[1:] for m in mults]
     top = max(float(c.max()) for c in scale)
     if top == 0:
         return 0.0
@@ -221,7 +237,7 @@ def resolution_error(pde, b, nu) -> float:
     e2 = np.exp((phi2 - phi2.max()) / nu)
     b2 = Q2 @ (w2 * e2 / (w2 @ e2))
     b1 = _gibbs(pde, b, nu)[0]
-    quad = max(float(np.abs(m["normalizer"] * (b1 - b2))[1:].max()) for m in pde.multipliers) / top
+    quad = max(float(np.abs(m * (b1 - b2))[1:].max()) for m in mults) / top
     return max(tail, quad)
 
 
@@ -255,15 +271,18 @@ def solve_stationary(pde, b0, nu, *, tol=1e-11, maxiter=50) -> StationaryState:
     nu = validate.real("nu", nu, positive=True)
     tol = validate.real("tol", tol, positive=True)
     maxiter = validate.integer("maxiter", maxiter, 1)
-    b, nu, res, it, ok = _newton(pde, b0.copy(), nu, None, tol, maxiter)
-    return _state(pde, b, nu, ok, res, it, tol)
+    return _solve(pde, b0.copy(), nu, None, tol, maxiter)
+
+
+def normalizations_have_free_energy(names) -> bool:
+    """Whether heads of these normalizations ascend a free energy ``G = E - nu int rho log rho``: mean (``E`` the
+    energy) and Sinkhorn (``E_S``), not a row-local normalizer such as softmax (MODEL.md section 7)."""
+    return not any(NORMALIZATIONS[n].uses_normalizer and NORMALIZATIONS[n].row_local for n in names)
 
 
 def has_free_energy(pde) -> bool:
-    """Whether the flow of ``pde`` ascends a free energy ``G = E - nu int rho log rho``: mean heads (``E`` the
-    energy) and Sinkhorn heads (``E_S``), not softmax (MODEL.md section 7)."""
-    return not any(NORMALIZATIONS[h.normalization].uses_normalizer and NORMALIZATIONS[h.normalization].row_local
-                   for h in _check_model(pde).heads)
+    """:func:`normalizations_have_free_energy` of the heads of ``pde``."""
+    return normalizations_have_free_energy(h.normalization for h in _check_model(pde).heads)
 
 
 def free_energy_gap(pde, b, nu) -> float:
@@ -330,10 +349,11 @@ def branch_state(pde, amplitude, degree=1, *, start=None, nu_start=None, tol=1e-
         b, nu = pde.uniform(), nu_sharp(pde, degree)
     else:
         b = validate.real_array("start", start, (pde.lmax + 1,)).copy()
+        if abs(b[0] - 1.0) > 1e-12:
+            raise ValueError(f"start must have mass start[0] = 1 (within 1e-12); received {b[0]!r}")
         nu = nu_sharp(pde, degree) if nu_start is None else validate.real("nu_start", nu_start, positive=True)
     b[degree] = amplitude
-    b, nu, res, it, ok = _newton(pde, b, nu, degree, tol, maxiter)
-    return _state(pde, b, nu, ok, res, it, tol)
+    return _solve(pde, b, nu, degree, tol, maxiter)
 
 
 def linear_spectrum(pde, b, nu) -> np.ndarray:

@@ -76,6 +76,8 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
     bracketed raises ``RuntimeError`` with the solver's message.
     """
     pde = _check_model(pde)
+    r_max = validate.real("r_max", r_max, 0.0, 1.0, lo_open=True, hi_open=True)
+    n_steps = validate.integer("n_steps", n_steps, 6)
     d = pde.d
     n0 = nu_sharp(pde)
     nu2 = branch_curvature(pde)
@@ -84,8 +86,7 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
     if nu2 < 0:
         out.update(transition="continuous", nu_fold=n0, nu_global=n0 if has_G else float("nan"), b1_fold=0.0)
         return out
-    r_max = validate.real("r_max", r_max, 0.0, 1.0, lo_open=True, hi_open=True)
-    grid = _amplitudes(d, r_max, validate.integer("n_steps", n_steps, 6))
+    grid = _amplitudes(d, r_max, n_steps)
     states = branch_states(pde, grid)
     nus = np.array([s.nu for s in states if s.success])
     if nus.size < 3 or int(np.argmax(nus)) in (0, nus.size - 1):
@@ -136,8 +137,8 @@ def _bessel_ratio(order, x, terms=400):
 def beta_star_bessel(d) -> float:
     """The root of ``I_{d/2+1}(beta) / I_{d/2}(beta) = 1/d`` (MODEL.md section 7), by Brent's method.
 
-    The ratio rises from ``beta / (d + 2)`` at 0 to 1, so the root lies in ``(0, 2]`` (at ``beta = 2`` the
-    ratio already exceeds ``1/d`` for every ``d >= 2``)."""
+    The ratio rises from ``beta / (d + 2)`` at 0 to 1, so the root lies in ``(0, 4)`` (at ``beta = 4`` the ratio
+    exceeds ``1/d`` for every ``d >= 2``; ``d = 2``: root 2.4469)."""
     d = validate.integer("d", d, 2)
     return float(optimize.brentq(lambda b: _bessel_ratio(d / 2, b) - 1.0 / d, 1e-3, 4.0, xtol=1e-15, rtol=1e-15))
 
@@ -167,8 +168,11 @@ def phase_transition(d, beta, normalization="mean", lmax=None, rtol=1e-9) -> dic
     d = validate.integer("d", d, 2)
     beta = validate.real("beta", beta, positive=True)
     validate.choice("normalization", normalization, NORMALIZATIONS)
-    ladder = LMAX_LADDER if lmax is None else (validate.integer("lmax", lmax, 8),) + tuple(
-        L for L in LMAX_LADDER if L > lmax)[:1] or (lmax + 16,)
+    if lmax is None:
+        ladder = LMAX_LADDER
+    else:
+        lmax = validate.integer("lmax", lmax, 8)
+        ladder = (lmax,) + (tuple(L for L in LMAX_LADDER if L > lmax)[:1] or (lmax + 16,))
     keys = ("nu_sharp", "nu_fold", "nu_global")
     prev, errors = None, []
     for L in ladder:

@@ -247,8 +247,13 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
         rho[j] = validate.real("amplitude", amplitude)
     products, krylov = 0, 0
     res = np.inf
+    failure = None
     for it in range(maxiter + 1):
-        f, Z, phi = ops.gibbs(rho, nu, with_phi=True)
+        try:
+            f, Z, phi = ops.gibbs(rho, nu, with_phi=True)
+        except ValueError as exc:          # an iterate outside the model's domain (Z <= 0, rho <= 0 for Sinkhorn)
+            failure, res = str(exc), np.inf
+            break
         products += 1
         F = rho - g.analysis(f)
         res = float(np.abs(F).max() / np.abs(rho).max())
@@ -291,6 +296,9 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
             step[j] = 0.0
         rho = rho + _complex(step[:n])
         rho[g.m_index == 0] = rho[g.m_index == 0].real        # a real field: m = 0 coefficients are real
+    if failure is not None:
+        return SphereState(rho, nu, 1, f"Newton-Krylov stopped after {it} Newton steps: {failure}", res, it, krylov,
+                           products, 0, float("nan"))
     err = sphere_resolution_error(pde, rho, nu)
     removed = len(_orbit_basis(g, rho, 1e-6)) if phase else 0
     common = dict(residual=res, newton=it, krylov=krylov, products=products, removed=removed, resolution=err)

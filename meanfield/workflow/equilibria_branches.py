@@ -17,7 +17,6 @@ import numpy as np
 from ..analysis import continuation as ct
 from ..analysis import equilibria as eq
 from ..core.heads import scalar_heads
-from ..core.kernels import NORMALIZATIONS
 from ..models.axisymmetric import AxisymmetricPDE
 from .equilibria_config import EquilibriaConfig
 
@@ -39,14 +38,11 @@ def build_model(config: EquilibriaConfig, beta=None) -> AxisymmetricPDE:
 
 
 def has_free_energy(config):
-    return not any(NORMALIZATIONS[h.normalization].uses_normalizer for h in config.heads)
+    """Whether the config's heads have a free energy (mean, Sinkhorn; not softmax)."""
+    return eq.normalizations_have_free_energy(h.normalization for h in config.heads)
 
 
 def check_config(config):
-    for i, h in enumerate(config.heads):
-        if not NORMALIZATIONS[h.normalization].row_local:
-            raise ValueError(f"heads[{i}].normalization = {h.normalization!r} is not supported by the stationary "
-                             f"solver yet; allowed: {[k for k, v in NORMALIZATIONS.items() if v.row_local]}")
     pde = build_model(config)
     c = config.continuation
     lo, hi = c.range

@@ -66,7 +66,7 @@ _DESCRIPTIONS = {
     "order_parameter": "order parameter |int x rho| = |b_1| / sqrt(d)",
     "amplitude": "the branch's amplitude |b_l| / Q_l(1), l its degree (1 at a point mass; l = 1: the order "
                  "parameter; the uniform branch: 0)",
-    "free_energy_gap": "free-energy gap G - G_uniform, G = E - nu int rho log rho (mean normalization)",
+    "free_energy_gap": "free-energy gap G - G_uniform, G = E - nu int rho log rho (mean; Sinkhorn: E_S; NaN for softmax)",
     "stable": "1: every eigenvalue of the axisymmetric block < 0; 0: not; -1: no point",
     "eigenvalue_real": "real part of the leading eigenvalues of the linearized PDE (axisymmetric block)",
     "eigenvalue_imag": "imaginary part of the leading eigenvalues of the linearized PDE (axisymmetric block)",

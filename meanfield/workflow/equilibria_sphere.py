@@ -38,13 +38,6 @@ def sphere_model(prob, p) -> ContinuumPDE:
     return prob._models[key]
 
 
-def _zonal(pde, ax, b):
-    """The axisymmetric state ``b`` (about the z axis) as coefficients on the S^2 grid (surface density)."""
-    g = pde.grid
-    t = np.clip(g.nodes[..., 2], -1.0, 1.0)
-    return g.analysis(ax.evaluate(b, t.ravel()).reshape(g.shape) / (4 * np.pi))
-
-
 def add_sphere(prob, rec) -> dict:
     """``rec`` (a branch record) with the S^2 arrays: ``sphere_status`` (-1 not solved), ``sphere_nu``,
     ``sphere_residual``, ``sphere_removed`` (neutral modes removed by the phase conditions), ``sphere_stable``,
@@ -77,7 +70,7 @@ def add_sphere(prob, rec) -> dict:
         ax, nu = prob.at(p)
         pde = sphere_model(prob, p)
         g = pde.grid
-        rho0 = _zonal(pde, ax, np.r_[1.0, u])
+        rho0 = ax.to_sphere_coefficients(np.r_[1.0, u], pde.grid)
         if ell == 1 and prob.parameter == "nu":
             st = ss.solve_sphere_state(pde, rho0, nu, amplitude=float(rho0[g.index(1, 0)].real))
         else:

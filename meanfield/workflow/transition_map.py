@@ -13,7 +13,7 @@ A map file (TOML)::
     [map]
     d = [2, 3, 4]
     beta_ratio = [0.5, 2.0]        # multiples of beta_*^(d); or beta = [...] (absolute), not both
-    normalization = "mean"         # or "softmax"
+    normalization = "mean"         # or "softmax", "sinkhorn"
     lmax = 32                      # optional: the first degree of the ladder (default: phase_transition's)
 """
 
@@ -43,7 +43,7 @@ QUANTITIES = ("nu_sharp", "nu_2", "nu_fold", "nu_global", "lmax", "discretizatio
 @dataclass(frozen=True)
 class TransitionMapConfig:
     """The grid: ``d`` (integers >= 2), and ``beta`` (absolute) or ``beta_ratio`` (multiples of beta_*^(d)),
-    ``normalization`` (row-local: mean or softmax) and the ladder's first ``lmax`` (None: the default ladder)."""
+    ``normalization`` (mean, softmax or sinkhorn) and the ladder's first ``lmax`` (None: the default ladder)."""
 
     d: tuple = (2, 3)
     beta: tuple | None = None
@@ -68,8 +68,7 @@ class TransitionMapConfig:
         name = "beta" if self.beta is not None else "beta_ratio"
         object.__setattr__(self, name, values(name, getattr(self, name),
                                               lambda p, x: err(validate.real, p, x, positive=True)))
-        err(validate.choice, "map.normalization", self.normalization,
-            [k for k, v in NORMALIZATIONS.items() if v.row_local])
+        err(validate.choice, "map.normalization", self.normalization, list(NORMALIZATIONS))
         if self.lmax is not None:
             object.__setattr__(self, "lmax", err(validate.integer, "map.lmax", self.lmax, 8, 512))
 
