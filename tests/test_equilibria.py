@@ -304,3 +304,11 @@ def test_a_sinkhorn_scaling_that_does_not_converge_is_a_newton_failure():
     b[1] = 0.3
     s = eq.solve_stationary(pde, b, 0.07)
     assert s.status == 1 and "Sinkhorn head" in s.message and "did not converge" in s.message
+
+
+def test_beta_star_continuation_reports_a_transition_that_stays_continuous():
+    # softmax on S^2 stays continuous (nu_2 < 0) up to beta = 16 at least: no sign change, said with the range
+    with pytest.raises(ValueError, match=r"no sign change of the branch curvature nu_2 up to beta = 16 \(d = 3, softmax\)"):
+        pt.beta_star_continuation(3, "softmax", beta_max=16.0)
+    with pytest.raises(ValueError, match="bracket must be"):
+        pt.beta_star_continuation(3, bracket=(2.0, 1.0))

@@ -143,13 +143,30 @@ def beta_star_bessel(d) -> float:
     return float(optimize.brentq(lambda b: _bessel_ratio(d / 2, b) - 1.0 / d, 1e-3, 4.0, xtol=1e-15, rtol=1e-15))
 
 
-def beta_star_continuation(d, normalization="mean", lmax=48, bracket=None) -> float:
+def beta_star_continuation(d, normalization="mean", lmax=48, bracket=None, beta_max=64.0) -> float:
     """The ``beta`` where the degree-1 branch's curvature ``nu_2`` (:func:`branch_curvature`) changes sign,
-    by Brent's method on the solved branch (no Bessel root used)."""
+    by Brent's method on the solved branch (no Bessel root used).
+
+    ``bracket``: ``(lo, hi)`` with ``nu_2(lo) < 0``; default ``(0.25, 1)``, ``hi`` doubled until ``nu_2(hi) > 0``
+    up to ``beta_max``; a ``ValueError`` says so when no sign change is found there (a transition that stays
+    continuous, as for softmax heads)."""
     d = validate.integer("d", d, 2)
+    beta_max = validate.real("beta_max", beta_max, positive=True)
     f = lambda beta: branch_curvature(phase_transition_model(d, beta, normalization, lmax))   # noqa: E731
-    lo, hi = (0.25, 1.0) if bracket is None else bracket
+    if bracket is None:
+        lo, hi = 0.25, 1.0
+    else:
+        lo, hi = (validate.real(f"bracket[{i}]", x, positive=True) for i, x in enumerate(bracket))
+        if not lo < hi:
+            raise ValueError(f"bracket must be (lo, hi) with 0 < lo < hi; received {tuple(bracket)!r}")
+    if f(lo) >= 0:
+        raise ValueError(f"bracket: the branch curvature must be negative (continuous) at lo = {lo:g}; received "
+                         f"nu_2 = {f(lo):.3g}")
     while f(hi) < 0:
+        if 2 * hi > beta_max:
+            raise ValueError(f"no sign change of the branch curvature nu_2 up to beta = {hi:g} (d = {d}, "
+                             f"{normalization}): the transition stays continuous there (raise beta_max to look "
+                             f"further)")
         lo, hi = hi, 2 * hi
     return float(optimize.brentq(f, lo, hi, xtol=1e-12, rtol=1e-12))
 
