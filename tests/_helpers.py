@@ -102,3 +102,18 @@ def paired_kw(**flat):
         if fields:
             out[key] = cls(**fields)
     return out
+
+
+def spied_run(monkeypatch, config):
+    """``meanfield.workflow.run.run(config)`` with its ``paired_run`` spied: ``(dataset, the PairedResult)``."""
+    from meanfield.workflow import run as run_module
+
+    seen = {}
+    real = run_module.paired_run
+
+    def spy(*args, **kw):
+        seen["result"] = real(*args, **kw)
+        return seen["result"]
+
+    monkeypatch.setattr(run_module, "paired_run", spy)
+    return run_module.run(config, progress=False), seen["result"]

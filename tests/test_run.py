@@ -8,23 +8,14 @@ import pytest
 from meanfield.workflow import paired, results
 from meanfield.workflow import run as run_module
 from meanfield.workflow.config import RunConfig
-from _helpers import PAIRED_HEADS as HEADS, paired_blobs as blobs
+from _helpers import PAIRED_HEADS as HEADS, paired_blobs as blobs, spied_run
 from meanfield.workflow.paired import PDESettings, TransportSettings
 
 
 def test_main_job_is_paired_run_converted(monkeypatch):
     config = RunConfig.from_dict({"seed": 5, "pde": {"lmax": 15}, "particles": {"n": 80},
                                   "integrator": {"t_final": 1.0, "n_frames": 5}})
-    seen = {}
-    real = run_module.paired_run
-
-    def spy(*args, **kw):
-        seen["result"] = real(*args, **kw)
-        return seen["result"]
-
-    monkeypatch.setattr(run_module, "paired_run", spy)
-    ds = run_module.run(config, progress=False)
-    res = seen["result"]
+    ds, res = spied_run(monkeypatch, config)
     # the dataset holds the engine's numbers unchanged (copies, tolerance 0)
     np.testing.assert_array_equal(ds["w2"].values, res.w2)
     np.testing.assert_array_equal(ds["particle_order_parameter"].values, res.particles["order_parameter"])

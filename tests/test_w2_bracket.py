@@ -7,20 +7,9 @@ import pytest
 from meanfield.workflow import results
 from meanfield.workflow import run as run_module
 from meanfield.workflow.config import RunConfig
+from _helpers import spied_run
 
 NEW = ("w2_geodesic_lower", "w2_geodesic_upper")
-
-
-def spied_run(monkeypatch, config):
-    seen = {}
-    real = run_module.paired_run
-
-    def spy(*args, **kw):
-        seen["result"] = real(*args, **kw)
-        return seen["result"]
-
-    monkeypatch.setattr(run_module, "paired_run", spy)
-    return run_module.run(config, progress=False), seen["result"]
 
 
 def config(**outputs):
