@@ -125,3 +125,14 @@ def test_beta_continuation_at_fixed_noise():
     assert ref["nu_fold"] == pytest.approx(nu, rel=1e-8)
     (bp,) = br.branch_points                   # where sigma_1 of uniform vanishes at this nu: nu_#(beta) = nu
     assert abs(bp.u[0]) < 1e-4 and eq.nu_sharp(pt.phase_transition_model(3, bp.p, lmax=32)) == pytest.approx(nu, rel=1e-7)
+
+
+def test_bad_step_and_range_arguments_are_refused():
+    F, J = _cubic()
+    u0 = np.array([-1.3247179572447460])
+    for kw, msg in ((dict(ds=1.0, ds_max=0.5), r"ds must lie in \[ds_min, ds_max\]"),
+                    (dict(p_range=(1.0, -1.0)), "p_range must be"),
+                    (dict(tol=-1.0), "tol must be"),
+                    (dict(t0=[1.0, 0.0], direction=-1), "direction must be left at \\+1 with t0")):
+        with pytest.raises(ValueError, match=msg):
+            ct.continue_branch(F, J, u0, 1.0, **kw)

@@ -312,3 +312,10 @@ def test_beta_star_continuation_reports_a_transition_that_stays_continuous():
         pt.beta_star_continuation(3, "softmax", beta_max=16.0)
     with pytest.raises(ValueError, match="bracket must be"):
         pt.beta_star_continuation(3, bracket=(2.0, 1.0))
+
+
+def test_branch_states_refuses_a_grid_that_is_not_one_signed_and_increasing():
+    pde = pt.phase_transition_model(3, 3.0, lmax=24)
+    for grid in ([0.2, 0.1], [-0.1, 0.2], []):
+        with pytest.raises(ValueError, match="grid must be amplitudes of one sign, increasing in size"):
+            eq.branch_states(pde, grid)

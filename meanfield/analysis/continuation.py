@@ -116,9 +116,21 @@ def continue_branch(F, jacobian, u0, p0, *, ds=0.05, ds_min=1e-6, ds_max=0.5, p_
     u = validate.real_array("u0", u0).astype(float).copy()
     p = validate.real("p0", p0)
     ds = validate.real("ds", ds, positive=True)
+    ds_min = validate.real("ds_min", ds_min, positive=True)
+    ds_max = validate.real("ds_max", ds_max, positive=True)
+    if not ds_min <= ds <= ds_max:
+        raise ValueError(f"ds must lie in [ds_min, ds_max] = [{ds_min:g}, {ds_max:g}]; received ds = {ds:g}")
+    tol = validate.real("tol", tol, positive=True)
+    tol_s = validate.real("tol_s", tol_s, positive=True)
+    if len(p_range) != 2 or not validate.real("p_range[0]", p_range[0], finite=False) < \
+            validate.real("p_range[1]", p_range[1], finite=False):
+        raise ValueError(f"p_range must be (low, high) with low < high; received {p_range!r}")
     max_steps = validate.integer("max_steps", max_steps, 1)
     if direction not in (1, -1, 1.0, -1.0):
         raise ValueError(f"direction must be +1 or -1; received {direction!r}")
+    if t0 is not None and direction != 1:
+        raise ValueError("direction must be left at +1 with t0 (the initial tangent gives the sense); received "
+                         f"direction = {direction!r}")
     if np.abs(F(u, p)).max() > 1e3 * tol * max(1.0, np.abs(u).max()):
         raise ValueError(f"(u0, p0) must solve F = 0 (to 1e3 tol); received a residual "
                          f"{np.abs(F(u, p)).max():.3g}")

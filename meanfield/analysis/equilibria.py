@@ -385,6 +385,10 @@ def branch_states(pde, grid, degree=1):
     each warm-started from the last; a step whose solve fails is retried through intermediate amplitudes (up to
     five halvings).  A list of :class:`StationaryState` at the amplitudes of ``grid``, ending at the first
     failure."""
+    grid = validate.real_array("grid", grid).reshape(-1)
+    if grid.size == 0 or not (np.all(grid > 0) or np.all(grid < 0)) or np.any(np.diff(np.abs(grid)) <= 0):
+        raise ValueError(f"grid must be amplitudes of one sign, increasing in size; received {grid.tolist()[:6]}"
+                         f"{' ...' if grid.size > 6 else ''}")
     out = []
     start, nu0, a0 = pde.uniform(), nu_sharp(pde, degree), 0.0
     for a in grid:

@@ -262,8 +262,9 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
         if it == maxiter:
             break
         C = _orbit_basis(g, rho, PHASE_RANK_TOL) if phase else np.zeros((0, n))
-        if j is not None:
-            C[:, j] = 0.0                  # the slot of rho_10 carries delta nu
+        if j is not None:                  # the slot of rho_10 carries delta nu: drop it, re-orthonormalize
+            C[:, j] = 0.0
+            C = np.linalg.qr(C.T)[0].T if len(C) else C
         na = len(C)
 
         dG_dnu = _real(g.analysis(-f * (phi - g.integrate(f * phi)) / nu ** 2)) if j is not None else None
@@ -289,6 +290,9 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
                            callback_type="pr_norm")
         krylov += count[0]
         products += count[0]
+        if info < 0:
+            failure, res = f"GMRES breakdown (info {info})", np.inf
+            break
         if j is not None:
             nu = nu + step[j]
             if nu <= 0:
