@@ -488,3 +488,20 @@ def test_workflow_and_diagnostics_refuse_previously_unchecked_arguments(tmp_path
     refused(field_diagnostics.observer, pde, entropy="no", name="entropy", echo="'no'")
     # an infinite tolerance is allowed (never stop on that criterion): the uniform density is resolved
     assert field_diagnostics.resolution_monitor(pde, np.inf, np.inf)(0.0, pde.state(rho)) is None
+
+
+def test_complex_arrays_are_refused_not_cast():
+    # numpy would cast complex -> float with only a ComplexWarning, dropping the imaginary part silently (issue 26):
+    # refused by name, for every entry point that reads arrays through real_array (tokens, heads, coefficients)
+    import warnings
+
+    import meanfield as mf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                 # no ComplexWarning either: the cast never happens
+        for x in (np.array([1 + 2j, 3.0]), [1j, 0.0], np.ones(3, complex)):
+            with pytest.raises(ValueError, match=r"x must be .*received complex values"):
+                V.real_array("x", x)
+        with pytest.raises(ValueError, match=r"X must be .*received complex values"):
+            mf.ParticleSystem(mf.scalar_heads([1.0], 3)).check(np.ones((4, 3), complex) / np.sqrt(3))
+        with pytest.raises(ValueError, match=r"M must be .*received complex values"):
+            mf.Head(np.eye(3) * (1 + 0j), np.eye(3), 1.0)

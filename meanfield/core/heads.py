@@ -29,6 +29,9 @@ __all__ = [
 
 def _as_matrix(name, A):
     given = A
+    if not isinstance(A, (str, bytes)) and np.iscomplexobj(A):     # refused, never cast (imaginary part dropped)
+        raise ValueError(f"{name} must be a real square matrix of size d x d with d >= 2; received complex values "
+                         f"{given!r}")
     try:
         A = None if isinstance(A, (str, bytes)) else np.array(A, dtype=float, copy=True)
     except (TypeError, ValueError, OverflowError):              # strings, complex, ragged or object data

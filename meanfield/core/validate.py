@@ -263,8 +263,15 @@ def real_array(name, x, shape=None, *, finite=True):
     what = (f"{what}real number(s)" if shape is None
             else f"a {what}real array of shape {_shape_text(shape)}")
     try:
-        a = None if isinstance(x, (str, bytes)) else np.asarray(x, dtype=float)
-    except (TypeError, ValueError, OverflowError):
+        raw = None if isinstance(x, (str, bytes)) else np.asarray(x)
+        if raw is not None and raw.dtype.kind == "c":      # complex: refused, never cast (the imaginary part dropped)
+            raise ValueError(f"{name} must be {what}; received complex values {x!r}")
+        a = None if raw is None else raw.astype(float, copy=False)
+    except (TypeError, OverflowError):
+        a = None
+    except ValueError as exc:
+        if "complex values" in str(exc):
+            raise
         a = None
     if a is None:
         raise ValueError(f"{name} must be {what}; received {x!r}")
