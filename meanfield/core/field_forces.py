@@ -34,7 +34,25 @@ import numpy as np
 from .kernels import NORMALIZATIONS
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
-__all__ = ["field_velocity", "field_scalings", "field_entropies", "ScalingCache", "check_solved_heads"]
+__all__ = ["field_velocity", "field_scalings", "field_entropies", "ScalingCache", "check_solved_heads", "LineSpace"]
+
+
+class LineSpace:
+    """The part of a one-dimensional model's space for :func:`field_velocity` that does not depend on its basis:
+    coefficients times multipliers, values of shape ``shape`` on the model's nodes and velocities as (1, n) along
+    one tangent direction.  A model's subclass adds ``gradient``, ``evaluate`` and ``analysis``."""
+
+    axis = 0
+
+    def __init__(self, pde, shape):
+        self.pde = pde
+        self.shape = shape
+
+    def multiply(self, c, m):
+        return m * c
+
+    def zeros(self, key):
+        return np.zeros((1,) + tuple(self.shape))
 
 
 def check_solved_heads(heads, zonal):

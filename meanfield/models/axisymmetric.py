@@ -33,7 +33,7 @@ from ..core import resolution, validate
 from ..core.methods import stable_step
 from ..core.funk_hecke import gegenbauer_normalized, resolved_multipliers
 from ..core.heads import check_heads
-from ..core.field_forces import ScalingCache, field_scalings, field_velocity
+from ..core.field_forces import LineSpace, ScalingCache, field_scalings, field_velocity
 from ..core.kernels import KERNELS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
@@ -293,18 +293,12 @@ class AxisymmetricPDE:
                            what="the axisymmetric PDE")
 
 
-class _GegenbauerSpace:
+class _GegenbauerSpace(LineSpace):
     """The axisymmetric space for :func:`meanfield.core.field_forces.field_velocity`: orthonormal Gegenbauer
     coefficients and values on the Gauss-Jacobi nodes (the velocity factor ``u`` as (1, n))."""
 
-    axis = 0
-
     def __init__(self, pde):
-        self.pde = pde
-        self.shape = pde.nodes.shape
-
-    def multiply(self, b, m):
-        return m * b
+        super().__init__(pde, pde.nodes.shape)
 
     def gradient(self, c, key):
         return (c @ self.pde._dQ)[None, :]
@@ -314,6 +308,3 @@ class _GegenbauerSpace:
 
     def analysis(self, values):
         return self.pde._Q @ (self.pde.weights * values)
-
-    def zeros(self, key):
-        return np.zeros((1,) + self.shape)

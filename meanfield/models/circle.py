@@ -27,7 +27,7 @@ from ..core import resolution, validate
 from ..core.methods import stable_step
 from ..core.funk_hecke import resolved_multipliers
 from ..core.heads import check_heads
-from ..core.field_forces import ScalingCache, check_solved_heads, field_scalings, field_velocity
+from ..core.field_forces import LineSpace, ScalingCache, check_solved_heads, field_scalings, field_velocity
 from ..core.kernels import KERNELS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sums import aggregate, pair_sum
@@ -252,19 +252,13 @@ class CirclePDE:
         return stable_step(a, self.nu * self.kmax**2, scheme, cfl, what="the circle PDE")
 
 
-class _FourierSpace:
+class _FourierSpace(LineSpace):
     """The circle's space for :func:`meanfield.core.field_forces.field_velocity`: Fourier coefficients
     ``c_0..c_K`` and values on the product grid (velocities as (1, n) along ``e_theta``).  The derivative
     ``i k`` is in the potential multipliers (:meth:`CirclePDE._mult`): ``gradient`` only synthesizes."""
 
-    axis = 0
-
     def __init__(self, pde):
-        self.pde = pde
-        self.shape = pde.theta.shape
-
-    def multiply(self, c, m):
-        return m * c
+        super().__init__(pde, pde.theta.shape)
 
     def gradient(self, c, key):
         return self.pde.synthesis(c)[None, :]
@@ -274,6 +268,3 @@ class _FourierSpace:
 
     def analysis(self, values):
         return self.pde.analysis(values)
-
-    def zeros(self, key):
-        return np.zeros((1,) + self.shape)
