@@ -34,7 +34,8 @@ import numpy as np
 from .kernels import NORMALIZATIONS
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
-__all__ = ["field_velocity", "field_scalings", "field_entropies", "ScalingCache", "check_solved_heads", "LineSpace"]
+__all__ = ["field_velocity", "field_scalings", "field_entropies", "ScalingCache", "check_solved_heads", "LineSpace",
+           "normalizers_and_errors"]
 
 
 class LineSpace:
@@ -53,6 +54,19 @@ class LineSpace:
 
     def zeros(self, key):
         return np.zeros((1,) + tuple(self.shape))
+
+
+def normalizers_and_errors(details, n):
+    """From :func:`field_velocity`'s ``details``: the normalizers ``D`` (H, n; 1 where a head has none) and the
+    Sinkhorn marginal errors (H,; NaN for row-local heads)."""
+    D = np.ones((len(details["D"]), n))
+    err = np.full(len(details["D"]), np.nan)
+    for h, (Dh, res) in enumerate(zip(details["D"], details["scalings"])):
+        if Dh is not None:
+            D[h] = Dh
+        if res is not None:
+            err[h] = res.error
+    return D, err
 
 
 def check_solved_heads(heads, zonal):

@@ -33,7 +33,7 @@ from ..core import resolution, validate
 from ..core.methods import stable_step
 from ..core.funk_hecke import gegenbauer_normalized, resolved_multipliers
 from ..core.heads import check_heads
-from ..core.field_forces import LineSpace, ScalingCache, field_scalings, field_velocity
+from ..core.field_forces import LineSpace, ScalingCache, field_scalings, field_velocity, normalizers_and_errors
 from ..core.kernels import KERNELS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
@@ -217,16 +217,10 @@ class AxisymmetricPDE:
         heads)."""
         b = np.asarray(b, dtype=float)
         f = b @ self._Q
-        D = np.ones((len(self.heads), f.size))
-        err = np.full(len(self.heads), np.nan)
         info = {}
         u = field_velocity(self.heads, self._mult, b, _GegenbauerSpace(self), **self._solve_options(f),
                            details=info)[0]
-        for h, (Dh, res) in enumerate(zip(info["D"], info["scalings"])):
-            if Dh is not None:
-                D[h] = Dh
-            if res is not None:
-                err[h] = res.error
+        D, err = normalizers_and_errors(info, f.size)
         return {"f": f, "u": u, "D": D, "sinkhorn_error": err}
 
     def _mult(self, i, key):

@@ -27,7 +27,8 @@ from ..core import resolution, validate
 from ..core.methods import stable_step
 from ..core.funk_hecke import resolved_multipliers
 from ..core.heads import check_heads
-from ..core.field_forces import LineSpace, ScalingCache, check_solved_heads, field_scalings, field_velocity
+from ..core.field_forces import (LineSpace, ScalingCache, check_solved_heads, field_scalings, field_velocity,
+                                 normalizers_and_errors)
 from ..core.kernels import KERNELS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sums import aggregate, pair_sum
@@ -168,11 +169,7 @@ class CirclePDE:
             info = {}
             X = field_velocity(self.heads, self._mult, c, _FourierSpace(self), **self._solve_options(f),
                                details=info)[0]
-            for h, (Dh, res) in enumerate(zip(info["D"], info["scalings"])):
-                if Dh is not None:
-                    D[h] = Dh
-                if res is not None:
-                    err[h] = res.error
+            D, err = normalizers_and_errors(info, n)
             return {"f": f, "X": X, "D": D, "sinkhorn_error": err}
         X = np.zeros(n)
         w = f / n
