@@ -65,7 +65,8 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       inputs            research inputs of configs: coefficient files, zonal profiles, token files
       config            RunConfig: the main job's settings, TOML in and out, validated (files resolved)
       checkpoint        integrator states of long runs, saved atomically; resume
-      run               the main job: PDE + particles + W2 -> xarray Dataset; preflight checks
+      run               the main job: PDE + particles + W2 -> xarray Dataset
+      preflight         every check before the main job computes; its time and memory estimate (piloted)
       jobs              the job folder's lifecycle: lock, refusals, checkpoint marker, result, figures
       extend            continue a finished run to a later time (meanfield run --extend DIR --t-final T)
       results           NetCDF datasets with config, schema and package version

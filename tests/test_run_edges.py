@@ -4,6 +4,7 @@ Each test is a probe a researcher met (issue 14); the CLI runs in-process except
 signal from outside or a pipe is the point (subprocesses, bounded by timeouts).
 """
 
+import math
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 from meanfield.models.particles import ParticleSystem
 from meanfield.workflow import checkpoint, jobs
 from meanfield.workflow import run as run_module
+from meanfield.workflow import preflight as preflight_module
 from meanfield.workflow.jobs import FolderLock
 from meanfield.workflow.cli import main
 from meanfield.workflow.config import RunConfig
@@ -171,7 +173,7 @@ def test_config_check_runs_the_preflight_checks(tmp_path, capsys, small):
 
 
 def test_runs_beyond_the_available_memory_are_refused_unless_forced(tmp_path, monkeypatch, capsys, small):
-    monkeypatch.setattr(run_module, "available_memory", lambda: 1e6)   # 1 MB available
+    monkeypatch.setattr(preflight_module, "available_memory", lambda: 1e6)   # 1 MB available
     assert main(["run", small, "--out", str(tmp_path / "o"), "--no-progress"]) == 2
     assert "--force" in capsys.readouterr().err
     assert main(["run", small, "--out", str(tmp_path / "o"), "--no-progress", "--force"]) == 0
@@ -179,7 +181,7 @@ def test_runs_beyond_the_available_memory_are_refused_unless_forced(tmp_path, mo
 
 def test_estimate_grows_with_the_problem():
     big = RunConfig.from_dict({"pde": {"lmax": 1023}, "particles": {"n": 20}})
-    small, large = run_module.estimate_cost(RunConfig()), run_module.estimate_cost(big)
+    small, large = preflight_module.estimate_cost(RunConfig()), preflight_module.estimate_cost(big)
     # the lmax 1023 run of the issue grew to 4.8 GB: the estimate must be within a factor 3 of that
     assert 1.6e9 < large["memory_bytes"] < 14.4e9
     assert large["seconds"] > 100 * small["seconds"]
@@ -256,3 +258,24 @@ def test_studies_list(capsys):
 
     assert main(["study", "--list"]) == 0
     assert capsys.readouterr().out.split() == available_studies()
+
+
+def test_estimate_pilots_the_pde_and_sees_where_its_monitor_stops_it():
+    # issue 25: n = 3000, t_final = 6 was estimated at "about 10 min" and finished in 12 s, because the PDE
+    # stops at t ~ 1.3 on its resolution monitor (the default heads cluster) and W2 is computed only to there.
+    cfg = RunConfig.from_dict({"particles": {"n": 3000}, "integrator": {"t_final": 6.0}})
+    est = preflight_module.estimate_cost(cfg)
+    assert est["piloted"] and 1.0 < est["pde_t_stop"] < 2.0        # the pilot ran the PDE to its monitor's stop
+    assert est["frames"] == 6                                      # the frames t = 0, 0.25, ..., 1.25 before the stop
+    assert "resolution monitor" in est["notes"]
+    parts = est["pde_s"] * 2 + est["particles_s"] + est["w2_s"] + est["outputs_s"]
+    assert math.isclose(est["seconds"], parts, rel_tol=1e-12)      # the total is the sum of its parts
+    sizes_only = preflight_module.estimate_cost(cfg, pilot=False)
+    assert not sizes_only["piloted"] and sizes_only["pde_t_stop"] == 6.0 and "nothing measured" in sizes_only["notes"]
+
+
+def test_estimate_refuses_what_is_not_a_config():
+    with pytest.raises(ValueError, match="config must be a RunConfig"):
+        preflight_module.estimate_cost({"particles": {"n": 10}})
+    with pytest.raises(ValueError, match="pilot"):
+        preflight_module.estimate_cost(RunConfig(), pilot="yes")

@@ -177,7 +177,7 @@ def _config(args):
         return 0
     config = load_config(file)
     if args.file == "check":
-        from .run import preflight
+        from .preflight import preflight
 
         for line in preflight(config):
             print(f"  {line}")

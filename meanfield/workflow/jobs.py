@@ -5,7 +5,7 @@ A job folder (``meanfield run CONFIG --out DIR``) goes through, in :func:`main_j
 1. created and locked (:class:`FolderLock`: one writer at a time; the operating system releases
    the lock however the process ends);
 2. refused if it holds the checkpoint of an unfinished run (resume it instead) or, unless
-   ``force``, a finished result (:class:`ResultExists`); :func:`meanfield.workflow.run.preflight`
+   ``force``, a finished result (:class:`ResultExists`); :func:`meanfield.workflow.preflight.preflight`
    checks the config;
 3. hidden temporaries of a killed save removed (:func:`remove_stale_temporaries`), the previous
    outputs removed (``force``);
@@ -29,7 +29,8 @@ from ..core import validate
 from .checkpoint import Checkpointer, RunInterrupted
 from .config import RunConfig, load_config
 from .results import add_provenance, save
-from .run import estimate_cost, preflight, run, summary
+from .preflight import estimate_cost, preflight
+from .run import run, summary
 
 __all__ = ["main_job", "resume_job", "FolderLock", "FolderInUse", "LOCK_NAME", "remove_stale_temporaries",
            "FiguresInterrupted", "ResultExists", "FIGURE_FILES", "AUTO_CHECKPOINT_S"]

@@ -7,8 +7,8 @@ S^2, ``n`` particles sampled from the same density, the particle observer, check
 every recorded time the 2-Wasserstein distance between the particles and the density, carried by
 the Gauss-Legendre nodes of degree ``lmax``), then converts its
 :class:`~meanfield.workflow.paired.PairedResult` (:func:`to_dataset`).  :func:`summary` is the text the
-command line prints; :func:`preflight` (with :func:`estimate_cost`) is every check made before
-computing.  Writing the dataset and the figures into a job folder (locking, resume, markers) is
+command line prints; :mod:`meanfield.workflow.preflight` holds every check made before computing
+and the estimate of time and memory.  Writing the dataset and the figures into a job folder (locking, resume, markers) is
 :mod:`meanfield.workflow.jobs`; continuing a finished run is :mod:`meanfield.workflow.extend`.
 
 >>> from meanfield.workflow.config import RunConfig
@@ -34,8 +34,8 @@ from .paired import (PairedResult, PDESettings, ParticleSettings, TransportSetti
                      transport_grid)
 from .results import SCHEMA_VERSION, describe, observables_to_variables
 
-__all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset", "summary", "estimate_cost",
-           "available_memory", "preflight", "SPECTRAL_TOL", "initial_particles", "paired_settings"]
+__all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset", "summary",
+           "SPECTRAL_TOL", "initial_particles", "paired_settings"]
 
 
 def build_heads(config: RunConfig) -> tuple[Head, ...]:
@@ -252,111 +252,3 @@ def summary(ds: xr.Dataset) -> str:
         lines.append(f"  W2 geodesic bracket [{lo[0]:.4f}, {hi[0]:.4f}] -> [{lo[k]:.4f}, {hi[k]:.4f}] radians "
                      f"(semi-discrete: chordal W2 exact, geodesic bracketed; w2 is the midpoint of the squares)")
     return "\n".join(lines)
-
-
-def estimate_cost(config: RunConfig) -> dict:
-    """A rough estimate of a run's peak memory (bytes) and wall time (seconds) before it starts.
-
-    Memory counts the arrays that scale with the problem: the recorded coefficients and display
-    maps of the dataset, the particle states, and the W2 stage (a dense ``n x nodes`` cost matrix
-    and plan on the transport grid for the ``exact`` and ``sinkhorn`` solvers).  Time scales the
-    built-in default run (about 60 s on 2 busy cores) by the spectral work ``(lmax+1)^3`` of the
-    PDE, the particle work ``n (lmax+1)^2`` and the W2 work.  Both are order-of-magnitude guides
-    (a factor of a few either way), meant to catch the run that needs 100 times what is at hand.
-
-    Returns
-    -------
-    dict with ``memory_bytes`` and ``seconds`` (floats).
-    """
-    config = resolve_positions(config)
-    L, n, T = config.pde.lmax + 1, config.particles.n, config.integrator.n_frames
-    t = config.integrator.t_final
-    nodes = (L + 1) * 2 * (L + 1)                          # transport_grid(lmax + 1): nlat x 2 nlat
-    dataset = T * (L * L * 16 + 8 * L * L * 8 + n * 3 * 8)  # coefficients, display map (2L x 4L), particles
-    working = 40 * (2 * L) * (4 * L) * 8                   # stages and grids of the PDE integrator
-    method = config.outputs.w2_method
-    if method == "auto":                                   # transport's rule for the density side
-        method = "exact" if n * nodes <= 8000 ** 2 else "semidiscrete"
-    w2 = 3 * n * nodes * 8 if method in ("exact", "sinkhorn") else 40 * (n + nodes) * 8
-    memory = dataset + working + w2 + 200e6                # + the interpreter and its libraries
-
-    def work(L, n, T, t, method):
-        w2_work = n * (L + 1) * 2 * (L + 1) * (n if method == "exact" else 10)
-        return t * (L ** 3 * 50 + n * L * L * 10) + T * w2_work / 1e3
-    base = RunConfig()
-    ref = work(base.pde.lmax + 1, base.particles.n, base.integrator.n_frames, base.integrator.t_final, "exact")
-    seconds = 60.0 * work(L, n, T, t, method) / ref
-    return {"memory_bytes": float(memory), "seconds": float(seconds)}
-
-
-def available_memory() -> float | None:
-    """Bytes of memory available to a new run (``MemAvailable`` of /proc/meminfo), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024.0
-    except OSError:
-        pass
-    try:
-        import os
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def preflight(config: RunConfig, force=False) -> list[str]:
-    """Every check the main job makes before computing; raises ``ValueError`` naming the keys to change.
-
-    * each head's kernel stays finite in float64 (``exp`` heads with mean normalization: ``beta |lam|``);
-    * the initial density is resolved at ``pde.lmax``: its spectral tail is below ``pde.tail_tol`` and
-      its negative mass below ``pde.negative_tol`` (otherwise the PDE would stop at t = 0);
-    * the estimated peak memory (:func:`estimate_cost`) fits in the available memory, unless ``force``.
-
-    Returns
-    -------
-    list of str
-        Lines to print: the estimate of time and memory, and the values checked.
-    """
-    from types import SimpleNamespace
-
-    from ..analysis.field_diagnostics import negative_mass, spectral_tail
-    from ..core.heads import check_exp_range
-
-    config = resolve_positions(config)
-    heads = build_heads(config)
-    try:
-        check_exp_range(heads)                      # names heads[i] as the config does
-    except ValueError as err:
-        raise ValueError(f"{err}; in the config: lower that head's beta or lam, or set its normalization = "
-                         f"\"softmax\"") from None
-    lmax = config.pde.lmax
-    grid = SphereGrid(lmax)
-    rho_lm0 = initial_density(config, grid)
-    probe = SimpleNamespace(grid=grid, lmax=lmax)
-    tail, neg = spectral_tail(probe, rho_lm0), max(0.0, negative_mass(probe, rho_lm0))
-    if tail > config.pde.tail_tol:
-        raise ValueError(f"the initial density is not resolved at pde.lmax = {lmax}: its spectral tail {tail:.2e} "
-                         f"exceeds pde.tail_tol = {config.pde.tail_tol:g}, so the PDE would stop at t = 0; raise "
-                         f"pde.lmax, lower initial.kappas, or raise pde.tail_tol")
-    if neg > config.pde.negative_tol:
-        raise ValueError(f"the initial density truncated at pde.lmax = {lmax} has negative mass {neg:.2e} > "
-                         f"pde.negative_tol = {config.pde.negative_tol:g}, so the PDE would stop at t = 0; raise "
-                         f"pde.lmax, lower initial.kappas, or raise initial.floor")
-    cost, avail = estimate_cost(config), available_memory()
-    mem, secs = cost["memory_bytes"], cost["seconds"]
-    lines = [f"estimate: about {_duration(secs)} and {mem / 1e9:.2g} GB of memory (rough, a factor of a few)"
-             + ("" if avail is None else f"; {avail / 1e9:.3g} GB available"),
-             f"start resolved at lmax {lmax}: spectral tail {tail:.1e} <= {config.pde.tail_tol:g}, "
-             f"negative mass {neg:.1e} <= {config.pde.negative_tol:g}"]
-    if avail is not None and mem > avail and not force:
-        raise ValueError(f"the run needs about {mem / 1e9:.3g} GB of memory and {avail / 1e9:.3g} GB are available "
-                         f"(pde.lmax = {lmax}, particles.n = {config.particles.n}, outputs.w2_method = "
-                         f"{config.outputs.w2_method!r}); lower them, use outputs.w2_method = \"sliced\", or pass "
-                         f"--force to try anyway")
-    return lines
-
-
-def _duration(seconds):
-    return f"{seconds:.0f} s" if seconds < 120 else (f"{seconds / 60:.0f} min" if seconds < 7200
-                                                      else f"{seconds / 3600:.1f} h")
