@@ -3,6 +3,7 @@ axisymmetric solver (a different basis, quadrature and solver), the closed-form 
 
 import numpy as np
 import pytest
+from scipy import optimize
 
 import meanfield as mf
 from meanfield.analysis import equilibria as eq
@@ -174,3 +175,55 @@ def test_sinkhorn_heads_on_the_sphere():
     assert st.success and st.removed == 2, st.message
     scale = np.abs(replace(pde, nu=0.0).tendency(st.rho_lm)).max()
     assert np.abs(replace(pde, nu=s.nu).tendency(st.rho_lm)).max() <= 1e-10 * scale
+
+
+def _rotation(axis, angle):
+    axis = np.asarray(axis, float) / np.linalg.norm(axis)
+    K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
+
+
+def test_branch_switching_at_degree_three_gives_the_tetrahedral_four_cluster_branch(setting):
+    # issue 23: branch switching beyond degree 1 on the full S^2.  At nu_3 (sigma_3 = 0, MODEL.md section 3) the
+    # uniform state bifurcates in the 7-dimensional degree-3 kernel; the xyz pattern (Im rho_32) is the direction of
+    # the tetrahedral branch (an axial subgroup of O(3) acting on degree 3).  Held Im rho_32 = a, nu solved for.
+    _, pde = setting
+    g = pde.grid
+    nu3 = optimize.brentq(lambda nu: growth_rate(3, [1.0], BETA, nu=nu), 1e-3, 5.0)
+    uniform = np.zeros(g.nalm, complex)
+    uniform[g.index(0, 0)] = 1.0
+    uniform /= g.integrate(g.synthesis(uniform))
+    amps = np.linspace(0.004, 0.2, 50)
+    br = ss.sphere_branch(pde, amps, uniform + 0.004j * (np.arange(g.nalm) == g.index(3, 2)), nu3,
+                          mode=(3, 2, "im"))
+    assert len(br) == 50 and all(s.success for s in br)
+    # a pitchfork (odd degree: no quadratic term), nu - nu_3 ~ a^2: slope of log |nu - nu_3| over the first solves
+    slope = np.polyfit(np.log(amps[:4]), np.log([abs(s.nu - nu3) for s in br[:4]]), 1)[0]
+    assert abs(slope - 2.0) < 0.05                 # O(a^4) corrections at a <= 0.016: measured 2.00
+    assert all(s.removed == 3 for s in br)         # not axisymmetric: three rotation modes fixed
+    # the end state has the tetrahedral symmetry (generators of T_d) to its residual, and four clusters
+    s = br[-1]
+    P = mf.initial.uniform_sphere(400, 3, seed=1)
+    f0 = pde.density_at(s.rho_lm, P)
+    for R in (_rotation([1, 1, 1], 2 * np.pi / 3), _rotation([1, 0, 0], np.pi),
+              _rotation([0, 0, 1], np.pi / 2) @ np.diag([1.0, 1.0, -1.0])):
+        assert np.abs(pde.density_at(s.rho_lm, P @ R.T) - f0).max() <= 1e-10 * f0.max()   # measured 5e-13
+    V = np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]]) / np.sqrt(3)
+    at_clusters, between = pde.density_at(s.rho_lm, -V), pde.density_at(s.rho_lm, V)
+    assert np.ptp(at_clusters) <= 1e-10                       # the four clusters are equal (symmetry)
+    # peaks above 5x uniform and 40x the density at the opposite vertices (measured: 5.8x and 57x)
+    assert at_clusters.min() > 5 / (4 * np.pi) and at_clusters.min() > 40 * between.max()
+    # the branch turns back in nu (a fold at amplitude ~ 0.1) and is unstable (nu < nu_1: uniform is too)
+    nus = np.array([x.nu for x in br])
+    assert 0 < np.argmax(nus) < len(nus) - 1
+    vals, _ = ss.sphere_spectrum(pde, s.rho_lm, s.nu, k=4)
+    assert vals.real.max() > 0.5
+
+
+def test_held_coefficient_is_validated(setting):
+    ax, pde = setting
+    rho = ax.to_sphere_coefficients(eq.degree_one_state(ax, 0.5).b, pde.grid)
+    for mode, match in (((3, 0, "im"), "imaginary part of an m = 0"), ("z", "mode must be a tuple"),
+                        ((40, 0, "re"), r"mode\[0\]"), ((3, 4, "re"), r"mode\[1\]"), ((3, 2, "x"), r"mode\[2\]")):
+        with pytest.raises(ValueError, match=match):
+            ss.solve_sphere_state(pde, rho, 1.0, amplitude=0.1, mode=mode)

@@ -221,14 +221,16 @@ def _orbit_basis(grid, rho, rtol):
 
 
 def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, krylov_maxiter=200,
-                       amplitude=None) -> SphereState:
+                       amplitude=None, mode=(1, 0, "re")) -> SphereState:
     """A stationary state of ``pde`` at noise ``nu`` by Newton-Krylov from the coefficients ``rho_lm0``.
 
     ``tol``: the residual ``max |rho - G(rho)|`` relative to ``max |rho_lm|``.  ``phase``: fix the rotation by
     phase conditions (module docstring); False solves the singular system as it is.
     GMRES tolerance ``min(0.1, residual)`` per Newton step (inexact Newton).  ``amplitude``: hold the
     coefficient ``rho_10`` (a cluster's pull along the z axis) at this value and solve for ``nu`` instead
-    (``nu`` is then the start): the branch of :func:`sphere_branch`.
+    (``nu`` is then the start): the branch of :func:`sphere_branch`.  ``mode = (l, m, part)`` names the held
+    coefficient instead: the real (``"re"``) or imaginary (``"im"``) part of ``rho_lm``, ``0 <= m <= l``
+    (e.g. ``(3, 2, "im")``, the ``xyz`` pattern of the tetrahedral branch from the degree-3 bifurcation).
     """
     pde = _check(pde)
     g = pde.grid
@@ -242,9 +244,15 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
     phase = validate.boolean("phase", phase)
     ops = _Ops(pde, g)
     n = 2 * g.nalm
-    j = g.index(1, 0) if amplitude is not None else None       # its real part's slot carries delta nu
-    if j is not None:
-        rho[j] = validate.real("amplitude", amplitude)
+    j = None                                  # the held coefficient's slot of the real vector carries delta nu
+    if amplitude is not None:
+        k, part = _mode(g, mode)
+        j = k + (g.nalm if part == "im" else 0)
+        a = validate.real("amplitude", amplitude)
+        if part == "re":
+            rho[k] = a + 1j * rho[k].imag
+        else:
+            rho[k] = rho[k].real + 1j * a
     products, krylov = 0, 0
     res = np.inf
     failure = None
@@ -270,9 +278,10 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
         dG_dnu = _real(g.analysis(-f * (phi - g.integrate(f * phi)) / nu ** 2)) if j is not None else None
 
         def matvec(v, f=f, Z=Z, C=C, na=na, dG_dnu=dG_dnu):
-            d = _complex(v[:n])
+            w = v[:n].copy()
             if j is not None:
-                d[j] = 0.0
+                w[j] = 0.0
+            d = _complex(w)
             dphi = ops.dpotential(d, Z)
             df = f * (dphi - g.integrate(f * dphi)) / nu
             out = _real(d) - _real(g.analysis(df))
@@ -386,15 +395,29 @@ def sphere_block_spectrum(pde, rho_lm, nu, m, *, h=1e-6):
     return ev[np.argsort(-ev.real)]
 
 
-def sphere_branch(pde, amplitudes, start, nu_start, *, tol=1e-10, maxiter=30):
-    """States of ``pde`` along a branch parametrized by ``rho_10`` (the amplitudes, in order), each solve of
-    :func:`solve_sphere_state` (``amplitude=``) warm-started from the last; ``start``: coefficients near the
-    first state (e.g. a degree-1 cluster along z), ``nu_start`` its ``nu``.  A list of :class:`SphereState`,
-    ending at the first failure."""
+def _mode(grid, mode):
+    """``(position, part)`` of the held coefficient ``mode = (l, m, "re" | "im")``."""
+    if not (isinstance(mode, tuple) and len(mode) == 3):
+        raise ValueError(f"mode must be a tuple (l, m, part) with part 're' or 'im'; received {mode!r}")
+    l = validate.integer("mode[0] (l)", mode[0], 1, grid.lmax)
+    m = validate.integer("mode[1] (m)", mode[1], 0, l)
+    part = validate.choice("mode[2] (part)", mode[2], ("re", "im"))
+    if part == "im" and m == 0:
+        raise ValueError(f"mode {mode!r} holds the imaginary part of an m = 0 coefficient, which is 0 for a real "
+                         f"density; use part 're' or m >= 1")
+    return grid.index(l, m), part
+
+
+def sphere_branch(pde, amplitudes, start, nu_start, *, tol=1e-10, maxiter=30, mode=(1, 0, "re")):
+    """States of ``pde`` along a branch parametrized by one coefficient (the amplitudes, in order; by default
+    ``rho_10``, else ``mode``, see :func:`solve_sphere_state`), each solve of :func:`solve_sphere_state`
+    (``amplitude=``) warm-started from the last; ``start``: coefficients near the first state (e.g. a degree-1
+    cluster along z, or uniform plus a small degree-3 ``xyz`` pattern), ``nu_start`` its ``nu``.  A list of
+    :class:`SphereState`, ending at the first failure."""
     out = []
     rho, nu = start, nu_start
     for a in amplitudes:
-        s = solve_sphere_state(pde, rho, nu, tol=tol, maxiter=maxiter, amplitude=a)
+        s = solve_sphere_state(pde, rho, nu, tol=tol, maxiter=maxiter, amplitude=a, mode=mode)
         out.append(s)
         if not s.success:
             break
