@@ -210,7 +210,8 @@ def _view(args):
     from .view import write_view
 
     started = time.perf_counter()
-    path = write_view(args.result, args.out, max_frames=args.frames, max_particles=args.particles)
+    limits = {k: v for k, v in (("max_frames", args.frames), ("max_particles", args.particles)) if v is not None}
+    path = write_view(args.result, args.out, **limits)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - started:.1f} s); open it in "
           f"a browser (no server needed)")
     return 0
@@ -447,8 +448,10 @@ def build_parser():
                                                        "self-contained)")
     vw.add_argument("result", help="NetCDF file written by meanfield run, sweep or phase-diagram")
     vw.add_argument("--out", default=None, metavar="PAGE.html", help="the page (default: RESULT.html beside the file)")
-    vw.add_argument("--frames", type=_int_at_least(2), default=60, help="most times on the slider (default 60)")
-    vw.add_argument("--particles", type=_positive_int_1, default=500, help="most tokens drawn (default 500)")
+    vw.add_argument("--frames", type=_int_at_least(2), default=None,
+                    help="most times on the slider (default view.MAX_FRAMES = 60)")
+    vw.add_argument("--particles", type=_positive_int_1, default=None,
+                    help="most tokens drawn (default view.MAX_PARTICLES = 500)")
     vw.set_defaults(func=_view)
     s = sub.add_parser("study", parents=[common], help="run a study of studies/ (python -m studies.NAME.run)")
     s.add_argument("name", nargs="?", default=None, help="study name (a folder of studies/)")

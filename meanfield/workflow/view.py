@@ -214,10 +214,11 @@ def _run_figure(ds, label, max_frames, max_particles, nlat):
                   args=[[str(i)], dict(mode="immediate", frame=dict(duration=0, redraw=True),
                                        transition=dict(duration=0))]) for i, k in enumerate(frames)]
     fig.update_layout(
-        title_text=title(0), shapes=cursor(0), height=720, margin=dict(l=10, r=10, t=70, b=10),
-        scene=dict(aspectmode="cube", xaxis=dict(range=[-1.1, 1.1], title="x"),
-                   yaxis=dict(range=[-1.1, 1.1], title="y"), zaxis=dict(range=[-1.1, 1.1], title="z")),
-        legend=dict(x=1.0, y=1.0, xanchor="right"),
+        title_text=title(0), shapes=cursor(0), height=760, margin=dict(l=10, r=10, t=70, b=40),
+        # no axes on the sphere: gl3d draws their labels as polygons, half of the opening time in software WebGL
+        scene=dict(aspectmode="cube", camera=dict(eye=dict(x=1.25, y=1.25, z=0.9)),
+                   **{f"{a}axis": dict(range=[-1.05, 1.05], visible=False) for a in "xyz"}),
+        legend=dict(orientation="h", x=1.0, y=-0.09, xanchor="right", yanchor="top"),
         sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="t = "), pad=dict(t=30), len=0.55, x=0.05)],
         updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.02, xanchor="right", yanchor="top",
                           pad=dict(t=30), buttons=[
