@@ -247,10 +247,13 @@ def _phase_figure(ds, label):
         if curve is not None and np.isfinite(curve).any():
             fig.add_trace(go.Scatter(x=curve, y=beta, mode="lines", line=dict(color="white", dash="dash"),
                                      name="equiangular clustering time", showlegend=i == 0), row=row + 1, col=col + 1)
-        fig.update_xaxes(title_text="t", row=row + 1, col=col + 1)
+        half = (t[1] - t[0]) / 2 if t.size > 1 else 0.5          # the curve may leave the recorded times
+        fig.update_xaxes(title_text="t", range=[t[0] - half, t[-1] + half], row=row + 1, col=col + 1)
         fig.update_yaxes(title_text="beta", row=row + 1, col=col + 1)
     fig.update_layout(title_text=f"{label}phase diagram (beta x t); no tokens or density in this dataset, so no "
-                                 f"sphere or time slider", height=760, margin=dict(l=10, r=10, t=80, b=10))
+                                 f"sphere or time slider", height=760, margin=dict(l=10, r=10, t=80, b=40),
+                      legend=dict(orientation="h", x=0.5, xanchor="center", y=-0.08, yanchor="top", bgcolor="#666",
+                                  font=dict(color="white")))
     return fig
 
 
