@@ -114,6 +114,7 @@ def main(argv=None):
     from meanfield.workflow import results, view
     from meanfield.workflow.config import RunConfig
     from meanfield.workflow.jobs import main_job
+    from meanfield.workflow.run import run
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tiny run and 2 openings")
@@ -127,13 +128,13 @@ def main(argv=None):
         if args.result is not None:
             source, what = Path(args.result), f"the run {args.result}"
         elif args.quick:
-            source = results.save(__import__("meanfield.workflow.run", fromlist=["run"]).run(
-                RunConfig.from_dict(TINY), progress=False), Path(tmp) / "result.nc")
+            source = results.save(run(RunConfig.from_dict(TINY), progress=False), Path(tmp) / "result.nc")
             what = "a tiny run (quick mode)"
         else:
             t = time.perf_counter()
             main_job(RunConfig(), Path(tmp) / "run", progress=False)
-            source, what = Path(tmp) / "run" / "result.nc", f"the default run (computed in {time.perf_counter() - t:.0f} s)"
+            source = Path(tmp) / "run" / "result.nc"
+            what = f"the default run (computed in {time.perf_counter() - t:.0f} s)"
         t = time.perf_counter()
         page = view.write_view(source, Path(tmp) / "page.html")
         build = time.perf_counter() - t
@@ -167,6 +168,9 @@ def main(argv=None):
         f"software WebGL); on a loaded machine they estimate an idle machine's wall time better than the wall "
         f"time does. Target: < {TARGET_S:g} s."])
     _report.finish(summary, "## meanfield view", md, args.write, HERE / "RESULTS_view.md")
+    if args.write:                              # a new file: no blank lines before the heading
+        path = HERE / "RESULTS_view.md"
+        path.write_text(path.read_text().lstrip("\n"))
     return 0
 
 

@@ -40,7 +40,7 @@ def page(tiny):
 def test_the_page_is_self_contained_and_small(tiny, page):
     assert page == tiny[1].with_suffix(".html") and page.is_file()
     html = page.read_text(encoding="utf-8")
-    assert page.stat().st_size < 10e6                           # the issue's target (the default run: benchmarks/view.py)
+    assert page.stat().st_size < 10e6           # the issue's target (the default run's page: benchmarks/view.py)
     # plotly.js is embedded (its banner), no script is loaded from elsewhere (the browser test checks requests)
     assert "* plotly.js v" in html and re.search(r"<script[^>]*\bsrc\s*=", html) is None
     assert "Plotly.newPlot" in html and "meanfield-view" in html
@@ -205,7 +205,8 @@ def _browser():
 STATE = """() => { const d = document.getElementById('meanfield-view'), f = d._fullData;   // decoded arrays
   return {title: d.layout.title.text, active: d._fullLayout.sliders[0].active, x: Array.from(f[1].x),
           color: Array.from(f[0].surfacecolor[Math.floor(f[0].surfacecolor.length / 2)])}; }"""
-READY = "() => { const d = document.getElementById('meanfield-view'); return d && d._fullLayout && d.querySelector('.main-svg'); }"
+READY = ("() => { const d = document.getElementById('meanfield-view'); "
+         "return d && d._fullLayout && d.querySelector('.main-svg'); }")
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +218,8 @@ def browser_page(page):
         log = {"errors": [], "requests": []}
         tab.on("console", lambda m: log["errors"].append(m.text) if m.type == "error" else None)
         tab.on("pageerror", lambda e: log["errors"].append(str(e)))
-        tab.on("request", lambda r: None if r.url.startswith(("file:", "data:", "blob:")) else log["requests"].append(r.url))
+        tab.on("request", lambda r: None if r.url.startswith(("file:", "data:", "blob:"))
+               else log["requests"].append(r.url))
         tab.goto(page.as_uri(), wait_until="load")
         tab.wait_for_function(READY, timeout=60_000)
         yield tab, log

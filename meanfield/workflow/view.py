@@ -112,8 +112,11 @@ def _sweep_label(path):
 
 
 def _density_frames(ds, frames, nlat):
-    """Sphere coordinates (3 arrays (nlat+2, nlon+1)) and the density at each frame (float32, NaN where
-    the PDE did not reach), on GL rings plus the two poles, the first meridian repeated to close the seam."""
+    """Sphere coordinates (3 arrays (nlat+2, nlon+1)) and the density at each frame (float32; None where the
+    PDE did not reach), on GL rings plus the two poles, the first meridian repeated to close the seam.
+
+    Above ``lmax = nlat - 1`` the density is evaluated on the degree's own grid and ``nlat`` of its rings
+    (``2 nlat`` of its meridians) are shown: a display, not a resolution of the field."""
     lmax = ds.sizes["l"] - 1
     grid = SphereGrid(lmax, nlat=max(nlat, lmax + 1), nlon=max(2 * nlat, 2 * lmax + 2))
     rows = _pick(grid.nlat, nlat)
