@@ -32,6 +32,7 @@ import xarray as xr
 from ..core import validate
 from ..core.sphere import SphereGrid
 from . import results
+from .phase_diagram import MEASURES as PHASE_MEASURES
 
 __all__ = ["load_viewable", "build_figure", "write_view", "default_output", "MAX_FRAMES", "MAX_PARTICLES",
            "DENSITY_NLAT"]
@@ -42,9 +43,6 @@ MAX_PARTICLES = 500
 """Default largest number of tokens drawn (a fixed, evenly spaced subset)."""
 DENSITY_NLAT = 48
 """Gauss-Legendre rings of the density's display grid (``2 DENSITY_NLAT`` points per ring)."""
-PHASE_MEASURES = ("one_cluster", "pair_density", "median_clusters", "mean_gram_rank")
-_CURVES = (("energy", "interaction energy", "pde_energy", "particle_energy"),
-           ("entropy", "relative attention entropy (mean over heads)", "pde_entropy", "particle_entropy"))
 
 
 def load_viewable(path):
@@ -162,7 +160,8 @@ def _run_figure(ds, label, max_frames, max_particles, nlat):
     fig = make_subplots(rows=3, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.06, vertical_spacing=0.09,
                         specs=[[{"type": "scene", "rowspan": 3}, {"type": "xy"}], [None, {"type": "xy"}],
                                [None, {"type": "xy"}]],
-                        subplot_titles=("tokens and PDE density", "energy", "entropy", "W2(particles, PDE)"))
+                        subplot_titles=("tokens and PDE density", "interaction energy",
+                                        "relative attention entropy (mean over heads)", "W2(particles, PDE), rad"))
     blank = np.zeros_like(sx, dtype=np.float32)
 
     def surface(k):
