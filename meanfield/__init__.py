@@ -71,6 +71,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       extend            continue a finished run to a later time (meanfield run --extend DIR --t-final T)
       results           NetCDF datasets with config, schema and package version
       plotting          figures and animations (the only matplotlib user)
+      view              meanfield view: one self-contained interactive HTML page of a result (the only plotly user)
       tasks             a generic resumable task farm on dask.distributed (index, one file per task)
       sweep             parameter sweeps of the main job (run_tasks over configs)
       phase_diagram     beta x t phase diagrams of ensembles (dataset, figure, CLI)

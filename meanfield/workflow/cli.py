@@ -16,6 +16,8 @@
   default are commented out); ``meanfield config FILE`` validates a config file and
   ``meanfield config check FILE`` also runs every check ``run`` makes before computing.
 * ``meanfield plot RESULT.nc [--out DIR]`` -- redraw every figure from a results file.
+* ``meanfield view RESULT.nc [--out PAGE.html]`` -- one self-contained interactive HTML page of a run, a sweep
+  point or a phase diagram (:mod:`meanfield.workflow.view`; default ``RESULT.html`` beside the file).
 * ``meanfield study NAME [--quick] [--out DIR]`` -- run ``python -m studies.NAME.run`` from the
   repository (``meanfield study --list`` lists them).
 * ``meanfield theory {beta-star,lambda-max,growth-rates}`` -- closed forms of MODEL.md.
@@ -201,6 +203,17 @@ def _plot(args):
         raise ValueError(f"{args.result} lacks the variable {name!r} that a figure needs; received a dataset "
                          f"with {len(ds.data_vars)} variables (write it with meanfield run)") from None
     print(f"wrote {len(paths)} figures to {out}/: {', '.join(p.name for p in paths)}")
+    return 0
+
+
+def _view(args):
+    from .view import write_view
+
+    started = time.perf_counter()
+    limits = {k: v for k, v in (("max_frames", args.frames), ("max_particles", args.particles)) if v is not None}
+    path = write_view(args.result, args.out, **limits)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - started:.1f} s); open it in "
+          f"a browser (no server needed)")
     return 0
 
 
@@ -431,6 +444,15 @@ def build_parser():
     pl.add_argument("--out", default=None, help="output folder (default: the file's folder)")
     pl.add_argument("--no-animation", action="store_true", help="skip the GIF")
     pl.set_defaults(func=_plot)
+    vw = sub.add_parser("view", parents=[common], help="an interactive HTML page of a results file (plotly, "
+                                                       "self-contained)")
+    vw.add_argument("result", help="NetCDF file written by meanfield run, sweep or phase-diagram")
+    vw.add_argument("--out", default=None, metavar="PAGE.html", help="the page (default: RESULT.html beside the file)")
+    vw.add_argument("--frames", type=_int_at_least(2), default=None,
+                    help="most times on the slider (default view.MAX_FRAMES = 60)")
+    vw.add_argument("--particles", type=_positive_int_1, default=None,
+                    help="most tokens drawn (default view.MAX_PARTICLES = 500)")
+    vw.set_defaults(func=_view)
     s = sub.add_parser("study", parents=[common], help="run a study of studies/ (python -m studies.NAME.run)")
     s.add_argument("name", nargs="?", default=None, help="study name (a folder of studies/)")
     s.add_argument("--list", action="store_true", help="list the available studies")

@@ -1,0 +1,300 @@
+"""``meanfield view RESULT.nc``: one self-contained interactive HTML page of a results file (plotly, no server).
+
+* A run dataset (``meanfield run``, ``meanfield run --extend``, a sweep's ``points/<id>.nc``): the tokens
+  and the PDE density on a sphere that can be rotated, a time slider (and play button) moving both, and
+  the energy, relative attention entropy and W2 curves beside it with a marker at the slider's time.
+  A sweep point's page names its swept parameters (read from the sweep's ``index.json``).
+* A phase diagram (``meanfield phase-diagram``): one heat map per measure over ``beta x t`` with the
+  equiangular clustering curve; it has no tokens or density to animate, and the page says so.
+
+The page embeds plotly.js (no CDN: it opens offline) and stays small: at most ``max_frames`` times
+(evenly chosen, first and last kept), ``max_particles`` tokens (the same subset at every time) and the
+density evaluated from the saved coefficients on a coarse grid (``nlat x 2 nlat`` Gauss-Legendre rings
+plus the poles; the package's :class:`~meanfield.core.sphere.SphereGrid`), stored as float32 arrays.
+Times the PDE did not reach (NaN in the dataset) show the tokens only, and the title says so.
+
+:func:`write_view` writes atomically (a temporary file in the target folder, then rename): a failure
+leaves no half-written page.  A file that is not a meanfield result, or a truncated one, raises
+``ValueError`` naming the file and what is missing (``meanfield view`` exits 2).  plotly is imported
+here only (lazily, when a page is built).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from ..core import validate
+from ..core.sphere import SphereGrid
+from . import results
+from .phase_diagram import MEASURES as PHASE_MEASURES
+
+__all__ = ["load_viewable", "build_figure", "write_view", "default_output", "MAX_FRAMES", "MAX_PARTICLES",
+           "DENSITY_NLAT"]
+
+MAX_FRAMES = 60
+"""Default largest number of times on the slider."""
+MAX_PARTICLES = 500
+"""Default largest number of tokens drawn (a fixed, evenly spaced subset)."""
+DENSITY_NLAT = 48
+"""Gauss-Legendre rings of the density's display grid (``2 DENSITY_NLAT`` points per ring)."""
+
+
+def load_viewable(path):
+    """``(kind, dataset)`` of a results file: kind ``"run"`` or ``"phase_diagram"``.
+
+    Raises ``ValueError`` naming the file and what is missing when it does not exist, is not a readable
+    NetCDF file (e.g. truncated) or is not a meanfield run or phase-diagram dataset.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file (meanfield view takes a .nc file written by meanfield run, "
+                         f"sweep or phase-diagram)")
+    try:
+        with xr.open_dataset(path, engine=results.ENGINE) as f:
+            ds = f.load()
+    except Exception as err:                    # netCDF4/HDF5 report truncation as OSError, RuntimeError, ...
+        raise ValueError(f"{path} is not a readable NetCDF file (truncated or another format): "
+                         f"{type(err).__name__}: {err}") from None
+    if ds.attrs.get("kind") == "phase_diagram":
+        missing = [v for v in PHASE_MEASURES if v not in ds.variables]
+        missing += [d for d in ("beta", "t") if d not in ds.dims]
+        if missing:
+            raise ValueError(f"{path} is a truncated phase-diagram dataset: it lacks {missing}")
+        return "phase_diagram", ds
+    if "schema_version" not in ds.attrs:
+        raise ValueError(f"{path} is not a meanfield result: it has no 'schema_version' attribute (and no "
+                         f"'kind' = 'phase_diagram'); meanfield view reads the files of meanfield run, sweep and "
+                         f"phase-diagram")
+    ds = results.load(path)                     # schema version and the run variables, named when missing
+    missing = [v for v in ("rho_lm_real", "rho_lm_imag", "X", "time") if ds[v].size == 0]
+    if missing or ds.sizes["time"] < 1:
+        raise ValueError(f"{path} is a truncated run dataset: {missing or ['time']} are empty")
+    if ds.sizes["dim"] != 3:
+        raise ValueError(f"{path}: X must have 3 components (tokens on S^2); received {ds.sizes['dim']}")
+    return "run", ds
+
+
+def default_output(path) -> Path:
+    """``RESULT.nc`` -> ``RESULT.html`` beside it."""
+    return Path(path).with_suffix(".html")
+
+
+def _pick(n, k):
+    """At most ``k`` evenly spaced indices of ``range(n)``, first and last included."""
+    if n <= k:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, k)).astype(int))
+
+
+def _sweep_label(path):
+    """The swept parameters of a sweep point ``.../points/<id>.nc`` (from ``../index.json``), or ''."""
+    path = Path(path).resolve()
+    index = path.parent.parent / "index.json"
+    if path.parent.name != "points" or not index.is_file():
+        return ""
+    try:
+        rows = json.loads(index.read_text())
+    except (OSError, ValueError):
+        return ""
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and Path(str(row.get("path", ""))).name == path.name:
+            params = row.get("params") or {}
+            return "sweep point " + ", ".join(f"{k} = {v}" for k, v in params.items())
+    return ""
+
+
+def _density_frames(ds, frames, nlat):
+    """Sphere coordinates (3 arrays (nlat+2, nlon+1)) and the density at each frame (float32; None where the
+    PDE did not reach), on GL rings plus the two poles, the first meridian repeated to close the seam.
+
+    Above ``lmax = nlat - 1`` the density is evaluated on the degree's own grid and ``nlat`` of its rings
+    (``2 nlat`` of its meridians) are shown: a display, not a resolution of the field."""
+    lmax = ds.sizes["l"] - 1
+    grid = SphereGrid(lmax, nlat=max(nlat, lmax + 1), nlon=max(2 * nlat, 2 * lmax + 2))
+    rows = _pick(grid.nlat, nlat)
+    cols = _pick(grid.nlon, 2 * nlat)
+    nodes = grid.nodes[np.ix_(rows, cols)]
+
+    def close(a):                               # poles (the ring means) and the seam
+        north, south = a[:1].mean(axis=(0, 1), keepdims=True), a[-1:].mean(axis=(0, 1), keepdims=True)
+        a = np.concatenate([np.repeat(north, a.shape[1], axis=1), a, np.repeat(south, a.shape[1], axis=1)])
+        return np.concatenate([a, a[:, :1]], axis=1)
+
+    xyz = close(nodes)
+    pole = np.array([0.0, 0.0, 1.0])
+    xyz[0], xyz[-1] = pole, -pole               # the ring means are not unit vectors; the poles are
+    values = []
+    for k in frames:
+        coeffs = results.density_coefficients(ds, int(k))
+        if not np.all(np.isfinite(coeffs)):
+            values.append(None)
+            continue
+        values.append(close(grid.synthesis(coeffs)[np.ix_(rows, cols)][..., None])[..., 0].astype(np.float32))
+    return xyz[..., 0], xyz[..., 1], xyz[..., 2], values
+
+
+def _series(ds, name):
+    if name not in ds.variables:
+        return None
+    v = ds[name].values.astype(float)
+    return np.nanmean(v, axis=1) if v.ndim == 2 and np.isfinite(v).any() else (v if v.ndim == 1 else None)
+
+
+def _run_figure(ds, label, max_frames, max_particles, nlat):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    t = ds["time"].values.astype(float)
+    frames = _pick(t.size, max_frames)
+    parts = _pick(ds.sizes["particle"], max_particles)
+    X = ds["X"].values[:, parts].astype(np.float32) * np.float32(1.012)    # just above the surface
+    sx, sy, sz, rho = _density_frames(ds, frames, nlat)
+    finite = [r for r in rho if r is not None]
+    cmax = float(max(np.nanmax(r) for r in finite)) if finite else 1.0
+    fig = make_subplots(rows=3, cols=2, column_widths=[0.6, 0.4], horizontal_spacing=0.06, vertical_spacing=0.09,
+                        specs=[[{"type": "scene", "rowspan": 3}, {"type": "xy"}], [None, {"type": "xy"}],
+                               [None, {"type": "xy"}]],
+                        subplot_titles=("tokens and PDE density", "interaction energy",
+                                        "relative attention entropy (mean over heads)", "W2(particles, PDE), rad"))
+    blank = np.zeros_like(sx, dtype=np.float32)
+
+    def surface(k):
+        return rho[k] if rho[k] is not None else blank
+
+    fig.add_trace(go.Surface(x=sx.astype(np.float32), y=sy.astype(np.float32), z=sz.astype(np.float32),
+                             surfacecolor=surface(0), cmin=0.0, cmax=cmax, colorscale="Viridis",
+                             opacity=1.0 if rho[0] is not None else 0.25, name="PDE density",
+                             colorbar=dict(title=dict(text="density (sr⁻¹)"), x=0.0, len=0.7),
+                             hovertemplate="density %{surfacecolor:.3g}<extra></extra>"), row=1, col=1)
+
+    def tokens(k):
+        x = X[frames[k]]
+        ok = np.isfinite(x).all(axis=1)
+        return x[ok, 0], x[ok, 1], x[ok, 2]
+
+    tx, ty, tz = tokens(0)
+    fig.add_trace(go.Scatter3d(x=tx, y=ty, z=tz, mode="markers", name=f"tokens ({parts.size} of "
+                                                                         f"{ds.sizes['particle']})",
+                               marker=dict(size=2.5, color="#d62728")), row=1, col=1)
+    curves = [(1, "PDE", _series(ds, "pde_energy")), (1, "particles", _series(ds, "particle_energy")),
+              (2, "PDE", _series(ds, "pde_entropy")), (2, "particles", _series(ds, "particle_entropy")),
+              (3, "W2", _series(ds, "w2"))]
+    colors = {"PDE": "#1f77b4", "particles": "#d62728", "W2": "#2ca02c"}
+    shown = set()
+    for row, name, y in curves:
+        if y is None:
+            continue
+        fig.add_trace(go.Scatter(x=t, y=y, mode="lines", name=name, legendgroup=name, showlegend=name not in shown,
+                                 line=dict(color=colors[name])), row=row, col=2)
+        shown.add(name)
+    axes = []
+    for row in (1, 2, 3):
+        fig.update_xaxes(title_text="time" if row == 3 else None, row=row, col=2)
+        sub = fig.get_subplot(row, 2)
+        axes.append((sub.xaxis.plotly_name.replace("axis", ""), sub.yaxis.plotly_name.replace("axis", "")))
+
+    def cursor(k):                              # the slider's time on the three curve panels
+        return [dict(type="line", xref=x, yref=f"{y} domain", x0=t[frames[k]], x1=t[frames[k]], y0=0, y1=1,
+                     line=dict(color="rgba(0,0,0,0.4)", width=1, dash="dot")) for x, y in axes]
+
+    def title(k):
+        note = "" if rho[k] is not None else "  (the PDE did not reach this time: tokens only)"
+        return f"{label}t = {t[frames[k]]:.4g}{note}"
+
+    fig.frames = [go.Frame(name=str(i), traces=[0, 1],
+                           data=[go.Surface(surfacecolor=surface(i), opacity=1.0 if rho[i] is not None else 0.25),
+                                 go.Scatter3d(x=tokens(i)[0], y=tokens(i)[1], z=tokens(i)[2])],
+                           layout=go.Layout(title_text=title(i), shapes=cursor(i)))
+                  for i in range(frames.size)]
+    steps = [dict(method="animate", label=f"{t[k]:.3g}",
+                  args=[[str(i)], dict(mode="immediate", frame=dict(duration=0, redraw=True),
+                                       transition=dict(duration=0))]) for i, k in enumerate(frames)]
+    fig.update_layout(
+        title_text=title(0), shapes=cursor(0), height=760, margin=dict(l=10, r=10, t=70, b=40),
+        # no axes on the sphere: gl3d draws their labels as polygons, half of the opening time in software WebGL
+        scene=dict(aspectmode="cube", camera=dict(eye=dict(x=1.25, y=1.25, z=0.9)),
+                   **{f"{a}axis": dict(range=[-1.05, 1.05], visible=False) for a in "xyz"}),
+        legend=dict(orientation="h", x=1.0, y=-0.09, xanchor="right", yanchor="top"),
+        sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="t = "), pad=dict(t=30), len=0.55, x=0.05)],
+        updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.02, xanchor="right", yanchor="top",
+                          pad=dict(t=30), buttons=[
+                              dict(label="▶", method="animate",
+                                   args=[None, dict(frame=dict(duration=250, redraw=True), fromcurrent=True,
+                                                    transition=dict(duration=0))]),
+                              dict(label="❚❚", method="animate",
+                                   args=[[None], dict(mode="immediate", frame=dict(duration=0, redraw=False))])])])
+    return fig
+
+
+def _phase_figure(ds, label):
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    beta, t = ds["beta"].values.astype(float), ds["t"].values.astype(float)
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[m.replace("_", " ") for m in PHASE_MEASURES],
+                        horizontal_spacing=0.12, vertical_spacing=0.14)
+    curve = ds["equiangular_time"].values.astype(float) if "equiangular_time" in ds.variables else None
+    for i, m in enumerate(PHASE_MEASURES):
+        row, col = divmod(i, 2)
+        fig.add_trace(go.Heatmap(x=t, y=beta, z=ds[m].values.astype(np.float32), colorscale="Viridis",
+                                 colorbar=dict(len=0.4, x=0.45 + 0.55 * col, y=0.79 - 0.56 * row),
+                                 hovertemplate="t %{x:.3g}, beta %{y:.3g}: %{z:.3g}<extra>" + m + "</extra>"),
+                      row=row + 1, col=col + 1)
+        if curve is not None and np.isfinite(curve).any():
+            fig.add_trace(go.Scatter(x=curve, y=beta, mode="lines", line=dict(color="white", dash="dash"),
+                                     name="equiangular clustering time", showlegend=i == 0), row=row + 1, col=col + 1)
+        half = (t[1] - t[0]) / 2 if t.size > 1 else 0.5          # the curve may leave the recorded times
+        fig.update_xaxes(title_text="t", range=[t[0] - half, t[-1] + half], row=row + 1, col=col + 1)
+        fig.update_yaxes(title_text="beta", row=row + 1, col=col + 1)
+    fig.update_layout(title_text=f"{label}phase diagram (beta x t); no tokens or density in this dataset, so no "
+                                 f"sphere or time slider", height=760, margin=dict(l=10, r=10, t=80, b=40),
+                      legend=dict(orientation="h", x=0.5, xanchor="center", y=-0.08, yanchor="top", bgcolor="#666",
+                                  font=dict(color="white")))
+    return fig
+
+
+def build_figure(kind, ds, *, label="", max_frames=MAX_FRAMES, max_particles=MAX_PARTICLES, nlat=DENSITY_NLAT):
+    """The plotly Figure of a dataset of ``kind`` (:func:`load_viewable`)."""
+    validate.choice("kind", kind, ("run", "phase_diagram"))
+    max_frames = validate.integer("max_frames", max_frames, 2)
+    max_particles = validate.integer("max_particles", max_particles, 1)
+    nlat = validate.integer("nlat", nlat, 4)
+    if kind == "phase_diagram":
+        return _phase_figure(ds, label)
+    return _run_figure(ds, label, max_frames, max_particles, nlat)
+
+
+def write_view(path, out=None, *, max_frames=MAX_FRAMES, max_particles=MAX_PARTICLES, nlat=DENSITY_NLAT) -> Path:
+    """Write the page of the results file ``path`` to ``out`` (default ``RESULT.html`` beside it); returns it.
+
+    Atomic: the page is written to a temporary file in ``out``'s folder and renamed, so a failure (bad
+    input, Ctrl-C) leaves no partial page.  ``ValueError`` for input that is not a meanfield result.
+    """
+    kind, ds = load_viewable(path)
+    out = default_output(path) if out is None else Path(out)
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"--out must name an .html file; received {str(out)!r}")
+    label = _sweep_label(path)
+    label = f"{Path(path).name}{' (' + label + ')' if label else ''}: "
+    fig = build_figure(kind, ds, label=label, max_frames=max_frames, max_particles=max_particles, nlat=nlat)
+    html = fig.to_html(include_plotlyjs=True, full_html=True, auto_play=False, div_id="meanfield-view",
+                       config={"displaylogo": False, "responsive": True})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(html)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out

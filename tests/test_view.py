@@ -1,0 +1,270 @@
+"""``meanfield view``: the HTML page of a run / sweep point / phase diagram, its bad inputs, and the page in a real
+headless browser (Debian's chromium driven by playwright; skipped only where either is missing: CI installs
+both, see .ci/browser)."""
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from meanfield.workflow import results, view
+from meanfield.workflow.cli import main
+from meanfield.workflow.config import RunConfig
+from meanfield.workflow.phase_diagram import PhaseDiagramConfig, phase_diagram
+from meanfield.workflow.run import run
+
+TINY = {"pde": {"lmax": 12}, "particles": {"n": 60}, "integrator": {"t_final": 0.3, "n_frames": 4},
+        "initial": {"kappas": [2.0]}, "outputs": {"figures": False, "animation": False}, "seed": 3}
+CHROMIUM = "/usr/bin/chromium"
+BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    ds = run(RunConfig.from_dict(TINY), progress=False)
+    assert ds.attrs["pde_status"] == 0, ds.attrs["pde_message"]       # every frame has a density
+    return ds, results.save(ds, tmp_path_factory.mktemp("tiny") / "result.nc")
+
+
+@pytest.fixture(scope="module")
+def page(tiny):
+    return view.write_view(tiny[1])
+
+
+def test_the_page_is_self_contained_and_small(tiny, page):
+    assert page == tiny[1].with_suffix(".html") and page.is_file()
+    html = page.read_text(encoding="utf-8")
+    assert page.stat().st_size < 10e6           # the issue's target (the default run's page: benchmarks/view.py)
+    # plotly.js is embedded (its banner), no script is loaded from elsewhere (the browser test checks requests)
+    assert "* plotly.js v" in html and re.search(r"<script[^>]*\bsrc\s*=", html) is None
+    assert "Plotly.newPlot" in html and "meanfield-view" in html
+    assert not list(page.parent.glob(".*.tmp"))                 # the temporary file was renamed
+
+
+def test_frames_hold_the_datasets_tokens_and_density(tiny):
+    ds, path = tiny
+    fig = view.build_figure("run", ds, max_particles=25)
+    T = ds.sizes["time"]
+    assert len(fig.frames) == T and len(fig.layout.sliders[0].steps) == T
+    parts = view._pick(ds.sizes["particle"], 25)
+    assert parts.size == 25
+    for k, frame in enumerate(fig.frames):
+        assert list(fig.layout.sliders[0].steps[k].args[0]) == [frame.name]
+        surface, tokens = frame.data
+        # the tokens are the dataset's, scaled just above the surface (float32 storage: 1e-6 relative)
+        np.testing.assert_allclose(np.asarray(tokens.x), ds["X"].values[k, parts, 0] * 1.012, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(tokens.z), ds["X"].values[k, parts, 2] * 1.012, rtol=1e-6, atol=1e-6)
+        assert f"t = {ds.time.values[k]:.4g}" in frame.layout.title.text
+    assert not np.array_equal(fig.frames[0].data[1].x, fig.frames[-1].data[1].x)   # the tokens move
+
+
+def test_density_on_the_runs_display_grid_equals_the_stored_rho(tiny):
+    """With the display grid of the run (2 (lmax+1) rings) the page's density is the dataset's ``rho`` at the
+    same nodes, rows in latitude order, the poles and seam added: a check of orientation and coefficients."""
+    ds, _ = tiny
+    lmax = ds.sizes["l"] - 1
+    x, y, z, rho = view._density_frames(ds, np.arange(ds.sizes["time"]), 2 * (lmax + 1))
+    assert x.shape == (2 * (lmax + 1) + 2, 4 * (lmax + 1) + 1)
+    # interior rows are the stored grid's nodes: z = sin(lat), longitude = atan2(y, x) (1e-12: float64 trig)
+    np.testing.assert_allclose(z[1:-1, 0], np.sin(np.radians(ds.lat.values)), atol=1e-12)
+    np.testing.assert_allclose(np.degrees(np.arctan2(y[1, :-1], x[1, :-1])) % 360, ds.lon.values % 360, atol=1e-9)
+    for k, r in enumerate(rho):
+        # float32 storage: 1e-6 relative of the peak
+        np.testing.assert_allclose(r[1:-1, :-1], ds["rho"].values[k], atol=1e-6 * np.abs(ds["rho"].values[k]).max())
+        np.testing.assert_array_equal(r[:, -1], r[:, 0])       # the seam is closed
+        # the poles are the first and last ring means (float32: 1e-6 relative)
+        np.testing.assert_allclose(r[0, 0], ds["rho"].values[k, 0].mean(), rtol=1e-6)
+
+
+def test_coarse_density_grid_integrates_to_the_mass(tiny):
+    ds, _ = tiny
+    fig = view.build_figure("run", ds)
+    grid = view.SphereGrid(ds.sizes["l"] - 1, nlat=view.DENSITY_NLAT, nlon=2 * view.DENSITY_NLAT)
+    for frame in fig.frames:
+        r = np.asarray(frame.data[0].surfacecolor, dtype=float)[1:-1, :-1]
+        # GL quadrature of the shown density = the PDE's mass 1 (conserved to ~1e-10; float32 values: 1e-6)
+        assert abs((r * grid.weights).sum() - 1.0) < 1e-5
+
+
+def test_times_the_pde_did_not_reach_show_tokens_only(tiny, tmp_path):
+    ds = tiny[0].copy(deep=True)
+    for name in ("rho_lm_real", "rho_lm_imag", "rho"):
+        ds[name].values[-1] = np.nan
+    fig = view.build_figure("run", ds)
+    assert "did not reach this time" in fig.frames[-1].layout.title.text
+    assert "did not reach" not in fig.frames[0].layout.title.text
+    assert fig.frames[-1].data[0].opacity < 1 and np.all(np.asarray(fig.frames[-1].data[0].surfacecolor) == 0)
+
+
+def test_frames_and_particles_are_subsampled_with_the_ends_kept():
+    idx = view._pick(101, 10)
+    assert idx[0] == 0 and idx[-1] == 100 and idx.size == 10 and np.all(np.diff(idx) > 0)
+    assert np.array_equal(view._pick(5, 10), np.arange(5))
+
+
+def test_cli_writes_the_page_and_names_it(tiny, tmp_path, capsys):
+    out = tmp_path / "sub" / "page.html"
+    assert main(["view", str(tiny[1]), "--out", str(out), "--frames", "3", "--particles", "10"]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out and out.is_file()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["page.html"]
+
+
+def test_sweep_point_page_names_its_parameters(tiny, tmp_path):
+    points = tmp_path / "sweep" / "points"
+    points.mkdir(parents=True)
+    shutil.copy(tiny[1], points / "p0001.nc")
+    (tmp_path / "sweep" / "index.json").write_text(json.dumps([
+        {"id": "p0001", "params": {"heads[0].beta": 2.0}, "status": "done", "path": "points/p0001.nc"}]))
+    page = view.write_view(points / "p0001.nc")
+    assert "sweep point heads[0].beta = 2.0" in page.read_text(encoding="utf-8")
+
+
+def test_phase_diagram_page_has_the_heat_maps(tmp_path):
+    cfg = PhaseDiagramConfig(betas=(1.0, 4.0), t_final=1.0, dt=0.1, record_every=5, n=6, batch=4)
+    path = results.save(phase_diagram(cfg, progress=False), tmp_path / "phase_diagram.nc")
+    kind, ds = view.load_viewable(path)
+    assert kind == "phase_diagram"
+    fig = view.build_figure(kind, ds)
+    assert [t.type for t in fig.data].count("heatmap") == 4 and not fig.frames
+    assert "no tokens or density" in fig.layout.title.text
+    assert view.write_view(path).is_file()
+
+
+def _truncated(src, dst):
+    data = Path(src).read_bytes()
+    Path(dst).write_bytes(data[: len(data) // 2])
+    return dst
+
+
+def _without_x(src, dst):
+    ds = results.load(src).drop_vars("X")
+    ds.to_netcdf(dst, engine="netcdf4")
+    return dst
+
+
+def _foreign(src, dst):
+    xr.Dataset({"a": ("x", np.arange(3.0))}).to_netcdf(dst, engine="netcdf4")
+    return dst
+
+
+def _text(src, dst):
+    Path(dst).write_text("not a netcdf file\n")
+    return dst
+
+
+@pytest.mark.parametrize("make, message", [
+    (_truncated, "is not a readable NetCDF file"),
+    (_without_x, "lacks the variables ['X']"),
+    (_foreign, "has no 'schema_version' attribute"),
+    (_text, "is not a readable NetCDF file"),
+    (None, "no such file"),
+], ids=["truncated", "missing-variable", "not-meanfield", "not-netcdf", "missing-file"])
+def test_bad_input_exits_2_naming_the_file_and_leaves_no_page(tiny, tmp_path, capsys, make, message):
+    bad = tmp_path / "bad.nc"
+    if make is not None:
+        make(tiny[1], bad)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["view", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and message in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before     # no .html, no temporary file
+
+
+def test_a_failed_write_leaves_no_half_written_page(tiny, tmp_path, monkeypatch):
+    out = tmp_path / "page.html"
+
+    def fail(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(view.os, "replace", fail)
+    with pytest.raises(KeyboardInterrupt):
+        view.write_view(tiny[1], out)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_out_must_be_html(tiny, tmp_path, capsys):
+    assert main(["view", str(tiny[1]), "--out", str(tmp_path / "page.png")]) == 2
+    assert "--out must name an .html file" in capsys.readouterr().err and not list(tmp_path.iterdir())
+
+
+# ---- the page in a real browser --------------------------------------------------------------------------------
+
+def _browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} missing (apt-get install chromium; .ci/browser does it in CI)")
+    return sync_api
+
+
+STATE = """() => { const d = document.getElementById('meanfield-view'), f = d._fullData;   // decoded arrays
+  return {title: d.layout.title.text, active: d._fullLayout.sliders[0].active, x: Array.from(f[1].x),
+          color: Array.from(f[0].surfacecolor[Math.floor(f[0].surfacecolor.length / 2)])}; }"""
+READY = ("() => { const d = document.getElementById('meanfield-view'); "
+         "return d && d._fullLayout && d.querySelector('.main-svg'); }")
+
+
+@pytest.fixture(scope="module")
+def browser_page(page):
+    sync_api = _browser()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        tab = browser.new_page(viewport={"width": 1400, "height": 800})
+        log = {"errors": [], "requests": []}
+        tab.on("console", lambda m: log["errors"].append(m.text) if m.type == "error" else None)
+        tab.on("pageerror", lambda e: log["errors"].append(str(e)))
+        tab.on("request", lambda r: None if r.url.startswith(("file:", "data:", "blob:"))
+               else log["requests"].append(r.url))
+        tab.goto(page.as_uri(), wait_until="load")
+        tab.wait_for_function(READY, timeout=60_000)
+        yield tab, log
+        browser.close()
+
+
+def test_browser_loads_the_page_without_errors_or_network(browser_page):
+    tab, log = browser_page
+    assert log["errors"] == []
+    assert log["requests"] == []                                  # self-contained: nothing fetched
+    assert tab.evaluate(STATE)["active"] == 0
+
+
+def test_browser_dragging_the_slider_changes_the_frame(browser_page, tiny):
+    tab, log = browser_page
+    before = tab.evaluate(STATE)
+    rail = tab.locator(".slider-rail-rect").first.bounding_box()
+    grip = tab.locator(".slider-grip-rect").first.bounding_box()
+    tab.mouse.move(grip["x"] + grip["width"] / 2, grip["y"] + grip["height"] / 2)
+    tab.mouse.down()
+    tab.mouse.move(rail["x"] + rail["width"] - 2, rail["y"] + rail["height"] / 2, steps=8)
+    tab.mouse.up()
+    tab.wait_for_function("() => document.getElementById('meanfield-view')._fullLayout.sliders[0].active > 0")
+    tab.wait_for_timeout(300)
+    after = tab.evaluate(STATE)
+    T = tiny[0].sizes["time"]
+    assert after["active"] == T - 1
+    assert after["title"] != before["title"] and f"t = {tiny[0].time.values[-1]:.4g}" in after["title"]
+    assert len(after["x"]) == len(before["x"]) == tiny[0].sizes["particle"]
+    assert after["x"] != before["x"] and after["color"] != before["color"]    # tokens and density moved
+    # the browser shows the last frame's numbers (float32 in the page: 1e-6)
+    np.testing.assert_allclose(after["x"], tiny[0]["X"].values[-1, :, 0] * 1.012, rtol=1e-6, atol=1e-6)
+    assert log["errors"] == []
+
+
+def test_browser_screenshot_is_not_blank(browser_page, tmp_path):
+    from PIL import Image
+
+    tab, _ = browser_page
+    png = tmp_path / "page.png"
+    tab.screenshot(path=str(png))
+    scene = tmp_path / "scene.png"
+    tab.locator("#scene").first.screenshot(path=str(scene))        # the WebGL sphere alone
+    for file in (png, scene):
+        pixels = np.asarray(Image.open(file).convert("RGB"), dtype=float)
+        # a blank (single-colour) image has variance 0 and one colour; the drawn page has thousands of
+        # colours (colour map, tokens, anti-aliased text): 100 and a standard deviation of 10 are far from both
+        assert pixels.std() > 10 and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 100, file.name
