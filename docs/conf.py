@@ -22,6 +22,7 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(DOCS))              # gallery_scrapers
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import meanfield  # noqa: E402
@@ -74,6 +75,7 @@ sphinx_gallery_conf = {
     "remove_config_comments": True,
     "reset_modules": ("matplotlib",),
     "capture_repr": (),
+    "image_scrapers": ("gallery_scrapers.library_figures", "matplotlib"),   # ours first: pyplot figures still have a manager
     "min_reported_time": 1,
     "abort_on_example_error": False,     # run them all, then fail the build naming every broken script
     "only_warn_on_example_error": False,
@@ -155,11 +157,16 @@ autosummary_context = {"module_data": module_data()}
 write_top_level()
 
 
+GALLERY_LINK = re.compile(r"\]\(\.\./examples/(plot_\w+)\.py\)")
 OUTSIDE_LINK = re.compile(r"\[([^\]]+)\]\((\.\./[^)\s]+)\)")
 
 
 def link_outside_files(app, docname, source):
-    """Markdown links from a page to files outside ``docs/`` (the studies' reports) become downloads."""
+    """Markdown links from a page to a gallery script go to its gallery page; other links to files outside
+    ``docs/`` (the studies' reports) become downloads.  The pages keep plain relative links, so they read
+    the same on GitHub."""
+    source[0] = GALLERY_LINK.sub(r"](auto_examples/\1.rst)", source[0])
+    source[0] = source[0].replace("](../examples/GALLERY_HEADER.rst)", "](auto_examples/index.rst)")
     source[0] = OUTSIDE_LINK.sub(lambda m: f"{{download}}`{m.group(1)} <{m.group(2)}>`", source[0])
 
 
