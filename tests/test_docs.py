@@ -1,9 +1,14 @@
-"""Docs that run: every ```python block of README.md and docs/*.md is executed.
+"""Docs that run: every ```python block of README.md and docs/*.md, and every gallery script.
 
 The blocks of one file run in one fresh interpreter (imports paid once), each block in its own
 namespace, in a temporary working directory; a block that needs a finished run
 (``meanfield-output/result.nc``) finds a small one there.  A failing block is reported by file,
 index and first line.
+
+The gallery (``examples/plot_*.py``) replaced the guide's snippets: each script runs here as a plain
+script in a temporary directory (so ``pytest -m extended`` checks the recipes without Sphinx), and the
+documentation build executes them again to draw their pages (``.ci/docs``).  The guide keeps no
+```python block of its own; each of its links to a script must name one that exists.
 """
 
 import os
@@ -37,8 +42,31 @@ def python_blocks(path):
     return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
 
 
+GALLERY = sorted((ROOT / "examples").glob("plot_*.py"))
+
+
 def test_the_docs_have_python_blocks():
-    assert sum(len(python_blocks(f)) for f in FILES) >= 10          # README, getting started, the guide
+    assert sum(len(python_blocks(f)) for f in FILES) >= 2           # README and getting started
+
+
+def test_the_gallery_replaces_the_guide_snippets():
+    guide = (ROOT / "docs" / "guide.md").read_text()
+    assert not python_blocks(ROOT / "docs" / "guide.md")            # its examples are the gallery's scripts
+    assert 10 <= len(GALLERY) <= 15                                  # issue 25: 10-15 recipes
+    linked = set(re.findall(r"\]\(\.\./examples/(plot_\w+\.py)\)", guide))
+    assert linked and linked <= {p.name for p in GALLERY}             # no link to a missing script
+    for path in GALLERY:                                             # sphinx-gallery needs a titled docstring
+        text = path.read_text()
+        title, underline = text.split("\n")[1:3]
+        assert text.startswith('"""') and title and underline == "=" * len(title), path.name
+
+
+@pytest.mark.parametrize("path", GALLERY, ids=lambda p: p.name)
+def test_every_gallery_script_runs(path, tmp_path):
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                          env=dict(os.environ, OPENBLAS_NUM_THREADS="1", MPLBACKEND="Agg",
+                                   PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])))
+    assert proc.returncode == 0, f"{path.name}: {proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
 
 
 @pytest.mark.parametrize("path", [f for f in FILES if python_blocks(f)], ids=lambda p: p.name)
@@ -56,3 +84,10 @@ def test_every_python_block_runs(path, tmp_path):
                           env=dict(os.environ, OPENBLAS_NUM_THREADS="1", MPLBACKEND="Agg"))
     assert proc.returncode == 0, f"{path.name}: {proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert f"{len(blocks)} blocks ran" in proc.stdout
+
+
+def test_ci_builds_the_docs_with_readme_command():
+    readme = (ROOT / "README.md").read_text()
+    docs_command = re.search(r"DOCS_COMMAND='(.+)'", (ROOT / ".ci" / "docs").read_text()).group(1)
+    assert docs_command in re.findall(r"```bash\n(.+?)\n```", readme)
+    assert docs_command.endswith("-m sphinx -W --keep-going -b html docs docs/_build/html")   # warnings as errors

@@ -156,8 +156,8 @@ def test_the_architecture_script_counts_no_cycle_and_no_second_home(tmp_path):
 def _sources():
     """(label, text) of every Python file of the repository and every ``python`` block of the docs."""
     repo = ROOT.parent
-    out = [(str(p.relative_to(repo)), p.read_text()) for d in ("meanfield", "meanfield_cli", "tests", "studies",
-                                                               "benchmarks") for p in (repo / d).rglob("*.py")]
+    dirs = ("meanfield", "meanfield_cli", "tests", "studies", "benchmarks", "examples")    # examples: the gallery
+    out = [(str(p.relative_to(repo)), p.read_text()) for d in dirs for p in (repo / d).rglob("*.py")]
     for md in [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]:
         out += [(f"{md.name} block {k}", block)
                 for k, block in enumerate(re.findall(r"```python\n(.*?)```", md.read_text(), re.S))]

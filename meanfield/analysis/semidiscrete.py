@@ -26,6 +26,7 @@ Limitation: when the particles are far more concentrated than the density (e.g. 
 cap against a density spread over the sphere) the flips can lock into a locally-but-not-globally
 regular triangulation; the solver then raises ``RuntimeError`` (never returns such a value) and a
 node-based method must be used.
+
 Cell integrals
     With :math:`\Delta u = \rho - \bar\rho` solved spectrally (:math:`u_{lm} = -\rho_{lm}/(l(l+1))`),
     :math:`\int_{L_i} \rho = \bar\rho\, |L_i| + \oint_{\partial L_i} \partial_\nu u`; the area

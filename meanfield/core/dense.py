@@ -47,7 +47,7 @@ class DenseOutput:
     ----------
     t : ndarray, shape (m,)
         The accepted step points (strictly increasing; the last one is the stopping time).
-    y, dy : ndarray, shape (m, *state shape)
+    y, dy : ndarray, shape (m,) + state shape
         The states and the derivatives ``y'`` there.
     """
 

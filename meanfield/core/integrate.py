@@ -48,7 +48,7 @@ class Trajectory:
     ----------
     t : ndarray, shape (T,)
         Recorded times: the ``t_eval`` times reached, plus the stopping time if an event fired.
-    y : ndarray, shape (T, *y0.shape), or None
+    y : ndarray, shape (T,) + y0.shape, or None
         Recorded states (None when ``save_states=False``).
     observables : dict of str to ndarray, each of shape (T, ...)
         Values returned by ``observe`` at the recorded times, stacked along axis 0.

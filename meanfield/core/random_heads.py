@@ -1,19 +1,19 @@
 r"""Random-weight heads: the ensembles of borjanG/2023-transformers-rotf (``phase-diagrams.py``), seeded.
 
-Score matrices ``M`` (``score``):
+Score matrices ``M`` (``score``)::
 
-``"identity"``   ``M = I``;
-``"gaussian"``   ``M = G_1 G_2 / sqrt(d)``, the product ``K^T Q`` of two standard Gaussian matrices;
-``"wigner"``     ``M = (G + G^T) / c`` with ``c = 2`` on the diagonal and ``sqrt 2`` off it (the peer's
+    "identity"   M = I;
+    "gaussian"   M = G_1 G_2 / sqrt(d), the product K^T Q of two standard Gaussian matrices;
+    "wigner"     M = (G + G^T) / c with c = 2 on the diagonal and sqrt 2 off it (the peer's
                  "Wigner": every entry of variance 1, the diagonal included);
-``"goe"``        ``M = (G + G^T) / sqrt 2`` (GOE: variance 1 off the diagonal, 2 on it).
+    "goe"        M = (G + G^T) / sqrt 2 (GOE: variance 1 off the diagonal, 2 on it).
 
-Value matrices ``V`` (``value``):
+Value matrices ``V`` (``value``)::
 
-``"identity"``   ``V = I``;
-``"gaussian"``   ``V = G G^T / sqrt(d)`` (a random positive semi-definite V, as the peer draws it);
-``"plus"``       ``V = + M^T / c_V``, ``"minus"``: ``V = - M^T / c_V`` (gradient ascent / descent of the
-                 peer's ``V = +-KQ``), with ``c_V = sqrt(d)`` (gaussian, wigner), ``sqrt(d + 1)`` (goe),
+    "identity"   V = I;
+    "gaussian"   V = G G^T / sqrt(d) (a random positive semi-definite V, as the peer draws it);
+    "plus"       V = + M^T / c_V, "minus": V = - M^T / c_V (gradient ascent / descent of the
+                 peer's V = +-KQ), with c_V = sqrt(d) (gaussian, wigner), sqrt(d + 1) (goe),
                  1 (identity).
 
 The transposes translate the peer's row convention (``x_i^T M x_j``, outputs ``u^T V``) to

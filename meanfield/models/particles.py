@@ -46,7 +46,7 @@ from ..core.zonal import required_lmax
 SPECTRAL_MIN_N = 2000
 """Smallest n for which ``summation="auto"`` uses the spectral sum.  Measured (benchmarks/RESULTS.md):
 spectral is already faster from n ~ 250-500 at beta = 10; 2000 leaves a margin for larger
-``lmax`` (beta |lambda| up to ~40) and keeps small systems on the exact pairwise sums."""
+``lmax`` (``beta |lambda|`` up to ~40) and keeps small systems on the exact pairwise sums."""
 UNIT_NORM_TOL = 1e-8
 DIRECT_PAIR_RATE = 1.0e8
 """Head-pairs per second assumed for the time estimate of a direct (pairwise) sum: the measured rate of

@@ -2,15 +2,15 @@
 
 The solver is chosen by what the model can do (:mod:`meanfield.core.model`), first match wins:
 
-==========================================  =============================================  ==========================
-model                                       solver                                         its default observer
-==========================================  =============================================  ==========================
-a :class:`~meanfield.ParticleSystem`        :func:`~meanfield.workflow.simulate.solve_particles`   particle diagnostics
-a :class:`~meanfield.ContinuumPDE`          :func:`~meanfield.workflow.simulate.solve_continuum`   field diagnostics, monitor
-a ``ReducedDensityModel`` (circle, S^{d-1})  :func:`~meanfield.workflow.reduced.solve_reduced`     reduced observer, monitor
-any other ``TokenModel`` (``BatchedSystem``)  :func:`~meanfield.core.integrate.integrate` with its retraction, its start checked
-any other ``Model`` (``rhs(t, y)``)         :func:`~meanfield.core.integrate.integrate`     none
-==========================================  =============================================  ==========================
+============================================  ====================================================  ======================================
+model                                         solver                                                its default observer
+============================================  ====================================================  ======================================
+a :class:`~meanfield.ParticleSystem`          :func:`~meanfield.workflow.simulate.solve_particles`  particle diagnostics
+a :class:`~meanfield.ContinuumPDE`            :func:`~meanfield.workflow.simulate.solve_continuum`  field diagnostics, monitor
+a ``ReducedDensityModel`` (circle, S^{d-1})   :func:`~meanfield.workflow.reduced.solve_reduced`     reduced observer, monitor
+any other ``TokenModel`` (``BatchedSystem``)  :func:`~meanfield.core.integrate.integrate`           with its retraction, its start checked
+any other ``Model`` (``rhs(t, y)``)           :func:`~meanfield.core.integrate.integrate`           none
+============================================  ====================================================  ======================================
 
 ``solve_particles``, ``solve_continuum`` and ``solve_reduced`` stay as the names of their rows; every option
 (``method``, ``step=StepControl``, ``save=SaveAt``, ``checkpointing=Checkpointing`` and the solver's own) is
