@@ -85,7 +85,49 @@ def checks(data, arrays) -> dict:
                                           (h["r_end"] < h["half_branch"]) for h in hold)
     out["loop_encloses_window"] = bool(np.isfinite(jd[0]) and np.isfinite(ju[0]) and jd[0] + jd[1] < nu_s + 0.005
                                        and ju[0] - ju[1] > nu_g)
+    out.update(scale_checks(data))
+    d3 = data["beyond"].get("degree_three")
+    if d3 is not None:
+        out["tetrahedral"] = bool(d3["solved"] >= 4 and abs(d3["slope"] - 2.0) < 0.1
+                                  and max(d3.get("symmetry_errors", [np.inf])) < 1e-9
+                                  and all(r == 3 for r in d3["removed"]))
     return out
+
+
+def scale_rows(data):
+    """Per (n, stage factor) of the hysteresis runs (the main one included): rate, jumps (mean, 95 % t half-width)."""
+    s, st = data["summary"], data["settings"]
+    rows = [dict(n=s["n"], stage_factor=1.0, ramp_rate=data["hysteresis"]["ramp_rate_slow_down"], seeds=s["seeds"],
+                 down=tuple(s["jump_down"]), up=tuple(s["jump_up"]), main=True)]
+    for r in (data.get("hysteresis_scale") or {}).get("rows", []):
+        rows.append(dict(n=r["n"], stage_factor=r["stage_factor"], ramp_rate=r["ramp_rate"], seeds=r["seeds"],
+                         down=mean_ci95(r["jump_down"]), up=mean_ci95(r["jump_up"]), main=False))
+    return rows
+
+
+def scale_checks(data) -> dict:
+    """The loop narrows toward [nu_#, nu_fold] as the ramp slows, at each n with three or more rates: the lags
+    ``nu_# - down`` and ``up - nu_fold`` of the seed means fall strictly with the rate, and the fastest and the
+    slowest rate's intervals are disjoint (the decrease is larger than the seed scatter)."""
+    s = data["summary"]
+    by = {}
+    for r in scale_rows(data):
+        if not r["main"]:
+            by.setdefault(r["n"], []).append(r)
+    res = {}
+    for n, rows in by.items():
+        if len(rows) < 3:
+            continue
+        rows = sorted(rows, key=lambda r: -r["ramp_rate"])            # fastest first
+        lag_d = [s["nu_sharp"] - r["down"][0] for r in rows]
+        lag_u = [r["up"][0] - s["nu_fold"] for r in rows]
+        fall = lambda x: bool(np.all(np.diff(x) < 0))                # noqa: E731
+        apart = lambda a, b: bool(abs(a[0] - b[0]) > a[1] + b[1])    # noqa: E731
+        res[n] = dict(lag_down=lag_d, lag_up=lag_u, rates=[r["ramp_rate"] for r in rows],
+                      down_falls=fall(lag_d), up_falls=fall(lag_u),
+                      down_apart=apart(rows[0]["down"], rows[-1]["down"]), up_apart=apart(rows[0]["up"], rows[-1]["up"]))
+    return {"scale": res, "loop_narrows": bool(res) and all(v["down_falls"] and v["up_falls"] and v["down_apart"]
+                                                              and v["up_apart"] for v in res.values())}
 
 
 def _fig_hysteresis(data, arrays, out):
@@ -292,6 +334,33 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
                            ""], drows)
     deg2_unstable = all(x["ok"] and x["axisym_top"][0] > 0 for x in dg["states"])
 
+    srows = [[r["n"], f"{r['stage_factor']:g}", f"{r['ramp_rate']:.3g}", r["seeds"],
+              f"{_f(r['down'][0], 4)} +- {_f(r['down'][1], 2)}", f"{s['nu_sharp'] - r['down'][0]:.4f}",
+              f"{_f(r['up'][0], 4)} +- {_f(r['up'][1], 2)}", f"{r['up'][0] - s['nu_fold']:+.4f}",
+              "main run above" if r["main"] else ""] for r in scale_rows(data)]
+    scale_table = markdown_table(["n", "stage time x", "dnu/dt (slow part)", "seeds", "down jump (95 % t)",
+                                  "nu_# - down", "up jump (95 % t)", "up - nu_fold", ""], srows)
+    scale_text = "; ".join(f"n = {n}: lags down {', '.join(f'{x:.4f}' for x in v['lag_down'])}, up "
+                           f"{', '.join(f'{x:+.4f}' for x in v['lag_up'])} at dnu/dt = "
+                           f"{', '.join(f'{x:.3g}' for x in v['rates'])} (falling: {v['down_falls']}, {v['up_falls']}; "
+                           f"fastest vs slowest intervals disjoint: {v['down_apart']}, {v['up_apart']})"
+                           for n, v in c["scale"].items()) or "fewer than three ramp rates at one n in this mode"
+    d3 = b.get("degree_three")
+    if d3 is not None and d3["solved"]:
+        d3_text = (f"from nu_3 = {d3['nu_3']:.9f} (sigma_3 = 0) along `Im rho_32` (the xyz pattern), "
+                   f"{d3['solved']} of {d3['asked']} amplitude-held Newton-Krylov solves converged ({d3['seconds']:.1f} s, "
+                   f"{int(np.mean(d3['newton']))} Newton steps and {int(np.mean(d3['krylov']))} Krylov iterations per "
+                   f"state on average); pitchfork slope of log |nu - nu_3| against log a: {d3['slope']:.3f} (2 for an odd "
+                   f"degree, no quadratic term); rotation modes fixed per state: {sorted(set(d3['removed']))}; the last "
+                   f"state (a = {d3['amplitudes'][-1]:.3g}, nu = {d3['nu'][-1]:.6f}): T_d symmetry errors "
+                   f"{', '.join(f'{x:.1e}' for x in d3['symmetry_errors'])}, density at the four cluster vertices "
+                   f"{d3['at_clusters'][0]:.4f} (uniform {1 / (4 * np.pi):.4f}), at the opposite vertices "
+                   f"{d3['between'][0]:.4f}; the branch turns back in nu at nu = {d3['nu_fold_3']:.6f} (state "
+                   f"{d3['fold_index']}); top eigenvalues of the last state {', '.join(f'{x:.3g}' for x in d3['top_eigenvalues'][:4])} "
+                   f"(unstable, as it must be below nu_# where uniform itself is unstable to degree 1)")
+    else:
+        d3_text = "not computed"
+
     # ---- verdicts
     hold_text = ", ".join(f"seed {h['seed']} at nu_fold {h['offset']:+g}: {h['r_start']:.3f} -> {h['r_end']:.3f} "
                           f"(half branch {h['half_branch']:.3f})" for h in data["fold_hold"]["rows"])
@@ -367,6 +436,15 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
         ("degree-2 (two-cluster / band) axisymmetric states (no paper)", "one mean head, d = 3, beta = 2 beta_*",
          OUTSIDE,
          f"all examined states unstable in the axisymmetric block: {deg2_unstable}; S^2 spectra in the table"),
+        ("full-S^2 branches beyond degree 1: the tetrahedral four-cluster branch from the degree-3 bifurcation "
+         "(no paper)", f"one mean head, d = 3, beta = 2 beta_*, S^2 at lmax {st['sphere_lmax']}",
+         OUTSIDE,
+         f"test: pitchfork slope within 0.1 of 2, T_d symmetry to 1e-9 and three rotation modes fixed at every state: "
+         f"{c.get('tetrahedral', 'not computed')}"),
+        ("the hysteresis loop narrows toward [nu_#, nu_fold] as the ramp slows (no paper states a rate law)",
+         "noisy particles, d = 3, beta = 2 beta_*, three ramp rates at one n", OUTSIDE,
+         f"test: at each n with three rates the lags of both jumps fall strictly with the rate and the fastest and "
+         f"slowest 95 % intervals are disjoint: {c['loop_narrows']}"),
     ]
     claims = [
         ["beta_*^(d), d = 2, 3, 4, 8, 64", f"continuation vs Bessel root to {s['beta_star_max_rel_error']:.1e}", verdicts[0][2]],
@@ -431,6 +509,13 @@ half the PDE's upper branch at that nu (past the fold: half of its value at the 
 - Up-ramp order parameter against the PDE's clustered branch (stages below nu_fold - 0.03): largest
   deviation of the seed mean {c['max_branch_deviation']:.4f}.
 
+Jumps against n and the ramp rate (the stage time at each nu multiplied by a factor, the same stages; the
+ramps of a factor at one n are `scale.hysteresis_scale`, one cached task per seed):
+
+{scale_table}
+
+{scale_text}.
+
 Why the jumps are not at the PDE points: with a ramp rate `q = dnu/dt` the uniform state only starts to grow
 below `nu_#`, at the rate `sigma_1 = 2 (nu_# - nu)`, so the jump comes when `(nu_# - nu)^2 / q` reaches the
 few e-foldings needed to grow from the `1/sqrt(n)` fluctuations (delayed bifurcation): a lag `~ sqrt(q log
@@ -478,6 +563,8 @@ eigenvector along the rotation orbit (1: neutral rotation mode). The neutral mod
 check (rotations map states to states), not a test.
 
 {deg2}
+
+**Degree 3 on the full S^2: the tetrahedral branch** (`sphere_branch(..., mode=(3, 2, "im"))`): {d3_text}.
 
 **Sinkhorn** (d = 3; the velocity is `-(1/beta) grad log a`, a gradient, and `G = E_S - nu int rho log rho`
 ascends; `nu_#` against the zero of the closed-form Sinkhorn growth rate `sigma_1 = (d - 1) [(1/beta) c_1 /

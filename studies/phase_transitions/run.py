@@ -41,6 +41,7 @@ from meanfield.analysis import equilibria as eq
 from meanfield.analysis import phase_transition as pt
 from meanfield.analysis import sphere_states as ss
 from meanfield.analysis.stability import growth_rate
+from meanfield.analysis.stability import growth_rate
 from meanfield.models.axisymmetric import AxisymmetricPDE
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow import ramp
@@ -78,6 +79,10 @@ class Settings:
     two_head_betas: tuple
     deg2_amplitudes: tuple    # b_2 of the degree-2 states examined on S^2
     sphere_lmax: int
+    # (b) hysteresis against n and the ramp rate (scale.py; cached per ramp)
+    scale_ns: tuple = ()
+    scale_factors: tuple = ()  # stage-time factors (2: a ramp twice as slow)
+    scale_seeds: int = 0
 
 
 QUICK = Settings(ds=(2, 3, 4, 8, 64), window_ratios=(1.1, 2.0),
@@ -85,7 +90,7 @@ QUICK = Settings(ds=(2, 3, 4, 8, 64), window_ratios=(1.1, 2.0),
                  samples=3, esc_n=500, esc_seeds=3, esc_offsets=(-0.10, 0.03), esc_t_max=8.0, esc_chunk=2.0,
                  esc_dt=0.025, esc_more=((1000, (-0.10, 0.03)),), hold_offsets=(-0.02, 0.02), hold_seeds=1,
                  hold_time=15.0, dt_check=(0.05, 0.025), dt_check_time=4.0, softmax_betas=(2.0, 6.0), two_head_betas=(3.0,), deg2_amplitudes=(0.5,),
-                 sphere_lmax=15)
+                 sphere_lmax=15, scale_ns=(600,), scale_factors=(1.0, 2.0), scale_seeds=2)
 FULL = Settings(ds=(2, 3, 4, 8, 64), window_ratios=(1.05, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0),
                 n=5000, seeds=10, dt=0.0125,
                 down=((1.30, 1.10, 0.02, 1.0), (1.095, 0.90, 0.005, 1.5)),
@@ -94,7 +99,8 @@ FULL = Settings(ds=(2, 3, 4, 8, 64), window_ratios=(1.05, 1.1, 1.25, 1.5, 2.0, 2
                 esc_t_max=60.0, esc_chunk=2.0, esc_dt=0.025, esc_more=((4000, (-0.03, 0.03)), (16000, (0.03,))),
                 hold_offsets=(-0.02, 0.02), hold_seeds=3, hold_time=40.0, dt_check=(0.05, 0.025, 0.0125), dt_check_time=10.0,
                 softmax_betas=(0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0), two_head_betas=(2.0, 3.0, 4.0, 6.0),
-                deg2_amplitudes=(0.3, 0.8, 1.5, -0.4), sphere_lmax=31)
+                deg2_amplitudes=(0.3, 0.8, 1.5, -0.4), sphere_lmax=31,
+                scale_ns=(10000,), scale_factors=(1.0, 0.5, 0.25), scale_seeds=10)
 
 D_PARTICLES = 3
 DT_CHECK_NU = 1.15
@@ -332,6 +338,49 @@ def degree_two(s: Settings, beta, d=3, lmax=64) -> dict:
     return out
 
 
+def degree_three(s: Settings, beta, n_amplitudes=50, a_max=0.2) -> dict:
+    """Branch switching beyond degree 1 on the full S^2: from the degree-3 bifurcation of the uniform state
+    (``nu_3``, where sigma_3 = 0) along the xyz pattern (``Im rho_32`` held), the tetrahedral branch."""
+    pde = mf.ContinuumPDE(mf.scalar_heads([1.0], D_PARTICLES, beta), lmax=s.sphere_lmax)
+    g = pde.grid
+    nu3 = optimize.brentq(lambda nu: growth_rate(3, [1.0], beta, nu=nu), 1e-3, 5.0)
+    uniform = np.zeros(g.nalm, complex)
+    uniform[g.index(0, 0)] = 1.0
+    uniform /= g.integrate(g.synthesis(uniform))
+    amps = np.linspace(a_max / n_amplitudes, a_max, n_amplitudes)
+    start = uniform + 1j * amps[0] * (np.arange(g.nalm) == g.index(3, 2))
+    t0 = time.perf_counter()
+    br = ss.sphere_branch(pde, amps, start, nu3, mode=(3, 2, "im"))
+    seconds = time.perf_counter() - t0
+    ok = [x for x in br if x.success]
+    nus = np.array([x.nu for x in ok])
+    slope = float(np.polyfit(np.log(amps[:4]), np.log(np.abs(nus[:4] - nu3)), 1)[0]) if len(ok) >= 4 else np.nan
+    out = dict(nu_3=nu3, amplitudes=amps[:len(ok)].tolist(), nu=nus.tolist(), slope=slope, seconds=seconds,
+               solved=len(ok), asked=len(amps), removed=[int(x.removed) for x in ok],
+               newton=[int(x.newton) for x in ok], krylov=[int(x.krylov) for x in ok])
+    if ok:
+        last = ok[-1]
+        V = np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]]) / np.sqrt(3)
+        P = mf.initial.uniform_sphere(400, 3, seed=1)
+        f0 = pde.density_at(last.rho_lm, P)
+        sym = []
+        for axis, angle, flip in (([1, 1, 1], 2 * np.pi / 3, False), ([1, 0, 0], np.pi, False),
+                                  ([0, 0, 1], np.pi / 2, True)):
+            R = _rotation(axis, angle) @ (np.diag([1.0, 1.0, -1.0]) if flip else np.eye(3))
+            sym.append(float(np.abs(pde.density_at(last.rho_lm, P @ R.T) - f0).max() / f0.max()))
+        vals, _ = ss.sphere_spectrum(pde, last.rho_lm, last.nu, k=6)
+        out.update(symmetry_errors=sym, at_clusters=pde.density_at(last.rho_lm, -V).tolist(),
+                   between=pde.density_at(last.rho_lm, V).tolist(), top_eigenvalues=vals.real.tolist(),
+                   fold_index=int(np.argmax(nus)), nu_fold_3=float(nus.max()))
+    return out
+
+
+def _rotation(axis, angle):
+    axis = np.asarray(axis, float) / np.linalg.norm(axis)
+    K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
+
+
 # ------------------------------------------------------------------ the study
 def run(out_dir: Path, quick: bool = False) -> dict:
     s = QUICK if quick else FULL
@@ -361,10 +410,13 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     wall["escape"] = es["seconds"]
     hold = fold_hold(s, beta, cls["nu_fold"], r_up)
     wall["fold_hold"] = hold["seconds"]
+    from studies.phase_transitions.scale import hysteresis_scale
+    hs = hysteresis_scale(out_dir, s, s.scale_ns, s.scale_factors, s.scale_seeds, beta, r_up, progress=None)
+    wall["hysteresis_scale"] = sum(r["seconds"] for r in hs["rows"])
 
     t0 = time.perf_counter()
     c = {"softmax": normalization_scan(s, "softmax"), "sinkhorn": normalization_scan(s, "sinkhorn"),
-         "two_heads": two_heads(s), "degree_two": degree_two(s, beta)}
+         "two_heads": two_heads(s), "degree_two": degree_two(s, beta), "degree_three": degree_three(s, beta)}
     wall["beyond"] = time.perf_counter() - t0
 
     jd, ju = mean_ci95(hy["jump_down"]), mean_ci95(hy["jump_up"])
@@ -385,7 +437,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     save_json(out_dir / "data.json", {"summary": summary, "settings": asdict(s), "dichotomy": a,
                                       "classification_d3": cls, "escape": es, "dt_check": dtc, "fold_hold": hold,
                                       "hysteresis": {k: v for k, v in hy.items() if k.startswith(("ramp", "sec"))},
-                                      "beyond": c})
+                                      "beyond": c, "hysteresis_scale": hs})
     return summary
 
 
