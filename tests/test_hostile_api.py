@@ -106,7 +106,7 @@ def refused(name, arg, value, budget_s=REFUSAL_S):
     kw[arg] = value
     case = f"{name}({arg}={short(value)})"
     try:
-        with guarded(budget_s) as stats:
+        with guarded(budget_s, spec.traced) as stats:
             out = spec.fn(**kw)
     except spec.exc as err:
         msg = str(err)
@@ -224,7 +224,7 @@ def test_edge_values(name, arg):
         kw = dict(spec.base())
         kw[arg] = value
         try:
-            with guarded(BASELINE_S):
+            with guarded(BASELINE_S, spec.traced):
                 out = spec.fn(**kw)
         except spec.exc as err:
             assert any(t in str(err) for t in spec.tokens_for(arg)), (name, arg, str(err))
