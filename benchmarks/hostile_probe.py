@@ -70,6 +70,7 @@ def enumerate_cases(R, kinds=("bad", "huge", "edge")):
 
 def _short(v, n=90):
     text = repr(v) if not isinstance(v, np.ndarray) else f"array{v.shape} {v.dtype}"
+    text = " ".join(text.split())                 # one line: array reprs span several
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
@@ -180,6 +181,7 @@ def report(cases, results, label, commit, total, load0, load1, command):
     examples = defaultdict(list)
     for i, (name, arg, kind, _, value) in enumerate(cases):
         outcome, detail, _ = results[i]
+        detail = " ".join(detail.split())
         per[name][outcome] += 1
         if outcome in ("silent", "crash", "hang"):
             examples[outcome].append(f"`{name}({arg}={_short(value, 60)})` [{kind}]: {detail}".replace("|", "/"))

@@ -96,6 +96,7 @@ def guarded(budget_s, traced=True):
 def short(value):
     text = repr(value) if not isinstance(value, np.ndarray) else \
         f"array(shape={value.shape}, dtype={value.dtype}, finite={bool(np.all(np.isfinite(value)))})"
+    text = " ".join(text.split())
     return text if len(text) < 120 else text[:117] + "..."
 
 
