@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 import meanfield as mf
@@ -50,7 +50,8 @@ AS_MARGIN = 2 << 30        # 2 GiB above the process's current address space: ro
 REFUSAL_S = 5.0            # a bad value must be refused before any real work: far below this on any machine
 BASELINE_S = 60.0          # the valid calls are small (the slowest, a phase-diagram CLI run, ~1 s alone)
 
-SETTINGS = settings(max_examples=3, deadline=None, derandomize=True, database=None,
+SEED = 20261201           # hypothesis draws from this seed: the same values on every machine and path
+SETTINGS = settings(max_examples=3, deadline=None, derandomize=False, database=None,
                     phases=(Phase.explicit, Phase.generate),      # no shrinking: each draw is already small
                     suppress_health_check=list(HealthCheck))
 SLOW_SETTINGS = settings(SETTINGS, max_examples=40)
@@ -169,11 +170,12 @@ def test_every_public_name_is_covered():
 def test_a_new_public_name_fails_until_covered(monkeypatch):
     """The meta-test is not a list frozen today: a name added to ``meanfield.__all__`` or to a public
     module's ``__all__`` shows up as uncovered."""
+    before = set(uncovered())
     monkeypatch.setattr(mf, "__all__", [*mf.__all__, "brand_new_solver"])
     monkeypatch.setattr(mf, "brand_new_solver", lambda x: x, raising=False)
     monkeypatch.setattr(mf.theory, "__all__", [*mf.theory.__all__, "brand_new_rate"])
     monkeypatch.setattr(mf.theory, "brand_new_rate", lambda x: x, raising=False)
-    assert uncovered() == ["brand_new_solver", "theory.brand_new_rate"]
+    assert set(uncovered()) - before == {"brand_new_solver", "theory.brand_new_rate"}
 
 
 def test_the_guards_catch_what_they_claim():
@@ -240,6 +242,7 @@ def _generated(name, arg, data):
 
 @pytest.mark.parametrize("name, arg", _params("gen"))
 @SETTINGS
+@seed(SEED)
 @given(data=st.data())
 def test_generated_bad_values(name, arg, data):
     _generated(name, arg, data)
@@ -248,6 +251,7 @@ def test_generated_bad_values(name, arg, data):
 @pytest.mark.slow
 @pytest.mark.parametrize("name, arg", _params("gen"))
 @SLOW_SETTINGS
+@seed(SEED)
 @given(data=st.data())
 def test_generated_bad_values_heavy(name, arg, data):
     _generated(name, arg, data)
