@@ -1,13 +1,12 @@
-"""Hostile-input cases still failing on main (issue 26), as strict xfails of tests/test_hostile_api.py.
+"""Hostile-input cases still failing (issue 26), as strict xfails of tests/test_hostile_api.py.
 
 (entry, argument, kind) -> (helper whose fix should make it pass, the first failure seen). kind: bad (listed
 bad values), huge (cost refusals), gen (hypothesis-drawn bad values), edge (legal extremes). "open": no
-helper of the issue-26 round owns it.  An XPASS is a failure (strict): delete the line when a fix lands.
-Regenerate after a merge by running the suite with the marks off (HOSTILE_NO_XFAIL=1).
+helper of the issue-26 round owns it.  An XPASS is a failure (strict): delete the line when a fix lands
+(``python -m benchmarks.hostile_xfail_table prune RUN.txt`` does it).
 """
 
 XFAIL = {
-    # step_rules.check_state exists once the contract branch is merged: its rule is not validated (read, not run)
     ('AxisymmetricPDE', 'heads', 'bad'): ('contract', "AxisymmetricPDE(heads=None): crash: TypeError: 'NoneType' object is not iterable"),
     ('AxisymmetricPDE', 'lmax', 'huge'): ('guard', 'AxisymmetricPDE(lmax=1000000000): an allocation above the 2 GiB cap was attempted: MemoryError((1500000001,),'),
     ('AxisymmetricPDE.energies', 'b', 'bad'): ('open', 'AxisymmetricPDE.energies(b=None): ValueError names no b: matmul: Input operand 0 does not have enough dimensio'),

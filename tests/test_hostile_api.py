@@ -126,7 +126,8 @@ def refused(name, arg, value, budget_s=REFUSAL_S):
 
 # ----------------------------------------------------------------------------- cases still failing on main
 # hostile_xfail.XFAIL: (entry, argument, kind) -> (helper whose fix makes it pass, first failure); kind is
-# bad | huge | gen | edge.  HOSTILE_NO_XFAIL=1 runs without the marks (to regenerate the table).
+# bad | huge | gen | edge.  HOSTILE_NO_XFAIL=1 runs without the marks; benchmarks/hostile_xfail_table.py
+# prunes the rows that XPASS after a fix, or regenerates the table.
 XFAIL = {} if os.environ.get("HOSTILE_NO_XFAIL") else __import__("hostile_xfail").XFAIL
 
 
