@@ -1,0 +1,213 @@
+"""Hostile-input cases (see ``hostile_registry``): transport, MMD, ensembles, clustering, the axisymmetric
+analysis, equilibria and the phase transition, extend, the phase diagram and the command line."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+import meanfield as mf
+from hostile_registry import (AXI, B_AXI, GRID, HUGE, INF, NAN, RHO, X3, XB, _poke, _types, array, choice,  # noqa: F401
+                              entry, flag, int_pos, real_finite, real_nonneg, real_pos, seed, tokens)
+
+# --------------------------------------------------------------------------------- analysis: transport, mmd
+from meanfield.analysis import (axisymmetric as _ax, clustering as _cl, ensembles as _en, equilibria as _eq,  # noqa: E402
+                                mmd as _mmd, phase_transition as _pt, semidiscrete as _sd, transport as _tr)
+
+entry("transport.w2_distance", _tr.w2_distance, lambda: dict(X=X3(), Y=X3()[::-1].copy()),
+      bad={"X": lambda b: tokens(X3()), "Y": lambda b: tokens(X3()), "metric": choice(), "method": choice(),
+           "a": [np.full(8, 0.5), "a"], "n_projections": int_pos(1)}, huge={"n_projections": [HUGE]})
+entry("transport.w2_particles_density", _tr.w2_particles_density,
+      lambda: dict(X=X3(), nodes=mf.initial.uniform_sphere(20, 3, seed=1), density_weights=np.full(20, 1 / 20)),
+      bad={"X": lambda b: tokens(X3()), "nodes": lambda b: tokens(b["nodes"]),
+           "density_weights": [np.full(20, 0.1), np.full(19, 1 / 19), _poke(np.full(20, 1 / 20), NAN), "w"]})
+entry("transport.w2_particles_field", _tr.w2_particles_field, lambda: dict(X=X3(), rho_lm=RHO(), grid=GRID()),
+      bad={"X": lambda b: tokens(X3()), "rho_lm": lambda b: array(b["rho_lm"], complex_ok=True),
+           "metric": choice(), "tol": real_pos(), "n_quad": int_pos(1), "max_iter": int_pos(1)},
+      huge={"n_quad": [10**6]})
+entry("transport.cost_matrix", _tr.cost_matrix, lambda: dict(X=X3(), Y=X3()),
+      bad={"X": lambda b: tokens(X3()), "Y": lambda b: tokens(X3()), "metric": choice()})
+entry("semidiscrete.solve_semidiscrete", _sd.solve_semidiscrete,
+      lambda: dict(X=X3(), b=np.full(8, 1 / 8), grid=GRID(), rho_lm=RHO()),
+      bad={"X": lambda b: tokens(X3()), "b": [np.full(8, 0.5), np.full(7, 1 / 7), _poke(np.full(8, 1 / 8), NAN), "b"],
+           "rho_lm": lambda b: array(b["rho_lm"], complex_ok=True), "tol": real_pos(), "n_quad": int_pos(1),
+           "max_iter": int_pos(1)}, huge={"n_quad": [10**6]})
+entry("semidiscrete.grid_of_nodes", _sd.grid_of_nodes, lambda: dict(nodes=GRID().nodes.reshape(-1, 3)),
+      bad={})     # documented: None for anything that is not a grid's nodes (see NO_BAD)
+entry("semidiscrete.geodesic_bracket", _sd.geodesic_bracket,
+      lambda: dict(sol=_sd.solve_semidiscrete(X3(), np.full(8, 1 / 8), GRID(), RHO())),
+      bad={})
+entry("mmd.mmd_weights", _mmd.mmd_weights, lambda: dict(lmax=8, kernel="sobolev", s=2.0),
+      bad={"lmax": int_pos(0), "kernel": choice(), "s": real_pos(), "beta": real_pos()}, huge={"lmax": [HUGE]})
+entry("mmd.mmd_particles_field", _mmd.mmd_particles_field, lambda: dict(X=X3(), rho_lm=RHO(), grid=GRID()),
+      bad={"X": lambda b: tokens(X3()), "rho_lm": lambda b: array(b["rho_lm"], complex_ok=True),
+           "a": [np.full(8, 0.5), "a"], "kernel": choice(), "s": real_pos(), "beta": real_pos()})
+entry("mmd.mmd_iid_expectation", _mmd.mmd_iid_expectation, lambda: dict(grid=GRID(), rho_lm=RHO(), n=10),
+      bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True), "n": int_pos(1), "kernel": choice(),
+           "s": real_pos(), "beta": real_pos()})
+
+# --------------------------------------------------------------------------------- ensembles, clustering
+for _n, _extra in (("gram", {}), ("pair_density", {"threshold": real_finite(1.5, -2.0)}),
+                   ("one_cluster", {"threshold": real_finite(1.5, -2.0)}),
+                   ("cluster_counts", {"threshold": real_finite(1.5, -2.0)}), ("gram_rank", {"tol": real_pos()})):
+    entry(f"ensembles.{_n}", getattr(_en, _n), lambda: dict(X=XB()),
+          bad={"X": lambda b: [None, "X", XB().astype(complex) * (1 + 1j), _poke(XB(), NAN), _poke(XB(), INF),
+                               XB()[0, 0], 10.0 * XB()], **_extra})
+entry("ensembles.ensemble_observer", _en.ensemble_observer, lambda: dict(),
+      bad={"pair_threshold": real_finite(1.5), "cluster_threshold": real_finite(1.5), "rank_tol": real_pos()})
+entry("clustering.clustering", _cl.clustering, lambda: dict(X=X3(), threshold=0.99),
+      bad={"X": lambda b: tokens(X3()), "threshold": real_finite("0.9", 1.5, -2.0), "chunk_rows": int_pos(1),
+           "method": choice()},
+      huge={"X": [mf.initial.uniform_sphere(2000, 200, seed=0)]}, names={"X": ("chunk_rows", "method")})
+entry("clustering.mean_inner", _cl.mean_inner, lambda: dict(X=X3()), bad={"X": lambda b: tokens(X3())})
+
+# --------------------------------------------------------------------------------- axisymmetric analysis
+entry("axisymmetric.observer", _ax.observer, lambda: dict(pde=AXI()))
+entry("axisymmetric.resolution_monitor", _ax.resolution_monitor, lambda: dict(pde=AXI()),
+      bad={"tail_tol": _types(NAN, 0.0, -1.0), "negative_tol": _types(NAN, 0.0, -1.0)})
+entry("axisymmetric.w2_marginal", _ax.w2_marginal,
+      lambda: dict(X=mf.initial.uniform_sphere(50, 4, seed=0), profile=lambda t: np.ones_like(t), axis=None, cost="angle"),
+      bad={"X": lambda b: tokens(b["X"]), "cost": choice(), "n_sub": int_pos(1),
+           "axis": [np.zeros(4), np.ones(3), [NAN, 0, 0, 1], "axis"]}, huge={"n_sub": [HUGE]})
+entry("axisymmetric.w2_marginal_samples", _ax.w2_marginal_samples,
+      lambda: dict(X=mf.initial.uniform_sphere(50, 4, seed=0), Y=mf.initial.uniform_sphere(50, 4, seed=1)),
+      bad={"X": lambda b: tokens(b["X"]), "Y": lambda b: [*tokens(b["Y"]), mf.initial.uniform_sphere(50, 3, seed=1)],
+           "cost": choice(), "axis": [np.zeros(4), [NAN, 0, 0, 1], "axis"]})
+
+# --------------------------------------------------------------------------------- equilibria, transition
+entry("equilibria.potential", _eq.potential, lambda: dict(pde=AXI(), b=B_AXI()), bad={"b": lambda b: array(b["b"])})
+entry("equilibria.self_consistency_residual", _eq.self_consistency_residual,
+      lambda: dict(pde=AXI(), b=B_AXI(), nu=0.5), bad={"b": lambda b: array(b["b"]), "nu": real_pos()})
+entry("equilibria.solve_stationary", _eq.solve_stationary, lambda: dict(pde=AXI(), b0=B_AXI(), nu=0.5, maxiter=5),
+      bad={"b0": lambda b: array(b["b0"]), "nu": real_pos(), "tol": real_pos(), "maxiter": int_pos(1)})
+entry("equilibria.free_energy_gap", _eq.free_energy_gap, lambda: dict(pde=AXI(), b=B_AXI(), nu=0.5),
+      bad={"b": lambda b: array(b["b"]), "nu": real_pos()})
+entry("equilibria.branch_state", _eq.branch_state, lambda: dict(pde=AXI(), amplitude=0.05, degree=1, maxiter=10),
+      bad={"amplitude": real_finite(), "degree": int_pos(1), "tol": real_pos(), "maxiter": int_pos(1)})
+entry("equilibria.degree_one_state", _eq.degree_one_state, lambda: dict(pde=AXI(), amplitude=0.05, maxiter=10),
+      bad={"amplitude": real_finite(), "tol": real_pos(), "maxiter": int_pos(1)})
+entry("equilibria.branch_states", _eq.branch_states, lambda: dict(pde=AXI(), grid=[0.05, 0.1], degree=1),
+      bad={"grid": [None, "g", [], [NAN], [1j]], "degree": int_pos(1)}, names={"grid": ("amplitude",)})
+entry("equilibria.has_free_energy", _eq.has_free_energy, lambda: dict(pde=AXI()))
+entry("equilibria.normalizations_have_free_energy", _eq.normalizations_have_free_energy,
+      lambda: dict(names=["mean"]), bad={"names": [None, ["bogus"], [3], "x"]}, names={"names": ("normalization",)})
+entry("equilibria.noise_problem", _eq.noise_problem, lambda: dict(pde=AXI()))
+entry("equilibria.beta_problem", _eq.beta_problem, lambda: dict(pde=AXI(), nu=0.5), bad={"nu": real_pos()})
+entry("equilibria.resolution_error", _eq.resolution_error, lambda: dict(pde=AXI(), b=B_AXI(), nu=0.5),
+      bad={"b": lambda b: array(b["b"]), "nu": real_pos()})
+entry("equilibria.nu_sharp", _eq.nu_sharp, lambda: dict(pde=AXI(), degree=1), bad={"degree": int_pos(1, 99)})
+entry("equilibria.linear_spectrum", _eq.linear_spectrum, lambda: dict(pde=AXI(), b=AXI().uniform(), nu=0.5),
+      bad={"b": lambda b: array(b["b"]), "nu": real_pos()})
+entry("phase_transition.branch_curvature", _pt.branch_curvature, lambda: dict(pde=AXI(), eps=0.01),
+      bad={"eps": real_pos()})
+entry("phase_transition.classify_transition", _pt.classify_transition,
+      lambda: dict(pde=_pt.phase_transition_model(3, 4.0, lmax=24), r_max=0.9, n_steps=8), bad={"r_max": real_pos(1.5), "n_steps": int_pos(1)},
+      huge={"n_steps": [HUGE]}, finite=False)
+entry("phase_transition.beta_star_bessel", _pt.beta_star_bessel, lambda: dict(d=3), bad={"d": int_pos(2)})
+entry("phase_transition.beta_star_continuation", _pt.beta_star_continuation, lambda: dict(d=3, lmax=16),
+      bad={"d": int_pos(2), "normalization": choice(), "lmax": int_pos(1), "beta_max": real_pos()},
+      huge={"lmax": [HUGE]})
+entry("phase_transition.phase_transition_model", _pt.phase_transition_model, lambda: dict(d=3, beta=2.0, lmax=16),
+      bad={"d": int_pos(2), "beta": real_pos(), "normalization": choice(), "lmax": int_pos(1)},
+      huge={"lmax": [HUGE]})
+entry("phase_transition.phase_transition", _pt.phase_transition, lambda: dict(d=3, beta=2.0, lmax=16),
+      bad={"d": int_pos(2), "beta": real_pos(), "normalization": choice(), "lmax": int_pos(1), "rtol": real_pos()},
+      huge={"lmax": [HUGE]}, finite=False, traced=False)     # its Newton loops run 10x slower traced
+
+# --------------------------------------------------------------------------------- workflow: extend, phase diagram
+from meanfield.workflow import extend as _ext, phase_diagram as _pd  # noqa: E402
+
+
+@functools.cache
+def RUN_DS():
+    from meanfield.workflow.config import RunConfig
+    from meanfield.workflow.run import run
+
+    cfg = RunConfig.from_dict({"pde": {"lmax": 11}, "particles": {"n": 40}, "initial": {"kappas": [1.0]}, "seed": 3,
+                               "integrator": {"t_final": 0.1, "n_frames": 2},
+                               "outputs": {"figures": False, "animation": False}})
+    return run(cfg, progress=False)
+
+
+entry("extend.extend", _ext.extend, lambda: dict(ds=RUN_DS(), t_final=0.2, progress=False),
+      bad={"t_final": real_finite(0.05, 0.0), "progress": flag(), "ds": [None, "ds"]},
+      huge={"t_final": [1e9]})
+entry("extend.extended_name", _ext.extended_name, lambda: dict(dataset="result.nc", t_final=2.0),
+      bad={"dataset": [None, 3], "t_final": real_finite()})
+_PD_SMALL = dict(betas=(1.0, 4.0), t_final=0.4, dt=0.1, record_every=2, n=6, batch=3, d=2, seed=0)
+entry("phase_diagram.PhaseDiagramConfig", _pd.PhaseDiagramConfig, lambda: dict(_PD_SMALL),
+      bad={"betas": [None, "b", (), (NAN,), (-1.0,), (1j,)], "t_final": real_pos(), "dt": real_pos(),
+           "record_every": int_pos(1), "n": int_pos(2), "d": int_pos(2), "batch": int_pos(1), "rule": choice(),
+           "score": choice(), "normalization": choice(), "causal": flag(), "seed": seed()},
+      huge={"n": [HUGE], "batch": [HUGE], "t_final": [1e12]})
+entry("phase_diagram.phase_diagram", _pd.phase_diagram,
+      lambda: dict(config=_pd.PhaseDiagramConfig(**_PD_SMALL), progress=False),
+      bad={"config": ["cfg", {"betas": "x"}], "scheduler": choice(), "progress": flag()})
+entry("phase_diagram.equiangular_curve", _pd.equiangular_curve,
+      lambda: dict(config=_pd.PhaseDiagramConfig(**_PD_SMALL)), bad={"config": [None, "cfg"]}, finite=False)
+
+
+def _toml_file(text):
+    import tempfile
+
+    f = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    f.write(text)
+    f.close()
+    return f.name
+
+
+entry("phase_diagram.load_phase_config", lambda text: _pd.load_phase_config(_toml_file(text)),
+      lambda: dict(text="betas = [1.0, 2.0]\nn = 6\nbatch = 3\nt_final = 0.4\n"),
+      bad={"text": ["betas = 'x'\n", "beta_range = 5\n", "betas = [1.0]\nbeta_range = [1.0, 2.0, 3]\n",
+                    "n = -1\n", "bogus = 1\n", "t_final = nan\n", "= =\n"]},
+      names={"text": ("betas", "beta_range", "n", "bogus", "t_final", "TOML", "toml")})
+entry("phase_diagram.run_phase_diagram", lambda text, out: _pd.run_phase_diagram(_toml_file(text), out),
+      lambda: dict(text="betas = [1.0]\nn = 4\nbatch = 2\nt_final = 0.2\nrecord_every = 1\n",
+                   out=__import__("tempfile").mkdtemp()),
+      bad={"text": ["beta_range = 5\n", "betas = [1.0]\nbeta_range = [1.0, 2.0, 3]\n"]},
+      names={"text": ("betas", "beta_range")}, traced=False)
+
+
+# --------------------------------------------------------------------------------- the command line
+def cli(argv_of):
+    """A CLI call as a keyword function: exit 2 with an 'error' line and no traceback becomes a ValueError
+    carrying stderr (a clear refusal); a traceback or another exit code is returned (and fails)."""
+    def run(**kw):
+        import contextlib
+        import io
+
+        from meanfield.workflow.cli import main
+
+        err, out = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            rc = main(argv_of(**kw))
+        text = err.getvalue()
+        if rc == 2 and "Traceback" not in text and text.strip():
+            raise ValueError(text)
+        return {"rc": rc, "stderr": text[-400:]}
+    return run
+
+
+def _npy(a):
+    import tempfile
+
+    f = tempfile.NamedTemporaryFile(suffix=".npy", delete=False)
+    np.save(f, a)
+    f.close()
+    return f.name
+
+
+_RUN_TOML = ('[pde]\nlmax = 11\n[initial]\nkappas = [1.0]\n[particles]\nn = 12\n[integrator]\nt_final = 0.1\nn_frames = 2\n'
+             '[outputs]\nfigures = false\nanimation = false\n')
+entry("cli.config_check", cli(lambda text: ["config", "check", _toml_file(text)]),
+      lambda: dict(text=_RUN_TOML),
+      bad={"text": lambda b: [b["text"] + "[bogus]\nx = 1\n", b["text"].replace("lmax = 11", "lmax = -7"),
+                              b["text"].replace("n = 12", f'n = 12\npositions = "{_npy(X3()[:, :2] + 0j)}"'),
+                              b["text"].replace("n = 12", f'n = 8\npositions = "{_npy(X3().astype(complex))}"')]},
+      names={"text": ("bogus", "lmax", "positions")})
+entry("cli.phase_diagram", cli(lambda text, out: ["phase-diagram", _toml_file(text), "--out", out]),
+      lambda: dict(text="betas = [1.0]\nn = 4\nbatch = 2\nt_final = 0.2\nrecord_every = 1\n",
+                   out=__import__("tempfile").mkdtemp()),
+      bad={"text": ["beta_range = 5\n", "betas = [1.0]\nbeta_range = [1.0, 2.0, 3]\n", "n = 'x'\n"]},
+      names={"text": ("betas", "beta_range", "n")}, traced=False)

@@ -1,0 +1,376 @@
+"""The hostile-input registry (issue 26, item 4): every public entry point, a valid call and its bad values.
+
+``REGISTRY`` (filled by ``hostile_cases_core`` and ``hostile_cases_analysis``) maps an entry point's
+name to a :class:`Spec`: a function taking keyword arguments, a valid baseline call (``base()`` -> kwargs, built lazily and cached) and, per argument, the bad values that must be
+refused with a ``ValueError`` naming the argument (``bad``: types and values; ``huge``: sizes whose cost
+must be refused before anything is allocated or started).  ``edge`` values are legal but extreme: they
+must give a finite result or a named refusal.  ``tests/test_hostile_api.py`` runs every case (and
+hypothesis-generated ones) and fails for any public name without an entry; ``benchmarks/hostile_probe.py``
+runs the same cases in capped child processes and tallies the outcomes.
+
+``SURFACE`` lists what must be covered: ``meanfield.__all__``, the public callables of the public modules
+it exposes and of the modules named by issue 26, and the main methods of the models of the protocol
+(``core/model.py``).  ``EXEMPT`` holds the names that need no entry, each with its reason.
+
+Object arguments (a model, a grid, a dataset) are fuzzed through their values (a model of another
+dimension, a grid of another lmax), not with foreign types; every number, string, flag, array and
+head argument is fuzzed with the foreign types too.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import meanfield as mf
+
+NAN, INF = float("nan"), float("inf")
+HUGE = 10**9          # a size whose cost (memory or time) must be refused by the guard, never attempted
+
+
+# ------------------------------------------------------------------------------------- bad-value kinds
+class Bad(list):
+    """Concrete bad values, plus ``strategy()``: a hypothesis strategy of more values that are all bad
+    (None: no generator).  Imported lazily so that the probe runs without hypothesis."""
+
+    def __init__(self, values, strategy=None):
+        super().__init__(values)
+        self.strategy = strategy
+
+
+def _st():
+    from hypothesis import strategies as st
+
+    return st
+
+
+def _nonfinite():
+    return _st().sampled_from([NAN, INF, -INF])
+
+
+def _types(*extra):
+    """Foreign types for a scalar argument: None, a string, a bool, a complex number (no list: the closed
+    forms take arrays)."""
+    return [None, "1", True, 1 + 1j, *extra]
+
+
+def real_pos(*extra):
+    return Bad(_types(NAN, INF, -INF, 0.0, -1.0, *extra),
+               lambda: _nonfinite() | _st().floats(max_value=0.0, allow_nan=False))
+
+
+def real_nonneg(*extra):
+    return Bad(_types(NAN, INF, -INF, -1.0, *extra),
+               lambda: _nonfinite() | _st().floats(max_value=-1e-300, allow_nan=False))
+
+
+def real_finite(*extra):
+    return Bad(_types(NAN, INF, -INF, *extra),
+               lambda: _nonfinite() | _st().complex_numbers(allow_nan=False).filter(lambda z: z.imag != 0))
+
+
+def int_pos(lo=1, *extra):
+    return Bad([None, "3", True, 2.5, NAN, lo - 1, -7, *extra],
+               lambda: _st().integers(max_value=lo - 1) | _st().floats(-1e6, 1e6).filter(lambda x: x != round(x)))
+
+
+def choice(*extra):
+    return Bad([None, "bogus", 3, "", *extra], lambda: _st().text("#~!?", min_size=1, max_size=6))
+
+
+def flag(*extra):
+    return Bad([None, "yes", 2, 1.0, *extra])
+
+
+def seed(*extra):
+    return Bad(["seed", 2.5, -1, True, *extra], lambda: _st().integers(max_value=-1))
+
+
+def _poked(a):
+    """``a`` with one entry (drawn) replaced by NaN or +-inf."""
+    a = np.asarray(a)
+    st = _st()
+    return st.tuples(st.integers(0, max(a.size - 1, 0)), _nonfinite()).map(lambda iv: _poke_at(a, *iv))
+
+
+def _poke_at(a, i, value):
+    b = np.array(a, dtype=complex if np.iscomplexobj(a) else float, copy=True)
+    b.reshape(-1)[i] = value
+    return b
+
+
+def tokens(X, *, unit=True, extra=()):
+    """Bad token arrays derived from a valid ``X``: foreign types, complex, NaN, inf, wrong dims and d,
+    empty, and (``unit``) rows off the unit sphere, which must never be renormalized silently."""
+    X = np.asarray(X, float)
+    bad = [None, "X", X.astype(complex) * (1 + 1j), _poke(X, NAN), _poke(X, INF), X[..., :-1],
+           X.reshape(-1)[: X.shape[-1]] if X.ndim > 1 else X[None, None], X[..., None], X[..., :0]]
+    if unit:
+        bad.append(2.0 * X)
+
+    def strategy():
+        st = _st()
+        out = _poked(X) | st.integers(1, 3).map(lambda k: np.concatenate([X] + [X[..., :1]] * k, axis=-1))
+        if unit:      # rows scaled off the sphere by a drawn factor, far outside any round-off tolerance
+            out = out | st.one_of(st.floats(1.001, 1e3), st.floats(1e-3, 0.999)).map(lambda s: s * X)
+        return out
+    return Bad([*bad, *extra], strategy)
+
+
+def array(a, *, complex_ok=False, strict_shape=True, extra=()):
+    """Bad real (or complex) arrays derived from a valid ``a``: types, NaN, inf, complex, wrong shapes
+    (``strict_shape``: a shorter vector is wrong too; False where fewer coefficients are legal)."""
+    a = np.asarray(a)
+    bad = [None, "a", _poke(a.astype(complex if complex_ok else float), NAN),
+           _poke(a.astype(complex if complex_ok else float), INF), a[..., None, None]]
+    if strict_shape:
+        bad.append(a.reshape(-1)[:-1])
+    if not complex_ok:
+        bad.append(a.astype(complex) * (1 + 1j))
+
+    def strategy():
+        st = _st()
+        out = _poked(a.astype(complex if complex_ok else float))
+        if a.size > 1 and strict_shape:
+            out = out | st.integers(1, a.size - 1).map(lambda k: a.reshape(-1)[:k].copy())
+        if not complex_ok:
+            out = out | st.floats(1e-6, 1e3).map(lambda im: a + 1j * im)
+        return out
+    return Bad([*bad, *extra], strategy)
+
+
+def heads(h, *, extra=()):
+    """Bad head tuples: types, empty, mixed dimensions, a bare matrix."""
+    d = np.shape(h[0].M)[0]
+    other = mf.scalar_heads([1.0], d + 1)[0]
+    return [None, "heads", (), (h[0], other), np.eye(d), *extra]
+
+
+def _poke(a, value):
+    b = np.array(a, copy=True)
+    if b.size:
+        b.reshape(-1)[min(1, b.size - 1)] = value
+    return b
+
+
+def finite(out, depth=0):
+    """Whether every number in ``out`` (arrays, floats, dicts, sequences, dataclass-like objects) is finite."""
+    if depth > 4 or out is None or isinstance(out, (str, bytes, bool)):
+        return True
+    if isinstance(out, (int, float, complex, np.number)):
+        return bool(np.isfinite(out))
+    if isinstance(out, np.ndarray):
+        return not np.issubdtype(out.dtype, np.number) or bool(np.all(np.isfinite(out)))
+    if isinstance(out, dict):
+        return all(finite(v, depth + 1) for v in out.values())
+    if isinstance(out, (list, tuple)):
+        return all(finite(v, depth + 1) for v in out[:100])
+    if hasattr(out, "y_final") and hasattr(out, "status"):          # a Trajectory: its final state
+        return finite(out.y_final, depth + 1)
+    if hasattr(out, "__dataclass_fields__"):
+        return all(finite(getattr(out, k, None), depth + 1) for k in out.__dataclass_fields__)
+    return True                                                     # models, datasets, callables: not numbers
+
+
+# ---------------------------------------------------------------------------------------- the registry
+@dataclass(frozen=True)
+class Spec:
+    """One entry point: ``fn(**base())`` is a valid call; each ``bad[arg]`` value must raise ``exc`` whose
+    message contains ``arg`` (or one of ``names[arg]``); ``huge[arg]`` likewise (a cost refusal)."""
+
+    fn: object
+    base: object
+    bad: dict = field(default_factory=dict)
+    huge: dict = field(default_factory=dict)
+    edge: dict = field(default_factory=dict)
+    names: dict = field(default_factory=dict)
+    finite: bool = True               # the baseline result must be finite (False: inf is a legal answer)
+    exc: tuple = (ValueError,)
+    traced: bool = True               # False: the valid call (a figure, many small Newton steps) runs ten times
+                                      # slower under tracemalloc; its memory is bounded by the address-space cap
+
+    def tokens_for(self, arg):
+        return (arg, *self.names.get(arg, ()))
+
+
+REGISTRY: dict[str, Spec] = {}
+
+
+def entry(name, fn, base, **kw):
+    REGISTRY[name] = Spec(fn, functools.cache(base), **kw)
+
+
+def bad_values(spec, arg, kind):
+    """The concrete bad (``kind="bad"``/``"huge"``) or edge values of ``arg`` (lists or ``f(base)``);
+    a :class:`Bad` list also carries a strategy of more bad values.  ``None`` is dropped where it is the
+    argument's documented default (it means 'not given' there)."""
+    values = getattr(spec, kind)[arg]
+    values = values(spec.base()) if callable(values) else values
+    strategy = getattr(values, "strategy", None)
+    if _default_is_none(spec.fn, arg):
+        values = [v for v in values if v is not None]
+    return Bad(values, strategy)
+
+
+@functools.cache
+def _signature(fn):
+    import inspect
+
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def _default_is_none(fn, arg):
+    sig = _signature(fn)
+    return sig is not None and arg in sig.parameters and sig.parameters[arg].default is None
+
+
+def cases(kind="bad"):
+    """Every ``(entry, arg)`` with values of ``kind``."""
+    return [(name, arg) for name, spec in REGISTRY.items() for arg in getattr(spec, kind)]
+
+
+def call(name, overrides=None):
+    spec = REGISTRY[name]
+    kw = dict(spec.base())
+    kw.update(overrides or {})
+    return spec.fn(**kw)
+
+
+def method(factory, name):
+    """``obj.name(**kw)`` with ``obj = factory()`` (a cached model), as a keyword function."""
+    return lambda **kw: getattr(factory(), name)(**kw)
+
+
+# ------------------------------------------------------------------------------- cached valid objects
+@functools.cache
+def X3():
+    return mf.initial.uniform_sphere(8, 3, seed=0)
+
+
+@functools.cache
+def H3():
+    return mf.scalar_heads([1.0, -0.5], 3)
+
+
+@functools.cache
+def PS():
+    return mf.ParticleSystem(H3())
+
+
+@functools.cache
+def BS():
+    from meanfield.models.batched import BatchedSystem
+
+    return BatchedSystem(mf.scalar_heads([1.0], 3, normalization="softmax"))
+
+
+@functools.cache
+def XB():
+    return X3().reshape(2, 4, 3)
+
+
+@functools.cache
+def GRID():
+    return mf.SphereGrid(8)
+
+
+@functools.cache
+def RHO():
+    return mf.densities.vmf_density(GRID(), [0.0, 0.0, 1.0], 2.0)
+
+
+@functools.cache
+def CPDE():
+    return mf.ContinuumPDE(mf.scalar_heads([1.0], 3), lmax=8, kernel_tol=1e-6)
+
+
+@functools.cache
+def CIRC():
+    return mf.CirclePDE(mf.scalar_heads([1.0], 2), kmax=16)
+
+
+@functools.cache
+def C_CIRC():
+    c = CIRC().uniform().copy()
+    c[1] = 0.05
+    return c
+
+
+@functools.cache
+def AXI():
+    return mf.AxisymmetricPDE(mf.scalar_heads([1.0], 4, beta=2.0), d=4, lmax=12, nu=0.5)
+
+
+@functools.cache
+def B_AXI():
+    b = AXI().uniform().copy()
+    b[1] = 0.05
+    return b
+
+
+H_SINGLE = lambda: mf.scalar_heads([1.0], 3)      # noqa: E731
+
+
+# --------------------------------------------------------------------------------- the surface to cover
+PUBLIC_MODULES = ("meanfield.core.densities", "meanfield.core.initial", "meanfield.analysis.diagnostics",
+                  "meanfield.analysis.field_diagnostics", "meanfield.analysis.theory")
+ISSUE_MODULES = ("meanfield.models.step_rules", "meanfield.core.schedules", "meanfield.core.random_heads",
+                 "meanfield.analysis.transport", "meanfield.analysis.semidiscrete", "meanfield.analysis.mmd",
+                 "meanfield.analysis.ensembles", "meanfield.analysis.axisymmetric", "meanfield.analysis.clustering",
+                 "meanfield.workflow.extend", "meanfield.workflow.phase_diagram", "meanfield.analysis.equilibria",
+                 "meanfield.analysis.phase_transition")
+PROTOCOL_MODELS = {"ParticleSystem": ("velocity", "rhs", "energy"), "BatchedSystem": ("velocity", "rhs", "field"),
+                   "ContinuumPDE": ("velocity", "rhs", "energies"), "CirclePDE": ("velocity", "rhs", "energies"),
+                   "AxisymmetricPDE": ("velocity", "rhs", "energies")}
+SHORT = {"meanfield.models.step_rules": "step_rules", "meanfield.core.schedules": "schedules",
+         "meanfield.core.random_heads": "random_heads"}
+
+NO_BAD = {
+    "densities.uniform_density": "its only input is a grid object (objects are fuzzed through their values)",
+    "axisymmetric.observer": "its only input is a model object",
+    "equilibria.has_free_energy": "its only input is a model object",
+    "equilibria.noise_problem": "its only input is a model object",
+    "semidiscrete.geodesic_bracket": "its only input is a LaguerreSolution returned by solve_semidiscrete",
+    "semidiscrete.grid_of_nodes": "documented to return None for anything that is not a grid's nodes",
+}
+"""Entries whose baseline runs but whose arguments are not fuzzed, each with its reason."""
+
+EXEMPT = {
+    "__version__": "a version string, no input",
+    "SCHEMES": "a registry (dict of tableaux), no input; its names are fuzzed through integrate(method=...)",
+    "METHODS": "a registry (dict of capabilities), no input; fuzzed through integrate(method=...)",
+    "Trajectory": "the driver's result object, built only by integrate (whose inputs are fuzzed)",
+    "densities": "a module: its callables are entries densities.*",
+    "initial": "a module: its callables are entries initial.*",
+    "diagnostics": "a module: its callables are entries diagnostics.*",
+    "field_diagnostics": "a module: its callables are entries field_diagnostics.*",
+    "theory": "a module: its callables are entries theory.*",
+    "transport.TransportResult": "a result object returned by the W2 functions, not built by users",
+    "semidiscrete.LaguerreSolution": "a result object returned by solve_semidiscrete, not built by users",
+    "equilibria.StationaryState": "a result object returned by the stationary solvers, not built by users",
+}
+
+
+def surface():
+    """Every public name that needs a registry entry (or an exemption): see the module docstring."""
+    names = list(mf.__all__)
+    for mod in PUBLIC_MODULES + ISSUE_MODULES:
+        m = importlib.import_module(mod)
+        short = SHORT.get(mod, mod.rsplit(".", 1)[1])
+        for n in m.__all__:
+            if callable(getattr(m, n)):          # constants (tuples, floats) take no input
+                names.append(f"{short}.{n}")
+    for model, methods in PROTOCOL_MODELS.items():
+        names += [model] + [f"{model}.{m}" for m in methods]
+    return list(dict.fromkeys(names))
+
+
+# the entries, registered on import (they use the kinds and objects above)
+import hostile_cases_core  # noqa: E402,F401,I001
+import hostile_cases_analysis  # noqa: E402,F401,I001
