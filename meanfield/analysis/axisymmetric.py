@@ -46,8 +46,8 @@ def resolution_monitor(pde, tail_tol=1e-3, negative_tol=1e-4):
                                          negative_tol)
 
 
-def _particle_angles(X, axis):
-    X = validate.unit_vectors("X", X, min_rows=1)
+def _particle_angles(X, axis, name="X"):
+    X = validate.unit_vectors(name, X, min_rows=1)
     d = X.shape[1]
     e = np.eye(d)[-1] if axis is None else validate.unit_vector("axis", axis, d)
     return np.arccos(np.clip(X @ e, -1.0, 1.0)), d
@@ -89,17 +89,20 @@ def w2_marginal(X, profile, axis=None, cost="angle", n_sub=200_000):
     """
     cost = validate.choice("cost", cost, COSTS)
     n_sub = validate.integer("n_sub", n_sub, 1)
+    if not callable(profile):
+        raise ValueError(f"profile must be a callable f(t) >= 0; received {profile!r}")
     theta, d = _particle_angles(X, axis)
     return _w2_quantiles(np.sort(theta), lambda q: angle_quantiles(profile, d, q), cost, n_sub)
 
 
 def w2_marginal_samples(X, Y, axis=None, cost="angle"):
-    """Exact 1-D ``W2`` between the ``theta``-marginals of two particle sets of the same size."""
+    """Exact 1-D ``W2`` between the ``theta``-marginals of two particle sets of the same shape (n, d)."""
     cost = validate.choice("cost", cost, COSTS)
     a, _ = _particle_angles(X, axis)
-    b, _ = _particle_angles(Y, axis)
-    if a.size != b.size:
-        raise ValueError(f"Y must have as many rows as X ({a.size}); received {b.size}")
+    b, _ = _particle_angles(Y, axis, "Y")
+    if np.shape(X) != np.shape(Y):
+        raise ValueError(f"X and Y must have the same shape (n, d) (the same number of tokens on the same sphere); "
+                         f"received X of shape {np.shape(X)} and Y of shape {np.shape(Y)}")
     a, b = np.sort(a), np.sort(b)
     if cost == "t":
         a, b = np.cos(a), np.cos(b)

@@ -1,0 +1,185 @@
+"""Issue 26's input contract: bad inputs that used to pass silently or crash unnamed now raise a named ValueError.
+
+Each case is one of the issue's examples (or one found like it); the assertion is on the message, which must
+name the argument (and, where two arguments disagree, both of them).  No numerical tolerance is involved except
+where stated.
+"""
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.analysis import ensembles
+from meanfield.analysis.axisymmetric import w2_marginal, w2_marginal_samples
+from meanfield.analysis.clustering import clustering
+from meanfield.core.heads import scalar_heads
+from meanfield.core.schedules import HeadSchedule
+from meanfield.models.batched import BatchedSystem
+from meanfield.models.circle import circle_multipliers
+from meanfield.models.step_rules import STEP_RULES, RADIAL_RULES, directions, step
+
+
+def _tokens(rng, shape):
+    X = rng.standard_normal(shape)
+    return X / np.linalg.norm(X, axis=-1, keepdims=True)
+
+
+# ------------------------------------------------------------------- heads argument
+@pytest.mark.parametrize("bad", [None, "abc", 3.0, {"M": 1}])
+def test_models_refuse_a_heads_argument_that_is_no_sequence_of_heads(bad):
+    for make in (lambda: mf.CirclePDE(bad, 8), lambda: mf.AxisymmetricPDE(bad, 3, 8),
+                 lambda: mf.ParticleSystem(bad), lambda: BatchedSystem(bad)):
+        with pytest.raises(ValueError, match=r"^heads must "):
+            make()
+
+
+# ------------------------------------------------------------------- kernel overflow range
+@pytest.mark.parametrize("normalization", ["softmax", "mean"])
+def test_circle_pde_refuses_multipliers_beyond_float64_like_the_axisymmetric_pde(normalization):
+    # beta |lambda| = 750: I_k(750) ~ e^750 overflows float64 (the multipliers came out NaN and passed the
+    # resolution check, nan > tol being False); refused by the one shared check of core/kernels
+    msg = r"^heads\[0\]: beta \* \|lambda\| = 750 overflows the \w+ multipliers in float64"
+    with pytest.raises(ValueError, match=msg):
+        mf.CirclePDE(scalar_heads([1.0], 2, beta=750.0, normalization=normalization), 64)
+    with pytest.raises(ValueError, match=msg):
+        mf.AxisymmetricPDE(scalar_heads([1.0], 3, beta=750.0, normalization=normalization), 3, 64)
+    with pytest.raises(ValueError, match=r"^head: beta \* \|lambda\| = 750 overflows"):
+        circle_multipliers(scalar_heads([1.0], 2, beta=750.0, normalization=normalization)[0], 8)
+
+
+def test_continuum_pde_refuses_softmax_multipliers_beyond_float64():
+    with pytest.raises(ValueError, match=r"^heads\[0\]: beta \* \|lambda\| = 750 overflows the \w+ multipliers"):
+        mf.ContinuumPDE(scalar_heads([1.0], 3, beta=750.0, normalization="softmax"), 16)
+
+
+def test_circle_pde_still_accepts_a_large_but_finite_kernel_range():
+    # beta |lambda| = 600 (e^600 ~ 1e260, finite): accepted, multipliers finite (exact check, no tolerance)
+    pde = mf.CirclePDE(scalar_heads([1.0], 2, beta=600.0, normalization="softmax"), 1200, kernel_tol=1e-2)
+    assert all(np.all(np.isfinite(v)) for m in pde.multipliers for v in m.values())
+
+
+# ------------------------------------------------------------------- step rules
+@pytest.fixture
+def batched():
+    return BatchedSystem(scalar_heads([1.0], 3, beta=1.0, normalization="softmax"))
+
+
+@pytest.mark.parametrize("dt, echo", [(-1.0, "-1.0"), (0.0, "0.0"), (np.nan, "nan"), (np.inf, "inf"),
+                                      ("0.1", "'0.1'"), (None, "None"), (True, "True"), (1j, "1j")])
+def test_step_refuses_a_bad_dt_by_name(rng, batched, dt, echo):
+    X = _tokens(rng, (2, 5, 3))
+    with pytest.raises(ValueError, match=r"^dt must be a positive finite number; received " + echo):
+        step(batched, X, dt)
+
+
+@pytest.mark.parametrize("rule", STEP_RULES)
+def test_step_refuses_non_finite_or_non_unit_tokens_never_renormalizing(rng, batched, rule):
+    X = _tokens(rng, (2, 5, 3))
+    bad = X.copy()
+    bad[0, 1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"^y must be a finite real array of shape \(B, n, d\)"):
+        step(batched, bad, 0.1, rule)
+    with pytest.raises(ValueError, match=r"^y must be a finite real array of shape \(B, n, d\); received shape"):
+        step(batched, X[0], 0.1, rule)
+    with pytest.raises(ValueError, match=r"^y must have d = 3"):
+        step(batched, _tokens(rng, (2, 5, 4)), 0.1, rule)
+    if rule in RADIAL_RULES:            # the state z = r x: any radius r > 0, but not r = 0
+        z = 2.0 * X
+        assert np.all(np.isfinite(step(batched, z, 0.1, rule)))
+        z[1, 3] = 0.0
+        with pytest.raises(ValueError, match=rf"^y rows must be nonzero for rule '{rule}' .* received 1 zero rows"):
+            step(batched, z, 0.1, rule)
+    else:                               # tokens on the sphere: 2 X was renormalized silently before
+        with pytest.raises(ValueError, match=r"^y rows must be unit vectors"):
+            step(batched, 2.0 * X, 0.1, rule)
+
+
+def test_step_and_directions_refuse_an_unknown_rule(rng, batched):
+    X = _tokens(rng, (1, 4, 3))
+    for call in (lambda: step(batched, X, 0.1, "adam"), lambda: directions(X, "adam")):
+        with pytest.raises(ValueError, match=r"^rule must be one of \('post_ln'"):
+            call()
+
+
+def test_step_of_valid_input_is_unchanged(rng, batched):
+    # the validation adds no arithmetic: step equals the rule written out (post_ln; exact up to round-off
+    # of the one normalization, 1e-15)
+    X = _tokens(rng, (2, 6, 3))
+    u = batched.field(X)
+    ref = (X + 0.1 * u) / np.linalg.norm(X + 0.1 * u, axis=-1, keepdims=True)
+    np.testing.assert_allclose(step(batched, X, 0.1), ref, rtol=0, atol=1e-15)
+
+
+# ------------------------------------------------------------------- schedules
+def test_head_schedule_refuses_heads_of_another_dimension_naming_the_layer():
+    with pytest.raises(ValueError, match=r"^schedule\[2\] heads must have dimension d = 3 like schedule\[0\] heads"
+                                         r".*received d = 4"):
+        HeadSchedule([(0.0, scalar_heads([1.0], 3)), (1.0, scalar_heads([2.0], 3)), (2.0, scalar_heads([1.0], 4))])
+    per_system = [list(scalar_heads([1.0], 3)), list(scalar_heads([1.0], 3))]
+    with pytest.raises(ValueError, match=r"^schedule\[1\] heads must have dimension d = 3"):
+        HeadSchedule([(0.0, per_system), (1.0, [list(scalar_heads([1.0], 2))] * 2)])
+
+
+# ------------------------------------------------------------------- ensemble measures
+@pytest.mark.parametrize("measure", [ensembles.gram, ensembles.pair_density, ensembles.one_cluster,
+                                     ensembles.cluster_counts, ensembles.gram_rank])
+def test_ensemble_measures_refuse_non_unit_tokens(rng, measure):
+    # pair_density(10 X) differed from pair_density(X): the thresholds are cosines of unit tokens
+    X = _tokens(rng, (3, 6, 3))
+    measure(X)
+    with pytest.raises(ValueError, match=r"^X must be unit vectors \(\| \|x\|\^2 - 1 \| <= 1e-8\); received max "
+                                         r"deviation 99"):
+        measure(10 * X)
+    with pytest.raises(ValueError, match=r"^X must be a finite real array"):
+        measure(np.where(X > 0.9, np.nan, X))
+    with pytest.raises(ValueError, match=r"^X must be a finite real array .* complex values"):
+        measure(X.astype(complex))
+
+
+def test_ensemble_observer_refuses_non_unit_tokens(rng):
+    observe = ensembles.ensemble_observer()
+    X = _tokens(rng, (2, 5, 3))
+    assert observe(0.0, X)["pair_density"] >= 0
+    with pytest.raises(ValueError, match=r"^X must be unit vectors"):
+        observe(0.0, 2 * X)
+
+
+# ------------------------------------------------------------------- axisymmetric analysis
+def test_w2_marginal_samples_refuses_different_shapes_naming_both(rng):
+    X, Y = _tokens(rng, (200, 3)), _tokens(rng, (200, 4))
+    with pytest.raises(ValueError, match=r"^X and Y must have the same shape \(n, d\) .* received X of shape "
+                                         r"\(200, 3\) and Y of shape \(200, 4\)"):
+        w2_marginal_samples(X, Y)
+    with pytest.raises(ValueError, match=r"^X and Y must have the same shape .* \(200, 3\) and Y of shape \(150, 3\)"):
+        w2_marginal_samples(X, _tokens(rng, (150, 3)))
+    with pytest.raises(ValueError, match=r"^Y must be unit vectors"):
+        w2_marginal_samples(X, 2 * X)
+    # same shapes: the W2 of a set with itself is 0 (exact: the same sorted angles)
+    assert w2_marginal_samples(X, X) == 0.0
+
+
+def test_w2_marginal_refuses_a_profile_that_is_not_callable(rng):
+    with pytest.raises(ValueError, match=r"^profile must be a callable"):
+        w2_marginal(_tokens(rng, (50, 3)), 1.0)
+
+
+# ------------------------------------------------------------------- clustering
+@pytest.mark.parametrize("kw, msg", [
+    (dict(threshold="0.9"), r"^threshold must be a finite number in \[-1, 1\]; received '0.9'"),
+    (dict(threshold=None), r"^threshold must be a finite number in \[-1, 1\]; received None"),
+    (dict(threshold=True), r"^threshold must be a finite number in \[-1, 1\]; received True"),
+    (dict(threshold=np.nan), r"^threshold must be a finite number in \[-1, 1\]; received nan"),
+    (dict(chunk_rows=2.0), r"^chunk_rows must be an integer >= 1; received 2.0"),
+    (dict(method=None), r"^method must be one of \('auto', 'direct', 'tree'\); received None"),
+])
+def test_clustering_refuses_wrong_types_by_name(rng, kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        clustering(_tokens(rng, (20, 3)), **kw)
+
+
+def test_clustering_refuses_complex_and_string_tokens(rng):
+    X = _tokens(rng, (20, 3))
+    with pytest.raises(ValueError, match=r"^X must be a finite real array .* complex values"):
+        clustering(X.astype(complex))
+    with pytest.raises(ValueError, match=r"^X must be a finite real array"):
+        clustering("tokens")
