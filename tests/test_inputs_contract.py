@@ -183,3 +183,70 @@ def test_clustering_refuses_complex_and_string_tokens(rng):
         clustering(X.astype(complex))
     with pytest.raises(ValueError, match=r"^X must be a finite real array"):
         clustering("tokens")
+
+
+# ------------------------------------------------------------------- found by probing (issue 26, item 1)
+@pytest.mark.parametrize("bad", [None, "bs", 3.0, np.eye(3)])
+def test_step_rules_refuse_an_object_that_is_no_system(rng, bad):
+    from meanfield.models.step_rules import iterate, limit_rhs
+
+    X = _tokens(rng, (1, 4, 3))
+    for call in (lambda: step(bad, X, 0.1), lambda: iterate(bad, X, 0.1, 2), lambda: limit_rhs(bad)):
+        with pytest.raises(ValueError, match=r"^system must be a BatchedSystem or ScheduledSystem"):
+            call()
+
+
+def test_iterate_refuses_an_observe_that_is_not_callable(rng, batched):
+    from meanfield.models.step_rules import iterate
+
+    with pytest.raises(ValueError, match=r"^observe must be None or a callable"):
+        iterate(batched, _tokens(rng, (1, 4, 3)), 0.1, 2, observe="pair_density")
+
+
+def test_batched_field_validates_its_tokens_like_velocity(rng, batched):
+    X = _tokens(rng, (2, 5, 3))
+    for bad, msg in ((2 * X, r"^X rows must be unit vectors"), (X[0], r"^X must be a finite real array"),
+                     (X.astype(complex), r"^X must be a finite real array .* complex values"),
+                     (_tokens(rng, (2, 5, 4)), r"^X must have d = 3"), (None, r"^X must be a finite real array")):
+        with pytest.raises(ValueError, match=msg):
+            batched.field(bad)
+
+
+def test_ensemble_measures_refuse_an_empty_batch():
+    with pytest.raises(ValueError, match=r"^X must have B >= 1 systems of n >= 2 tokens .* received shape \(0, 6, 3\)"):
+        ensembles.pair_density(np.zeros((0, 6, 3)))
+
+
+def test_research_inputs_refuse_a_grid_that_is_no_sphere_grid_and_name_a_massless_input():
+    from meanfield.core.sphere import SphereGrid
+    from meanfield.workflow.inputs import density_from_coefficients, zonal_density
+
+    for call in (lambda: density_from_coefficients(None, np.ones(6, complex)), lambda: zonal_density(8, legendre=[1.0])):
+        with pytest.raises(ValueError, match=r"^grid must be a meanfield.SphereGrid"):
+            call()
+    g = SphereGrid(8)
+    with pytest.raises(ValueError, match=r"^coefficients must have positive mass to be normalized; received mass 0.0"):
+        density_from_coefficients(g, np.zeros(g.nalm, complex))
+    with pytest.raises(ValueError, match=r"^profile.legendre must have positive mass"):
+        zonal_density(g, legendre=[-1.0])
+    with pytest.raises(ValueError, match=r"^profile.legendre must be .* received booleans"):
+        zonal_density(g, legendre=[True])          # True is not 1 (validate.real_array refuses bool arrays)
+
+
+def test_pde_states_refuse_complex_or_non_numeric_values():
+    circle = mf.CirclePDE(scalar_heads([1.0], 2), 8, kernel_tol=1e-6)
+    axi = mf.AxisymmetricPDE(scalar_heads([1.0], 3), 3, 8, kernel_tol=1e-6)
+    for bad in (np.zeros(circle.n_state, complex), "y"):
+        with pytest.raises(ValueError, match=r"^y must be a real state vector of shape \(18,\)"):
+            circle.rhs(0.0, bad)
+    for bad in (np.zeros(9, complex), "y", None, np.zeros(3)):
+        with pytest.raises(ValueError, match=r"^y must be a real state vector of shape \(9,\) for lmax = 8"):
+            axi.rhs(0.0, bad)
+
+
+def test_axisymmetric_observers_refuse_an_object_that_is_no_pde():
+    from meanfield.analysis.axisymmetric import observer, resolution_monitor
+
+    for call in (lambda: observer(None), lambda: resolution_monitor("pde")):
+        with pytest.raises(ValueError, match=r"^pde must be an AxisymmetricPDE or CirclePDE"):
+            call()

@@ -23,11 +23,21 @@ COSTS = ("angle", "t")
 """Ground costs of :func:`w2_marginal`: ``|theta - theta'|^2`` or ``|t - t'|^2``."""
 
 
+def _check_pde(pde):
+    missing = [m for m in ("coefficients", "energies", "mass", "entropy", "negative_mass", "spectral_tail")
+               if not callable(getattr(pde, m, None))]
+    if missing:
+        raise ValueError(f"pde must be an AxisymmetricPDE or CirclePDE; received {type(pde).__name__} (no "
+                         f"{', '.join(missing)})")
+    return pde
+
+
 def observer(pde):
     """An ``observe(t, y)`` hook on an axisymmetric or circle PDE state, with the keys of the PDE on S^2
     (:func:`meanfield.field_diagnostics.observer`) that these models have: ``mass``, ``energy`` (sum over
     heads), ``energy_head`` (H,), ``boltzmann_entropy`` (``pde.entropy``: ``-int f log f`` relative to the
     normalized measure; NaN where ``f <= 0`` somewhere), ``negative_mass``, ``spectral_tail``."""
+    _check_pde(pde)
 
     def observe(t, y):
         c = pde.coefficients(y)
@@ -42,6 +52,7 @@ def resolution_monitor(pde, tail_tol=1e-3, negative_tol=1e-4):
     """An ``event(t, y)`` hook stopping the run once the truncation no longer resolves the density
     (spectral tail above ``tail_tol`` or negative mass above ``negative_tol``, each in ``[0, inf]``); the
     message says which (:func:`meanfield.core.resolution.resolution_monitor`, the rule of the PDE on S^2 too)."""
+    _check_pde(pde)
     return resolution.resolution_monitor(pde.coefficients, pde.spectral_tail, pde.negative_mass, tail_tol,
                                          negative_tol)
 

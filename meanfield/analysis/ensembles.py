@@ -26,8 +26,8 @@ RANK_TOL = 1e-3
 def _batch(X):
     """Tokens (B, n, d), n >= 2, every row a unit vector (the measures threshold ``<x_i, x_j>``: never renormalized)."""
     X = validate.real_array("X", X, ("B", "n", "d"))
-    if X.shape[1] < 2:
-        raise ValueError(f"X must have n >= 2 tokens per system (pairs are measured); received shape {X.shape}")
+    if X.shape[0] < 1 or X.shape[1] < 2:
+        raise ValueError(f"X must have B >= 1 systems of n >= 2 tokens (pairs are measured); received shape {X.shape}")
     validate.unit_vectors("X", X.reshape(-1, X.shape[2]))
     return X
 

@@ -72,11 +72,12 @@ def check_density(grid, rho_lm, name="rho_lm"):
     return a
 
 
-def normalize(grid, rho_lm):
-    """Rescale coefficients (nalm,) to mass 1 (only when the caller asks); mass must be > 0."""
-    a, mass = _coeffs(grid, rho_lm, "rho_lm")
+def normalize(grid, rho_lm, name="rho_lm"):
+    """Rescale coefficients (nalm,) to mass 1 (only when the caller asks); mass must be > 0 (``name``: the
+    argument's name in the errors)."""
+    a, mass = _coeffs(grid, rho_lm, name)
     if not mass > 0:
-        raise ValueError(f"rho_lm must have positive mass to be normalized; received mass {mass!r}")
+        raise ValueError(f"{name} must have positive mass to be normalized; received mass {float(mass)!r}")
     a /= mass
     a[0] = _Y00
     return a

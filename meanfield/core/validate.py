@@ -242,7 +242,7 @@ def real_array(name, x, shape=None, *, finite=True):
     ----------
     name : str
     x : array_like
-        Real numbers; strings, complex values and ragged or object data are refused.
+        Real numbers; strings, booleans, complex values and ragged or object data are refused.
     shape : tuple, optional
         Required shape; each entry an int (that size), ``None`` (any size, shown as ``*``) or a
         string (any size, shown by that name, e.g. ``("n", 3)``).
@@ -266,11 +266,13 @@ def real_array(name, x, shape=None, *, finite=True):
         raw = None if isinstance(x, (str, bytes)) else np.asarray(x)
         if raw is not None and raw.dtype.kind == "c":      # complex: refused, never cast (the imaginary part dropped)
             raise ValueError(f"{name} must be {what}; received complex values {x!r}")
+        if raw is not None and raw.dtype.kind == "b":      # True is not 1 here (as for real)
+            raise ValueError(f"{name} must be {what}; received booleans {x!r}")
         a = None if raw is None else raw.astype(float, copy=False)
     except (TypeError, OverflowError):
         a = None
     except ValueError as exc:
-        if "complex values" in str(exc):
+        if "complex values" in str(exc) or "received booleans" in str(exc):
             raise
         a = None
     if a is None:

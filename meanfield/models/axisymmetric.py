@@ -244,8 +244,13 @@ class AxisymmetricPDE:
         return out
 
     def rhs(self, t, y):
-        """Right-hand side ``rhs(t, y)``."""
-        return self.tendency(y)
+        """Right-hand side ``rhs(t, y)``; ``y`` real of shape (lmax+1,) (a NaN state is left to the driver, which
+        stops on it)."""
+        a = None if isinstance(y, (str, bytes)) or np.iscomplexobj(y) else np.asarray(y)
+        if a is None or a.shape != (self.lmax + 1,) or a.dtype.kind not in "fiu":
+            raise ValueError(f"y must be a real state vector of shape ({self.lmax + 1},) for lmax = {self.lmax}; "
+                             f"received {type(y).__name__} of shape {np.shape(y)}")
+        return self.tendency(a)
 
     def mass(self, b) -> float:
         """``int f dsigma = b_0``."""

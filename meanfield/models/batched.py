@@ -247,7 +247,10 @@ class BatchedSystem:
         return project_tangent_batched(X, v) if self.geometry == "sphere" else v
 
     def field(self, X):
-        """The unprojected sum ``sum_h u^h`` (B, n, d): what the discrete step rules add to the tokens."""
+        """The unprojected sum ``sum_h u^h`` (B, n, d): what the discrete step rules add to the tokens.
+
+        ``X`` is validated as by :meth:`velocity` (unit rows on the sphere, never renormalized)."""
+        X = self.check(X)
         if self._spectral is not None:
             w = np.full(X.shape[1], 1.0 / X.shape[1])
             return np.stack([self._spectral.forces(Xb, w)[0].sum(axis=0) for Xb in X])

@@ -130,8 +130,14 @@ class CirclePDE:
         return c.view(np.float64).copy()
 
     def coefficients(self, y):
-        """Fourier coefficients ``c_0..c_K`` from a real state vector (a view)."""
-        y = np.ascontiguousarray(y, dtype=float)
+        """Fourier coefficients ``c_0..c_K`` from a real state vector (a view; complex or non-numeric ``y`` refused)."""
+        if isinstance(y, (str, bytes)) or np.iscomplexobj(y):
+            raise ValueError(f"y must be a real state vector of shape ({self.n_state},) (the re, im pairs of c_0..c_K); "
+                             f"received {type(y).__name__} {np.asarray(y).dtype}")
+        try:
+            y = np.ascontiguousarray(y, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"y must be a real state vector of shape ({self.n_state},); received {y!r}") from None
         if y.shape != (self.n_state,):
             raise ValueError(f"y must have shape ({self.n_state},) for kmax = {self.kmax}; received shape {y.shape}")
         return y.view(np.complex128)

@@ -65,6 +65,15 @@ def directions(y, rule):
     return retract_batched(y) if rule in RADIAL_RULES else y
 
 
+def _check_system(system, scheduled_ok=True):
+    """Refuse a ``system`` without the methods the rules call (``field``, ``check``) by name."""
+    if not (callable(getattr(system, "check", None)) and (callable(getattr(system, "field", None))
+                                                          or (scheduled_ok and callable(getattr(system, "at", None))))):
+        raise ValueError(f"system must be a BatchedSystem or ScheduledSystem (an object with field(X) and check(X)); "
+                         f"received {type(system).__name__}")
+    return system
+
+
 def check_state(system, y, rule, name="y"):
     """A state ``y`` (B, n, d) of ``rule`` for ``system``, validated (never renormalized).
 
@@ -90,6 +99,7 @@ def step(system, y, dt, rule="post_ln"):
     """
     validate.choice("rule", rule, STEP_RULES)
     dt = validate.real("dt", dt, positive=True)
+    _check_system(system, scheduled_ok=False)
     return _update(system.field, check_state(system, y, rule), dt, rule)
 
 
@@ -140,6 +150,7 @@ class StepRule(Stepper):
 def limit_rhs(system, rule="post_ln"):
     """``rhs(t, y)`` of the continuous-time limit of ``rule`` (see the module docstring)."""
     validate.choice("rule", rule, STEP_RULES)
+    _check_system(system, scheduled_ok=False)
 
     def rhs(t, y):
         if rule in RADIAL_RULES:
@@ -185,7 +196,9 @@ def iterate(system, X0, dt, n_steps, rule="post_ln", *, observe=None, every=1, s
     n_steps = validate.integer("n_steps", n_steps, 0)
     every = validate.integer("every", every, 1)
     validate.boolean("save_states", save_states)
-    y = system.check(X0, "X0").copy()
+    if observe is not None and not callable(observe):
+        raise ValueError(f"observe must be None or a callable observe(t, x) -> dict; received {observe!r}")
+    y = _check_system(system).check(X0, "X0").copy()
     hook = None if observe is None else (lambda t, y: observe(t, directions(y, rule)))
     if n_steps == 0:                                     # nothing to step: the start alone
         obs = {} if hook is None else {k: np.asarray(v)[None] for k, v in hook(0.0, y).items()}
