@@ -250,3 +250,11 @@ def test_axisymmetric_observers_refuse_an_object_that_is_no_pde():
     for call in (lambda: observer(None), lambda: resolution_monitor("pde")):
         with pytest.raises(ValueError, match=r"^pde must be an AxisymmetricPDE or CirclePDE"):
             call()
+
+
+@pytest.mark.parametrize("bad", [None, "system", 3.0])
+def test_solvers_refuse_a_model_of_the_wrong_kind_by_name(bad):
+    with pytest.raises(ValueError, match=r"^system must be a meanfield.ParticleSystem; received "):
+        mf.solve_particles(bad, np.eye(3), 1.0)
+    with pytest.raises(ValueError, match=r"^pde must be a meanfield.ContinuumPDE .* received "):
+        mf.solve_continuum(bad, np.zeros(3), 1.0)
