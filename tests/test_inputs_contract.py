@@ -226,7 +226,8 @@ def test_research_inputs_refuse_a_grid_that_is_no_sphere_grid_and_name_a_massles
     from meanfield.core.sphere import SphereGrid
     from meanfield.workflow.inputs import density_from_coefficients, zonal_density
 
-    for call in (lambda: density_from_coefficients(None, np.ones(6, complex)), lambda: zonal_density(8, legendre=[1.0])):
+    for call in (lambda: density_from_coefficients(None, np.ones(6, complex)),
+                 lambda: zonal_density(8, legendre=[1.0])):
         with pytest.raises(ValueError, match=r"^grid must be a meanfield.SphereGrid"):
             call()
     g = SphereGrid(8)
@@ -263,3 +264,14 @@ def test_solvers_refuse_a_model_of_the_wrong_kind_by_name(bad):
         mf.solve_particles(bad, np.eye(3), 1.0)
     with pytest.raises(ValueError, match=r"^pde must be a meanfield.ContinuumPDE .* received "):
         mf.solve_continuum(bad, np.zeros(3), 1.0)
+
+
+def test_perturbed_uniform_refuses_booleans_for_degrees_and_amplitudes():
+    from meanfield.core.densities import perturbed_uniform
+    from meanfield.core.sphere import SphereGrid
+
+    g = SphereGrid(4)
+    with pytest.raises(ValueError, match=r"^perturbations keys must be integer \(l, m\)"):
+        perturbed_uniform(g, {(True, 0): 0.1})
+    with pytest.raises(ValueError, match=r"^perturbations\[\(1, 0\)\] must be finite .* received True"):
+        perturbed_uniform(g, {(1, 0): True})

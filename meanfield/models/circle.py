@@ -107,7 +107,8 @@ class CirclePDE:
         set_("_scaling_cache", ScalingCache())
         mults = []
         for i, h in enumerate(heads if self.zonal else ()):
-            mults.append(resolved_multipliers(circle_multipliers(h, K + 1, where=f"heads[{i}]"), i, "kmax", K, tol, CircleResolutionWarning))
+            m = circle_multipliers(h, K + 1, where=f"heads[{i}]")
+            mults.append(resolved_multipliers(m, i, "kmax", K, tol, CircleResolutionWarning))
         set_("multipliers", tuple(mults))
         set_("_dpotential", tuple(1j * np.arange(K + 1) * m["potential"] for m in mults))
         set_("_ik", 1j * np.arange(K + 1))
@@ -132,8 +133,8 @@ class CirclePDE:
     def coefficients(self, y):
         """Fourier coefficients ``c_0..c_K`` from a real state vector (a view; complex or non-numeric ``y`` refused)."""
         if isinstance(y, (str, bytes)) or np.iscomplexobj(y):
-            raise ValueError(f"y must be a real state vector of shape ({self.n_state},) (the re, im pairs of c_0..c_K); "
-                             f"received {type(y).__name__} {np.asarray(y).dtype}")
+            raise ValueError(f"y must be a real state vector of shape ({self.n_state},) (the re, im pairs of "
+                             f"c_0..c_K); received {type(y).__name__} {np.asarray(y).dtype}")
         try:
             y = np.ascontiguousarray(y, dtype=float)
         except (TypeError, ValueError):
