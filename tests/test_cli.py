@@ -121,3 +121,54 @@ def test_bad_argument_exits_2(capsys):
         main(["theory", "lambda-max", "--beta", "-1"])
     assert err.value.code == 2
     assert "must be a positive finite number; received -1" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------- issue 26: config values never give a traceback
+@pytest.mark.parametrize("text, message", [
+    ("[phase_diagram]\nbeta_range = 5\n", "beta_range must be a list [beta_min, beta_max, count]; received 5"),
+    ("[phase_diagram]\nbeta_range = [\"a\", 2, 3]\n", "beta_range[0] must be a positive finite number; received 'a'"),
+    ("[phase_diagram]\nbeta_range = [2.0, 1.0, 3]\n", "beta_range[1] must be a finite number >= beta_range[0] = 2"),
+    ("[phase_diagram]\nbeta_range = [1.0, 2.0, 2.5]\n", "beta_range[2] must be an integer >= 1; received 2.5"),
+    ("[phase_diagram]\nbetas = [1.0]\nbeta_range = [1.0, 2.0, 3]\n",
+     "phase_diagram takes one of betas (a list) and beta_range ([beta_min, beta_max, count]); received both"),
+    ("phase_diagram = 3\n", "phase_diagram must be a table of settings ([phase_diagram] in TOML); received 3"),
+    ("[phase_diagram]\nn = \"32\"\n", "n must be an integer >= 2; received '32'"),
+    ("[phase_diagram]\ndt = true\n", "dt must be a positive finite number; received True"),
+])
+def test_phase_diagram_config_errors_exit_2_naming_the_key(tmp_path, capsys, text, message):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    assert main(["phase-diagram", str(cfg), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("meanfield: error:") and message in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("command", [["config", "check"], ["config"], ["run"]])
+def test_complex_npy_for_positions_exits_2_naming_the_key(tmp_path, capsys, command):
+    import numpy as np
+
+    X = np.random.default_rng(0).standard_normal((10, 3))
+    np.save(tmp_path / "X.npy", (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(complex))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(SMALL_TOML.replace("n = 150", "positions = \"X.npy\""))
+    out = ["--out", str(tmp_path / "o"), "--no-progress"] if command == ["run"] else []
+    assert main(command + [str(cfg)] + out) == 2
+    err = capsys.readouterr().err
+    assert "particles.positions must be an array of real unit vectors of shape (n, 3), n >= 2; received complex " \
+           "values of shape (10, 3)" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("which", ["M", "V"])
+def test_complex_npy_for_a_head_matrix_exits_2_naming_the_key(tmp_path, capsys, which):
+    import numpy as np
+
+    np.save(tmp_path / "A.npy", np.eye(3) * (1 + 1j))
+    np.save(tmp_path / "B.npy", np.eye(3))
+    files = {"M": "B.npy", "V": "B.npy", which: "A.npy"}
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(SMALL_TOML + f"[[heads]]\nM = \"{files['M']}\"\nV = \"{files['V']}\"\n")
+    assert main(["config", "check", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert f"heads[0].{which} must be finite real number(s); received complex values" in err
+    assert "Traceback" not in err

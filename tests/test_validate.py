@@ -178,6 +178,18 @@ def test_unit_vectors():
     V.unit_vectors("X", [[1.0, 1e-3]], tol=1.1e-6)       # |x|^2 - 1 = 1e-6: within a looser tolerance
 
 
+def test_unit_vectors_and_weights_refuse_complex_values_never_casting(recwarn):
+    # numpy's cast to float drops the imaginary part with only a ComplexWarning: refused by name instead,
+    # even when the imaginary part is 0 (a complex .npy of positions passed `meanfield config` before)
+    X = np.eye(3).astype(complex)
+    refused(V.unit_vectors, "particles.positions", X, 3, name="particles.positions",
+            echo="received complex values of shape (3, 3)")
+    refused(V.unit_vector, "axis", X[0], 3, name="axis", echo="received complex values of shape (3,)")
+    refused(V.probability_weights, "w", np.full(3, 1 / 3 + 0j), 3, name="w", echo="received complex values")
+    refused(V.signed_weights, "w", np.full(3, 1 / 3 + 0j), 3, name="w", echo="received complex values")
+    assert not [w for w in recwarn if issubclass(w.category, np.exceptions.ComplexWarning)]
+
+
 # -------------------------------------------------------------------------- probability weights
 def test_probability_weights():
     np.testing.assert_array_equal(V.probability_weights("w", None, 4), np.full(4, 0.25))   # exact: 1/4

@@ -23,11 +23,21 @@ COSTS = ("angle", "t")
 """Ground costs of :func:`w2_marginal`: ``|theta - theta'|^2`` or ``|t - t'|^2``."""
 
 
+def _check_pde(pde):
+    missing = [m for m in ("coefficients", "energies", "mass", "entropy", "negative_mass", "spectral_tail")
+               if not callable(getattr(pde, m, None))]
+    if missing:
+        raise ValueError(f"pde must be an AxisymmetricPDE or CirclePDE; received {type(pde).__name__} (no "
+                         f"{', '.join(missing)})")
+    return pde
+
+
 def observer(pde):
     """An ``observe(t, y)`` hook on an axisymmetric or circle PDE state, with the keys of the PDE on S^2
     (:func:`meanfield.field_diagnostics.observer`) that these models have: ``mass``, ``energy`` (sum over
     heads), ``energy_head`` (H,), ``boltzmann_entropy`` (``pde.entropy``: ``-int f log f`` relative to the
     normalized measure; NaN where ``f <= 0`` somewhere), ``negative_mass``, ``spectral_tail``."""
+    _check_pde(pde)
 
     def observe(t, y):
         c = pde.coefficients(y)
@@ -42,12 +52,13 @@ def resolution_monitor(pde, tail_tol=1e-3, negative_tol=1e-4):
     """An ``event(t, y)`` hook stopping the run once the truncation no longer resolves the density
     (spectral tail above ``tail_tol`` or negative mass above ``negative_tol``, each in ``[0, inf]``); the
     message says which (:func:`meanfield.core.resolution.resolution_monitor`, the rule of the PDE on S^2 too)."""
+    _check_pde(pde)
     return resolution.resolution_monitor(pde.coefficients, pde.spectral_tail, pde.negative_mass, tail_tol,
                                          negative_tol)
 
 
-def _particle_angles(X, axis):
-    X = validate.unit_vectors("X", X, min_rows=1)
+def _particle_angles(X, axis, name="X"):
+    X = validate.unit_vectors(name, X, min_rows=1)
     d = X.shape[1]
     e = np.eye(d)[-1] if axis is None else validate.unit_vector("axis", axis, d)
     return np.arccos(np.clip(X @ e, -1.0, 1.0)), d
@@ -89,17 +100,20 @@ def w2_marginal(X, profile, axis=None, cost="angle", n_sub=200_000):
     """
     cost = validate.choice("cost", cost, COSTS)
     n_sub = validate.integer("n_sub", n_sub, 1)
+    if not callable(profile):
+        raise ValueError(f"profile must be a callable f(t) >= 0; received {profile!r}")
     theta, d = _particle_angles(X, axis)
     return _w2_quantiles(np.sort(theta), lambda q: angle_quantiles(profile, d, q), cost, n_sub)
 
 
 def w2_marginal_samples(X, Y, axis=None, cost="angle"):
-    """Exact 1-D ``W2`` between the ``theta``-marginals of two particle sets of the same size."""
+    """Exact 1-D ``W2`` between the ``theta``-marginals of two particle sets of the same shape (n, d)."""
     cost = validate.choice("cost", cost, COSTS)
     a, _ = _particle_angles(X, axis)
-    b, _ = _particle_angles(Y, axis)
-    if a.size != b.size:
-        raise ValueError(f"Y must have as many rows as X ({a.size}); received {b.size}")
+    b, _ = _particle_angles(Y, axis, "Y")
+    if np.shape(X) != np.shape(Y):
+        raise ValueError(f"X and Y must have the same shape (n, d) (the same number of tokens on the same sphere); "
+                         f"received X of shape {np.shape(X)} and Y of shape {np.shape(Y)}")
     a, b = np.sort(a), np.sort(b)
     if cost == "t":
         a, b = np.cos(a), np.cos(b)

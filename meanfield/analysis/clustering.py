@@ -10,6 +10,8 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
+from ..core import validate
+
 __all__ = ["clustering", "mean_inner", "CLUSTERING_METHODS", "CLUSTERING_TREE_MIN_N", "CLUSTERING_TREE_MAX_D",
            "CLUSTERING_DIRECT_MAX_N", "CLUSTERING_UNIT_TOL"]
 
@@ -77,17 +79,12 @@ def clustering(X, threshold=0.99, chunk_rows=2048, method="auto") -> dict:
     the round-off of the direct matrix product (~d eps) of ``threshold``, and ``min_inner`` to
     ~1e-15 (the same extreme pair, up to summation order and ``| |x|^2 - 1 |``).
     """
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[0] < 2:
+    X = validate.real_array("X", X, ("n", "d"))      # NaN, inf, complex, str, ragged: refused by name
+    if X.shape[0] < 2:
         raise ValueError(f"X must have shape (n, d) with n >= 2; received shape {X.shape}")
-    if not (-1 <= threshold <= 1):
-        raise ValueError(f"threshold must lie in [-1, 1]; received {threshold!r}")
-    if method not in CLUSTERING_METHODS:
-        raise ValueError(f"method must be one of {CLUSTERING_METHODS}; received {method!r}")
-    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
-        raise ValueError(f"chunk_rows must be an integer >= 1; received {chunk_rows!r}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"X must be finite; received {np.count_nonzero(~np.isfinite(X))} non-finite entries")
+    threshold = validate.real("threshold", threshold, -1, 1, what="a finite number in [-1, 1]")
+    method = validate.choice("method", method, CLUSTERING_METHODS)
+    chunk_rows = validate.integer("chunk_rows", chunk_rows, 1)
     n, d = X.shape
     gamma = mean_inner(X)
     e_max = float(np.abs(np.einsum("nd,nd->n", X, X) - 1).max())

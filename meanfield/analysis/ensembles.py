@@ -5,7 +5,8 @@ product); :func:`ensemble_observer` averages them over the batch for
 :func:`meanfield.core.integrate.integrate` / :func:`meanfield.models.step_rules.iterate`.  The thresholds follow
 borjanG/2023-transformers-rotf (``phase-diagrams.py``): a pair is "together" when
 ``<x_i, x_j> > 0.999``, the cluster count is the rank of the 0/1 matrix ``[<x_i, x_j> > 0.9999]``
-and the Gram-rank dimension counts eigenvalues of ``G_b`` above ``1e-3``.
+and the Gram-rank dimension counts eigenvalues of ``G_b`` above ``1e-3``.  Tokens must be unit vectors
+(``| |x|^2 - 1 | <= UNIT_TOL = 3e-8``, :func:`meanfield.core.validate.unit_vectors`): the thresholds are cosines.
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ import numpy as np
 
 from ..core import validate
 
-__all__ = ["PAIR_THRESHOLD", "CLUSTER_THRESHOLD", "RANK_TOL", "gram", "pair_density", "one_cluster",
+__all__ = ["UNIT_TOL", "PAIR_THRESHOLD", "CLUSTER_THRESHOLD", "RANK_TOL", "gram", "pair_density", "one_cluster",
            "cluster_counts", "gram_rank", "ensemble_observer"]
+
+UNIT_TOL = 3e-8
+"""Largest ``| |x|^2 - 1 |`` of the tokens these measures accept: every token set that
+:class:`~meanfield.models.batched.BatchedSystem` accepts (``| |x| - 1 | <= 1e-8``, i.e. ``| |x|^2 - 1 | <=
+2.0000001e-8``) passes, so that ``iterate``'s observer never refuses its own start; the measures threshold
+cosines near 1 (0.999, 0.9999), far above this."""
 
 PAIR_THRESHOLD = 0.999
 CLUSTER_THRESHOLD = 0.9999
@@ -23,9 +30,11 @@ RANK_TOL = 1e-3
 
 
 def _batch(X):
+    """Tokens (B, n, d), n >= 2, every row a unit vector (the measures threshold ``<x_i, x_j>``: never renormalized)."""
     X = validate.real_array("X", X, ("B", "n", "d"))
-    if X.shape[1] < 2:
-        raise ValueError(f"X must have n >= 2 tokens per system (pairs are measured); received shape {X.shape}")
+    if X.shape[0] < 1 or X.shape[1] < 2:
+        raise ValueError(f"X must have B >= 1 systems of n >= 2 tokens (pairs are measured); received shape {X.shape}")
+    validate.unit_vectors("X", X.reshape(-1, X.shape[2]), tol=UNIT_TOL)
     return X
 
 

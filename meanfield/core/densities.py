@@ -72,11 +72,12 @@ def check_density(grid, rho_lm, name="rho_lm"):
     return a
 
 
-def normalize(grid, rho_lm):
-    """Rescale coefficients (nalm,) to mass 1 (only when the caller asks); mass must be > 0."""
-    a, mass = _coeffs(grid, rho_lm, "rho_lm")
+def normalize(grid, rho_lm, name="rho_lm"):
+    """Rescale coefficients (nalm,) to mass 1 (only when the caller asks); mass must be > 0 (``name``: the
+    argument's name in the errors)."""
+    a, mass = _coeffs(grid, rho_lm, name)
     if not mass > 0:
-        raise ValueError(f"rho_lm must have positive mass to be normalized; received mass {mass!r}")
+        raise ValueError(f"{name} must have positive mass to be normalized; received mass {float(mass)!r}")
     a /= mass
     a[0] = _Y00
     return a
@@ -101,11 +102,13 @@ def perturbed_uniform(grid, perturbations):
     if not isinstance(perturbations, dict):
         raise ValueError(f"perturbations must be a dict {{(l, m): amplitude}}; received {type(perturbations).__name__}")
     for key, eps in perturbations.items():
-        ok = (isinstance(key, tuple) and len(key) == 2 and all(isinstance(v, (int, np.integer)) for v in key))
+        ok = (isinstance(key, tuple) and len(key) == 2
+              and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in key))
         if not ok or not (1 <= key[0] <= grid.lmax and 0 <= key[1] <= key[0]):
             raise ValueError(f"perturbations keys must be integer (l, m) with 1 <= l <= lmax = {grid.lmax}, "
                              f"0 <= m <= l; received {key!r}")
-        e = complex(eps) if np.ndim(eps) == 0 and isinstance(eps, (int, float, complex, np.number)) else np.nan
+        e = complex(eps) if np.ndim(eps) == 0 and isinstance(eps, (int, float, complex, np.number)) \
+            and not isinstance(eps, (bool, np.bool_)) else np.nan                 # True is not 1
         if not np.isfinite(e) or (key[1] == 0 and e.imag != 0):
             raise ValueError(f"perturbations[{key}] must be finite (real for m = 0); received {eps!r}")
         a[grid.index(*key)] += e

@@ -8,6 +8,7 @@ alignment, approximately orthogonal).  Kernels and normalizations are names of t
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -148,6 +149,8 @@ def check_heads(heads, d: int | None = None) -> tuple[Head, ...]:
     """Validate a non-empty sequence of heads sharing one dimension (``d`` if given)."""
     if isinstance(heads, Head):
         heads = (heads,)
+    if heads is None or isinstance(heads, (str, bytes, Mapping)) or not isinstance(heads, Iterable):
+        raise ValueError(f"heads must be a Head or a non-empty sequence of Head; received {heads!r}")
     heads = tuple(heads)
     if not heads:
         raise ValueError("heads must be a non-empty sequence of Head; received an empty sequence")

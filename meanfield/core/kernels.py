@@ -38,7 +38,7 @@ from .funk_hecke import funk_hecke_multipliers, funk_hecke_normalized
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult, solve_scaling
 
 __all__ = ["KernelParams", "Kernel", "ExpKernel", "ReluKernel", "SigmoidKernel", "KERNELS", "Normalization", "MeanNormalization",
-           "SoftmaxNormalization", "SinkhornNormalization", "HeadForce", "NORMALIZATIONS", "get_kernel", "get_normalization", "EXP_LIMIT", "LMAX_CAP",
+           "SoftmaxNormalization", "SinkhornNormalization", "HeadForce", "NORMALIZATIONS", "get_kernel", "get_normalization", "EXP_LIMIT", "LMAX_CAP", "check_finite_multipliers",
            "kernel", "antiderivative"]
 
 EXP_LIMIT = 700.0
@@ -49,6 +49,30 @@ LMAX_CAP = 512
 
 SHIFT_LIMIT = 600.0
 """Largest ``|log k|`` over a row for which a softmax row is summed without a log-sum-exp shift."""
+
+
+def check_finite_multipliers(head, multipliers, where="head"):
+    """``multipliers`` (a dict of arrays) of ``head``, refused by name when any entry is not finite.
+
+    The one check of the kernel's overflow range for every zonal model (:class:`~meanfield.CirclePDE`,
+    :class:`~meanfield.AxisymmetricPDE`, the spectral sums of :class:`~meanfield.ContinuumPDE` and the
+    particle systems): the multipliers grow like ``exp(beta |lambda|)``, which float64 holds only below
+    about 709, whatever the normalization (a softmax head is shifted in a pairwise sum, not in its
+    Funk-Hecke multipliers).  NaN or inf multipliers would otherwise pass the resolution check
+    (``nan > tol`` is False) and give a NaN right-hand side.
+
+    Raises
+    ------
+    ValueError
+        ``"heads[0]: beta * |lambda| = 750 overflows the potential multipliers in float64 (allowed:
+        beta * |lambda| below about 700); ..."``.
+    """
+    for k, v in multipliers.items():
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"{where}: beta * |lambda| = {head.beta * abs(head.scalar):.4g} overflows the {k} "
+                             f"multipliers in float64 (allowed: beta * |lambda| below about {EXP_LIMIT:g}; "
+                             f"exp overflows beyond ~709); use a smaller beta or |lambda|")
+    return multipliers
 
 
 class KernelParams(Mapping):

@@ -66,6 +66,11 @@ class HeadSchedule:
                                  f"received {kind} times schedule[{i - 1}] t_start = {starts[i - 1]} and "
                                  f"schedule[{i}] t_start = {starts[i]}")
         heads = [_check_entry_heads(i, e[1]) for i, e in enumerate(entries)]
+        dims = [(h[0] if isinstance(h[0], Head) else h[0][0]).dim for h in heads]
+        for i, dim in enumerate(dims):
+            if dim != dims[0]:                  # one token dimension through every layer
+                raise ValueError(f"schedule[{i}] heads must have dimension d = {dims[0]} like schedule[0] heads "
+                                 f"(the tokens keep their dimension across layers); received d = {dim}")
         object.__setattr__(self, "entries", tuple(zip(starts, heads)))
 
     @property

@@ -242,7 +242,7 @@ def real_array(name, x, shape=None, *, finite=True):
     ----------
     name : str
     x : array_like
-        Real numbers; strings, complex values and ragged or object data are refused.
+        Real numbers; strings, booleans, complex values and ragged or object data are refused.
     shape : tuple, optional
         Required shape; each entry an int (that size), ``None`` (any size, shown as ``*``) or a
         string (any size, shown by that name, e.g. ``("n", 3)``).
@@ -266,11 +266,13 @@ def real_array(name, x, shape=None, *, finite=True):
         raw = None if isinstance(x, (str, bytes)) else np.asarray(x)
         if raw is not None and raw.dtype.kind == "c":      # complex: refused, never cast (the imaginary part dropped)
             raise ValueError(f"{name} must be {what}; received complex values {x!r}")
+        if raw is not None and raw.dtype.kind == "b":      # True is not 1 here (as for real)
+            raise ValueError(f"{name} must be {what}; received booleans {x!r}")
         a = None if raw is None else raw.astype(float, copy=False)
     except (TypeError, OverflowError):
         a = None
     except ValueError as exc:
-        if "complex values" in str(exc):
+        if "complex values" in str(exc) or "received booleans" in str(exc):
             raise
         a = None
     if a is None:
@@ -283,6 +285,25 @@ def real_array(name, x, shape=None, *, finite=True):
     return a
 
 
+def _float_or_none(x):
+    """``x`` as a float64 array, or None for strings, complex values (never cast: the imaginary part would
+    be dropped), ragged or non-numeric data."""
+    if isinstance(x, (str, bytes)):
+        return None
+    try:
+        raw = np.asarray(x)
+        if raw.dtype.kind == "c":
+            return None
+        return raw.astype(np.float64, copy=False)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _received(x) -> str:
+    """What was received, for a message: ``complex values of shape (4, 3)`` for complex data, else ``repr``."""
+    return f"complex values of shape {np.shape(x)}" if np.iscomplexobj(x) else repr(x)
+
+
 def unit_vector(name, x, d=None, *, tol=1e-8):
     """``x`` as a float64 vector (d,), checked to be finite with ``| |x|^2 - 1 | <= tol`` (not renormalized).
 
@@ -292,13 +313,10 @@ def unit_vector(name, x, d=None, *, tol=1e-8):
         ``"{name} must be a finite vector of length d = 3; received ..."`` or
         ``"{name} must be a unit vector (| |x|^2 - 1 | <= 1e-8); received ... (|x|^2 = ...)"``.
     """
-    try:
-        a = None if isinstance(x, (str, bytes)) else np.asarray(x, dtype=float)
-    except (TypeError, ValueError, OverflowError):
-        a = None
+    a = _float_or_none(x)
     if a is None or a.ndim != 1 or a.size == 0 or (d is not None and a.size != d) or not np.all(np.isfinite(a)):
         raise ValueError(f"{name} must be a finite vector of length {'d' if d is None else f'd = {d}'}; "
-                         f"received {x!r}")
+                         f"received {_received(x)}")
     with np.errstate(over="ignore"):                # a huge entry gives |x|^2 = inf: refused below
         n2 = float(a @ a)
     if not abs(n2 - 1.0) <= tol:
@@ -332,12 +350,9 @@ def unit_vectors(name, X, d=None, *, min_rows=0, tol=1e-8):
         ``"{name} must be unit vectors (| |x|^2 - 1 | <= 1e-8); received max deviation 0.01"``.
     """
     shape = f"(n, {'d' if d is None else d})" + ("" if min_rows <= 0 else f", n >= {min_rows}")
-    try:
-        a = None if isinstance(X, (str, bytes)) else np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError):
-        a = None
+    a = _float_or_none(X)
     if a is None:
-        raise ValueError(f"{name} must be an array of unit vectors of shape {shape}; received {X!r}")
+        raise ValueError(f"{name} must be an array of real unit vectors of shape {shape}; received {_received(X)}")
     if a.ndim != 2 or (d is not None and a.shape[1] != d) or a.shape[0] < min_rows:
         raise ValueError(f"{name} must have shape {shape}; received shape {a.shape}")
     if a.shape[0]:
@@ -354,14 +369,11 @@ def unit_vectors(name, X, d=None, *, min_rows=0, tol=1e-8):
 
 
 def _weights(name, w, n, nonnegative):
-    try:
-        a = None if isinstance(w, (str, bytes)) else np.asarray(w, dtype=float)
-    except (TypeError, ValueError, OverflowError):
-        a = None
+    a = _float_or_none(w)
     what = (f"{name} must be {n} finite weights" + (" >= 0" if nonnegative else "")
             + f" summing to 1 (to {_num(MASS_TOL)})" + ("" if nonnegative else ", negative entries included"))
     if a is None:
-        raise ValueError(f"{what}; received {w!r}")
+        raise ValueError(f"{what}; received {_received(w)}")
     if a.shape != (n,) or not np.all(np.isfinite(a)) or (nonnegative and np.any(a < 0)) \
             or not abs(a.sum() - 1.0) <= MASS_TOL:
         raise ValueError(f"{what}; received shape {a.shape}, sum {float(np.sum(a))!r}, "

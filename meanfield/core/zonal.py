@@ -24,7 +24,7 @@ import numpy as np
 from . import validate
 from .heads import check_heads
 from .field_forces import field_entropies, field_velocity
-from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
+from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS, check_finite_multipliers
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
 __all__ = ["zonal_multipliers", "required_lmax", "LMAX_CRITERIA", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace",
@@ -36,7 +36,7 @@ def _check_zonal(head):
         raise ValueError("head must be zonal (M = V = lambda I) for spectral summation; received a non-zonal head")
 
 
-def zonal_multipliers(head, lmax):
+def zonal_multipliers(head, lmax, *, where="head"):
     r"""Funk-Hecke multipliers of one zonal head ``M = V = lambda I``, each of shape (lmax+1,).
 
     With ``s = lambda t``, ``k`` the head's kernel and ``K`` its antiderivative (see
@@ -51,11 +51,7 @@ def zonal_multipliers(head, lmax):
     """
     _check_zonal(head)
     out = KERNELS[head.kernel].multipliers(head, validate.integer("lmax", lmax, 0))
-    for k, v in out.items():
-        if not np.all(np.isfinite(v)):
-            raise ValueError(f"beta * |lambda| = {head.beta * abs(head.scalar):.4g} overflows the {k} multipliers in "
-                             f"float64; spectral summation needs beta * |lambda| below about 700")
-    return out
+    return check_finite_multipliers(head, out, where)        # beta |lambda| beyond float64 range refused
 
 
 def no_lmax_rule(i, head):
@@ -109,7 +105,7 @@ def required_lmax(heads, tolerance, cap=LMAX_CAP, *, criterion="sums"):
     L = 2
     for i, h in enumerate(heads):
         _check_zonal(h)
-        zonal_multipliers(h, 2)                      # refuses beta |lambda| beyond float64 range
+        zonal_multipliers(h, 2, where=f"heads[{i}]")    # refuses beta |lambda| beyond float64 range
         if not has_lmax_rule(h):
             raise ValueError(no_lmax_rule(i, h))
         L = max(L, KERNELS[h.kernel].lmax_rule(h, tolerance, cap) if criterion == "sums"
@@ -125,11 +121,12 @@ def _pde_lmax(head, tolerance, cap):
     return int(ok[0]) + 2 if ok.size else cap + 1
 
 
-def truncation_level(head, lmax) -> float:
+def truncation_level(head, lmax, *, where="head") -> float:
     """``|c_{lmax+1}[K]| / max_l |c_l[K]|``: the first potential multiplier a degree-``lmax``
     truncation neglects, relative to the largest (the check of :class:`meanfield.ContinuumPDE`,
-    defined for every kernel, ReLU included)."""
-    pot = zonal_multipliers(head, lmax + 1)["potential"]
+    defined for every kernel, ReLU included; multipliers beyond float64 refused, the error starting
+    with ``where``)."""
+    pot = zonal_multipliers(head, lmax + 1, where=where)["potential"]
     return float(abs(pot[-1]) / np.abs(pot).max())
 
 
@@ -290,7 +287,7 @@ class ZonalOperator:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("heads", heads)
         set_("lmax", validate.integer("lmax", self.lmax, 0))
-        mult = tuple(zonal_multipliers(h, self.lmax) for h in heads)
+        mult = tuple(zonal_multipliers(h, self.lmax, where=f"heads[{i}]") for i, h in enumerate(heads))
         set_("multipliers", mult)
         linear = [m["potential"] for h, m in zip(heads, mult) if not NORMALIZATIONS[h.normalization].uses_normalizer]
         set_("linear_potential", np.sum(linear, axis=0) if linear else None)

@@ -34,7 +34,7 @@ from ..core.methods import stable_step
 from ..core.funk_hecke import gegenbauer_normalized, resolved_multipliers
 from ..core.heads import check_heads
 from ..core.field_forces import LineSpace, ScalingCache, field_scalings, field_velocity, normalizers_and_errors
-from ..core.kernels import KERNELS
+from ..core.kernels import KERNELS, check_finite_multipliers
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
 __all__ = ["AxisymmetricPDE", "AxisymmetricResolutionWarning", "zonal_multipliers_d"]
@@ -44,19 +44,14 @@ class AxisymmetricResolutionWarning(UserWarning):
     """``lmax`` truncates a head's Funk-Hecke expansion above the requested tolerance."""
 
 
-def zonal_multipliers_d(head, lmax, d):
+def zonal_multipliers_d(head, lmax, d, *, where="head"):
     r"""Normalized-measure Funk-Hecke multipliers of a zonal head on ``S^{d-1}``, each (lmax+1,).
 
     ``"potential"``: ``m[K(lambda t)]``; ``"normalizer"``: ``m[k(lambda t)]`` (exp: ``m(beta lambda) / beta``
     and ``m(beta lambda)``, closed form; other kernels of :data:`meanfield.core.kernels.KERNELS` by
     quadrature of their profiles).
     """
-    out = KERNELS[head.kernel].normalized_multipliers(head, lmax, d)
-    for k, v in out.items():
-        if not np.all(np.isfinite(v)):
-            raise ValueError(f"heads: beta * |lambda| = {head.beta * abs(head.scalar):.4g} overflows the {k} multipliers "
-                             f"in float64 (allowed: below about 700)")
-    return out
+    return check_finite_multipliers(head, KERNELS[head.kernel].normalized_multipliers(head, lmax, d), where)
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,8 +122,9 @@ class AxisymmetricPDE:
         set_("_lap", -ell * (ell + d - 2.0))
         mults = []
         for i, h in enumerate(heads):
-            mults.append(resolved_multipliers(zonal_multipliers_d(h, lmax + 1, d), i, "lmax", lmax, tol,
-                                              AxisymmetricResolutionWarning, "Funk-Hecke multiplier"))
+            m = zonal_multipliers_d(h, lmax + 1, d, where=f"heads[{i}]")
+            mults.append(resolved_multipliers(m, i, "lmax", lmax, tol, AxisymmetricResolutionWarning,
+                                              "Funk-Hecke multiplier"))
         set_("multipliers", tuple(mults))
         set_("_scaling_cache", ScalingCache())
 
@@ -248,8 +244,13 @@ class AxisymmetricPDE:
         return out
 
     def rhs(self, t, y):
-        """Right-hand side ``rhs(t, y)``."""
-        return self.tendency(y)
+        """Right-hand side ``rhs(t, y)``; ``y`` real of shape (lmax+1,) (a NaN state is left to the driver, which
+        stops on it)."""
+        a = None if isinstance(y, (str, bytes)) or np.iscomplexobj(y) else np.asarray(y)
+        if a is None or a.shape != (self.lmax + 1,) or a.dtype.kind not in "fiu":
+            raise ValueError(f"y must be a real state vector of shape ({self.lmax + 1},) for lmax = {self.lmax}; "
+                             f"received {type(y).__name__} of shape {np.shape(y)}")
+        return self.tendency(a)
 
     def mass(self, b) -> float:
         """``int f dsigma = b_0``."""

@@ -81,7 +81,8 @@ def check_batch(name, X, d=None, n=None, B=None, geometry="sphere"):
 
 def _per_system(heads):
     """``(reference heads, M (B|1, H, d, d), V (B|1, H, d, d), shared)`` from shared or per-system heads."""
-    if isinstance(heads, Head) or (len(heads) > 0 and isinstance(heads[0], Head)) or len(heads) == 0:
+    if isinstance(heads, Head) or not isinstance(heads, (tuple, list)) or len(heads) == 0 \
+            or isinstance(heads[0], Head):           # shared heads (check_heads refuses None, str, numbers)
         ref = check_heads(heads)
         M = np.stack([h.M for h in ref])[None]
         V = np.stack([h.V for h in ref])[None]
@@ -246,7 +247,10 @@ class BatchedSystem:
         return project_tangent_batched(X, v) if self.geometry == "sphere" else v
 
     def field(self, X):
-        """The unprojected sum ``sum_h u^h`` (B, n, d): what the discrete step rules add to the tokens."""
+        """The unprojected sum ``sum_h u^h`` (B, n, d): what the discrete step rules add to the tokens.
+
+        ``X`` is validated as by :meth:`velocity` (unit rows on the sphere, never renormalized)."""
+        X = self.check(X)
         if self._spectral is not None:
             w = np.full(X.shape[1], 1.0 / X.shape[1])
             return np.stack([self._spectral.forces(Xb, w)[0].sum(axis=0) for Xb in X])

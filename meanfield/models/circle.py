@@ -29,7 +29,7 @@ from ..core.funk_hecke import resolved_multipliers
 from ..core.heads import check_heads
 from ..core.field_forces import (LineSpace, ScalingCache, check_solved_heads, field_scalings, field_velocity,
                                  normalizers_and_errors)
-from ..core.kernels import KERNELS
+from ..core.kernels import KERNELS, check_finite_multipliers
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sums import aggregate, pair_sum
 
@@ -40,10 +40,12 @@ class CircleResolutionWarning(UserWarning):
     """``kmax`` truncates a zonal head's Fourier multipliers above the requested tolerance."""
 
 
-def circle_multipliers(head, kmax):
+def circle_multipliers(head, kmax, *, where="head"):
     """Fourier multipliers (k = 0..kmax) of a zonal head on the circle: ``"potential"`` ``m[K(lambda cos)]``
-    and ``"normalizer"`` ``m[k(lambda cos)]`` (exp: ``I_k(beta lambda) / beta`` and ``I_k(beta lambda)``)."""
-    return KERNELS[head.kernel].normalized_multipliers(head, kmax, 2)
+    and ``"normalizer"`` ``m[k(lambda cos)]`` (exp: ``I_k(beta lambda) / beta`` and ``I_k(beta lambda)``);
+    multipliers that overflow float64 are refused (:func:`meanfield.core.kernels.check_finite_multipliers`,
+    the error starting with ``where``)."""
+    return check_finite_multipliers(head, KERNELS[head.kernel].normalized_multipliers(head, kmax, 2), where)
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,7 +107,8 @@ class CirclePDE:
         set_("_scaling_cache", ScalingCache())
         mults = []
         for i, h in enumerate(heads if self.zonal else ()):
-            mults.append(resolved_multipliers(circle_multipliers(h, K + 1), i, "kmax", K, tol, CircleResolutionWarning))
+            m = circle_multipliers(h, K + 1, where=f"heads[{i}]")
+            mults.append(resolved_multipliers(m, i, "kmax", K, tol, CircleResolutionWarning))
         set_("multipliers", tuple(mults))
         set_("_dpotential", tuple(1j * np.arange(K + 1) * m["potential"] for m in mults))
         set_("_ik", 1j * np.arange(K + 1))
@@ -128,8 +131,14 @@ class CirclePDE:
         return c.view(np.float64).copy()
 
     def coefficients(self, y):
-        """Fourier coefficients ``c_0..c_K`` from a real state vector (a view)."""
-        y = np.ascontiguousarray(y, dtype=float)
+        """Fourier coefficients ``c_0..c_K`` from a real state vector (a view; complex or non-numeric ``y`` refused)."""
+        if isinstance(y, (str, bytes)) or np.iscomplexobj(y):
+            raise ValueError(f"y must be a real state vector of shape ({self.n_state},) (the re, im pairs of "
+                             f"c_0..c_K); received {type(y).__name__} {np.asarray(y).dtype}")
+        try:
+            y = np.ascontiguousarray(y, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"y must be a real state vector of shape ({self.n_state},); received {y!r}") from None
         if y.shape != (self.n_state,):
             raise ValueError(f"y must have shape ({self.n_state},) for kmax = {self.kmax}; received shape {y.shape}")
         return y.view(np.complex128)

@@ -107,8 +107,8 @@ class ContinuumPDE:
         check_solved_heads(heads, self.zonal)
         set_("_scaling_cache", ScalingCache())
         if self.zonal:
-            for h in heads:                # the first neglected potential multiplier (Funk-Hecke)
-                self._check_tail(h, truncation_level(h, self.lmax))
+            for i, h in enumerate(heads):  # the first neglected potential multiplier (Funk-Hecke)
+                self._check_tail(h, truncation_level(h, self.lmax, where=f"heads[{i}]"))
             op = ZonalOperator(heads, self.lmax, l_index=self.grid.l_index)
             set_("operator", op)
             shape = self.grid.shape        # work arrays of tendency()

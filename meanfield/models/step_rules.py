@@ -44,7 +44,7 @@ from ..core.steppers import Stepper
 from ..core.tableaux import SCHEMES
 from .batched import project_tangent_batched, retract_batched
 
-__all__ = ["STEP_RULES", "RADIAL_RULES", "StepRule", "step", "iterate", "limit_rhs", "directions"]
+__all__ = ["STEP_RULES", "RADIAL_RULES", "StepRule", "step", "iterate", "limit_rhs", "directions", "check_state"]
 
 STEP_RULES = ("post_ln", "projected_euler", "ngpt", "pre_ln", "peri_ln")
 """The discrete maps of this module (``rule``)."""
@@ -61,13 +61,46 @@ def _unit(U):
 
 def directions(y, rule):
     """The tokens on the sphere of a state ``y`` of ``rule`` (``z / |z|`` for the radial rules)."""
+    validate.choice("rule", rule, STEP_RULES)
     return retract_batched(y) if rule in RADIAL_RULES else y
 
 
+def _check_system(system, scheduled_ok=True):
+    """Refuse a ``system`` without the methods the rules call (``field``, ``check``) by name."""
+    if not (callable(getattr(system, "check", None)) and (callable(getattr(system, "field", None))
+                                                          or (scheduled_ok and callable(getattr(system, "at", None))))):
+        raise ValueError(f"system must be a BatchedSystem or ScheduledSystem (an object with field(X) and check(X)); "
+                         f"received {type(system).__name__}")
+    return system
+
+
+def check_state(system, y, rule, name="y"):
+    """A state ``y`` (B, n, d) of ``rule`` for ``system``, validated (never renormalized).
+
+    The sphere rules need unit rows on a spherical system (``system.check``); the radial rules
+    (:data:`RADIAL_RULES`) need finite rows ``z = r x`` with ``r > 0`` whose directions ``system.check`` accepts.
+    """
+    if rule not in RADIAL_RULES:
+        return system.check(y, name)
+    y = validate.real_array(name, y, ("B", "n", "d"))
+    r = np.linalg.norm(y, axis=-1)
+    if not np.all(r > 0):
+        raise ValueError(f"{name} rows must be nonzero for rule {rule!r} (the state z = r x has a radius r > 0 per "
+                         f"token); received {int(np.sum(~(r > 0)))} zero rows")
+    system.check(y / r[..., None], name)
+    return y
+
+
 def step(system, y, dt, rule="post_ln"):
-    """One layer of ``rule`` with step ``dt`` from state ``y`` (B, n, d); returns the new state."""
+    """One layer of ``rule`` with step ``dt`` from state ``y`` (B, n, d); returns the new state.
+
+    ``dt`` must be a positive finite number (a layer moves forward); ``y`` is checked by :func:`check_state`
+    (unit tokens for the sphere rules, nonzero rows for the radial ones; never renormalized).
+    """
     validate.choice("rule", rule, STEP_RULES)
-    return _update(system.field, y, dt, rule)
+    dt = validate.real("dt", dt, positive=True)
+    _check_system(system, scheduled_ok=False)
+    return _update(system.field, check_state(system, y, rule), dt, rule)
 
 
 def _update(field, y, dt, rule):
@@ -117,6 +150,7 @@ class StepRule(Stepper):
 def limit_rhs(system, rule="post_ln"):
     """``rhs(t, y)`` of the continuous-time limit of ``rule`` (see the module docstring)."""
     validate.choice("rule", rule, STEP_RULES)
+    _check_system(system, scheduled_ok=False)
 
     def rhs(t, y):
         if rule in RADIAL_RULES:
@@ -162,7 +196,9 @@ def iterate(system, X0, dt, n_steps, rule="post_ln", *, observe=None, every=1, s
     n_steps = validate.integer("n_steps", n_steps, 0)
     every = validate.integer("every", every, 1)
     validate.boolean("save_states", save_states)
-    y = system.check(X0, "X0").copy()
+    if observe is not None and not callable(observe):
+        raise ValueError(f"observe must be None or a callable observe(t, x) -> dict; received {observe!r}")
+    y = _check_system(system).check(X0, "X0").copy()
     hook = None if observe is None else (lambda t, y: observe(t, directions(y, rule)))
     if n_steps == 0:                                     # nothing to step: the start alone
         obs = {} if hook is None else {k: np.asarray(v)[None] for k, v in hook(0.0, y).items()}

@@ -45,6 +45,12 @@ def load_positions(path, name="positions") -> np.ndarray:
     return validate.unit_vectors(name, load_array(path, name), 3, min_rows=2)
 
 
+def _check_grid(grid):
+    if not isinstance(grid, SphereGrid):
+        raise ValueError(f"grid must be a meanfield.SphereGrid; received {type(grid).__name__}")
+    return grid
+
+
 def _degree_of(nalm):
     lmax = int(round((np.sqrt(8 * nalm + 1) - 3) / 2))
     return lmax if (lmax + 1) * (lmax + 2) // 2 == nalm else None
@@ -61,6 +67,7 @@ def density_from_coefficients(grid: SphereGrid, coefficients, name="coefficients
         or an ``(L+1, L+1)`` table ``c[l, m]`` (entries with ``m > l`` ignored).  Degrees above
         ``grid.lmax`` are dropped, missing ones are zero.
     """
+    _check_grid(grid)
     a = np.asarray(coefficients)
     if a.dtype.kind not in "fc" or a.ndim not in (1, 2) or a.size == 0:
         raise ValueError(f"{name} must be a complex vector in the meanfield.core.sphere layout or an (L+1, L+1) table; "
@@ -83,7 +90,7 @@ def density_from_coefficients(grid: SphereGrid, coefficients, name="coefficients
     full_re, full_im = np.zeros((n, n)), np.zeros((n, n))
     k = min(n, re.shape[0])
     full_re[:k, :k], full_im[:k, :k] = re[:k, :k], im[:k, :k]
-    return normalize(grid, from_lm_table(full_re, full_im))
+    return normalize(grid, from_lm_table(full_re, full_im), name)
 
 
 def zonal_density(grid: SphereGrid, mu=None, rho=None, legendre=None, name="profile") -> np.ndarray:
@@ -103,7 +110,7 @@ def zonal_density(grid: SphereGrid, mu=None, rho=None, legendre=None, name="prof
     if (legendre is None) == (mu is None and rho is None):
         raise ValueError(f"{name} needs either mu and rho (a profile) or legendre (coefficients); "
                          f"received {'both' if legendre is not None else 'neither'}")
-    lmax = grid.lmax
+    lmax = _check_grid(grid).lmax
     ell = np.arange(lmax + 1)
     if legendre is not None:
         a = validate.real_array(f"{name}.legendre", legendre, (None,))
@@ -132,4 +139,5 @@ def zonal_density(grid: SphereGrid, mu=None, rho=None, legendre=None, name="prof
     # rho = sum_l a_l P_l = sum_l a_l sqrt(4 pi / (2l+1)) Y_l0
     re = np.zeros((lmax + 1, lmax + 1))
     re[:, 0] = a_l * np.sqrt(4 * np.pi / (2 * ell + 1))
-    return normalize(grid, from_lm_table(re, np.zeros_like(re)))
+    return normalize(grid, from_lm_table(re, np.zeros_like(re)), f"{name}.legendre" if legendre is not None
+                     else f"{name}.rho")

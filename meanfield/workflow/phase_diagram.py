@@ -130,10 +130,20 @@ def load_phase_config(path) -> PhaseDiagramConfig:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"phase-diagram config {path} is not valid TOML: {err}") from None
-    data = dict(data.get("phase_diagram", data))
+    data = data.get("phase_diagram", data)
+    if not isinstance(data, dict):
+        raise ValueError(f"phase_diagram must be a table of settings ([phase_diagram] in TOML); received {data!r}")
+    data = dict(data)
     if "beta_range" in data:
-        lo, hi, count = data.pop("beta_range")
-        data["betas"] = tuple(np.linspace(lo, hi, validate.integer("beta_range[2]", count, 1)))
+        if "betas" in data:
+            raise ValueError(f"phase_diagram takes one of betas (a list) and beta_range ([beta_min, beta_max, count]); "
+                             f"received both: betas = {data['betas']!r}, beta_range = {data['beta_range']!r}")
+        r = data.pop("beta_range")
+        if not isinstance(r, (list, tuple)) or len(r) != 3:
+            raise ValueError(f"beta_range must be a list [beta_min, beta_max, count]; received {r!r}")
+        lo = validate.real("beta_range[0]", r[0], positive=True)
+        hi = validate.real("beta_range[1]", r[1], lo, what=f"a finite number >= beta_range[0] = {lo:g}")
+        data["betas"] = tuple(np.linspace(lo, hi, validate.integer("beta_range[2]", r[2], 1)))
     allowed = set(PhaseDiagramConfig.__dataclass_fields__)
     unknown = sorted(set(data) - allowed)
     if unknown:

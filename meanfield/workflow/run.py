@@ -45,8 +45,8 @@ def build_heads(config: RunConfig) -> tuple[Head, ...]:
         if isinstance(value, str):
             from .inputs import load_array
 
-            return load_array(value, f"heads[{i}].{which}")
-        return np.array(value, dtype=float)
+            value = load_array(value, f"heads[{i}].{which}")
+        return validate.real_array(f"heads[{i}].{which}", value)       # complex or NaN: refused by the key
 
     heads = []
     for i, h in enumerate(config.heads):

@@ -56,6 +56,8 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, method=None, step=No
     none where the system sums spectrally, whatever the weights; a callable hook's own cost is not
     counted).  Default :data:`meanfield.particles.DIRECT_RUN_LIMIT_S` (1 h); ``inf`` switches it off.
     """
+    if not isinstance(system, ParticleSystem):
+        raise ValueError(f"system must be a meanfield.ParticleSystem; received {type(system).__name__}")
     t_final = validate.real("t_final", t_final, positive=True)
     direct_limit_s = validate.real("direct_limit_s", direct_limit_s, positive=True, finite=False)
     sc = option("step", step, StepControl).with_defaults(1e-8, 1e-10)
@@ -91,6 +93,8 @@ def check_particle_run(system: ParticleSystem, n, t_final, *, t_eval=None, metho
     costs nothing.
     """
     n = validate.integer("n", n, 1)
+    if not isinstance(system, ParticleSystem):
+        raise ValueError(f"system must be a meanfield.ParticleSystem; received {type(system).__name__}")
     t_final = validate.real("t_final", t_final, positive=True)
     direct_limit_s = validate.real("direct_limit_s", direct_limit_s, positive=True, finite=False)
     times = _times(t_final, t_eval)
@@ -144,6 +148,9 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, method="dopri5", ste
     progress : bool or None
         tqdm bar labelled ``"PDE"`` (another ``progress_label`` may be passed); None: only on a terminal.
     """
+    if not isinstance(pde, ContinuumPDE):
+        raise ValueError(f"pde must be a meanfield.ContinuumPDE (solve_reduced takes the circle and axisymmetric "
+                         f"PDEs); received {type(pde).__name__}")
     t_final = validate.real("t_final", t_final, positive=True)
     rho_lm0 = normalize_density(pde.grid, rho_lm0) if normalize else check_density(pde.grid, rho_lm0, "rho_lm0")
     sc = option("step", step, StepControl).with_defaults(1e-8, 1e-12)
