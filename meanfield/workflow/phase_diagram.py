@@ -32,12 +32,12 @@ import numpy as np
 import xarray as xr
 
 from ..analysis import ensembles, theory
-from ..core import validate
+from ..core import cost, validate
 from ..core.heads import scalar_heads
 from ..core.kernels import NORMALIZATIONS
 from ..core.random_heads import SCORE_ENSEMBLES, VALUE_ENSEMBLES, random_heads
 from ..models.batched import BatchedSystem
-from ..models.step_rules import STEP_RULES, iterate
+from ..models.step_rules import STEP_RULES, estimate_iterate, iterate
 from . import results
 
 __all__ = ["PhaseDiagramConfig", "load_phase_config", "phase_diagram", "equiangular_curve", "PHASE_SCHEDULERS",
@@ -159,6 +159,19 @@ def equiangular_curve(config):
                                             normalization=config.normalization) for b in config.betas])
 
 
+def estimate_phase_diagram(config) -> cost.Cost:
+    """Estimated peak memory and time of :func:`phase_diagram` (sizes only): every cell is one
+    :func:`~meanfield.models.step_rules.iterate` without states (:func:`~meanfield.models.step_rules.estimate_iterate`
+    of the first beta's system), run once per beta; memory is one cell's (cells in a loop) plus the dataset."""
+    system = BatchedSystem(config.heads(config.betas[0]), causal=config.causal)
+    cell = estimate_iterate(system, (config.batch, config.n, config.d), config.n_steps, config.record_every, False)
+    k = len(config.betas)
+    data = 8.0 * k * len(MEASURES) * (config.n_steps // config.record_every + 2)
+    return cost.Cost(f"phase_diagram of {k} betas x {config.n_steps} layers of {config.batch} systems of "
+                     f"{config.n} tokens in d = {config.d}", cell.bytes + data, k * cell.seconds,
+                     f"{k} cells of {cost.time_text(cell.seconds)} each")
+
+
 def phase_diagram(config=None, *, scheduler=None, progress=None) -> xr.Dataset:
     """Run the phase diagram of ``config`` (default :class:`PhaseDiagramConfig`); returns a Dataset
     with the :data:`MEASURES` on dims ``(beta, t)`` and ``equiangular_time`` on ``beta``."""
@@ -169,6 +182,7 @@ def phase_diagram(config=None, *, scheduler=None, progress=None) -> xr.Dataset:
         validate.choice("scheduler", scheduler, PHASE_SCHEDULERS)
     if progress is not None:
         validate.boolean("progress", progress)
+    estimate_phase_diagram(config).check("fewer betas, a smaller batch or n, a larger dt or a shorter t_final")
     started = time.perf_counter()
     if scheduler is None:
         from tqdm import tqdm
