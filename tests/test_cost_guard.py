@@ -209,3 +209,18 @@ def test_estimates_scale_with_sizes():
     assert ratio == pytest.approx(4.0, rel=2e-3)              # (2001 x 3001) / (1001 x 1501)
     assert estimate_batched(1, 20000, 3, 1).bytes == pytest.approx(4 * estimate_batched(1, 10000, 3, 1).bytes,
                                                                    rel=1e-3)
+
+
+def test_extend_far_beyond_the_run():
+    from meanfield.workflow.config import RunConfig
+    from meanfield.workflow.extend import extend
+    from meanfield.workflow.run import run
+
+    config = RunConfig.from_dict({"pde": {"lmax": 11}, "particles": {"n": 20}, "initial": {"kappas": [1.0]},
+                                  "seed": 3, "outputs": {"figures": False, "animation": False},
+                                  "integrator": {"t_final": 0.1, "n_frames": 2}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # resolution warnings of the small run: not the point here
+        ds = run(config, progress=False)
+    refused(lambda: extend(ds, 1e9), r"extend to t_final = 1e\+09 from t = 0.1 \(9999999999 new frames\)",
+            r"TIME_LIMIT_S|MEMORY_LIMIT_BYTES", r"a t_final closer")

@@ -159,17 +159,28 @@ def equiangular_curve(config):
                                             normalization=config.normalization) for b in config.betas])
 
 
+PHASE_OBSERVER_SECONDS = 2e-8
+"""Seconds per ``batch x n^3`` of one record of the batch measures (Gram ranks; measured 0.9e-8 at n = 32 and
+6e-8 at n = 64, batch 64 and 256)."""
+PHASE_CELL_SECONDS = 0.1
+"""Seconds per beta beside the layers and records (the equiangular curve's ODE: measured 0.06 s)."""
+
+
 def estimate_phase_diagram(config) -> cost.Cost:
     """Estimated peak memory and time of :func:`phase_diagram` (sizes only): every cell is one
     :func:`~meanfield.models.step_rules.iterate` without states (:func:`~meanfield.models.step_rules.estimate_iterate`
     of the first beta's system), run once per beta; memory is one cell's (cells in a loop) plus the dataset."""
     system = BatchedSystem(config.heads(config.betas[0]), causal=config.causal)
-    cell = estimate_iterate(system, (config.batch, config.n, config.d), config.n_steps, config.record_every, False)
-    k = len(config.betas)
-    data = 8.0 * k * len(MEASURES) * (config.n_steps // config.record_every + 2)
-    return cost.Cost(f"phase_diagram of {k} betas x {config.n_steps} layers of {config.batch} systems of "
-                     f"{config.n} tokens in d = {config.d}", cell.bytes + data, k * cell.seconds,
-                     f"{k} cells of {cost.time_text(cell.seconds)} each")
+    B, n = config.batch, config.n
+    cell = estimate_iterate(system, (B, n, config.d), config.n_steps, config.record_every, False)
+    k, records = len(config.betas), config.n_steps // config.record_every + 2
+    data = 8.0 * k * len(MEASURES) * records
+    observe = records * B * float(n) ** 3 * PHASE_OBSERVER_SECONDS       # the batch measures of each record
+    return cost.Cost(f"phase_diagram of {k} betas x {config.n_steps} layers of {B} systems of "
+                     f"{n} tokens in d = {config.d}", cell.bytes + data + 32.0 * B * n * n,
+                     k * (cell.seconds + observe + PHASE_CELL_SECONDS),
+                     f"{k} cells of {cost.time_text(cell.seconds + observe + PHASE_CELL_SECONDS)} each: "
+                     f"{cost.time_text(cell.seconds)} of layers, {records} records")
 
 
 def phase_diagram(config=None, *, scheduler=None, progress=None) -> xr.Dataset:
