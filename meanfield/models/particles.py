@@ -267,11 +267,11 @@ class ParticleSystem:
         if cost["seconds"] > DIRECT_TIME_LIMIT_S:
             spectral = self.spectral is not None or spectral_supported(self.heads, self.geometry) is None
             fix = f"{argument}, or fewer tokens" if spectral else "fewer tokens (no spectral path for these heads)"
-            raise ValueError(
-                f"{what} is a direct O(n^2) sum: n = {n} tokens, {self.n_heads} heads, {passes} pass(es) "
-                f"= {cost['pairs']:.2e} head-pairs, estimated {cost['seconds']:.0f} s at {DIRECT_PAIR_RATE:.0e} "
-                f"head-pairs/s (work space {cost['bytes'] / 2**20:.0f} MiB), above DIRECT_TIME_LIMIT_S = "
-                f"{DIRECT_TIME_LIMIT_S:.0f} s; use {fix}")
+            guard(f"{what} is a direct O(n^2) sum: n = {n} tokens, {self.n_heads} heads, {passes} pass(es) "
+                  f"= {cost['pairs']:.2e} head-pairs at {DIRECT_PAIR_RATE:.0e} head-pairs/s and", seconds=cost["seconds"],
+                  detail=f"work space {cost['bytes'] / 2**20:.0f} MiB", limit_s=DIRECT_TIME_LIMIT_S,
+                  limit_bytes=float("inf"), limit_name_s="DIRECT_TIME_LIMIT_S", fix=fix,
+                  lift="raise meanfield.models.particles.DIRECT_TIME_LIMIT_S (read at each call)")
 
     def check_direct_run(self, n, evaluations, records=0, record_passes=0, *, lower_bound=False,
                          limit_s=DIRECT_RUN_LIMIT_S, what="solve_particles", how="", steps=0):
