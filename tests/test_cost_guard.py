@@ -250,3 +250,11 @@ def test_memory_estimates_match_the_traced_peak():
         for call, est in cases:
             peak = traced_peak(call)
             assert est.bytes / 1.5 - 2e6 <= peak <= 1.5 * est.bytes + 2e6, (est.what, peak, est.bytes)
+
+
+def test_circle_quadrature_path_one_evaluation():
+    # non-zonal heads sum over all (3K+3)^2 grid pairs at every evaluation: K = 2e5 is 3.6e11 pairs, ~1 h each
+    M = np.array([[1.0, 0.3], [0.0, 1.0]])
+    head = mf.Head(M, np.eye(2), 1.0)
+    refused(lambda: CirclePDE((head,), 200_000), r"quadrature path", r"one evaluation", r"zonal heads")
+    assert not CirclePDE((head,), 50).zonal                    # small: the quadrature path still builds

@@ -44,6 +44,9 @@ CIRCLE_BYTES_PER_MODE = 144.0
 """Peak bytes of building a :class:`CirclePDE` per Fourier mode, plus :data:`CIRCLE_BYTES_PER_MODE_HEAD` per
 zonal head (measured with tracemalloc: 176 and 208 bytes per mode for one and two heads, kmax = 1e5 and 1e6)."""
 CIRCLE_BYTES_PER_MODE_HEAD = 32.0
+CIRCLE_SECONDS_PER_PAIR = 1e-8
+"""Seconds per node pair and head of one quadrature-path evaluation (the kernel sums of the particle system,
+:data:`meanfield.models.particles.DIRECT_PAIR_RATE`)."""
 CIRCLE_SECONDS_PER_MODE = 6e-7
 """Seconds of building a :class:`CirclePDE` per Fourier mode (measured 3.4e-7 to 5.5e-7, kmax = 1e5 and 1e6)."""
 
@@ -118,6 +121,11 @@ class CirclePDE:
         set_("theta", 2 * np.pi * np.arange(n) / n)
         set_("zonal", all_zonal and method != "quadrature")
         check_solved_heads(heads, self.zonal)
+        if not self.zonal:                     # quadrature: every evaluation sums over all (3K+3)^2 node pairs
+            pairs = float(n) ** 2 * len(heads)
+            cost.guard(f"CirclePDE(kmax={K}) on the quadrature path", seconds=pairs * CIRCLE_SECONDS_PER_PAIR,
+                       detail=f"one evaluation: {n}^2 node pairs x {len(heads)} head(s)",
+                       fix="a smaller kmax, or zonal heads (M = V = lambda I: the spectral path)")
         set_("_scaling_cache", ScalingCache())
         mults = []
         for i, h in enumerate(heads if self.zonal else ()):
