@@ -80,7 +80,8 @@ def memory_text(b) -> str:
     b = float(b)
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if b >= size:
-            return f"{b / size:.3g} {unit}"
+            v = b / size
+            return f"{v:.0f} {unit}" if 100 <= v < 1e6 else f"{v:.3g} {unit}"
     return f"{b:.0f} B"
 
 
