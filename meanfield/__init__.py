@@ -7,6 +7,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
 
     core/       the primitives
       validate          input checks shared by every public function (named ValueErrors), MASS_TOL
+      cost              the one cost guard: memory and time estimated from sizes, refused above the limits
       choices           the allowed values of every string choice (samplings, W2 methods, ...), once
       heads             Head(M, V, beta, kernel, normalization) and presets
       kernels           KERNELS and NORMALIZATIONS: registries of what a head's kernel / normalization means

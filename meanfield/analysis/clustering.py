@@ -10,7 +10,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from ..core import validate
+from ..core import cost, validate
 
 __all__ = ["clustering", "mean_inner", "CLUSTERING_METHODS", "CLUSTERING_TREE_MIN_N", "CLUSTERING_TREE_MAX_D",
            "CLUSTERING_DIRECT_MAX_N", "CLUSTERING_UNIT_TOL"]
@@ -33,7 +33,11 @@ _UNIT_TOL = 1e-12                  # tree path: rows of X must satisfy | |x|^2 -
 _SLACK = 1e-12                     # tree path: margin on squared radii, >> the round-off d*eps of |x-y|^2, <x,y>
 _SMALL_PAIR = 256                  # tree path: neighbour cells with <= this many point pairs: all checked at once,
 _MATMUL_PAIR = 16384               # ... else one by one (skipping joined cells), by a product up to this many pairs
-_PAIR_BATCH = 2**20                # tree path: point pairs checked per vectorized batch
+_PAIR_BATCH = 2**20                # tree path: point pairs checked per vectorized batch (d <= 8) ...
+_PAIR_ELEMS = 2**23                # ... and at most this many gathered coordinates per batch (64 MiB; was
+                                   # 2**20 pairs in any d: 3 GiB of gathered tokens in d = 200)
+_CELL_PAIR_BYTES = 128             # tree path: bytes held per candidate cell pair (the pairs, their filter, the
+                                   # joined lists: measured 122 at 2e6 pairs, d = 200; gaps in batches)
 
 
 CLUSTERING_UNIT_TOL = 1e-8
@@ -224,13 +228,26 @@ def _components_tree(U, threshold, e_max):
         return 1
     cell_keys = keys[order[starts]]
     rho = np.sqrt(r2_out) / s                # r_out in cell units
-    pairs = _kdtree(cell_keys.astype(float)).query_pairs(rho + np.sqrt(d) + 1e-6, output_type="ndarray")
-    gap = np.maximum(np.abs(cell_keys[pairs[:, 0]] - cell_keys[pairs[:, 1]]) - 1, 0)
-    pairs = pairs[np.einsum("pd,pd->p", gap, gap) <= rho**2 * (1 + 1e-9)]
+    tree = _kdtree(cell_keys.astype(float))
+    radius = rho + np.sqrt(d) + 1e-6
+    n_pairs = m * (m - 1) / 2                # every cell pair a candidate (high d, low threshold): count them first
+    if n_pairs * _CELL_PAIR_BYTES > cost.current_limits()[0]:
+        n_pairs = (float(tree.count_neighbors(tree, radius)) - m) / 2
+    cost.guard(f"clustering(method='tree') of X with n = {n} distinct tokens in d = {d} at threshold = {threshold:g}",
+               bytes=n_pairs * _CELL_PAIR_BYTES, detail=f"{n_pairs:.3g} candidate pairs of {m} grid cells x "
+               f"{_CELL_PAIR_BYTES} bytes", fix="method='direct' (O(n) memory beyond a chunk), a threshold closer to "
+               "1 or a subsample of X")
+    pairs = tree.query_pairs(radius, output_type="ndarray")
+    keep, step = np.zeros(len(pairs), dtype=bool), max(1, _PAIR_ELEMS // d)
+    for p0 in range(0, len(pairs), step):    # the (pairs, d) gaps in batches: never all at once
+        pr = pairs[p0:p0 + step]
+        gap = np.maximum(np.abs(cell_keys[pr[:, 0]] - cell_keys[pr[:, 1]]) - 1, 0)
+        keep[p0:p0 + step] = np.einsum("pd,pd->p", gap, gap) <= rho**2 * (1 + 1e-9)
+    pairs = pairs[keep]
     a, b = pairs[:, 0], pairs[:, 1]
     # first pass: the first tokens of the two cells (joins most neighbour cells in dense regions)
     first = U[order[starts]]
-    sure = np.einsum("pd,pd->p", first[a], first[b]) >= threshold
+    sure = _row_dots(first, a, b) >= threshold
     k, comp = _components(m, a[sure], b[sure])
     todo = comp[a] != comp[b]
     a, b = a[todo], b[todo]
@@ -267,6 +284,14 @@ def _components_tree(U, threshold, e_max):
     return k - merges
 
 
+def _row_dots(P, a, b):
+    """``<P[a_k], P[b_k]>`` for every k, gathering at most ``_PAIR_ELEMS`` coordinates at once."""
+    out, step = np.empty(a.size), max(1, _PAIR_ELEMS // P.shape[1])
+    for k in range(0, a.size, step):
+        out[k:k + step] = np.einsum("pd,pd->p", P[a[k:k + step]], P[b[k:k + step]])
+    return out
+
+
 def _components(m, a, b):
     """Number and labels of the connected components of the graph on m nodes with edges (a, b)."""
     return connected_components(csr_matrix((np.ones(a.size, dtype=bool), (a, b)), shape=(m, m)),
@@ -277,9 +302,10 @@ def _small_cell_links(U, order, starts, counts, a, b, prod, threshold):
     """For cell pairs (a, b) with few point pairs: does any pair have <x, y> >= threshold?"""
     linked = np.zeros(a.size, dtype=bool)
     cum = np.cumsum(prod)
+    batch = min(_PAIR_BATCH, max(1, _PAIR_ELEMS // U.shape[1]))     # gathered U[i], U[j]: (batch, d) each
     p0 = 0
     while p0 < a.size:
-        p1 = max(p0 + 1, int(np.searchsorted(cum, (cum[p0 - 1] if p0 else 0) + _PAIR_BATCH, side="right")))
+        p1 = max(p0 + 1, int(np.searchsorted(cum, (cum[p0 - 1] if p0 else 0) + batch, side="right")))
         pr = prod[p0:p1]
         pid = np.repeat(np.arange(p0, p1), pr)
         k = np.arange(pid.size) - np.repeat(np.cumsum(pr) - pr, pr)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import validate
+from ..core import cost, validate
 from ..core.densities import check_density
 from ..core.funk_hecke import funk_hecke_multipliers
 
@@ -49,6 +49,8 @@ def mmd_weights(lmax, kernel="sobolev", s=2.0, beta=1.0):
     """
     validate.choice("kernel", kernel, MMD_KERNELS)
     lmax = validate.integer("lmax", lmax, 0)
+    cost.guard(f"mmd_weights(lmax={lmax})", bytes=32.0 * (lmax + 1), seconds=1e-7 * (lmax + 1),
+               detail="a few (lmax + 1,) float64 arrays", fix="a smaller lmax")
     ell = np.arange(lmax + 1, dtype=float)
     if kernel == "sobolev":
         s = validate.real("s", s, 1, lo_open=True, what="a finite number > 1 (the H^-s norm of a point mass is "

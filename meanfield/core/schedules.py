@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import validate
+from . import cost, validate
 from .heads import Head, check_heads
 from .integrate import Piecewise, Trajectory, integrate
-from .random_heads import random_heads
+from .random_heads import estimate_random_heads, random_heads
 
 __all__ = ["HeadSchedule", "ScheduledSystem", "random_layers", "integrate_schedule"]
 
@@ -135,6 +135,15 @@ def random_layers(d, n_layers, layer_time, *, t0=0.0, **kwargs) -> HeadSchedule:
     n_layers = validate.integer("n_layers", n_layers, 1)
     layer_time = validate.real("layer_time", layer_time, positive=True)
     t0 = validate.real("t0", t0)
+    n_heads = validate.integer("n_heads", kwargs.get("n_heads", 1), 1)
+    systems = kwargs.get("systems")
+    systems = None if systems is None else validate.integer("systems", systems, 1, what="None or a positive integer")
+    d = validate.integer("d", d, 2)
+    layers = estimate_random_heads(d, n_heads * n_layers, systems, kwargs.get("score", "gaussian"),
+                                   kwargs.get("value", "identity"))
+    cost.guard(f"random_layers(d={d}, n_layers={n_layers}, n_heads={n_heads}, systems={systems})",
+               bytes=layers.bytes, seconds=layers.seconds, detail=layers.detail, fix="fewer n_layers, a smaller d, "
+               "fewer n_heads or systems")                       # before the first layer is drawn
     rng = validate.rng(kwargs.pop("seed", None))
     return HeadSchedule(tuple((t0 + k * layer_time, random_heads(d, seed=rng, **kwargs)) for k in range(n_layers)))
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core import resolution, validate
+from ..core import cost, resolution, validate
 from ..core.methods import stable_step
 from ..core.funk_hecke import resolved_multipliers
 from ..core.heads import check_heads
@@ -38,6 +38,24 @@ __all__ = ["CirclePDE", "CircleResolutionWarning", "circle_multipliers"]
 
 class CircleResolutionWarning(UserWarning):
     """``kmax`` truncates a zonal head's Fourier multipliers above the requested tolerance."""
+
+
+CIRCLE_BYTES_PER_MODE = 144.0
+"""Peak bytes of building a :class:`CirclePDE` per Fourier mode, plus :data:`CIRCLE_BYTES_PER_MODE_HEAD` per
+zonal head (measured with tracemalloc: 176 and 208 bytes per mode for one and two heads, kmax = 1e5 and 1e6)."""
+CIRCLE_BYTES_PER_MODE_HEAD = 32.0
+CIRCLE_SECONDS_PER_PAIR = 1e-8
+"""Seconds per node pair and head of one quadrature-path evaluation (the kernel sums of the particle system,
+:data:`meanfield.models.particles.DIRECT_PAIR_RATE`)."""
+CIRCLE_SECONDS_PER_MODE = 6e-7
+"""Seconds of building a :class:`CirclePDE` per Fourier mode (measured 3.4e-7 to 5.5e-7, kmax = 1e5 and 1e6)."""
+
+
+def estimate_circle(kmax, n_heads) -> cost.Cost:
+    """Estimated peak memory and time of building ``CirclePDE(heads, kmax)`` (sizes only)."""
+    modes = float(kmax) + 1
+    return cost.Cost(f"CirclePDE(kmax={kmax})", modes * (CIRCLE_BYTES_PER_MODE + CIRCLE_BYTES_PER_MODE_HEAD * n_heads),
+                     modes * CIRCLE_SECONDS_PER_MODE, f"{n_heads} head(s), grid of 3 kmax + 3 = {3 * kmax + 3} nodes")
 
 
 def circle_multipliers(head, kmax, *, where="head"):
@@ -97,6 +115,7 @@ class CirclePDE:
         all_zonal = all(h.is_zonal for h in heads)
         if method == "spectral" and not all_zonal:
             raise ValueError("method 'spectral' needs zonal heads (M = V = lambda I); received a non-zonal head")
+        estimate_circle(K, len(heads)).check("a smaller kmax")         # before any (K,) array exists
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         for k, v in (("kmax", K), ("nu", nu), ("kernel_tol", tol), ("heads", heads), ("method", method)):
             set_(k, v)
@@ -104,6 +123,11 @@ class CirclePDE:
         set_("theta", 2 * np.pi * np.arange(n) / n)
         set_("zonal", all_zonal and method != "quadrature")
         check_solved_heads(heads, self.zonal)
+        if not self.zonal:                     # quadrature: every evaluation sums over all (3K+3)^2 node pairs
+            pairs = float(n) ** 2 * len(heads)
+            cost.guard(f"CirclePDE(kmax={K}) on the quadrature path", seconds=pairs * CIRCLE_SECONDS_PER_PAIR,
+                       detail=f"one evaluation: {n}^2 node pairs x {len(heads)} head(s)",
+                       fix="a smaller kmax, or zonal heads (M = V = lambda I: the spectral path)")
         set_("_scaling_cache", ScalingCache())
         mults = []
         for i, h in enumerate(heads if self.zonal else ()):

@@ -36,6 +36,7 @@ import numpy as np
 
 from .fastsum import SpectralSum, spectral_supported
 from ..core import validate
+from ..core.cost import STEP_OVERHEAD_S, guard
 from ..core.choices import GEOMETRIES, SUMMATIONS
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
@@ -266,15 +267,15 @@ class ParticleSystem:
         if cost["seconds"] > DIRECT_TIME_LIMIT_S:
             spectral = self.spectral is not None or spectral_supported(self.heads, self.geometry) is None
             fix = f"{argument}, or fewer tokens" if spectral else "fewer tokens (no spectral path for these heads)"
-            raise ValueError(
-                f"{what} is a direct O(n^2) sum: n = {n} tokens, {self.n_heads} heads, {passes} pass(es) "
-                f"= {cost['pairs']:.2e} head-pairs, estimated {cost['seconds']:.0f} s at {DIRECT_PAIR_RATE:.0e} "
-                f"head-pairs/s (work space {cost['bytes'] / 2**20:.0f} MiB), above DIRECT_TIME_LIMIT_S = "
-                f"{DIRECT_TIME_LIMIT_S:.0f} s; use {fix}")
+            guard(f"{what} is a direct O(n^2) sum: n = {n} tokens, {self.n_heads} heads, {passes} pass(es) "
+                  f"= {cost['pairs']:.2e} head-pairs at {DIRECT_PAIR_RATE:.0e} head-pairs/s and", seconds=cost["seconds"],
+                  detail=f"work space {cost['bytes'] / 2**20:.0f} MiB", limit_s=DIRECT_TIME_LIMIT_S,
+                  limit_bytes=float("inf"), limit_name_s="DIRECT_TIME_LIMIT_S", fix=fix,
+                  lift="raise meanfield.models.particles.DIRECT_TIME_LIMIT_S (read at each call)")
 
     def check_direct_run(self, n, evaluations, records=0, record_passes=0, *, lower_bound=False,
-                         limit_s=DIRECT_RUN_LIMIT_S, what="solve_particles", how=""):
-        """Refuse up front a whole run whose direct O(n^2) sums are estimated to exceed ``limit_s``.
+                         limit_s=DIRECT_RUN_LIMIT_S, what="solve_particles", how="", steps=0):
+        """Refuse up front a whole run whose direct O(n^2) sums and fixed steps are estimated to exceed ``limit_s``.
 
         Parameters
         ----------
@@ -293,29 +294,40 @@ class ParticleSystem:
             Seconds allowed (``inf``: no limit).
         what, how : str
             The run's name and how ``evaluations`` was counted, for the message.
+        steps : int
+            Steps of the driver, each counted :data:`meanfield.core.cost.STEP_OVERHEAD_S` beyond the sums
+            (what a tiny dt costs even with few tokens).
 
         Returns
         -------
         dict
-            :meth:`direct_cost` of the run (``passes`` added), zero when nothing is direct.
+            :meth:`direct_cost` of the run (``passes`` added), zero when nothing is direct; ``seconds``
+            includes ``overhead_s``, the steps' overhead.
 
-        Raises ``ValueError`` with the estimate, the limit and what to change.
+        Raises ``ValueError`` with the estimate, the limit and what to change (through
+        :func:`meanfield.core.cost.guard`).
         """
         limit_s = validate.real("direct_limit_s", limit_s, positive=True, finite=False)
         passes = (0 if self.uses_spectral(n) else int(evaluations)) + int(records) * int(record_passes)
         cost = dict(self.direct_cost(n, passes), passes=passes)
+        overhead = int(steps) * STEP_OVERHEAD_S
+        cost.update(overhead_s=overhead, seconds=cost["seconds"] + overhead)
         if cost["seconds"] > limit_s:
             spectral = self.spectral is not None or spectral_supported(self.heads, self.geometry) is None
             fix = ("summation='spectral' (or 'auto', the spectral sums from n = SPECTRAL_MIN_N on), fewer tokens"
                    if spectral else "fewer tokens (these heads have no spectral path: zonal heads on S^2 only)")
             at_least = "at least " if lower_bound else ""
-            raise ValueError(
-                f"{what} would run {at_least}{passes} direct O(n^2) passes over n = {n} tokens and {self.n_heads} "
-                f"heads ({int(evaluations) if not self.uses_spectral(n) else 0} right-hand sides{how} + {int(records)} "
-                f"observer records x {int(record_passes)} passes) = {cost['pairs']:.2e} head-pairs, estimated "
-                f"{at_least}{cost['seconds']:.0f} s ({cost['seconds'] / 3600:.1f} h) at {DIRECT_PAIR_RATE:.0e} "
-                f"head-pairs/s, above direct_limit_s = {limit_s:.0f} s (DIRECT_RUN_LIMIT_S); use {fix}, fewer "
-                f"steps or records (observe=False), or pass direct_limit_s=<seconds> (inf: no limit) to run it anyway")
+            steps_text = (f" + {int(steps)} steps x {STEP_OVERHEAD_S:.2g} s of per-step overhead (STEP_OVERHEAD_S)"
+                          if steps else "")
+            guard(f"{what} ({at_least}{passes} direct O(n^2) passes over n = {n} tokens and {self.n_heads} heads "
+                  f"({int(evaluations) if not self.uses_spectral(n) else 0} right-hand sides{how} + {int(records)} "
+                  f"observer records x {int(record_passes)} passes) = {cost['pairs']:.2e} head-pairs at "
+                  f"{DIRECT_PAIR_RATE:.0e} head-pairs/s{steps_text})", seconds=cost["seconds"], limit_s=limit_s,
+                  limit_bytes=float("inf"), limit_name_s="direct_limit_s",
+                  detail=f"{at_least}{cost['seconds'] - overhead:.0f} s of sums + {overhead:.0f} s of steps",
+                  fix=(f"a larger dt (fewer steps), {fix}, fewer records (observe=False)" if 2 * overhead > cost["seconds"]
+                       else f"{fix}, a larger dt or fewer steps, fewer records (observe=False)"),
+                  lift="pass direct_limit_s=<seconds> (default DIRECT_RUN_LIMIT_S; inf: no limit) to run it anyway")
         return cost
 
     def chunks(self, n):

@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ..core import validate
+from ..core import cost, validate
 from .paired import paired_run
 from .results import config_of, density_coefficients
-from .run import build_heads, paired_settings, to_dataset
+from .run import build_heads, estimate_cost, paired_settings, to_dataset
 
 __all__ = ["extend", "extended_name"]
 
@@ -84,8 +84,14 @@ def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
         validate.boolean("progress", progress)
     frame = (times[-1] - times[0]) / max(times.size - 1, 1)
     k = max(1, math.ceil((t_final - t1) / frame - 1e-9))
-    t_new = np.linspace(0.0, t_final - t1, k + 1)
     leg = replace(config, integrator=replace(config.integrator, t_final=t_final - t1, n_frames=k + 1))
+    est = estimate_cost(leg)                           # run.estimate_cost of the new leg, before it starts
+    joined = 2.0 * float(ds.nbytes) * (k + times.size) / max(times.size, 1)    # the new frames and the joined copy
+    cost.guard(f"extend to t_final = {t_final:g} from t = {t1:g} ({k} new frames)",
+               bytes=est["memory_bytes"] + joined, seconds=est["seconds"],
+               detail="workflow.run.estimate_cost of the new leg, plus the joined dataset",
+               fix="a t_final closer to the run's last time")
+    t_new = np.linspace(0.0, t_final - t1, k + 1)
     previous = json.loads(ds.attrs.get("extended_from", "[]"))
     settings = paired_settings(config)
     if config.pde.nu > 0:                          # fresh Brownian increments for this leg

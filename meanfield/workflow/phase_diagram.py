@@ -32,12 +32,12 @@ import numpy as np
 import xarray as xr
 
 from ..analysis import ensembles, theory
-from ..core import validate
+from ..core import cost, validate
 from ..core.heads import scalar_heads
 from ..core.kernels import NORMALIZATIONS
 from ..core.random_heads import SCORE_ENSEMBLES, VALUE_ENSEMBLES, random_heads
 from ..models.batched import BatchedSystem
-from ..models.step_rules import STEP_RULES, iterate
+from ..models.step_rules import STEP_RULES, estimate_iterate, iterate
 from . import results
 
 __all__ = ["PhaseDiagramConfig", "load_phase_config", "phase_diagram", "equiangular_curve", "PHASE_SCHEDULERS",
@@ -169,6 +169,30 @@ def equiangular_curve(config):
                                             normalization=config.normalization) for b in config.betas])
 
 
+PHASE_OBSERVER_SECONDS = 2e-8
+"""Seconds per ``batch x n^3`` of one record of the batch measures (Gram ranks; measured 0.9e-8 at n = 32 and
+6e-8 at n = 64, batch 64 and 256)."""
+PHASE_CELL_SECONDS = 0.1
+"""Seconds per beta beside the layers and records (the equiangular curve's ODE: measured 0.06 s)."""
+
+
+def estimate_phase_diagram(config) -> cost.Cost:
+    """Estimated peak memory and time of :func:`phase_diagram` (sizes only): every cell is one
+    :func:`~meanfield.models.step_rules.iterate` without states (:func:`~meanfield.models.step_rules.estimate_iterate`
+    of the first beta's system), run once per beta; memory is one cell's (cells in a loop) plus the dataset."""
+    system = BatchedSystem(config.heads(config.betas[0]), causal=config.causal)
+    B, n = config.batch, config.n
+    cell = estimate_iterate(system, (B, n, config.d), config.n_steps, config.record_every, False)
+    k, records = len(config.betas), config.n_steps // config.record_every + 2
+    data = 8.0 * k * len(MEASURES) * records
+    observe = records * B * float(n) ** 3 * PHASE_OBSERVER_SECONDS       # the batch measures of each record
+    return cost.Cost(f"phase_diagram of {k} betas x {config.n_steps} layers of {B} systems of "
+                     f"{n} tokens in d = {config.d}", cell.bytes + data + 32.0 * B * n * n,
+                     k * (cell.seconds + observe + PHASE_CELL_SECONDS),
+                     f"{k} cells of {cost.time_text(cell.seconds + observe + PHASE_CELL_SECONDS)} each: "
+                     f"{cost.time_text(cell.seconds)} of layers, {records} records")
+
+
 def phase_diagram(config=None, *, scheduler=None, progress=None) -> xr.Dataset:
     """Run the phase diagram of ``config`` (default :class:`PhaseDiagramConfig`); returns a Dataset
     with the :data:`MEASURES` on dims ``(beta, t)`` and ``equiangular_time`` on ``beta``."""
@@ -179,6 +203,7 @@ def phase_diagram(config=None, *, scheduler=None, progress=None) -> xr.Dataset:
         validate.choice("scheduler", scheduler, PHASE_SCHEDULERS)
     if progress is not None:
         validate.boolean("progress", progress)
+    estimate_phase_diagram(config).check("fewer betas, a smaller batch or n, a larger dt or a shorter t_final")
     started = time.perf_counter()
     if scheduler is None:
         from tqdm import tqdm

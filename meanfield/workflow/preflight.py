@@ -14,7 +14,7 @@ the run's own sizes when they are cheap to measure:
   sampled from the start is timed (or the direct-sum model where that alone exceeds the pilot
   limit); its evaluation count is the PDE's per unit time (the same heads and tolerances) over
   ``t_final`` (the particles always run to the end), or the exact count of a fixed-step scheme;
-  plus the observer's records and :data:`STEP_OVERHEAD_S` per step.
+  plus the observer's records and :data:`meanfield.core.cost.STEP_OVERHEAD_S` per step.
 * **W2**: one particles-vs-density distance of the run (first frame) is timed, times the frames
   both runs reach; the output figures and animation add :data:`OUTPUT_S_PER_FRAME` per frame.
 
@@ -28,6 +28,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..core import validate
+from ..core.cost import STEP_OVERHEAD_S
 from ..core.densities import sample_particles
 from ..core.integrate import estimate_nfev
 from ..core.sphere import SphereGrid
@@ -40,7 +41,7 @@ from .run import SPECTRAL_TOL, build_heads, initial_density, initial_particles, 
 
 __all__ = ["estimate_cost", "available_memory", "preflight", "PILOT_LIMIT_S", "MEASURE_LMAX", "PDE_NFEV_PER_TIME",
            "PDE_RHS_S", "SPECTRAL_VELOCITY_S", "W2_EXACT_S_PER_PAIR", "W2_SEMIDISCRETE_S_PER_POINT",
-           "STEP_OVERHEAD_S", "OUTPUT_S_PER_FRAME", "FIGURES_S"]
+           "OUTPUT_S_PER_FRAME", "FIGURES_S"]
 
 PILOT_LIMIT_S = 5.0
 """The PDE run is piloted (run in full by the estimate) when modelled below this many seconds."""
@@ -48,10 +49,6 @@ PILOT_LIMIT_S = 5.0
 PDE_NFEV_PER_TIME = 170.0
 """Right-hand sides per unit time of the adaptive PDE run at lmax 31, rtol 1e-7 (the default run:
 200 evaluations to t = 1.2, measured), for the model used without a pilot."""
-
-STEP_OVERHEAD_S = 1.5e-4
-"""Driver overhead per committed step beyond its right-hand sides (checks, retraction, records;
-measured on small systems, where it dominates)."""
 
 OUTPUT_S_PER_FRAME = 0.35
 """The GIF animation per recorded frame (matplotlib; measured 0.2-0.45 s on the default run, idle to loaded)."""

@@ -108,14 +108,14 @@ def check_particle_run(system: ParticleSystem, n, t_final, *, t_eval=None, metho
             raise ValueError(f"dt must be a positive number for the stochastic scheme {method!r}; received None")
         steps = estimate_nfev("euler", (0.0, float(t_final)), dt=dt, t_eval=times)["steps"]   # the same grid
         system.check_direct_run(n, steps * as_stepper(method).n_drift, np.size(times), record_passes,
-                                limit_s=direct_limit_s, how=f" ({steps} steps of {method})")
+                                limit_s=direct_limit_s, how=f" ({steps} steps of {method})", steps=steps)
         return method
     method = "dopri5" if method is None else method
-    if not (system.uses_spectral(n) and record_passes == 0):
-        est = estimate_nfev(method, (0.0, float(t_final)), dt=dt, t_eval=times, adaptive=adaptive)
+    est = estimate_nfev(method, (0.0, float(t_final)), dt=dt, t_eval=times, adaptive=adaptive)
+    if not (system.uses_spectral(n) and record_passes == 0) or not est["lower_bound"]:   # fixed steps: overhead
         name = getattr(method, "name", method)
         system.check_direct_run(n, est["nfev"], np.size(times), record_passes, lower_bound=est["lower_bound"],
-                                limit_s=direct_limit_s,
+                                limit_s=direct_limit_s, steps=est["steps"],
                                 how=f" ({'at least one step per output interval, ' if est['lower_bound'] else ''}"
                                     f"{est['steps']} steps of {name})")
     return method
