@@ -34,7 +34,8 @@ import xarray as xr
 from ..core import cost, validate
 from .paired import paired_run
 from .results import config_of, density_coefficients
-from .run import build_heads, estimate_cost, paired_settings, to_dataset
+from .preflight import estimate_cost
+from .run import build_heads, paired_settings, to_dataset
 
 __all__ = ["extend", "extended_name"]
 
@@ -85,11 +86,11 @@ def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
     frame = (times[-1] - times[0]) / max(times.size - 1, 1)
     k = max(1, math.ceil((t_final - t1) / frame - 1e-9))
     leg = replace(config, integrator=replace(config.integrator, t_final=t_final - t1, n_frames=k + 1))
-    est = estimate_cost(leg)                           # run.estimate_cost of the new leg, before it starts
+    est = estimate_cost(leg, pilot=False)    # the new leg from sizes (its start is not the config's: no pilot)
     joined = 2.0 * float(ds.nbytes) * (k + times.size) / max(times.size, 1)    # the new frames and the joined copy
     cost.guard(f"extend to t_final = {t_final:g} from t = {t1:g} ({k} new frames)",
                bytes=est["memory_bytes"] + joined, seconds=est["seconds"],
-               detail="workflow.run.estimate_cost of the new leg, plus the joined dataset",
+               detail="preflight.estimate_cost of the new leg (sizes only), plus the joined dataset",
                fix="a t_final closer to the run's last time")
     t_new = np.linspace(0.0, t_final - t1, k + 1)
     previous = json.loads(ds.attrs.get("extended_from", "[]"))
