@@ -275,3 +275,6 @@ def test_browser_screenshot_is_not_blank(browser_page, tmp_path):
         # a blank (single-colour) image has variance 0 and one colour; the drawn page has thousands of
         # colours (colour map, tokens, anti-aliased text): 100 and a standard deviation of 10 are far from both
         assert pixels.std() > 10 and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 100, file.name
+    keep = os.environ.get("MEANFIELD_SCREENSHOT")      # e.g. docs/figures/viewer.png: the check's own screenshot
+    if keep:
+        shutil.copyfile(png, keep)
