@@ -100,7 +100,7 @@ FULL = Settings(ds=(2, 3, 4, 8, 64), window_ratios=(1.05, 1.1, 1.25, 1.5, 2.0, 2
                 hold_offsets=(-0.02, 0.02), hold_seeds=3, hold_time=40.0, dt_check=(0.05, 0.025, 0.0125), dt_check_time=10.0,
                 softmax_betas=(0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0), two_head_betas=(2.0, 3.0, 4.0, 6.0),
                 deg2_amplitudes=(0.3, 0.8, 1.5, -0.4), sphere_lmax=31,
-                scale_ns=(10000,), scale_factors=(1.0, 0.5, 0.25), scale_seeds=10)
+                scale_ns=(10000,), scale_factors=(1.0, 0.5, 2.0), scale_seeds=10)
 
 D_PARTICLES = 3
 DT_CHECK_NU = 1.15

@@ -7,7 +7,7 @@ twice as slow).  Each (n, factor, seed) ramp is one task whose result is kept in
 ``out_dir/hysteresis_scale/`` as JSON, so an interrupted run continues where it stopped (the ramp
 of a seed is deterministic: the same numbers when redone).
 
-    python -m studies.phase_transitions.scale    # FULL: n = 10^4, factors 1, 0.5, 0.25, 10 seeds, into data.json
+    python -m studies.phase_transitions.scale    # FULL: n = 10^4, factors 1, 0.5, 2, 10 seeds, into data.json
 
 ``run.run`` calls :func:`hysteresis_scale` with the mode's settings; :func:`main` adds the FULL sections to an
 existing full run's ``data.json`` (the rest of that run is not redone).
