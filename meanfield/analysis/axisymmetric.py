@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import cost as _cost, resolution, validate
+from ..core import cost as _cost
+from ..core import resolution, validate
 from ..core.axisymmetric import angle_quantiles
 
 __all__ = ["observer", "resolution_monitor", "w2_marginal", "w2_marginal_samples", "COSTS"]

@@ -100,8 +100,8 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
     pde = _check_model(pde)
     r_max = validate.real("r_max", r_max, 0.0, 1.0, lo_open=True, hi_open=True)
     n_steps = validate.integer("n_steps", n_steps, 6)
-    estimate_march(pde.lmax, n_steps).check("a smaller n_steps (90 resolves the fold; the fold and the Maxwell point "
-                                            "are then refined by Brent's method)")
+    estimate_march(pde.lmax, n_steps).check("a smaller n_steps (the default 90 brackets the fold, which Brent's "
+                                            "method then refines)")
     d = pde.d
     n0 = nu_sharp(pde)
     nu2 = branch_curvature(pde)

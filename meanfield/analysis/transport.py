@@ -38,12 +38,12 @@ import ot
 from scipy.special import logsumexp
 
 from ..core import validate
-from ..core.cost import guard as cost_guard
 from ..core.choices import W2_METHODS, W2_METRICS, W2_NEGATIVE_POLICIES
+from ..core.cost import guard as cost_guard
 from ..core.sphere import SphereGrid
-from .semidiscrete import geodesic_bracket as _geodesic_bracket
-from .semidiscrete import _solve as _semidiscrete
 from .semidiscrete import _check_inputs as _semidiscrete_inputs
+from .semidiscrete import _solve as _semidiscrete
+from .semidiscrete import geodesic_bracket as _geodesic_bracket
 from .semidiscrete import grid_of_nodes
 
 GRID_FLOOR_MAX_NODES = 8192
