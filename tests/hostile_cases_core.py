@@ -269,10 +269,11 @@ entry("theory.heterogeneity_gain", th.heterogeneity_gain, lambda: dict(lambdas=[
 entry("theory.c_star", th.c_star, lambda: dict(H=2), bad={"H": int_pos(1)})
 entry("theory.beta_star", th.beta_star, lambda: dict(H=2, n=8), bad={"H": int_pos(1), **_n, "alpha": real_pos()},
       finite=False)
+# radial_fraction and radial_dominance_margins take any finite real beta (documented: beta* may be negative)
 entry("theory.radial_fraction", th.radial_fraction, lambda: dict(beta=1.0, alpha=1.0, n=4),
-      bad={**_beta, "alpha": real_finite(), **_n})
+      bad={"beta": real_finite(), "alpha": real_finite(), **_n})
 entry("theory.radial_dominance_margins", th.radial_dominance_margins, lambda: dict(beta=1.0, alphas=[1.0, 0.5], n=4),
-      bad={"beta": real_nonneg(), "alphas": [None, "a", [], [NAN], [1j]], **_n, "normalization": choice(), "reading": choice()},
+      bad={"beta": real_finite(), "alphas": [None, "a", [], [NAN], [1j]], **_n, "normalization": choice(), "reading": choice()},
       finite=False)
 entry("theory.radial_dominance_threshold", th.radial_dominance_threshold, lambda: dict(alphas=[1.0, 0.5], n=4),
       bad={"alphas": [None, "a", [], [NAN], [1j]], **_n, "normalization": choice(), "reading": choice()},

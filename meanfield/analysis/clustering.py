@@ -17,7 +17,14 @@ __all__ = ["clustering", "mean_inner", "CLUSTERING_METHODS", "CLUSTERING_TREE_MI
 
 
 def mean_inner(X) -> float:
-    """``(|sum_i x_i|^2 - sum_i |x_i|^2) / (n (n - 1))``: the mean inner product over pairs ``i != j``, O(n)."""
+    """``(|sum_i x_i|^2 - sum_i |x_i|^2) / (n (n - 1))``: the mean inner product over pairs ``i != j``, O(n).
+
+    ``X`` (n, d), ``n >= 2``: finite unit rows (``| |x|^2 - 1 | <= 1e-8``, never renormalized), as for
+    :func:`clustering`."""
+    return _mean_inner(validate.unit_vectors("X", X, min_rows=2, tol=CLUSTERING_UNIT_TOL))
+
+
+def _mean_inner(X) -> float:
     n = X.shape[0]
     s = X.sum(axis=0)
     return float((s @ s - np.einsum("nd,nd->", X, X)) / (n * (n - 1)))
@@ -90,7 +97,7 @@ def clustering(X, threshold=0.99, chunk_rows=2048, method="auto") -> dict:
     method = validate.choice("method", method, CLUSTERING_METHODS)
     chunk_rows = validate.integer("chunk_rows", chunk_rows, 1)
     n, d = X.shape
-    gamma = mean_inner(X)
+    gamma = _mean_inner(X)
     e_max = float(np.abs(np.einsum("nd,nd->n", X, X) - 1).max())
     if e_max > CLUSTERING_UNIT_TOL:        # the measures are of directions: never renormalize silently
         raise ValueError(f"X rows must be unit vectors (| |x|^2 - 1 | <= {CLUSTERING_UNIT_TOL:g}); received max "

@@ -188,6 +188,7 @@ def observer_passes(system: ParticleSystem, n, w=None) -> int:
     sums spectrally (any weights), else 3 (energies, dissipation, relative entropies) plus 1 for the
     Shannon entropies of non-uniform weights.  :func:`meanfield.solve_particles` counts them in its
     up-front cost estimate (:meth:`ParticleSystem.check_direct_run`)."""
+    n = validate.integer("n", n, 1)
     if system.uses_spectral(n):
         return 0
     return 3 if w is None or _is_uniform(np.asarray(w, dtype=float)) else 4

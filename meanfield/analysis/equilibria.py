@@ -99,7 +99,21 @@ def potential(pde, b, Q=None, w=None):
     """``Phi`` at the nodes (n,) and its derivative ``dPhi/db`` (n, lmax+1) (:data:`NORMALIZATIONS` decides
     the form: linear in ``f`` where the normalization uses no normalizer (mean), ``(1/beta) log Z`` for a
     row-local one (softmax), ``-(1/beta) log a`` with the Sinkhorn scaling ``a`` otherwise).
-    ``Q``, ``w``: the basis and normalized quadrature weights at other nodes instead of the model's."""
+    ``Q``, ``w``: the basis (lmax+1, n) and normalized quadrature weights (n,) at other nodes instead of the
+    model's (both or neither)."""
+    pde = _check_model(pde)
+    b = validate.real_array("b", b, (pde.lmax + 1,))
+    if (Q is None) != (w is None):
+        raise ValueError(f"Q and w must be given together (the basis and weights at other nodes) or not at all; "
+                         f"received Q {'None' if Q is None else 'given'} and w {'None' if w is None else 'given'}")
+    if Q is not None:
+        Q = validate.real_array("Q", Q, (pde.lmax + 1, "n"))
+        w = validate.real_array("w", w, (Q.shape[1],))
+    return _potential(pde, b, Q, w)
+
+
+def _potential(pde, b, Q=None, w=None):
+    """:func:`potential` without the checks (the Newton loops call it with their own, checked ``b``)."""
     Q = _basis(pde) if Q is None else Q
     w = pde.weights if w is None else w
     phi = np.zeros(Q.shape[1])
@@ -126,7 +140,7 @@ def _gibbs(pde, b, nu):
     """``f = exp(Phi / nu) / Z`` at the nodes and the derivative of its coefficients in ``b`` and ``nu``."""
     Q = _basis(pde)
     w = pde.weights
-    phi, dphi = potential(pde, b)
+    phi, dphi = _potential(pde, b)
     e = np.exp((phi - phi.max()) / nu)
     f = e / (w @ e)
     mean_phi = w @ (f * phi)
@@ -223,7 +237,12 @@ def resolution_error(pde, b, nu) -> float:
       largest entry (``Phi`` is what the state depends on: ``f = exp(Phi / nu) / Z`` is exact pointwise);
     * the quadrature error of the projection ``b = P[f]``: the potential coefficients ``m_h P[f]`` with the
       model's nodes against twice as many, relative to the largest.
+
+    ``b`` (lmax+1,) and ``nu > 0`` as for :func:`self_consistency_residual`.
     """
+    pde = _check_model(pde)
+    b = validate.real_array("b", b, (pde.lmax + 1,))
+    nu = validate.real("nu", nu, positive=True)
     kinds = [NORMALIZATIONS[h.normalization].uses_normalizer for h in pde.heads]
     mults = [m["normalizer"] if normalized else m["potential"] for m, normalized in zip(pde.multipliers, kinds)]
     scale = [np.abs(m * b)[1:] for m in mults]
@@ -233,7 +252,7 @@ def resolution_error(pde, b, nu) -> float:
     cut = int(2 * pde.lmax / 3)
     tail = max(float(c[cut:].max()) for c in scale) / top
     w2, Q2 = _check_nodes(pde)
-    phi2 = potential(pde, b, Q2, w2)[0]
+    phi2 = _potential(pde, b, Q2, w2)[0]
     e2 = np.exp((phi2 - phi2.max()) / nu)
     b2 = Q2 @ (w2 * e2 / (w2 @ e2))
     b1 = _gibbs(pde, b, nu)[0]
@@ -276,7 +295,12 @@ def solve_stationary(pde, b0, nu, *, tol=1e-11, maxiter=50) -> StationaryState:
 
 def normalizations_have_free_energy(names) -> bool:
     """Whether heads of these normalizations ascend a free energy ``G = E - nu int rho log rho``: mean (``E`` the
-    energy) and Sinkhorn (``E_S``), not a row-local normalizer such as softmax (MODEL.md section 7)."""
+    energy) and Sinkhorn (``E_S``), not a row-local normalizer such as softmax (MODEL.md section 7).
+    ``names``: an iterable of normalization names (not a bare string)."""
+    if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
+        raise ValueError(f"names must be an iterable of normalization names {tuple(NORMALIZATIONS)} (not a bare "
+                         f"string); received {names!r}")
+    names = [validate.choice("normalization", n, NORMALIZATIONS) for n in names]
     return not any(NORMALIZATIONS[n].uses_normalizer and NORMALIZATIONS[n].row_local for n in names)
 
 
@@ -300,7 +324,7 @@ def free_energy_gap(pde, b, nu) -> float:
     b = validate.real_array("b", b, (pde.lmax + 1,))
     nu = validate.real("nu", nu, positive=True)
     w = pde.weights
-    phi = potential(pde, b)[0]
+    phi = _potential(pde, b)[0]
     top = phi.max()
     e = np.exp((phi - top) / nu)
     Z = w @ e
@@ -315,7 +339,7 @@ def nu_sharp(pde, degree=1) -> float:
     ``sum_h m_l / beta`` of the model's multipliers, divided by ``m_0`` for normalizing heads)."""
     pde = _check_model(pde)
     degree = validate.integer("degree", degree, 1, pde.lmax)
-    _, dphi = potential(pde, pde.uniform())
+    _, dphi = _potential(pde, pde.uniform())
     Q = _basis(pde)
     # linearized Gibbs map at f = 1: delta b_l = <Q_l, dPhi . delta b> / nu, so nu_l = <Q_l dPhi_l>
     return float((pde.weights * Q[degree]) @ dphi[:, degree])
@@ -338,6 +362,8 @@ def branch_state(pde, amplitude, degree=1, *, start=None, nu_start=None, tol=1e-
     pde = _check_model(pde)
     degree = validate.integer("degree", degree, 1, pde.lmax)
     amplitude = validate.real("amplitude", amplitude, nonzero=True)
+    tol = validate.real("tol", tol, positive=True)
+    maxiter = validate.integer("maxiter", maxiter, 1)
     top = float(pde.basis(np.array([1.0]))[degree, 0])
     if not abs(amplitude) < top:
         raise ValueError(f"amplitude must lie in (-{top:.6g}, {top:.6g}) without 0 for degree {degree} (|b_l| <= "
@@ -358,7 +384,8 @@ def branch_state(pde, amplitude, degree=1, *, start=None, nu_start=None, tol=1e-
 
 def linear_spectrum(pde, b, nu) -> np.ndarray:
     """Eigenvalues of the model's linearized PDE at the state ``b`` and noise ``nu`` (the axisymmetric block),
-    sorted by decreasing real part; the conserved mass (degree 0) is removed.
+    sorted by decreasing real part; the conserved mass (degree 0) is removed.  ``nu >= 0`` (``0``: the
+    noiseless PDE).
 
     The Jacobian of :meth:`AxisymmetricPDE.tendency` is formed column by column by central differences
     (exact up to round-off for mean heads, whose tendency is quadratic in ``b``).  At the uniform state the
@@ -368,7 +395,7 @@ def linear_spectrum(pde, b, nu) -> np.ndarray:
     """
     pde = _check_model(pde)
     b = validate.real_array("b", b, (pde.lmax + 1,))
-    nu = validate.real("nu", nu, 0.0)
+    nu = validate.real("nu", nu, 0.0)          # 0: the noiseless PDE's linearization
     model = replace(pde, nu=nu)
     h = 1e-5
     J = np.empty((pde.lmax, pde.lmax))

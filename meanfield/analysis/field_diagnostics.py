@@ -18,18 +18,36 @@ from ..core import resolution, validate
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sums import entropy_rows
 from ..models.continuum import ContinuumPDE
+from .axisymmetric import _positive_tolerances
 
 __all__ = ["mass", "negative_mass", "spectral_tail", "concentration", "dissipation", "boltzmann_entropy",
            "free_energy_dissipation", "attention_entropy", "observer", "resolution_monitor"]
 
 
+def _coefficients(pde, rho_lm, name="rho_lm"):
+    """``rho_lm`` as complex128 (nalm,) (no copy when it is one), checked to be finite coefficients of the
+    PDE's shape (any mass: these are diagnostics); O(nalm), cheap next to one synthesis."""
+    nalm = pde.grid.nalm
+    try:
+        a = None if isinstance(rho_lm, (str, bytes)) else np.asarray(rho_lm)
+    except (TypeError, ValueError):
+        a = None
+    if a is None or a.dtype.kind not in "iufc" or a.shape != (nalm,) or not np.all(np.isfinite(a)):
+        got = (repr(rho_lm) if a is None or a.dtype.kind not in "iufc" else
+               f"shape {a.shape}" if a.shape != (nalm,) else f"{int(np.sum(~np.isfinite(a)))} NaN or inf entries")
+        raise ValueError(f"{name} must be finite coefficients of shape (nalm,) = ({nalm},) for lmax = {pde.lmax}; "
+                         f"received {got}")
+    return a.astype(np.complex128, copy=False)
+
+
 def mass(pde: ContinuumPDE, rho_lm) -> float:
     """``int rho = sqrt(4 pi) Re rho_00`` (exact)."""
-    return float(np.sqrt(4 * np.pi) * np.real(rho_lm[0]))
+    return float(np.sqrt(4 * np.pi) * np.real(_coefficients(pde, rho_lm)[0]))
 
 
 def negative_mass(pde: ContinuumPDE, rho_lm, rho=None) -> float:
     """``-int min(rho, 0)`` by quadrature on the dealiased grid (>= 0; :func:`meanfield.core.resolution.negative_mass`)."""
+    rho_lm = _coefficients(pde, rho_lm)
     return resolution.negative_mass(pde.grid.synthesis(rho_lm) if rho is None else rho, pde.grid.integrate)
 
 
@@ -41,6 +59,7 @@ def spectral_tail(pde: ContinuumPDE, rho_lm, fraction=2 / 3) -> float:
     Small (spectral decay) while ``lmax`` resolves the density; it grows as the density
     concentrates below the grid scale.
     """
+    rho_lm = _coefficients(pde, rho_lm)
     validate.real("fraction", fraction, 0, 1)
     return resolution.spectral_tail(pde.grid.power_spectrum(rho_lm), int(fraction * pde.lmax))
 
@@ -48,6 +67,7 @@ def spectral_tail(pde: ContinuumPDE, rho_lm, fraction=2 / 3) -> float:
 def concentration(pde: ContinuumPDE, rho_lm, rho=None) -> dict:
     """``max_density``, the order parameter ``|int x rho|`` and the second moment
     ``int (1 - <x, m>^2) rho`` about the mean direction ``m``."""
+    rho_lm = _coefficients(pde, rho_lm)
     g = pde.grid
     rho = g.synthesis(rho_lm) if rho is None else rho
     W = rho * g.weights
@@ -60,12 +80,14 @@ def concentration(pde: ContinuumPDE, rho_lm, rho=None) -> dict:
 
 def dissipation(pde: ContinuumPDE, rho_lm, fields=None) -> float:
     """``int |X|^2 rho dx`` (exact quadrature for mean zonal heads: degree <= 3 lmax)."""
+    rho_lm = _coefficients(pde, rho_lm)
     f = pde.fields(rho_lm) if fields is None else fields
     return pde.grid.integrate(f["rho"] * np.sum(f["X"] ** 2, axis=0))
 
 
 def boltzmann_entropy(pde: ContinuumPDE, rho_lm, rho=None) -> float:
     """``-int rho log rho`` over the set where ``rho > 0`` (see :func:`negative_mass` for the rest)."""
+    rho_lm = _coefficients(pde, rho_lm)
     rho = pde.grid.synthesis(rho_lm) if rho is None else rho
     pos = np.where(rho > 0, rho, 1.0)
     return -pde.grid.integrate(np.where(rho > 0, rho * np.log(pos), 0.0))
@@ -76,6 +98,7 @@ def free_energy_dissipation(pde: ContinuumPDE, rho_lm, fields=None) -> float:
 
     Needs ``rho > 0``; returns NaN otherwise.
     """
+    rho_lm = _coefficients(pde, rho_lm)
     g = pde.grid
     f = pde.fields(rho_lm) if fields is None else fields
     rho = f["rho"]
@@ -95,6 +118,7 @@ def attention_entropy(pde: ContinuumPDE, rho_lm, rho=None):
     ``a = beta lambda``); otherwise quadrature on the grid.  Heads whose kernel can vanish (ReLU)
     give NaN.
     """
+    rho_lm = _coefficients(pde, rho_lm)
     g = pde.grid
     rho = g.synthesis(rho_lm) if rho is None else rho
     out = np.full(len(pde.heads), np.nan)
@@ -146,7 +170,10 @@ def resolution_monitor(pde: ContinuumPDE, tail_tol=1e-3, negative_tol=1e-4):
     Stops when the :func:`spectral_tail` exceeds ``tail_tol`` or the :func:`negative_mass`
     exceeds ``negative_tol``; the message names the criterion and its value
     (:func:`meanfield.core.resolution.resolution_monitor`, the one rule of every continuum model).
+    Both tolerances must be ``> 0`` (``inf``: that criterion never stops), as ``pde.tail_tol`` and
+    ``pde.negative_tol`` of a run config.
     """
+    tail_tol, negative_tol = _positive_tolerances(tail_tol, negative_tol)
     return resolution.resolution_monitor(pde.coefficients, lambda c: spectral_tail(pde, c),
                                          lambda c: negative_mass(pde, c), tail_tol, negative_tol,
                                          where=f" at lmax = {pde.lmax}")

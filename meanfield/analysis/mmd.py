@@ -46,18 +46,26 @@ def mmd_weights(lmax, kernel="sobolev", s=2.0, beta=1.0):
         Sobolev order, ``> 1`` (``"sobolev"``).
     beta : float
         Rate of :math:`e^{\beta \langle x, y \rangle}`, ``> 0`` (``"exp"``).
+
+    Both ``s`` and ``beta`` are checked whichever kernel is used.
     """
     validate.choice("kernel", kernel, MMD_KERNELS)
     lmax = validate.integer("lmax", lmax, 0)
     cost.guard(f"mmd_weights(lmax={lmax})", bytes=32.0 * (lmax + 1), seconds=1e-7 * (lmax + 1),
                detail="a few (lmax + 1,) float64 arrays", fix="a smaller lmax")
+    s, beta = _kernel_parameters(s, beta)
     ell = np.arange(lmax + 1, dtype=float)
     if kernel == "sobolev":
-        s = validate.real("s", s, 1, lo_open=True, what="a finite number > 1 (the H^-s norm of a point mass is "
-                                                         "finite only then)")
         return (1.0 + ell * (ell + 1.0)) ** (-s)
-    beta = validate.real("beta", beta, positive=True, what="a finite number > 0")
     return funk_hecke_multipliers(lmax, exp_rate=beta)
+
+
+def _kernel_parameters(s, beta):
+    """``s`` and ``beta`` as floats, both checked whichever kernel is used (a bad value of the other kernel's
+    parameter is a mistake too, never ignored)."""
+    return (validate.real("s", s, 1, lo_open=True, what="a finite number > 1 (the H^-s norm of a point mass is "
+                                                        "finite only then)"),
+            validate.real("beta", beta, positive=True, what="a finite number > 0"))
 
 
 def _tail(lmax, kernel, s, beta):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize
 
-from ..core import validate
+from ..core import cost, validate
 from ..core.heads import scalar_heads
 from ..core.kernels import NORMALIZATIONS
 from ..models.axisymmetric import AxisymmetricPDE
@@ -33,7 +33,12 @@ def branch_curvature(pde, eps=1e-2) -> float:
     """``nu_2`` in ``nu(b_1) = nu_# + nu_2 b_1^2 + O(b_1^4)`` along the degree-1 branch, from the solved
     states at ``b_1 = eps, 2 eps`` (Richardson: the ``b_1^4`` term cancels; at ``eps = 1e-2`` the ``b_1^6``
     term and the round-off of ``nu`` divided by ``eps^2`` are both about 1e-10).  ``nu_2 > 0``: subcritical
-    (discontinuous transition); ``< 0``: supercritical (continuous)."""
+    (discontinuous transition); ``< 0``: supercritical (continuous).  ``0 < eps < Q_1(1) / 2`` (``sqrt(d) / 2``:
+    both amplitudes below a point mass's)."""
+    pde = _check_model(pde)
+    top = float(pde.basis(np.array([1.0]))[1, 0])
+    eps = validate.real("eps", eps, 0, top / 2, lo_open=True, hi_open=True,
+                        what=f"a finite number in (0, {top / 2:.6g}) (2 eps = b_1 below Q_1(1) = {top:.6g}, a point mass)")
     n0 = nu_sharp(pde)
     s1 = degree_one_state(pde, eps)
     s2 = degree_one_state(pde, 2 * eps, start=s1.b, nu_start=s1.nu)
@@ -62,6 +67,22 @@ def _amplitudes(d, r_max, n_steps):
     return np.sqrt(d) * r
 
 
+MARCH_SECONDS_PER_STATE = 1e-3
+"""Seconds of one warm-started branch solve beyond its ``(lmax + 1)^3`` dense algebra (measured 1.2e-3 s per state
+at lmax = 24, 1.1e-3 to 1.7e-3 s at 48)."""
+MARCH_SECONDS_PER_CUBE = 1e-8
+"""Seconds per ``(lmax + 1)^3`` of one branch solve (measured 6e-3 to 1e-2 s per state at lmax = 96)."""
+
+
+def estimate_march(lmax, n_steps) -> cost.Cost:
+    """Estimated memory (the amplitudes and the states kept: ``8 (lmax + 1) + 400`` bytes each) and time of the
+    ``n_steps`` warm-started solves of :func:`classify_transition`'s march at ``lmax``."""
+    per_state = MARCH_SECONDS_PER_STATE + MARCH_SECONDS_PER_CUBE * float(lmax + 1) ** 3
+    return cost.Cost(f"classify_transition(n_steps={n_steps}) at lmax = {lmax}",
+                     float(n_steps) * (8.0 * (lmax + 1) + 400.0), float(n_steps) * per_state,
+                     f"{n_steps} branch solves x {per_state:.2g} s")
+
+
 def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
     """Transition type and critical noises of the degree-1 branch of ``pde`` (one or more zonal heads).
 
@@ -72,12 +93,15 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
     For a continuous transition ``nu_fold = nu_global = nu_sharp`` (no fold; uniform is the global
     maximizer for ``nu >= nu_sharp``); without a free energy (softmax) ``nu_global`` is NaN.  The branch is
     marched in the order parameter ``r = b_1 / sqrt(d)`` up to ``r_max`` in ``n_steps`` warm-started solves
-    (:func:`_amplitudes`); a march that stops (not resolved or not converged) before the quantities are
-    bracketed raises ``RuntimeError`` with the solver's message.
+    (:func:`_amplitudes`; their cost is guarded up front, :func:`estimate_march`); a march that stops (not
+    resolved or not converged) before the quantities are bracketed raises ``RuntimeError`` with the solver's
+    message.
     """
     pde = _check_model(pde)
     r_max = validate.real("r_max", r_max, 0.0, 1.0, lo_open=True, hi_open=True)
     n_steps = validate.integer("n_steps", n_steps, 6)
+    estimate_march(pde.lmax, n_steps).check("a smaller n_steps (the default 90 brackets the fold, which Brent's "
+                                            "method then refines)")
     d = pde.d
     n0 = nu_sharp(pde)
     nu2 = branch_curvature(pde)
@@ -185,6 +209,7 @@ def phase_transition(d, beta, normalization="mean", lmax=None, rtol=1e-9) -> dic
     d = validate.integer("d", d, 2)
     beta = validate.real("beta", beta, positive=True)
     validate.choice("normalization", normalization, NORMALIZATIONS)
+    rtol = validate.real("rtol", rtol, positive=True)
     if lmax is None:
         ladder = LMAX_LADDER
     else:

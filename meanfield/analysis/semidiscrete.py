@@ -58,7 +58,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.spatial import ConvexHull, QhullError, cKDTree
 
-from ..core import cost
+from ..core import cost, validate
+from ..core.densities import check_density
 from ..core.sphere import SphereGrid
 
 __all__ = ["LaguerreSolution", "solve_semidiscrete", "grid_of_nodes", "geodesic_bracket"]
@@ -373,13 +374,32 @@ def estimate_semidiscrete(n, n_quad) -> cost.Cost:
 def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, epsilon=1e-13):
     """Optimal Laguerre cells of particles ``X`` (n, 3) with masses ``b`` (n,) for the density ``rho_lm``.
 
-    Inputs are assumed checked by the caller (:func:`meanfield.analysis.transport.w2_particles_field`):
-    unit rows, distinct points, ``b > 0`` summing to 1, ``rho_lm`` of mass 1 on ``grid``.
+    Checked as by :func:`meanfield.analysis.transport.w2_particles_field` (``ValueError`` naming the argument):
+    ``n >= 4`` unit rows, ``b > 0`` summing to 1, ``rho_lm`` of mass 1 on the ``SphereGrid`` ``grid``,
+    ``tol`` in ``[1e-13, 1)``, ``n_quad >= 2``, ``max_iter >= 1``.  ``RuntimeError``: no convergence in
+    ``max_iter`` Newton iterations, or a diagram the damped Newton method cannot repair (module docstring).
 
     Returns
     -------
     LaguerreSolution
     """
+    return _solve(*_check_inputs(X, b, grid, rho_lm, tol, n_quad, max_iter), epsilon)
+
+
+def _check_inputs(X, b, grid, rho_lm, tol, n_quad, max_iter, b_name="b"):
+    """The checked ``X, b, grid, rho_lm, tol, n_quad, max_iter`` of a semi-discrete solve (``b_name``: the masses'
+    argument name in the messages, ``a`` for :func:`meanfield.analysis.transport.w2_particles_field`)."""
+    X = validate.unit_vectors("X", X, 3, min_rows=4)
+    b = validate.probability_weights(b_name, b, X.shape[0])
+    if b.min() <= 0:
+        raise ValueError(f"{b_name} must be positive for semi-discrete OT; received min {b.min():.3e}")
+    tol = validate.real("tol", tol, 1e-13, 1, hi_open=True, what="a number in [1e-13, 1)")
+    return (X, b, grid, check_density(grid, rho_lm), tol, validate.integer("n_quad", n_quad, 2),
+            validate.integer("max_iter", max_iter, 1))
+
+
+def _solve(X, b, grid, rho_lm, tol, n_quad, max_iter, epsilon):
+    """:func:`solve_semidiscrete` of checked inputs."""
     n = X.shape[0]
     estimate_semidiscrete(n, n_quad).check("a smaller n_quad (it is raised as needed) or fewer particles")
     F = _Fields(grid, rho_lm, epsilon)

@@ -17,14 +17,14 @@ __all__ = ["sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate", "m
 
 
 # ------------------------------------------------------------------ arguments shared with theory.py
-def _lambdas(x):
+def _lambdas(x, name="lambdas"):
     """Head strengths: a non-empty 1-d float64 array of finite numbers (a scalar is one head)."""
     try:
-        a = np.atleast_1d(real_array("lambdas", x))
+        a = np.atleast_1d(real_array(name, x))
     except ValueError:
         a = None
     if a is None or a.ndim != 1 or a.size == 0:
-        raise ValueError(f"lambdas must be a non-empty 1-d sequence of finite head strengths; received {x!r}")
+        raise ValueError(f"{name} must be a non-empty 1-d sequence of finite head strengths; received {x!r}")
     return a
 
 

@@ -279,10 +279,12 @@ def late_rate(lambdas, beta=None, kernel="exp", normalization="softmax"):
               r_{\\rm relu,mean} = 2\\sum_{\\lambda_h>0}\\lambda_h^2,\\quad
               r_{\\rm relu,softmax} = 2\\sum_{\\lambda_h>0}\\lambda_h.
 
-    Independent of ``n``; ``beta`` is needed only for exp + mean.  A negative value means
-    ``gamma = 1`` is unstable.
+    Independent of ``n``; ``beta`` (``> 0``) is needed only for exp + mean (checked whenever given).  A
+    negative value means ``gamma = 1`` is unstable.
     """
     lam = _lambdas(lambdas)
+    if beta is not None:
+        beta = real("beta", beta, positive=True)
     kernel = choice("kernel", kernel, KERNELS)
     normalization = _equal_rows(normalization)
     _closed_form("late_rate", kernel, normalization)
@@ -442,7 +444,7 @@ READINGS = ("norm_bounded", "exact")
 
 
 def _dominance_args(alphas, n, normalization, reading):
-    a = _lambdas(alphas)
+    a = _lambdas(alphas, "alphas")
     if np.any(a <= 0):
         raise ValueError(f"alphas must be positive head strengths (Thm 19's scalar heads); received {alphas!r}")
     return (a, integer("n", n, 2), _equal_rows(normalization),
