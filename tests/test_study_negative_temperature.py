@@ -2,13 +2,19 @@
 the model's mapping onto the library's heads, and the study's key numbers."""
 
 import numpy as np
+from _study_helpers import quick_study_fixture
 
 import meanfield as mf
-from _study_helpers import quick_study_fixture
 from meanfield.models.batched import BatchedSystem
 from studies.negative_temperature.report import report
-from studies.negative_temperature.run import (angular_velocity, paper_head, polygon_eigenvalues, polygon_threshold,
-                                              tokens, triangle_rate)
+from studies.negative_temperature.run import (
+    angular_velocity,
+    paper_head,
+    polygon_eigenvalues,
+    polygon_threshold,
+    tokens,
+    triangle_rate,
+)
 
 quick = quick_study_fixture("negative_temperature")   # (out, summary, data.json)
 

@@ -82,20 +82,23 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
         for r in m[key]:
             for b, fr in zip(betas, r["fractions"]):
                 if b >= m["beta_high"] - 1e-12:
-                    hi_k += fr["k"]; hi_m += fr["m"]
+                    hi_k += fr["k"]
+                    hi_m += fr["m"]
     sig0 = min(m["near_sigmas"])
     lo_k = lo_m = 0
     for r in m["near"]:
         if r["sigma"] == sig0:
             for b, fr in zip(nb, r["fractions"]):
                 if b < m["beta_low"]:
-                    lo_k += fr["k"]; lo_m += fr["m"]
+                    lo_k += fr["k"]
+                    lo_m += fr["m"]
     mid_k = mid_m = 0
     for key, betas in (("random", rb), ("near", nb)):
         for r in m[key]:
             for b, fr in zip(betas, r["fractions"]):
                 if m["beta_low"] < b < m["beta_high"]:
-                    mid_k += fr["k"]; mid_m += fr["m"]
+                    mid_k += fr["k"]
+                    mid_m += fr["m"]
     w_hi, w_lo, w_mid = wilson95(hi_k, hi_m), wilson95(lo_k, lo_m), wilson95(mid_k, max(mid_m, 1))
     rnd3 = next(r for r in m["random"] if r["n"] == 3)
     rnd3_rows = ", ".join(f"beta = {b:g}: {_frac_text(fr)}" for b, fr in zip(rb, rnd3["fractions"])

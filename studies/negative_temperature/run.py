@@ -305,8 +305,10 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     # where the near-cluster fraction switches (largest tested beta with 0 synchronized, smallest with all)
     switch = {}
     for r in meta["near"]:
-        k = np.array([fr["k"] for fr in r["fractions"]]); m = r["fractions"][0]["m"]
-        below = nb[k == 0]; above = nb[k == m]
+        k = np.array([fr["k"] for fr in r["fractions"]])
+        m = r["fractions"][0]["m"]
+        below = nb[k == 0]
+        above = nb[k == m]
         switch[r["tag"]] = [float(below.max()) if below.size else None, float(above.min()) if above.size else None]
     rnd_fail = {r["n"]: (float(rb[[fr["k"] < fr["m"] for fr in r["fractions"]]].max())
                          if any(fr["k"] < fr["m"] for fr in r["fractions"]) else None) for r in meta["random"]}
