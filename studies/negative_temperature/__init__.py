@@ -1,0 +1,1 @@
+"""Synchronization on the circle at negative temperature (Polyanskiy, Rigollet, Yao 2025); see run.py."""
