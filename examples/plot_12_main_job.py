@@ -10,7 +10,8 @@ NetCDF file with its config and provenance, the figures, and continuing a finish
 import tempfile
 from pathlib import Path
 
-from meanfield.workflow import plotting, results
+import meanfield as mf
+from meanfield.workflow import plotting, results, view
 from meanfield.workflow.config import ConfigError, RunConfig
 from meanfield.workflow.extend import extend
 from meanfield.workflow.run import run, summary
@@ -49,3 +50,17 @@ print(longer.sizes["time"], longer.attrs["extended_from"])
 fig_energy = plotting.energy_curves(longer)
 fig_w2 = plotting.w2_curve(longer)
 fig_maps = plotting.density_maps(longer)
+
+# %%
+# The interactive page of ``meanfield view``: one self-contained HTML file (plotly.js embedded: it opens
+# offline, no server), tokens and density on a sphere you can rotate, a time slider and the curves
+page = view.write_view(path)                                     # -> result.html beside the dataset
+print(page.name, f"{page.stat().st_size / 1e6:.1f} MB")
+
+# %%
+# Bad input is refused by name before anything is computed (issue 26's contract, enforced over the whole
+# public API by tests/test_hostile_api.py)
+try:
+    mf.scalar_heads([1.0], 3, beta=float("nan"))
+except ValueError as err:
+    print(err)          # beta must be a positive finite number; received nan
