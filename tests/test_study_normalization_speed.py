@@ -1,8 +1,8 @@
 """Quick mode of the normalization-speed study (issue 24): post-LN / nGPT e^{-2t} against pre-LN / peri-LN 1/t^2."""
 
 import numpy as np
-
 from _study_helpers import quick_study_fixture
+
 from studies._common import REFUTED
 from studies.normalization_speed.run import RESOLUTION, RULES, discrete_law, fit_law
 

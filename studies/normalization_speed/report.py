@@ -10,8 +10,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REFUTED, REPRODUCED, SHARPENED, open_study_data, save_figure,  # noqa: E402
-                             style_axes, write_report)
+from studies._common import (  # noqa: E402
+    OUTSIDE,
+    REFUTED,
+    REPRODUCED,
+    SHARPENED,
+    open_study_data,
+    save_figure,
+    style_axes,
+    write_report,
+)
 
 MIN_SEEDS = 10          # the study contract: 10 seeds or more where randomness enters
 NAMES = {"post_ln": "post-LN", "ngpt": "nGPT", "pre_ln": "pre-LN", "peri_ln": "peri-LN"}
