@@ -29,7 +29,8 @@ accepted when it lies within the interval widened by ``RESOLUTION`` = 1e-3.  Hon
 fixed after the first quick run showed raw intervals missing 2 by at most 3e-5; it is 30x that bias and
 far below the distance to any competing law (rate 2K with another K, exponent 1 or 3).
 
-Run from the repo root: ``python -m studies.normalization_speed.run [--quick]``.
+Run from the repo root: ``python -m studies.normalization_speed.run [--quick]``.  Measured on the shared
+2-core machine: quick 15 s wall, full 47 s wall (30 seeds, 4 rules, continuum and dt = 0.1 layers).
 """
 
 from __future__ import annotations
