@@ -53,6 +53,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       field_diagnostics continuum diagnostics and the resolution monitor
       theory            closed forms of MODEL.md sections 2-3 (equiangular dynamics, phi, beta*)
       stability         Funk-Hecke coefficients, growth rates sigma_l, critical noise
+      normalization     equiangular reduced ODEs of the step rules' limits (post-LN, nGPT, pre-LN, peri-LN)
       transport         W2 distances on the sphere (the only POT user) and TransportResult
       semidiscrete      W2 between particles and a continuous density: Laguerre cells on S^2, damped Newton
       ensembles         measures over a batch of systems (one-cluster fraction, pair density, Gram rank)
