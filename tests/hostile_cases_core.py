@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import meanfield as mf
+from hostile_registry import Bad, _st  # noqa: I001
 from hostile_registry import (AXI, B_AXI, BS, C_CIRC, CIRC, CPDE, GRID, H3, H_SINGLE, HUGE, INF, NAN, PS, RHO, X3,  # noqa: F401
                               XB, _poke, _types, array, choice, entry, flag, heads, int_pos, method, real_finite,
                               real_nonneg, real_pos, seed, tokens)
@@ -131,7 +132,9 @@ entry("density_from_coefficients", mf.density_from_coefficients,
 entry("densities.uniform_density", mf.densities.uniform_density, lambda: dict(grid=GRID()))
 entry("densities.perturbed_uniform", mf.densities.perturbed_uniform,
       lambda: dict(grid=GRID(), perturbations={(2, 0): 0.01}),
-      bad={"perturbations": [None, "p", {(20, 0): 0.1}, {(2, 0): NAN}, {(2, 3): 0.1}, {(2, 0): 10.0}]})
+      bad={"perturbations": [None, "p", {(20, 0): 0.1}, {(2, 0): NAN}, {(2, 3): 0.1}]},
+      edge={"perturbations": [{(2, 0): 10.0}]})    # a signed density is legal here (the tests start from one);
+                                                   # sample_particles and the resolution monitor refuse negative mass
 entry("densities.vmf_density", mf.densities.vmf_density, lambda: dict(grid=GRID(), mu=[0.0, 0.0, 1.0], kappa=2.0),
       bad={"mu": [None, "mu", [0, 0], [NAN, 0, 1], [0, 0, 2.0], [1j, 0, 0]], "kappa": real_nonneg()},
       edge={"kappa": [1e-12, 700.0]})
@@ -140,7 +143,11 @@ entry("densities.vmf_mixture_density", mf.densities.vmf_mixture_density,
       bad={"mus": lambda b: tokens(b["mus"]), "kappas": [None, "k", [1.0], [NAN, 1.0], [-1.0, 1.0]],
            "weights": [[0.5, 0.6], [1.0], [NAN, 0.5], "w"], "floor": real_nonneg(1.5)})
 entry("densities.density_from_particles", mf.densities.density_from_particles,
-      lambda: dict(grid=GRID(), X=X3()), bad={"X": lambda b: tokens(X3()), "kappa": real_pos()})
+      lambda: dict(grid=GRID(), X=X3()),       # kappa = inf is documented: the truncated empirical measure
+      bad={"X": lambda b: tokens(X3()),
+           "kappa": Bad(_types(NAN, -INF, 0.0, -1.0),
+                        lambda: _st().sampled_from([NAN, -INF]) | _st().floats(max_value=0.0, allow_nan=False))},
+      edge={"kappa": [INF]})
 entry("densities.negative_mass", mf.densities.negative_mass, lambda: dict(grid=GRID(), rho_lm=RHO()),
       bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True), "oversample": int_pos(1)},
       huge={"oversample": [HUGE]})
@@ -211,8 +218,8 @@ entry("step_rules.step", _sr.step, lambda: dict(system=BS(), y=XB(), dt=0.1, rul
            "dt": real_pos(), "rule": choice()}, names={"y": ("X",)})
 entry("step_rules.iterate", _sr.iterate, lambda: dict(system=BS(), X0=XB(), dt=0.1, n_steps=3, rule="post_ln"),
       bad={"X0": lambda b: [None, "X", _poke(XB(), NAN), XB()[..., :-1], 2.0 * XB()], "dt": real_pos(),
-           "n_steps": int_pos(1), "rule": choice(), "every": int_pos(1), "save_states": flag()},
-      huge={"n_steps": [HUGE]})
+           "n_steps": int_pos(0), "rule": choice(), "every": int_pos(1), "save_states": flag()},
+      huge={"n_steps": [HUGE]}, edge={"n_steps": [0]})      # 0 layers: documented, the start alone
 if hasattr(_sr, "check_state"):      # added by the contract branch (issue 26); unvalidated rule: hostile_xfail
     entry("step_rules.check_state", _sr.check_state, lambda: dict(system=BS(), y=XB(), rule="post_ln"),
           bad={"y": lambda b: [None, "y", XB().astype(complex) * (1 + 1j), _poke(XB(), NAN), XB()[..., :-1],
