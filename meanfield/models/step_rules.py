@@ -144,7 +144,7 @@ class StepRule(Stepper):
 
     def __post_init__(self):
         validate.choice("rule", self.name, STEP_RULES)
-        validate.integer("order", self.order, 1)
+        validate.integer("order", self.order, 1, 1, what="1 (the order of every rule's continuous-time limit)")
         if self.layer_dt is not None:
             validate.real("layer_dt", self.layer_dt, positive=True)
 
