@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import meanfield as mf
+from hostile_registry import Bad, _st  # noqa: I001
 from hostile_registry import (AXI, B_AXI, BS, C_CIRC, CIRC, CPDE, GRID, H3, H_SINGLE, HUGE, INF, NAN, PS, RHO, X3,  # noqa: F401
                               XB, _poke, _types, array, choice, entry, flag, heads, int_pos, method, real_finite,
                               real_nonneg, real_pos, seed, tokens)
@@ -40,8 +41,8 @@ entry("ParticleSystem", mf.ParticleSystem, lambda: dict(heads=H3(), geometry="sp
            "nu": real_nonneg(), "chunk_bytes": int_pos(1), "lmax": int_pos(1)})
 entry("ParticleSystem.velocity", method(PS, "velocity"), lambda: dict(X=X3(), w=None),
       bad={"X": lambda b: tokens(X3()), "w": [np.full(8, 0.5), np.full(7, 1 / 7), _poke(np.full(8, 1 / 8), NAN), "w"]})
-entry("ParticleSystem.rhs", method(PS, "rhs"), lambda: dict(t=0.0, y=X3()),
-      bad={"y": lambda b: tokens(X3())}, names={"y": ("X",)})
+entry("ParticleSystem.rhs", method(PS, "rhs"), lambda: dict(t=0.0, y=X3()),     # a stage: off the sphere is legal
+      bad={"y": lambda b: tokens(X3(), unit=False)}, names={"y": ("X",)}, propagates_nonfinite=("y",))
 entry("ParticleSystem.energy", method(PS, "energy"), lambda: dict(X=X3()), bad={"X": lambda b: tokens(X3())})
 
 entry("BatchedSystem", lambda **kw: __import__("meanfield.models.batched", fromlist=["x"]).BatchedSystem(**kw),
@@ -53,7 +54,8 @@ entry("BatchedSystem.velocity", method(BS, "velocity"), lambda: dict(X=XB()),
                            XB()[..., :-1], XB()[..., None], 2.0 * XB(), XB()[0, 0]]},
       huge={"X": [np.broadcast_to(XB()[:1, :1], (1, 100000, 3))]})
 entry("BatchedSystem.rhs", method(BS, "rhs"), lambda: dict(t=0.0, y=XB()),
-      bad={"y": lambda b: [None, _poke(XB(), NAN), 2.0 * XB(), XB()[..., :-1]]}, names={"y": ("X",)})
+      bad={"y": lambda b: [None, "y", _poke(XB(), NAN), XB()[..., :-1], XB()[0], XB().astype(complex)]},
+      names={"y": ("X",)}, propagates_nonfinite=("y",))       # a stage: off the sphere (2 X) is legal
 entry("BatchedSystem.field", method(BS, "field"), lambda: dict(X=XB()),
       bad={"X": lambda b: [None, _poke(XB(), NAN), XB().astype(complex) * (1 + 1j), XB()[..., :-1]]})
 
@@ -63,7 +65,7 @@ entry("ContinuumPDE", mf.ContinuumPDE, lambda: dict(heads=H_SINGLE(), lmax=8, nu
 entry("ContinuumPDE.velocity", method(CPDE, "velocity"), lambda: dict(rho_lm=RHO()),
       bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True)})
 entry("ContinuumPDE.rhs", method(CPDE, "rhs"), lambda: dict(t=0.0, y=CPDE().state(RHO())),
-      bad={"y": lambda b: array(b["y"])})
+      bad={"y": lambda b: array(b["y"])}, propagates_nonfinite=("y",))
 entry("ContinuumPDE.energies", method(CPDE, "energies"), lambda: dict(rho_lm=RHO()),
       bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True)})
 
@@ -74,7 +76,7 @@ entry("CirclePDE", mf.CirclePDE, lambda: dict(heads=mf.scalar_heads([1.0], 2), k
 entry("CirclePDE.velocity", method(CIRC, "velocity"), lambda: dict(c=C_CIRC()),
       bad={"c": lambda b: array(b["c"], complex_ok=True)})
 entry("CirclePDE.rhs", method(CIRC, "rhs"), lambda: dict(t=0.0, y=CIRC().state(C_CIRC())),
-      bad={"y": lambda b: array(b["y"])})
+      bad={"y": lambda b: array(b["y"])}, propagates_nonfinite=("y",))
 entry("CirclePDE.energies", method(CIRC, "energies"), lambda: dict(c=C_CIRC()),
       bad={"c": lambda b: array(b["c"], complex_ok=True)})
 
@@ -85,7 +87,7 @@ entry("AxisymmetricPDE", mf.AxisymmetricPDE, lambda: dict(heads=mf.scalar_heads(
 entry("AxisymmetricPDE.velocity", method(AXI, "velocity"), lambda: dict(b=B_AXI()),
       bad={"b": lambda b: array(b["b"])})
 entry("AxisymmetricPDE.rhs", method(AXI, "rhs"), lambda: dict(t=0.0, y=AXI().state(B_AXI())),
-      bad={"y": lambda b: array(b["y"])})
+      bad={"y": lambda b: array(b["y"])}, propagates_nonfinite=("y",))
 entry("AxisymmetricPDE.energies", method(AXI, "energies"), lambda: dict(b=B_AXI()),
       bad={"b": lambda b: array(b["b"])})
 
@@ -102,7 +104,7 @@ entry("integrate", mf.integrate, lambda: dict(rhs=lambda t, y: -y, y0=np.ones(2)
 entry("Noise", mf.Noise, lambda: dict(nu=0.1, seed=0, geometry="sphere"),
       bad={"nu": real_nonneg(), "seed": seed(), "geometry": choice()})
 entry("StepControl", mf.StepControl, lambda: dict(dt=0.1), finite=False,     # dt_max = inf by default
-      bad={"dt": real_pos(), "rtol": real_pos(), "atol": real_pos(), "dt_max": [None, "1", True, NAN, 0.0, -1.0],
+      bad={"dt": real_pos(), "rtol": real_pos(), "atol": real_nonneg(), "dt_max": [None, "1", True, NAN, 0.0, -1.0],
            "max_steps": int_pos(1)})
 entry("SaveAt", mf.SaveAt, lambda: dict(t_eval=[0.0, 1.0]),
       bad={"t_eval": [np.array([1.0, NAN]), "t", [1j], [[0.0, 1.0]]], "states": flag(), "dense": flag()})
@@ -130,7 +132,9 @@ entry("density_from_coefficients", mf.density_from_coefficients,
 entry("densities.uniform_density", mf.densities.uniform_density, lambda: dict(grid=GRID()))
 entry("densities.perturbed_uniform", mf.densities.perturbed_uniform,
       lambda: dict(grid=GRID(), perturbations={(2, 0): 0.01}),
-      bad={"perturbations": [None, "p", {(20, 0): 0.1}, {(2, 0): NAN}, {(2, 3): 0.1}, {(2, 0): 10.0}]})
+      bad={"perturbations": [None, "p", {(20, 0): 0.1}, {(2, 0): NAN}, {(2, 3): 0.1}]},
+      edge={"perturbations": [{(2, 0): 10.0}]})    # a signed density is legal here (the tests start from one);
+                                                   # sample_particles and the resolution monitor refuse negative mass
 entry("densities.vmf_density", mf.densities.vmf_density, lambda: dict(grid=GRID(), mu=[0.0, 0.0, 1.0], kappa=2.0),
       bad={"mu": [None, "mu", [0, 0], [NAN, 0, 1], [0, 0, 2.0], [1j, 0, 0]], "kappa": real_nonneg()},
       edge={"kappa": [1e-12, 700.0]})
@@ -139,7 +143,11 @@ entry("densities.vmf_mixture_density", mf.densities.vmf_mixture_density,
       bad={"mus": lambda b: tokens(b["mus"]), "kappas": [None, "k", [1.0], [NAN, 1.0], [-1.0, 1.0]],
            "weights": [[0.5, 0.6], [1.0], [NAN, 0.5], "w"], "floor": real_nonneg(1.5)})
 entry("densities.density_from_particles", mf.densities.density_from_particles,
-      lambda: dict(grid=GRID(), X=X3()), bad={"X": lambda b: tokens(X3()), "kappa": real_pos()})
+      lambda: dict(grid=GRID(), X=X3()),       # kappa = inf is documented: the truncated empirical measure
+      bad={"X": lambda b: tokens(X3()),
+           "kappa": Bad(_types(NAN, -INF, 0.0, -1.0),
+                        lambda: _st().sampled_from([NAN, -INF]) | _st().floats(max_value=0.0, allow_nan=False))},
+      edge={"kappa": [INF]})
 entry("densities.negative_mass", mf.densities.negative_mass, lambda: dict(grid=GRID(), rho_lm=RHO()),
       bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True), "oversample": int_pos(1)},
       huge={"oversample": [HUGE]})
@@ -210,8 +218,8 @@ entry("step_rules.step", _sr.step, lambda: dict(system=BS(), y=XB(), dt=0.1, rul
            "dt": real_pos(), "rule": choice()}, names={"y": ("X",)})
 entry("step_rules.iterate", _sr.iterate, lambda: dict(system=BS(), X0=XB(), dt=0.1, n_steps=3, rule="post_ln"),
       bad={"X0": lambda b: [None, "X", _poke(XB(), NAN), XB()[..., :-1], 2.0 * XB()], "dt": real_pos(),
-           "n_steps": int_pos(1), "rule": choice(), "every": int_pos(1), "save_states": flag()},
-      huge={"n_steps": [HUGE]})
+           "n_steps": int_pos(0), "rule": choice(), "every": int_pos(1), "save_states": flag()},
+      huge={"n_steps": [HUGE]}, edge={"n_steps": [0]})      # 0 layers: documented, the start alone
 if hasattr(_sr, "check_state"):      # added by the contract branch (issue 26); unvalidated rule: hostile_xfail
     entry("step_rules.check_state", _sr.check_state, lambda: dict(system=BS(), y=XB(), rule="post_ln"),
           bad={"y": lambda b: [None, "y", XB().astype(complex) * (1 + 1j), _poke(XB(), NAN), XB()[..., :-1],

@@ -149,6 +149,15 @@ def heads(h, *, extra=()):
     return [None, "heads", (), (h[0], other), np.eye(d), *extra]
 
 
+def has_nonfinite(value):
+    """Whether ``value`` is a numeric array (or number) holding a NaN or an infinity."""
+    try:
+        a = np.asarray(value)
+    except Exception:  # noqa: BLE001 -- anything that is not an array holds no NaN
+        return False
+    return a.dtype.kind in "fc" and not bool(np.all(np.isfinite(a)))
+
+
 def _poke(a, value):
     b = np.array(a, copy=True)
     if b.size:
@@ -191,6 +200,8 @@ class Spec:
     exc: tuple = (ValueError,)
     traced: bool = True               # False: the valid call (a figure, many small Newton steps) runs ten times
                                       # slower under tracemalloc; its memory is bounded by the address-space cap
+    propagates_nonfinite: tuple = ()  # arguments (a model's rhs state) where NaN/inf in -> non-finite out is the
+                                      # documented answer (the driver rejects such a stage), not a refusal
 
     def tokens_for(self, arg):
         return (arg, *self.names.get(arg, ()))

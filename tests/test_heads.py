@@ -339,7 +339,7 @@ def test_orthogonal_block_heads_strengths_length_named():
     (lambda: mf.random_symmetric_heads(3, True, seed=0), r"n_heads must be an integer >= 1; received True"),
     (lambda: mf.random_symmetric_heads(3.0, 2, seed=0), r"d must be an integer >= 2; received 3.0"),
     (lambda: mf.random_symmetric_heads(3, 2, seed=0, scale=float("nan")),
-     r"scale must be a finite number; received nan"),
+     r"scale must be a finite number >= 0; received nan"),
     (lambda: mf.random_symmetric_heads(3, 2, seed=1.5),
      r"seed must be None, an integer >= 0 or a numpy.random.Generator; received 1.5"),
     (lambda: mf.random_symmetric_heads(3, 2, seed=-1), r"seed must be None, an integer >= 0"),

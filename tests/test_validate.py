@@ -421,7 +421,7 @@ def test_integrate_refuses_previously_unchecked_arguments():
     refused(run, dt=True, name="dt", echo="True")
     refused(run, method="dopri5", atol="0", name="atol", echo="'0'")
     refused(run, method="dopri5", dt_max=np.nan, name="dt_max", echo="nan")
-    refused(run, checkpoint=lambda s: None, checkpoint_every=np.bool_(True), name="checkpoint_every", echo="True")
+    refused(run, checkpoint=lambda s: None, checkpoint_every=np.bool_(True), name="every", echo="True")
     # the adaptive default still runs with dt_max = inf allowed (tolerance of dopri5 at rtol 1e-8: 1e-6 is loose)
     tr = run(method="dopri5", dt=None, dt_max=np.inf, rtol=1e-8, atol=0)
     assert tr.success and abs(tr.y_final[0] - np.exp(-1.0)) <= 1e-6

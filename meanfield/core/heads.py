@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import validate
+from . import cost, validate
 from .kernels import KERNELS, NORMALIZATIONS, get_kernel, get_normalization
 
 __all__ = [
@@ -201,7 +201,11 @@ def random_symmetric_heads(d, n_heads, seed=None, scale=1.0, beta=1.0, kernel="e
     """Random symmetric value-aligned heads, ``M = V = scale * (G + G^T) / (2 sqrt(d))``, G Gaussian."""
     d = validate.integer("d", d, 2)
     n_heads = validate.integer("n_heads", n_heads, 1)
-    scale = validate.real("scale", scale)
+    scale = validate.real("scale", scale, 0)        # >= 0: the ensemble is symmetric, -scale draws the same law
+    # two (d, d) float64 matrices kept per head (M is V) plus the draw and its transpose; ~2e-8 s per entry
+    cost.guard(f"random_symmetric_heads(d={d}, n_heads={n_heads})", bytes=8.0 * d * d * (n_heads + 3),
+               seconds=6e-8 * d * d * n_heads, fix="a smaller d or fewer n_heads",
+               detail=f"{n_heads} head(s) of a (d, d) float64 matrix")
     rng = validate.rng(seed)
     heads = []
     for _ in range(n_heads):
@@ -241,6 +245,9 @@ def approx_orthogonal_heads(d, n_heads, delta, alpha=1.0, rank=1, beta=1.0, kern
     delta = validate.real("delta", delta)
     if not (0 <= delta <= alpha**2):
         raise ValueError(f"delta must lie in [0, alpha^2 = {alpha**2}]; received {delta!r}")
+    cost.guard(f"approx_orthogonal_heads(d={d}, n_heads={n_heads})", bytes=8.0 * d * d * (n_heads + 1),
+               seconds=3e-9 * d * d * rank * n_heads, fix="a smaller d or fewer n_heads",
+               detail=f"{n_heads} head(s) of a (d, d) float64 matrix")
     c = delta / alpha**2
     heads = []
     for h in range(n_heads):

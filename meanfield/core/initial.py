@@ -9,19 +9,33 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import vonmises_fisher
 
-from . import validate
+from . import cost, validate
 
 __all__ = ["uniform_sphere", "von_mises_fisher", "vmf_mixture", "equiangular", "orthonormal",
            "random_rotation"]
+
+
+INITIAL_SECONDS_PER_ENTRY = 5e-8
+"""Seconds per drawn float64 entry (Gaussian draws and normalization: ~2e-8; scipy's vMF sampler a few times more)."""
+DENSE_SECONDS_PER_FLOP = 1e-10
+"""Seconds per ``d^3`` of a dense factorization (QR, eigh) of a (d, d) matrix."""
 
 
 def _check_nd(n, d, n_min=1):
     return validate.integer("n", n, n_min), validate.integer("d", d, 2)
 
 
+def _guard(what, entries=0.0, dense=0, fix="smaller sizes"):
+    """Refuse (:func:`meanfield.core.cost.guard`) a draw of ``entries`` float64 numbers (four arrays of that
+    size at the peak: draws, norms, copies) plus a dense (dense, dense) factorization (four matrices)."""
+    cost.guard(what, bytes=32.0 * entries + 32.0 * float(dense) ** 2,
+               seconds=INITIAL_SECONDS_PER_ENTRY * entries + DENSE_SECONDS_PER_FLOP * float(dense) ** 3, fix=fix)
+
+
 def uniform_sphere(n, d=3, seed=None):
     """n i.i.d. points uniform on ``S^{d-1}`` (normalized Gaussians)."""
     n, d = _check_nd(n, d)
+    _guard(f"uniform_sphere(n={n}, d={d})", float(n) * d, fix="a smaller n or d")
     X = validate.rng(seed).standard_normal((n, d))
     return X / np.linalg.norm(X, axis=1, keepdims=True)
 
@@ -29,6 +43,7 @@ def uniform_sphere(n, d=3, seed=None):
 def random_rotation(d, seed=None):
     """A Haar-random rotation matrix in SO(d)."""
     d = validate.integer("d", d, 2)
+    _guard(f"random_rotation(d={d})", dense=d, fix="a smaller d")
     Q, R = np.linalg.qr(validate.rng(seed).standard_normal((d, d)))
     Q = Q * np.sign(np.diag(R))
     if np.linalg.det(Q) < 0:
@@ -41,6 +56,7 @@ def von_mises_fisher(n, mu, kappa, seed=None):
     mu = validate.unit_vector("mu", mu)
     n, _ = _check_nd(n, mu.size)
     kappa = validate.real("kappa", kappa, 0)
+    _guard(f"von_mises_fisher(n={n}, d={mu.size})", 4.0 * n * mu.size, fix="a smaller n")
     if kappa == 0:
         return uniform_sphere(n, mu.size, seed)
     return np.atleast_2d(vonmises_fisher(mu, kappa).rvs(n, random_state=validate.rng(seed)))
@@ -56,6 +72,9 @@ def vmf_mixture(n, mus, kappas, weights=None, seed=None):
     kappas = validate.real_array("kappas", kappas)
     if kappas.ndim > 1 or kappas.size not in (1, k):
         raise ValueError(f"kappas must be a number or {k} numbers (one per row of mus); received shape {kappas.shape}")
+    if np.any(kappas < 0):
+        raise ValueError(f"kappas must be finite numbers >= 0; received {kappas.tolist()!r}")
+    _guard(f"vmf_mixture(n={n}, d={mus.shape[1]})", 6.0 * n * mus.shape[1], fix="a smaller n")
     kappas = np.broadcast_to(kappas.reshape(-1) if kappas.ndim else kappas, (k,))
     weights = validate.probability_weights("weights", weights, k)
     rng = validate.rng(seed)
@@ -76,6 +95,8 @@ def equiangular(n, d, gamma, seed=None):
     gamma = validate.real("gamma", gamma)
     if not (-1.0 / (n - 1) - 1e-15 <= gamma < 1):
         raise ValueError(f"gamma must lie in [-1/(n-1), 1) = [{-1.0 / (n - 1):.6g}, 1); received {gamma!r}")
+    _guard(f"equiangular(n={n}, d={d})", float(n) * d, dense=max(n, d if seed is not None else 0),
+           fix="a smaller n (or d)")
     G = (1 - gamma) * np.eye(n) + gamma * np.ones((n, n))
     evals, evecs = np.linalg.eigh(G)
     evals = np.clip(evals, 0, None)   # only the simplex case has a (round-off) zero eigenvalue
@@ -96,7 +117,8 @@ def orthonormal(n, d, seed=None):
     n, d = _check_nd(n, d)
     if n > d:
         raise ValueError(f"n must be <= d = {d} for orthonormal tokens; received n = {n}")
-    X = np.eye(d)[:n]
+    _guard(f"orthonormal(n={n}, d={d})", float(n) * d, dense=d if seed is not None else 0, fix="a smaller d")
+    X = np.eye(n, d)
     if seed is not None:
         X = X @ random_rotation(d, seed).T
     return X

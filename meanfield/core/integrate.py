@@ -131,7 +131,8 @@ def integrate(rhs, y0, t_span, *, method="rk4", step=None, save=None, checkpoint
     Parameters
     ----------
     rhs : callable ``rhs(t, y) -> ndarray`` of shape ``y0.shape``, or a :class:`Piecewise`
-    y0 : array_like, any shape (e.g. ``(n, d)`` particles or ``(K,)`` coefficients)
+    y0 : array_like, any shape (e.g. ``(n, d)`` particles or ``(K,)`` coefficients), real and finite (a complex
+        state is refused: integrate its re, im pairs, ``y.view(float)``, as the PDE models do)
     t_span : (float, float)
         ``(t0, t1)`` with ``t1 > t0``.
     method : str, Tableau or Stepper
@@ -435,6 +436,9 @@ def _check_arguments(stepper, adaptive, rhs, y0, t_span, t_eval, dt, rtol, atol,
         if fn is not None and not callable(fn):
             _fail(name, "None or a callable", fn)
     y = np.array(y0, copy=True)
+    if np.iscomplexobj(y):      # the models' states are real (a complex field is stored as re, im pairs)
+        _fail("y0", "a real array (complex states: their re, im pairs, e.g. y.view(float))", f"complex values of "
+              f"shape {y.shape}", True)
     if not np.issubdtype(y.dtype, np.inexact):
         y = y.astype(float) if np.issubdtype(y.dtype, np.number) else _fail("y0", "a numeric array", y0)
     if not np.all(np.isfinite(y)):

@@ -7,8 +7,9 @@
 
 :func:`meanfield.core.integrate.integrate` and the entry points over it (``solve_particles``,
 ``solve_continuum``, ``solve_reduced``) take them as ``save=``, ``step=`` and ``checkpointing=``; None
-is the default object.  The objects only hold the settings; each entry point validates them (named
-``ValueError`` s, as for any argument).  Numpy only.
+is the default object.  Each object checks the type and range of its own fields when built (named
+``ValueError`` s, as for any argument); each entry point checks what depends on the run (``t_eval``
+inside ``t_span``, a ``dt`` that the method needs).  Numpy only.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+
+from . import validate
 
 __all__ = ["SaveAt", "StepControl", "Checkpointing", "option"]
 
@@ -43,6 +46,16 @@ class SaveAt:
     states: bool = True
     observe: object = True
     dense: bool = False
+
+    def __post_init__(self):
+        if self.t_eval is not None:
+            t = validate.real_array("t_eval", self.t_eval, (None,))
+            if t.size == 0 or np.any(np.diff(t) <= 0):
+                raise ValueError(f"t_eval must be a non-empty 1-d strictly increasing array; received {self.t_eval!r}")
+        validate.boolean("states", self.states)
+        validate.boolean("dense", self.dense)
+        if not (self.observe is None or isinstance(self.observe, (bool, np.bool_)) or callable(self.observe)):
+            raise ValueError(f"observe must be True, False, None or a callable observe(t, y); received {self.observe!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +89,17 @@ class StepControl:
     adaptive: bool | None = None
     cfl: float | None = None
 
+    def __post_init__(self):
+        for name in ("dt", "rtol"):
+            if getattr(self, name) is not None:
+                validate.real(name, getattr(self, name), positive=True)
+        if self.atol is not None:
+            validate.real("atol", self.atol, 0)
+        validate.real("dt_max", self.dt_max, positive=True, finite=False)
+        validate.integer("max_steps", self.max_steps, 1)      # adaptive: checked by the driver, against the method
+        if self.cfl is not None:
+            validate.real("cfl", self.cfl, positive=True)
+
     def with_defaults(self, rtol, atol) -> "StepControl":
         """This object with ``rtol`` / ``atol`` filled in where they are None."""
         return replace(self, rtol=rtol if self.rtol is None else self.rtol,
@@ -99,6 +123,15 @@ class Checkpointing:
     save: object = None
     every: float | None = None
     resume: dict | None = None
+
+    def __post_init__(self):
+        if self.save is not None and not callable(self.save):
+            raise ValueError(f"save must be None or a callable save(state); received {self.save!r}")
+        if self.every is not None:
+            validate.real("every", self.every, positive=True)
+        if self.resume is not None and not isinstance(self.resume, dict):
+            raise ValueError(f"resume must be None or a state dict received by a checkpoint save; "
+                             f"received {self.resume!r}")
 
 
 def option(name, value, cls):

@@ -62,7 +62,12 @@ def estimate_random_heads(d, n_heads=1, systems=None, score="gaussian", value="i
 
 
 def score_matrix(score, d, rng):
-    """One score matrix of the ensemble ``score`` (see the module docstring), shape (d, d)."""
+    """One score matrix of the ensemble ``score`` (see the module docstring), shape (d, d); ``rng`` a
+    ``numpy.random.Generator`` (or a seed)."""
+    validate.choice("score", score, SCORE_ENSEMBLES)
+    d = validate.integer("d", d, 1)
+    rng = validate.rng(rng, "rng")
+    estimate_random_heads(d, 1, None, score, "identity").check("a smaller d")
     if score == "identity":
         return np.eye(d)
     G = rng.standard_normal((d, d))
@@ -74,8 +79,14 @@ def score_matrix(score, d, rng):
 
 
 def value_matrix(value, score, M, rng):
-    """One value matrix of the ensemble ``value`` given the score ensemble and its draw ``M``."""
+    """One value matrix of the ensemble ``value`` given the score ensemble and its draw ``M`` (d, d)."""
+    validate.choice("value", value, VALUE_ENSEMBLES)
+    validate.choice("score", score, SCORE_ENSEMBLES)
+    M = validate.real_array("M", M, ("d", "d"))
+    if M.shape[0] != M.shape[1] or M.shape[0] < 1:
+        raise ValueError(f"M must be a square (d, d) score matrix with d >= 1; received shape {M.shape}")
     d = M.shape[0]
+    rng = validate.rng(rng, "rng")
     if value == "identity":
         return np.eye(d)
     if value == "gaussian":
@@ -114,7 +125,7 @@ def random_heads(d, n_heads=1, *, score="gaussian", value="identity", systems=No
     validate.choice("value", value, VALUE_ENSEMBLES)
     if systems is not None:
         systems = validate.integer("systems", systems, 1, what="None or a positive integer")
-    scale = validate.real("scale", scale, nonzero=True)
+    scale = validate.real("scale", scale, positive=True)
     estimate_random_heads(d, n_heads, systems, score, value).check("a smaller d, fewer n_heads or systems")
     rng = validate.rng(seed)
 

@@ -164,7 +164,13 @@ def integrate_schedule(schedule, make_system, y0, t_span, **kw) -> Trajectory:
         if bad in kw:
             raise ValueError(f"{bad} is not supported by integrate_schedule (allowed: integrate's other keywords); "
                              f"received {bad}={kw[bad]!r}")
-    system.schedule.index_at(validate.real("t_span[0]", t_span[0]))      # refused before the first start
+    ts = validate.real_array("t_span", t_span, (2,))
+    t0 = system.schedule.entries[0][0]
+    if ts[0] < t0:                                                       # refused before the first start
+        raise ValueError(f"t_span must start at or after the schedule's first start {t0}; received {t_span!r}")
+    first = system.at(float(ts[0]))
+    if callable(getattr(first, "check", None)):      # the tokens as the first piece's system takes them (unit rows)
+        first.check(y0, name="y0")
 
     def piece(k):
         sys_k = system.system(k)

@@ -16,7 +16,7 @@ and nothing is fixed quietly (no clipping, rounding or renormalization).
 Validators
 ----------
 :func:`integer`, :func:`integer_array`, :func:`real`, :func:`choice`, :func:`boolean`, :func:`real_array`,
-:func:`unit_vector`, :func:`unit_vectors`, :func:`probability_weights`, :func:`signed_weights`,
+:func:`complex_array`, :func:`unit_vector`, :func:`unit_vectors`, :func:`probability_weights`, :func:`signed_weights`,
 :func:`unit_mass`, :func:`rng`.  "Sums to 1" / "has mass 1" is checked to one tolerance,
 :data:`MASS_TOL`, everywhere.  The allowed values of the package's string choices are in
 :mod:`meanfield.core.choices`.
@@ -30,8 +30,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["integer", "integer_array", "real", "choice", "boolean", "real_array", "unit_vector", "unit_vectors",
-           "probability_weights", "signed_weights", "unit_mass", "MASS_TOL", "rng"]
+__all__ = ["integer", "integer_array", "real", "choice", "boolean", "real_array", "complex_array", "unit_vector",
+           "unit_vectors", "probability_weights", "signed_weights", "unit_mass", "MASS_TOL", "rng"]
 
 MASS_TOL = 1e-10
 """Allowed ``| total - 1 |`` of everything that must have mass 1: token and mixture weights, the
@@ -282,6 +282,30 @@ def real_array(name, x, shape=None, *, finite=True):
         raise ValueError(f"{name} must be {what}; received shape {a.shape}")
     if not np.all(np.isfinite(a)) if finite else np.any(np.isnan(a)):     # one pass over a
         raise ValueError(f"{name} must be {what}; received {x!r}")
+    return a
+
+
+def complex_array(name, x, shape):
+    """``x`` as a complex128 array of ``shape`` (a copy only where a conversion needs one), checked finite.
+
+    Real input is accepted (coefficients with zero imaginary parts); strings, booleans, ``None`` and
+    object data are refused: ``"{name} must be a finite complex array of shape (45,); received ..."``.
+    """
+    what = f"a finite complex array of shape {_shape_text(shape)}"
+    a = None
+    if not isinstance(x, (str, bytes)) and x is not None:
+        try:
+            raw = np.asarray(x)
+            if raw.dtype.kind in "iufc":
+                a = raw.astype(np.complex128, copy=False)
+        except (TypeError, ValueError, OverflowError):
+            a = None
+    if a is None:
+        raise ValueError(f"{name} must be {what}; received {x!r}")
+    if a.shape != tuple(shape):
+        raise ValueError(f"{name} must be {what}; received shape {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be {what}; received non-finite values (NaN or inf)")
     return a
 
 

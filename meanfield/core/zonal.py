@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import validate
+from . import cost, validate
 from .heads import check_heads
 from .field_forces import field_entropies, field_velocity
-from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS, check_finite_multipliers
+from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS, Kernel, check_finite_multipliers
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
 __all__ = ["zonal_multipliers", "required_lmax", "LMAX_CRITERIA", "has_lmax_rule", "truncation_level", "ZonalOperator", "GridSpace",
@@ -62,6 +62,23 @@ def no_lmax_rule(i, head):
 
 
 LMAX_CRITERIA = ("sums", "pde")
+
+
+REQUIRED_LMAX_BYTES_PER_DEGREE = 250.0
+"""Peak bytes per degree ``l <= cap + 64`` of an lmax rule (the multipliers, the gradient growth and their
+tails; measured with tracemalloc: 80-100 for exp, 170-210 for the quadrature-based sigmoid)."""
+REQUIRED_LMAX_SECONDS = 1.2e-6
+"""Seconds per degree of a closed-form lmax rule (exp: 0.06 s at cap 50000), and per degree squared of a
+quadrature-based one (sigmoid: nodes grow with the degree; 0.2 s at cap 512, 30 s at cap 5000)."""
+
+
+def estimate_required_lmax(heads, cap) -> cost.Cost:
+    """Estimated peak memory and time of :func:`required_lmax` up to ``cap`` (sizes only, cache ignored)."""
+    n = float(cap) + 65.0
+    quad = sum(type(KERNELS[h.kernel]).multipliers is Kernel.multipliers for h in heads)
+    secs = REQUIRED_LMAX_SECONDS * ((len(heads) - quad) * n + quad * n * n)
+    return cost.Cost(f"required_lmax(cap={cap})", REQUIRED_LMAX_BYTES_PER_DEGREE * n, secs,
+                     f"multipliers of {len(heads)} head(s) up to degree cap + 64, {quad} by quadrature")
 
 
 def required_lmax(heads, tolerance, cap=LMAX_CAP, *, criterion="sums"):
@@ -102,6 +119,7 @@ def required_lmax(heads, tolerance, cap=LMAX_CAP, *, criterion="sums"):
     tolerance = validate.real("tolerance", tolerance, 0, 1, lo_open=True, hi_open=True)
     cap = validate.integer("cap", cap, 2)
     validate.choice("criterion", criterion, LMAX_CRITERIA)
+    estimate_required_lmax(heads, cap).check("a smaller cap (the largest degree the rule may choose)")
     L = 2
     for i, h in enumerate(heads):
         _check_zonal(h)

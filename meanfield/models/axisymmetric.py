@@ -250,7 +250,7 @@ class AxisymmetricPDE:
 
     def velocity(self, b):
         """Tangential speed ``u(t) sqrt(1 - t^2)`` at the nodes (signed: > 0 towards the axis)."""
-        return self.fields(b)["u"] * np.sqrt(1 - self.nodes**2)
+        return self.fields(validate.real_array("b", b, (self.lmax + 1,)))["u"] * np.sqrt(1 - self.nodes**2)
 
     def tendency(self, b):
         """``d b / dt``, shape (lmax+1,)."""
@@ -276,7 +276,7 @@ class AxisymmetricPDE:
     def energies(self, b):
         """Per-head energies ``E_h = 1/2 int int K_h(lambda <x, y>) f(x) f(y) dsigma dsigma``, shape (H,); for a
         Sinkhorn head ``E_S = -(1/beta) int log a f dsigma`` (MODEL.md section 6)."""
-        b = np.asarray(b, dtype=float)
+        b = validate.real_array("b", b, (self.lmax + 1,))
         f = b @ self._Q
         return np.array([0.5 * (m["potential"] * b) @ b if res is None
                          else -(self.weights * np.log(res.a) * f).sum() / h.beta

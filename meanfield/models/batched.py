@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .fastsum import SpectralSum, spectral_supported
-from .particles import UNIT_NORM_TOL
+from .particles import UNIT_NORM_TOL, check_stage
 from ..core import cost, validate
 from ..core.choices import GEOMETRIES
 from ..core.heads import Head, check_exp_range, check_heads
@@ -290,8 +290,13 @@ class BatchedSystem:
         """Right-hand side for :func:`meanfield.core.integrate.integrate`; ``y`` of shape (B, n, d).
 
         The unit-norm check is skipped (Runge-Kutta stages leave the sphere by O(dt^2)); the formula
-        is a smooth extension of the field off the sphere, as for ``ParticleSystem.rhs``.
+        is a smooth extension of the field off the sphere, as for ``ParticleSystem.rhs``; NaN and inf are
+        passed on to the driver (which rejects the step), type and shape checked.
         """
+        y = check_stage(y, self.d, ("B" if self.batch is None else self.batch, "n"))
+        if self.batch is not None and y.shape[0] != self.batch:
+            raise ValueError(f"y must have B = {self.batch} systems along axis 0 (one per set of heads); received "
+                             f"shape {y.shape}")
         return self._velocity(y)
 
 class _BatchSums:

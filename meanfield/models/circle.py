@@ -145,14 +145,17 @@ class CirclePDE:
         """Length of the real state vector, ``2 (kmax + 1)``."""
         return 2 * (self.kmax + 1)
 
-    def state(self, c):
-        """Real state vector (a copy) from Fourier coefficients ``c_0..c_K`` (complex, (kmax+1,))."""
-        c = np.asarray(c, dtype=np.complex128)
-        if c.shape != (self.kmax + 1,) or not np.all(np.isfinite(c)):
-            raise ValueError(f"c must be finite with shape ({self.kmax + 1},); received shape {c.shape}")
+    def state(self, c, name="c"):
+        """Real state vector (a copy) from Fourier coefficients ``c_0..c_K`` (complex, (kmax+1,));
+        ``name`` names the argument in the message of a refusal."""
+        c = self.check_coefficients(c, name)
         c = c.copy()
         c[0] = c[0].real
         return c.view(np.float64).copy()
+
+    def check_coefficients(self, c, name="c"):
+        """``c`` as complex128 (kmax+1,), checked finite (a named ValueError otherwise)."""
+        return validate.complex_array(name, c, (self.kmax + 1,))
 
     def coefficients(self, y):
         """Fourier coefficients ``c_0..c_K`` from a real state vector (a view; complex or non-numeric ``y`` refused)."""
@@ -230,7 +233,7 @@ class CirclePDE:
 
     def velocity(self, c):
         """Velocity ``X(theta)`` along ``e_theta`` on the grid."""
-        return self.fields(c)["X"]
+        return self.fields(self.check_coefficients(c))["X"]
 
     def tendency(self, c):
         """``d c_k / dt = -i k (f X)_k - nu k^2 c_k``, shape (kmax+1,)."""
@@ -251,7 +254,7 @@ class CirclePDE:
     def energies(self, c):
         """Per-head energies ``1/2 int int K_h(<x, M_h y>) f f``, shape (H,); for a Sinkhorn head
         ``E_S = -(1/beta) int log a f`` (MODEL.md section 6)."""
-        c = np.asarray(c)
+        c = self.check_coefficients(c)
         if self.zonal:
             p = np.abs(c) ** 2
             p[1:] *= 2

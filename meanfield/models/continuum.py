@@ -143,11 +143,20 @@ class ContinuumPDE:
         return to_real(np.array(self.grid._alm(rho_lm, "rho_lm"), dtype=np.complex128))
 
     def coefficients(self, y):
-        """Coefficients ``rho_lm`` (nalm,) from a real state vector ``y`` (a view)."""
-        y = np.asarray(y, dtype=float)
-        if y.shape != (self.n_state,):
-            raise ValueError(f"y must have shape ({self.n_state},) for lmax = {self.lmax}; received shape {y.shape}")
-        return from_real(y)
+        """Coefficients ``rho_lm`` (nalm,) from a real state vector ``y`` (a view; complex or non-numeric ``y``
+        refused, NaN and inf passed on: the driver rejects a non-finite stage)."""
+        a = None if isinstance(y, (str, bytes)) or y is None else np.asarray(y)
+        if a is None or a.dtype.kind not in "fiu":
+            raise ValueError(f"y must be a real state vector of shape ({self.n_state},) (the re, im pairs of "
+                             f"rho_lm) for lmax = {self.lmax}; received {type(y).__name__}"
+                             + ("" if a is None else f" of dtype {a.dtype}"))
+        if a.shape != (self.n_state,):
+            raise ValueError(f"y must have shape ({self.n_state},) for lmax = {self.lmax}; received shape {a.shape}")
+        return from_real(a)
+
+    def check_coefficients(self, rho_lm, name="rho_lm"):
+        """``rho_lm`` as complex128 (nalm,), checked finite (a named ValueError otherwise)."""
+        return validate.complex_array(name, rho_lm, (self.grid.nalm,))
 
     def trajectory_coefficients(self, traj):
         """``rho_lm`` (T, nalm) at every recorded time of a :func:`meanfield.solve_continuum` trajectory."""
@@ -229,7 +238,7 @@ class ContinuumPDE:
 
     def velocity(self, rho_lm):
         """Velocity ``X[rho]`` at the grid nodes as Cartesian tangent vectors, shape (nlat, nlon, 3)."""
-        return self.grid.to_cartesian(self.fields(rho_lm)["X"])
+        return self.grid.to_cartesian(self.fields(self.check_coefficients(rho_lm))["X"])
 
     def _zonal_flux(self, rho_lm):
         """``rho X`` on the grid (a work array) for zonal heads: the gradient of the summed mean
@@ -248,8 +257,13 @@ class ContinuumPDE:
         return out
 
     def rhs(self, t, y):
-        """Right-hand side ``rhs(t, y)`` on the real state vector."""
-        return to_real(self.tendency(from_real(np.ascontiguousarray(y))))
+        """Right-hand side ``rhs(t, y)`` on the real state vector (NaN or inf anywhere in ``y`` gives a NaN
+        result, passed on to the driver, which rejects the stage)."""
+        rho_lm = self.coefficients(y)
+        out = to_real(self.tendency(rho_lm))
+        if not np.isfinite(rho_lm).all():       # one O(nalm) pass: a NaN in an unused slot (im of m = 0) too
+            out[...] = np.nan
+        return out
 
     def transport(self, rho_lm):
         """``d rho_lm / dt`` without the diffusion: ``-div(rho X)`` as coefficients (nalm,)."""
@@ -282,8 +296,8 @@ class ContinuumPDE:
         """Per-head energies, shape (H,): ``E_h = 1/2 int int K_h(<x, M_h y>) rho(x) rho(y)`` and, for a
         Sinkhorn head, ``E_S = -(1/beta) int log a rho`` (MODEL.md section 6; ``dE_S/dt = int |X|^2 rho``)."""
         g = self.grid
+        rho_lm = self.check_coefficients(rho_lm)
         if self.zonal:
-            rho_lm = g._alm(rho_lm, "rho_lm")
             scalings = self.scalings(rho_lm)
             rho = g.synthesis(rho_lm) if any(r is not None for r in scalings) else None
             return np.array([0.5 * g.inner(rho_lm, g.multiply_degree(rho_lm, m["potential"])) if res is None

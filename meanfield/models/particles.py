@@ -102,6 +102,21 @@ def check_tokens(X, d=None, geometry="sphere", name="X"):
     return X
 
 
+def check_stage(y, d, lead=("n",), name="y"):
+    """A Runge-Kutta stage ``y`` of shape ``(*lead, d)`` for ``rhs(t, y)``: a real array (no copy), checked for
+    type and shape only, in O(1): stages leave the sphere by O(dt^2) and NaN or inf are passed on to the driver,
+    which rejects the step."""
+    a = None if isinstance(y, (str, bytes)) or y is None else np.asarray(y)
+    want = "(" + ", ".join(map(str, lead)) + f", {d})"
+    if a is None or a.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must be a real array of shape {want} (the tokens X of this system); received "
+                         f"{type(y).__name__}" + ("" if a is None else f" of dtype {a.dtype}"))
+    if a.ndim != len(lead) + 1 or a.shape[-1] != d or 0 in a.shape:
+        raise ValueError(f"{name} must be a real array of shape {want} (the tokens X of this system); received "
+                         f"shape {a.shape}")
+    return a
+
+
 def check_weights(w, n, name="w"):
     """Validate token weights: shape (n,), finite, nonnegative, summing to 1. None -> uniform."""
     return validate.probability_weights(name, w, n)
@@ -440,6 +455,7 @@ class ParticleSystem:
         check is skipped here: the formula is a smooth extension of the field off the sphere
         (the spectral sum evaluates the field at ``y / |y|``, another smooth extension).
         """
+        y = check_stage(y, self.d)
         return self._velocity(y, np.full(y.shape[0], 1.0 / y.shape[0]))
 
     def weighted_rhs(self, w):
@@ -447,6 +463,7 @@ class ParticleSystem:
         w = check_weights(w, len(w))
 
         def rhs(t, y):
+            y = check_stage(y, self.d)
             if y.shape[0] != w.shape[0]:
                 raise ValueError(f"y must have {w.shape[0]} rows (one per weight); received shape {y.shape}")
             return self._velocity(y, w)

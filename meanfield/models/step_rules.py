@@ -60,8 +60,17 @@ def _unit(U):
 
 
 def directions(y, rule):
-    """The tokens on the sphere of a state ``y`` of ``rule`` (``z / |z|`` for the radial rules)."""
+    """The tokens on the sphere of a state ``y`` (B, n, d) of ``rule`` (``z / |z|`` for the radial rules);
+    ``y`` must be finite and real (nonzero rows for the radial rules)."""
     validate.choice("rule", rule, STEP_RULES)
+    y = validate.real_array("y", y, ("B", "n", "d"))
+    if rule in RADIAL_RULES and not np.all(np.einsum("...d,...d->...", y, y) > 0):
+        raise ValueError(f"y rows must be nonzero for rule {rule!r} (the state z = r x has a radius r > 0 per token); "
+                         f"received a zero row")
+    return _directions(y, rule)
+
+
+def _directions(y, rule):
     return retract_batched(y) if rule in RADIAL_RULES else y
 
 
@@ -80,6 +89,7 @@ def check_state(system, y, rule, name="y"):
     The sphere rules need unit rows on a spherical system (``system.check``); the radial rules
     (:data:`RADIAL_RULES`) need finite rows ``z = r x`` with ``r > 0`` whose directions ``system.check`` accepts.
     """
+    validate.choice("rule", rule, STEP_RULES)
     if rule not in RADIAL_RULES:
         return system.check(y, name)
     y = validate.real_array(name, y, ("B", "n", "d"))
@@ -134,6 +144,9 @@ class StepRule(Stepper):
 
     def __post_init__(self):
         validate.choice("rule", self.name, STEP_RULES)
+        validate.integer("order", self.order, 1, 1, what="1 (the order of every rule's continuous-time limit)")
+        if self.layer_dt is not None:
+            validate.real("layer_dt", self.layer_dt, positive=True)
 
     @property
     def reuses_k0(self) -> bool:
@@ -228,7 +241,7 @@ def iterate(system, X0, dt, n_steps, rule="post_ln", *, observe=None, every=1, s
     estimate_iterate(system, y.shape, n_steps, every, save_states).check(
         "fewer n_steps, a larger every or save_states=False")              # before the records are laid out
     y = y.copy()
-    hook = None if observe is None else (lambda t, y: observe(t, directions(y, rule)))
+    hook = None if observe is None else (lambda t, y: observe(t, _directions(y, rule)))
     if n_steps == 0:                                     # nothing to step: the start alone
         obs = {} if hook is None else {k: np.asarray(v)[None] for k, v in hook(0.0, y).items()}
         return Trajectory(t=np.zeros(1), y=y[None].copy() if save_states else None, observables=obs, y_final=y,

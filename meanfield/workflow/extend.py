@@ -42,7 +42,10 @@ __all__ = ["extend", "extended_name"]
 
 def extended_name(dataset: str, t_final: float) -> str:
     """File name of the extension to ``t_final`` of the dataset file ``dataset`` (``result.nc`` -> ``result_to_2.4.nc``)."""
-    return f"{Path(dataset).stem}_to_{float(t_final):g}.nc"
+    if not isinstance(dataset, (str, Path)) or not Path(dataset).stem:
+        raise ValueError(f"dataset must be the path of a dataset file (str or Path); received {dataset!r}")
+    t_final = validate.real("t_final", t_final)
+    return f"{Path(dataset).stem}_to_{t_final:g}.nc"
 
 
 def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
@@ -86,12 +89,14 @@ def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
     frame = (times[-1] - times[0]) / max(times.size - 1, 1)
     k = max(1, math.ceil((t_final - t1) / frame - 1e-9))
     leg = replace(config, integrator=replace(config.integrator, t_final=t_final - t1, n_frames=k + 1))
-    est = estimate_cost(leg, pilot=False)    # the new leg from sizes (its start is not the config's: no pilot)
+    what = f"extend to t_final = {t_final:g} from t = {t1:g} ({k} new frames)"
+    fix = "a t_final closer to the run's last time"
     joined = 2.0 * float(ds.nbytes) * (k + times.size) / max(times.size, 1)    # the new frames and the joined copy
-    cost.guard(f"extend to t_final = {t_final:g} from t = {t1:g} ({k} new frames)",
-               bytes=est["memory_bytes"] + joined, seconds=est["seconds"],
-               detail="preflight.estimate_cost of the new leg (sizes only), plus the joined dataset",
-               fix="a t_final closer to the run's last time")
+    # the frames alone first: the preflight lays out the leg's (k + 1) frame times
+    cost.guard(what, bytes=joined + 8.0 * (k + 1), detail="the joined dataset and the new frame times", fix=fix)
+    est = estimate_cost(leg, pilot=False)    # the new leg from sizes (its start is not the config's: no pilot)
+    cost.guard(what, bytes=est["memory_bytes"] + joined, seconds=est["seconds"],
+               detail="preflight.estimate_cost of the new leg (sizes only), plus the joined dataset", fix=fix)
     t_new = np.linspace(0.0, t_final - t1, k + 1)
     previous = json.loads(ds.attrs.get("extended_from", "[]"))
     settings = paired_settings(config)

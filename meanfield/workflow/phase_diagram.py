@@ -37,7 +37,7 @@ from ..core.heads import scalar_heads
 from ..core.kernels import NORMALIZATIONS
 from ..core.random_heads import SCORE_ENSEMBLES, VALUE_ENSEMBLES, random_heads
 from ..models.batched import BatchedSystem
-from ..models.step_rules import STEP_RULES, estimate_iterate, iterate
+from ..models.step_rules import ITERATE_BYTES_PER_RECORD, STEP_RULES, estimate_iterate, iterate
 from . import results
 
 __all__ = ["PhaseDiagramConfig", "load_phase_config", "phase_diagram", "equiangular_curve", "PHASE_SCHEDULERS",
@@ -99,6 +99,14 @@ class PhaseDiagramConfig:
         validate.real("pair_threshold", self.pair_threshold, -1, 1)
         validate.real("cluster_threshold", self.cluster_threshold, -1, 1)
         validate.real("rank_tol", self.rank_tol, 0, lo_open=True)
+        # the memory of the sizes alone, before any head or token exists (the time is phase_diagram's guard)
+        records = self.n_steps // self.record_every + 2
+        mem = (32.0 * self.batch * float(self.n) ** 2 + 32.0 * self.batch * self.n * self.d
+               + records * (8.0 * len(self.betas) * len(MEASURES) + ITERATE_BYTES_PER_RECORD))
+        cost.guard(f"PhaseDiagramConfig(batch={self.batch}, n={self.n}, d={self.d}, t_final={self.t_final:g}, "
+                   f"dt={self.dt:g}, record_every={self.record_every})", bytes=mem,
+                   detail=f"(batch, n, n) score blocks and {records} records of {len(self.betas)} betas",
+                   fix="a smaller batch or n, a larger dt or record_every, or a shorter t_final")
 
     @property
     def n_steps(self) -> int:
@@ -163,6 +171,8 @@ def _cell(config, beta):
 def equiangular_curve(config):
     """Equiangular clustering time from ``gamma = 0`` to ``pair_threshold`` per beta (NaN where the
     closed form does not apply: random heads)."""
+    if not isinstance(config, PhaseDiagramConfig):
+        raise ValueError(f"config must be a PhaseDiagramConfig; received {type(config).__name__}")
     if config.score != "identity" or config.value != "identity":
         return np.full(len(config.betas), np.nan)
     return np.array([theory.clustering_time(0.0, config.pair_threshold, [1.0], b, config.n,

@@ -51,7 +51,10 @@ def solve_reduced(pde, c0, t_final, *, method="dopri5", step=None, save=None, ch
                          f"meanfield.core.model.ReducedDensityModel); received {type(pde).__name__}, missing "
                          f"{missing(pde, ReducedDensityModel)}")
     t_final = validate.real("t_final", t_final, positive=True)
-    y0 = pde.state(c0)
+    try:
+        y0 = pde.state(c0)
+    except ValueError as err:                           # the model names its own argument (c, b): say which one
+        raise ValueError(f"c0 (the initial coefficients): {err}") from None
     mass = pde.mass(pde.coefficients(y0))
     validate.unit_mass("c0", mass)
     sc = option("step", step, StepControl).with_defaults(1e-8, 1e-12)
