@@ -100,15 +100,21 @@ def scale_rows(data):
     rows = [dict(n=s["n"], stage_factor=1.0, ramp_rate=data["hysteresis"]["ramp_rate_slow_down"], seeds=s["seeds"],
                  down=tuple(s["jump_down"]), up=tuple(s["jump_up"]), main=True)]
     for r in (data.get("hysteresis_scale") or {}).get("rows", []):
+        # a seed whose down ramp never jumps (uniform to the ramp's end: censored) has no up jump to read
+        down = np.array([np.nan if x is None else x for x in r["jump_down"]], float)
+        up = np.array([np.nan if x is None else x for x in r["jump_up"]], float)[np.isfinite(down)]
         rows.append(dict(n=r["n"], stage_factor=r["stage_factor"], ramp_rate=r["ramp_rate"], seeds=r["seeds"],
-                         down=mean_ci95(r["jump_down"]), up=mean_ci95(r["jump_up"]), main=False))
+                         down=mean_ci95(down), up=mean_ci95(up), censored=int((~np.isfinite(down)).sum()),
+                         main=False))
     return rows
 
 
 def scale_checks(data) -> dict:
     """The loop narrows toward [nu_#, nu_fold] as the ramp slows, at each n with three or more rates: the lags
     ``nu_# - down`` and ``up - nu_fold`` of the seed means fall strictly with the rate, and the fastest and the
-    slowest rate's intervals are disjoint (the decrease is larger than the seed scatter)."""
+    slowest rate's intervals are disjoint (the decrease is larger than the seed scatter).  Seeds still uniform at
+    the end of a down ramp are censored: left out of the down mean (so the fast ramp's lag is a lower bound, which
+    only strengthens a falling lag) and of the up jumps (never clustered, no jump to read)."""
     s = data["summary"]
     by = {}
     for r in scale_rows(data):
@@ -123,7 +129,10 @@ def scale_checks(data) -> dict:
         lag_u = [r["up"][0] - s["nu_fold"] for r in rows]
         fall = lambda x: bool(np.all(np.diff(x) < 0))                # noqa: E731
         apart = lambda a, b: bool(abs(a[0] - b[0]) > a[1] + b[1])    # noqa: E731
-        res[n] = dict(lag_down=lag_d, lag_up=lag_u, rates=[r["ramp_rate"] for r in rows],
+        lr = np.log([r["ramp_rate"] for r in rows])
+        slopes = [float(np.polyfit(lr, np.log(lag), 1)[0]) if np.all(np.array(lag) > 0) else float("nan")
+                  for lag in (lag_d, lag_u)]
+        res[n] = dict(lag_down=lag_d, lag_up=lag_u, rates=[r["ramp_rate"] for r in rows], exponents=slopes,
                       down_falls=fall(lag_d), up_falls=fall(lag_u),
                       down_apart=apart(rows[0]["down"], rows[-1]["down"]), up_apart=apart(rows[0]["up"], rows[-1]["up"]))
     return {"scale": res, "loop_narrows": bool(res) and all(v["down_falls"] and v["up_falls"] and v["down_apart"]
@@ -337,13 +346,18 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     srows = [[r["n"], f"{r['stage_factor']:g}", f"{r['ramp_rate']:.3g}", r["seeds"],
               f"{_f(r['down'][0], 4)} +- {_f(r['down'][1], 2)}", f"{s['nu_sharp'] - r['down'][0]:.4f}",
               f"{_f(r['up'][0], 4)} +- {_f(r['up'][1], 2)}", f"{r['up'][0] - s['nu_fold']:+.4f}",
-              "main run above" if r["main"] else ""] for r in scale_rows(data)]
+              "main run above" if r["main"] else
+              (f"{r['censored']} seed(s) still uniform at the down ramp's end (censored: lag larger; no up jump)"
+               if r["censored"] else "")] for r in scale_rows(data)]
     scale_table = markdown_table(["n", "stage time x", "dnu/dt (slow part)", "seeds", "down jump (95 % t)",
                                   "nu_# - down", "up jump (95 % t)", "up - nu_fold", ""], srows)
     scale_text = "; ".join(f"n = {n}: lags down {', '.join(f'{x:.4f}' for x in v['lag_down'])}, up "
                            f"{', '.join(f'{x:+.4f}' for x in v['lag_up'])} at dnu/dt = "
                            f"{', '.join(f'{x:.3g}' for x in v['rates'])} (falling: {v['down_falls']}, {v['up_falls']}; "
-                           f"fastest vs slowest intervals disjoint: {v['down_apart']}, {v['up_apart']})"
+                           f"fastest vs slowest intervals disjoint: {v['down_apart']}, {v['up_apart']}); log-log "
+                           f"slope of the lag against the rate (three points: an observation, no interval): down "
+                           f"{v['exponents'][0]:.2f}, up {v['exponents'][1]:.2f} (passage through a fold's ghost: 2/3 "
+                           f"for the up lag; a delayed pitchfork: about 1/2, up to logs, for the down lag)"
                            for n, v in c["scale"].items()) or "fewer than three ramp rates at one n in this mode"
     d3 = b.get("degree_three")
     if d3 is not None and d3["solved"]:
