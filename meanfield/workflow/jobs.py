@@ -200,7 +200,7 @@ AUTO_CHECKPOINT_S = 60.0
 def _checkpoint_every(config):
     if config.outputs.checkpoint_every is not None:
         return None                          # the config's own
-    if estimate_cost(config)["seconds"] > AUTO_CHECKPOINT_S:
+    if estimate_cost(config, pilot=False)["seconds"] > AUTO_CHECKPOINT_S:   # from sizes: the same decision every time
         return config.integrator.t_final / 20
     return None
 
