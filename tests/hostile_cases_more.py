@@ -90,7 +90,7 @@ entry("continuation.switch_branch", _ct.switch_branch,
 # --------------------------------------------------------------------------------- sphere states
 @functools.cache
 def SPDE():
-    return mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 4.0), lmax=8)
+    return mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 4.0), lmax=8, kernel_tol=1e-4)   # 8.5e-5 truncated: small
 
 
 @functools.cache
@@ -100,8 +100,14 @@ def S_RHO():
     return g.analysis((1.0 + 0.3 * g.nodes[..., 2]) / (4 * np.pi))
 
 
-_PDE_BAD = [None, "pde", mf.CirclePDE(mf.scalar_heads([1.0], 2), kmax=8),
-            mf.ContinuumPDE(mf.random_symmetric_heads(3, 1, seed=0), lmax=4)]    # a non-zonal head
+@functools.cache
+def _pde_bad():
+    """Models that are no zonal ContinuumPDE: another model, a non-zonal head (built lazily, on first use)."""
+    return [None, "pde", mf.CirclePDE(mf.scalar_heads([1.0], 2), kmax=8, kernel_tol=1e-6),
+            mf.ContinuumPDE(mf.random_symmetric_heads(3, 1, seed=0), lmax=4)]
+
+
+_PDE_BAD = lambda b: _pde_bad()                                                      # noqa: E731
 _RHO_LM = lambda b: array(S_RHO(), complex_ok=True)                                  # noqa: E731
 entry("sphere_states.gibbs_map", _ss.gibbs_map, lambda: dict(pde=SPDE(), rho_lm=S_RHO(), nu=0.5),
       bad={"pde": _PDE_BAD, "rho_lm": _RHO_LM, "nu": real_pos()})
@@ -128,3 +134,53 @@ entry("sphere_states.sphere_branch", _ss.sphere_branch,
            "tol": real_pos(), "maxiter": int_pos(1), "mode": [None, "m", (0, 0, "re"), (1, 0, "bogus")]},
       names={"amplitudes": ("amplitude",), "start": ("rho_lm0",), "nu_start": ("nu",), "mode": ("mode",)},
       finite=False)
+
+
+# --------------------------------------------------------------------------------- workflow: preflight, view
+from meanfield.workflow import preflight as _pf, view as _vw  # noqa: E402
+from meanfield.workflow.config import RunConfig  # noqa: E402
+
+_RUN = {"pde": {"lmax": 11}, "particles": {"n": 40}, "initial": {"kappas": [1.0]}, "seed": 3,
+        "integrator": {"t_final": 0.1, "n_frames": 2}, "outputs": {"figures": False, "animation": False}}
+
+
+@functools.cache
+def RUN_CFG():
+    return RunConfig.from_dict(_RUN)
+
+
+@functools.cache
+def RUN_FILE():
+    """A small run's result file (the run of hostile_cases_analysis.RUN_DS) and a file of each wrong kind."""
+    import tempfile
+    from pathlib import Path
+
+    from hostile_cases_analysis import RUN_DS
+
+    from meanfield.workflow import results
+
+    d = Path(tempfile.mkdtemp())
+    (d / "notes.nc").write_text("not a NetCDF file\n")
+    __import__("xarray").Dataset({"x": ("i", np.arange(3.0))}).to_netcdf(d / "other.nc")
+    return str(results.save(RUN_DS(), d / "result.nc")), d
+
+
+_CONFIG_BAD = [None, "cfg", dict(_RUN)]
+entry("preflight.estimate_cost", _pf.estimate_cost, lambda: dict(config=RUN_CFG(), pilot=False),
+      bad={"config": _CONFIG_BAD, "pilot": flag()})
+entry("preflight.preflight", _pf.preflight, lambda: dict(config=RUN_CFG(), force=False),
+      bad={"config": _CONFIG_BAD, "force": flag()}, traced=False)       # its pilot runs the PDE: slow under tracemalloc
+entry("preflight.available_memory", _pf.available_memory, lambda: dict())
+_PATH_BAD = lambda b: [None, 3, str(RUN_FILE()[1] / "missing.nc"), str(RUN_FILE()[1] / "notes.nc"),  # noqa: E731
+                       str(RUN_FILE()[1] / "other.nc")]
+_PATH_NAMES = ("path", "file", "meanfield result")
+entry("view.load_viewable", _vw.load_viewable, lambda: dict(path=RUN_FILE()[0]), bad={"path": _PATH_BAD},
+      names={"path": _PATH_NAMES})
+entry("view.default_output", _vw.default_output, lambda: dict(path="result.nc"), bad={"path": [None, 3, 2.5]})
+entry("view.build_figure", _vw.build_figure, lambda: dict(kind="run", ds=_vw.load_viewable(RUN_FILE()[0])[1]),
+      bad={"kind": choice(), "ds": [None, "ds"], "max_frames": int_pos(2), "max_particles": int_pos(1),
+           "nlat": int_pos(4)}, huge={"nlat": [HUGE]}, traced=False)      # plotly figures: slow under tracemalloc
+entry("view.write_view", _vw.write_view,
+      lambda: dict(path=RUN_FILE()[0], out=str(RUN_FILE()[1] / "page.html")),
+      bad={"path": _PATH_BAD, "out": [3, str(RUN_FILE()[1] / "page.txt")], "max_frames": int_pos(2),
+           "nlat": int_pos(4)}, huge={"nlat": [HUGE]}, names={"path": _PATH_NAMES, "out": ("--out",)}, traced=False)
