@@ -76,9 +76,14 @@ class Branch:
 
 def tangent(Fu, Fp, previous=None):
     """Unit null vector of ``[F_u  F_p]`` (n, n+1), oriented so that ``<t, previous> > 0`` (else ``t_p > 0``)."""
+    Fu = validate.real_array("Fu", Fu)
+    if Fu.ndim != 2 or Fu.shape[0] != Fu.shape[1]:
+        raise ValueError(f"Fu must be a square (n, n) matrix (the Jacobian in u); received shape {Fu.shape}")
+    Fp = validate.real_array("Fp", Fp, (Fu.shape[0],))
     A = np.column_stack([Fu, Fp])
     t = np.linalg.svd(A)[2][-1]
-    ref = previous if previous is not None else np.r_[np.zeros(Fu.shape[1]), 1.0]
+    ref = validate.real_array("previous", previous, (Fu.shape[1] + 1,)) if previous is not None else \
+        np.r_[np.zeros(Fu.shape[1]), 1.0]
     return -t if t @ ref < 0 else t
 
 
@@ -113,6 +118,11 @@ def continue_branch(F, jacobian, u0, p0, *, ds=0.05, ds_min=1e-6, ds_max=0.5, p_
     test functions change sign by construction and are not reported.  The march ends when ``p`` leaves ``p_range``, after ``max_steps`` points, when the corrector
     fails at ``ds_min`` (status 1), or when ``stop(u, p)`` returns a message (status 2).
     """
+    for name, f in (("F", F), ("jacobian", jacobian)):
+        if not callable(f):
+            raise ValueError(f"{name} must be a callable {name}(u, p); received {f!r}")
+    if stop is not None and not callable(stop):
+        raise ValueError(f"stop must be None or a callable stop(u, p) returning a message; received {stop!r}")
     u = validate.real_array("u0", u0).astype(float).copy()
     p = validate.real("p0", p0)
     ds = validate.real("ds", ds, positive=True)
@@ -122,11 +132,12 @@ def continue_branch(F, jacobian, u0, p0, *, ds=0.05, ds_min=1e-6, ds_max=0.5, p_
         raise ValueError(f"ds must lie in [ds_min, ds_max] = [{ds_min:g}, {ds_max:g}]; received ds = {ds:g}")
     tol = validate.real("tol", tol, positive=True)
     tol_s = validate.real("tol_s", tol_s, positive=True)
-    if len(p_range) != 2 or not validate.real("p_range[0]", p_range[0], finite=False) < \
-            validate.real("p_range[1]", p_range[1], finite=False):
+    if not isinstance(p_range, (tuple, list, np.ndarray)) or len(p_range) != 2 or \
+            not validate.real("p_range[0]", p_range[0], finite=False) < validate.real("p_range[1]", p_range[1],
+                                                                                     finite=False):
         raise ValueError(f"p_range must be (low, high) with low < high; received {p_range!r}")
     max_steps = validate.integer("max_steps", max_steps, 1)
-    if direction not in (1, -1, 1.0, -1.0):
+    if isinstance(direction, (bool, np.bool_)) or direction not in (1, -1, 1.0, -1.0):
         raise ValueError(f"direction must be +1 or -1; received {direction!r}")
     if t0 is not None and direction != 1:
         raise ValueError("direction must be left at +1 with t0 (the initial tangent gives the sense); received "
@@ -214,6 +225,6 @@ def switch_branch(F, jacobian, point: SpecialPoint, *, side=1.0, **kw) -> Branch
     branch (the uniform state) ``phi`` is the critical mode, the tangent of the new branch there."""
     if not isinstance(point, SpecialPoint) or point.kind != "branch_point":
         raise ValueError(f"point must be a SpecialPoint of kind 'branch_point'; received {point!r}")
-    if side not in (1, -1, 1.0, -1.0):
+    if isinstance(side, (bool, np.bool_)) or side not in (1, -1, 1.0, -1.0):
         raise ValueError(f"side must be +1 or -1; received {side!r}")
     return continue_branch(F, jacobian, point.u, point.p, t0=side * np.r_[point.phi, 0.0], **kw)

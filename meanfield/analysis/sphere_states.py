@@ -77,6 +77,19 @@ def _check(pde):
     return pde
 
 
+def _coeffs(grid, x, name):
+    """Spherical-harmonic coefficients ``x`` (nalm,) of ``grid``, finite (named ValueError otherwise)."""
+    a = grid._alm(x, name)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must hold finite coefficients; received {int(np.count_nonzero(~np.isfinite(a)))} "
+                         f"non-finite (NaN or inf) of {a.size}")
+    return a
+
+
+def _step(h):
+    return validate.real("h", h, positive=True)
+
+
 class _Ops:
     """The potential and its linearization on one grid (the model's, or a finer one for the resolution check).
 
@@ -160,12 +173,15 @@ def gibbs_map(pde, rho_lm, nu):
     pde = _check(pde)
     nu = validate.real("nu", nu, positive=True)
     ops = _Ops(pde, pde.grid)
-    return pde.grid.analysis(ops.gibbs(pde.grid._alm(rho_lm, "rho_lm"), nu)[0])
+    return pde.grid.analysis(ops.gibbs(_coeffs(pde.grid, rho_lm, "rho_lm"), nu)[0])
 
 
 def rotation_generators(grid: SphereGrid, rho_lm):
     """``L_k rho`` (3, nalm), ``k = x, y, z``: ``(e_k x x) . grad rho``, the tangents of the rotation orbit
     (degree-preserving, so exact on the grid)."""
+    if not isinstance(grid, SphereGrid):
+        raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
+    rho_lm = _coeffs(grid, rho_lm, "rho_lm")
     grad = grid.to_cartesian(grid.gradient(rho_lm))
     x = grid.nodes
     out = np.empty((3, grid.nalm), np.complex128)
@@ -187,9 +203,11 @@ def _complex(v):
 def sphere_resolution_error(pde, rho_lm, nu) -> float:
     """The potential's truncation (its top third of degrees relative to its largest, as for the axisymmetric
     solver) and the quadrature error of ``G`` (the model's grid against one twice as fine), the larger."""
+    pde = _check(pde)
+    nu = validate.real("nu", nu, positive=True)
     g = pde.grid
+    rho_lm = _coeffs(g, rho_lm, "rho_lm")
     ops = _Ops(pde, g)
-    rho_lm = g._alm(rho_lm)
     mults = [ops.linear] + [m for _, m in ops.normalizing + ops.solving]
     pot = [np.abs(m * rho_lm)[g.l_index >= 1] for m in mults if np.any(m)]
     top = max(float(p.max()) for p in pot)
@@ -234,7 +252,7 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
     """
     pde = _check(pde)
     g = pde.grid
-    rho = np.array(g._alm(rho_lm0, "rho_lm0"), dtype=np.complex128)
+    rho = np.array(_coeffs(g, rho_lm0, "rho_lm0"), dtype=np.complex128)
     mass = g.integrate(g.synthesis(rho))
     if abs(mass - 1.0) > 1e-10:
         raise ValueError(f"rho_lm0 must have mass 1 (within 1e-10); received mass {mass!r}")
@@ -242,11 +260,12 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
     tol = validate.real("tol", tol, positive=True)
     maxiter = validate.integer("maxiter", maxiter, 1)
     phase = validate.boolean("phase", phase)
+    krylov_maxiter = validate.integer("krylov_maxiter", krylov_maxiter, 1)
+    k, part = _mode(g, mode)                  # checked whether or not amplitude holds it
     ops = _Ops(pde, g)
     n = 2 * g.nalm
     j = None                                  # the held coefficient's slot of the real vector carries delta nu
     if amplitude is not None:
-        k, part = _mode(g, mode)
         j = k + (g.nalm if part == "im" else 0)
         a = validate.real("amplitude", amplitude)
         if part == "re":
@@ -338,9 +357,9 @@ def sphere_spectrum(pde, rho_lm, nu, k=10, *, h=1e-6):
 
     model = replace(pde, nu=validate.real("nu", nu, 0.0))
     g = model.grid
-    rho = np.array(g._alm(rho_lm, "rho_lm"), dtype=np.complex128)
-    k = validate.integer("k", k, 1)
-    step = h * np.abs(rho).max()
+    rho = np.array(_coeffs(g, rho_lm, "rho_lm"), dtype=np.complex128)
+    k = validate.integer("k", k, 1, 2 * g.nalm - 2)           # ARPACK: k < n - 1 for the (n, n) real operator
+    step = _step(h) * np.abs(rho).max()
     n = 2 * g.nalm
 
     def matvec(v):
@@ -378,8 +397,9 @@ def sphere_block_spectrum(pde, rho_lm, nu, m, *, h=1e-6):
 
     model = replace(pde, nu=validate.real("nu", nu, 0.0))
     g = model.grid
-    rho = np.array(g._alm(rho_lm, "rho_lm"), dtype=np.complex128)
+    rho = np.array(_coeffs(g, rho_lm, "rho_lm"), dtype=np.complex128)
     m = validate.integer("m", m, 0, g.lmax)
+    h = _step(h)
     off = np.abs(rho[g.m_index > 0]).max(initial=0.0)
     if off > 1e-12 * np.abs(rho).max():
         raise ValueError(f"rho_lm must be axisymmetric about the z axis (m != 0 coefficients 0, to 1e-12 relative) "
@@ -414,6 +434,10 @@ def sphere_branch(pde, amplitudes, start, nu_start, *, tol=1e-10, maxiter=30, mo
     (``amplitude=``) warm-started from the last; ``start``: coefficients near the first state (e.g. a degree-1
     cluster along z, or uniform plus a small degree-3 ``xyz`` pattern), ``nu_start`` its ``nu``.  A list of
     :class:`SphereState`, ending at the first failure."""
+    amplitudes = validate.real_array("amplitudes", amplitudes)
+    if amplitudes.ndim != 1 or amplitudes.size == 0:
+        raise ValueError(f"amplitudes must be a non-empty 1-d sequence of finite amplitudes; received shape "
+                         f"{amplitudes.shape}")
     out = []
     rho, nu = start, nu_start
     for a in amplitudes:

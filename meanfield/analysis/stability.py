@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from ..core import cost
 from ..core.validate import choice, integer, integer_array, real, real_array
 from ..core.kernels import KERNELS, NORMALIZATIONS
 
@@ -54,6 +55,8 @@ def _equal_rows(normalization):
 def sphere_area(d):
     """:math:`|S^{d-1}| = 2\\pi^{d/2}/\\Gamma(d/2)`."""
     d = integer("d", d, 1)
+    if d > 300:        # Gamma(d/2) overflows float64 near d = 344: the same value through logarithms (underflows to 0)
+        return float(np.exp(np.log(2.0) + d / 2 * np.log(np.pi) - special.gammaln(d / 2)))
     return float(2.0 * np.pi ** (d / 2) / special.gamma(d / 2))
 
 
@@ -110,10 +113,15 @@ def funk_hecke_relu(l, a, d=3, power=1):
     l, a, d = integer_array("l", l, 0), real_array("a", a), integer("d", d, 2)
     p = integer("power", power, 1)
     lb, ab = np.broadcast_arrays(l, a)
-    x, w = np.polynomial.legendre.leggauss(int(lb.max(initial=0)) + d + p + 32)
+    ls = np.unique(lb)
+    nodes = int(lb.max(initial=0)) + d + p + 32
+    # leggauss: an eigenproblem of a (nodes, nodes) matrix; then (degrees, nodes) polynomial values
+    cost.guard(f"funk_hecke_relu(max(l)={int(lb.max(initial=0))}, d={d})", bytes=8.0 * nodes * (3 * nodes + ls.size),
+               seconds=1e-9 * float(nodes) ** 3 + 1e-8 * nodes * ls.size,
+               detail=f"a {nodes}-node Gauss-Legendre rule and {ls.size} degrees on it", fix="smaller degrees l")
+    x, w = np.polynomial.legendre.leggauss(nodes)
     th = (x + 1.0) * np.pi / 4.0                     # [0, pi/2]
     t = np.cos(th)
-    ls = np.unique(lb)
     if d == 2:
         P = special.eval_chebyt(ls[:, None], t)
     else:
@@ -264,7 +272,11 @@ def _degrees(lambdas, beta, lmax):
     beta = real("beta", beta, positive=True)
     if lmax is None:   # c_l decays super-exponentially beyond l ~ e a / 2
         lmax = int(np.ceil(np.e * beta * np.abs(lam).max())) + 20
-    return lam, beta, np.arange(1, integer("lmax", lmax, 1) + 1)
+    lmax = integer("lmax", lmax, 1)
+    cost.guard(f"growth rates of degrees 1..lmax = {lmax} for {lam.size} heads", bytes=64.0 * lmax * lam.size,
+               seconds=1e-7 * lmax * lam.size, detail="a few (lmax, heads) float64 arrays",
+               fix="a smaller lmax (or a smaller beta * max|lambda|, which sets the default lmax)")
+    return lam, beta, np.arange(1, lmax + 1)
 
 
 def most_unstable_degree(lambdas, beta, normalization="mean", nu=0.0, d=3, lmax=None):

@@ -255,6 +255,9 @@ def preflight(config: RunConfig, force=False) -> list[str]:
     from ..analysis.field_diagnostics import negative_mass, spectral_tail
     from ..core.heads import check_exp_range
 
+    if not isinstance(config, RunConfig):
+        raise ValueError(f"config must be a RunConfig; received {type(config).__name__}")
+    force = validate.boolean("force", force)
     config = resolve_positions(config)
     heads = build_heads(config)
     try:

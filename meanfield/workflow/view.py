@@ -45,13 +45,20 @@ DENSITY_NLAT = 48
 """Gauss-Legendre rings of the density's display grid (``2 DENSITY_NLAT`` points per ring)."""
 
 
+def _path(name, x) -> Path:
+    """A file path argument: a str or os.PathLike (named ValueError otherwise)."""
+    if isinstance(x, (bool, bytes)) or not isinstance(x, (str, os.PathLike)):
+        raise ValueError(f"{name} must be a file path (str or os.PathLike); received {x!r}")
+    return Path(x)
+
+
 def load_viewable(path):
     """``(kind, dataset)`` of a results file: kind ``"run"`` or ``"phase_diagram"``.
 
     Raises ``ValueError`` naming the file and what is missing when it does not exist, is not a readable
     NetCDF file (e.g. truncated) or is not a meanfield run or phase-diagram dataset.
     """
-    path = Path(path)
+    path = _path("path", path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file (meanfield view takes a .nc file written by meanfield run, "
                          f"sweep or phase-diagram)")
@@ -82,7 +89,7 @@ def load_viewable(path):
 
 def default_output(path) -> Path:
     """``RESULT.nc`` -> ``RESULT.html`` beside it."""
-    return Path(path).with_suffix(".html")
+    return _path("path", path).with_suffix(".html")
 
 
 def _pick(n, k):
@@ -262,6 +269,8 @@ def _phase_figure(ds, label):
 def build_figure(kind, ds, *, label="", max_frames=MAX_FRAMES, max_particles=MAX_PARTICLES, nlat=DENSITY_NLAT):
     """The plotly Figure of a dataset of ``kind`` (:func:`load_viewable`)."""
     validate.choice("kind", kind, ("run", "phase_diagram"))
+    if not isinstance(ds, xr.Dataset):
+        raise ValueError(f"ds must be an xarray Dataset (of load_viewable); received {type(ds).__name__}")
     max_frames = validate.integer("max_frames", max_frames, 2)
     max_particles = validate.integer("max_particles", max_particles, 1)
     nlat = validate.integer("nlat", nlat, 4)
@@ -277,7 +286,7 @@ def write_view(path, out=None, *, max_frames=MAX_FRAMES, max_particles=MAX_PARTI
     input, Ctrl-C) leaves no partial page.  ``ValueError`` for input that is not a meanfield result.
     """
     kind, ds = load_viewable(path)
-    out = default_output(path) if out is None else Path(out)
+    out = default_output(path) if out is None else _path("out", out)
     if out.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"--out must name an .html file; received {str(out)!r}")
     label = _sweep_label(path)

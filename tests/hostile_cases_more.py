@@ -1,0 +1,186 @@
+"""Hostile-input cases (see ``hostile_registry``): the analysis modules added after the first round of issue 26
+(the step rules' equiangular reduced ODEs, the linear stability closed forms, pseudo-arclength continuation and
+the stationary states on the full S^2); their modules are ``hostile_registry.MORE_MODULES``."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+import meanfield as mf
+from hostile_registry import (HUGE, INF, NAN, Bad, _types, array, choice, entry, flag, int_pos, real_finite,  # noqa: F401
+                              real_nonneg, real_pos)
+from meanfield.analysis import continuation as _ct, normalization as _no, sphere_states as _ss, stability as _sb
+
+_LAMBDAS = [None, "x", [], [NAN], [INF], [1j], [[1.0, 2.0]]]          # head strengths: a non-empty 1-d real list
+_RHO = _types(NAN, INF, 1.5, -1.0)                                      # a cosine of n = 4 tokens: in [-1/3, 1]
+
+# --------------------------------------------------------------------------------- normalization (step rules)
+_EQ = dict(rule="post_ln", lambdas=[1.0], beta=1.0, n=4)
+entry("normalization.equiangular_rule_rates", _no.equiangular_rule_rates, lambda: dict(rho=0.5, r=1.0, **_EQ),
+      bad={"rho": _RHO, "r": _types(NAN, INF, 0.0, -1.0), "rule": choice(), "lambdas": _LAMBDAS, "beta": real_pos(),
+           "n": int_pos(2), "normalization": choice("sinkhorn")}, names={"lambdas": ("lambda",)})
+entry("normalization.solve_equiangular_rule", _no.solve_equiangular_rule,
+      lambda: dict(rho0=0.5, t=np.linspace(0.0, 1.0, 5), **_EQ),
+      bad={"rho0": _RHO, "t": [None, "t", [], [NAN], [1.0, 0.5], [-1.0, 0.0], [[0.0, 1.0]], [0.0, 1j]],
+           "rule": choice(), "lambdas": _LAMBDAS, "beta": real_pos(), "n": int_pos(2),
+           "normalization": choice(), "r0": real_pos(), "rtol": real_pos(), "atol": real_pos()},
+      names={"lambdas": ("lambda",)})
+entry("normalization.asymptotic_law", _no.asymptotic_law, lambda: dict(_EQ),
+      bad={"rule": choice(), "lambdas": [*_LAMBDAS, [-1.0]], "beta": real_pos(), "n": int_pos(2),
+           "normalization": choice()}, names={"lambdas": ("lambda",)})
+
+# --------------------------------------------------------------------------------- stability (closed forms)
+_DEG = Bad([None, "1", True, 1.5, NAN, -1, [1.5], [-2], [1j]])           # degrees: integers >= 0
+entry("stability.sphere_area", _sb.sphere_area, lambda: dict(d=3), bad={"d": int_pos(1)},
+      edge={"d": [343, 344, HUGE]})         # Gamma(d/2) overflows near d = 344: the area underflows to 0 instead
+entry("stability.funk_hecke_exp", _sb.funk_hecke_exp, lambda: dict(l=np.arange(4), a=2.0, d=3),
+      bad={"l": _DEG, "a": _types(NAN, INF), "d": int_pos(2)})
+entry("stability.funk_hecke_relu", _sb.funk_hecke_relu, lambda: dict(l=np.arange(4), a=2.0, d=3, power=1),
+      bad={"l": _DEG, "a": _types(NAN, INF), "d": int_pos(2), "power": int_pos(0)},
+      huge={"l": [[HUGE]]})
+entry("stability.growth_rate", _sb.growth_rate, lambda: dict(l=np.arange(1, 5), lambdas=[1.0, -0.5], beta=1.0),
+      bad={"l": _DEG, "lambdas": _LAMBDAS, "beta": real_pos(), "normalization": choice(), "nu": real_nonneg(),
+           "d": int_pos(2)}, names={"lambdas": ("lambda",)})
+entry("stability.growth_rate_heads", _sb.growth_rate_heads,
+      lambda: dict(l=np.arange(1, 5), heads=mf.scalar_heads([1.0, -0.5], 3), nu=0.1),
+      bad={"l": _DEG, "heads": [None, "heads", (), np.eye(3), (mf.Head(np.diag([1.0, 2.0, 3.0]), np.eye(3)),)],
+           "nu": real_nonneg()})
+entry("stability.most_unstable_degree", _sb.most_unstable_degree, lambda: dict(lambdas=[1.0], beta=2.0),
+      bad={"lambdas": _LAMBDAS, "beta": real_pos(), "normalization": choice(), "nu": real_nonneg(),
+           "d": int_pos(2), "lmax": int_pos(1)}, huge={"lmax": [HUGE]}, names={"lambdas": ("lambda",)})
+entry("stability.critical_noise", _sb.critical_noise, lambda: dict(lambdas=[1.0], beta=2.0),
+      bad={"lambdas": _LAMBDAS, "beta": real_pos(), "normalization": choice(), "d": int_pos(2), "lmax": int_pos(1)},
+      huge={"lmax": [HUGE]}, names={"lambdas": ("lambda",)})
+
+# --------------------------------------------------------------------------------- continuation
+# the fold of u^3 - u + p = 0 (tests/test_continuation.py); F and jacobian are the caller's callables: fuzzed
+# through their values (a callable that is no callable), the numbers with the foreign types
+_F = lambda u, p: np.array([u[0] ** 3 - u[0] + p])                                 # noqa: E731
+_J = lambda u, p: (np.array([[3 * u[0] ** 2 - 1]]), np.array([1.0]))              # noqa: E731
+_U0 = np.array([-1.3247179572447460])                                               # the real root at p = 1
+entry("continuation.continue_branch", _ct.continue_branch,
+      lambda: dict(F=_F, jacobian=_J, u0=_U0, p0=1.0, ds=0.05, ds_max=0.1, p_range=(-1.0, 1.0), max_steps=20,
+                   direction=-1),
+      bad={"F": [None, "F", 3.0], "jacobian": [None, "J", 3.0], "u0": [None, "u", [NAN], [1j], np.array([1.0])],
+           "p0": real_finite(), "ds": real_pos(), "ds_min": real_pos(), "ds_max": real_pos(),
+           "p_range": [None, "r", (1.0,), (1.0, -1.0), (NAN, 1.0), ("a", 1.0)], "max_steps": int_pos(1),
+           "tol": real_pos(), "tol_s": real_pos(), "direction": [None, "1", 2, 0, True, NAN],
+           "t0": [np.zeros(2), [NAN, 1.0], [1.0], "t"], "stop": ["stop", 3]},
+      names={"u0": ("(u0, p0)",), "p0": ("(u0, p0)",)})
+entry("continuation.tangent", _ct.tangent, lambda: dict(Fu=np.array([[2.0]]), Fp=np.array([1.0])),
+      bad={"Fu": [None, "F", np.array([[NAN]]), np.array([[1j]]), np.ones((1, 2)), np.ones(1)],
+           "Fp": [None, "F", np.array([INF]), np.ones(3)], "previous": ["p", [NAN, 1.0], np.ones(5)]})
+
+
+@functools.cache
+def _BP():
+    F = lambda x, p: np.array([x[0] * (x[0] ** 2 - p), x[1] - p])                    # noqa: E731
+    J = lambda x, p: (np.array([[3 * x[0] ** 2 - p, 0.0], [0.0, 1.0]]), np.array([-x[0], -1.0]))  # noqa: E731
+    br = _ct.continue_branch(F, J, np.array([0.0, -1.0]), -1.0, ds=0.07, ds_max=0.1, p_range=(-1, 1), max_steps=100)
+    return F, J, br.branch_points[0]
+
+
+entry("continuation.switch_branch", _ct.switch_branch,
+      lambda: dict(F=_BP()[0], jacobian=_BP()[1], point=_BP()[2], side=1.0, p_range=(-1, 1), max_steps=10),
+      bad={"point": [None, "bp"], "side": [None, "1", 0, 2, True, NAN], "max_steps": int_pos(1)})
+
+
+# --------------------------------------------------------------------------------- sphere states
+@functools.cache
+def SPDE():
+    return mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 4.0), lmax=8, kernel_tol=1e-4)   # 8.5e-5 truncated: small
+
+
+@functools.cache
+def S_RHO():
+    """A mass-1 state near a degree-1 cluster on SPDE's grid."""
+    g = SPDE().grid
+    return g.analysis((1.0 + 0.3 * g.nodes[..., 2]) / (4 * np.pi))
+
+
+@functools.cache
+def _pde_bad():
+    """Models that are no zonal ContinuumPDE: another model, a non-zonal head (built lazily, on first use)."""
+    return [None, "pde", mf.CirclePDE(mf.scalar_heads([1.0], 2), kmax=8, kernel_tol=1e-6),
+            mf.ContinuumPDE(mf.random_symmetric_heads(3, 1, seed=0), lmax=4)]
+
+
+_PDE_BAD = lambda b: _pde_bad()                                                      # noqa: E731
+_RHO_LM = lambda b: array(S_RHO(), complex_ok=True)                                  # noqa: E731
+entry("sphere_states.gibbs_map", _ss.gibbs_map, lambda: dict(pde=SPDE(), rho_lm=S_RHO(), nu=0.5),
+      bad={"pde": _PDE_BAD, "rho_lm": _RHO_LM, "nu": real_pos()})
+entry("sphere_states.rotation_generators", _ss.rotation_generators, lambda: dict(grid=SPDE().grid, rho_lm=S_RHO()),
+      bad={"grid": [None, "grid"], "rho_lm": _RHO_LM})
+entry("sphere_states.sphere_resolution_error", _ss.sphere_resolution_error,
+      lambda: dict(pde=SPDE(), rho_lm=S_RHO(), nu=0.5), bad={"pde": _PDE_BAD, "rho_lm": _RHO_LM, "nu": real_pos()})
+entry("sphere_states.solve_sphere_state", _ss.solve_sphere_state,
+      lambda: dict(pde=SPDE(), rho_lm0=S_RHO(), nu=0.5, maxiter=3),
+      bad={"pde": _PDE_BAD, "rho_lm0": lambda b: array(S_RHO(), complex_ok=True, extra=(2.0 * S_RHO(),)),
+           "nu": real_pos(), "tol": real_pos(), "maxiter": int_pos(1), "phase": flag(),
+           "krylov_maxiter": int_pos(1), "amplitude": real_finite(),
+           "mode": [None, "m", (0, 0, "re"), (1, 2, "re"), (1, 0, "bogus"), (1, 0, "im"), (99, 0, "re")]},
+      names={"mode": ("mode", "amplitude")}, finite=False)
+entry("sphere_states.sphere_spectrum", _ss.sphere_spectrum, lambda: dict(pde=SPDE(), rho_lm=S_RHO(), nu=0.5, k=3),
+      bad={"pde": _PDE_BAD, "rho_lm": _RHO_LM, "nu": real_nonneg(), "k": int_pos(1), "h": real_pos()},
+      huge={"k": [HUGE]})
+entry("sphere_states.sphere_block_spectrum", _ss.sphere_block_spectrum,
+      lambda: dict(pde=SPDE(), rho_lm=SPDE().grid.analysis(np.full(SPDE().grid.shape, 1 / (4 * np.pi))), nu=0.5, m=1),
+      bad={"pde": _PDE_BAD, "rho_lm": _RHO_LM, "nu": real_nonneg(), "m": int_pos(0, 99), "h": real_pos()})
+entry("sphere_states.sphere_branch", _ss.sphere_branch,
+      lambda: dict(pde=SPDE(), amplitudes=[0.1], start=S_RHO(), nu_start=0.5, maxiter=3),
+      bad={"pde": _PDE_BAD, "amplitudes": [None, "a", [NAN], [1j]], "start": _RHO_LM, "nu_start": real_pos(),
+           "tol": real_pos(), "maxiter": int_pos(1), "mode": [None, "m", (0, 0, "re"), (1, 0, "bogus")]},
+      names={"amplitudes": ("amplitude",), "start": ("rho_lm0",), "nu_start": ("nu",), "mode": ("mode",)},
+      finite=False)
+
+
+# --------------------------------------------------------------------------------- workflow: preflight, view
+from meanfield.workflow import preflight as _pf, view as _vw  # noqa: E402
+from meanfield.workflow.config import RunConfig  # noqa: E402
+
+_RUN = {"pde": {"lmax": 11}, "particles": {"n": 40}, "initial": {"kappas": [1.0]}, "seed": 3,
+        "integrator": {"t_final": 0.1, "n_frames": 2}, "outputs": {"figures": False, "animation": False}}
+
+
+@functools.cache
+def RUN_CFG():
+    return RunConfig.from_dict(_RUN)
+
+
+@functools.cache
+def RUN_FILE():
+    """A small run's result file (the run of hostile_cases_analysis.RUN_DS) and a file of each wrong kind."""
+    import tempfile
+    from pathlib import Path
+
+    from hostile_cases_analysis import RUN_DS
+
+    from meanfield.workflow import results
+
+    d = Path(tempfile.mkdtemp())
+    (d / "notes.nc").write_text("not a NetCDF file\n")
+    __import__("xarray").Dataset({"x": ("i", np.arange(3.0))}).to_netcdf(d / "other.nc")
+    return str(results.save(RUN_DS(), d / "result.nc")), d
+
+
+_CONFIG_BAD = [None, "cfg", dict(_RUN)]
+entry("preflight.estimate_cost", _pf.estimate_cost, lambda: dict(config=RUN_CFG(), pilot=False),
+      bad={"config": _CONFIG_BAD, "pilot": flag()})
+entry("preflight.preflight", _pf.preflight, lambda: dict(config=RUN_CFG(), force=False),
+      bad={"config": _CONFIG_BAD, "force": flag()}, traced=False)       # its pilot runs the PDE: slow under tracemalloc
+entry("preflight.available_memory", _pf.available_memory, lambda: dict())
+_PATH_BAD = lambda b: [None, 3, str(RUN_FILE()[1] / "missing.nc"), str(RUN_FILE()[1] / "notes.nc"),  # noqa: E731
+                       str(RUN_FILE()[1] / "other.nc")]
+_PATH_NAMES = ("path", "file", "meanfield result")
+entry("view.load_viewable", _vw.load_viewable, lambda: dict(path=RUN_FILE()[0]), bad={"path": _PATH_BAD},
+      names={"path": _PATH_NAMES})
+entry("view.default_output", _vw.default_output, lambda: dict(path="result.nc"), bad={"path": [None, 3, 2.5]})
+entry("view.build_figure", _vw.build_figure, lambda: dict(kind="run", ds=_vw.load_viewable(RUN_FILE()[0])[1]),
+      bad={"kind": choice(), "ds": [None, "ds"], "max_frames": int_pos(2), "max_particles": int_pos(1),
+           "nlat": int_pos(4)}, huge={"nlat": [HUGE]}, traced=False)      # plotly figures: slow under tracemalloc
+entry("view.write_view", _vw.write_view,
+      lambda: dict(path=RUN_FILE()[0], out=str(RUN_FILE()[1] / "page.html")),
+      bad={"path": _PATH_BAD, "out": [3, str(RUN_FILE()[1] / "page.txt")], "max_frames": int_pos(2),
+           "nlat": int_pos(4)}, huge={"nlat": [HUGE]}, names={"path": _PATH_NAMES, "out": ("--out",)}, traced=False)
