@@ -62,9 +62,17 @@ def test_sigterm_saves_the_state_exits_143_and_the_run_resumes_bit_for_bit(tmp_p
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL     # main restores the handlers it installed
     assert main(["run", "--resume", str(tmp_path / "o"), "--no-progress"]) == 0
     ref, resumed = load(tmp_path / "ref" / "result.nc"), load(tmp_path / "o" / "result.nc")
-    # same steps and arithmetic as the uninterrupted run: identical floats (tolerance 0)
+    # same steps and arithmetic as the uninterrupted run: identical floats (tolerance 0) at every recorded time
+    # after the start.  The start density itself (vmf_mixture_density, ducc0 point transforms and BLAS dots) can
+    # round its smallest coefficients differently from one call to the next within one process, as the memory
+    # layout changes (measured: 2.2e-29 in one coefficient of magnitude 8e-15, in two uninterrupted runs alike,
+    # no resume involved); the flow loses that difference, so frame 0 of the coefficients is compared to 1e-27
     for name in ("X", "rho_lm_real", "w2", "pde_energy", "particle_energy"):
-        np.testing.assert_array_equal(resumed[name].values, ref[name].values)
+        a, b = resumed[name].values, ref[name].values
+        if name == "rho_lm_real":
+            np.testing.assert_allclose(a[0], b[0], rtol=0, atol=1e-27)
+            a, b = a[1:], b[1:]
+        np.testing.assert_array_equal(a, b)
 
 
 def test_a_second_ctrl_c_while_saving_is_ignored(tmp_path, monkeypatch, capsys, small):
