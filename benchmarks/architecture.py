@@ -31,7 +31,6 @@ Run from the repository root (about a second; ``--root`` measures another checko
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "meanfield"

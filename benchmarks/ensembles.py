@@ -27,13 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ._report import finish, provenance, table
 import meanfield as mf
 from meanfield.analysis import ensembles
 from meanfield.core.heads import random_symmetric_heads, scalar_heads
+from meanfield.core.options import SaveAt, StepControl
 from meanfield.models.batched import BatchedSystem
 from meanfield.models.step_rules import STEP_RULES, directions, iterate, limit_rhs
-from meanfield.core.options import SaveAt, StepControl
+
+from ._report import finish, provenance, table
 
 HERE = Path(__file__).resolve().parent
 SECTION = "# Ensembles (issue 17)"

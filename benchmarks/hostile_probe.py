@@ -212,9 +212,8 @@ def main(argv=None):
     import subprocess
 
     import hostile_registry as R
-    from hostile_registry import finite
-
     import matplotlib.pyplot  # noqa: F401  -- heavy imports once, before forking
+    from hostile_registry import finite
 
     cases = [c for c in enumerate_cases(R) if args.only is None or args.only in c[0]]
     for name in {c[0] for c in cases}:          # the valid inputs (a small run, models) built once, here

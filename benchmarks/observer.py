@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from meanfield.core.options import SaveAt
 
 HERE = Path(__file__).resolve().parent

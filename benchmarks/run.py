@@ -27,6 +27,7 @@ import meanfield as mf
 from meanfield.core.heads import scalar_heads
 from meanfield.core.sums import aggregate, row_chunks
 from meanfield.models.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
+
 from ._report import table
 
 HERE = Path(__file__).resolve().parent

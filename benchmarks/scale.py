@@ -36,12 +36,13 @@ import numpy as np
 from meanfield.analysis.diagnostics import observer
 from meanfield.core.heads import scalar_heads
 from meanfield.core.initial import uniform_sphere
+from meanfield.core.options import SaveAt, StepControl
 from meanfield.core.sphere import _SHT, PointSet
 from meanfield.models.fastsum import SpectralSum
 from meanfield.models.particles import ParticleSystem
 from meanfield.workflow.simulate import solve_particles
+
 from ._report import finish, provenance, table
-from meanfield.core.options import SaveAt, StepControl
 
 HERE = Path(__file__).resolve().parent
 LAMBDAS = [1.0, -0.5]      # two zonal mean heads, as in benchmarks/run.py

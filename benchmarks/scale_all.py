@@ -45,8 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._report import provenance, table
 from meanfield.core.options import SaveAt
+
+from ._report import provenance, table
 
 HERE = Path(__file__).resolve().parent
 LAMBDAS = [1.0, -0.5]      # two zonal mean heads (benchmarks/run.py, benchmarks/scale.py)
@@ -148,6 +149,7 @@ def bench_diagnostics(p):
     from meanfield.core.heads import scalar_heads
     from meanfield.core.initial import uniform_sphere
     from meanfield.models.particles import ParticleSystem
+
     from .scale import best_of
 
     heads = scalar_heads(LAMBDAS, 3, beta=BETA)
@@ -366,6 +368,7 @@ def main(argv=None):
 def run(quick=False, out=None):
     """Every row, the targets table and the Markdown file ``out``; returns the headline numbers (dict)."""
     from meanfield.analysis.diagnostics import observer  # noqa: F401  (import cost outside the rows)
+
     from .scale import bench_velocity
 
     p = QUICK if quick else FULL

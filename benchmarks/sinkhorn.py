@@ -18,6 +18,7 @@ import numpy as np
 
 from meanfield.core.heads import scalar_heads
 from meanfield.models.particles import ParticleSystem
+
 from .run import best, tokens
 
 HERE = Path(__file__).resolve().parent

@@ -110,11 +110,12 @@ def floor_page(folder):
 
 
 def main(argv=None):
-    from . import _report
     from meanfield.workflow import results, view
     from meanfield.workflow.config import RunConfig
     from meanfield.workflow.jobs import main_job
     from meanfield.workflow.run import run
+
+    from . import _report
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tiny run and 2 openings")

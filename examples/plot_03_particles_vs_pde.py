@@ -9,10 +9,9 @@ density (no grid floor) and the spectral MMD with its i.i.d. expectation.
 """
 
 import matplotlib.pyplot as plt
-import numpy as np
 
 import meanfield as mf
-import meanfield.analysis.transport as tr                        # imports POT (a second or two)
+import meanfield.analysis.transport as tr  # imports POT (a second or two)
 from meanfield.analysis.mmd import mmd_iid_expectation, mmd_particles_field
 from meanfield.workflow.paired import PDESettings, TransportSettings, paired_run
 

@@ -108,8 +108,14 @@ re-exports kept for them were removed in 0.2.0.
 from ._version import __version__
 from .analysis import diagnostics, field_diagnostics, theory
 from .core import densities, initial
-from .core.heads import (Head, approx_orthogonal_heads, orthogonal_block_heads, perturbed_value_heads,
-                         random_symmetric_heads, scalar_heads)
+from .core.heads import (
+                         Head,
+                         approx_orthogonal_heads,
+                         orthogonal_block_heads,
+                         perturbed_value_heads,
+                         random_symmetric_heads,
+                         scalar_heads,
+)
 from .core.integrate import Trajectory, integrate
 from .core.methods import METHODS
 from .core.options import Checkpointing, SaveAt, StepControl

@@ -83,7 +83,7 @@ def paired_kw(**flat):
     grouped into ``particles=ParticleSettings``, ``pde=PDESettings``, ``transport=TransportSettings``; other
     keywords pass through.  For tests whose cases are flat dicts of one setting each."""
     from meanfield.core.options import StepControl
-    from meanfield.workflow.paired import PDESettings, ParticleSettings, TransportSettings
+    from meanfield.workflow.paired import ParticleSettings, PDESettings, TransportSettings
 
     groups = {"particles": ({"sampling": "sampling", "particle_sums": "sums", "spectral_tol": "spectral_tol",
                              "particle_method": "method"}, {"particle_dt": "dt", "particle_rtol": "rtol",

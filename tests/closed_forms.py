@@ -21,17 +21,18 @@ from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
+from _helpers import FD_RTOL, fd_energy_rate, smooth_density
 from scipy import optimize
 
 import meanfield as mf
-from meanfield import diagnostics, field_diagnostics as fd, theory as T
+from meanfield import diagnostics
+from meanfield import field_diagnostics as fd
+from meanfield import theory as T
 from meanfield.analysis import stability
 from meanfield.core.densities import perturbed_uniform, uniform_density, vmf_mixture_density
 from meanfield.core.initial import equiangular, random_rotation, uniform_sphere
-from meanfield.models.particles import retract_sphere
-from _helpers import FD_RTOL, fd_energy_rate, smooth_density
 from meanfield.core.options import SaveAt, StepControl
-
+from meanfield.models.particles import retract_sphere
 
 __all__ = ["Case", "CASES", "compare"]
 

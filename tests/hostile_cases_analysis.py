@@ -6,14 +6,41 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from hostile_registry import (  # noqa: F401
+    AXI,
+    B_AXI,
+    GRID,
+    HUGE,
+    INF,
+    NAN,
+    RHO,
+    X3,
+    XB,
+    _poke,
+    _types,
+    array,
+    choice,
+    entry,
+    flag,
+    int_pos,
+    real_finite,
+    real_nonneg,
+    real_pos,
+    seed,
+    tokens,
+)
 
 import meanfield as mf
-from hostile_registry import (AXI, B_AXI, GRID, HUGE, INF, NAN, RHO, X3, XB, _poke, _types, array, choice,  # noqa: F401
-                              entry, flag, int_pos, real_finite, real_nonneg, real_pos, seed, tokens)
 
 # --------------------------------------------------------------------------------- analysis: transport, mmd
-from meanfield.analysis import (axisymmetric as _ax, clustering as _cl, ensembles as _en, equilibria as _eq,  # noqa: E402
-                                mmd as _mmd, phase_transition as _pt, semidiscrete as _sd, transport as _tr)
+from meanfield.analysis import axisymmetric as _ax  # noqa: E402
+from meanfield.analysis import clustering as _cl
+from meanfield.analysis import ensembles as _en
+from meanfield.analysis import equilibria as _eq
+from meanfield.analysis import mmd as _mmd
+from meanfield.analysis import phase_transition as _pt
+from meanfield.analysis import semidiscrete as _sd
+from meanfield.analysis import transport as _tr
 
 entry("transport.w2_distance", _tr.w2_distance, lambda: dict(X=X3(), Y=X3()[::-1].copy()),
       bad={"X": lambda b: tokens(X3()), "Y": lambda b: tokens(X3()), "metric": choice(), "method": choice(),
@@ -118,7 +145,8 @@ entry("phase_transition.phase_transition", _pt.phase_transition, lambda: dict(d=
       huge={"lmax": [HUGE]}, finite=False, traced=False)     # its Newton loops run 10x slower traced
 
 # --------------------------------------------------------------------------------- workflow: extend, phase diagram
-from meanfield.workflow import extend as _ext, phase_diagram as _pd  # noqa: E402
+from meanfield.workflow import extend as _ext  # noqa: E402
+from meanfield.workflow import phase_diagram as _pd
 
 
 @functools.cache

@@ -4,12 +4,42 @@ particle and field diagnostics, closed forms."""
 from __future__ import annotations
 
 import numpy as np
+from hostile_registry import (  # noqa: I001  # noqa: F401
+    AXI,
+    B_AXI,
+    BS,
+    C_CIRC,
+    CIRC,
+    CPDE,
+    GRID,
+    H3,
+    H_SINGLE,
+    HUGE,
+    INF,
+    NAN,
+    PS,
+    RHO,
+    X3,
+    XB,
+    Bad,
+    _poke,
+    _st,
+    _types,
+    array,
+    choice,
+    entry,
+    flag,
+    heads,
+    int_pos,
+    method,
+    real_finite,
+    real_nonneg,
+    real_pos,
+    seed,
+    tokens,
+)
 
 import meanfield as mf
-from hostile_registry import Bad, _st  # noqa: I001
-from hostile_registry import (AXI, B_AXI, BS, C_CIRC, CIRC, CPDE, GRID, H3, H_SINGLE, HUGE, INF, NAN, PS, RHO, X3,  # noqa: F401
-                              XB, _poke, _types, array, choice, entry, flag, heads, int_pos, method, real_finite,
-                              real_nonneg, real_pos, seed, tokens)
 
 # --------------------------------------------------------------------------------- core: heads
 entry("Head", mf.Head, lambda: dict(M=np.eye(3), V=np.eye(3), beta=1.0, kernel="exp", normalization="mean"),
@@ -180,7 +210,8 @@ entry("initial.orthonormal", mf.initial.orthonormal, lambda: dict(n=3, d=4, seed
 entry("initial.random_rotation", mf.initial.random_rotation, lambda: dict(d=3, seed=0),
       bad={"d": int_pos(1), "seed": seed()}, huge={"d": [HUGE]})
 
-from meanfield.core import random_heads as _rh, schedules as _sch  # noqa: E402
+from meanfield.core import random_heads as _rh  # noqa: E402
+from meanfield.core import schedules as _sch
 
 entry("random_heads.random_heads", _rh.random_heads, lambda: dict(d=3, n_heads=2, seed=0),
       bad={"d": int_pos(2), "n_heads": int_pos(1), "score": choice(), "value": choice(), "systems": int_pos(1),

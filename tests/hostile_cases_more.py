@@ -7,11 +7,27 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from hostile_registry import (  # noqa: F401
+    HUGE,
+    INF,
+    NAN,
+    Bad,
+    _types,
+    array,
+    choice,
+    entry,
+    flag,
+    int_pos,
+    real_finite,
+    real_nonneg,
+    real_pos,
+)
 
 import meanfield as mf
-from hostile_registry import (HUGE, INF, NAN, Bad, _types, array, choice, entry, flag, int_pos, real_finite,  # noqa: F401
-                              real_nonneg, real_pos)
-from meanfield.analysis import continuation as _ct, normalization as _no, sphere_states as _ss, stability as _sb
+from meanfield.analysis import continuation as _ct
+from meanfield.analysis import normalization as _no
+from meanfield.analysis import sphere_states as _ss
+from meanfield.analysis import stability as _sb
 
 _LAMBDAS = [None, "x", [], [NAN], [INF], [1j], [[1.0, 2.0]]]          # head strengths: a non-empty 1-d real list
 _RHO = _types(NAN, INF, 1.5, -1.0)                                      # a cosine of n = 4 tokens: in [-1/3, 1]
@@ -137,7 +153,8 @@ entry("sphere_states.sphere_branch", _ss.sphere_branch,
 
 
 # --------------------------------------------------------------------------------- workflow: preflight, view
-from meanfield.workflow import preflight as _pf, view as _vw  # noqa: E402
+from meanfield.workflow import preflight as _pf  # noqa: E402
+from meanfield.workflow import view as _vw
 from meanfield.workflow.config import RunConfig  # noqa: E402
 
 _RUN = {"pde": {"lmax": 11}, "particles": {"n": 40}, "initial": {"kappas": [1.0]}, "seed": 3,

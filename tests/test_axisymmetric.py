@@ -14,9 +14,9 @@ from meanfield.analysis.axisymmetric import observer, resolution_monitor, w2_mar
 from meanfield.core.axisymmetric import sample_axisymmetric
 from meanfield.core.funk_hecke import funk_hecke_normalized, gegenbauer_normalized
 from meanfield.core.heads import Head, scalar_heads
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 from meanfield.models.axisymmetric import AxisymmetricPDE
 from meanfield.models.circle import CirclePDE
-from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
 NORMS = ("mean", "softmax")
 

@@ -6,9 +6,9 @@ import pytest
 import meanfield as mf
 from meanfield.analysis import ensembles
 from meanfield.core.heads import random_symmetric_heads, scalar_heads
+from meanfield.core.options import StepControl
 from meanfield.models.batched import BatchedSystem
 from meanfield.models.particles import ParticleSystem
-from meanfield.core.options import StepControl
 
 
 def _tokens(rng, B, n, d):

@@ -7,10 +7,10 @@ import pytest
 from meanfield.core.densities import uniform_density, vmf_density
 from meanfield.core.heads import scalar_heads
 from meanfield.core.methods import METHODS
+from meanfield.core.options import SaveAt, StepControl
 from meanfield.core.tableaux import SCHEMES
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow.simulate import solve_continuum
-from meanfield.core.options import SaveAt, StepControl
 
 
 @pytest.fixture(scope="module")

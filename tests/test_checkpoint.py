@@ -12,9 +12,9 @@ import pytest
 
 import meanfield as mf
 from meanfield.core.integrate import integrate
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 from meanfield.workflow import jobs
 from meanfield.workflow.checkpoint import Checkpointer, RunInterrupted
-from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
 
 def _state(x):

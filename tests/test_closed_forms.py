@@ -6,7 +6,6 @@ value, the exact value, the worst error, the tolerance and the reason for it.
 
 import numpy as np
 import pytest
-
 from closed_forms import CASES, Case, compare
 
 

@@ -1,7 +1,6 @@
 """Run configs: defaults, TOML round trips and errors that name the key, the allowed values and the input."""
 
 import dataclasses
-
 import tomllib
 
 import pytest

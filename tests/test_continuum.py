@@ -10,17 +10,17 @@ import warnings
 
 import numpy as np
 import pytest
+from _helpers import smooth_density
 
 import meanfield as mf
 from meanfield import field_diagnostics as fd
 from meanfield.analysis import stability
-from meanfield.models.continuum import ContinuumPDE, KernelResolutionWarning
-from meanfield.core.funk_hecke import funk_hecke_multipliers
 from meanfield.core.densities import uniform_density, vmf_density, vmf_mixture_density
+from meanfield.core.funk_hecke import funk_hecke_multipliers
 from meanfield.core.heads import Head, scalar_heads
-from meanfield.workflow.simulate import solve_continuum
-from _helpers import smooth_density
 from meanfield.core.options import SaveAt, StepControl
+from meanfield.models.continuum import ContinuumPDE, KernelResolutionWarning
+from meanfield.workflow.simulate import solve_continuum
 
 
 def test_energy_monotone_along_run():

@@ -18,6 +18,7 @@ from meanfield.analysis.clustering import clustering
 from meanfield.analysis.mmd import mmd_weights
 from meanfield.analysis.transport import w2_particles_field
 from meanfield.core import cost
+from meanfield.core.options import StepControl
 from meanfield.core.random_heads import estimate_random_heads, random_heads
 from meanfield.core.schedules import random_layers
 from meanfield.core.sphere import SphereGrid, estimate_grid
@@ -25,7 +26,6 @@ from meanfield.models.axisymmetric import AxisymmetricPDE, estimate_axisymmetric
 from meanfield.models.batched import BatchedSystem, estimate_batched
 from meanfield.models.circle import CirclePDE, estimate_circle
 from meanfield.models.step_rules import estimate_iterate, iterate
-from meanfield.core.options import StepControl
 from meanfield.workflow.phase_diagram import PhaseDiagramConfig, phase_diagram
 
 PEAK_BYTES = 100e6   # see the module docstring

@@ -5,8 +5,8 @@ import pytest
 
 from meanfield.core.dense import Event, locate_root
 from meanfield.core.integrate import integrate
-from meanfield.core.sde import Noise
 from meanfield.core.options import Checkpointing, SaveAt, StepControl
+from meanfield.core.sde import Noise
 
 
 def _osc(t, y):

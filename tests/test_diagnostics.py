@@ -6,12 +6,17 @@ The entropy identity (MODEL.md section 1) is a case of the closed-form table, te
 import numpy as np
 import pytest
 
-from meanfield.analysis.diagnostics import (attention_entropy, attention_entropy_rate, dissipation,
-                                            energy_rate_terms, radial_dominance, radial_shadows)
+from meanfield.analysis.diagnostics import (
+    attention_entropy,
+    attention_entropy_rate,
+    dissipation,
+    energy_rate_terms,
+    radial_dominance,
+    radial_shadows,
+)
 from meanfield.core.heads import orthogonal_block_heads, random_symmetric_heads, scalar_heads
 from meanfield.core.initial import equiangular, uniform_sphere
 from meanfield.models.particles import ParticleSystem
-
 
 
 def test_entropy_relative_vs_shannon():

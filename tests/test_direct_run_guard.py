@@ -6,9 +6,9 @@ import pytest
 
 import meanfield as mf
 from meanfield.core.integrate import estimate_nfev, integrate
-from meanfield.models.particles import DIRECT_PAIR_RATE, DIRECT_RUN_LIMIT_S
 from meanfield.core.options import SaveAt, StepControl
-from meanfield.workflow.paired import PDESettings, ParticleSettings
+from meanfield.models.particles import DIRECT_PAIR_RATE, DIRECT_RUN_LIMIT_S
+from meanfield.workflow.paired import ParticleSettings, PDESettings
 
 
 def direct_system(lams=(1.0, -0.5), **kw):

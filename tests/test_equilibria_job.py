@@ -212,9 +212,8 @@ def test_bad_map_file_exits_2(tmp_path, capsys):
 
 def test_the_guide_examples_are_valid_configs():
     import re
-    from pathlib import Path
-
     import tomllib
+    from pathlib import Path
 
     from meanfield.workflow.transition_map import TransitionMapConfig
 

@@ -2,18 +2,18 @@
 
 import numpy as np
 import pytest
+from _helpers import assert_spectral_sums_match, clustered
 
 import meanfield as mf
 from meanfield.analysis import stability
-from meanfield.models.continuum import ContinuumPDE
-from meanfield.core.funk_hecke import funk_hecke_multipliers
 from meanfield.core.densities import vmf_mixture_density
-from meanfield.models.fastsum import SpectralSum, spectral_supported
-from meanfield.core.zonal import required_lmax, zonal_multipliers
+from meanfield.core.funk_hecke import funk_hecke_multipliers
 from meanfield.core.heads import Head, scalar_heads
 from meanfield.core.initial import uniform_sphere
+from meanfield.core.zonal import required_lmax, zonal_multipliers
+from meanfield.models.continuum import ContinuumPDE
+from meanfield.models.fastsum import SpectralSum, spectral_supported
 from meanfield.models.particles import SPECTRAL_MIN_N, ParticleSystem, project_tangent
-from _helpers import assert_spectral_sums_match, clustered
 
 
 def rel_err(a, b):

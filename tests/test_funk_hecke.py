@@ -2,10 +2,9 @@
 
 import numpy as np
 import pytest
-
-import meanfield as mf
 from scipy.special import spherical_in
 
+import meanfield as mf
 from meanfield.core.densities import vmf_mixture_density
 from meanfield.core.funk_hecke import funk_hecke_multipliers
 from meanfield.core.heads import Head, scalar_heads

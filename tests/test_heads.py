@@ -9,8 +9,8 @@ import pytest
 from scipy import linalg
 
 import meanfield as mf
-from meanfield.core.kernels import EXP_LIMIT
 from meanfield.core.heads import check_exp_range, check_heads
+from meanfield.core.kernels import EXP_LIMIT
 
 
 def base(**changes):

@@ -29,15 +29,14 @@ import signal
 import tracemalloc
 import warnings
 
+import hostile_registry as R
 import numpy as np
 import pytest
+from hostile_registry import finite
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 import meanfield as mf
-
-import hostile_registry as R
-from hostile_registry import finite
 
 PEAK_CAP = 1 << 30
 """1 GiB: the most a call may allocate (issue 26: 'never an allocation above 1 GB attempted').

@@ -15,11 +15,11 @@ from meanfield.core.densities import vmf_density
 from meanfield.core.heads import scalar_heads
 from meanfield.core.integrate import integrate
 from meanfield.core.methods import METHODS, as_stepper
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 from meanfield.core.steppers import IMEXRK, LawsonRK
 from meanfield.core.tableaux import IMEX_TABLEAUX, SCHEMES
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow.simulate import solve_continuum
-from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
 QUIET = dict(monitor=False, progress=False)
 RUN = dict(save=SaveAt(observe=False), **QUIET)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from meanfield.core.initial import equiangular, orthonormal, uniform_sphere, von_mises_fisher, vmf_mixture
+from meanfield.core.initial import equiangular, orthonormal, uniform_sphere, vmf_mixture, von_mises_fisher
 
 
 @pytest.mark.parametrize("n, d, gamma", [(5, 5, 0.0), (5, 4, -0.25), (3, 7, 0.6), (10, 10, 0.9)])

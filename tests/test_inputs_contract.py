@@ -16,7 +16,7 @@ from meanfield.core.heads import scalar_heads
 from meanfield.core.schedules import HeadSchedule
 from meanfield.models.batched import BatchedSystem
 from meanfield.models.circle import circle_multipliers
-from meanfield.models.step_rules import STEP_RULES, RADIAL_RULES, directions, step
+from meanfield.models.step_rules import RADIAL_RULES, STEP_RULES, directions, step
 
 
 def _tokens(rng, shape):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.linalg import expm
 
-from meanfield.core.tableaux import SCHEMES, Tableau, rk_step
 from meanfield.core.integrate import Trajectory, integrate
 from meanfield.core.options import Checkpointing, SaveAt, StepControl
+from meanfield.core.tableaux import SCHEMES, Tableau, rk_step
 
 J = np.array([[0.0, -1.0], [1.0, 0.0]])
 ADAPTIVE = sorted(k for k, v in SCHEMES.items() if v.adaptive)
@@ -406,8 +406,8 @@ def test_interrupt_inside_observe_resumes_bit_for_bit():
 
 def test_schemes_have_one_home_and_checkpoint_keys_are_kept():
     import meanfield
-    from meanfield.core import steppers, tableaux
     from meanfield.core import integrate as module
+    from meanfield.core import steppers, tableaux
     # the registry lives in core.tableaux (the top level's SCHEMES is it); the driver and the
     # steppers use it without exporting it again (0.1's re-exports were removed in 0.2.0)
     assert meanfield.SCHEMES is tableaux.SCHEMES and SCHEMES is tableaux.SCHEMES

@@ -8,8 +8,7 @@ import pytest
 
 from meanfield.core.funk_hecke import funk_hecke_multipliers
 from meanfield.core.heads import Head, scalar_heads
-from meanfield.core.kernels import (KERNELS, NORMALIZATIONS, Kernel, Normalization, get_kernel,
-                                    get_normalization)
+from meanfield.core.kernels import KERNELS, NORMALIZATIONS, Kernel, Normalization, get_kernel, get_normalization
 from meanfield.core.sums import aggregate
 from meanfield.core.zonal import required_lmax, zonal_multipliers
 

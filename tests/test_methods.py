@@ -6,9 +6,9 @@ import pytest
 
 from meanfield.core.integrate import integrate
 from meanfield.core.methods import FLAGS, METHODS, as_stepper, capabilities, method_names
+from meanfield.core.options import StepControl
 from meanfield.core.sde import Noise
 from meanfield.core.tableaux import IMEX_TABLEAUX, SCHEMES
-from meanfield.core.options import StepControl
 
 
 def test_the_table_holds_every_scheme_once():

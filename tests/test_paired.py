@@ -2,6 +2,9 @@
 
 import numpy as np
 import pytest
+from _helpers import PAIRED_HEADS as HEADS
+from _helpers import paired_blobs as blobs
+from _helpers import paired_kw
 
 import meanfield as mf
 from meanfield import diagnostics
@@ -9,9 +12,7 @@ from meanfield.analysis import transport
 from meanfield.models.particles import SPECTRAL_MIN_N
 from meanfield.workflow import paired, results
 from meanfield.workflow.checkpoint import Checkpointer, RunInterrupted
-from meanfield.workflow.paired import PDESettings, ParticleSettings, TransportSettings
-from _helpers import PAIRED_HEADS as HEADS, paired_blobs as blobs, paired_kw
-
+from meanfield.workflow.paired import ParticleSettings, PDESettings, TransportSettings
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,11 @@ from test_engine.py (0.2.0: test files named after what they test)."""
 
 import numpy as np
 import pytest
+from _helpers import PAIRED_HEADS as HEADS
 
 import meanfield as mf
 from meanfield import diagnostics
 from meanfield.analysis.clustering import clustering
-from _helpers import PAIRED_HEADS as HEADS
 
 
 def tokens(n, seed):

@@ -7,10 +7,10 @@ import pytest
 from meanfield import theory
 from meanfield.core.heads import scalar_heads
 from meanfield.core.initial import equiangular, uniform_sphere
+from meanfield.core.options import SaveAt, StepControl
 from meanfield.core.tableaux import SCHEMES
 from meanfield.models.particles import ParticleSystem
 from meanfield.workflow.simulate import solve_particles
-from meanfield.core.options import SaveAt, StepControl
 
 
 def gram_offdiag(X):

@@ -6,12 +6,13 @@ the closed-form table, tests/closed_forms.py; Head validation and presets are in
 
 import numpy as np
 import pytest
+from _helpers import FD_RTOL, fd_energy_rate
 
 import meanfield as mf
 from meanfield.core.heads import Head, random_symmetric_heads, scalar_heads
 from meanfield.core.initial import uniform_sphere
 from meanfield.models.particles import ParticleSystem
-from _helpers import FD_RTOL, fd_energy_rate
+
 
 @pytest.mark.parametrize("normalization", ["mean", "softmax"])
 def test_energy_rates_exact_for_general_heads(rng, normalization):

@@ -6,9 +6,9 @@ import pytest
 from meanfield.core.densities import uniform_density, vmf_density
 from meanfield.core.heads import scalar_heads
 from meanfield.core.methods import as_stepper, method_names
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow.simulate import solve_continuum
-from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
 QUIET = dict(monitor=False, progress=False)
 RUN = dict(save=SaveAt(observe=False), **QUIET)

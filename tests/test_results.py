@@ -5,10 +5,10 @@ import pytest
 import xarray as xr
 
 import meanfield
+from meanfield.core.sphere import SphereGrid
 from meanfield.workflow import paired, results
 from meanfield.workflow.config import RunConfig
 from meanfield.workflow.run import run
-from meanfield.core.sphere import SphereGrid
 
 # The default run at a reduced size: lmax 15, 200 particles, t in [0, 0.5] (seconds, not minutes).
 SMALL = {"pde": {"lmax": 15}, "particles": {"n": 200}, "integrator": {"t_final": 0.5, "n_frames": 6},

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from meanfield.workflow.cli import main
-from meanfield.workflow.config import RunConfig
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.models.particles import ParticleSystem
 from meanfield.workflow.checkpoint import RunInterrupted
+from meanfield.workflow.cli import main
+from meanfield.workflow.config import RunConfig
 from meanfield.workflow.jobs import main_job, resume_job
 
 CONFIG = RunConfig.from_dict({"seed": 2, "pde": {"lmax": 15}, "particles": {"n": 60},

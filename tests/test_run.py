@@ -4,11 +4,13 @@ test files named after what they test)."""
 
 import numpy as np
 import pytest
+from _helpers import PAIRED_HEADS as HEADS
+from _helpers import paired_blobs as blobs
+from _helpers import spied_run
 
 from meanfield.workflow import paired, results
 from meanfield.workflow import run as run_module
 from meanfield.workflow.config import RunConfig
-from _helpers import PAIRED_HEADS as HEADS, paired_blobs as blobs, spied_run
 from meanfield.workflow.paired import PDESettings, TransportSettings
 
 

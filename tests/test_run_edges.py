@@ -17,11 +17,10 @@ import pytest
 
 from meanfield.models.particles import ParticleSystem
 from meanfield.workflow import checkpoint, jobs
-from meanfield.workflow import run as run_module
 from meanfield.workflow import preflight as preflight_module
-from meanfield.workflow.jobs import FolderLock
 from meanfield.workflow.cli import main
 from meanfield.workflow.config import RunConfig
+from meanfield.workflow.jobs import FolderLock
 from meanfield.workflow.results import load
 
 SMALL = RunConfig.from_dict({"seed": 2, "pde": {"lmax": 15}, "particles": {"n": 60},

@@ -6,13 +6,12 @@ direct O(n^2) path is refused up front beyond :data:`DIRECT_TIME_LIMIT_S` (never
 
 import numpy as np
 import pytest
+from conftest import random_tokens
 
 from meanfield.analysis.clustering import clustering
 from meanfield.analysis.diagnostics import attention_entropy, attention_entropy_rate, observer
 from meanfield.core.heads import Head, scalar_heads
 from meanfield.models.particles import DIRECT_PAIR_RATE, DIRECT_TIME_LIMIT_S, ParticleSystem
-
-from conftest import random_tokens
 
 
 def _heads(normalization):

@@ -6,11 +6,11 @@ import pytest
 import meanfield as mf
 from meanfield.core.densities import uniform_density
 from meanfield.core.heads import scalar_heads
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 from meanfield.core.random_heads import SCORE_ENSEMBLES, VALUE_ENSEMBLES, random_heads
 from meanfield.core.schedules import HeadSchedule, ScheduledSystem, integrate_schedule, random_layers
 from meanfield.models.batched import BatchedSystem
 from meanfield.models.step_rules import iterate
-from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
 
 @pytest.mark.parametrize("score", SCORE_ENSEMBLES)

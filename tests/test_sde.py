@@ -9,13 +9,13 @@ import warnings
 
 import numpy as np
 import pytest
+from _helpers import sde_ends_on_one_path
 
 import meanfield as mf
 from meanfield.core.integrate import integrate
 from meanfield.core.methods import METHODS, method_names
-from meanfield.core.sde import Noise, NoiseStepWarning, brownian_increments, geodesic_noise
-from _helpers import sde_ends_on_one_path
 from meanfield.core.options import Checkpointing, SaveAt, StepControl
+from meanfield.core.sde import Noise, NoiseStepWarning, brownian_increments, geodesic_noise
 
 
 def _tokens(rng, n, d):

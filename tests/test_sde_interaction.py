@@ -21,6 +21,7 @@ from O(1) to O(dt^{3/2}), so the weak error (O(dt^2)) is resolved at 4 standard 
 
 import numpy as np
 import pytest
+from _helpers import sde_ends_on_one_path
 from numpy.polynomial import chebyshev as C
 from scipy.linalg import expm
 
@@ -28,7 +29,6 @@ import meanfield as mf
 from meanfield.core.methods import METHODS, method_names
 from meanfield.core.sde import sde_step
 from meanfield.models.batched import BatchedSystem
-from _helpers import sde_ends_on_one_path
 
 D = 3
 HEADS = [(1.0, 1.0, 4.0), (0.5, -1.0, 2.0)]          # (lambda, mu, beta): attractive, repulsive; softmax

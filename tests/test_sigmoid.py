@@ -4,6 +4,7 @@ energies and the energy identity, attention entropies, and a TOML run config."""
 
 import numpy as np
 import pytest
+from _helpers import assert_spectral_sums_match, clustered, smooth_density
 
 from meanfield import field_diagnostics as fd
 from meanfield.analysis.diagnostics import attention_entropy, attention_entropy_rate, dissipation
@@ -14,7 +15,6 @@ from meanfield.core.zonal import required_lmax
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.models.fastsum import SpectralSum
 from meanfield.models.particles import ParticleSystem, retract_sphere
-from _helpers import assert_spectral_sums_match, clustered, smooth_density
 
 BIAS = {"bias": -0.6}
 

@@ -13,11 +13,11 @@ from meanfield.analysis.axisymmetric import observer as axi_observer
 from meanfield.core.densities import uniform_density, vmf_mixture_density
 from meanfield.core.integrate import integrate
 from meanfield.core.kernels import NORMALIZATIONS
+from meanfield.core.options import Checkpointing, SaveAt, StepControl
 from meanfield.core.sinkhorn import SinkhornError, solve_scaling
 from meanfield.models.axisymmetric import AxisymmetricPDE
 from meanfield.models.circle import CirclePDE
 from meanfield.workflow.cli import main
-from meanfield.core.options import Checkpointing, SaveAt, StepControl
 
 LAMBDAS, BETA = [1.0, -0.6], 3.0          # two heads of opposite signs
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from meanfield.workflow import results
 from meanfield.core.sphere import SphereGrid, from_lm_table, lm_indices, to_lm_table
+from meanfield.workflow import results
 
 
 @pytest.mark.parametrize("lmax", [2, 7, 31])

@@ -5,9 +5,9 @@ import pytest
 
 import meanfield as mf
 from meanfield.core.heads import random_symmetric_heads, scalar_heads
+from meanfield.core.options import SaveAt, StepControl
 from meanfield.models.batched import BatchedSystem
 from meanfield.models.step_rules import STEP_RULES, directions, iterate, limit_rhs, step
-from meanfield.core.options import SaveAt, StepControl
 
 
 def _cap_tokens(rng, B, n, d, spread=0.8):

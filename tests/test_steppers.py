@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 
 from meanfield.core.integrate import integrate
-from meanfield.core.tableaux import IMEX_TABLEAUX
 from meanfield.core.methods import METHODS, as_stepper, method_names
-from meanfield.core.steppers import ETDRK2, ExplicitRK, IMEXEuler, Stepper, phi_functions
-from meanfield.core.tableaux import SCHEMES
 from meanfield.core.options import Checkpointing, SaveAt, StepControl
+from meanfield.core.steppers import ETDRK2, ExplicitRK, IMEXEuler, Stepper, phi_functions
+from meanfield.core.tableaux import IMEX_TABLEAUX, SCHEMES
 
 # the split schemes other than the Lawson forms (those are tested in test_pde_split.py and test_imex.py)
 _SPLIT = [k for k in method_names(split=True) if not k.startswith("lawson_")]

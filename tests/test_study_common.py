@@ -5,8 +5,8 @@ import pytest
 from scipy import stats
 
 import meanfield as mf
-from studies._common import SlopeFit, blowup_horizon, fit_slope
 from meanfield.core.options import SaveAt
+from studies._common import SlopeFit, blowup_horizon, fit_slope
 
 
 def test_fit_slope_recovers_a_power_law():

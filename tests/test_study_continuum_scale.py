@@ -13,7 +13,7 @@ def test_quick_study_and_rerun_skips_tasks(tmp_path):
     path = report(tmp_path)
     d = np.load(tmp_path / "data.npz")
     s = load_json(tmp_path / "data.json")
-    ns, t = d["n_values"], d["times"]
+    t = d["times"]
     # the PDE's stop times are recorded; the low-resolution PDE stops (monitor), not later than lmax 47
     assert s["pde"]["status_low"] == 1 and s["pde"]["t_stop_low"] <= s["pde"]["t_stop"]
     assert t[-1] <= s["pde"]["t_stop"] + 1e-9

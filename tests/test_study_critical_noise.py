@@ -1,7 +1,6 @@
 """Quick mode of the critical_noise study: particle growth rates under noise vs sigma_1(nu) and nu_c."""
 
 import numpy as np
-
 from _study_helpers import quick_study_fixture
 
 quick = quick_study_fixture("critical_noise")   # (out, summary, data.json)

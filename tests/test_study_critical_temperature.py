@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from _study_helpers import quick_study_fixture
 
 import meanfield as mf
-from _study_helpers import quick_study_fixture
 from studies.critical_temperature.report import report
 from studies.critical_temperature.run import make_system, margins, split_norm_bounded_closed_form, threshold
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-
 from _study_helpers import quick_study_fixture
+
 from studies.entropy_production.run import equiangular_entropy, finite_difference
 
 study = quick_study_fixture("entropy_production", with_report=True)   # (out, summary, report path)

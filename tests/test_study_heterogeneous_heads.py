@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from _study_helpers import quick_study_fixture
 
 import meanfield as mf
-from _study_helpers import quick_study_fixture
 from studies.heterogeneous_heads.report import report
 from studies.heterogeneous_heads.run import late_slope, split
 

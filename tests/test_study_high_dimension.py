@@ -1,6 +1,7 @@
 """Quick mode of the high_dimension study: particles vs the axisymmetric PDE against d, sigma_l(d)."""
 
 from _study_helpers import quick_study_fixture
+
 from studies.high_dimension.report import report
 
 quick = quick_study_fixture("high_dimension")   # (out, summary, data.json)

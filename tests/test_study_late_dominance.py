@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from _study_helpers import quick_study_fixture
 
 import meanfield as mf
-from _study_helpers import quick_study_fixture
 from studies.late_dominance.report import report
 from studies.late_dominance.run import crossover_relu_softmax, crossovers, rate_ratio
 

@@ -1,8 +1,8 @@
 """Quick mode of the linear_stability study: measured growth rates vs the exact sigma_l."""
 
 import numpy as np
-
 from _study_helpers import quick_study_fixture
+
 from studies.linear_stability.report import report
 
 quick = quick_study_fixture("linear_stability")   # (out, summary, data.json)

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from _study_helpers import quick_study_fixture
 
 import meanfield as mf
-from _study_helpers import quick_study_fixture
 from studies.many_heads.report import report
 from studies.many_heads.run import best_split, first_order_time, late_slope, split
 

@@ -3,8 +3,8 @@
 import re
 
 import numpy as np
-
 from _study_helpers import quick_study_fixture
+
 from studies._common import VERDICTS, load_json
 from studies.phase_transitions.report import checks
 

@@ -2,15 +2,14 @@
 
 import numpy as np
 import pytest
+from _study_helpers import quick_study_fixture
 from scipy import stats
 
 import meanfield as mf
 from meanfield.analysis.clustering import clustering
-from _study_helpers import quick_study_fixture
 from studies._common import dense_particle_run, first_sign_change, mean_ci95, wilson95
 from studies.radial_dominance_invariance.report import report
-from studies.radial_dominance_invariance.run import (equiangular_failure, equiangular_terms, large_n_limit,
-                                                     relative_margins)
+from studies.radial_dominance_invariance.run import equiangular_failure, equiangular_terms, large_n_limit, relative_margins
 
 quick = quick_study_fixture("radial_dominance_invariance")   # (out, summary, data.json)
 

@@ -1,8 +1,8 @@
 """Quick mode of studies/relu_vs_softmax: runs, reports, and reproduces its key numbers."""
 
 import numpy as np
-
 from _study_helpers import quick_study_fixture
+
 from studies._common import load_json
 
 study = quick_study_fixture("relu_vs_softmax", with_report=True)   # (out, summary, report path)

@@ -14,12 +14,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from _helpers import paired_kw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meanfield.core import choices, validate as V
+from meanfield.core import choices
+from meanfield.core import validate as V
 from meanfield.core.options import Checkpointing, SaveAt, StepControl
-from _helpers import paired_kw
 
 ANYTHING = st.one_of(st.none(), st.booleans(), st.integers(-10**30, 10**30), st.floats(allow_nan=True),
                      st.text(max_size=5), st.lists(st.floats(), max_size=3), st.complex_numbers())
@@ -378,7 +379,8 @@ def test_cli_argument_types_use_the_validators():
 
 # ------------------------------------------- arguments that were unchecked (or crashed) before issue 11 item 6
 def test_core_refuses_previously_unchecked_arguments():
-    from meanfield.core import funk_hecke, heads as H, kernels, zonal
+    from meanfield.core import funk_hecke, kernels, zonal
+    from meanfield.core import heads as H
 
     h = H.scalar_heads([1.0], 3)
     refused(funk_hecke.funk_hecke_multipliers, 4, exp_rate="1.0", name="exp_rate", echo="'1.0'")

@@ -3,11 +3,11 @@
 
 import numpy as np
 import pytest
+from _helpers import spied_run
 
 from meanfield.workflow import results
 from meanfield.workflow import run as run_module
 from meanfield.workflow.config import RunConfig
-from _helpers import spied_run
 
 NEW = ("w2_geodesic_lower", "w2_geodesic_upper")
 

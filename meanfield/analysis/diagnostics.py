@@ -25,7 +25,8 @@ from ..core import validate
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sums import entropy_rows, log_attention
 from ..models.particles import ParticleSystem, check_weights, project_tangent
-from .clustering import clustering as _clustering, mean_inner
+from .clustering import clustering as _clustering
+from .clustering import mean_inner
 
 __all__ = ["dissipation", "energy_rate_terms", "radial_shadows", "radial_dominance",
            "attention_entropy", "attention_entropy_rate", "observer", "observer_passes", "OBSERVABLES"]

@@ -103,7 +103,7 @@ def mmd_particles_field(X, rho_lm, grid, a=None, *, kernel="sobolev", s=2.0, bet
         ``distance = MMD``, ``cost = MMD^2``, ``method = "mmd"``, ``metric = kernel``; ``info`` has
         ``a_l``, ``per_degree`` (``a_l sum_m |mu_lm - rho_lm|^2``) and ``truncation_bound``.
     """
-    from .transport import TransportResult            # the result type of every distance (imports POT)
+    from .transport import TransportResult  # the result type of every distance (imports POT)
 
     X = validate.unit_vectors("X", X, 3, min_rows=1)
     w = validate.probability_weights("a", a, X.shape[0])

@@ -10,8 +10,8 @@ import numpy as np
 from scipy import special
 
 from ..core import cost
-from ..core.validate import choice, integer, integer_array, real, real_array
 from ..core.kernels import KERNELS, NORMALIZATIONS
+from ..core.validate import choice, integer, integer_array, real, real_array
 
 __all__ = ["sphere_area", "funk_hecke_exp", "funk_hecke_relu", "growth_rate", "most_unstable_degree",
            "critical_noise", "growth_rate_heads"]

@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import integrate, optimize, special
 
-from ..core.validate import choice, integer, integer_array, real, real_array
 from ..core.kernels import KERNELS, NORMALIZATIONS
+from ..core.validate import choice, integer, integer_array, real, real_array
 from .stability import _common, _equal_rows, _gamma, _lambdas
 
 __all__ = [

@@ -146,6 +146,7 @@ def funk_hecke_normalized(lmax, d, g=None, exp_rate=None, n_nodes=None):
     ndarray, shape (lmax + 1,)
     """
     from scipy.special import gammaln, hyp0f1
+
     from . import validate
 
     lmax, d = validate.integer("lmax", lmax, 0), validate.integer("d", d, 2)

@@ -30,10 +30,20 @@ import numpy as np
 from . import validate
 from .controllers import ErrorControl, FixedGrid, initial_step
 from .dense import DenseOutput, EventTracker
-from .driver_parts import (_check_events, _check_linear, _check_noise, _check_resume, _Checkpoints, _Counted, _fail,
-                           _Position, _Progress, _Recorder)
-from .options import Checkpointing, SaveAt, StepControl, option
+from .driver_parts import (
+    _check_events,
+    _check_linear,
+    _check_noise,
+    _check_resume,
+    _Checkpoints,
+    _Counted,
+    _fail,
+    _Position,
+    _Progress,
+    _Recorder,
+)
 from .methods import as_stepper, method_names
+from .options import Checkpointing, SaveAt, StepControl, option
 from .sde import generator_from_state
 from .steppers import ExplicitRK
 

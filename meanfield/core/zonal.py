@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import cost, validate
-from .heads import check_heads
 from .field_forces import field_entropies, field_velocity
+from .heads import check_heads
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS, Kernel, check_finite_multipliers
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 

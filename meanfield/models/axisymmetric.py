@@ -30,11 +30,11 @@ import numpy as np
 from scipy.special import roots_jacobi
 
 from ..core import cost, resolution, validate
-from ..core.methods import stable_step
+from ..core.field_forces import LineSpace, ScalingCache, field_scalings, field_velocity, normalizers_and_errors
 from ..core.funk_hecke import gegenbauer_normalized, resolved_multipliers
 from ..core.heads import check_heads
-from ..core.field_forces import LineSpace, ScalingCache, field_scalings, field_velocity, normalizers_and_errors
 from ..core.kernels import KERNELS, check_finite_multipliers
+from ..core.methods import stable_step
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 
 __all__ = ["AxisymmetricPDE", "AxisymmetricResolutionWarning", "zonal_multipliers_d"]

@@ -38,13 +38,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fastsum import SpectralSum, spectral_supported
-from .particles import UNIT_NORM_TOL, check_stage
 from ..core import cost, validate
 from ..core.choices import GEOMETRIES
 from ..core.heads import Head, check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
+from .fastsum import SpectralSum, spectral_supported
+from .particles import UNIT_NORM_TOL, check_stage
 
 __all__ = ["BATCHED_SUMMATIONS", "BatchedSystem", "project_tangent_batched", "retract_batched", "check_batch"]
 

@@ -24,12 +24,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import cost, resolution, validate
-from ..core.methods import stable_step
+from ..core.field_forces import (
+    LineSpace,
+    ScalingCache,
+    check_solved_heads,
+    field_scalings,
+    field_velocity,
+    normalizers_and_errors,
+)
 from ..core.funk_hecke import resolved_multipliers
 from ..core.heads import check_heads
-from ..core.field_forces import (LineSpace, ScalingCache, check_solved_heads, field_scalings, field_velocity,
-                                 normalizers_and_errors)
 from ..core.kernels import KERNELS, check_finite_multipliers
+from ..core.methods import stable_step
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sums import aggregate, pair_sum
 

@@ -27,13 +27,12 @@ import numpy as np
 
 from ..core import validate
 from ..core.choices import CONTINUUM_METHODS
-from ..core.heads import check_exp_range, check_heads
 from ..core.field_forces import ScalingCache, check_solved_heads, field_scalings, field_velocity
+from ..core.heads import check_exp_range, check_heads
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sphere import SphereGrid, from_real, to_real
 from ..core.sums import aggregate, pair_sum
 from ..core.zonal import GridSpace, ZonalOperator, truncation_level
-
 
 __all__ = ["ContinuumPDE", "KernelResolutionWarning"]
 

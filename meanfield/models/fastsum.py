@@ -46,8 +46,8 @@ from ..core import validate
 from ..core.heads import check_heads
 from ..core.kernels import LMAX_CAP, NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
-from ..core.sums import LastScalings
 from ..core.sphere import PointSet, SphereGrid
+from ..core.sums import LastScalings
 from ..core.zonal import PointSpace, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax
 
 __all__ = ["SpectralSum", "spectral_supported"]

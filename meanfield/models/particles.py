@@ -34,15 +34,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fastsum import SpectralSum, spectral_supported
 from ..core import validate
-from ..core.cost import STEP_OVERHEAD_S, guard
 from ..core.choices import GEOMETRIES, SUMMATIONS
+from ..core.cost import STEP_OVERHEAD_S, guard
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult
 from ..core.sums import DirectSums, LastScalings, pair_sum, row_chunks
 from ..core.zonal import required_lmax
+from .fastsum import SpectralSum, spectral_supported
 
 SPECTRAL_MIN_N = 2000
 """Smallest n for which ``summation="auto"`` uses the spectral sum.  Measured (benchmarks/RESULTS.md):

@@ -33,9 +33,9 @@ right-hand side of the rule's continuous-time limit, for :func:`meanfield.core.i
 
 from __future__ import annotations
 
-import numpy as np
-
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..core import cost, validate
 from ..core.integrate import Trajectory, integrate

@@ -100,8 +100,8 @@ def _signal_name():
 
 
 def _run(args):
-    from .config import RunConfig, load_config
     from .checkpoint import RunInterrupted
+    from .config import RunConfig, load_config
     from .jobs import FiguresInterrupted, main_job, resume_job
 
     started = time.perf_counter()
@@ -342,8 +342,8 @@ def _phase_transition(args):
 def _extend(args, progress):
     """``meanfield run --extend DIR --t-final T``: a new dataset file in DIR, the finished result untouched."""
     from . import results
-    from .jobs import FolderLock
     from .extend import extend, extended_name
+    from .jobs import FolderLock
 
     if args.extend is None or args.t_final is None:
         raise ValueError("meanfield run --extend DIR needs --t-final T (and --t-final needs --extend DIR); received "

@@ -19,8 +19,19 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from .config import (ConfigError, HeadConfig, _bool, _filename, _int, _opt, _real, _Section, _toml_value, parse_toml,
-                     unique_list)
+from .config import (
+    ConfigError,
+    HeadConfig,
+    _bool,
+    _filename,
+    _int,
+    _opt,
+    _real,
+    _Section,
+    _toml_value,
+    parse_toml,
+    unique_list,
+)
 
 __all__ = ["GeometryConfig", "ContinuationConfig", "EquilibriaOutputConfig", "EquilibriaConfig",
            "load_equilibria_config", "DEFAULT_BETA", "PARAMETERS"]

@@ -39,10 +39,9 @@ import xarray as xr
 from ..analysis import equilibria as eq
 from ..analysis.phase_transition import classify_transition
 from ..core import validate
-from .jobs import FolderLock, remove_stale_temporaries
-from .equilibria_branches import (Problem, build_model, check_config, compute_branches, degree_of,
-                                  has_free_energy)
+from .equilibria_branches import Problem, build_model, check_config, compute_branches, degree_of, has_free_energy
 from .equilibria_config import EquilibriaConfig
+from .jobs import FolderLock, remove_stale_temporaries
 
 __all__ = ["to_dataset", "equilibria", "equilibria_job", "load_equilibria",
            "summary", "failures", "equilibria_config_of", "EquilibriaExists", "EQUILIBRIA_SCHEMA_VERSION",
@@ -326,7 +325,7 @@ def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-o
         paths = [save(ds, dataset)]
         shutil.rmtree(partial)
         if config.outputs.figures:
-            from .plotting import bifurcation_figure             # matplotlib only when a figure is asked for
+            from .plotting import bifurcation_figure  # matplotlib only when a figure is asked for
 
             bifurcation_figure(ds).savefig(figure, dpi=config.outputs.dpi)
             paths.append(figure)

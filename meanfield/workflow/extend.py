@@ -33,8 +33,8 @@ import xarray as xr
 
 from ..core import cost, validate
 from .paired import paired_run
-from .results import config_of, density_coefficients
 from .preflight import estimate_cost
+from .results import config_of, density_coefficients
 from .run import build_heads, paired_settings, to_dataset
 
 __all__ = ["extend", "extended_name"]

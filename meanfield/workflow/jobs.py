@@ -28,8 +28,8 @@ from pathlib import Path
 from ..core import validate
 from .checkpoint import Checkpointer, RunInterrupted
 from .config import RunConfig, load_config
-from .results import add_provenance, save
 from .preflight import estimate_cost, preflight
+from .results import add_provenance, save
 from .run import run, summary
 
 __all__ = ["main_job", "resume_job", "FolderLock", "FolderInUse", "LOCK_NAME", "remove_stale_temporaries",

@@ -36,13 +36,12 @@ from ..analysis import diagnostics, transport
 from ..core import validate
 from ..core.choices import SAMPLINGS, SUMMATIONS, W2_METHODS, W2_METRICS, W2_NEGATIVE_POLICIES
 from ..core.densities import check_density, sample_particles
+from ..core.options import Checkpointing, SaveAt, StepControl, option
 from ..core.sphere import SphereGrid
 from ..models.continuum import ContinuumPDE
 from ..models.particles import ParticleSystem
-from ..core.options import Checkpointing, SaveAt, StepControl, option
 from .checkpoint import Checkpointer, RunInterrupted
 from .simulate import check_particle_run, solve_continuum, solve_particles
-
 
 __all__ = ["PairedResult", "paired_run", "transport_grid", "resolve_transport_grid", "density_measure",
            "w2_densities", "align_times", "ParticleSettings", "PDESettings", "TransportSettings"]

@@ -36,8 +36,8 @@ from matplotlib.figure import Figure  # noqa: E402
 from ..analysis import stability  # noqa: E402
 from ..core import validate  # noqa: E402
 from ..core.kernels import KERNELS  # noqa: E402
-from .results import density_coefficients  # noqa: E402
 from ..core.sphere import SphereGrid  # noqa: E402
+from .results import density_coefficients  # noqa: E402
 
 __all__ = ["density_maps", "orthographic_views", "energy_curves", "w2_curve", "growth_rate_spectrum",
            "save_animation", "save_figures", "phase_diagram_figure", "bifurcation_figure",

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import time
 from types import SimpleNamespace
+
 import numpy as np
 
 from ..core import validate
 from ..core.cost import STEP_OVERHEAD_S
 from ..core.densities import sample_particles
 from ..core.integrate import estimate_nfev
-from ..core.sphere import SphereGrid
 from ..core.methods import as_stepper
+from ..core.sphere import SphereGrid
 from ..models.continuum import ContinuumPDE
 from ..models.particles import ParticleSystem
 from .config import RunConfig, resolve_positions

@@ -19,8 +19,8 @@ from ..analysis.axisymmetric import resolution_monitor
 from ..core import validate
 from ..core.integrate import integrate
 from ..core.methods import as_stepper
-from ..core.options import SaveAt, StepControl, option
 from ..core.model import ReducedDensityModel, missing
+from ..core.options import SaveAt, StepControl, option
 
 __all__ = ["solve_reduced"]
 

@@ -27,11 +27,10 @@ from .._version import __version__
 from ..core import validate
 from ..core.densities import sample_particles, vmf_mixture_density
 from ..core.heads import Head
-from ..core.sphere import SphereGrid, to_lm_table
 from ..core.options import StepControl
+from ..core.sphere import SphereGrid, to_lm_table
 from .config import RunConfig, resolve_positions
-from .paired import (PairedResult, PDESettings, ParticleSettings, TransportSettings, align_times, paired_run,
-                     transport_grid)
+from .paired import PairedResult, ParticleSettings, PDESettings, TransportSettings, align_times, paired_run, transport_grid
 from .results import SCHEMA_VERSION, describe, observables_to_variables
 
 __all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset", "summary",

@@ -14,12 +14,13 @@ import numpy as np
 
 from ..analysis import diagnostics, field_diagnostics
 from ..core import validate
-from ..models.continuum import ContinuumPDE
-from ..core.densities import check_density, normalize as normalize_density
+from ..core.densities import check_density
+from ..core.densities import normalize as normalize_density
 from ..core.integrate import estimate_nfev, integrate
 from ..core.methods import as_stepper, method_names
 from ..core.options import SaveAt, StepControl, option
 from ..core.sde import Noise
+from ..models.continuum import ContinuumPDE
 from ..models.particles import DIRECT_RUN_LIMIT_S, ParticleSystem
 
 __all__ = ["solve_particles", "solve_continuum", "check_particle_run"]

@@ -11,8 +11,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REFUTED, REPRODUCED, SHARPENED, fit_slope, open_study_data,  # noqa: E402
-                             save_figure, style_axes, write_report)
+from studies._common import (  # noqa: E402
+    OUTSIDE,
+    REFUTED,
+    REPRODUCED,
+    SHARPENED,
+    fit_slope,
+    open_study_data,
+    save_figure,
+    style_axes,
+    write_report,
+)
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 READING_LABEL = {"flat": "flat (self-term margin)", "exact": "sphere, Condition 8 exact reading",

@@ -40,10 +40,10 @@ from scipy import stats
 
 import meanfield as mf
 from meanfield import diagnostics as dg
+from meanfield.core.options import SaveAt
 from studies._common import blowup_horizon, fit_slope, main, save_json
 from studies.approximate_orthogonality import adversarial as adv
 from studies.approximate_orthogonality.report import report
-from meanfield.core.options import SaveAt
 
 KAPPA = 5.0      # vMF tokens around (1, ..., 1)/sqrt(d): every head sees a common mean (a favourable start)
 SMALL_ANGLE = 85.0   # slopes are also fitted on angles >= this (delta <= 0.087), the asymptotic regime

@@ -32,12 +32,12 @@ from pathlib import Path
 import numpy as np
 
 import meanfield as mf
-from meanfield.workflow import paired
 from meanfield.analysis import transport
 from meanfield.analysis.clustering import clustering
-from studies._common import fit_slope, main, save_json
 from meanfield.core.options import SaveAt
+from meanfield.workflow import paired
 from meanfield.workflow.paired import PDESettings, TransportSettings
+from studies._common import fit_slope, main, save_json
 
 LAMBDAS = (1.0, 0.5)
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])

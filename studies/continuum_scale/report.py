@@ -15,8 +15,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REFUTED, REPRODUCED, markdown_table,  # noqa: E402
-                             open_study_data, save_figure, style_axes, write_report)
+from studies._common import (  # noqa: E402
+    OUTSIDE,
+    REFUTED,
+    REPRODUCED,
+    markdown_table,
+    open_study_data,
+    save_figure,
+    style_axes,
+    write_report,
+)
 
 
 def _f(x, fmt=".3f"):

@@ -50,10 +50,10 @@ import numpy as np
 import meanfield as mf
 from meanfield.analysis import stability
 from meanfield.analysis.mmd import mmd_iid_expectation
+from meanfield.core.options import SaveAt
 from meanfield.workflow.tasks import NpzStore, run_tasks
 from studies._common import fit_slope, main, mean_ci, save_json
 from studies.continuum_scale.tasks import W2_KEYS, particle_task, w2_task
-from meanfield.core.options import SaveAt
 
 LAMBDAS = (1.0, 0.5)
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])

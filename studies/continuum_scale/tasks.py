@@ -12,11 +12,11 @@ import time
 import numpy as np
 
 import meanfield as mf
+from meanfield.analysis import transport
 from meanfield.analysis.mmd import mmd_particles_field
 from meanfield.analysis.transport import w2_particles_field
-from meanfield.workflow import paired
-from meanfield.analysis import transport
 from meanfield.core.options import SaveAt, StepControl
+from meanfield.workflow import paired
 
 
 def _particles(setup: dict, n: int, seed: int):

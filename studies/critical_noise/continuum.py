@@ -36,11 +36,11 @@ import time
 import numpy as np
 
 import meanfield as mf
-from meanfield.workflow import paired
 from meanfield.analysis import mmd, stability, transport
-from studies._common import fit_slope, mean_ci
-from meanfield.workflow.paired import PDESettings, ParticleSettings, TransportSettings
 from meanfield.core.options import StepControl
+from meanfield.workflow import paired
+from meanfield.workflow.paired import ParticleSettings, PDESettings, TransportSettings
+from studies._common import fit_slope, mean_ci
 
 LAMBDAS, BETA = (1.0, 0.5), 1.0
 MUS = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])

@@ -14,9 +14,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (fit_slope, markdown_table, open_study_data, save_figure, style_axes,  # noqa: E402
-                             write_report)
-from studies._common import mean_ci  # noqa: E402
+from studies._common import (  # noqa: E402
+    fit_slope,
+    markdown_table,
+    mean_ci,  # noqa: E402
+    open_study_data,
+    save_figure,
+    style_axes,
+    write_report,
+)
 
 COLORS = {0: "k", 1: "tab:blue", 2: "tab:red", 3: "tab:green"}
 

@@ -28,9 +28,9 @@ import numpy as np
 
 import meanfield as mf
 from meanfield.analysis import stability
+from meanfield.core.options import SaveAt, StepControl
 from studies._common import fit_slope, main, save_json
 from studies.critical_noise.continuum import run_limit
-from meanfield.core.options import SaveAt, StepControl
 
 LAMBDAS, BETA = [1.0], 1.0
 

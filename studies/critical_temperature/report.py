@@ -10,8 +10,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REPRODUCED, SHARPENED, markdown_table, open_study_data,  # noqa: E402
-                             save_figure, style_axes, write_report)
+from studies._common import (  # noqa: E402
+    OUTSIDE,
+    REPRODUCED,
+    SHARPENED,
+    markdown_table,
+    open_study_data,
+    save_figure,
+    style_axes,
+    write_report,
+)
 
 
 def _fmt(x):

@@ -10,8 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REFUTED, REPRODUCED, open_study_data, save_figure,  # noqa: E402
-                             style_axes, write_report)
+from studies._common import OUTSIDE, REFUTED, REPRODUCED, open_study_data, save_figure, style_axes, write_report  # noqa: E402
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 

@@ -43,9 +43,9 @@ from scipy.integrate import cumulative_simpson
 
 import meanfield as mf
 from meanfield import diagnostics as dg
+from meanfield.core.options import SaveAt, StepControl
 from studies._common import blowup_horizon, fit_slope, main, mean_ci95, save_json
 from studies.energy_monotonicity.report import report
-from meanfield.core.options import SaveAt, StepControl
 
 FLAT_FRACTION = 0.6   # flat runs stop at this fraction of the detected blow-up time
 NEG_REL = 1e-8   # a rate counts as negative below -NEG_REL * max|rate| of its run (round-off guard)

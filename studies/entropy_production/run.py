@@ -37,8 +37,8 @@ import numpy as np
 import meanfield as mf
 from meanfield import diagnostics as dg
 from meanfield.analysis.clustering import clustering
-from studies._common import fit_slope, main, save_json
 from meanfield.core.options import SaveAt, StepControl
+from studies._common import fit_slope, main, save_json
 
 BETA = 1.0
 FAMILIES = ("scalar", "symmetric", "general")

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 import meanfield as mf
-from studies._common import fit_slope, main, save_json
 from meanfield.core.options import SaveAt, StepControl
+from studies._common import fit_slope, main, save_json
 
 N, BETA = 32, 1.0
 TARGETS = (0.5, 0.9)

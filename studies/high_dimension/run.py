@@ -35,10 +35,10 @@ import meanfield as mf
 from meanfield.analysis import stability
 from meanfield.analysis.axisymmetric import resolution_monitor, w2_marginal
 from meanfield.core.axisymmetric import angle_quantiles, sample_axisymmetric
+from meanfield.core.options import SaveAt, StepControl
 from meanfield.models.axisymmetric import AxisymmetricPDE
 from meanfield.models.circle import CirclePDE
 from studies._common import fit_slope, main, save_json
-from meanfield.core.options import SaveAt, StepControl
 
 LMAX = 48          # Gegenbauer degree of the PDE: spectral tail < 1e-3 up to T for every d (monitored)
 DT = 0.025         # particle RK4 step: RK4 error (dt * |rate| ~ 0.05)^4 ~ 1e-5, far below the W2 measured

@@ -10,8 +10,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REPRODUCED, SHARPENED, markdown_table, mean_ci95,  # noqa: E402
-                             open_study_data, save_figure, style_axes, wilson95, write_report)
+from studies._common import (  # noqa: E402
+    OUTSIDE,
+    REPRODUCED,
+    SHARPENED,
+    markdown_table,
+    mean_ci95,
+    open_study_data,
+    save_figure,
+    style_axes,
+    wilson95,
+    write_report,
+)
 
 COLOURS = {"softmax b=1": "C0", "softmax b=4": "C1", "relu-mean": "C2", "relu-softmax": "C3"}
 

@@ -40,8 +40,8 @@ from scipy.sparse.csgraph import connected_components
 import meanfield as mf
 from meanfield.analysis import stability
 from meanfield.analysis.clustering import clustering
-from studies._common import fit_slope, main, save_json
 from meanfield.core.options import SaveAt, StepControl
+from studies._common import fit_slope, main, save_json
 
 SIGMA_DT = 0.05        # |sigma| dt per RK4 step: RK4 rate error (sigma dt)^4 / 120 = 5e-8
 PDE_EPS = 1e-7         # PDE perturbation of (l, m = l // 2): products of Y_lm have orders 0 and 2m, so

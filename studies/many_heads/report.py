@@ -11,8 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 
-from studies._common import (OUTSIDE, REPRODUCED, SHARPENED, open_study_data, save_figure,  # noqa: E402
-                             style_axes, write_report)
+from studies._common import OUTSIDE, REPRODUCED, SHARPENED, open_study_data, save_figure, style_axes, write_report  # noqa: E402
 
 HYP_22 = ("scalar heads M_h = V_h = lambda_h I (lambda_h >= 0), exp kernel, softmax normalization, sphere, "
           "orthogonal tokens (gamma = 0, early rate), fixed total Lambda = H lambda_bar")
@@ -108,7 +107,6 @@ def _fig_runs(d, meta, path):
 def _fig_times(d, meta, path):
     B = meta["part_B"]
     hs, hn, hd = B["hd_headsets"], d["B_hn"], d["B_hd"]
-    T = d["B_T"]
     fig, axes = plt.subplots(1, 3, figsize=(18, 4.8))
     mk = "osd^v"
     for a, k in enumerate(hs):
@@ -219,8 +217,8 @@ def _verdicts(meta):
          f"{max(Cs[f'H{H}/s0_vs_beta_star_max_abs'] for H in meta['Hs']):.0e}; particle thresholds on "
          f"{len(meta['c_seeds'])} random rotations agree to {C['particle_vs_theory_max_abs_err']:.1e}) is tracked by no "
          f"single-alpha substitution (H = {meta['Hs']}, n = {meta['part_C_ns']}, s in (0, 0.9], both normalizations): "
-         + (f"beta*(mean alpha) lies strictly above the threshold at every point (an upper bound, never attained for "
-            f"s > 0)" if mean_under[1] < 0 and mean_over[0] == 1.0 else
+         + ("beta*(mean alpha) lies strictly above the threshold at every point (an upper bound, never attained for "
+            "s > 0)" if mean_under[1] < 0 and mean_over[0] == 1.0 else
             f"beta*(mean alpha) overestimates at {_pct(mean_over)} of the points and underestimates by up to {mean_under[1]:.2g}")
          + f"; beta*(max alpha) overestimates at {_pct(max_over)} and underestimates at {_pct(max_under)} of the points "
          f"(per H and normalization: no bound); beta*(min alpha) overestimates at {_pct(min_over)}; the weakest head fails first "

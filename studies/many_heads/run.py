@@ -50,10 +50,11 @@ import numpy as np
 from scipy import optimize, stats
 
 import meanfield as mf
+from meanfield.core.options import SaveAt, StepControl
 from studies._common import fit_slope, main, save_json
+
 # H = 2's particle run, late-rate fit and crossing time, shared with the study of Thm 22 at H = 2
 from studies.heterogeneous_heads.run import LATE_WINDOW, _first_time, late_slope, particle_run
-from meanfield.core.options import SaveAt, StepControl
 
 N, BETA = 32, 1.0
 HS = (2, 3, 4)

@@ -14,11 +14,20 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
 from scipy import stats  # noqa: E402
 
-from studies._common import (OUTSIDE, REFUTED, REPRODUCED, markdown_table, mean_ci95, open_study_data,  # noqa: E402
-                             save_figure, style_axes, wilson95, write_report)
+from studies._common import (  # noqa: E402
+    OUTSIDE,
+    REFUTED,
+    REPRODUCED,
+    markdown_table,
+    mean_ci95,
+    open_study_data,
+    save_figure,
+    style_axes,
+    wilson95,
+    write_report,
+)
 
 MR = "Mun-Rosenzweig (arXiv 2604.16288, d = 2; 2606.05140, any d)"
 HYP = "one zonal exp head (lambda = 1), mean normalization, noise nu > 0, mean-field PDE on S^(d-1)"
@@ -96,7 +105,7 @@ def checks(data, arrays) -> dict:
 
 def scale_rows(data):
     """Per (n, stage factor) of the hysteresis runs (the main one included): rate, jumps (mean, 95 % t half-width)."""
-    s, st = data["summary"], data["settings"]
+    s = data["summary"]
     rows = [dict(n=s["n"], stage_factor=1.0, ramp_rate=data["hysteresis"]["ramp_rate_slow_down"], seeds=s["seeds"],
                  down=tuple(s["jump_down"]), up=tuple(s["jump_up"]), main=True)]
     for r in (data.get("hysteresis_scale") or {}).get("rows", []):

@@ -41,7 +41,6 @@ from meanfield.analysis import equilibria as eq
 from meanfield.analysis import phase_transition as pt
 from meanfield.analysis import sphere_states as ss
 from meanfield.analysis.stability import growth_rate
-from meanfield.analysis.stability import growth_rate
 from meanfield.models.axisymmetric import AxisymmetricPDE
 from meanfield.models.continuum import ContinuumPDE
 from meanfield.workflow import ramp

@@ -20,8 +20,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 import meanfield as mf
 
 from . import run as study

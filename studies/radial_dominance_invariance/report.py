@@ -10,9 +10,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from studies._common import (  # noqa: E402
+    OUTSIDE,
+    REPRODUCED,
+    SHARPENED,
+    markdown_table,
+    open_study_data,
+    save_figure,
+    style_axes,
+    wilson95,
+    write_report,
+)
 from studies.radial_dominance_invariance.run import equiangular_failure  # noqa: E402
-from studies._common import (OUTSIDE, REPRODUCED, SHARPENED, markdown_table, open_study_data,  # noqa: E402
-                             save_figure, style_axes, wilson95, write_report)
 
 LABEL = {"norm_bounded": "norm-bounded", "exact": "exact"}
 

@@ -50,7 +50,7 @@ from scipy import optimize
 
 import meanfield as mf
 from meanfield.analysis.clustering import clustering
-from studies._common import dense_particle_run, fit_slope, first_sign_change, main, mean_ci95, save_json, wilson95
+from studies._common import dense_particle_run, first_sign_change, fit_slope, main, mean_ci95, save_json, wilson95
 
 READINGS = ("norm_bounded", "exact")
 REL_TOL = 1e-12       # round-off guard on relative margins (as studies/critical_temperature)

@@ -10,8 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REPRODUCED, open_study_data, save_figure, style_axes,  # noqa: E402
-                             write_report)
+from studies._common import OUTSIDE, REPRODUCED, open_study_data, save_figure, style_axes, write_report  # noqa: E402
 
 PASS, FAIL = "reproduced", "NOT reproduced"
 

@@ -25,9 +25,9 @@ import numpy as np
 
 import meanfield as mf
 from meanfield import diagnostics as dg
+from meanfield.core.options import SaveAt
 from studies._common import blowup_horizon, main, save_json
 from studies.radial_shadows.report import report
-from meanfield.core.options import SaveAt
 
 NEG_REL = 1e-10   # a per-head rate counts as negative below -NEG_REL * max|rate| of its run
 FLAT_FRACTION = 0.5   # flat runs stop at this fraction of the detected blow-up time

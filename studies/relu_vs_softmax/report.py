@@ -11,8 +11,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
-from studies._common import (OUTSIDE, REPRODUCED, SHARPENED, load_json, markdown_table,  # noqa: E402
-                             open_study_data, save_figure, write_report)
+from studies._common import (  # noqa: E402
+    OUTSIDE,
+    REPRODUCED,
+    SHARPENED,
+    load_json,
+    markdown_table,
+    open_study_data,
+    save_figure,
+    write_report,
+)
 from studies.relu_vs_softmax.run import first_order_softmax_time  # noqa: E402
 
 LABELS = {"exp-softmax": "exp kernel, softmax normalization", "exp-mean": "exp kernel, mean normalization",
@@ -202,7 +210,6 @@ def _claims(z, s):
         "nonlinear T = " + ", ".join(_f(x, 2) for x in nl) + f"; slope vs ln n = {_f(vs_logn, 3)}, "
         f"log-log slope = {_f(f['nonlinear/exp-softmax/loglog_n'], 3)}",
         "reproduced; the nonlinear flow grows like log n, not n" if abs(vs_logn - 0.5) < 0.05 else "differs"])
-    ps = f["particles/exp-softmax/loglog_n"]
     rows.append([
         "O(n) for softmax with random initial tokens",
         f"particles (d={pd[-1]}, n={pn[0]}..{pn[-1]}): mean T (95% CI, {ns} seeds) = "

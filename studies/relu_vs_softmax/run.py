@@ -46,8 +46,8 @@ import numpy as np
 
 import meanfield as mf
 from meanfield.analysis.clustering import clustering
-from studies._common import fit_slope, main, mean_ci95, save_json
 from meanfield.core.options import SaveAt, StepControl
+from studies._common import fit_slope, main, mean_ci95, save_json
 
 LAMBDA, BETA, TARGET = 1.0, 1.0, 0.5
 COMBOS = (("exp", "softmax"), ("exp", "mean"), ("relu", "mean"), ("relu", "softmax"))
