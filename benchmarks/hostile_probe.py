@@ -105,6 +105,8 @@ def classify(R, finite, name, arg, kind, value):
     peak = tracemalloc.get_traced_memory()[1]
     if peak > PEAK_CAP:
         return "crash", f"allocated {peak / 2**30:.1f} GiB"
+    if kind in ("bad", "huge") and arg in spec.propagates_nonfinite and R.has_nonfinite(value) and not finite(out):
+        return "sane", "non-finite state in, non-finite out (documented: the driver rejects such a step)"
     if kind in ("bad", "huge"):
         return "silent", f"returned {_short(out, 120)}"
     if spec.finite and not finite(out):
