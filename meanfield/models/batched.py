@@ -276,11 +276,14 @@ class BatchedSystem:
         v = self.forces(X, checked=True).sum(axis=1)
         return project_tangent_batched(X, v) if self.geometry == "sphere" else v
 
-    def field(self, X):
+    def field(self, X, *, checked=False):
         """The unprojected sum ``sum_h u^h`` (B, n, d): what the discrete step rules add to the tokens.
 
-        ``X`` is validated as by :meth:`velocity` (unit rows on the sphere, never renormalized)."""
-        X = self.check(X)
+        ``X`` is validated as by :meth:`velocity` (unit rows on the sphere, never renormalized), unless ``checked``
+        (the continuous-time limit's ``rhs``: retracted stages, where a non-finite stage must propagate to the
+        driver, which rejects the step, as :meth:`rhs` does)."""
+        if not checked:
+            X = self.check(X)
         if self._spectral is not None:
             w = np.full(X.shape[1], 1.0 / X.shape[1])
             return np.stack([self._spectral.forces(Xb, w)[0].sum(axis=0) for Xb in X])

@@ -167,10 +167,10 @@ def limit_rhs(system, rule="post_ln"):
 
     def rhs(t, y):
         if rule in RADIAL_RULES:
-            u = system.field(retract_batched(y))
+            u = system.field(retract_batched(y), checked=True)
             return _unit(u) if rule == "peri_ln" else u
         x = retract_batched(y)
-        u = system.field(x)
+        u = system.field(x, checked=True)
         return project_tangent_batched(x, _unit(u) if rule == "ngpt" else u)
 
     return rhs

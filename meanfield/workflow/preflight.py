@@ -118,7 +118,7 @@ def estimate_cost(config: RunConfig, *, pilot=True) -> dict:
     config = resolve_positions(config)
     key = (config.to_toml(), pilot)
     if key not in _CACHE:
-        _CACHE.clear()                                 # one config at a time: the preflight and the job's own call
+        _CACHE.clear()                                 # one config (and pilot flag) at a time
         _CACHE[key] = _estimate(config, pilot)
     return dict(_CACHE[key])
 
@@ -192,7 +192,9 @@ def _estimate(config, pilot):
         steps = estimate_nfev("euler", (0.0, ic.t_final), dt=ps.step.dt, t_eval=times)["steps"]
         nfev_p = steps * (stepper.n_drift if stepper.stochastic else int(np.size(stepper.explicit_tableau.b)))
     else:
-        nfev_p = _nfev_adaptive(rate if rate is not None else PDE_NFEV_PER_TIME, ic.t_final, ic.rtol)
+        # the pilot's rate was measured at this rtol already; the model's is for rtol 1e-7
+        nfev_p = (max(20.0, rate * ic.t_final) if rate is not None
+                  else _nfev_adaptive(PDE_NFEV_PER_TIME, ic.t_final, ic.rtol))
         steps = nfev_p / 6.0
     records = ic.n_frames * max(1, diagnostics.observer_passes(system, n))
     particles_s = (nfev_p + records) * t_vel + steps * STEP_OVERHEAD_S
