@@ -11,9 +11,11 @@ change, or how to lift the limit)::
         ...
     ValueError: CirclePDE(kmax=10000000000) would need about 1.64 TiB of memory, above MEMORY_LIMIT_BYTES = 4 GiB; use a smaller kmax, or lift the limit: with meanfield.core.cost.limits(bytes=...): ...
 
-The limits apply to every guarded entry point at once and are lifted for a block of code with
-:func:`limits` (``limits(bytes=float("inf"))`` switches the memory check off; ``seconds`` the time
-check).  The rates below are measured constants (``benchmarks/cost_guard.py`` prints each estimate
+The default limits apply to every guarded entry point that does not pass its own and are lifted for a
+block of code with :func:`limits` (``limits(bytes=float("inf"))`` switches the memory check off; ``seconds``
+the time check).  The particle system's direct sums pass their own limits (``DIRECT_TIME_LIMIT_S`` per
+evaluation, ``direct_limit_s`` per run of :func:`meanfield.solve_particles`), which :func:`limits` does not
+lift: raise those arguments instead.  The rates below are measured constants (``benchmarks/cost_guard.py`` prints each estimate
 next to the measured time and peak memory, ``benchmarks/RESULTS_cost_guard.md``): they are meant to
 be right within a factor of a few, which is all a refusal at 4 GiB or 1 h needs.  A guard only
 refuses; it changes no number of a run it lets through.
