@@ -4,6 +4,7 @@ axisymmetric solver (a different basis, quadrature and solver), the closed-form 
 import numpy as np
 import pytest
 from scipy import optimize
+from scipy.spatial.transform import Rotation
 
 import meanfield as mf
 from meanfield.analysis import equilibria as eq
@@ -177,12 +178,6 @@ def test_sinkhorn_heads_on_the_sphere():
     assert np.abs(replace(pde, nu=s.nu).tendency(st.rho_lm)).max() <= 1e-10 * scale
 
 
-def _rotation(axis, angle):
-    axis = np.asarray(axis, float) / np.linalg.norm(axis)
-    K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
-    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
-
-
 def test_branch_switching_at_degree_three_gives_the_tetrahedral_four_cluster_branch(setting):
     # issue 23: branch switching beyond degree 1 on the full S^2.  At nu_3 (sigma_3 = 0, MODEL.md section 3) the
     # uniform state bifurcates in the 7-dimensional degree-3 kernel; the xyz pattern (Im rho_32) is the direction of
@@ -190,9 +185,7 @@ def test_branch_switching_at_degree_three_gives_the_tetrahedral_four_cluster_bra
     _, pde = setting
     g = pde.grid
     nu3 = optimize.brentq(lambda nu: growth_rate(3, [1.0], BETA, nu=nu), 1e-3, 5.0)
-    uniform = np.zeros(g.nalm, complex)
-    uniform[g.index(0, 0)] = 1.0
-    uniform /= g.integrate(g.synthesis(uniform))
+    uniform = mf.densities.uniform_density(g)
     amps = np.linspace(0.004, 0.2, 50)
     br = ss.sphere_branch(pde, amps, uniform + 0.004j * (np.arange(g.nalm) == g.index(3, 2)), nu3,
                           mode=(3, 2, "im"))
@@ -205,8 +198,8 @@ def test_branch_switching_at_degree_three_gives_the_tetrahedral_four_cluster_bra
     s = br[-1]
     P = mf.initial.uniform_sphere(400, 3, seed=1)
     f0 = pde.density_at(s.rho_lm, P)
-    for R in (_rotation([1, 1, 1], 2 * np.pi / 3), _rotation([1, 0, 0], np.pi),
-              _rotation([0, 0, 1], np.pi / 2) @ np.diag([1.0, 1.0, -1.0])):
+    turn = lambda axis, angle: Rotation.from_rotvec(angle * np.asarray(axis) / np.linalg.norm(axis)).as_matrix()  # noqa: E731
+    for R in (turn([1, 1, 1], 2 * np.pi / 3), turn([1, 0, 0], np.pi), turn([0, 0, 1], np.pi / 2) @ np.diag([1.0, 1.0, -1.0])):
         assert np.abs(pde.density_at(s.rho_lm, P @ R.T) - f0).max() <= 1e-10 * f0.max()   # measured 5e-13
     V = np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]]) / np.sqrt(3)
     at_clusters, between = pde.density_at(s.rho_lm, -V), pde.density_at(s.rho_lm, V)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy import optimize
+from scipy.spatial.transform import Rotation
 
 import meanfield as mf
 from meanfield.analysis import equilibria as eq
@@ -343,9 +344,7 @@ def degree_three(s: Settings, beta, n_amplitudes=50, a_max=0.2) -> dict:
     pde = mf.ContinuumPDE(mf.scalar_heads([1.0], D_PARTICLES, beta), lmax=s.sphere_lmax)
     g = pde.grid
     nu3 = optimize.brentq(lambda nu: growth_rate(3, [1.0], beta, nu=nu), 1e-3, 5.0)
-    uniform = np.zeros(g.nalm, complex)
-    uniform[g.index(0, 0)] = 1.0
-    uniform /= g.integrate(g.synthesis(uniform))
+    uniform = mf.densities.uniform_density(g)
     amps = np.linspace(a_max / n_amplitudes, a_max, n_amplitudes)
     start = uniform + 1j * amps[0] * (np.arange(g.nalm) == g.index(3, 2))
     t0 = time.perf_counter()
@@ -365,19 +364,13 @@ def degree_three(s: Settings, beta, n_amplitudes=50, a_max=0.2) -> dict:
         sym = []
         for axis, angle, flip in (([1, 1, 1], 2 * np.pi / 3, False), ([1, 0, 0], np.pi, False),
                                   ([0, 0, 1], np.pi / 2, True)):
-            R = _rotation(axis, angle) @ (np.diag([1.0, 1.0, -1.0]) if flip else np.eye(3))
+            R = Rotation.from_rotvec(angle * np.asarray(axis) / np.linalg.norm(axis)).as_matrix() @ (np.diag([1.0, 1.0, -1.0]) if flip else np.eye(3))
             sym.append(float(np.abs(pde.density_at(last.rho_lm, P @ R.T) - f0).max() / f0.max()))
         vals, _ = ss.sphere_spectrum(pde, last.rho_lm, last.nu, k=6)
         out.update(symmetry_errors=sym, at_clusters=pde.density_at(last.rho_lm, -V).tolist(),
                    between=pde.density_at(last.rho_lm, V).tolist(), top_eigenvalues=vals.real.tolist(),
                    fold_index=int(np.argmax(nus)), nu_fold_3=float(nus.max()))
     return out
-
-
-def _rotation(axis, angle):
-    axis = np.asarray(axis, float) / np.linalg.norm(axis)
-    K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
-    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
 
 
 # ------------------------------------------------------------------ the study
