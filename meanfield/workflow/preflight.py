@@ -284,10 +284,9 @@ def preflight(config: RunConfig, force=False) -> list[str]:
     cost, avail = estimate_cost(config), available_memory()
     mem, secs = cost["memory_bytes"], cost["seconds"]
     parts = (f"PDE {_duration(cost['pde_s'])}, particles {_duration(cost['particles_s'])}, W2 "
-             f"{_duration(cost['w2_s'])} over {cost['frames']} frames, outputs {_duration(cost['outputs_s'])}"
-             if cost["piloted"] or np.isfinite(cost["pde_s"]) else "")
-    lines = [f"estimate: about {_duration(secs)} and {mem / 1e9:.2g} GB of memory"
-             + (f" ({parts})" if parts else "") + ("" if avail is None else f"; {avail / 1e9:.3g} GB available")]
+             f"{_duration(cost['w2_s'])} over {cost['frames']} frames, outputs {_duration(cost['outputs_s'])}")
+    lines = [f"estimate: about {_duration(secs)} and {mem / 1e9:.2g} GB of memory ({parts})"
+             + ("" if avail is None else f"; {avail / 1e9:.3g} GB available")]
     if cost["notes"]:
         lines.append(f"estimate: {cost['notes']}")
     lines.append(f"start resolved at lmax {lmax}: spectral tail {tail:.1e} <= {config.pde.tail_tol:g}, "
