@@ -73,8 +73,10 @@ particles and G transport nodes (the node measure's grid floor, then the network
 per frame of whole runs (lmax 31, n = 300 to 5000: 0.47-1.7 s; lmax 47, n = 2000: 16 s); one frame is not timed
 because the simplex's cost depends on how far the particles are from the density, which changes along the run."""
 
-W2_SEMIDISCRETE_S_PER_POINT = 2.0e-5
-"""Model of one semi-discrete W2 per particle or quadrature point."""
+W2_SEMIDISCRETE_S_PER_POINT = 2.0e-4
+"""Model of one semi-discrete W2 per frame, ``W2_SEMIDISCRETE_S_PER_POINT * n`` seconds for n particles (measured
+on the default start at lmax 31: 0.98 s at n = 5000, 24 s at n = 10^5 at load 2); timed instead where the model
+says under a second."""
 
 FIGURES_S = 4.0
 """The PNG figures of a run (matplotlib; measured 2-4.2 s), whatever its size."""
@@ -206,7 +208,7 @@ def _estimate(config, pilot):
     if exact:          # network simplex and the grid floor: data-dependent, a fit over whole runs (not one frame)
         w2_frame = W2_FLOOR_S * (nodes / W2_REFERENCE_NODES) ** 3 + W2_EXACT_S * n * float(nodes) ** 3
     else:
-        w2_frame = W2_SEMIDISCRETE_S_PER_POINT * (n + nodes)
+        w2_frame = W2_SEMIDISCRETE_S_PER_POINT * n
     if measure and not exact and w2_frame < 1.0:
         nodes_, weights = density_measure(pde, rho0, resolve_transport_grid(pde, tr.grid))
         w2_frame = _best(lambda: transport.w2_particles_density(X0, nodes_, weights, method=tr.method,
