@@ -258,3 +258,12 @@ def test_circle_quadrature_path_one_evaluation():
     head = mf.Head(M, np.eye(2), 1.0)
     refused(lambda: CirclePDE((head,), 200_000), r"quadrature path", r"one evaluation", r"zonal heads")
     assert not CirclePDE((head,), 50).zonal                    # small: the quadrature path still builds
+
+
+def test_one_pair_rate_serves_every_direct_sum_estimate():
+    # particles, batched systems and the circle's quadrature path estimate a direct sum at one rate, the
+    # cost guard's SECONDS_PER_PAIR (identical floats: the modules alias it, no tolerance)
+    from meanfield.core import cost
+    from meanfield.models import batched, circle, particles
+    assert batched.BATCHED_SECONDS_PER_PAIR == circle.CIRCLE_SECONDS_PER_PAIR == cost.SECONDS_PER_PAIR
+    assert particles.DIRECT_PAIR_RATE == 1.0 / cost.SECONDS_PER_PAIR

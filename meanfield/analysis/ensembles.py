@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import validate
+from ..core import cost, validate
 
 __all__ = ["UNIT_TOL", "PAIR_THRESHOLD", "CLUSTER_THRESHOLD", "RANK_TOL", "gram", "pair_density", "one_cluster",
            "cluster_counts", "gram_rank", "ensemble_observer"]
@@ -44,14 +44,14 @@ meant for ensembles of small systems; use :func:`meanfield.analysis.clustering.c
 
 
 def gram(X):
-    """Gram matrices ``X_b X_b^T``, shape (B, n, n); refused beyond :data:`GRAM_MAX_BYTES`."""
+    """Gram matrices ``X_b X_b^T``, shape (B, n, n); refused (by the cost guard) beyond :data:`GRAM_MAX_BYTES`."""
     X = _batch(X)
     B, n = X.shape[:2]
-    if 8 * B * n * n > GRAM_MAX_BYTES:
-        raise ValueError(f"X of shape {X.shape} needs {8 * B * n * n / 2**30:.3g} GiB of Gram matrices (B n^2 "
-                         f"doubles), more than GRAM_MAX_BYTES = {GRAM_MAX_BYTES / 2**30:g} GiB: these ensemble "
-                         f"measures are for many small systems; use fewer systems (batch) or tokens (n), or "
-                         f"meanfield.analysis.clustering.clustering per system for large n")
+    cost.guard(f"Gram matrices of X of shape {X.shape}", bytes=8.0 * B * n * n, limit_bytes=GRAM_MAX_BYTES,
+               limit_name_bytes="GRAM_MAX_BYTES", detail="B n^2 doubles",
+               fix="fewer systems (batch) or tokens (n): these ensemble measures are for many small systems; "
+                   "use meanfield.analysis.clustering.clustering per system for large n",
+               lift="raise meanfield.analysis.ensembles.GRAM_MAX_BYTES")
     return X @ np.swapaxes(X, 1, 2)
 
 

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 __all__ = ["Cost", "guard", "limits", "current_limits", "memory_text", "time_text", "MEMORY_LIMIT_BYTES",
-           "TIME_LIMIT_S", "STEP_OVERHEAD_S"]
+           "TIME_LIMIT_S", "STEP_OVERHEAD_S", "SECONDS_PER_PAIR"]
 
 MEMORY_LIMIT_BYTES = 4 * 2**30
 """Default memory limit (4 GiB) of one guarded call's estimated peak: a 24 GiB machine survives it with
@@ -43,6 +43,13 @@ STEP_OVERHEAD_S = 2.5e-4
 observer and save checks).  Measured: solve_particles with 10 tokens in d = 3, one head, direct sums,
 10^4 steps: 2.3e-4 s/step (rk4 and geodesic_strang with records), 2.9e-4 s/step (geodesic_strang),
 on the shared 2-core development machine (``benchmarks/cost_guard.py``)."""
+
+SECONDS_PER_PAIR = 1e-8
+"""Seconds per head-pair ``(i, j)`` of one direct kernel sum, the one rate every direct-sum estimate uses
+(particles, batched systems, the circle's quadrature path): the measured rate of a full direct velocity on one
+core of the 2-core reference machine (benchmarks/RESULTS.md: 2.0 s for n = 10^4 with 2 heads; batched mean and
+softmax heads 0.9e-8 to 1.3e-8 s at n = 2000), a conservative figure (DEPENDENCIES.md: 0.7-1.0 G head-pairs/s
+for the bare kernel loop)."""
 
 _LIMITS = contextvars.ContextVar("meanfield_cost_limits", default=(float(MEMORY_LIMIT_BYTES), TIME_LIMIT_S))
 

@@ -79,7 +79,7 @@ def check_batch(name, X, d=None, n=None, B=None, geometry="sphere"):
     return X
 
 
-BATCHED_SECONDS_PER_PAIR = 1e-8
+BATCHED_SECONDS_PER_PAIR = cost.SECONDS_PER_PAIR
 """Seconds per head-pair (i, j) of one direct batched evaluation (measured 0.9e-8 to 1.3e-8 s for mean and
 softmax heads, n = 2000; causal masks about 3x, Sinkhorn solves 5-7x: counted as :data:`BATCHED_CAUSAL_FACTOR`
 and :data:`BATCHED_SOLVE_FACTOR`)."""

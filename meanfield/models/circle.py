@@ -50,9 +50,9 @@ CIRCLE_BYTES_PER_MODE = 144.0
 """Peak bytes of building a :class:`CirclePDE` per Fourier mode, plus :data:`CIRCLE_BYTES_PER_MODE_HEAD` per
 zonal head (measured with tracemalloc: 176 and 208 bytes per mode for one and two heads, kmax = 1e5 and 1e6)."""
 CIRCLE_BYTES_PER_MODE_HEAD = 32.0
-CIRCLE_SECONDS_PER_PAIR = 1e-8
-"""Seconds per node pair and head of one quadrature-path evaluation (the kernel sums of the particle system,
-:data:`meanfield.models.particles.DIRECT_PAIR_RATE`)."""
+CIRCLE_SECONDS_PER_PAIR = cost.SECONDS_PER_PAIR
+"""Seconds per node pair and head of one quadrature-path evaluation (the kernel sums of the particle system:
+the cost guard's one rate, :data:`meanfield.core.cost.SECONDS_PER_PAIR`)."""
 CIRCLE_SECONDS_PER_MODE = 6e-7
 """Seconds of building a :class:`CirclePDE` per Fourier mode (measured 3.4e-7 to 5.5e-7, kmax = 1e5 and 1e6)."""
 

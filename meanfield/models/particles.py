@@ -36,7 +36,7 @@ import numpy as np
 
 from ..core import validate
 from ..core.choices import GEOMETRIES, SUMMATIONS
-from ..core.cost import STEP_OVERHEAD_S, guard
+from ..core.cost import SECONDS_PER_PAIR, STEP_OVERHEAD_S, guard
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult
@@ -49,11 +49,9 @@ SPECTRAL_MIN_N = 2000
 spectral is already faster from n ~ 250-500 at beta = 10; 2000 leaves a margin for larger
 ``lmax`` (``beta |lambda|`` up to ~40) and keeps small systems on the exact pairwise sums."""
 UNIT_NORM_TOL = 1e-8
-DIRECT_PAIR_RATE = 1.0e8
-"""Head-pairs per second assumed for the time estimate of a direct (pairwise) sum: the measured rate of
-a full direct velocity on one core of the 2-core reference machine (benchmarks/RESULTS.md: 2.0 s for
-n = 10^4 with 2 heads), a conservative figure (DEPENDENCIES.md: 0.7-1.0 G head-pairs/s for the bare
-kernel loop)."""
+DIRECT_PAIR_RATE = 1.0 / SECONDS_PER_PAIR
+"""Head-pairs per second assumed for the time estimate of a direct (pairwise) sum: the inverse of the one
+rate of the cost guard, :data:`meanfield.core.cost.SECONDS_PER_PAIR` (1e8 head-pairs/s)."""
 DIRECT_TIME_LIMIT_S = 600.0
 """A direct O(n^2) evaluation estimated (at :data:`DIRECT_PAIR_RATE`) to take longer than this is
 refused up front (:meth:`ParticleSystem.check_direct`): never a silent O(n^2) at n = 10^6."""
