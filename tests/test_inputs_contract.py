@@ -12,6 +12,7 @@ import meanfield as mf
 from meanfield.analysis import ensembles
 from meanfield.analysis.axisymmetric import w2_marginal, w2_marginal_samples
 from meanfield.analysis.clustering import clustering
+from meanfield.core import validate
 from meanfield.core.heads import scalar_heads
 from meanfield.core.schedules import HeadSchedule
 from meanfield.models.batched import BatchedSystem
@@ -275,3 +276,15 @@ def test_perturbed_uniform_refuses_booleans_for_degrees_and_amplitudes():
         perturbed_uniform(g, {(True, 0): 0.1})
     with pytest.raises(ValueError, match=r"^perturbations\[\(1, 0\)\] must be finite .* received True"):
         perturbed_uniform(g, {(1, 0): True})
+
+
+@pytest.mark.parametrize("check, value", [
+    (lambda v: validate.unit_vector("x", v), [True, False, False]),
+    (lambda v: validate.unit_vector("x", v), True),
+    (lambda v: validate.unit_vectors("X", v), np.eye(3, dtype=bool)),
+    (lambda v: validate.probability_weights("w", v, 1), np.array([True])),
+])
+def test_booleans_are_no_coordinates_or_weights(check, value):
+    # True == 1.0 would pass as the unit vector e_1 or as the weight 1: refused by name, never cast
+    with pytest.raises(ValueError, match=r"^(x|X|w) must"):
+        check(value)

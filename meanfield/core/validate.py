@@ -310,13 +310,13 @@ def complex_array(name, x, shape):
 
 
 def _float_or_none(x):
-    """``x`` as a float64 array, or None for strings, complex values (never cast: the imaginary part would
-    be dropped), ragged or non-numeric data."""
-    if isinstance(x, (str, bytes)):
+    """``x`` as a float64 array, or None for strings, booleans (``True`` is no coordinate), complex values
+    (never cast: the imaginary part would be dropped), ragged or non-numeric data."""
+    if isinstance(x, (str, bytes, bool, np.bool_)):
         return None
     try:
         raw = np.asarray(x)
-        if raw.dtype.kind == "c":
+        if raw.dtype.kind in "cb":
             return None
         return raw.astype(np.float64, copy=False)
     except (TypeError, ValueError, OverflowError):
@@ -324,8 +324,13 @@ def _float_or_none(x):
 
 
 def _received(x) -> str:
-    """What was received, for a message: ``complex values of shape (4, 3)`` for complex data, else ``repr``."""
-    return f"complex values of shape {np.shape(x)}" if np.iscomplexobj(x) else repr(x)
+    """What was received, for a message: ``complex values of shape (4, 3)`` for complex data, ``booleans of
+    shape (3,)`` for boolean data, else ``repr``."""
+    if np.iscomplexobj(x):
+        return f"complex values of shape {np.shape(x)}"
+    if isinstance(x, np.ndarray) and x.dtype.kind == "b":
+        return f"booleans of shape {np.shape(x)}"
+    return repr(x)
 
 
 def unit_vector(name, x, d=None, *, tol=1e-8):
