@@ -85,3 +85,26 @@ def test_beyond_the_papers(quick):
     # Sinkhorn: nu_# from the solver is the zero of the closed-form Sinkhorn sigma_1 (two derivations, 1e-12)
     sk = b["sinkhorn"]
     assert sk["nu_sharp_is_the_zero_of_sigma_1"] and all(r["ok"] for r in sk["rows"]), sk
+
+
+def test_cached_ramps_of_other_settings_are_refused_not_mixed(tmp_path):
+    # scale.py caches one JSON per ramp; a record written with another dt must raise, never enter the table
+    import json
+
+    import pytest
+
+    from studies.phase_transitions import run as study
+    from studies.phase_transitions import scale
+    s, beta = study.QUICK, 2.0
+    folder = tmp_path / "hysteresis_scale"
+    folder.mkdir()
+    key = scale.ramp_key(s, beta)
+    (folder / "n10_x1_seed0.json").write_text(json.dumps({"jump_down": 1.0, "jump_up": 1.2, "seconds": 0.0,
+                                                          "key": dict(key, dt=key["dt"] / 2)}))
+    with pytest.raises(ValueError, match="computed with settings"):
+        scale.hysteresis_scale(tmp_path, s, (10,), (1,), 1, beta, r_up=None, progress=None)
+    # the committed FULL ramps carry the key of the FULL settings at the study's beta (their data.json)
+    committed = scale.Path(scale.__file__).parent / "output" / "hysteresis_scale"
+    beta_full = 2 * study.pt.beta_star_bessel(study.D_PARTICLES)
+    assert all(json.loads(p.read_text())["key"] == scale.ramp_key(study.FULL, beta_full)
+               for p in committed.glob("*.json"))

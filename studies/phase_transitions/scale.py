@@ -42,9 +42,23 @@ def ramp_task(s, beta, half, n, factor, seed):
             rd.tolist(), ru.tolist())
 
 
+def ramp_key(s, beta) -> dict:
+    """What a cached ramp depends on besides (n, factor, seed), stored with it: a cache written with other
+    settings is refused, never mixed in."""
+    return json.loads(json.dumps({"beta": float(beta), "dt": s.dt, "down": s.down, "up": s.up,
+                                  "samples": s.samples}))
+
+
 def hysteresis_scale(out_dir, s, ns, stage_factors, seeds, beta, r_up, progress=print) -> dict:
-    """Jumps of every (n, factor) over ``seeds`` ramps (cached per ramp in ``out_dir/hysteresis_scale``)."""
+    """Jumps of every (n, factor) over ``seeds`` ramps (cached per ramp in ``out_dir/hysteresis_scale``).
+
+    Raises
+    ------
+    ValueError
+        If a cached ramp was written with other settings (:func:`ramp_key`): remove the folder to recompute.
+    """
     folder = Path(out_dir) / "hysteresis_scale"
+    key = ramp_key(s, beta)
     folder.mkdir(parents=True, exist_ok=True)
     half = lambda nu: 0.5 * r_up(nu)      # noqa: E731  (the criterion of the main hysteresis test)
     rows = []
@@ -56,9 +70,12 @@ def hysteresis_scale(out_dir, s, ns, stage_factors, seeds, beta, r_up, progress=
                 path = folder / f"n{n}_x{factor:g}_seed{seed}.json"
                 if path.exists():
                     rec = json.loads(path.read_text())
+                    if rec.get("key") != key:
+                        raise ValueError(f"{path} was computed with settings {rec.get('key')}, not the requested "
+                                         f"{key}: remove {folder} to recompute the ramps")
                 else:
                     jd, ju, sec, rd, ru = ramp_task(s, beta, half, n, factor, seed)
-                    rec = {"jump_down": jd, "jump_up": ju, "seconds": sec, "r_down": rd, "r_up": ru}
+                    rec = {"jump_down": jd, "jump_up": ju, "seconds": sec, "r_down": rd, "r_up": ru, "key": key}
                     tmp = path.with_suffix(".tmp")
                     tmp.write_text(json.dumps(rec))
                     tmp.replace(path)
