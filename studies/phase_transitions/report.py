@@ -97,7 +97,7 @@ def checks(data, arrays) -> dict:
     out.update(scale_checks(data))
     d3 = data["beyond"].get("degree_three")
     if d3 is not None:
-        out["tetrahedral"] = bool(d3["solved"] >= 4 and abs(d3["slope"] - 2.0) < 0.1
+        out["tetrahedral"] = bool(d3["solved"] == d3["asked"] and abs(d3["slope"] - 2.0) < 0.1
                                   and max(d3.get("symmetry_errors", [np.inf])) < 1e-9
                                   and all(r == 3 for r in d3["removed"]))
     return out
