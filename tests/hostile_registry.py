@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -205,6 +206,12 @@ class Spec:
 
     def tokens_for(self, arg):
         return (arg, *self.names.get(arg, ()))
+
+    def names_arg(self, arg, message) -> bool:
+        """Whether ``message`` names ``arg`` (or one of ``names[arg]``): a short token (``n``, ``d``, ``X``,
+        ``nu``) only as a whole word, since as a substring it would be found in almost any message."""
+        return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(t)}(?![A-Za-z0-9_])", message) if len(t) <= 2
+                   else t in message for t in self.tokens_for(arg))
 
 
 REGISTRY: dict[str, Spec] = {}
