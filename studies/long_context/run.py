@@ -152,10 +152,11 @@ def log_mgf(beta, d):
     """``log E e^{beta t}`` for ``t = <q, x>``, ``x`` uniform on ``S^{d-1}`` (density ``~ (1-t^2)^{(d-3)/2}``), by
     quadrature around the maximum of the log-integrand (no Bessel function of large order to underflow)."""
     m = (d - 3) / 2.0
-    f = lambda t: beta * t + m * np.log1p(-t * t)                                  # noqa: E731
+    f = lambda t: beta * t + (m * np.log1p(-t * t) if m else 0.0)                  # noqa: E731  (d = 3: flat)
     ts = (-(d - 3) + np.sqrt((d - 3) ** 2 + 4 * beta * beta)) / (2 * beta) if beta > 0 else 0.0
     fmax = f(ts)
-    val, _ = sint.quad(lambda t: np.exp(f(t) - fmax), -1.0, 1.0, points=[ts], limit=200, epsabs=0, epsrel=1e-12)
+    inner = [ts] if -1.0 < ts < 1.0 else None
+    val, _ = sint.quad(lambda t: np.exp(f(t) - fmax), -1.0, 1.0, points=inner, limit=200, epsabs=0, epsrel=1e-12)
     return float(np.log(val) + fmax - special.betaln(0.5, (d - 1) / 2.0))
 
 
