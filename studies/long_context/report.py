@@ -148,8 +148,9 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
         v2 = SHARPENED if (agree and SHIFT_BAND[0] <= ratio <= SHIFT_BAND[1]) else REPRODUCED
     verdicts.append(("the transition of the self-weight sits at gamma_c = 1/(1-rho) (= 1 for nearly orthogonal "
                      "random tokens, rho ~ 0)",
-                     f"random tokens uniform on S^{s['d_query'] - 1} (the paper's 'almost-simplex' case: cosines "
-                     f"near rho = 0 in high dimension); one attention row, the query one of the n tokens; "
+                     f"random tokens uniform on S^{s['d_query'] - 1} (cosines concentrated near rho = 0, within "
+                     f"~sqrt(2 log n / d): closest to the paper's 'almost-simplex' Assumption 2 and its numerical "
+                     f"experiments); one attention row, the query one of the n tokens; "
                      f"beta = gamma log n; {s['seeds']} seeds",
                      v2,
                      "; ".join(f"n={r['n']:.0e}: gamma* = {r['gamma_star_mean']:.5f} +- {r['gamma_star_half95']:.1e} "

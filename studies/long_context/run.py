@@ -29,7 +29,8 @@ brentq), the self-weight, the effective number of keys ``1 / sum p^2`` and ``exp
 against the annealed closed form (sums replaced by ``(n-1) M_d(beta)``, ``M_d(beta) = E e^{beta t}``).  (b) *A
 query that is not a key*: no key is distinguished; ``1 / sum p^2`` against the annealed ``n M_d(beta)^2 / M_d(2 beta)``.
 
-Run from the repo root: ``python -m studies.long_context.run [--quick]``.
+Run from the repo root: ``python -m studies.long_context.run [--quick]``.  Measured on the shared 2-core machine
+(``OPENBLAS_NUM_THREADS=1``, nice): quick ~15 s, full ~70 s wall.
 """
 
 from __future__ import annotations
