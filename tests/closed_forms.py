@@ -721,3 +721,36 @@ case("degree-3 mode grows like exp(sigma_3^sinkhorn t), axisymmetric S^3, two he
      lambda: _sinkhorn_rate(3, (1.0, -0.7), 2.5, 0.05, 4), rtol=1e-6, atol=1e-9,
      why="products of a degree-3 mode have even degrees: corrections to it are cubic, relative eps^2 ~ 1e-12; "
          "scaling tolerance 1e-14 on an eps = 1e-6 signal: 1e-8; integrator ~1e-10")
+
+
+# ============================================= one pre-LN layer at long context (arXiv 2510.05554)
+def _layer_particles(rho, beta, n, alpha):
+    """Mean off-diagonal cosine after one layer of the library: the attention field alone (``alpha = 0``)
+    or the pre-LN step of ``dt = 1/alpha`` from unit tokens (``z <- z + dt u(z/|z|)``)."""
+    from meanfield.models.batched import BatchedSystem
+    from meanfield.models.step_rules import step
+
+    X = equiangular(n, n, rho, seed=3)[None]
+    system = BatchedSystem(mf.scalar_heads([1.0], n, beta, normalization="softmax"))
+    Z = system.field(X) if alpha == 0 else step(system, X, 1.0 / alpha, rule="pre_ln")
+    Y = Z[0] / np.linalg.norm(Z[0], axis=1, keepdims=True)
+    G = Y @ Y.T
+    return G[~np.eye(n, dtype=bool)]
+
+
+for _rho, _beta, _n, _alpha in [(0.3, 2.0, 8, 0.0), (0.3, 2.0, 8, 1.0), (0.6, 5.0, 24, 0.5), (0.0, 1.0, 5, 2.0)]:
+    case(f"one pre-LN layer on an equiangular start: rho' (rho={_rho}, beta={_beta}, n={_n}, alpha={_alpha})",
+         "long context (arXiv 2510.05554)", lambda r=_rho, b=_beta, n=_n, a=_alpha: _layer_particles(r, b, n, a),
+         lambda r=_rho, b=_beta, n=_n, a=_alpha: T.equiangular_layer(r, b, n, a), atol=1e-13,
+         why="tokens exact to ~1e-15 (symmetric square root of the Gram matrix); n-term sums and one normalization")
+
+for _rho in (0.1, 0.5, 0.9):
+    case(f"critical limit of the attention output: 4 rho / (1 + 3 rho) (rho={_rho})", "long context (arXiv 2510.05554)",
+         lambda r=_rho: T.critical_scaling_limit(r, 1.0 / (1.0 - r)), 4 * _rho / (1 + 3 * _rho), rtol=1e-14,
+         why="the same rational function evaluated two ways: a few ulps")
+    for _g, _lim in [(0.5, 1.0), (2.0, _rho)]:
+        case(f"beta = gamma log n at n = 1e12: rho' -> {_lim:g} (gamma (1-rho) = {_g}, rho={_rho})",
+             "long context (arXiv 2510.05554)",
+             lambda r=_rho, g=_g: T.equiangular_layer(r, g / (1.0 - r) * np.log(1e12), 10**12),
+             lambda r=_rho, g=_g: T.critical_scaling_limit(r, g / (1.0 - r)), atol=2e-6,
+             why="the distance to the limit is O(n^{-|1 - gamma(1-rho)|}) up to factors 1/rho: 1e-6 at n = 1e12")

@@ -311,6 +311,10 @@ entry("theory.beta_star", th.beta_star, lambda: dict(H=2, n=8), bad={"H": int_po
 # radial_fraction and radial_dominance_margins take any finite real beta (documented: beta* may be negative)
 entry("theory.radial_fraction", th.radial_fraction, lambda: dict(beta=1.0, alpha=1.0, n=4),
       bad={"beta": real_finite(), "alpha": real_finite(), **_n})
+entry("theory.equiangular_layer", th.equiangular_layer, lambda: dict(rho=0.5, beta=2.0, n=8, alpha=1.0),
+      bad={"rho": real_finite(1.0, -0.5), **_beta, **_n, "alpha": real_nonneg()})
+entry("theory.critical_scaling_limit", th.critical_scaling_limit, lambda: dict(rho=0.5, gamma=2.0, alpha=1.0),
+      bad={"rho": real_finite(1.0, -0.1), "gamma": real_pos(), "alpha": real_nonneg()})
 entry("theory.radial_dominance_margins", th.radial_dominance_margins, lambda: dict(beta=1.0, alphas=[1.0, 0.5], n=4),
       bad={"beta": real_finite(), "alphas": [None, "a", [], [NAN], [1j]], **_n, "normalization": choice(), "reading": choice()},
       finite=False)

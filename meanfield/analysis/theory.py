@@ -10,6 +10,10 @@ Pure functions of numbers and arrays (numpy and scipy only).  Two groups:
   :func:`heterogeneity_gain`, :func:`c_star`, :func:`beta_star`, :func:`radial_fraction`;
   unequal head strengths ``alpha_h``: :func:`radial_dominance_margins`,
   :func:`radial_dominance_threshold`.
+* **One pre-LN layer at long context** (one head ``Q = K = V = I``, scores ``beta <y_i, y_j>``):
+  :func:`equiangular_layer` (the cosine after the layer, exact at every ``n``) and
+  :func:`critical_scaling_limit` (its limit under ``beta = gamma log n``, Chen-Lin-Polyanskiy-Rigollet
+  arXiv 2510.05554).
 * The **linear stability of the uniform density** (Funk-Hecke coefficients, growth rates
   ``sigma_l``, critical noise) is :mod:`meanfield.analysis.stability`.
 
@@ -36,6 +40,7 @@ __all__ = [
     "late_rate", "phi", "phi_derivative", "phi_second_derivative", "lambda_max",
     "phi_inflection", "early_rate", "heterogeneity_gain", "c_star", "beta_star",
     "radial_fraction", "radial_dominance_margins", "radial_dominance_threshold",
+    "equiangular_layer", "critical_scaling_limit",
 ]
 
 
@@ -554,3 +559,76 @@ def radial_dominance_threshold(alphas, n, normalization="mean", reading="norm_bo
             hi *= 2.0
         roots.append(optimize.brentq(g, 0.0, hi, args=(h,), xtol=1e-14, rtol=4 * np.finfo(float).eps))
     return float(min(roots))
+
+
+# ----------------------------------------------------------------------- one layer at long context
+def _layer_cosine(rho, w, b, n, alpha):
+    """Cosine of ``x_i' = c y_i + b S`` (``c = w - b + alpha``, ``S = sum_j y_j``) on an equiangular set."""
+    c = w - b + alpha
+    K = (2.0 * c * b + b * b * n) * (1.0 + (n - 1) * rho)
+    return (c * c * rho + K) / (c * c + K)
+
+
+def equiangular_layer(rho, beta, n, alpha=0.0):
+    """Cosine ``rho'`` after one pre-LN attention layer on ``n`` unit tokens of pairwise cosine ``rho``.
+
+    The layer of arXiv 2510.05554 (one head ``Q = K = V = I``): ``x_i' = ATT(y_i) + alpha x_i`` with
+    ``y_i = x_i / |x_i|`` and ``ATT(y_i) = sum_j A_ij y_j``, ``A_ij = softmax_j(beta <y_i, y_j>)``; unit tokens,
+    so the library's pre-LN layer ``z <- z + dt u(z/|z|)`` from ``|z| = 1`` is ``alpha = 1/dt`` (up to the
+    factor ``dt``, which no cosine sees) and ``alpha = 0`` is the attention output alone.  The set stays
+    equiangular.  With the self-weight ``w = A_ii = 1 / (1 + (n-1) e^{-beta (1-rho)})`` and ``b = A_ij =
+    (1-w)/(n-1)``, ``x_i' = c y_i + b S`` with ``c = w - b + alpha`` and ``S = sum_j y_j``; from
+    ``<y_i, S> = 1 + (n-1) rho`` and ``|S|^2 = n (1 + (n-1) rho)``:
+
+    .. math:: \\rho' = \\frac{c^2 \\rho + K}{c^2 + K}, \\qquad K = (2 c b + n b^2)(1 + (n-1)\\rho).
+
+    Parameters
+    ----------
+    rho : float in [-1/(n-1), 1)
+    beta : float > 0
+    n : int >= 2
+    alpha : float >= 0
+        Residual weight.
+
+    Returns
+    -------
+    float
+    """
+    n = integer("n", n, 2)
+    rho = real("rho", rho, -1.0 / (n - 1), 1.0, hi_open=True)
+    beta = real("beta", beta, positive=True)
+    alpha = real("alpha", alpha, 0.0)
+    w = float(special.expit(beta * (1.0 - rho) - np.log(n - 1.0)))
+    return float(_layer_cosine(rho, w, (1.0 - w) / (n - 1), n, alpha))
+
+
+def critical_scaling_limit(rho, gamma, alpha=0.0):
+    """``lim_{n -> inf}`` of :func:`equiangular_layer` at ``beta = gamma log n`` (the three regimes).
+
+    The self-weight is ``w = n^k / (n^k + n - 1)``, ``k = gamma (1 - rho)``: it tends to ``w_inf = 0``
+    (``k < 1``, subcritical), ``1/2`` (``k = 1``, the critical ``gamma = 1/(1-rho)`` of arXiv 2510.05554)
+    or ``1`` (``k > 1``), while ``(n-1) b = 1 - w`` and ``n b^2 -> 0``.  Then ``K -> rho (1-w)(1+w+2 alpha)``
+    and the numerator of ``rho'`` sums to ``rho (1 + alpha)^2``:
+
+    .. math:: \\rho'_\\infty = \\frac{\\rho (1+\\alpha)^2}{(w_\\infty + \\alpha)^2 + \\rho (1-w_\\infty)(1+w_\\infty+2\\alpha)},
+
+    i.e. ``1`` (collapse, ``alpha = 0``), ``4 rho / (1 + 3 rho)`` (critical, ``alpha = 0``) and ``rho``
+    (identity) for the attention output alone.  ``k`` within ``1e-12`` (relative) of 1 counts as critical.
+
+    Parameters
+    ----------
+    rho : float in [0, 1)
+        An equiangular set of unboundedly many unit tokens needs ``rho >= 0``.
+    gamma : float > 0
+    alpha : float >= 0
+
+    Returns
+    -------
+    float
+    """
+    rho = real("rho", rho, 0.0, 1.0, hi_open=True)
+    gamma = real("gamma", gamma, positive=True)
+    alpha = real("alpha", alpha, 0.0)
+    k = gamma * (1.0 - rho)
+    w = 0.5 if abs(k - 1.0) <= 1e-12 else (0.0 if k < 1.0 else 1.0)
+    return float(rho * (1.0 + alpha) ** 2 / ((w + alpha) ** 2 + rho * (1.0 - w) * (1.0 + w + 2.0 * alpha)))
