@@ -96,7 +96,7 @@ def artefact_text(c):
     if not c.get("points"):
         return "no counterexample to check"
     runs = c["short_runs"]
-    return (f"not artefacts: the smallest loss is {c['min_relative_loss']:.2%} of the equal heads' rate "
+    return (f"not artefacts: the smallest loss is {c['min_relative_loss']:.2g} of the equal heads' rate "
             f"(largest {c['max_relative_loss']:.0%}), {c['min_loss_over_roundoff_bound']:.1e} x the round-off bound of the "
             f"closed form; the gain recomputed from the particle vector field is negative at all {c['points']} points "
             f"({c['particle_field_all_negative']}) and equals the closed form to {c['particle_field_max_rel_diff']:.0e}; "
