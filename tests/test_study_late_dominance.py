@@ -5,7 +5,7 @@ import pytest
 from _study_helpers import quick_study_fixture
 
 import meanfield as mf
-from studies.late_dominance.report import report
+from studies.late_dominance.report import censored_pairs, overconcentrated, paper_pair_readings, report
 from studies.late_dominance.run import crossover_relu_softmax, crossovers, rate_ratio
 
 quick = quick_study_fixture("late_dominance")   # (out, summary, data.json)
@@ -60,6 +60,25 @@ def test_particles_quick_numbers(quick):
     assert lo["late_ratio_runs"] > 0 and lo["relu_faster_late"] == 0
     # relu-mean freezes several clusters from random tokens in d = 16 (n = 16): never at 0.99 here
     assert rec["softmax b=1 / relu-mean"]["relu_never_099"] == rec["rules"]["relu-mean"]["runs"]
+
+
+def test_paper_pair_verdict_flags(quick):
+    out, s, m = quick
+    # over-concentration: self-weight at gamma = 1/2 above 1/2 iff beta lambda > 2 ln(n - 1) (exact equivalence)
+    for n, b in ((8, 3.8), (8, 4.0), (32, 6.8), (32, 7.0)):
+        p_ii = np.exp(b) / (np.exp(b) + (n - 1) * np.exp(b / 2))
+        assert overconcentrated(n, b) == (p_ii > 0.5)
+    z = dict(np.load(out / "data.npz"))
+    pr = paper_pair_readings(z)
+    # quick grid n = 8, 128, beta = 1, 4: only (8, 4) over-concentrates, and relu-mean is slower there
+    # (equiangular ratio 0.945 in the full run): universal reading refuted, existential not supported
+    assert [(n, b) for n, b, _ in pr["inside"]] == [(8, 4.0)]
+    assert pr["universal_refuted"] and not pr["existential_holds"]
+    assert not pr["outside_dominating"]
+    # paired random starts: relu-mean is never faster on the late segment (decided pairs)
+    for lab in ("softmax b=1", "softmax b=4"):
+        dec, fast, both, cens, never, und = censored_pairs(m, lab)
+        assert fast == 0 and dec == both + cens and dec + never + und == len(m["settings"]["seeds"])
 
 
 def test_bad_rule():

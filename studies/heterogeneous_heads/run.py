@@ -14,6 +14,10 @@ equal heads ``lambda_bar``, equiangular tokens starting orthonormal (``gamma0 = 
 * particle runs (``mf.solve_particles``, n = d = 32 orthonormal tokens) at a few grid points:
   ``gamma(t)`` against ``theory.solve_equiangular``, and the late rate (slope of
   ``log(1 - gamma)``) against ``2 Lambda`` from both the ODE and the particles.
+* the two readings of Thm 22 (:func:`readings`): *universal* (every split with ``lambda_bar > lambda_c``
+  helps; refuted by a grid point whose gain lies below minus its round-off bound) and *existential* (for every
+  ``lambda_bar > lambda_c`` some split helps), and whether the counterexamples are numerical artefacts
+  (:func:`counterexample_check`: round-off bound, particle vector field, short particle runs).
 
 Run from the repo root: ``python -m studies.heterogeneous_heads.run [--quick]``.
 Quick mode (coarse grid, one particle run): ~6 s CPU.  Full mode: measured 6 min wall on the shared
@@ -35,6 +39,12 @@ N, BETA = 32, 1.0
 TARGETS = (0.5, 0.9)
 N_QUAD = 256                    # Gauss-Legendre nodes for T = int dgamma / F(gamma)
 LATE_WINDOW = (1e-9, 1e-4)      # 1 - gamma range of the late-rate fit
+# Round-off bound of the closed-form gain G = sum_h phi(lambda_h) - H phi(lambda_bar): each phi is computed to a
+# few ulp and G sums 2H of them, so |G_float - G| <= ROUND_OFF * (sum_h phi(lambda_h) + H phi(lambda_bar)) with a
+# generous factor; a grid point counts as a counterexample (resp. as helping) only when G < -bound (G > bound)
+ROUND_OFF = 64 * np.finfo(float).eps
+CHECK_RTOL, CHECK_ATOL = 1e-10, 1e-13   # short particle runs at the counterexamples (solver tolerances)
+CHECK_GAMMA = 0.01                      # ... run to t1 = CHECK_GAMMA / (early rate of the equal heads)
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,96 @@ def particle_run(lambdas, t_final, n_t=400, beta=BETA, n=N):
             "max_retraction": traj.max_retraction}
 
 
+def gain_bound(lambdas, beta=BETA, n=N):
+    """Round-off bound of the closed-form gain of the split ``lambdas`` (shape (..., H)), see ``ROUND_OFF``."""
+    lam = np.asarray(lambdas, dtype=float)
+    H = lam.shape[-1]
+    return ROUND_OFF * (mf.theory.phi(lam, beta, n).sum(axis=-1) + H * mf.theory.phi(lam.mean(axis=-1), beta, n))
+
+
+def early_rate_particles(lambdas, beta=BETA, n=N):
+    """``dgamma/dt`` at ``n`` orthonormal tokens from the library's particle vector field (no closed form, no
+    solver): ``2 mean_{i != j} <v_i, x_j>``."""
+    system = mf.ParticleSystem(mf.scalar_heads(list(lambdas), n, beta, normalization="softmax"))
+    X = mf.initial.orthonormal(n, n, seed=3)
+    M = system.velocity(X) @ X.T
+    return float(2 * M[~np.eye(n, dtype=bool)].mean())
+
+
+def short_run_gamma(lambdas, t1, beta=BETA, n=N):
+    """``gamma(t1)`` of the particle system from orthonormal tokens (``CHECK_RTOL``, ``CHECK_ATOL``)."""
+    system = mf.ParticleSystem(mf.scalar_heads(list(lambdas), n, beta, normalization="softmax"))
+    X0 = mf.initial.orthonormal(n, n, seed=3)
+
+    def observe(t, X):
+        G = X @ X.T
+        return {"gamma": G[~np.eye(n, dtype=bool)].mean()}
+
+    traj = mf.solve_particles(system, X0, t1, step=StepControl(rtol=CHECK_RTOL, atol=CHECK_ATOL),
+                              save=SaveAt(t_eval=np.array([0.0, t1]), observe=observe), progress=False)
+    if not traj.success:
+        raise RuntimeError(f"short particle run failed: {traj.message}")
+    return float(traj.observables["gamma"][-1])
+
+
+def counterexample_check(splits, beta=BETA, n=N):
+    """Are the counterexamples (splits of ``lambda_bar > lambda_c`` with ``G < 0``) numerical artefacts?
+
+    ``splits``: array (m, H) of the counterexample splits (their mean is lambda_bar).  Three checks:
+    the loss ``-G`` against the round-off bound of the closed form (:func:`gain_bound`); the gain recomputed
+    from the particle vector field at orthonormal tokens (:func:`early_rate_particles`, split minus equal
+    heads) against the closed form; and, at the counterexample with the smallest and the largest relative
+    loss, two short particle runs (split and equal heads, ``CHECK_RTOL``) to ``t1`` where the equal heads
+    would reach ``gamma = CHECK_GAMMA`` at their early rate: the split must be behind, by much more than the solver tolerance
+    (``CHECK_RTOL * gamma``).
+    """
+    splits = np.asarray(splits, dtype=float)
+    if splits.ndim != 2 or splits.shape[0] == 0:
+        return {"points": 0}
+    H = splits.shape[1]
+    lbar = splits.mean(axis=1)
+    G = np.array([mf.theory.heterogeneity_gain(lam, beta, n) for lam in splits])
+    base = H * mf.theory.phi(lbar, beta, n)
+    rel = -G / base
+    Gp = np.array([early_rate_particles(lam, beta, n) - early_rate_particles(np.full(H, lb), beta, n)
+                   for lam, lb in zip(splits, lbar)])
+    runs = []
+    for k in sorted({int(np.argmin(rel)), int(np.argmax(rel))}):
+        t1 = CHECK_GAMMA / base[k]
+        gs, ge = short_run_gamma(splits[k], t1, beta, n), short_run_gamma(np.full(H, lbar[k]), t1, beta, n)
+        runs.append({"lambdas": splits[k], "lambda_bar": lbar[k], "relative_loss": rel[k], "t1": t1,
+                     "gamma_split": gs, "gamma_equal": ge, "split_behind": bool(gs < ge),
+                     "lag_over_solver_tol": float((ge - gs) / (CHECK_RTOL * max(ge, gs)))})
+    return {"points": int(splits.shape[0]), "min_relative_loss": float(rel.min()), "max_relative_loss": float(rel.max()),
+            "min_loss_over_roundoff_bound": float((-G / gain_bound(splits, beta, n)).min()),
+            "particle_field_all_negative": bool(np.all(Gp < 0)),
+            "particle_field_max_rel_diff": float(np.max(np.abs(Gp - G) / base)),
+            "short_runs": runs, "solver_rtol": CHECK_RTOL, "solver_atol": CHECK_ATOL}
+
+
+def readings(lbar, s, gain, splits, lam_c, beta=BETA, n=N):
+    """The two readings of Thm 22 on a grid of splits (``gain``, ``splits``: (lbar, s[, H]); ``s[0] = 0``).
+
+    universal: every split with ``lambda_bar > lambda_c`` (``s > 0``) helps -- refuted iff some grid point with
+    ``lambda_bar > lambda_c`` has ``G < -bound`` (a counterexample beyond round-off); existential: for every
+    ``lambda_bar > lambda_c`` some split helps -- holds on the grid iff every such ``lambda_bar`` has a point
+    with ``G > bound``.  Returns the counts and the counterexample splits (m, H).
+    """
+    pos = s > 0
+    g, lam = gain[:, pos], splits[:, pos]
+    bound = gain_bound(lam, beta, n)
+    region = np.broadcast_to((lbar > lam_c)[:, None], g.shape)
+    counter = region & (g < -bound)
+    helps_row = (g > bound).any(axis=1)
+    above = lbar > lam_c
+    return {"region_points": int(region.sum()), "counterexamples": int(counter.sum()),
+            "lose_or_tie": int((region & ~(g > bound)).sum()),
+            "lambda_bar_above_lambda_c": int(above.sum()),
+            "lambda_bar_with_helping_split": int((helps_row & above).sum()),
+            "universal_refuted": bool(counter.any()),
+            "existential_holds": bool(above.any() and helps_row[above].all())}, lam[counter]
+
+
 def necessity_scan(ns, beta=BETA, n_lbar=400, n_s=2000):
     """For each ``n``: the smallest ``lambda_bar`` (fine grid on ``[0.3, 1.5] lambda_c``) at which some
     spread ``s in (0, 1]`` gives a positive early gain, next to ``lambda_c``.
@@ -182,12 +282,15 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                         **{f"run{k}_{key}": np.asarray(r[key]) for k, r in enumerate(runs)
                            for key in ("t", "gamma", "gamma_ode", "eps")})
     summary = _summaries(lbar, s, gain, T, lam_c)
+    splits = np.array([[split(lb, x) for x in s] for lb in lbar])              # (lbar, s, 2)
+    read, counter = readings(lbar, s, gain, splits, lam_c)
+    read["check"] = counterexample_check(counter)
     meta = {"n": N, "beta": BETA, "H": 2, "targets": TARGETS, "lambda_max": lam_max, "lambda_c": lam_c,
             "phi_max": float(mf.theory.phi(lam_max, BETA, N)), "quick": quick, "n_quad": N_QUAD,
             "late_window": LATE_WINDOW, "quad_vs_clustering_time_max_rel": quad_check,
             "mean_normalization_max_early_gain": mean_gain,
             "runs": [{k: v for k, v in r.items() if k not in ("t", "gamma", "gamma_ode", "eps")} for r in runs],
-            **summary}
+            "readings": read, "round_off": ROUND_OFF, **summary}
     save_json(out_dir / "data.json", meta)
     return {k: meta[k] for k in ("lambda_max", "lambda_c", "paper_condition_fails_fraction",
                                  "gain_positive_below_lambda_c_fraction", "jensen_region_all_positive",

@@ -12,8 +12,8 @@ import numpy as np  # noqa: E402
 
 from studies._common import (  # noqa: E402
     OUTSIDE,
+    REFUTED,
     REPRODUCED,
-    SHARPENED,
     markdown_table,
     mean_ci95,
     open_study_data,
@@ -125,6 +125,60 @@ def _pooled(s, pair):
     return both, faster, never, total
 
 
+def overconcentrated(n, beta, lam=1.0):
+    """Softmax over-concentrates at the start of the late phase: the self-weight at ``gamma = 1/2``,
+    ``p_ii = e^b / (e^b + (n-1) e^(b/2))`` (``b = beta lam``), exceeds the weight on all the others together,
+    i.e. ``b > 2 ln(n - 1)`` (our reading: the paper gives no threshold)."""
+    return beta * lam > 2 * np.log(n - 1)
+
+
+def paper_pair_readings(z, lam=1.0):
+    """The remark after Thm 25 for the paper's pair (softmax against relu-mean) in the equiangular reduction.
+
+    ``dominates late`` (run.py's reading): ``T_relu-mean(1/2 -> 0.99) < T_softmax(1/2 -> 0.99)``.  Universal:
+    at every (n, beta) where softmax over-concentrates (:func:`overconcentrated`) -- refuted iff one of them on the
+    grid has ``T_softmax / T_relu-mean <= 1``; existential: at some such (n, beta) -- holds iff one has the ratio > 1.
+    Returns the flags and the points (n, beta, ratio) in and out of the region.
+    """
+    ns, bs = [int(n) for n in z["ode_n"]], [float(b) for b in z["ode_betas"]]
+    ratio = z["ode_T"][0, :, :, 3] / z["ode_T"][1, :, :, 3]          # softmax / relu-mean, segment 1/2 -> 0.99
+    inside = [(n, b, float(ratio[i, j])) for i, n in enumerate(ns) for j, b in enumerate(bs) if overconcentrated(n, b, lam)]
+    outside = [(n, b, float(ratio[i, j])) for i, n in enumerate(ns) for j, b in enumerate(bs)
+               if not overconcentrated(n, b, lam)]
+    counter = [p for p in inside if not p[2] > 1]
+    helping = [p for p in inside if p[2] > 1]
+    return {"inside": inside, "outside": outside, "counterexamples": counter, "dominating": helping,
+            "outside_dominating": [p for p in outside if p[2] > 1],
+            "universal_refuted": bool(counter), "existential_holds": bool(helping)}
+
+
+def censored_pairs(s, softmax_label, relu_label="relu-mean"):
+    """Paired random starts (same tokens): who is faster on the late segment 1/2 -> 0.99.
+
+    A pair is *decided* when both rules reached 1/2 and either both reached 0.99 (compare the segment times) or
+    only softmax did and its segment is shorter than the ReLU run's censored lower bound ``horizon - T_relu(1/2)``.
+    Returns ``(decided, relu_faster, both_reached, censored, relu_never_half, undecided)``.
+    """
+    inf = lambda x: np.inf if x is None else x  # noqa: E731
+    runs = {(r["rule"], r["n"], r["d"], r["seed"]): r for r in s["runs"]}
+    dec = fast = both = cens = never = und = 0
+    for (rule, n, d, seed), r in runs.items():
+        if rule != relu_label:
+            continue
+        a = runs[(softmax_label, n, d, seed)]
+        r5, r99, a5, a99 = (inf(x) for x in (r["T_mean_0.5"], r["T_mean_0.99"], a["T_mean_0.5"], a["T_mean_0.99"]))
+        if not (np.isfinite(r5) and np.isfinite(a5)):
+            never += not np.isfinite(r5)
+            und += np.isfinite(r5)
+        elif np.isfinite(r99) and np.isfinite(a99):
+            dec, both, fast = dec + 1, both + 1, fast + int(r99 - r5 < a99 - a5)
+        elif np.isfinite(a99) and a99 - a5 < r["horizon"] - r5:
+            dec, cens = dec + 1, cens + 1
+        else:
+            und += 1
+    return dec, fast, both, cens, never, und
+
+
 def report(data_dir, out_dir=None) -> Path:
     out, z, s = open_study_data(data_dir, out_dir)
     _fig_ode(z, s, out)
@@ -145,33 +199,43 @@ def report(data_dir, out_dir=None) -> Path:
     i32 = ns.index(32) if 32 in ns else 0
     seg = np.array([z["ode_segment_rates_" + rule][i32, :, 1] for rule in s["rules"]])
     seg_spread = float(seg.max() / seg.min())
-    late = s["late_rates"]
     # JSON stores the times of runs that never reached a target (inf) as null
     never = {lab: sum(r["T_mean_0.99"] is None for r in s["runs"] if r["rule"] == lab) for lab in s["labels"]}
     never_d4 = {lab: sum((r["T_mean_0.99"] is None) for r in s["runs"] if r["rule"] == lab and r["d"] == min(
         s["settings"]["d"])) for lab in s["labels"]}
     total = sum(r["rule"] == s["labels"][0] for r in s["runs"])
+    pr = paper_pair_readings(z, s["lambda"])
+    pts = lambda ps: ", ".join(f"(n={n}, beta={b:g}): {r:.3f}" for n, b, r in ps) or "none"  # noqa: E731
+    hyp = (f"one scalar head M = V = lambda I (lambda = {s['lambda']:g}), equiangular tokens, sphere; softmax = exp "
+           "kernel + softmax normalization (inverse temperature beta), ReLU = relu kernel + mean normalization (the "
+           "pair of Thm 25); 'late' = from gamma = 1/2, 'dominates' = shorter T(1/2 -> 0.99) (run.py's reading); "
+           "'softmax over-concentrates' read as self-weight p_ii > 1/2 at gamma = 1/2, i.e. beta lambda > 2 ln(n - 1) "
+           "(the paper gives no threshold, no proof)")
+    grid = f"grid n = {[int(n) for n in ns]}, beta = {[float(b) for b in bs]}"
+    cens = {lab: censored_pairs(s, lab) for lab in s["labels"] if lab.startswith("softmax")}
+    cens_txt = "; ".join(
+        f"{lab}: ReLU faster late in {f}/{dec} decided pairs (Wilson 95 % {wilson95(f, dec)[0]:.2f}-"
+        f"{wilson95(f, dec)[1]:.2f}; {b} with both at 0.99, {c} where only softmax reached 0.99 and its segment is "
+        f"shorter than ReLU's censored bound horizon - T_relu(1/2)); ReLU never reached 1/2 in {nv}, undecided {u}"
+        if dec else f"{lab}: no decided pair" for lab, (dec, f, b, c, nv, u) in cens.items())
     verdicts = [
-        ("remark after Thm 25: ReLU dominates late (softmax over-concentrates), equiangular reduction",
-         "one scalar head M = V = lambda I, equiangular tokens, sphere; softmax = exp + softmax normalization, "
-         "ReLU = relu + mean (Thm 25) or row normalization; no proof in the paper", SHARPENED,
-         f"late rates of eps = 1 - gamma (mf.theory.late_rate): 2 lambda (softmax, any beta), 2 lambda^2 (relu-mean), "
-         f"2 lambda (relu-softmax); at lambda = 1: {late['softmax']:g}, {late['relu-mean']:g}, "
-         f"{late['relu-softmax']:g}. "
-         f"relu-softmax is faster than "
-         f"softmax exactly beyond gamma_x = -W0(-b e^-b)/b, b = beta lambda, which exists iff beta lambda > 1 "
-         f"(independent of n; to {s['gamma_x_max_err']:.0e}); its advantage is O(e^(beta lambda)/n): late-segment time "
-         f"ratio softmax/relu-softmax {rs[0, bmax]:.3f} (n = {ns[0]}, beta = {bs[bmax]:g}) down to {rs[-1, bmax]:.4f} "
-         f"(n = {ns[-1]}), {rs[:, b1].min():.3f}..{rs[:, b1].max():.3f} at beta = {bs[b1]:g}. relu-mean (the paper's "
-         f"pair) is slower late at lambda = 1 (ratio {rm[:, b1].min():.3f}..{rm[:, b1].max():.3f} at "
-         f"beta = {bs[b1]:g}) "
-         f"except small n and large "
-         f"beta ({rm[0, bmax]:.2f} at n = {ns[0]}, beta = {bs[bmax]:g}) (deterministic)"),
-        ("the same from random tokens",
-         "not equiangular: outside the reduction the remark is made in", OUTSIDE,
-         f"{seeds} seeds per (n, d), paired (same tokens for every rule); {pool_txt}. ReLU does not attract tokens "
-         f"more "
-         f"than 90 degrees apart, so it can freeze several clusters for ever (cluster counts in the report)"),
+        ("remark after Thm 25, paper's pair, universal reading: when softmax over-concentrates, ReLU (relu-mean) "
+         "dominates late", hyp + "; for every such (n, beta)", REFUTED if pr["universal_refuted"] else REPRODUCED,
+         f"{grid} (equiangular ODE, deterministic): over-concentrated points {len(pr['inside'])}, counterexamples "
+         f"(T_softmax / T_relu-mean <= 1) {len(pr['counterexamples'])}/{len(pr['inside'])}: {pts(pr['counterexamples'])}; "
+         f"late rates 2 lambda (softmax) and 2 lambda^2 (relu-mean) tie at lambda = 1, so the 1/n of the mean "
+         f"normalization and the self-weight decide"),
+        ("remark after Thm 25, paper's pair, existential reading: ReLU (relu-mean) may dominate late when softmax "
+         "over-concentrates", hyp + "; for some such (n, beta)", REPRODUCED if pr["existential_holds"] else REFUTED,
+         f"{grid}: ReLU faster late at {len(pr['dominating'])}/{len(pr['inside'])} over-concentrated points: "
+         f"{pts(pr['dominating'])}; at the {len(pr['outside'])} other points ReLU faster at "
+         f"{len(pr['outside_dominating'])} (softmax / relu-mean {min(p[2] for p in pr['outside']):.3f}.."
+         f"{max(p[2] for p in pr['outside']):.3f}) (deterministic)"),
+        ("remark after Thm 25, paper's pair, from random tokens", "not equiangular: outside the reduction the remark "
+         "is made in; else as above", OUTSIDE,
+         f"{seeds} seeds per (n, d) in n = {s['settings']['n']}, d = {s['settings']['d']}, paired (same tokens for "
+         f"every rule): {cens_txt}. Read as a claim about random tokens it would fail: ReLU does not attract tokens "
+         "more than 90 degrees apart and freezes several clusters"),
     ]
     claims = [
         ["crossover gamma_x (Lambert W) = root of F_relu-softmax = F_softmax (library rates)",
@@ -190,6 +254,12 @@ def report(data_dir, out_dir=None) -> Path:
         ["late segment 1/2 -> 0.99, softmax / relu-mean",
          "; ".join(f"beta={b:g}: " + ", ".join(f"{rm[i, j]:.3f}" for i in range(len(ns))) for j, b in enumerate(bs)),
          "softmax faster except small n, large beta"],
+        ["(new result, not the paper's pair) relu-softmax dominates late iff beta lambda > 1 (equiangular), "
+         "Lambert-W crossover gamma_x = -W0(-b e^-b)/b, advantage O(e^(beta lambda)/n)",
+         f"late-segment ratio softmax / relu-softmax {rs[0, bmax]:.3f} (n = {ns[0]}, beta = {bs[bmax]:g}) down to "
+         f"{rs[-1, bmax]:.4f} (n = {ns[-1]}), {rs[:, b1].min():.3f}..{rs[:, b1].max():.3f} at beta = {bs[b1]:g} (rows "
+         "above); random starts (paired): " + "; ".join(x for x in pool_txt.split("; ") if "relu-softmax" in x),
+         "new (derived and measured here; the paper's remark compares softmax with relu-mean)"],
         ["random starts: paired late ratio and freezing", pool_txt, "see table"],
         ["integrator", f"max | |x| - 1 | at the step times {s['max_drift']:.1e} (dopri5, rtol 1e-8)", "-"],
     ]
