@@ -54,6 +54,9 @@ def test_particles_follow_the_pde_in_every_d(quick):
         assert abs(slope + 0.5) <= summary["n_slope_half"][d], (d, slope, summary["n_slope_half"][d])
     # every run entered the fits with its own draw: 3 n x 3 seeds per d
     assert all(len(p["rows"]) == 9 for p in data["parts"])
+    # the t = 0 replicate (fresh seeds, no flow) has one fit per d, over 3 n x 3 seeds (7 dof)
+    assert sorted(r["d"] for r in data["replicate"]) == sorted(summary["n_slopes"])
+    assert all(r["dof"] == 7 for r in data["replicate"])
     assert 0 <= summary["level_p"] <= 1
 
 

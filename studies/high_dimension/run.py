@@ -17,7 +17,8 @@ A. Continuum limit.  One mean exp head ``M = V = I``, ``beta = 1``; i.i.d. token
    ``log W2(T)/displacement`` over the runs of each ``d``, i.e. each ``d``'s fitted line at the geometric
    mean of the ``n``; an F-test against the pooled residual variance of the per-``d`` lines, ``k - 1`` and
    ``N - 2k`` degrees of freedom); and no trend of the amplification ``W2(T)/W2(0)`` with ``d`` (slope of its
-   logarithm against ``log d`` at the largest ``n``, 95 % t-interval).
+   logarithm against ``log d`` at the largest ``n``, 95 % t-interval).  A cheap replicate of the ``t = 0``
+   sampling error alone (40 fresh seeds per ``(d, n)``, no flow) tells a property of ``d`` from one of the draw.
 B. Linear stability against d.  ``sigma_l(d)``, the most unstable degree ``l*`` and the critical noise
    ``nu_c`` for one head (``beta = 6``, mean and softmax) for ``d = 2 .. 512``, checked against the
    linearized PDEs (:class:`~meanfield.models.circle.CirclePDE` for ``d = 2``, ``AxisymmetricPDE`` otherwise)
@@ -74,13 +75,14 @@ class Settings:
     times: tuple         # A: comparison times (the last is T)
     theory_dims: tuple   # B: dimensions of the growth-rate table
     degrees: int         # B: degrees 1..degrees
+    replicate_seeds: tuple  # A: fresh seeds of the t = 0 replicate (i.i.d. sampling error only, no flow)
 
 
 QUICK = Settings(dims=(2, 3, 16), ns=(100, 200, 400), seeds=(1, 2, 3), times=(0.0, 0.25, 0.5),
-                 theory_dims=(2, 3, 8, 64, 128), degrees=8)
+                 theory_dims=(2, 3, 8, 64, 128), degrees=8, replicate_seeds=(11, 12, 13))
 FULL = Settings(dims=(2, 3, 16, 128, 512), ns=(125, 250, 500, 1000), seeds=tuple(range(1, 11)),
                 times=(0.0, 0.25, 0.5, 0.75),
-                theory_dims=(2, 3, 4, 8, 16, 32, 64, 128, 256, 512), degrees=12)
+                theory_dims=(2, 3, 4, 8, 16, 32, 64, 128, 256, 512), degrees=12, replicate_seeds=tuple(range(11, 51)))
 
 
 def profile_for(d):
@@ -210,6 +212,22 @@ def continuum_limit(d, ns, seeds, times):
                 axis_moment_pde=[float(pde.evaluate(y, pde.nodes) @ (pde.weights * pde.nodes)) for y in tr.y])
 
 
+def sampling_replicate(d, ns, seeds):
+    """Slope of ``log W2`` against ``log n`` of i.i.d. samples against their own density (``t = 0``, no flow).
+
+    An independent replicate of the sampling error that the flow carries to ``T``: fresh draws (seeds disjoint
+    from the particle runs'), the exact profile instead of its Gegenbauer projection; cheap (no dynamics), so
+    with more seeds than the runs.
+    """
+    prof = profile_for(d)
+    x, y = [], []
+    for i, n in enumerate(ns):
+        for seed in seeds:
+            x.append(n)
+            y.append(w2_marginal(sample_axisymmetric(prof, n, d, seed=5_000_000 + 1000 * d + 100 * i + seed), prof))
+    return dict(d=d, seeds=len(seeds), **slope_ci(x, y))
+
+
 def summarize_limit(parts, ns):
     out = []
     for p in parts:
@@ -262,7 +280,9 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         slopes[p["d"]] = dict(T=slope_ci(ns_runs, [r["w2"][-1] for r in p["rows"]]),
                               t0=slope_ci(ns_runs, [r["w2"][0] for r in p["rows"]]))
     table = theory_table(cfg.theory_dims, cfg.degrees)
+    replicate = [sampling_replicate(d, cfg.ns, cfg.replicate_seeds) for d in cfg.dims]
     data = dict(quick=quick, parts=parts, limit=limit, n_slopes=slopes, levels=level_tests(parts, cfg.ns),
+                replicate=replicate,
                 growth_trend=growth_trend(parts, max(cfg.ns)), theory=table,
                 settings=dict(dims=cfg.dims, ns=cfg.ns, seeds=cfg.seeds, times=cfg.times, lmax=LMAX, dt=DT,
                               beta_a=BETA_A, lambda_a=LAMBDA_A, beta_b=BETA_B, eps=EPS, quad_nodes=QUAD_NODES,
@@ -273,7 +293,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     return dict(rel_w2_T={r["d"]: r["rel_T"][0] for r in big}, growth={r["d"]: r["growth"][0] for r in big},
                 n_slopes={d: s["T"]["slope"] for d, s in slopes.items()},
                 n_slope_half={d: s["T"]["half"] for d, s in slopes.items()},
-                level_p=data["levels"][0]["p"], growth_slope=data["growth_trend"]["slope"],
+                replicate_slopes={r["d"]: r["slope"] for r in replicate}, level_p=data["levels"][0]["p"], growth_slope=data["growth_trend"]["slope"],
                 quad_max_rel_err=max(max(r["mean"]["quad_err"], r["softmax"]["quad_err"]) for r in table),
                 l_star_quad={r["d"]: r["mean"]["l_star_quad"] for r in table},
                 l_star_mean={r["d"]: r["mean"]["l_star"] for r in table},
