@@ -27,7 +27,7 @@ SIGMA1_TOL = 0.1   # |d (sigma_1 - lambda) / (lambda (a^2/2 - 1)) - 1| at the la
 
 def _fig_limit(d, out):
     s = d["settings"]
-    fig, (ax, bx, cx) = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, (ax, bx, cx) = plt.subplots(1, 3, figsize=(16, 4.4))
     nmax = max(s["ns"])
     for p in d["parts"]:
         rows = [r for r in p["rows"] if r["n"] == nmax]
@@ -40,16 +40,16 @@ def _fig_limit(d, out):
         fit = np.polyfit(np.log([r["n"] for r in p["rows"]]), np.log([r["w2"][-1] for r in p["rows"]]), 1)
         bx.plot(ns, np.exp(np.polyval(fit, np.log(ns))), "-", color=line[0].get_color(), lw=1)
     ax.set(xlabel="t", ylabel="W2(mu_n, rho) / W2(rho(0), rho(T))",
-           title=f"particles vs PDE, n = {nmax} (angle marginal, mean +- sd over seeds)")
+           title=f"particles vs PDE, n = {nmax} (mean +- sd, seeds)")
     bx.set_xscale("log")
     bx.set_yscale("log")
     bx.set(xlabel="n", ylabel="W2(mu_n(T), rho(T))",
-           title="W2 at T vs n (dots: geometric means; lines: fits to all runs)")
+           title="W2 at T vs n (dots: geom. means; lines: fits)")
     lv = d["levels"][0]
     lev = np.array(lv["level"])
     cx.errorbar(lv["dims"], lev, yerr=[lev - np.array(lv["low"]), np.array(lv["high"]) - lev], marker="s", capsize=3)
     cx.set_xscale("log", base=2)
-    cx.set(xlabel="d", ylabel="relative W2 at T", title=f"level at n = {lv['n_ref']:.0f} (geometric mean; 95 % t)")
+    cx.set(xlabel="d", ylabel="relative W2 at T", title=f"level at n = {lv['n_ref']:.0f} (95 % t)")
     style_axes([ax, bx], legend=8)
     style_axes(cx)
     save_figure(fig, out / "continuum_limit.png")

@@ -28,8 +28,8 @@ B. Linear stability against d.  ``sigma_l(d)``, the most unstable degree ``l*`` 
    and the ``d -> infinity`` limit ``sigma_1 -> lambda`` (mean: ``l (l+d-2) m_l(a) / beta`` with
    ``m_l ~ (a/d)^l``).
 
-Cost (one core): quick ~20 s, full ~5 min unloaded (d = 512 at n = 1000 is ~11 s a run; n = 2000 would be
-~75 s a run, 12 min for its ten seeds alone, hence n <= 1000).  Run from the repo root::
+Cost (one core): quick ~15 s; full ~3 min of CPU (175 s), 10-12 min wall measured on the loaded shared machine
+(d = 512 at n = 1000 is ~11 s a run; n = 2000 would be ~75 s a run, 12 min for its ten seeds alone, hence n <= 1000).  Run from the repo root::
 
     python -m studies.high_dimension.run [--quick]
 """
