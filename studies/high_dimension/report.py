@@ -78,14 +78,18 @@ def _ci(v):
 
 
 def verdict_rate(slopes):
-    """Continuum limit in every d: each slope's t-interval below 0 (W2 -> 0) and containing -1/2 (the rate)."""
+    """Continuum limit in every d, read as MODEL.md's bound ``W2(t) <~ e^(L t) n^(-1/2)`` up to logs: each slope's
+    t-interval below 0 (W2 -> 0; else refuted) and not entirely above -1/2 (no decay slower than n^(-1/2); else
+    sharpened: a slower rate on the range measured).  An interval entirely below -1/2 (faster decay, e.g. an
+    ``n^-1`` finite-n term at small n) is consistent with the bound and listed (second value), not a verdict."""
     below = {d: v["slope"] + v["half"] < 0 for d, v in slopes.items()}
-    rate = {d: abs(v["slope"] + 0.5) <= v["half"] for d, v in slopes.items()}
+    slower = [d for d, v in slopes.items() if v["slope"] - v["half"] > -0.5]
+    faster = [d for d, v in slopes.items() if v["slope"] + v["half"] < -0.5]
     if not all(below.values()):
         return REFUTED, [d for d, b in below.items() if not b]
-    if not all(rate.values()):
-        return SHARPENED, [d for d, b in rate.items() if not b]
-    return REPRODUCED, []
+    if slower:
+        return SHARPENED, slower
+    return REPRODUCED, faster
 
 
 def verdict_levels(levels, alpha):
@@ -158,10 +162,13 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     hyp_b = (f"one zonal exp head M = V = lambda I, lambda = 1, beta = {s['beta_b']:g}, mean or softmax, no noise, "
              "linearized at the uniform state of S^(d-1)")
     rate_ev = (f"slope of log W2(T) vs log n over n = {list(s['ns'])} x {nseeds} seeds (95 % t, {dof} dof): "
-               f"{slope_txt}; " + ("every interval below 0 and containing -1/2" if v_rate == REPRODUCED else
-                                   f"-1/2 excluded for d = {rate_off}" if v_rate == SHARPENED else
+               f"{slope_txt}; " + ("every interval below 0 and none above -1/2" + (
+                                       f"; steeper than -1/2 (faster than the bound) for d = {rate_off}"
+                                       if rate_off else "") if v_rate == REPRODUCED else
+                                   f"interval above -1/2 (slower than n^(-1/2)) for d = {rate_off}"
+                                   if v_rate == SHARPENED else
                                    f"interval not below 0 for d = {rate_off}"))
-    if v_rate == SHARPENED:
+    if rate_off and v_rate != REFUTED:
         rate_ev += (f" (also by the Bonferroni intervals over the {k} d, family-wise 95 %: {bonf_txt})"
                     if set(bonf_off) >= set(rate_off) else
                     f" (not by the Bonferroni intervals over the {k} d, family-wise 95 %: {bonf_txt})")
@@ -186,8 +193,9 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
                 f"{SIGMA1_TOL:g}; {'decreasing' if sigma1_ok else 'not decreasing'} over d >= 16); deterministic")
     verdicts = [
         ("Continuum limit on S^(d-1) in every d: W2(mu_n(t), rho(t)) -> 0 like n^(-1/2) (MODEL.md sections 3-4)",
-         hyp_a + ". Test: the slope's interval must lie below 0 (else refuted) and contain -1/2 (else sharpened: "
-         "a different rate)", v_rate, rate_ev),
+         hyp_a + ". Read as MODEL.md's bound W2(t) <~ exp(L t) n^(-1/2) up to logs. Test: the slope's interval must "
+         "lie below 0 (else refuted) and not entirely above -1/2 (else sharpened: slower than n^(-1/2) on the range "
+         "measured); a steeper slope is consistent with the bound and reported", v_rate, rate_ev),
         ("The discrepancy, in units of the PDE's displacement, does not depend on d (this study's reading of "
          "'the continuum limit holds equally well in every d')",
          hyp_a + ". Test: F-test of equal levels at 5 %, over all d, then stepwise over d >= d0 (sharpened: "
@@ -218,12 +226,13 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
              "is divided by the PDE's displacement W2(rho(0), rho(T)) to compare dimensions. "
              f"n = {list(s['ns'])}, {nseeds} seeds per (d, n), a fresh draw for each (d, n, seed); all intervals "
              f"are Student-t at {100 * (1 - alpha):.0f} % with the degrees of freedom stated.")
-    rate_head = {REPRODUCED: "decreases in every d with a fitted slope whose 95 % t-interval contains -1/2",
-                 SHARPENED: f"decreases in every d, but the slope's 95 % t-interval excludes -1/2 for d = {rate_off}",
+    rate_head = {REPRODUCED: "decreases in every d, no 95 % t-interval of the fitted slope above -1/2" + (
+                     f" (steeper than -1/2 for d = {rate_off})" if rate_off else ""),
+                 SHARPENED: f"decreases in every d, but slower than n^(-1/2) for d = {rate_off} (interval above -1/2)",
                  REFUTED: f"is not shown to decrease with n for d = {rate_off} (slope interval not below 0)"}[v_rate]
     rep_by_d = {r["d"]: r for r in rep}
     rep_note = ""
-    if rep and v_rate == SHARPENED:
+    if rep and rate_off and v_rate != REFUTED:
         back = [dd for dd in rate_off if dd in rep_by_d and abs(rep_by_d[dd]["slope"] + 0.5) <= rep_by_d[dd]["half"]]
         rep_note = (f" The replicate of the t = 0 sampling error with {rep_seeds} fresh seeds per (d, n) "
                     + (f"contains -1/2 for d = {back}: the exclusion there is a property of the {nseeds} draws of "
