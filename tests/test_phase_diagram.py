@@ -62,3 +62,17 @@ def test_cli_writes_netcdf_and_figure(tmp_path, capsys):
     (tmp_path / "bad.toml").write_text("[phase_diagram]\nrule = 'pre-ln'\n")
     assert main(["phase-diagram", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "o2")]) == 2
     assert "rule must be one of" in capsys.readouterr().err
+
+
+def test_figure_states_the_thresholds():
+    from meanfield.workflow.plotting import phase_diagram_figure
+
+    ds = phase_diagram(PhaseDiagramConfig(**SMALL), progress=False)
+    titles = [ax.get_title() for ax in phase_diagram_figure(ds).axes]
+    # the default thresholds of ensembles, written as the measures used them (text: no tolerance)
+    assert "pair density: fraction of pairs with <x_i, x_j> > 0.999" in titles
+    assert any("0.9999" in t for t in titles)
+    labels = [ax.get_ylabel() for ax in phase_diagram_figure(ds, pair_threshold=0.99).axes]
+    assert "pair density (> 0.99)" in labels                      # the colour bar of the pair density
+    with pytest.raises(ValueError, match=r"^pair_threshold must be"):
+        phase_diagram_figure(ds, pair_threshold=1.5)

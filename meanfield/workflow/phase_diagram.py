@@ -242,5 +242,5 @@ def run_phase_diagram(config_path, out_dir, *, scheduler=None, progress=None) ->
     ds = phase_diagram(config, scheduler=scheduler, progress=progress)
     nc = results.save(ds, out / "phase_diagram.nc")
     png = out / "phase_diagram.png"
-    phase_diagram_figure(ds).savefig(png, dpi=110)
+    phase_diagram_figure(ds, config.pair_threshold, config.cluster_threshold).savefig(png, dpi=110)
     return [nc, png]

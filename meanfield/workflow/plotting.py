@@ -34,6 +34,7 @@ from matplotlib.animation import PillowWriter  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from ..analysis import stability  # noqa: E402
+from ..analysis.ensembles import CLUSTER_THRESHOLD, PAIR_THRESHOLD  # noqa: E402
 from ..core import validate  # noqa: E402
 from ..core.kernels import KERNELS  # noqa: E402
 from ..core.sphere import SphereGrid  # noqa: E402
@@ -342,18 +343,26 @@ def save_figures(ds: xr.Dataset, out_dir, dpi=110, figures=True, animation=True)
     return paths
 
 
-def phase_diagram_figure(ds: xr.Dataset) -> Figure:
+def phase_diagram_figure(ds: xr.Dataset, pair_threshold: float = PAIR_THRESHOLD,
+                         cluster_threshold: float = CLUSTER_THRESHOLD) -> Figure:
     """Colour maps over (t, beta) of a phase-diagram dataset (:mod:`meanfield.workflow.phase_diagram`), with
-    the equiangular clustering curve ``t*(beta)`` of the reduced ODE drawn where it exists."""
-    names = [("one_cluster", "fraction of runs in one cluster"), ("pair_density", "pair density <x_i, x_j> > thr"),
-             ("median_clusters", "median cluster count"), ("mean_gram_rank", "mean Gram rank")]
+    the equiangular clustering curve ``t*(beta)`` of the reduced ODE drawn where it exists.  The thresholds
+    (those the dataset was measured with) are written into the titles and colour-bar labels."""
+    pair_threshold = validate.real("pair_threshold", pair_threshold, -1, 1)
+    cluster_threshold = validate.real("cluster_threshold", cluster_threshold, -1, 1)
+    p, c = f"{pair_threshold:g}", f"{cluster_threshold:g}"
+    names = [("one_cluster", f"fraction of runs in one cluster (every pair <x_i, x_j> > {p})",
+              f"one cluster (> {p})"),
+             ("pair_density", f"pair density: fraction of pairs with <x_i, x_j> > {p}", f"pair density (> {p})"),
+             ("median_clusters", f"median cluster count (rank of [<x_i, x_j> > {c}])", f"clusters (> {c})"),
+             ("mean_gram_rank", "mean Gram rank", "Gram rank")]
     fig = Figure(figsize=(11, 8), layout="constrained")
     axes = fig.subplots(2, 2, sharex=True, sharey=True)
     t, beta = ds["t"].values, ds["beta"].values
     curve = ds["equiangular_time"].values if "equiangular_time" in ds else np.full(beta.shape, np.nan)
-    for ax, (name, label) in zip(axes.flat, names):
+    for ax, (name, label, short) in zip(axes.flat, names):
         pc = ax.pcolormesh(t, beta, ds[name].values, cmap="RdBu_r", shading="nearest", rasterized=True)
-        fig.colorbar(pc, ax=ax, label=label)
+        fig.colorbar(pc, ax=ax, label=short)
         ok = np.isfinite(curve) & (curve <= t[-1])
         if ok.any():
             ax.plot(curve[ok], beta[ok], color="k", lw=1.5, ls="--", label="equiangular t*(beta)")
