@@ -53,6 +53,18 @@ def test_circle_count_is_k_star(quick):
     assert abs(m - 3) <= max(h, 0.5), p
 
 
+def test_circle_pde_peaks_are_k_star(quick):
+    _, _, data = quick
+    p = data["pde"]["per_beta"][0]
+    # the mean-field PDE from 1 + 1e-3 x (random low modes): the peaks at 3x uniform number k* = 3 within the 95 %
+    # interval (or 0.5) over 10 perturbations; every run reached 3x uniform while resolved
+    assert p["k_star"] == 3 and p["reached_3"] == 10
+    m, h = p["count"]
+    assert abs(m - 3) <= max(h, 0.5), p
+    # the Voronoi masses partition the quadrature mass 1 (round-off, m = 1024 nodes)
+    assert max(r["mass_error"] for r in data["pde"]["rows"]) < 1e-12
+
+
 def test_closest_pair_and_static_check(quick):
     _, _, data = quick
     fl = flags(data)

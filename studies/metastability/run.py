@@ -25,11 +25,17 @@ B. First merge of three well-separated caps (the theorem's hypothesis: k = 3 cap
 C. Circle (d = 2, i.i.d. uniform start, ``circle_betas`` x ``seeds``): cluster count at formation against
    ``k* = argmax_k sigma_k`` (Bruno-Pasqualotto-Agazzi, arXiv 2410.23228; sigma_k of
    :func:`meanfield.analysis.stability.growth_rate` with d = 2).
+E. Circle PDE (the mean-field limit, BPA's own hypotheses): ``CirclePDE`` (``pde_kmax`` modes) from
+   ``1 + eps sum_k a_k e^{ik theta}`` (``eps = pde_eps``, complex Gaussian ``a_k`` in the modes ``1..min(K/4,
+   4 k* + 8)``, ``seeds`` draws per beta), run until the resolution monitor stops it; density peaks
+   (:func:`meanfield.analysis.cluster_tracking.track_density_peaks`, above the uniform level) counted at the
+   first frame where the density reaches 3 times uniform, against ``k*``.
 D. Closest pair at large beta (a consistency check of the velocity formula, no randomness): four point
    clusters, the closest pair at ``pair_angles[0]``, the other pair at ``pair_angles[1]``; the speed ratio
    against beta vs ``exp(beta (cos a_0 - cos a_1)) sin a_0 / sin a_1``.
 
-Cost (2 shared cores, nice, one BLAS thread): quick ~1 min, full ~10-14 min.  Run from the repo root::
+Cost (2 shared cores, nice, one BLAS thread): quick ~40 s, full ~5-6 min (292 s measured before part E,
+which adds ~20 s).  Run from the repo root::
 
     python -m studies.metastability.run [--quick]
 """
@@ -75,6 +81,8 @@ class Settings:
     circle_n: int
     pair_angles: tuple        # D (radians)
     pair_betas: tuple
+    pde_kmax: int = 256       # E
+    pde_eps: float = 1e-3
 
 
 QUICK = Settings(seeds=10, stair_betas=(8.0, 16.0), stair_n=100, stair_tau=1e3, frames=200, min_mass=0.03, window_dec=0.15,
@@ -342,6 +350,51 @@ def circle_part(s: Settings):
     return dict(rows=rows, per_beta=per_beta)
 
 
+# ----------------------------------------------------------------------------- E: circle PDE
+def pde_part(s: Settings):
+    import warnings
+
+    from meanfield.analysis.cluster_tracking import track_density_peaks
+    from meanfield.models.circle import CircleResolutionWarning
+
+    m = 4 * s.pde_kmax
+    th = 2 * np.pi * np.arange(m) / m
+    nodes, weights = np.stack([np.cos(th), np.sin(th)], axis=1), np.full(m, 1.0 / m)   # mass 1: dtheta / 2 pi
+    rows, per_beta = [], []
+    for beta in s.circle_betas:
+        kstar = most_unstable(beta, 2)
+        ks = np.arange(1, 4 * kstar + 10)
+        T = 30.0 / stability.growth_rate(ks, [1.0], beta, d=2).max()
+        with warnings.catch_warnings():      # the kernel's neglected multipliers: checked by the monitor's tail
+            warnings.simplefilter("ignore", CircleResolutionWarning)
+            pde = mf.CirclePDE(mf.scalar_heads([1.0], 2, beta=beta), kmax=s.pde_kmax)
+        L = min(s.pde_kmax // 4, 4 * kstar + 8)
+        counts = []
+        for seed in range(s.seeds):
+            rng = np.random.default_rng(9000 * int(beta) + seed)
+            c = pde.uniform()
+            c[1:L + 1] += s.pde_eps * (rng.standard_normal(L) + 1j * rng.standard_normal(L)) / np.sqrt(2)
+            tr = mf.solve_reduced(pde, c, T, save=SaveAt(t_eval=np.linspace(0.0, T, 601), observe=False),
+                                  progress=False)
+            V = np.array([pde.synthesis(y.view(np.complex128), m) for y in tr.y])
+            trk = track_density_peaks(V, nodes, weights, times=tr.t)
+            f = np.flatnonzero(V.max(axis=1) >= 3.0)
+            frame = int(f[0]) if f.size else len(tr.t) - 1
+            row = dict(beta=beta, seed=seed, k_star=kstar, reached_3=bool(f.size), status=int(tr.status),
+                       t_stop_over_T=float(tr.t[-1] / T), count=int(trk.n_clusters[frame]),
+                       count_last=int(trk.n_clusters[-1]), mass_error=float(np.abs(trk.unclustered_mass).max()))
+            rows.append(row)
+            counts.append(row["count"])
+        # selectivity of the linear phase: the runner-up mode's amplitude relative to k*'s when k*'s has grown from
+        # eps to O(1) is eps^(1 - sigma_2 / sigma_1); k* stands out only if eps^-(1 - sigma_2 / sigma_1) >> 1
+        sig = np.sort(stability.growth_rate(ks, [1.0], beta, d=2))[::-1]
+        gap = float(1 - sig[1] / sig[0])
+        per_beta.append(dict(beta=beta, k_star=kstar, runs=s.seeds, count=mean_ci95(counts), gap=gap,
+                             selectivity=float(s.pde_eps ** -gap),
+                             reached_3=sum(r["reached_3"] for r in rows if r["beta"] == beta)))
+    return dict(rows=rows, per_beta=per_beta)
+
+
 # ----------------------------------------------------------------------------- D: closest pair, static
 def pair_part(s: Settings):
     a0, a1 = s.pair_angles
@@ -368,6 +421,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     caps = caps_part(s)
     t2 = time.perf_counter()
     circle = circle_part(s)
+    pde = pde_part(s)
     pair = pair_part(s)
     t3 = time.perf_counter()
     np.savez_compressed(out_dir / "data.npz", **traces)
@@ -376,9 +430,10 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                    first_merge_slope_points=caps["fit_point"]["slope"], rate_large_beta=caps["rate_large_beta"],
                    first_merge_slope_uniform=[stair["fit_first_merge"]["slope"], stair["fit_first_merge"]["half"]],
                    circle_counts={f"{p['beta']:g}": [p["k_star"], *p["count_formed"]] for p in circle["per_beta"]},
+                   pde_counts={f"{p['beta']:g}": [p["k_star"], *p["count"]] for p in pde["per_beta"]},
                    wall_s=dict(staircase=t1 - t0, caps=t2 - t1, circle_and_pair=t3 - t2))
     save_json(out_dir / "data.json", dict(settings=s.__dict__, summary=summary, staircase=stair, caps=caps,
-                                          circle=circle, pair=pair))
+                                          circle=circle, pde=pde, pair=pair))
     return summary
 
 
