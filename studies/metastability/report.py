@@ -155,7 +155,8 @@ def verdicts(data, fl):
     rows.append(["S^2: the metastable structure is set by the most unstable degree l*",
                  "mean-field limit, small perturbation of uniform; the paper states a symmetry class (degree-l* "
                  "harmonics), not a count", SHARPENED if fl["s2_ratio_in_band"] and fl["s2_not_lstar"] else REFUTED,
-                 f"count = maxima of a random degree-l* field l*(l*+1)/(2 sqrt 3), not l* ({n_seeds} seeds, 95 % t): "
+                 f"particles (n = {data['settings']['stair_n']}, not the limit), count = maxima of a random degree-l* "
+                 f"field l*(l*+1)/(2 sqrt 3) where l* >= 4, not l* ({n_seeds} seeds, 95 % t): "
                  + ev])
     k, m, lo, hi = fl["closest_first"]
     sf = fl["speed_fit"]
