@@ -45,6 +45,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
     analysis/   what is measured on the models
       diagnostics       particle diagnostics (energy rates, radial shadows, Condition 8, entropies) and observer
       clustering        clustering measures of tokens (min / mean inner product, clusters; KD-tree path)
+      cluster_tracking  clusters along trajectories: identities, masses, centres, merge events (tokens, density peaks)
       equilibria        stationary states of the axisymmetric noisy PDE (Newton), branches, free energy, spectra
       phase_transition  the degree-1 branch's classification: nu_#, nu_fold, nu_global, beta_*
       continuation      pseudo-arclength continuation with fold and branch-point detection, branch switching

@@ -21,9 +21,11 @@ from hostile_registry import (  # noqa: F401
     real_finite,
     real_nonneg,
     real_pos,
+    tokens,
 )
 
 import meanfield as mf
+from meanfield.analysis import cluster_tracking as _tk
 from meanfield.analysis import continuation as _ct
 from meanfield.analysis import normalization as _no
 from meanfield.analysis import sphere_states as _ss
@@ -201,3 +203,49 @@ entry("view.write_view", _vw.write_view,
       lambda: dict(path=RUN_FILE()[0], out=str(RUN_FILE()[1] / "page.html")),
       bad={"path": _PATH_BAD, "out": [3, str(RUN_FILE()[1] / "page.txt")], "max_frames": int_pos(2),
            "nlat": int_pos(4)}, huge={"nlat": [HUGE]}, names={"path": _PATH_NAMES, "out": ("--out",)}, traced=False)
+
+
+# --------------------------------------------------------------------------------- cluster tracking
+@functools.cache
+def _TRACK_X():
+    X = mf.initial.uniform_sphere(8, 3, seed=0)
+    return np.stack([X, X])
+
+
+@functools.cache
+def _PEAK_FRAME():
+    from hostile_registry import GRID, RHO
+
+    return _tk.sphere_grid_frames(GRID(), np.stack([RHO(), RHO()]))
+
+
+_TIMES_BAD = ["t", [0.0, 0.0], [0.0], [0.0, NAN], [1.0, 0.0]]
+_NODES_BAD = lambda b: tokens(b["nodes"])      # noqa: E731
+_QW_BAD = lambda b: [None, "w", -b["weights"], b["weights"][:-1], np.where(np.arange(b["weights"].size) == 1, NAN,  # noqa: E731
+                                                                           b["weights"])]
+entry("cluster_tracking.track_particle_clusters", _tk.track_particle_clusters, lambda: dict(X=_TRACK_X()),
+      bad={"X": lambda b: tokens(b["X"]), "times": _TIMES_BAD,
+           "w": [np.full(8, 0.5), "w", np.where(np.arange(8) == 1, NAN, 1 / 8)],
+           "threshold": real_finite("0.9", 1.5, -2.0), "min_mass": _types(NAN, 1.0, -0.1),
+           "inherit": _types(NAN, 0.4, 1.0)},
+      # 500 frames of 40000 tokens: 8e11 inner products (~4000 s), refused before any work
+      huge={"X": lambda b: [np.broadcast_to(mf.initial.uniform_sphere(40000, 3, seed=0), (500, 40000, 3))]},
+      names={"X": ("track_particle_clusters",)})
+entry("cluster_tracking.density_peaks", _tk.density_peaks,
+      lambda: dict(values=_PEAK_FRAME()[0][0], nodes=_PEAK_FRAME()[1], weights=_PEAK_FRAME()[2]),
+      bad={"values": lambda b: array(b["values"]), "nodes": _NODES_BAD, "weights": _QW_BAD,
+           "threshold": real_finite("0.1")})
+entry("cluster_tracking.track_density_peaks", _tk.track_density_peaks,
+      lambda: dict(values=_PEAK_FRAME()[0], nodes=_PEAK_FRAME()[1], weights=_PEAK_FRAME()[2]),
+      bad={"values": lambda b: array(b["values"]), "nodes": _NODES_BAD, "weights": _QW_BAD, "times": _TIMES_BAD,
+           "threshold": real_finite("0.1"), "max_jump": _types(NAN, INF, 0.0, -1.0, 4.0)})
+entry("cluster_tracking.sphere_grid_frames", _tk.sphere_grid_frames,
+      lambda: dict(grid=mf.SphereGrid(8), rho_lm=_PEAK_RHO()),
+      bad={"grid": [None, "grid"], "rho_lm": lambda b: array(b["rho_lm"], complex_ok=True)})
+
+
+@functools.cache
+def _PEAK_RHO():
+    from hostile_registry import RHO
+
+    return RHO()

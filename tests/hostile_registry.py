@@ -345,7 +345,7 @@ ISSUE_MODULES = ("meanfield.models.step_rules", "meanfield.core.schedules", "mea
                  "meanfield.analysis.phase_transition")
 MORE_MODULES = ("meanfield.analysis.normalization", "meanfield.analysis.stability", "meanfield.analysis.continuation",
                 "meanfield.analysis.sphere_states", "meanfield.workflow.preflight",
-                "meanfield.workflow.view")                  # entries in hostile_cases_more
+                "meanfield.workflow.view", "meanfield.analysis.cluster_tracking")   # entries in hostile_cases_more
 LAYERS = ("core", "models", "analysis", "workflow")
 PROTOCOL_MODELS = {"ParticleSystem": ("velocity", "rhs", "energy"), "BatchedSystem": ("velocity", "rhs", "field"),
                    "ContinuumPDE": ("velocity", "rhs", "energies"), "CirclePDE": ("velocity", "rhs", "energies"),
@@ -380,6 +380,8 @@ EXEMPT = {
     "continuation.Branch": "a result object returned by continue_branch / switch_branch, not built by users",
     "continuation.SpecialPoint": "a fold or branch point found by continue_branch; switch_branch's point is fuzzed",
     "sphere_states.SphereState": "a result object returned by solve_sphere_state / sphere_branch, not built by users",
+    "cluster_tracking.ClusterTrack": "a result object returned by the track_* functions, not built by users",
+    "cluster_tracking.MergeEvent": "a record inside ClusterTrack.merges, not built by users",
 }
 
 _TOP = "its user entry points are exported by meanfield.__all__ and covered there"
