@@ -25,7 +25,8 @@ token noise against the PDE with the same ``nu`` (``paired_run(nu=...)``), by W2
 ``n`` with several seeds per ``n`` at fixed ``nu`` (and ``nu = 0`` from the same starts), fitted
 to ``C n^{-1/2}``.
 
-Cost (2 shared cores): quick ~1 min, full ~10 min idle (part 1 spectral sums at n = 10^4; part 2 as before).  Run from the repo root::
+Cost (2 shared cores): quick ~1 min idle; full ~9 min of CPU (part 1: 360 runs with spectral sums at n = 10^4,
+~2 min; part 2: 385 s), measured 1332 s wall at a load average of 10-15 on the 2 cores.  Run from the repo root::
 
     python -m studies.critical_noise.run [--quick]
 """
