@@ -25,8 +25,10 @@ Measured at ``Settings.limit_times``:
 * the i.i.d. baseline ``W2`` of ``n`` fresh i.i.d. samples of ``rho(t)`` (``t > 0``): how close a
   perfectly chaotic sample would be.
 
-Checks: the step (the largest ``n`` again with ``dt / limit_dt_refine``); the method (exact ``W2`` with
-the density on the PDE's quadrature nodes against semi-discrete, at the smallest ``n``, one seed).
+Checks: the step (the largest ``n`` again with ``dt / limit_dt_refine`` on the *same* Brownian path,
+see :func:`paired_paths`, so that the per-seed difference is the discretization effect, not sampling
+noise); the method (exact ``W2`` with the density on the PDE's quadrature nodes against semi-discrete,
+at the smallest ``n``, one seed).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ import numpy as np
 
 import meanfield as mf
 from meanfield.analysis import mmd, stability, transport
+from meanfield.core.controllers import FixedGrid
 from meanfield.core.options import StepControl
+from meanfield.core.sde import brownian_increments, sde_step
 from meanfield.workflow import paired
 from meanfield.workflow.paired import ParticleSettings, PDESettings, TransportSettings
 from studies._common import fit_slope, mean_ci
@@ -106,6 +110,90 @@ def _method_check(res, nu, s):
             "nodes": int(nodes.shape[0]), "negative_mass": ex.negative_mass}
 
 
+def bridge(dW, refine, h, rng):
+    """Brownian-bridge refinement: ``dW`` (k, ...) increments over ``h`` each, split into ``refine`` parts.
+
+    Returns shape ``(k, refine, ...)``: ``Z_j - mean_j Z + dW / refine`` with ``Z_j ~ N(0, h / refine)``
+    i.i.d.; the parts sum to ``dW`` and, given ``dW``, have the law of the sub-increments of the
+    Brownian motion (the conditional law of i.i.d. Gaussians given their sum).
+    """
+    Z = np.sqrt(h / refine) * rng.standard_normal((dW.shape[0], refine) + dW.shape[1:])
+    return Z - Z.mean(axis=1, keepdims=True) + dW[:, None] / refine
+
+
+def paired_paths(system, X0, times, dt, seed, refine, fine_seed, method="geodesic_strang"):
+    """End states of the noisy particles at ``dt`` and at ``dt / refine`` driven by one Brownian path.
+
+    The coarse path is the one :func:`meanfield.solve_particles` takes with ``seed`` (a Generator or an
+    integer): the driver draws each step's two half-step increments with
+    :func:`meanfield.core.sde.brownian_increments` from that stream on the grid of
+    :class:`meanfield.core.controllers.FixedGrid`, and :func:`meanfield.core.sde.sde_step` is the step
+    rule; the replay therefore equals ``solve_particles(system, X0, times[-1], step=StepControl(dt=dt),
+    seed=seed)`` bit for bit (checked by the study and its test).  The fine path refines it by the
+    Brownian bridge: each coarse half-step increment ``dW`` over ``h`` is split into ``refine``
+    increments ``Z_j - mean(Z) + dW / refine`` with ``Z_j ~ N(0, h / refine)`` i.i.d. (from the stream
+    ``fine_seed``, an integer or a Generator): they sum to ``dW`` exactly and, given it, have the law of the
+    path's sub-increments, so the fine run is a run of the same Brownian motion at the finer step.
+
+    Returns ``(X_coarse, X_fine, steps)``: the states at ``times[-1]`` and the number of coarse steps.
+    """
+    nu, sphere = system.nu, system.geometry
+    rng_c, rng_f = np.random.default_rng(seed), np.random.default_rng(fine_seed)   # a Generator passes through
+    t_end = float(times[-1])
+    targets = [float(t) for t in times if t > 0]
+    grid = FixedGrid(0.0, t_end, dt)
+    t, Xc, Xf, i, steps = 0.0, np.array(X0, float), np.array(X0, float), 0, 0
+    while i < len(targets):
+        t_new, land = grid.propose(t, targets[i])
+        h = t_new - t
+        dW = brownian_increments(rng_c, Xc.shape, h)                  # the driver's draw for this step
+        Xc = sde_step(method, system.rhs, t, Xc, h, dW, nu, sphere)
+        fine = bridge(dW, refine, 0.5 * h, rng_f).reshape((2 * refine,) + Xc.shape)
+        for j in range(refine):
+            Xf = sde_step(method, system.rhs, t + j * h / refine, Xf, h / refine, fine[2 * j:2 * j + 2], nu, sphere)
+        grid.commit()
+        t, steps = t_new, steps + 1
+        i += bool(land)
+    return Xc, Xf, steps
+
+
+def _step_check(nu, n, seeds, last, s, grid):
+    """The step check at one ``nu``: per seed, W2 and MMD^2 at ``dt`` and ``dt / refine`` on one path.
+
+    ``seeds`` are the main runs' sampling seeds, ``last[k]`` their ``(X0, X(t), rho(t), w2)`` at the
+    last time; the coarse replay is compared with the main run's state (``replay_max_diff``).
+    """
+    pde = mf.ContinuumPDE(heads(), s.limit_lmax, nu=nu)
+    system = mf.ParticleSystem(pde.heads, summation=ParticleSettings().sums, tolerance=ParticleSettings().spectral_tol,
+                               nu=nu)
+    tg = paired.resolve_transport_grid(pde, None)
+    ts = TransportSettings(method="semidiscrete")
+    times = np.asarray(s.limit_times, float)
+    out = {k: [] for k in ("w2", "w2_fine", "mmd2", "mmd2_fine", "mmd2_iid", "replay_max_diff", "replay_w2_diff")}
+    for seed, (X0, X_main, rho, w2_main) in zip(seeds, last):
+        Xc, Xf, _ = paired_paths(system, X0, times, s.limit_dt, np.random.default_rng([seed, 1]), s.limit_dt_refine,
+                                 np.random.default_rng([seed, 3]))
+        nodes, weights = paired.density_measure(pde, rho, tg)
+        for key, X in (("", Xc), ("_fine", Xf)):
+            w = transport.w2_particles_density(X, nodes, weights, method=ts.method, metric=ts.metric,
+                                               negative=ts.negative, seed=seed).distance
+            out["w2" + key].append(w)
+            out["mmd2" + key].append(mmd.mmd_particles_field(X, rho, grid, s=MMD_S).cost)
+        out["mmd2_iid"].append(mmd.mmd_iid_expectation(grid, rho, n, s=MMD_S))
+        out["replay_max_diff"].append(float(np.max(np.abs(Xc - X_main))))
+        out["replay_w2_diff"].append(abs(out["w2"][-1] - w2_main))
+    w2c, w2f = np.array(out["w2"]), np.array(out["w2_fine"])
+    ac, af = np.array(out["mmd2"]) / out["mmd2_iid"], np.array(out["mmd2_fine"]) / out["mmd2_iid"]
+    res = {"nu": nu, "n": n, "t": float(times[-1]), "dt": s.limit_dt, "dt_fine": s.limit_dt / s.limit_dt_refine,
+           "seeds": len(seeds), "paired": "one Brownian path per seed (the fine increments sum to the coarse ones)",
+           "w2": list(mean_ci(w2c)), "w2_fine": list(mean_ci(w2f)), "w2_diff": list(mean_ci(w2c - w2f)),
+           "mmd2_over_iid": list(mean_ci(ac)), "mmd2_over_iid_fine": list(mean_ci(af)),
+           "mmd2_over_iid_diff": list(mean_ci(ac - af)),
+           "replay_max_diff": max(out["replay_max_diff"]), "replay_max_w2_diff": max(out["replay_w2_diff"])}
+    res.update({f"{k}_samples": v for k, v in out.items()})
+    return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in res.items()}
+
+
 def _fits(ns, w2, mmd2, nus, times):
     """Slopes (with standard errors) of log mean W2 and log rms MMD against log n, per nu and time."""
     fits = {}
@@ -129,6 +217,7 @@ def run_limit(s, progress=print):
     shape = (len(nus), len(ns), K, len(times))
     A = {k: np.full(shape, np.nan) for k in ("w2", "mmd2", "mmd2_iid", "bracket", "w2_iid")}
     pde_info, method_checks = {}, []
+    last = {a: [] for a in range(len(nus))}
     grid = mf.ContinuumPDE(heads(), s.limit_lmax).grid
     for a, nu in enumerate(nus):
         tails, negs = [], []
@@ -146,30 +235,25 @@ def run_limit(s, progress=print):
                 negs.append(float(np.max(res.pde["negative_mass"])))
                 if i == 0 and k == 0:
                     method_checks.append(_method_check(res, nu, s))
+                if i == len(ns) - 1 and nu > 0:        # kept for the step check
+                    last[a].append((res.particle_states[0], res.particle_states[-1], res.pde_coefficients[-1],
+                                    float(res.w2[-1])))
             progress(f"  limit: nu = {nu:g}, n = {n}: W2 {np.round(A['w2'][a, i].mean(axis=0), 4)}, "
                      f"MMD^2 / iid {np.round(A['mmd2'][a, i].mean(axis=0) / A['mmd2_iid'][a, i, 0], 2)} "
                      f"({time.perf_counter() - t0:.1f} s)")
         pde_info[f"{nu:g}"] = {"max_spectral_tail": max(tails), "max_negative_mass": max(negs)}
-    # the step check: the largest n again with dt / limit_dt_refine, at the last time only
+    # the step check: the largest n again with dt / limit_dt_refine on the same Brownian paths, last time only
     n_big, i_big = int(ns[-1]), len(ns) - 1
     dt_check = {}
     for a, nu in enumerate(nus):
         if nu == 0:
             continue
-        w2f, mmdf = [], []
-        for k in range(K):
-            res = _paired(nu, n_big, _seed(i_big, k), times[-1:], s, s.limit_dt / s.limit_dt_refine)
-            w2f.append(res.w2[-1])
-            mmdf.append(_measure(res, grid, times[-1:], _seed(i_big, k), False)["mmd2"][0])
-        iid = A["mmd2_iid"][a, i_big, 0, -1]
-        m0, h0 = mean_ci(A["w2"][a, i_big, :, -1])
-        m1, h1 = mean_ci(w2f)
-        dt_check[f"{nu:g}"] = {"nu": nu, "n": n_big, "t": float(times[-1]), "dt": s.limit_dt,
-                               "dt_fine": s.limit_dt / s.limit_dt_refine, "w2": [m0, h0], "w2_fine": [m1, h1],
-                               "mmd2_over_iid": float(A["mmd2"][a, i_big, :, -1].mean() / iid),
-                               "mmd2_over_iid_fine": float(np.mean(mmdf) / iid),
-                               "w2_fine_samples": w2f}
-        progress(f"  dt check nu = {nu:g}: W2 {m0:.4f} +- {h0:.4f} (dt {s.limit_dt}) vs {m1:.4f} +- {h1:.4f}")
+        seeds = [_seed(i_big, k) for k in range(K)]
+        v = _step_check(nu, n_big, seeds, last[a], s, grid)
+        dt_check[f"{nu:g}"] = v
+        progress(f"  dt check nu = {nu:g}: MMD^2 / iid {v['mmd2_over_iid'][0]:.2f} (dt {s.limit_dt}) vs "
+                 f"{v['mmd2_over_iid_fine'][0]:.2f}, paired difference {v['mmd2_over_iid_diff'][0]:+.2f} +- "
+                 f"{v['mmd2_over_iid_diff'][1]:.2f}; replay max diff {v['replay_max_diff']:.1e}")
     fits = _fits(ns, A["w2"], A["mmd2"], nus, times)
     # paired comparison with the noiseless runs: per-seed ratio W2(nu) / W2(0), same n, t, start
     ratio = A["w2"][1:] / A["w2"][:1]
