@@ -48,7 +48,8 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, method=None, step=No
     increments of ``seed`` (``Noise(system.nu, seed, system.geometry)``; an integer: reproducible bit
     for bit; ``rtol`` and ``atol`` are not used).  Do not reuse the integer that drew ``X0``
     (``initial.uniform_sphere(n, d, seed=s)`` and ``seed=s`` read the same normal stream, so the first
-    increments are the start's own coordinates, a bias of the noisy rates); pass another integer or ``numpy.random.default_rng([s, 1])``.  Other keywords go to the integrator
+    increments are the start's own coordinates, a bias of the noisy rates); pass another integer or
+    ``numpy.random.default_rng([s, 1])``.  Other keywords go to the integrator
     (:func:`meanfield.integrate.integrate`); the progress bar is labelled ``"particles"`` unless
     ``progress_label`` says otherwise.
 
