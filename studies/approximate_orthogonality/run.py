@@ -32,6 +32,7 @@ Run from the repository root: ``python -m studies.approximate_orthogonality.run 
 
 from __future__ import annotations
 
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,7 @@ KAPPA = 5.0      # vMF tokens around (1, ..., 1)/sqrt(d): every head sees a comm
 SMALL_ANGLE = 85.0   # slopes are also fitted on angles >= this (delta <= 0.087), the asymptotic regime
 NEG_REL = 1e-10   # a rate counts as negative below -NEG_REL * its scale (round-off guard)
 FLAT_FRACTION = 0.5   # flat runs stop at this fraction of the detected blow-up time
+MARGINS = adv.READINGS + ("exact_token", "norm_bounded_token")   # summed margins, then the per-token ones
 FEAS_TOL = 1e-7   # adversarial: a configuration counts as "rate <= 0" when rate / sum|terms| <= this
 #                   (SLSQP stops at iteration limits with violations ~1e-8; the margins it certifies move
 #                   by less than ~1e-7 delta, far below the differences between readings)
@@ -68,15 +70,19 @@ class Settings:
     restarts: int     # A: random SLSQP starts per (seed, delta, reading), plus two warm starts
     maxiter: int
     ratio_margin: float   # A(ii): the fixed margin m0
+    token_restarts: int   # A(i), per-token margin: clustered random starts (plus the summed optimum, continuation)
+    token_spread: float   # ... spread of the tokens about their common point in those starts
+    workers: int          # processes for the independent part-A tasks (1: serial); the numbers do not depend on it
 
 
 QUICK = Settings(config=dict(d=6, n_heads=2, alpha=1.0, rank=2, beta=1.0, n=8),
                  angles=(70.0, 80.0, 86.0, 88.0, 89.9, 90.0), t_final=4.0, n_eval=9, seeds=(1, 2, 3),
-                 adv=dict(n=4, d=5, beta=1.0), adv_deltas=(0.05, 0.2), restarts=2, maxiter=150, ratio_margin=1.0)
+                 adv=dict(n=4, d=5, beta=1.0), adv_deltas=(0.05, 0.2), restarts=2, maxiter=150, ratio_margin=1.0,
+                 token_restarts=2, token_spread=0.1, workers=1)
 FULL = Settings(config=dict(d=8, n_heads=3, alpha=1.0, rank=2, beta=1.0, n=24),
                 angles=(70.0, 72.5, 75.0, 77.5, 80.0, 82.5, 85.0, 87.5, 89.0, 89.9, 90.0), t_final=8.0, n_eval=33,
                 seeds=tuple(range(1, 11)), adv=dict(n=6, d=6, beta=1.0), adv_deltas=(0.02, 0.05, 0.1, 0.2, 0.34),
-                restarts=6, maxiter=400, ratio_margin=1.0)
+                restarts=6, maxiter=400, ratio_margin=1.0, token_restarts=4, token_spread=0.1, workers=2)
 
 
 def ci95(x):
@@ -96,64 +102,128 @@ def _slope(x, y):
 
 
 # ----------------------------------------------------------------------------- part A
-def adversarial(settings):
-    """Critical margins, flat ratio minima and the raw sphere minimum over seeds (see the docstring)."""
+def _continue(reading, kind, deltas, M, F, best, settings):
+    """Continuation (in place): the parameters do not depend on delta (c_k = delta sin q_k), so each delta's
+    best configuration is a warm start at its neighbours: one sweep down, one sweep up."""
     n, d, beta = settings.adv["n"], settings.adv["d"], settings.adv["beta"]
+    for order in (range(len(deltas) - 2, -1, -1), range(1, len(deltas))):
+        for j in order:
+            nb = best[j + 1] if order.step < 0 else best[j - 1]
+            if nb is None:
+                continue
+            m, th, f = adv.critical_margin(reading, deltas[j], n, d, beta, None, 0, kind=kind, maxiter=settings.maxiter,
+                                           feas_tol=FEAS_TOL, starts=[nb])
+            F[j] += f
+            if th is not None and not m <= M[j]:
+                M[j], best[j] = m, th
+
+
+def _critical_task(settings, k, seed):
+    """A(i) for one reading and seed: the summed margin (random starts), then, for the two Condition 8
+    readings, the per-token margin (clustered starts and a warm start from the summed optimum of the same
+    delta), each followed by the continuation sweeps; the library checks of every optimum."""
+    n, d, beta = settings.adv["n"], settings.adv["d"], settings.adv["beta"]
+    reading = adv.READINGS[k]
     deltas = np.array(settings.adv_deltas)
-    seeds, R, it = settings.seeds, settings.restarts, settings.maxiter
-    out, checks = {}, []
-    for k, reading in enumerate(adv.READINGS):
-        M = np.full((len(seeds), len(deltas)), np.nan)
-        F = np.zeros_like(M, dtype=int)
-        for s, seed in enumerate(seeds):
-            best = [None] * len(deltas)
-            for j, dl in enumerate(deltas):      # random starts
-                rng = np.random.default_rng([seed, k, j])
-                M[s, j], best[j], F[s, j] = adv.critical_margin(reading, dl, n, d, beta, rng, R, maxiter=it,
-                                                                feas_tol=FEAS_TOL)
-            # continuation: the parameters do not depend on delta (c_k = delta sin q_k), so each delta's best
-            # configuration is a warm start at its neighbours: one sweep down, one sweep up
-            for order in (range(len(deltas) - 2, -1, -1), range(1, len(deltas))):
-                for j in order:
-                    nb = best[j + 1] if order.step < 0 else best[j - 1]
-                    if nb is None:
-                        continue
-                    m, th, f = adv.critical_margin(reading, deltas[j], n, d, beta, None, 0, maxiter=it,
-                                                   feas_tol=FEAS_TOL, starts=[nb])
-                    F[s, j] += f
-                    if th is not None and not m <= M[s, j]:
-                        M[s, j], best[j] = m, th
-            for j, dl in enumerate(deltas):
-                th = best[j]
-                if th is not None:
-                    own, lib = adv.library_rates(th, dl, n, d, beta, adv.geometry_of(reading))
-                    scale = adv.Problem(reading, dl, n, d, beta).values(th)["rate_scale"][0]
-                    checks.append(dict(rate_diff=abs(own - lib) / scale, op_delta_ratio=adv.op_delta(th, dl, n, d) / dl,
-                                       margin_diff=adv.library_margins(th, dl, n, d, beta)))
-        C = M / deltas
-        slopes = np.array([_slope(deltas, row) for row in M])
-        out[reading] = dict(m_star=M, feasible=F, C=C, slopes=slopes, slope_ci=ci95(slopes),
-                            C_ci=[ci95(C[:, j]) for j in range(len(deltas))], C_max=float(np.nanmax(C)),
-                            m_star_best=np.nanmax(M, axis=0))
-    # (ii) flat: min dE_h/dt / self term at margin m0
-    m0 = settings.ratio_margin
-    Q = np.full((len(seeds), len(deltas)), np.nan)
-    for s, seed in enumerate(seeds):
+    out, checks, cond8 = {}, [], []
+    for kind in ("sum",) if reading == "flat" else adv.KINDS:
+        M, F, best = np.full(len(deltas), np.nan), np.zeros(len(deltas), dtype=int), [None] * len(deltas)
         for j, dl in enumerate(deltas):
-            Q[s, j], _ = adv.min_rate_ratio("flat", dl, n, d, beta, np.random.default_rng([seed, 7, j]), R,
-                                            margin=m0, maxiter=it, feas_tol=FEAS_TOL)
+            if kind == "sum":      # random i.i.d. starts
+                rng, R, spread, warm = np.random.default_rng([seed, k, j]), settings.restarts, None, []
+            else:
+                rng, R, spread = np.random.default_rng([seed, k, j, 1]), settings.token_restarts, settings.token_spread
+                warm = [] if out["sum"]["best"][j] is None else [out["sum"]["best"][j]]
+            M[j], best[j], F[j] = adv.critical_margin(reading, dl, n, d, beta, rng, R, kind=kind,
+                                                      maxiter=settings.maxiter, feas_tol=FEAS_TOL, starts=warm,
+                                                      spread=spread)
+        _continue(reading, kind, deltas, M, F, best, settings)
+        for j, dl in enumerate(deltas):
+            th = best[j]
+            if th is None:
+                continue
+            own, lib = adv.library_rates(th, dl, n, d, beta, adv.geometry_of(reading))
+            scale = adv.Problem(reading, dl, n, d, beta).values(th)["rate_scale"][0]
+            checks.append(dict(rate_diff=abs(own - lib) / scale, op_delta_ratio=adv.op_delta(th, dl, n, d) / dl,
+                               margin_diff=adv.library_margins(th, dl, n, d, beta)))
+            if kind == "token" and M[j] > 0:
+                holds, rate = adv.library_condition8(th, dl, n, d, beta, reading)
+                cond8.append(dict(holds=holds, rate=rate / scale))
+        out[kind] = dict(m_star=M, feasible=F, best=best)
+    return dict(kinds={kd: {key: v[key] for key in ("m_star", "feasible")} for kd, v in out.items()},
+                checks=checks, cond8=cond8)
+
+
+def _ratio_task(settings, seed):
+    """A(ii) for one seed: flat min dE_h/dt / self term at the fixed margin m0, per delta."""
+    n, d, beta = settings.adv["n"], settings.adv["d"], settings.adv["beta"]
+    return np.array([adv.min_rate_ratio("flat", dl, n, d, beta, np.random.default_rng([seed, 7, j]), settings.restarts,
+                                        margin=settings.ratio_margin, maxiter=settings.maxiter, feas_tol=FEAS_TOL)[0]
+                     for j, dl in enumerate(settings.adv_deltas)])
+
+
+def _raw_task(settings, seed):
+    """A(iii) for one seed: the raw sphere minimum at delta = 0 (normalized by the sum of |terms|)."""
+    n, d, beta = settings.adv["n"], settings.adv["d"], settings.adv["beta"]
+    return adv.min_rate_ratio("exact", 0.0, n, d, beta, np.random.default_rng([seed, 9]), max(settings.restarts // 2, 1),
+                              maxiter=settings.maxiter)[0]
+
+
+def _summarize(M, F, deltas):
+    C = M / deltas
+    slopes = np.array([_slope(deltas, row) for row in M])
+    return dict(m_star=M, feasible=F, C=C, slopes=slopes, slope_ci=ci95(slopes),
+                C_ci=[ci95(C[:, j]) for j in range(len(deltas))],
+                C_max=float(np.nanmax(C)) if np.isfinite(C).any() else float("nan"),
+                m_star_best=np.array([np.nanmax(c) if np.isfinite(c).any() else np.nan for c in M.T]))
+
+
+def adversarial(settings, pool=None):
+    """Critical margins (summed and, for Condition 8, per token), flat ratio minima and the raw sphere
+    minimum over seeds (see the docstring).  ``pool``: an executor for the independent (reading, seed)
+    tasks (every task seeds its own generators, so the numbers do not depend on it)."""
+    deltas = np.array(settings.adv_deltas)
+    seeds = settings.seeds
+    submit = (lambda f, *a: pool.submit(f, *a)) if pool is not None else (lambda f, *a: _Done(f(*a)))
+    crit = {(k, s): submit(_critical_task, settings, k, seed) for k in range(len(adv.READINGS))
+            for s, seed in enumerate(seeds)}
+    ratio = [submit(_ratio_task, settings, seed) for seed in seeds]
+    raw = [submit(_raw_task, settings, seed) for seed in seeds]
+    crit = {key: f.result() for key, f in crit.items()}
+    out, checks, cond8 = {}, [], []
+    for k, reading in enumerate(adv.READINGS):
+        rows = [crit[(k, s)] for s in range(len(seeds))]
+        for r in rows:
+            checks += r["checks"]
+            cond8 += r["cond8"]
+        for kind in rows[0]["kinds"]:
+            M = np.array([r["kinds"][kind]["m_star"] for r in rows])
+            F = np.array([r["kinds"][kind]["feasible"] for r in rows])
+            out[reading if kind == "sum" else f"{reading}_token"] = _summarize(M, F, deltas)
+    m0 = settings.ratio_margin
+    Q = np.array([f.result() for f in ratio])
     gap = 1 - Q
     gslopes = np.array([_slope(deltas, row) for row in gap])
     out["ratio"] = dict(margin=m0, min_ratio=Q, gap=gap, slopes=gslopes, slope_ci=ci95(gslopes),
                         C=gap * m0 / deltas, C_ci=[ci95(gap[:, j] * m0 / deltas[j]) for j in range(len(deltas))])
-    # (iii) raw sphere minimum at delta = 0 (normalized by the sum of |terms|, in [-1, 1])
-    raw = np.array([adv.min_rate_ratio("exact", 0.0, n, d, beta, np.random.default_rng([seed, 9]), max(R // 2, 1),
-                                       maxiter=it)[0] for seed in seeds])
+    raw = np.array([f.result() for f in raw])
     out["raw_sphere_delta0"] = dict(values=raw, ci=ci95(raw))
     out["checks"] = dict(max_rate_diff=max(c["rate_diff"] for c in checks),
                          max_margin_diff=max(c["margin_diff"] for c in checks),
-                         max_op_delta_ratio=max(c["op_delta_ratio"] for c in checks), count=len(checks))
+                         max_op_delta_ratio=max(c["op_delta_ratio"] for c in checks), count=len(checks),
+                         token_positive=len(cond8), token_library_holds=int(sum(c["holds"] for c in cond8)),
+                         token_max_library_rate=max((c["rate"] for c in cond8), default=float("nan")))
     return deltas, out
+
+
+class _Done:
+    """A finished result with the ``Future.result()`` interface (the serial path of :func:`adversarial`)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
 
 
 # ----------------------------------------------------------------------------- parts B, C
@@ -260,11 +330,17 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     angles = np.array(settings.angles)
     deltas = cfg["alpha"] ** 2 * np.cos(np.radians(angles))
     deltas[angles == 90.0] = 0.0   # exact orthogonality (cos(pi/2) is 6e-17 in floating point)
-    arrays, rt = random_tokens(settings, deltas, angles)
+    if settings.workers > 1:
+        with ProcessPoolExecutor(settings.workers) as pool:
+            tokens = pool.submit(random_tokens, settings, deltas, angles)
+            adv_deltas, A = adversarial(settings, pool)
+            arrays, rt = tokens.result()
+    else:
+        arrays, rt = random_tokens(settings, deltas, angles)
+        adv_deltas, A = adversarial(settings)
     arrays |= {"angles": angles, "deltas": deltas}
-    adv_deltas, A = adversarial(settings)
     arrays["adv_deltas"] = adv_deltas
-    for reading in adv.READINGS:
+    for reading in MARGINS:
         for key in ("m_star", "feasible", "C", "slopes"):
             arrays[f"adv_{reading}_{key}"] = A[reading][key]
     for key in ("min_ratio", "slopes"):
@@ -273,12 +349,13 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     summary = {"quick": quick, "config": cfg, "kappa": KAPPA, "small_angle": SMALL_ANGLE, "t_final": settings.t_final,
                "n_eval": settings.n_eval, "neg_rel_threshold": NEG_REL, "seeds": list(settings.seeds),
                "adv_settings": dict(settings.adv, deltas=list(adv_deltas), restarts=settings.restarts,
-                                    maxiter=settings.maxiter, feas_tol=FEAS_TOL, ratio_margin=settings.ratio_margin),
+                                    maxiter=settings.maxiter, feas_tol=FEAS_TOL, ratio_margin=settings.ratio_margin,
+                                    token_restarts=settings.token_restarts, token_spread=settings.token_spread),
                "angles": angles, "deltas": deltas} | rt
     summary["adversarial"] = {r: {k: A[r][k] for k in ("slope_ci", "C_ci", "C_max", "m_star_best")}
                               | {"feasible_total": int(A[r]["feasible"].sum()),
                                  "no_feasible_seed_delta": int(np.isnan(A[r]["m_star"]).sum())}
-                              for r in adv.READINGS}
+                              for r in MARGINS}
     summary["adversarial"]["ratio"] = {k: A["ratio"][k] for k in ("margin", "slope_ci", "C_ci")} | {
         "min_ratio_best": np.nanmin(A["ratio"]["min_ratio"], axis=0),
         "no_feasible_seed_delta": int(np.isnan(A["ratio"]["min_ratio"]).sum())}
@@ -290,8 +367,9 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     head = {f"{g}_{k}": rt[g][k] for g in ("flat", "sphere")
             for k in ("slope_initial", "slope_initial_small", "slope_uniform", "max_bound_ratio", "coupling_at_zero",
                       "min_frac_head_times_nonneg", "min_rate_over_self")}
-    for r in adv.READINGS:
+    for r in MARGINS:
         head[f"adv_{r}_C_max"] = A[r]["C_max"]
+        head[f"adv_{r}_C_best_min"] = float(np.nanmin(A[r]["m_star_best"] / adv_deltas))
         head[f"adv_{r}_slope"] = A[r]["slope_ci"]
     head["adv_ratio_slope"] = A["ratio"]["slope_ci"]
     head["adv_raw_sphere_delta0_min"] = float(A["raw_sphere_delta0"]["values"].min())
