@@ -50,7 +50,7 @@ KAPPA = 5.0      # vMF tokens around (1, ..., 1)/sqrt(d): every head sees a comm
 SMALL_ANGLE = 85.0   # slopes are also fitted on angles >= this (delta <= 0.087), the asymptotic regime
 NEG_REL = 1e-10   # a rate counts as negative below -NEG_REL * its scale (round-off guard)
 FLAT_FRACTION = 0.5   # flat runs stop at this fraction of the detected blow-up time
-MARGINS = adv.READINGS + ("exact_token", "norm_bounded_token")   # summed margins, then the per-token ones
+TOKEN_READINGS = ("exact", "norm_bounded")   # A(iv): the Condition 8 readings, per token
 FEAS_TOL = 1e-7   # adversarial: a configuration counts as "rate <= 0" when rate / sum|terms| <= this
 #                   (SLSQP stops at iteration limits with violations ~1e-8; the margins it certifies move
 #                   by less than ~1e-7 delta, far below the differences between readings)
@@ -118,40 +118,35 @@ def _continue(reading, kind, deltas, M, F, best, settings):
                 M[j], best[j] = m, th
 
 
-def _critical_task(settings, k, seed):
-    """A(i) for one reading and seed: the summed margin (random starts), then, for the two Condition 8
-    readings, the per-token margin (clustered starts and a warm start from the summed optimum of the same
-    delta), each followed by the continuation sweeps; the library checks of every optimum."""
+def _critical_task(settings, k, seed, kind="sum"):
+    """A(i) for one reading and seed: the summed margin from i.i.d. random starts (``kind="sum"``) or the
+    per-token margin from clustered starts (``kind="token"``, the two Condition 8 readings), then the
+    continuation sweeps; the library checks of every optimum."""
     n, d, beta = settings.adv["n"], settings.adv["d"], settings.adv["beta"]
     reading = adv.READINGS[k]
     deltas = np.array(settings.adv_deltas)
-    out, checks, cond8 = {}, [], []
-    for kind in ("sum",) if reading == "flat" else adv.KINDS:
-        M, F, best = np.full(len(deltas), np.nan), np.zeros(len(deltas), dtype=int), [None] * len(deltas)
-        for j, dl in enumerate(deltas):
-            if kind == "sum":      # random i.i.d. starts
-                rng, R, spread, warm = np.random.default_rng([seed, k, j]), settings.restarts, None, []
-            else:
-                rng, R, spread = np.random.default_rng([seed, k, j, 1]), settings.token_restarts, settings.token_spread
-                warm = [] if out["sum"]["best"][j] is None else [out["sum"]["best"][j]]
-            M[j], best[j], F[j] = adv.critical_margin(reading, dl, n, d, beta, rng, R, kind=kind,
-                                                      maxiter=settings.maxiter, feas_tol=FEAS_TOL, starts=warm,
-                                                      spread=spread)
-        _continue(reading, kind, deltas, M, F, best, settings)
-        for j, dl in enumerate(deltas):
-            th = best[j]
-            if th is None:
-                continue
-            own, lib = adv.library_rates(th, dl, n, d, beta, adv.geometry_of(reading))
-            scale = adv.Problem(reading, dl, n, d, beta).values(th)["rate_scale"][0]
-            checks.append(dict(rate_diff=abs(own - lib) / scale, op_delta_ratio=adv.op_delta(th, dl, n, d) / dl,
-                               margin_diff=adv.library_margins(th, dl, n, d, beta)))
-            if kind == "token" and M[j] > 0:
-                holds, rate = adv.library_condition8(th, dl, n, d, beta, reading)
-                cond8.append(dict(holds=holds, rate=rate / scale))
-        out[kind] = dict(m_star=M, feasible=F, best=best)
-    return dict(kinds={kd: {key: v[key] for key in ("m_star", "feasible")} for kd, v in out.items()},
-                checks=checks, cond8=cond8)
+    checks, cond8 = [], []
+    M, F, best = np.full(len(deltas), np.nan), np.zeros(len(deltas), dtype=int), [None] * len(deltas)
+    for j, dl in enumerate(deltas):
+        if kind == "sum":
+            rng, R, spread = np.random.default_rng([seed, k, j]), settings.restarts, None
+        else:
+            rng, R, spread = np.random.default_rng([seed, k, j, 1]), settings.token_restarts, settings.token_spread
+        M[j], best[j], F[j] = adv.critical_margin(reading, dl, n, d, beta, rng, R, kind=kind, maxiter=settings.maxiter,
+                                                  feas_tol=FEAS_TOL, spread=spread)
+    _continue(reading, kind, deltas, M, F, best, settings)
+    for j, dl in enumerate(deltas):
+        th = best[j]
+        if th is None:
+            continue
+        own, lib = adv.library_rates(th, dl, n, d, beta, adv.geometry_of(reading))
+        scale = adv.Problem(reading, dl, n, d, beta).values(th)["rate_scale"][0]
+        checks.append(dict(rate_diff=abs(own - lib) / scale, op_delta_ratio=adv.op_delta(th, dl, n, d) / dl,
+                           margin_diff=adv.library_margins(th, dl, n, d, beta)))
+        if kind == "token" and M[j] > 0:
+            holds, rate = adv.library_condition8(th, dl, n, d, beta, reading)
+            cond8.append(dict(holds=holds, rate=rate / scale))
+    return dict(m_star=M, feasible=F, checks=checks, cond8=cond8)
 
 
 def _ratio_task(settings, seed):
@@ -178,28 +173,32 @@ def _summarize(M, F, deltas):
                 m_star_best=np.array([np.nanmax(c) if np.isfinite(c).any() else np.nan for c in M.T]))
 
 
+def _submitter(pool):
+    return (lambda f, *a: pool.submit(f, *a)) if pool is not None else (lambda f, *a: _Done(f(*a)))
+
+
+def _checks(checks):
+    return dict(max_rate_diff=max(c["rate_diff"] for c in checks), max_margin_diff=max(c["margin_diff"] for c in checks),
+                max_op_delta_ratio=max(c["op_delta_ratio"] for c in checks), count=len(checks))
+
+
 def adversarial(settings, pool=None):
-    """Critical margins (summed and, for Condition 8, per token), flat ratio minima and the raw sphere
-    minimum over seeds (see the docstring).  ``pool``: an executor for the independent (reading, seed)
-    tasks (every task seeds its own generators, so the numbers do not depend on it)."""
+    """A(i) summed margins, A(ii) flat ratio minima, A(iii) the raw sphere minimum, over seeds (see the
+    docstring).  ``pool``: an executor for the independent (reading, seed) tasks (every task seeds its own
+    generators, so the numbers do not depend on it)."""
     deltas = np.array(settings.adv_deltas)
     seeds = settings.seeds
-    submit = (lambda f, *a: pool.submit(f, *a)) if pool is not None else (lambda f, *a: _Done(f(*a)))
+    submit = _submitter(pool)
     crit = {(k, s): submit(_critical_task, settings, k, seed) for k in range(len(adv.READINGS))
             for s, seed in enumerate(seeds)}
     ratio = [submit(_ratio_task, settings, seed) for seed in seeds]
     raw = [submit(_raw_task, settings, seed) for seed in seeds]
     crit = {key: f.result() for key, f in crit.items()}
-    out, checks, cond8 = {}, [], []
+    out, checks = {}, []
     for k, reading in enumerate(adv.READINGS):
         rows = [crit[(k, s)] for s in range(len(seeds))]
-        for r in rows:
-            checks += r["checks"]
-            cond8 += r["cond8"]
-        for kind in rows[0]["kinds"]:
-            M = np.array([r["kinds"][kind]["m_star"] for r in rows])
-            F = np.array([r["kinds"][kind]["feasible"] for r in rows])
-            out[reading if kind == "sum" else f"{reading}_token"] = _summarize(M, F, deltas)
+        checks += [c for r in rows for c in r["checks"]]
+        out[reading] = _summarize(np.array([r["m_star"] for r in rows]), np.array([r["feasible"] for r in rows]), deltas)
     m0 = settings.ratio_margin
     Q = np.array([f.result() for f in ratio])
     gap = 1 - Q
@@ -208,12 +207,62 @@ def adversarial(settings, pool=None):
                         C=gap * m0 / deltas, C_ci=[ci95(gap[:, j] * m0 / deltas[j]) for j in range(len(deltas))])
     raw = np.array([f.result() for f in raw])
     out["raw_sphere_delta0"] = dict(values=raw, ci=ci95(raw))
-    out["checks"] = dict(max_rate_diff=max(c["rate_diff"] for c in checks),
-                         max_margin_diff=max(c["margin_diff"] for c in checks),
-                         max_op_delta_ratio=max(c["op_delta_ratio"] for c in checks), count=len(checks),
-                         token_positive=len(cond8), token_library_holds=int(sum(c["holds"] for c in cond8)),
-                         token_max_library_rate=max((c["rate"] for c in cond8), default=float("nan")))
+    out["checks"] = _checks(checks)
     return deltas, out
+
+
+def token_margins(settings, pool=None):
+    """A(iv): per-token critical margins of the two Condition 8 readings over seeds, with the library checks
+    (``diagnostics.radial_dominance`` must find Condition 8 at every token of each optimum with ``m* > 0``)."""
+    deltas = np.array(settings.adv_deltas)
+    submit = _submitter(pool)
+    ks = [adv.READINGS.index(r) for r in TOKEN_READINGS]
+    crit = {(k, s): submit(_critical_task, settings, k, seed, "token") for k in ks
+            for s, seed in enumerate(settings.seeds)}
+    crit = {key: f.result() for key, f in crit.items()}
+    out, checks, cond8 = {}, [], []
+    for k, reading in zip(ks, TOKEN_READINGS):
+        rows = [crit[(k, s)] for s in range(len(settings.seeds))]
+        checks += [c for r in rows for c in r["checks"]]
+        cond8 += [c for r in rows for c in r["cond8"]]
+        out[f"{reading}_token"] = _summarize(np.array([r["m_star"] for r in rows]),
+                                             np.array([r["feasible"] for r in rows]), deltas)
+    out["checks"] = _checks(checks) | dict(
+        positive=len(cond8), library_holds=int(sum(c["holds"] for c in cond8)),
+        max_library_rate=max((c["rate"] for c in cond8), default=float("nan")))
+    return deltas, out
+
+
+def run_token(out_dir: Path, quick: bool = False) -> dict:
+    """Part A(iv) alone: writes ``token.npz`` / ``token.json`` next to ``data.npz`` / ``data.json`` (the other
+    parts), so that it can be rerun without them (``python -m studies.approximate_orthogonality.token``)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    settings = QUICK if quick else FULL
+    if settings.workers > 1:
+        with ProcessPoolExecutor(settings.workers) as pool:
+            deltas, T = token_margins(settings, pool)
+    else:
+        deltas, T = token_margins(settings)
+    arrays = {"adv_deltas": deltas}
+    for r in T:
+        if r != "checks":
+            for key in ("m_star", "feasible", "C", "slopes"):
+                arrays[f"adv_{r}_{key}"] = T[r][key]
+    summary = {"quick": quick, "seeds": list(settings.seeds), "readings": list(TOKEN_READINGS),
+               "settings": dict(settings.adv, deltas=list(deltas), token_restarts=settings.token_restarts,
+                                token_spread=settings.token_spread, maxiter=settings.maxiter, feas_tol=FEAS_TOL),
+               "checks": T["checks"]}
+    summary |= {r: {k: T[r][k] for k in ("slope_ci", "C_ci", "C_max", "m_star_best")}
+                | {"feasible_total": int(T[r]["feasible"].sum()), "no_feasible_seed_delta": int(np.isnan(T[r]["m_star"]).sum())}
+                for r in T if r != "checks"}
+    np.savez_compressed(out_dir / "token.npz", **arrays)
+    save_json(out_dir / "token.json", summary)
+    head = {f"adv_{r}_C_max": T[r]["C_max"] for r in T if r != "checks"}
+    head |= {f"adv_{r}_C_best_min": float(np.nanmin(T[r]["m_star_best"] / deltas)) for r in T if r != "checks"}
+    head |= {f"adv_{r}_slope": T[r]["slope_ci"] for r in T if r != "checks"}
+    head["adv_token_checks"] = T["checks"]
+    return head
 
 
 class _Done:
@@ -340,7 +389,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         adv_deltas, A = adversarial(settings)
     arrays |= {"angles": angles, "deltas": deltas}
     arrays["adv_deltas"] = adv_deltas
-    for reading in MARGINS:
+    for reading in adv.READINGS:
         for key in ("m_star", "feasible", "C", "slopes"):
             arrays[f"adv_{reading}_{key}"] = A[reading][key]
     for key in ("min_ratio", "slopes"):
@@ -349,13 +398,12 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     summary = {"quick": quick, "config": cfg, "kappa": KAPPA, "small_angle": SMALL_ANGLE, "t_final": settings.t_final,
                "n_eval": settings.n_eval, "neg_rel_threshold": NEG_REL, "seeds": list(settings.seeds),
                "adv_settings": dict(settings.adv, deltas=list(adv_deltas), restarts=settings.restarts,
-                                    maxiter=settings.maxiter, feas_tol=FEAS_TOL, ratio_margin=settings.ratio_margin,
-                                    token_restarts=settings.token_restarts, token_spread=settings.token_spread),
+                                    maxiter=settings.maxiter, feas_tol=FEAS_TOL, ratio_margin=settings.ratio_margin),
                "angles": angles, "deltas": deltas} | rt
     summary["adversarial"] = {r: {k: A[r][k] for k in ("slope_ci", "C_ci", "C_max", "m_star_best")}
                               | {"feasible_total": int(A[r]["feasible"].sum()),
                                  "no_feasible_seed_delta": int(np.isnan(A[r]["m_star"]).sum())}
-                              for r in MARGINS}
+                              for r in adv.READINGS}
     summary["adversarial"]["ratio"] = {k: A["ratio"][k] for k in ("margin", "slope_ci", "C_ci")} | {
         "min_ratio_best": np.nanmin(A["ratio"]["min_ratio"], axis=0),
         "no_feasible_seed_delta": int(np.isnan(A["ratio"]["min_ratio"]).sum())}
@@ -367,14 +415,13 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     head = {f"{g}_{k}": rt[g][k] for g in ("flat", "sphere")
             for k in ("slope_initial", "slope_initial_small", "slope_uniform", "max_bound_ratio", "coupling_at_zero",
                       "min_frac_head_times_nonneg", "min_rate_over_self")}
-    for r in MARGINS:
+    for r in adv.READINGS:
         head[f"adv_{r}_C_max"] = A[r]["C_max"]
-        head[f"adv_{r}_C_best_min"] = float(np.nanmin(A[r]["m_star_best"] / adv_deltas))
         head[f"adv_{r}_slope"] = A[r]["slope_ci"]
     head["adv_ratio_slope"] = A["ratio"]["slope_ci"]
     head["adv_raw_sphere_delta0_min"] = float(A["raw_sphere_delta0"]["values"].min())
     head["adv_checks"] = A["checks"]
-    return head
+    return head | run_token(out_dir, quick)
 
 
 if __name__ == "__main__":
