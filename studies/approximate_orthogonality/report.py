@@ -17,6 +17,7 @@ from studies._common import (  # noqa: E402
     REPRODUCED,
     SHARPENED,
     fit_slope,
+    load_json,
     open_study_data,
     save_figure,
     style_axes,
@@ -103,7 +104,7 @@ def _figure_adversarial(z, s, out):
         axx.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     fig.suptitle(f"Adversarial search: 2 rank-2 heads (indefinite allowed), d = {adv['d']}, n = {adv['n']}, "
                  f"beta = {adv['beta']}, {len(s['seeds'])} seeds\nper delta: summed margins {adv['restarts']} random "
-                 f"+ 2 warm SLSQP starts, per-token {adv['token_restarts']} clustered + 1 + 2 warm")
+                 f"+ 2 warm SLSQP starts, per-token {adv['token_restarts']} clustered + 2 warm")
     save_figure(fig, out / "adversarial.png")
 
 
@@ -214,8 +215,23 @@ def _best_txt(z, r):
             + f" (slope of the best m* against delta {slope:.2f})")
 
 
+def _with_token_part(data_dir, z, s):
+    """Merge part A(iv) (``token.npz`` / ``token.json``, written by ``run_token``) into the arrays and summary."""
+    data_dir = Path(data_dir)
+    t = load_json(data_dir / "token.json")
+    zt = dict(np.load(data_dir / "token.npz"))
+    if not np.array_equal(zt.pop("adv_deltas"), z["adv_deltas"]) or t["seeds"] != s["seeds"]:
+        raise ValueError(f"token.npz in {data_dir} was run with other deltas or seeds than data.npz; rerun one of them")
+    z |= zt
+    s["adversarial"] |= {f"{r}_token": t[f"{r}_token"] for r in t["readings"]}
+    s["adversarial"]["token_checks"] = t["checks"]
+    s["adv_settings"] |= {k: t["settings"][k] for k in ("token_restarts", "token_spread")}
+    return z, s
+
+
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     out, z, s = open_study_data(data_dir, out_dir)
+    z, s = _with_token_part(data_dir, z, s)
     _figure_adversarial(z, s, out)
     _figure_tokens(z, s, out)
     f, sp, a = s["flat"], s["sphere"], s["adversarial"]
@@ -223,7 +239,7 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     ns = len(s["seeds"])
     adv = s["adv_settings"]
     dl = adv["deltas"]
-    ck = a["checks"]
+    ck, tk = a["checks"], a["token_checks"]
     bound_ok = max(f["max_bound_ratio"], sp["max_bound_ratio"]) <= 1 + 1e-12
     c_ok = {r: a[r]["C_max"] is not None and not a[r]["C_max"] > 1 + C_TOL for r in MARGINS}
     rt = a["ratio"]
@@ -286,13 +302,15 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
          f"unrestricted minimum of dE_h/dt / sum|terms| at delta = 0: {_pm(raw[:2])} ({ns} seeds), lowest {raw[2]:.4f}; "
          f"along vMF trajectories min dE_h/dt / self term {sp['min_rate_over_self']:.2f}", "fails (radial shadows, Thm 17)"],
         ["own rate and margin code = meanfield (ParticleSystem.energy_rates, diagnostics.radial_dominance)",
-         f"{ck['count']} optimal configurations: rate difference <= {ck['max_rate_diff']:.1e} of the rate scale, margins "
-         f"<= {ck['max_margin_diff']:.1e}; |M_2 M_1|_op / delta <= {ck['max_op_delta_ratio']:.6f}; per-token optima with "
-         f"m* > 0: radial_dominance finds Condition 8 at every token in {ck['token_library_holds']}/"
-         f"{ck['token_positive']}, energy_rates / rate scale <= {ck['token_max_library_rate']:.1e}",
-         PASS if ck["max_rate_diff"] < 1e-9 and ck["max_margin_diff"] < 1e-9 and ck["max_op_delta_ratio"] <= 1 + 1e-9
-         and ck["token_library_holds"] == ck["token_positive"] and not ck["token_max_library_rate"] > 1e-6
-         else FAIL],
+         f"{ck['count'] + tk['count']} optimal configurations: rate difference <= "
+         f"{max(ck['max_rate_diff'], tk['max_rate_diff']):.1e} of the rate scale, margins <= "
+         f"{max(ck['max_margin_diff'], tk['max_margin_diff']):.1e}; |M_2 M_1|_op / delta <= "
+         f"{max(ck['max_op_delta_ratio'], tk['max_op_delta_ratio']):.6f}; per-token optima with m* > 0: "
+         f"radial_dominance finds Condition 8 at every token in {tk['library_holds']}/{tk['positive']}, "
+         f"energy_rates / rate scale <= {tk['max_library_rate']:.1e}",
+         PASS if max(ck["max_rate_diff"], tk["max_rate_diff"]) < 1e-9 and max(ck["max_margin_diff"], tk["max_margin_diff"])
+         < 1e-9 and max(ck["max_op_delta_ratio"], tk["max_op_delta_ratio"]) <= 1 + 1e-9
+         and tk["library_holds"] == tk["positive"] and not tk["max_library_rate"] > 10 * adv["feas_tol"] else FAIL],
     ]
     hyp = ("symmetric, value-aligned (V_h = M_h), exp kernel, mean normalization, |M_h' M_h|_op <= delta "
            "(2 rank-2 heads, indefinite allowed)")
@@ -381,8 +399,9 @@ rotation absorbed by the tokens), alpha = 1, beta = {adv['beta']:g}, n = {adv['n
 maximise the margin subject to dE_h/dt <= 0 (feasible: rate <= {adv['feas_tol']:g} x the sum of the absolute values
 of its terms); the seed's m* is the best feasible end point. Per-token margins (maximise m subject to m_i >= m at
 every token and dE_h/dt <= 0): {adv['token_restarts']} starts with the tokens clustered about a random point
-(spread {adv['token_spread']:g}; i.i.d. starts mostly end infeasible here) and one from the summed optimum of the
-same delta. Each delta's best configuration then warm-starts its neighbours (a sweep down and up: 2 warm starts).
+(spread {adv['token_spread']:g}; i.i.d. starts mostly end infeasible here). Each delta's best configuration then
+warm-starts its neighbours (a sweep down and up: 2 warm starts). This part (token.npz / token.json) runs on its
+own (`python -m studies.approximate_orthogonality.token`); the other parts are in data.npz / data.json.
 Seeds {s['seeds'][0]}..{s['seeds'][-1]} ({len(s['seeds'])}).
 m* is a lower bound on the true supremum (local optimizer): the mean over seeds measures how reliably the
 search finds it, the best over seeds is the sharpest lower bound. The optimum's rate and margins are
