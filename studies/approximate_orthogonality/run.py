@@ -9,7 +9,9 @@ mean normalization, the extra coupling obeys ``|<u_i^h, u_i^h'>| <= delta |A_i^h
 * sphere: Condition 8 with a margin, ``sum_i w_i (|P u_i^h|^2 - a_i^h a_i^h') > C delta sum_i w_i |A_i^h||A_i^h'|``
   (exact reading; norm-bounded: ``|a_i^h| |u_i^h'|`` in place of ``a_i^h a_i^h'``) implies ``dE_h/dt >= 0``,
 
-with ``C = 1`` from Cauchy-Schwarz.  Raw per-head monotonicity on the sphere is not the statement: it
+with ``C = 1`` from Cauchy-Schwarz (so "no decreasing configuration has margin above delta" is a consistency
+check; the search measures how sharp the bound is).  Condition 8 holds token by token: whether it alone still
+implies monotonicity for ``delta > 0`` is decided with the per-token margin ``min_i m_i`` (part A(iv)).  Raw per-head monotonicity on the sphere is not the statement: it
 fails already at ``delta = 0`` (radial shadows, Thm 17).  Three parts:
 
 A. Adversarial search (``adversarial.py``): two rank-2 heads, indefinite allowed, every
@@ -20,13 +22,18 @@ A. Adversarial search (``adversarial.py``): two rank-2 heads, indefinite allowed
    sharp constant ``C* = m*/delta``, means with 95 % Student-t intervals over seeds; (ii) flat: the
    minimum of ``dE_h/dt / self term`` at a fixed margin ``m0`` (predicted ``>= 1 - delta/m0``), slope of
    ``log(1 - min)`` against ``log delta``; (iii) the unrestricted minimum of the sphere rate (normalized by
-   the sum of its terms' absolute values) at ``delta = 0``.
+   the sum of its terms' absolute values) at ``delta = 0``; (iv) the per-token critical margin of the two
+   Condition 8 readings (``kind="token"``: every token's margin ``>= m``, clustered starts, continuation), each
+   optimum re-checked with ``diagnostics.radial_dominance``; :func:`run_token` writes it to ``token.npz`` /
+   ``token.json`` on its own (``python -m studies.approximate_orthogonality.token``), the rest goes to ``data.*``.
 B. The coupling at random tokens (``mf.approx_orthogonal_heads``, ``delta = alpha^2 cos(angle)``, angles
    70-90 degrees): ``max_h!=h' |sum_i w_i <u_i^h, u_i^h'>|`` at i.i.d. uniform and at von Mises-Fisher
    tokens, ``n_seeds`` draws each: per-draw log-log slope against delta, mean and 95 % interval.
 C. Trajectories (dopri5) from the vMF draws, flat and sphere: per-head rates along the flow.
 
-Cost: quick about 10-25 s, full about 12 minutes on 2 shared cores (717 s measured; part A dominates).
+Cost: quick about 10-25 s CPU, full about 12 minutes on 2 shared cores for parts A(i-iii), B, C (717 s measured;
+part A dominates); A(iv) apart: 27 min wall on 2 worker processes at load 8-13 on the 2 shared cores (about
+6 min CPU); part-A tasks run on ``workers`` processes.
 Run from the repository root: ``python -m studies.approximate_orthogonality.run [--quick]``.
 """
 

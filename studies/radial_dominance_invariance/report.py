@@ -321,7 +321,7 @@ Unequal strengths (1, 1/2), same settings (beta / beta* refers to beta*(2, n) at
 
 Failure times are roots of the worst relative margin (continuous in t) on the integrator's dense
 output: sampled {s['settings']['per_step']} times per accepted step, refined by Brent's method, so they
-do not depend on an output grid (checked against the closed form to 1e-10 on the equiangular runs).
+do not depend on an output grid (checked against the closed form to {s['eq_particles_max_t_fail_rel_err']:.1e} on the equiangular runs).
 """
     intro = """Paper: Condition 8 (radial dominance) is a sufficient condition for per-head monotonicity of
 the energies on the sphere (Thms 16-17), and holds at orthogonal tokens for beta < beta* (Thm 19).  Whether
