@@ -31,9 +31,9 @@ B. The coupling at random tokens (``mf.approx_orthogonal_heads``, ``delta = alph
    tokens, ``n_seeds`` draws each: per-draw log-log slope against delta, mean and 95 % interval.
 C. Trajectories (dopri5) from the vMF draws, flat and sphere: per-head rates along the flow.
 
-Cost: quick about 10-25 s CPU, full about 12 minutes on 2 shared cores for parts A(i-iii), B, C (717 s measured;
-part A dominates); A(iv) apart: 27 min wall on 2 worker processes at load 8-13 on the 2 shared cores (about
-6 min CPU); part-A tasks run on ``workers`` processes.
+Cost: quick about 10-25 s CPU; full 1017 s wall on 2 worker processes at load ~4 on the 2 shared cores (parts
+A(i-iii), B, C about 12 min, A(iv) about 5 min; A(iv) alone took 27 min at load 8-13); part-A tasks run on
+``workers`` processes, and the numbers do not depend on it (the committed outputs are reproduced bit for bit).
 Run from the repository root: ``python -m studies.approximate_orthogonality.run [--quick]``.
 """
 
