@@ -156,8 +156,15 @@ class Problem:
         return v["rate"] / s, (j["rate"] * s - v["rate"] * j["self"]) / s**2
 
 
-def _start(rng, n, d):
-    return np.concatenate([rng.standard_normal(n * d), rng.normal(0.0, 1.5, N_HEAD_PARAMS)])
+def _start(rng, n, d, spread=None):
+    """A random parameter vector: i.i.d. Gaussian tokens (``spread=None``), or tokens
+    ``c + spread * noise`` about one random point ``c`` (a cluster: its tokens have alike per-token
+    margins, the starts that reach ``kind="token"`` optima; i.i.d. starts mostly end infeasible there)."""
+    if spread is None:
+        Y = rng.standard_normal(n * d)
+    else:
+        Y = (rng.standard_normal(d)[None, :] + spread * rng.standard_normal((n, d))).ravel()
+    return np.concatenate([Y, rng.normal(0.0, 1.5, N_HEAD_PARAMS)])
 
 
 def _slsqp(fun, jac, x0, constraints, maxiter):
@@ -168,17 +175,20 @@ def _slsqp(fun, jac, x0, constraints, maxiter):
 
 
 def critical_margin(reading, delta, n, d, beta, rng, restarts, kind="sum", maxiter=200, alpha=1.0,
-                    feas_tol=1e-9, starts=()):
+                    feas_tol=1e-9, starts=(), spread=None):
     """Largest margin of a configuration whose head-0 rate is ``<= 0`` (best of ``restarts`` SLSQP runs
     from random starts, and of one run from each parameter vector in ``starts``: warm starts).
 
     ``kind="sum"`` maximises the summed margin ``m_sum(theta)`` subject to ``rate <= 0``; ``kind="token"``
     maximises a variable ``m`` subject to ``m_i(theta) >= m`` for every token and ``rate <= 0``.
+    ``spread``: random starts with i.i.d. tokens (``None``) or clustered tokens (see :func:`_start`).
     Returns ``(m_star, theta, n_feasible)``: ``m_star`` is the best margin over the restarts that end
     feasible (``rate / rate_scale <= feas_tol``), ``nan`` if none did.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}; received {kind!r}")
+    if spread is not None and not spread > 0:
+        raise ValueError(f"spread must be None or a positive number; received {spread!r}")
     pb = Problem(reading, delta, n, d, beta, alpha)
     P = pb.P
     if kind == "sum":
@@ -193,7 +203,7 @@ def critical_margin(reading, delta, n, d, beta, rng, restarts, kind="sum", maxit
                 dict(type="ineq", fun=lambda z: pb.neg_rate(z[:-1])[0],
                      jac=lambda z: np.concatenate([pb.neg_rate(z[:-1])[1], [0.0]]))]
     best, arg, feasible = -np.inf, None, 0
-    for th0 in [_start(rng, n, d) for _ in range(restarts)] + [np.asarray(x, float) for x in starts]:
+    for th0 in [_start(rng, n, d, spread) for _ in range(restarts)] + [np.asarray(x, float) for x in starts]:
         x0 = th0 if kind == "sum" else np.concatenate([th0, [pb.values(th0)["margin_token"].min() - 1.0]])
         res = _slsqp(fun, jac, x0, cons, maxiter)
         th = res.x if kind == "sum" else res.x[:-1]
@@ -261,3 +271,14 @@ def op_delta(theta, delta, n, d, alpha=1.0):
     """The actual ``|M_2 M_1|_op`` of a parameter vector (<= delta by construction)."""
     _, M = unpack(theta, n, d, delta / alpha**2, alpha)
     return float(np.linalg.norm(M[0, 1] @ M[0, 0], 2))
+
+
+def library_condition8(theta, delta, n, d, beta, reading, alpha=1.0):
+    """``(holds, rate)``: whether ``diagnostics.radial_dominance`` (independent code) finds Condition 8 in
+    ``reading`` (``"exact"`` or ``"norm_bounded"``) at every token of head 0, and head 0's
+    ``ParticleSystem.energy_rates``; a per-token optimum with ``m* > 0`` and ``dE_h/dt <= 0`` must give
+    ``(True, rate <= ~0)``."""
+    if reading not in ("exact", "norm_bounded"):
+        raise ValueError(f"reading must be 'exact' or 'norm_bounded'; received {reading!r}")
+    X, system, _ = _system(theta, delta, n, d, beta, "sphere", alpha)
+    return bool(mf.diagnostics.radial_dominance(system, X)[reading][0].all()), float(system.energy_rates(X)[0])

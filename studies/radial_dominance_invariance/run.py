@@ -36,7 +36,8 @@ C. **Random starts, orthogonal block heads** (Thms 16-17's hypotheses: ``M_h = V
    every token ever has ``dE_h/dt < 0`` (it must not: Thm 17's sufficiency, since
    ``dE_h/dt = sum_i (|P u^h|^2 - a^h sum_{h'} a^{h'})`` here).
 
-Cost: quick ~5 s; full ~5 min wall (about 1 min CPU) on the shared 2-core machine (``OPENBLAS_NUM_THREADS=1``).
+Cost: quick ~5 s; full 38 min wall at load 8-13 on the shared 2-core machine, about 4 min CPU
+(``OPENBLAS_NUM_THREADS=1``; dense output by dopri5 at rtol 1e-11).
 Run from the repository root: ``python -m studies.radial_dominance_invariance.run [--quick]``.
 """
 
