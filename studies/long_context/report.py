@@ -172,7 +172,10 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
                      f"{neff_free[0, j[0]]:.3g} .. {neff_free[0, j[-1]]:.3g} at n = {s['ns_query'][0]:.0e}, "
                      f"{neff_free[-1, j[0]]:.3g} .. {neff_free[-1, j[-1]]:.3g} at n = {s['ns_query'][-1]:.0e} "
                      f"(annealed n M(beta)^2/M(2 beta): {d['q_annealed'][-1, j[0], 2]:.3g} .. "
-                     f"{d['q_annealed'][-1, j[-1], 2]:.3g}): proportional to n, never selective at log n scaling"))
+                     f"{d['q_annealed'][-1, j[-1], 2]:.3g}): "
+                     + ("more than 10x larger at the largest n at every gamma >= 1: growing with n, never selective "
+                        "at log n scaling" if grows else "not 10x larger at the largest n at some gamma >= 1: "
+                        "selective there")))
     # claims table
     for r in rows:
         claims.append([f"rho={r['rho']:g}, alpha={r['alpha']:g}, kappa = gamma(1-rho) = {r['kappa']:g}: "
