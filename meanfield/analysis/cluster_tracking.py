@@ -109,10 +109,12 @@ class ClusterTrack:
 
     @property
     def n_ids(self) -> int:
+        """Number of identities ``K`` ever alive (the columns of ``mass``)."""
         return int(self.mass.shape[1])
 
     @property
     def merge_times(self) -> np.ndarray:
+        """``times[frame]`` of every merge event, in order, shape (len(merges),)."""
         return np.array([e.time for e in self.merges], dtype=float)
 
     def alive(self, frame) -> np.ndarray:
