@@ -160,14 +160,16 @@ def verdicts(data, fl):
                  f"CirclePDE (K = {data['settings']['pde_kmax']}), {n_seeds} random perturbations per beta, density "
                  f"peaks at 3x uniform, 95 % t: {ev}"])
     cm = fl["circle_matches"]
-    v = REPRODUCED if all(cm) else OUTSIDE
+    # n = 200 i.i.d. tokens are not the mean-field limit the claim is made for: outside its hypotheses whatever the
+    # counts (reproduced-if-match / outside-if-miss could never fail); the match is evidence only
+    v = OUTSIDE
     ev = "; ".join(f"beta {p['beta']:g}: k* = {p['k_star']}, count {_pm(p['count_formed'], '{:.2f}')}"
                    for p in circ["per_beta"])
     holds = [p["beta"] for p, ok in zip(circ["per_beta"], cm) if ok]
     rows.append(["the same with particles", "not the mean-field limit: n = "
                  f"{data['settings']['circle_n']} i.i.d. tokens (white sampling noise of size n^-1/2 in every mode)",
                  v, f"n = {data['settings']['circle_n']} i.i.d. tokens, {n_seeds} seeds, 95 % t: {ev}"
-                    + ("" if all(cm) else f" (holds for beta in {holds})")
+                    + ("; matches k* at every beta" if all(cm) else f" (matches k* for beta in {holds})")
                     + (f"; at beta {fl['circle_floor_only']} only by the half-cluster floor (|mean - k*| <= 0.5, the "
                        "95 % t-interval excludes k*)" if fl["circle_floor_only"] else "")])
     ev = "; ".join(f"beta {p['beta']:g}: l* = {p['l_star']}, count {_pm(p['count_formed'], '{:.1f}')}, / maxima "
