@@ -754,3 +754,14 @@ for _rho in (0.1, 0.5, 0.9):
              lambda r=_rho, g=_g: T.equiangular_layer(r, g / (1.0 - r) * np.log(1e12), 10**12),
              lambda r=_rho, g=_g: T.critical_scaling_limit(r, g / (1.0 - r)), atol=2e-6,
              why="the distance to the limit is O(n^{-|1 - gamma(1-rho)|}) up to factors 1/rho: 1e-6 at n = 1e12")
+
+for _g, _lim in [(0.2, 1.0), (0.8, 0.0)]:
+    case(f"orthogonal tokens, no residual, beta = gamma log n at n = 1e12: rho' -> {_lim:g} (gamma = {_g})",
+         "long context (arXiv 2510.05554)",
+         lambda g=_g: T.equiangular_layer(0.0, g * np.log(1e12), 10**12),
+         lambda g=_g: T.critical_scaling_limit(0.0, g), atol=1e-6,
+         why="rho = 0, alpha = 0: the limit's 0/0 case; the distance is O(n^(-|2 gamma - 1|)) = 6e-8 at n = 1e12, "
+             "gamma = 0.2, 0.8 (exponent 0.6)")
+case("orthogonal tokens, no residual, gamma = 1/2: rho' -> 1/2", "long context (arXiv 2510.05554)",
+     lambda: T.equiangular_layer(0.0, 0.5 * np.log(1e12), 10**12), lambda: T.critical_scaling_limit(0.0, 0.5),
+     atol=1e-5, why="c^2 and K both ~ 1/n: the distance is O(n^(-1/2)) = 1e-6 at n = 1e12")

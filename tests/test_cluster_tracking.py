@@ -172,3 +172,14 @@ def test_named_errors_density_and_cost_guard():
     big = np.broadcast_to(mf.initial.uniform_sphere(40000, 3, seed=0), (500, 40000, 3))
     with pytest.raises(ValueError, match="track_particle_clusters"):
         ct.track_particle_clusters(big)
+
+
+def test_duplicate_node_is_refused_not_a_peak():
+    # a duplicated node is no vertex of the hull and had no neighbours: it was reported as a peak of its own
+    # (a cosine bump on 64 circle nodes plus a copy of node 10 gave peaks [0, 64]); now a named error
+    m = 64
+    th = 2 * np.pi * np.arange(m) / m
+    P = np.c_[np.cos(th), np.sin(th)]
+    assert list(ct.density_peaks(np.cos(th), P, np.full(m, 1.0 / m))["index"]) == [0]
+    with pytest.raises(ValueError, match="nodes must be distinct vertices"):
+        ct.density_peaks(np.r_[np.cos(th), np.cos(th[10])], np.vstack([P, P[10:11]]), np.full(m + 1, 1.0 / (m + 1)))

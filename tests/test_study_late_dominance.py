@@ -96,3 +96,13 @@ def test_committed_report_has_verdicts_in_the_vocabulary():
     found = re.findall(r"\*\*([^*]+)\*\*", section)
     # text, no tolerance: every bold verdict is a word of the vocabulary
     assert found and all(v in VERDICTS for v in found), found
+
+
+def test_censored_pairs_decide_for_either_rule():
+    # one pair where only ReLU reached 0.99, faster than softmax's censored bound: decided for ReLU (it was
+    # "undecided" before, so censoring could only ever decide for softmax); the mirror pair decides for softmax
+    def run(rule, seed, t5, t99):
+        return {"rule": rule, "n": 8, "d": 4, "seed": seed, "T_mean_0.5": t5, "T_mean_0.99": t99, "horizon": 10.0}
+    s = {"runs": [run("relu-mean", 0, 1.0, 2.0), run("softmax b=1", 0, 1.0, None),
+                  run("relu-mean", 1, 1.0, None), run("softmax b=1", 1, 1.0, 2.0)]}
+    assert censored_pairs(s, "softmax b=1") == (2, 1, 0, 2, 0, 0)

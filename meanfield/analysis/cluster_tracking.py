@@ -109,10 +109,12 @@ class ClusterTrack:
 
     @property
     def n_ids(self) -> int:
+        """Number of identities ``K`` ever alive (the columns of ``mass``)."""
         return int(self.mass.shape[1])
 
     @property
     def merge_times(self) -> np.ndarray:
+        """``times[frame]`` of every merge event, in order, shape (len(merges),)."""
         return np.array([e.time for e in self.merges], dtype=float)
 
     def alive(self, frame) -> np.ndarray:
@@ -147,7 +149,7 @@ def _times(times, T):
     return t
 
 
-def _frames(name, X, tol):
+def _frames(name, X):
     X = validate.real_array(name, X)
     if X.ndim != 3 or X.shape[0] < 1 or X.shape[1] < 1 or X.shape[2] < 2:
         raise ValueError(f"{name} must have shape (T, n, d) with T >= 1, n >= 1, d >= 2 (tokens per frame); "
@@ -189,6 +191,13 @@ class _Book:
         self.born.append(frame)
         self.ended.append(self.T)
         return len(self.born) - 1
+
+    def first(self, masses, centres):
+        """Identities of the clusters of frame 0 (all born there), with their masses and centres."""
+        ids = np.array([self.new(0) for _ in range(len(masses))], dtype=np.intp)
+        for c, k in enumerate(ids):
+            self.mass[k][0], self.centre[k][0] = float(masses[c]), centres[c]
+        return ids
 
     def link(self, frame, pred_ids, succ, n_new, masses, centres, times, prev_mass):
         """Identities of the ``n_new`` clusters of ``frame`` given ``succ[j]`` (successor of the j-th old
@@ -275,7 +284,7 @@ def track_particle_clusters(X, times=None, w=None, threshold=0.99, min_mass=0.0,
     Cost: ``T n^2`` inner products (row chunks of at most ``2**22``), refused by the cost guard above its
     time limit; memory ``O(T n)`` for the labels plus ``O(T K d)`` for ``K`` identities (guarded).
     """
-    X = _frames("X", X, TRACKING_UNIT_TOL)
+    X = _frames("X", X)
     T, n, d = X.shape
     t = _times(times, T)
     w = np.full(n, 1.0 / n) if w is None else validate.probability_weights("w", w, n)
@@ -307,9 +316,7 @@ def track_particle_clusters(X, times=None, w=None, threshold=0.99, min_mass=0.0,
         with np.errstate(invalid="ignore", divide="ignore"):
             centres = np.where(norms > 0, sums / norms, np.nan)
         if prev_ids is None:
-            ids = np.array([book.new(0) for _ in range(keep.size)], dtype=np.intp)
-            for c in range(keep.size):
-                book.mass[ids[c]][0], book.centre[ids[c]][0] = float(masses[c]), centres[c]
+            ids = book.first(masses, centres)
         else:
             succ = np.full(prev_ids.size, -1, dtype=np.intp)
             if prev_ids.size and keep.size:
@@ -357,6 +364,10 @@ def _edges(P):
         raise ValueError(f"nodes must span the sphere (their convex hull gives the neighbours); Qhull refused "
                          f"them: {str(err).splitlines()[0]}") from None
     a = np.concatenate([simplices[:, [i, j]] for i in range(d) for j in range(d) if i != j])
+    lone = np.setdiff1d(np.arange(m), simplices)
+    if lone.size:     # a node off the hull (a duplicate) has no neighbour: it would be a peak by default
+        raise ValueError(f"nodes must be distinct vertices of their convex hull (every node needs neighbours); "
+                         f"received {lone.size} node(s) that are not, e.g. index {int(lone[0])} (a duplicate?)")
     return np.unique(a, axis=0).T
 
 
@@ -453,9 +464,7 @@ def track_density_peaks(values, nodes, weights, times=None, threshold=None, max_
         pk, masses, _, total = _peaks(F[f], P, wq, nb, threshold)
         centres = P[pk]
         if prev_ids is None:
-            ids = np.array([book.new(0) for _ in range(pk.size)], dtype=np.intp)
-            for c in range(pk.size):
-                book.mass[ids[c]][0], book.centre[ids[c]][0] = float(masses[c]), centres[c]
+            ids = book.first(masses, centres)
         else:
             succ = np.full(prev_ids.size, -1, dtype=np.intp)
             if prev_ids.size and pk.size:

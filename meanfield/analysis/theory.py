@@ -615,6 +615,10 @@ def critical_scaling_limit(rho, gamma, alpha=0.0):
     i.e. ``1`` (collapse, ``alpha = 0``), ``4 rho / (1 + 3 rho)`` (critical, ``alpha = 0``) and ``rho``
     (identity) for the attention output alone.  ``k`` within ``1e-12`` (relative) of 1 counts as critical.
 
+    Orthogonal tokens without residual (``rho = 0``, ``alpha = 0``, ``k = gamma < 1``) make that formula
+    ``0/0``: there ``c^2 ~ w^2 ~ n^(2(k-1))`` competes with ``K ~ 1/n``, so ``rho' -> 1`` for ``gamma < 1/2``,
+    ``1/2`` at ``gamma = 1/2`` and ``0`` for ``gamma > 1/2`` (returned as such).
+
     Parameters
     ----------
     rho : float in [0, 1)
@@ -630,5 +634,7 @@ def critical_scaling_limit(rho, gamma, alpha=0.0):
     gamma = real("gamma", gamma, positive=True)
     alpha = real("alpha", alpha, 0.0)
     k = gamma * (1.0 - rho)
+    if rho == 0.0 and alpha == 0.0 and k < 1.0 - 1e-12:
+        return 0.5 if abs(gamma - 0.5) <= 1e-12 * 0.5 else (1.0 if gamma < 0.5 else 0.0)
     w = 0.5 if abs(k - 1.0) <= 1e-12 else (0.0 if k < 1.0 else 1.0)
     return float(rho * (1.0 + alpha) ** 2 / ((w + alpha) ** 2 + rho * (1.0 - w) * (1.0 + w + 2.0 * alpha)))

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
 
-from studies._common import REFUTED, REPRODUCED, open_study_data, save_figure, style_axes, wilson95, write_report  # noqa: E402
+from studies._common import REFUTED, REPRODUCED, open_study_data, save_figure, style_axes, write_report  # noqa: E402
 
 
 def _fig_phi(d, meta, path):
@@ -108,7 +108,6 @@ def artefact_text(c):
 def thm22_verdicts(read, hyp, jensen_points, jensen_ok, below_fraction=None, label="Thm 22"):
     """The two readings of Thm 22 as verdict rows, computed from the flags of ``readings`` (run.py)."""
     k, m = read["counterexamples"], read["region_points"]
-    lo, hi = wilson95(k, m)
     a, b = read["lambda_bar_with_helping_split"], read["lambda_bar_above_lambda_c"]
     nec = ("" if below_fraction is None else
            f"; helping points below lambda_c: {100 * below_fraction:.1f} % (lambda_bar > lambda_c also necessary)")
@@ -117,7 +116,7 @@ def thm22_verdicts(read, hyp, jensen_points, jensen_ok, below_fraction=None, lab
          hyp + "; for all spreads s in (0, 1) (every split with mean lambda_bar)",
          REFUTED if read["universal_refuted"] else REPRODUCED,
          f"counterexamples (lambda_bar > lambda_c, G < -round-off bound): {k}/{m} grid points = {k / m:.1%} "
-         f"(Wilson 95 % {lo:.1%}..{hi:.1%}, the grid read as a sample of the (lambda_bar, s) rectangle); "
+         f"(a fraction of the deterministic (lambda_bar, s) grid, not of a random sample: no binomial interval); "
          + artefact_text(read["check"]) + f"; the statement holds under the sharpened hypothesis min_h lambda_h >= "
          f"lambda_c (Jensen; G > 0 at all {jensen_points} such grid points: {jensen_ok}; a consistency check of a proved "
          "inequality) (deterministic: closed-form rates, no seeds)"],

@@ -272,6 +272,8 @@ def part_a(cfg):
             read["check"] = counterexample_check(counter)
             summary["A"][f"H{H}/{fam}"]["readings"] = read
         # existential reading over all splits of the total (the best split of the simplex), per lambda_bar > lambda_c
+        # G* counts as a help above 1e-12 phi_max: the round-off bound of a gain (heterogeneous_heads.run.ROUND_OFF =
+        # 64 eps times sum_h phi(lambda_h) + H phi(lambda_bar) <= 2 H phi_max) is at most 1.1e-13 phi_max for H = 4
         tol = 1e-12 * mf.theory.phi(lam_max, BETA, N)
         above = lbar > lam_c
         summary["A"][f"H{H}/best_split_existential"] = {

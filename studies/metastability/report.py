@@ -21,6 +21,7 @@ from studies._common import (  # noqa: E402
     REPRODUCED,
     SHARPENED,
     fit_slope,
+    mean_ci95,
     open_study_data,
     save_figure,
     style_axes,
@@ -76,6 +77,11 @@ def flags(data):
     out["circle_matches"] = matches
     out["pde_matches"] = [p["count"][0] is not None and abs(p["count"][0] - p["k_star"]) <= max(p["count"][1] or 0.0, 0.5)
                           for p in data["pde"]["per_beta"]]
+    # matches that rest on the half-cluster floor only: the mean within 0.5 of k*, the 95 % t-interval excluding it
+    out["circle_floor_only"] = [p["beta"] for p in circ["per_beta"] if p["count_formed"][0] is not None
+                                and (p["count_formed"][1] or 0.0) < abs(p["count_formed"][0] - p["k_star"]) <= 0.5]
+    out["pde_floor_only"] = [p["beta"] for p in data["pde"]["per_beta"] if p["count"][0] is not None
+                             and (p["count"][1] or 0.0) < abs(p["count"][0] - p["k_star"]) <= 0.5]
     sel = [p["selectivity"] >= SELECTIVE for p in data["pde"]["per_beta"]]
     out["pde_selective_match"] = any(sel) and all(ok for ok, s_ in zip(out["pde_matches"], sel) if s_)
     # the maxima count l*(l*+1)/(2 sqrt 3) is the large-l asymptotics: compared where l* >= 4 (as in
@@ -89,7 +95,12 @@ def flags(data):
     k = sum(p["closest_first"][0] for p in st["per_beta"])
     m = sum(p["closest_first"][1] for p in st["per_beta"])
     out["closest_first"] = [k, m, *(wilson95(k, m) if m else (np.nan, np.nan))]
-    out["closest_first_ok"] = m > 0 and out["closest_first"][2] >= CLOSEST_MIN
+    # merges of one run are not independent draws: the same test on the per-run fractions (runs are independent),
+    # a Student-t interval over the runs with merges after formation
+    runs = [np.mean(r["merge_was_closest"]) for r in st["rows"] if r.get("merge_was_closest")]
+    out["closest_first_runs"] = [len(runs), *(mean_ci95(runs) if runs else (np.nan, np.nan))]
+    out["closest_first_ok"] = (m > 0 and out["closest_first"][2] >= CLOSEST_MIN and len(runs) >= 2
+                               and out["closest_first_runs"][1] - out["closest_first_runs"][2] >= CLOSEST_MIN)
     rows = [r for r in st["rows"] if r.get("plateau_speed_ratio")]
     if len({r["beta"] for r in rows}) >= 2 and len(rows) >= 3:
         out["speed_fit"] = _slope_fit([r["beta"] for r in rows], [r["plateau_speed_ratio"] for r in rows])
@@ -112,7 +123,10 @@ def verdicts(data, fl):
                    f"({p['n_jumps']} isolated merges)" for p in pb)
     rows.append(["energy staircase: plateaus, jumps at merges (Sec. 'beyond metastability', numerics)",
                  "USA on S^{d-1}, beta large, i.i.d. uniform start, time rescaled (tau = e^beta t)",
-                 REPRODUCED if fl["staircase"] else REFUTED, f"{n_seeds} seeds per beta, 95 % t: {ev}"])
+                 REPRODUCED if fl["staircase"] and fl["jumps"] else REFUTED,
+                 f"{n_seeds} seeds per beta, 95 % t: {ev}; energy at merges >= {STAIR_MIN_FRACTION:g} (lower bound) "
+                 f"and above the log-time share: {fl['staircase']}; jumps m_a m_b / beta within {JUMP_TOL:g} "
+                 f"(|mean - 1| + half-width, betas with >= 3 isolated merges): {fl['jumps']}"])
     f, fp, fb = caps["fit"], caps["fit_point"], caps["fit_beta_tau"]
     v = (SHARPENED if fl["caps_exponential"] and fl["caps_rate_matches_points"]
          else REPRODUCED if fl["caps_exponential"] else REFUTED)
@@ -135,6 +149,10 @@ def verdicts(data, fl):
     if not all(pm):
         ev += (f"; k* emerges where the linear phase separates it from the runner-up mode (eps^-(1 - s2/s1) >= "
                f"{SELECTIVE:g}), not where the two grow alike")
+    ev += "; match: |mean - k*| <= max(95 % half-width, 0.5)"
+    if fl["pde_floor_only"]:
+        ev += (f" -- at beta {fl['pde_floor_only']} only by the half-cluster floor: the mean rounds to k* but the "
+               "95 % t-interval excludes it")
     rows.append(["d = 2: the metastable periodicity is k* = argmax_k sigma_k (Thm. on the linear / quasi-linear "
                  "phase), the mean-field PDE", "mean-field PDE, small perturbation of uniform (eps = "
                  f"{data['settings']['pde_eps']:g}), beta fixed",
@@ -142,14 +160,18 @@ def verdicts(data, fl):
                  f"CirclePDE (K = {data['settings']['pde_kmax']}), {n_seeds} random perturbations per beta, density "
                  f"peaks at 3x uniform, 95 % t: {ev}"])
     cm = fl["circle_matches"]
-    v = REPRODUCED if all(cm) else OUTSIDE
+    # n = 200 i.i.d. tokens are not the mean-field limit the claim is made for: outside its hypotheses whatever the
+    # counts (reproduced-if-match / outside-if-miss could never fail); the match is evidence only
+    v = OUTSIDE
     ev = "; ".join(f"beta {p['beta']:g}: k* = {p['k_star']}, count {_pm(p['count_formed'], '{:.2f}')}"
                    for p in circ["per_beta"])
     holds = [p["beta"] for p, ok in zip(circ["per_beta"], cm) if ok]
     rows.append(["the same with particles", "not the mean-field limit: n = "
                  f"{data['settings']['circle_n']} i.i.d. tokens (white sampling noise of size n^-1/2 in every mode)",
                  v, f"n = {data['settings']['circle_n']} i.i.d. tokens, {n_seeds} seeds, 95 % t: {ev}"
-                    + ("" if all(cm) else f" (holds for beta in {holds})")])
+                    + ("; matches k* at every beta" if all(cm) else f" (matches k* for beta in {holds})")
+                    + (f"; at beta {fl['circle_floor_only']} only by the half-cluster floor (|mean - k*| <= 0.5, the "
+                       "95 % t-interval excludes k*)" if fl["circle_floor_only"] else "")])
     ev = "; ".join(f"beta {p['beta']:g}: l* = {p['l_star']}, count {_pm(p['count_formed'], '{:.1f}')}, / maxima "
                    f"{_pm(p['count_over_maxima'], '{:.2f}')}, / l* {_pm(p['count_over_lstar'], '{:.2f}')}" for p in pb)
     rows.append(["S^2: the metastable structure is set by the most unstable degree l*",
@@ -169,7 +191,9 @@ def verdicts(data, fl):
                  f"caps: speed of the closest pair / the third cap grows like exp(beta x {_pm((fs['slope'], fs['half']), '{:.3f}')})"
                  f" (95 % t, {fs['n']} runs) vs cos 50 deg - cos 155 deg = {caps['speed_rate']:.3f}; closest pair first "
                  f"in {caps['closest_first'][0]}/{caps['closest_first'][1]} cap runs and in {k}/{m} merges after "
-                 f"formation from uniform starts (Wilson 95 %: {lo:.2f}-{hi:.2f})"])
+                 f"formation from uniform starts (Wilson 95 %: {lo:.2f}-{hi:.2f}, merges pooled; per run, runs "
+                 f"independent: {fl['closest_first_runs'][1]:.3f} +- {fl['closest_first_runs'][2]:.3f} over "
+                 f"{fl['closest_first_runs'][0]} runs, 95 % t; both lower ends >= {CLOSEST_MIN:g})"])
     rows.append(["the same speed ratio from a uniform start, on the plateau after formation",
                  "not the picture's fixed geometry: the spacing of the formed clusters shrinks like beta^(-1/2)", OUTSIDE,
                  f"closest pair / median other grows like exp(beta x {sf[0]:.3f} +- {sf[1]:.3f}) ({sf[2]} runs, 95 % t)"])
@@ -278,9 +302,15 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
         claims.append([f"circle beta = {p['beta']:g}: count at formation vs k* = {p['k_star']}",
                        f"{_pm(p['count_formed'], '{:.2f}')} at formation, {_pm(p['count_3x'], '{:.2f}')} at 3x the "
                        f"formation time ({p['formed']}/{p['runs']} formed, 95 % t)", "see verdicts"])
+    a1 = s["pair_angles"][1]
     claims.append(["static 4 point clusters: speed ratio = exp(beta (cos a0 - cos a1)) sin a0 / sin a1 (large beta)",
-                   f"max relative error {fl['pair_check']:.1e} for beta >= 10; fitted slope {data['pair']['slope']:.4f}"
-                   f" vs {data['pair']['predicted_slope']:.4f}", "consistency check (the velocity formula)"])
+                   "relative error by beta: " + ", ".join(f"{r['beta']:g}: {r['rel_error']:.1e}" for r in data["pair"]["rows"])
+                   + f" (max {fl['pair_check']:.1e} for beta >= 10); the corrections exp(-beta (1 - cos a)) fall with "
+                   f"beta, the rise at the largest beta is round-off: the velocity's self term e^beta x_i leaves the "
+                   f"tangent projection to eps e^(beta (1 - cos a1)) = "
+                   f"{np.finfo(float).eps * np.exp(max(r['beta'] for r in data['pair']['rows']) * (1 - np.cos(a1))):.1e}"
+                   f" of the slow pair's speed; fitted slope {data['pair']['slope']:.4f} vs "
+                   f"{data['pair']['predicted_slope']:.4f}", "consistency check (the velocity formula)"])
     intro = f"""
 Tokens on S^2 (and the circle) under one mean-normalized exp head `M = V = I`: the USA model of {GKPR},
 the gradient ascent of `E = (1/(2 beta n^2)) sum exp(beta <x_i, x_j>)` (energy non-decreasing along every run:

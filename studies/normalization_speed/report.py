@@ -189,7 +189,7 @@ corrections, bounded by the change the last included one makes (degree {meta['or
 {meta['order'] - 1}; mean over seeds; the corrections decrease on the window);
 *integration*: {meta['method']} steps land on every sample, so each step is at most the sample spacing, and on the
 linear decay near the cluster one step multiplies a deviation of rate lambda by `R(-lambda h)` (the scheme's
-stability function, `R(z) = e^z - z^6/3600 + O(z^7)`: its z^6 coefficient is 1/600) instead of `e^(-lambda h)`,
+stability function, `R(z) = e^z + z^6/3600 + O(z^7)`: its z^6 coefficient is 1/600 against 1/720) instead of `e^(-lambda h)`,
 so the fitted value is low by at most `k (1 + log R(-x)/x)`, `x = lambda h_max` (`lambda = 1`, `h_max` = time
 spacing, exponential laws; `x = max dt/t` for the power laws); *round-off*: deviations `|e| ~ (1 - rho)^(1/2)`
 stored to eps per coordinate put `2 sqrt(d) eps / (1 - rho)^(1/2)` on one sample's `log(1 - rho)`, over the sample

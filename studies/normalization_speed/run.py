@@ -34,7 +34,7 @@ in a small variable on the window (``q <= 1e-4`` resp. ``1/t <~ 1e-2``), so what
 than what the last one removed (checked on the reduced ODE: 1.8e-5 removed, 1.3e-7 left, pre-LN quick); (ii) *integration* -- dopri5 steps land on every
 sample, so each step ``h`` is at most the sample spacing, and on the linear decay near the cluster a step
 multiplies a deviation of rate ``lambda`` by ``R(-lambda h)`` (``R`` the scheme's stability function,
-``R(z) = e^z - z^6/3600 + O(z^7)``) instead of ``e^{-lambda h}``: the fitted value is low by at most
+``R(z) = e^z + z^6/3600 + O(z^7)``) instead of ``e^{-lambda h}``: the fitted value is low by at most
 ``k (1 + log R(-x) / x)`` with ``x = lambda h_max`` (``lambda = k/2``, ``h_max`` the time spacing, for the
 exponential laws; ``x = max dt / t`` for the power laws, deviation rate ``1/r ~ 1/t``).  The discrete layers
 have no integrator: (i) only.  (iii) *round-off* of ``q`` at the window's end (:func:`roundoff_bound`).  A run (equiangular) or the Student-t 95 % interval over seeds (random starts;
