@@ -35,8 +35,8 @@ D. Closest pair at large beta (a consistency check of the velocity formula, no r
    clusters, the closest pair at ``pair_angles[0]``, the other pair at ``pair_angles[1]``; the speed ratio
    against beta vs ``exp(beta (cos a_0 - cos a_1)) sin a_0 / sin a_1``.
 
-Cost (2 shared cores, nice, one BLAS thread): quick ~40 s, full ~5-6 min (292 s measured before part E,
-which adds ~20 s).  Run from the repo root::
+Cost (2 shared cores, nice, one BLAS thread): quick ~40 s, full ~3-6 min (158 s measured with part E at three eps;
+292 s before part E on a busier machine).  Run from the repo root::
 
     python -m studies.metastability.run [--quick]
 """
