@@ -26,16 +26,17 @@ C. Circle (d = 2, i.i.d. uniform start, ``circle_betas`` x ``seeds``): cluster c
    ``k* = argmax_k sigma_k`` (Bruno-Pasqualotto-Agazzi, arXiv 2410.23228; sigma_k of
    :func:`meanfield.analysis.stability.growth_rate` with d = 2).
 E. Circle PDE (the mean-field limit, BPA's own hypotheses): ``CirclePDE`` (``pde_kmax`` modes) from
-   ``1 + eps sum_k a_k e^{ik theta}`` (``eps = pde_eps``, complex Gaussian ``a_k`` in the modes ``1..min(K/4,
-   4 k* + 8)``, ``seeds`` draws per beta), run until the resolution monitor stops it; density peaks
+   ``1 + eps sum_k a_k e^{ik theta}`` (``eps`` in ``pde_eps``, down to 1e-9: the claim is the limit eps -> 0;
+   complex Gaussian ``a_k`` in the modes ``1..min(K/4, 4 k* + 8)``, ``seeds`` draws per (beta, eps)), run to
+   ``(ln(1/eps) + 30) / sigma_max`` or until the resolution monitor stops it; density peaks
    (:func:`meanfield.analysis.cluster_tracking.track_density_peaks`, above the uniform level) counted at the
    first frame where the density reaches 3 times uniform, against ``k*``.
 D. Closest pair at large beta (a consistency check of the velocity formula, no randomness): four point
    clusters, the closest pair at ``pair_angles[0]``, the other pair at ``pair_angles[1]``; the speed ratio
    against beta vs ``exp(beta (cos a_0 - cos a_1)) sin a_0 / sin a_1``.
 
-Cost (2 shared cores, nice, one BLAS thread): quick ~40 s, full ~5-6 min (292 s measured before part E,
-which adds ~20 s).  Run from the repo root::
+Cost (2 shared cores, nice, one BLAS thread): quick ~40 s, full ~3-6 min (158 s measured with part E at three eps;
+292 s before part E on a busier machine).  Run from the repo root::
 
     python -m studies.metastability.run [--quick]
 """
@@ -82,7 +83,7 @@ class Settings:
     pair_angles: tuple        # D (radians)
     pair_betas: tuple
     pde_kmax: int = 256       # E
-    pde_eps: float = 1e-3
+    pde_eps: tuple = (1e-3, 1e-6, 1e-9)   # perturbation sizes: the claim is the limit eps -> 0
 
 
 QUICK = Settings(seeds=10, stair_betas=(8.0, 16.0), stair_n=100, stair_tau=1e3, frames=200, min_mass=0.03, window_dec=0.15,
@@ -364,34 +365,45 @@ def pde_part(s: Settings):
     for beta in s.circle_betas:
         kstar = most_unstable(beta, 2)
         ks = np.arange(1, 4 * kstar + 10)
-        T = 30.0 / stability.growth_rate(ks, [1.0], beta, d=2).max()
+        smax = stability.growth_rate(ks, [1.0], beta, d=2).max()
         with warnings.catch_warnings():      # the kernel's neglected multipliers: checked by the monitor's tail
             warnings.simplefilter("ignore", CircleResolutionWarning)
             pde = mf.CirclePDE(mf.scalar_heads([1.0], 2, beta=beta), kmax=s.pde_kmax)
         L = min(s.pde_kmax // 4, 4 * kstar + 8)
-        counts = []
-        for seed in range(s.seeds):
-            rng = np.random.default_rng(9000 * int(beta) + seed)
-            c = pde.uniform()
-            c[1:L + 1] += s.pde_eps * (rng.standard_normal(L) + 1j * rng.standard_normal(L)) / np.sqrt(2)
-            tr = mf.solve_reduced(pde, c, T, save=SaveAt(t_eval=np.linspace(0.0, T, 601), observe=False),
-                                  progress=False)
-            V = np.array([pde.synthesis(y.view(np.complex128), m) for y in tr.y])
-            trk = track_density_peaks(V, nodes, weights, times=tr.t)
-            f = np.flatnonzero(V.max(axis=1) >= 3.0)
-            frame = int(f[0]) if f.size else len(tr.t) - 1
-            row = dict(beta=beta, seed=seed, k_star=kstar, reached_3=bool(f.size), status=int(tr.status),
-                       t_stop_over_T=float(tr.t[-1] / T), count=int(trk.n_clusters[frame]),
-                       count_last=int(trk.n_clusters[-1]), mass_error=float(np.abs(trk.unclustered_mass).max()))
-            rows.append(row)
-            counts.append(row["count"])
-        # selectivity of the linear phase: the runner-up mode's amplitude relative to k*'s when k*'s has grown from
-        # eps to O(1) is eps^(1 - sigma_2 / sigma_1); k* stands out only if eps^-(1 - sigma_2 / sigma_1) >> 1
         sig = np.sort(stability.growth_rate(ks, [1.0], beta, d=2))[::-1]
         gap = float(1 - sig[1] / sig[0])
-        per_beta.append(dict(beta=beta, k_star=kstar, runs=s.seeds, count=mean_ci95(counts), gap=gap,
-                             selectivity=float(s.pde_eps ** -gap),
-                             reached_3=sum(r["reached_3"] for r in rows if r["beta"] == beta)))
+        for eps in s.pde_eps:
+            # horizon: the linear phase takes ~ln(1/eps) / sigma_max, then 30 / sigma_max for the nonlinear phase;
+            # atol well below the perturbation (the default 1e-12 would be 1e-3 of eps = 1e-9)
+            T = (np.log(1.0 / eps) + 30.0) / smax
+            step = StepControl(rtol=1e-8, atol=min(1e-12, 1e-6 * eps))
+            counts, devs = [], []
+            for seed in range(s.seeds):
+                rng = np.random.default_rng(9000 * int(beta) + seed)
+                c = pde.uniform()
+                c[1:L + 1] += eps * (rng.standard_normal(L) + 1j * rng.standard_normal(L)) / np.sqrt(2)
+                tr = mf.solve_reduced(pde, c, T, step=step, save=SaveAt(t_eval=np.linspace(0.0, T, 601), observe=False),
+                                      progress=False)
+                V = np.array([pde.synthesis(y.view(np.complex128), m) for y in tr.y])
+                trk = track_density_peaks(V, nodes, weights, times=tr.t)
+                f = np.flatnonzero(V.max(axis=1) >= 3.0)
+                frame = int(f[0]) if f.size else len(tr.t) - 1
+                # linear phase resolved: the largest non-constant mode at the first frame after t = 0 relative to eps
+                # (round-off of the uniform mode, ~1e-16, must be far below it)
+                row = dict(beta=beta, eps=eps, seed=seed, k_star=kstar, reached_3=bool(f.size), status=int(tr.status),
+                           t_stop_over_T=float(tr.t[-1] / T), t_reach_sigma=float(tr.t[frame] * smax),
+                           count=int(trk.n_clusters[frame]), count_last=int(trk.n_clusters[-1]),
+                           mass_error=float(np.abs(trk.unclustered_mass).max()))
+                rows.append(row)
+                if f.size:                   # a count only where the pattern formed within the horizon
+                    counts.append(row["count"])
+                    devs.append(abs(row["count"] - kstar))
+            # selectivity of the linear phase: the runner-up mode's amplitude relative to k*'s when k*'s has grown
+            # from eps to O(1) is eps^(1 - sigma_2 / sigma_1); k* stands out only if eps^-(1 - sigma_2 / sigma_1) >> 1
+            per_beta.append(dict(beta=beta, eps=eps, k_star=kstar, runs=s.seeds, formed=len(counts),
+                                 count=mean_ci95(counts), abs_dev=mean_ci95(devs), gap=gap,
+                                 selectivity=float(eps ** -gap), roundoff_over_eps=float(np.finfo(float).eps / eps),
+                                 reached_3=sum(r["reached_3"] for r in rows if r["beta"] == beta and r["eps"] == eps)))
     return dict(rows=rows, per_beta=per_beta)
 
 
@@ -430,7 +442,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                    first_merge_slope_points=caps["fit_point"]["slope"], rate_large_beta=caps["rate_large_beta"],
                    first_merge_slope_uniform=[stair["fit_first_merge"]["slope"], stair["fit_first_merge"]["half"]],
                    circle_counts={f"{p['beta']:g}": [p["k_star"], *p["count_formed"]] for p in circle["per_beta"]},
-                   pde_counts={f"{p['beta']:g}": [p["k_star"], *p["count"]] for p in pde["per_beta"]},
+                   pde_counts={f"{p['beta']:g}@{p['eps']:g}": [p["k_star"], *p["count"]] for p in pde["per_beta"]},
                    wall_s=dict(staircase=t1 - t0, caps=t2 - t1, circle_and_pair=t3 - t2))
     save_json(out_dir / "data.json", dict(settings=s.__dict__, summary=summary, staircase=stair, caps=caps,
                                           circle=circle, pde=pde, pair=pair))
