@@ -79,11 +79,10 @@ def check_batch(name, X, d=None, n=None, B=None, geometry="sphere"):
     return X
 
 
-BATCHED_SECONDS_PER_PAIR = cost.SECONDS_PER_PAIR
-"""Seconds per head-pair (i, j) of one direct batched evaluation (measured 0.9e-8 to 1.3e-8 s for mean and
-softmax heads, n = 2000; causal masks about 3x, Sinkhorn solves 5-7x: counted as :data:`BATCHED_CAUSAL_FACTOR`
-and :data:`BATCHED_SOLVE_FACTOR`)."""
 BATCHED_CAUSAL_FACTOR = 3.0
+"""Factor on the cost guard's direct-sum rate :data:`meanfield.core.cost.SECONDS_PER_PAIR` for causal masks (one
+batched evaluation measured 0.9e-8 to 1.3e-8 s per head-pair for mean and softmax heads at n = 2000; causal masks
+about 3x, Sinkhorn solves 5-7x: :data:`BATCHED_SOLVE_FACTOR`)."""
 BATCHED_SOLVE_FACTOR = 10.0
 
 
@@ -99,7 +98,7 @@ def estimate_batched(B, n, d, n_heads, *, causal=False, solved=0, chunk_bytes=8 
     block = 8.0 * min(per, B) * n * n
     mem = block * (2.0 if solved else 1.0) + (9.0 * n * n if causal else 0.0) + 8.0 * B * n_heads * n * d * 2
     weight = (n_heads - solved) + BATCHED_SOLVE_FACTOR * solved
-    secs = float(B) * weight * n * n * BATCHED_SECONDS_PER_PAIR * (BATCHED_CAUSAL_FACTOR if causal else 1.0)
+    secs = float(B) * weight * n * n * cost.SECONDS_PER_PAIR * (BATCHED_CAUSAL_FACTOR if causal else 1.0)
     mask = ", causal mask" if causal else ""
     return cost.Cost(f"BatchedSystem direct sums over X of shape ({B}, {n}, {d})", mem, secs,
                      f"{n_heads} head(s), (b, n, n) float64 score blocks of b = {min(per, B)} system(s){mask}")

@@ -50,9 +50,6 @@ CIRCLE_BYTES_PER_MODE = 144.0
 """Peak bytes of building a :class:`CirclePDE` per Fourier mode, plus :data:`CIRCLE_BYTES_PER_MODE_HEAD` per
 zonal head (measured with tracemalloc: 176 and 208 bytes per mode for one and two heads, kmax = 1e5 and 1e6)."""
 CIRCLE_BYTES_PER_MODE_HEAD = 32.0
-CIRCLE_SECONDS_PER_PAIR = cost.SECONDS_PER_PAIR
-"""Seconds per node pair and head of one quadrature-path evaluation (the kernel sums of the particle system:
-the cost guard's one rate, :data:`meanfield.core.cost.SECONDS_PER_PAIR`)."""
 CIRCLE_SECONDS_PER_MODE = 6e-7
 """Seconds of building a :class:`CirclePDE` per Fourier mode (measured 3.4e-7 to 5.5e-7, kmax = 1e5 and 1e6)."""
 
@@ -131,7 +128,7 @@ class CirclePDE:
         check_solved_heads(heads, self.zonal)
         if not self.zonal:                     # quadrature: every evaluation sums over all (3K+3)^2 node pairs
             pairs = float(n) ** 2 * len(heads)
-            cost.guard(f"CirclePDE(kmax={K}) on the quadrature path", seconds=pairs * CIRCLE_SECONDS_PER_PAIR,
+            cost.guard(f"CirclePDE(kmax={K}) on the quadrature path", seconds=pairs * cost.SECONDS_PER_PAIR,
                        detail=f"one evaluation: {n}^2 node pairs x {len(heads)} head(s)",
                        fix="a smaller kmax, or zonal heads (M = V = lambda I: the spectral path)")
         set_("_scaling_cache", ScalingCache())
