@@ -423,6 +423,8 @@ at all, so the ReLU-softmax times below are n-independent.
                ("times_vs_d.png", "Clustering time against d: equiangular ODEs at n = 64 (left), "
                                   "random tokens at the largest particle n (right)")]
     if zh is not None:
-        figures.append(("times_vs_d_high.png", "d >> n: clustering time against d (n = 8, 16, 32; 95 % CIs)"))
+        figures.append(("times_vs_d_high.png", "d >> n: median clustering time against d (n = 8, 16, 32; 95 % bootstrap CIs; "
+                                                      "an interval open above, where resamples censor half the runs, is "
+                                                      "drawn to 3x the median)"))
     return write_report(out / "report.md", "ReLU versus softmax attention: clustering times (paper Thm 25)",
                         intro, _claims(z, s), figures, high_txt + notes, verdicts=verdicts)
