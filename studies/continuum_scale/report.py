@@ -339,7 +339,7 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
                f"{max(b for b in pde_b if b is not None):.1e} at t <= {prs[-1]['t']:g}" if pde_b else
                "the PDE-resolution bound was not computed")
     cor = ws["correlations"]
-    cor_txt = (f"the per-seed deviations of log W2 from their n's mean correlate across times (r = "
+    cor_txt = ("the per-seed deviations of log W2 from their n's mean correlate across times (r = "
                + ", ".join(f"{v['r']:.2f} between t=0 and {k}" for k, v in cor["w2_t0_vs"].items())
                + f"; pooled over n = {cor['rows_n'][0]}..{cor['rows_n'][-1]}) and with the MMD of the same tokens (r = "
                + ", ".join(f"{v['r']:.2f}" for v in cor["w2_vs_mmd"].values())
