@@ -143,3 +143,21 @@ def residual_correlation(A, B, rows):
         return {"r": np.nan, "p": np.nan, "points": int(ok.sum())}
     r = stats.pearsonr(x[ok], y[ok])
     return {"r": float(r.statistic), "p": float(r.pvalue), "points": int(ok.sum())}
+
+
+def mmd_adjusted(W, M0, mmd_iid, rows):
+    """``log W`` with the t = 0 MMD of the same tokens as a control variate: ``log W - beta u``.
+
+    ``u = log MMD(t=0) - (1/2) log E_iid MMD^2`` measures how far each seed's token sample is from a
+    typical i.i.d. sample (``E_iid MMD^2`` is exact, closed form; for i.i.d. samples ``n MMD^2`` has an
+    n-independent limit law, so the mean of ``u`` is the same at every large n and drops out of slopes).
+    ``beta``: the pooled within-n least-squares slope of ``log W`` on ``u`` over the n indices ``rows``.
+    Returns ``(beta, exp(log W - beta u))`` (n, seeds), to be fitted like ``W``.
+    """
+    lw = np.log(np.asarray(W, float))
+    u = np.log(np.asarray(M0, float)) - 0.5 * np.log(np.asarray(mmd_iid, float))[:, None]
+    x = u[rows] - np.nanmean(u[rows], axis=1, keepdims=True)
+    y = lw[rows] - np.nanmean(lw[rows], axis=1, keepdims=True)
+    ok = np.isfinite(x) & np.isfinite(y)
+    beta = float(np.sum(x[ok] * y[ok]) / np.sum(x[ok] ** 2))
+    return beta, np.exp(lw - beta * u)
