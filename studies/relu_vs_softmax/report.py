@@ -421,7 +421,8 @@ at all, so the ReLU-softmax times below are n-independent.
              "target gamma = 1/2):\n\n" + side + "\n\n" + notes)
     figures = [("times_vs_n.png", "Clustering time against n for the four kernel/normalization pairs"),
                ("times_vs_d.png", "Clustering time against d: equiangular ODEs at n = 64 (left), "
-                                  "random tokens at the largest particle n (right)")]
+                                  "random tokens at the largest particle n (right; medians with 95 % bootstrap "
+                                  "CIs, an interval open above drawn to 3x the median)")]
     if zh is not None:
         figures.append(("times_vs_d_high.png", "d >> n: median clustering time against d (n = 8, 16, 32; 95 % bootstrap CIs; "
                                                       "an interval open above, where resamples censor half the runs, is "
