@@ -19,7 +19,10 @@ Theory grids: n = 16..4096, d = 16..4096 (``gamma0 = 1/sqrt(d)``; d = 4 would st
 Particle grids: full n in {16, 32, 64, 128}, d in {4, 16, 64}, 10 seeds; quick n in {16, 32},
 d in {16, 64}, 1 seed.  Fitted scalings: log-log slope of T against n, slope of T against log n,
 slope of T / n and of log T against log d; for the particles, one fit per seed and the mean with a
-95 % t-interval over seeds (:func:`particle_seed_fits`).
+95 % t-interval over seeds (:func:`particle_seed_fits`, over the runs that reached the target).  The
+report treats runs that never reach the target as censored instead: medians over all runs with
+percentile-bootstrap intervals (:func:`median_summary`, :func:`grid_median_fits`) and, for d >> n,
+local slopes and a curvature test in ln d (:func:`ln_d_analysis`).
 
 4. **d >> n** (``Settings.hd_*``; full n in {8, 16, 32}, d in {256, ..., 16384}, 10 seeds): the regime
    ``sqrt(d) > n`` where a ``log d`` can show; run exactly in the span of the tokens
