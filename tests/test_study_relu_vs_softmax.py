@@ -117,3 +117,56 @@ def test_particle_seed_fits_mean_and_interval():
     # unreached runs are left out: the d-fit of seed 3 at the largest n has no point left, the others keep 2
     assert f["exp-mean/loglog_d"]["seeds"] == 3
     assert f["exp-mean/loglog_n"]["seeds"] == 4 and abs(f["exp-mean/loglog_n"]["mean"] - 0.35) < 1e-12
+
+
+def test_censored_median_and_bootstrap():
+    from studies.relu_vs_softmax.run import censored_median, median_summary
+    # runs that never reach the target are inf: the median counts them (it is not the median of the rest)
+    T = np.array([1.0, 2.0, 3.0, 4.0, np.inf, np.inf])
+    assert censored_median(T) == 3.5                      # the reached-only median would be 2.5
+    assert np.isinf(censored_median(np.array([1.0, 2.0, np.inf, np.inf])))    # half censored: not reached
+    s = median_summary(np.array([[1.0, 2.0, 3.0, 4.0, 5.0, np.inf, np.inf, np.inf]]), n_boot=500)
+    assert s["censored"][0] == 3 / 8 and s["median"][0] == 4.5
+    # bootstrap resamples can censor half the runs: the interval is then open above (no inf - inf)
+    assert s["lo"][0] <= 4.5 and np.isinf(s["hi"][0])
+    # no censoring, no scatter: a zero-width interval at the value
+    z = median_summary(np.full((2, 10), 7.0), n_boot=200)
+    assert np.all(z["lo"] == 7.0) and np.all(z["hi"] == 7.0) and np.all(z["censored"] == 0)
+
+
+def test_ln_d_analysis_linear_and_curved():
+    from studies.relu_vs_softmax.run import ln_d_analysis
+    d = np.array([256, 1024, 4096, 16384])
+    rng = np.random.default_rng(3)
+    x = np.log(d)
+    lin = (2.0 * x)[:, None] + 0.05 * rng.standard_normal((4, 10))
+    a = ln_d_analysis(lin, d, n_boot=400)
+    # T = 2 ln d + noise 0.05: slope 2 within the bootstrap interval, every local slope near 2
+    # (noise / ln 4 ~ 0.04), curvature interval containing 0, the whole range linear
+    assert a["slope"]["lo"] < 2 < a["slope"]["hi"]
+    assert all(abs(r["value"] - 2) < 0.15 for r in a["local"])
+    assert [r["d"] for r in a["linear_ranges"]] == [[256, 16384]]
+    assert abs(a["ols_quadratic"]["value"]) < a["ols_quadratic"]["ci95"] + 0.01 and a["ols_quadratic"]["df"] == 37
+    curved = (0.5 * x ** 2)[:, None] + 0.05 * rng.standard_normal((4, 10))
+    b = ln_d_analysis(curved, d, n_boot=400)
+    # T = (ln d)^2 / 2: curvature 0.5 recovered (noise 0.05 on a second difference over (ln 4)^2 ~ 1.9),
+    # no range linear, local slopes rising (ln d at the midpoints: 6.2, 7.6, 9.0)
+    assert abs(b["curvature"][0]["value"] - 0.5) < 0.02 and b["curvature"][0]["lo"] > 0
+    assert b["linear_ranges"] == [] and np.all(np.diff([r["value"] for r in b["local"]]) > 1)
+    # censored runs: the median keeps them, the OLS (which would drop them) is not offered
+    cens = lin.copy()
+    cens[0, :3] = np.inf
+    c = ln_d_analysis(cens, d, n_boot=400)
+    assert c["censored"][0] == 0.3 and "ols_quadratic" not in c and c["median"][0] > np.median(lin[0])
+
+
+def test_grid_median_fits_drop_censored_cells():
+    from studies.relu_vs_softmax.run import COMBOS, grid_median_fits
+    pn, pd = np.array([16, 32, 64]), np.array([4, 16, 64])
+    T = np.ones((len(COMBOS), 3, 3, 6)) * (pn[None, :, None, None] ** 0.3) * np.log(pd)[None, None, :, None]
+    T[2, -1, 0, :4] = np.inf          # relu-mean, n = 64, d = 4: 4 of 6 censored -> no median, dropped
+    f = grid_median_fits(T, pn, pd, n_boot=200)
+    # exact power laws: the slopes on the medians are exact (round-off), zero-width intervals
+    assert abs(f["exp-softmax/loglog_n"]["value"] - 0.3) < 1e-12 and f["exp-softmax/loglog_n"]["dropped"] == []
+    assert abs(f["exp-softmax/loglog_n"]["hi"] - 0.3) < 1e-12
+    assert f["relu-mean/loglog_d"]["dropped"] == ["n=64, d=4"] and np.isfinite(f["relu-mean/loglog_d"]["value"])

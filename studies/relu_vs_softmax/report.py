@@ -19,9 +19,15 @@ from studies._common import (  # noqa: E402
     markdown_table,
     open_study_data,
     save_figure,
+    save_json,
     write_report,
 )
-from studies.relu_vs_softmax.run import first_order_softmax_time  # noqa: E402
+from studies.relu_vs_softmax.run import (  # noqa: E402
+    first_order_softmax_time,
+    grid_median_fits,
+    ln_d_analysis,
+    median_summary,
+)
 
 LABELS = {"exp-softmax": "exp kernel, softmax normalization", "exp-mean": "exp kernel, mean normalization",
           "relu-mean": "ReLU kernel, mean normalization", "relu-softmax": "ReLU kernel, softmax normalization"}
@@ -34,16 +40,24 @@ def _dcolor(d):
 
 
 def _particle_stats(T):
-    """Mean and 95 % t-interval half-width over seeds (last axis) of the finite times (runs that
-    reached the target); mean nan where none did, half-width 0 where only one did (drawn without bar)."""
-    m, h = _mean_ci(T)
-    return m, np.nan_to_num(h, nan=0.0)
+    """Median over seeds (last axis; runs that never reach the target count as inf, i.e. censored) and
+    its 95 % percentile-bootstrap interval: ``(median, lo, hi)``, median nan (not drawn) where half or
+    more of the runs are censored, ``hi`` inf where the interval is open above."""
+    ms = median_summary(T)
+    med = np.where(np.isfinite(ms["median"]), ms["median"], np.nan)
+    return med, ms["lo"], ms["hi"]
+
+
+def _yerr(med, lo, hi):
+    """Asymmetric error bars for ``errorbar`` (an interval open above is drawn up to 3x the median)."""
+    top = np.where(np.isfinite(hi), hi, 3 * med)
+    return np.nan_to_num(np.array([med - lo, top - med]), nan=0.0)
 
 
 def _fig_vs_n(z, s, out):
     theory, tn, td = z["theory"], z["theory_n"], z["theory_d"]
     pT, pn, pd = z["particle_T"], z["particle_n"], z["particle_d"]
-    med, ci = _particle_stats(pT)
+    med, lo, hi = _particle_stats(pT)
     fig, axes = plt.subplots(2, 2, figsize=(12, 9))
     show_d = [j for j, d in enumerate(td) if d in (16, 64, 4096)]
     for c, (ax, name) in enumerate(zip(axes.flat, s["combos"])):
@@ -63,8 +77,9 @@ def _fig_vs_n(z, s, out):
         for j, d in enumerate(pd):
             m = np.isfinite(med[c, :, j])
             if m.any():
-                ax.errorbar(pn[m], med[c, m, j], yerr=ci[c, m, j], fmt="o", color=_dcolor(d), ms=5, capsize=3,
-                            label=f"random tokens, d={d} (mean, 95% CI over {pT.shape[-1]} seeds)")
+                ax.errorbar(pn[m], med[c, m, j], yerr=_yerr(med[c, m, j], lo[c, m, j], hi[c, m, j]), fmt="o",
+                            color=_dcolor(d), ms=5, capsize=3,
+                            label=f"random tokens, d={d} (median, 95% bootstrap CI, {pT.shape[-1]} seeds)")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("number of tokens n")
@@ -79,7 +94,7 @@ def _fig_vs_n(z, s, out):
 def _fig_vs_d(z, s, out):
     theory, tn, td = z["theory"], z["theory_n"], z["theory_d"]
     pT, pn, pd = z["particle_T"], z["particle_n"], z["particle_d"]
-    med, ci = _particle_stats(pT)
+    med, lo, hi = _particle_stats(pT)
     i64 = int(np.argmin(np.abs(tn - 64)))
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
     ax = axes[0]
@@ -98,7 +113,8 @@ def _fig_vs_d(z, s, out):
     i = len(pn) - 1
     for c, name in enumerate(s["combos"]):
         m = np.isfinite(med[c, i])
-        ax.errorbar(pd[m], med[c, i, m], yerr=ci[c, i, m], fmt="o-", color=COLORS[c], capsize=3, label=name)
+        ax.errorbar(pd[m], med[c, i, m], yerr=_yerr(med[c, i, m], lo[c, i, m], hi[c, i, m]), fmt="o-", color=COLORS[c],
+                    capsize=3, label=name)
     miss = [f"{name} d={d}: {int((~np.isfinite(pT[c, i, j])).sum())}/{pT.shape[-1]}"
             for c, name in enumerate(s["combos"]) for j, d in enumerate(pd) if not np.isfinite(pT[c, i, j]).all()]
     ax.set_xscale("log")
@@ -108,43 +124,27 @@ def _fig_vs_d(z, s, out):
     ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     lines = [", ".join(miss[k:k + 2]) for k in range(0, len(miss), 2)]
-    ax.set_xlabel("dimension d" + ("\nseeds never reaching 1/2 (excluded): " + "\n".join([""] + lines) if miss else ""),
+    ax.set_xlabel("dimension d" + ("\nseeds never reaching 1/2 (censored, counted as inf in the median): " + "\n".join([""] + lines) if miss else ""),
                   fontsize=9)
     ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.set_ylabel("clustering time T (mean pairwise inner product reaches 1/2)")
-    ax.set_title(f"random tokens on S^(d-1), n = {pn[i]}, mean and 95% CI over {pT.shape[-1]} seeds",
+    ax.set_title(f"random tokens on S^(d-1), n = {pn[i]}, median and 95% bootstrap CI, {pT.shape[-1]} seeds",
                  fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     save_figure(fig, out / "times_vs_d.png")
 
 
-def _mean_ci(T):
-    """Mean and 95 % t-interval half-width over seeds (last axis) of the finite times."""
-    from scipy import stats
-
-    m = np.full(T.shape[:-1], np.nan)
-    h = np.full(T.shape[:-1], np.nan)
-    for idx in np.ndindex(T.shape[:-1]):
-        x = T[idx][np.isfinite(T[idx])]
-        if x.size >= 2:
-            m[idx] = x.mean()
-            h[idx] = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
-        elif x.size == 1:
-            m[idx] = x[0]
-    return m, h
-
-
 def _fig_high_d(zh, sh, out):
-    """d >> n: clustering time against ln d, mean and 95 % CI over seeds, with the equiangular ODEs."""
+    """d >> n: clustering time against ln d, median and 95 % bootstrap CI over seeds, with the equiangular ODEs."""
     T, hn, hd, th = zh["T"], zh["n"], zh["d"], zh["theory"]
-    m, h = _mean_ci(T)
+    m, lo, hi = _particle_stats(T)
     fig, axes = plt.subplots(1, 4, figsize=(19, 4.6), sharex=True)
     for c, (ax, name) in enumerate(zip(axes, sh["combos"])):
         for i, n in enumerate(hn):
             col = COLORS[i]
-            ax.errorbar(hd, m[c, i], yerr=h[c, i], fmt="o", color=col, capsize=3,
-                        label=f"random tokens, n={n} (mean, 95% CI, {T.shape[-1]} seeds)")
+            ax.errorbar(hd, m[c, i], yerr=_yerr(m[c, i], lo[c, i], hi[c, i]), fmt="o", color=col, capsize=3,
+                        label=f"random tokens, n={n} (median, 95% bootstrap CI, {T.shape[-1]} seeds)")
             ax.plot(hd, th[c, 0, i], "-", color=col, lw=1, label=f"linearized ODE, n={n}")
             ax.plot(hd, th[c, 1, i], "--", color=col, lw=1, label=f"nonlinear ODE, n={n}")
         ax.set_xscale("log", base=2)   # linear y: O(n log d) is a straight line here
@@ -166,29 +166,31 @@ def _num(x):
     return np.nan if x is None else float(x)
 
 
-def _pm(m, h, p=2):
-    """``"m +- h"`` (just ``m`` where the half-width is not finite, e.g. one seed)."""
-    return _f(m, p) + (f" +- {_f(h, p)}" if h is not None and np.isfinite(h) else "")
+def _pmi(m, lo, hi, p=2):
+    """``"m [lo, hi]"`` (an interval open above shows ``inf``)."""
+    hs = "inf" if hi is not None and np.isinf(hi) else _f(hi, p)
+    return f"{_f(m, p)} [{_f(lo, p)}, {hs}]"
 
 
 def _sfit(s, key, p=3):
-    """A particle slope as mean +- 95 % half-width over seeds, with the number of seeds fitted."""
-    v = s["particle_seed_fits"][key]
-    return f"{_pm(_num(v['mean']), _num(v['ci95']), p)} ({v['seeds']} seeds)"
+    """A particle slope fitted on the per-cell medians, with its 95 % bootstrap interval (cells whose
+    median is not reached are dropped and named)."""
+    v = s["median_fits"][key]
+    drop = f"; dropped {', '.join(v['dropped'])} (>= half censored)" if v["dropped"] else ""
+    return f"{_pmi(v['value'], v['lo'], v['hi'], p)}{drop}"
 
 
 def _upper(s, key):
-    """Upper end of the 95 % interval of a particle slope (the mean itself for one seed)."""
-    v = s["particle_seed_fits"][key]
-    m, h = _num(v["mean"]), _num(v["ci95"])
-    return m + (h if np.isfinite(h) else 0.0)
+    """Upper end of the 95 % bootstrap interval of a particle slope."""
+    return s["median_fits"][key]["hi"]
 
 
 def _claims(z, s):
     f = s["fits"]
     theory, tn, td = z["theory"], z["theory_n"], z["theory_d"]
     pT, pn, pd = z["particle_T"], z["particle_n"], z["particle_d"]
-    med, ci = _particle_stats(pT)
+    med, lo, hi = _particle_stats(pT)
+    cens = np.mean(~np.isfinite(pT), axis=-1)
     ns = pT.shape[-1]
     nl = theory[0, 1, :, 0]
     lin_soft = f["linearized/exp-softmax/loglog_n"]
@@ -212,9 +214,9 @@ def _claims(z, s):
         "reproduced; the nonlinear flow grows like log n, not n" if abs(vs_logn - 0.5) < 0.05 else "differs"])
     rows.append([
         "O(n) for softmax with random initial tokens",
-        f"particles (d={pd[-1]}, n={pn[0]}..{pn[-1]}): mean T (95% CI, {ns} seeds) = "
-        + ", ".join(_pm(x, h) for x, h in zip(med[0, :, -1], ci[0, :, -1]))
-        + f"; per-seed log-log slope vs n = {_sfit(s, 'exp-softmax/loglog_n')}, "
+        f"particles (d={pd[-1]}, n={pn[0]}..{pn[-1]}): median T [95% bootstrap CI] ({ns} seeds, none censored) = "
+        + ", ".join(_pmi(x, a, b) for x, a, b in zip(med[0, :, -1], lo[0, :, -1], hi[0, :, -1]))
+        + f"; log-log slope of the medians vs n = {_sfit(s, 'exp-softmax/loglog_n')}, "
         f"slope vs ln n = {_sfit(s, 'exp-softmax/vs_logn')}",
         "NOT observed: T grows roughly like log n (O(n) is a property of the linearization)"
         if _upper(s, "exp-softmax/loglog_n") < 0.5 else "consistent with O(n)"])
@@ -232,17 +234,17 @@ def _claims(z, s):
         f" (n={tn[0]}..{tn[-1]}); log-log slope vs n = {_f(nlr, 3)}, vs d = {_f(f['nonlinear/relu-mean/loglog_d'], 3)}"
         " (T -> ~sqrt(d)/2 once n/sqrt(d) >> 1)",
         "does not hold beyond the linearization: saturates in n, grows like sqrt(d)" if nlr < 0.5 else "consistent"])
-    pr = f["particles/relu-mean/loglog_n"]
+    pr = s["median_fits"]["relu-mean/loglog_n"]["value"]
     reach = s["particles_reached_fraction"]
     rows.append([
         "O(n log d) for mean-normalized ReLU with random initial tokens",
-        f"particles (d={pd[-1]}): mean T (95% CI, {ns} seeds) = "
-        + ", ".join(_pm(x, h) for x, h in zip(med[2, :, -1], ci[2, :, -1])) +
-        f" (n={pn[0]}..{pn[-1]}); per-seed log-log slope vs n = {_sfit(s, 'relu-mean/loglog_n')}; at n={pn[-1]}: "
-        f"slope of T/n vs ln d = {_sfit(s, 'relu-mean/Tn_vs_logd')} (linearized: 0.25), log-log slope vs d = "
-        f"{_sfit(s, 'relu-mean/loglog_d')}; runs reaching 1/2: "
-        f"{_f(100 * reach['relu-mean'], 0)}% (d=4 runs end in 2-3 clusters more than 90 degrees apart, "
-        "which ReLU never joins)",
+        f"particles (d={pd[-1]}): median T [95% bootstrap CI] ({ns} seeds) = "
+        + ", ".join(_pmi(x, a, b) for x, a, b in zip(med[2, :, -1], lo[2, :, -1], hi[2, :, -1])) +
+        f" (n={pn[0]}..{pn[-1]}); log-log slope of the medians vs n = {_sfit(s, 'relu-mean/loglog_n')}; at "
+        f"n={pn[-1]}: slope of T/n vs ln d = {_sfit(s, 'relu-mean/Tn_vs_logd')} (linearized: 0.25), log-log slope "
+        f"vs d = {_sfit(s, 'relu-mean/loglog_d')}; runs reaching 1/2: {_f(100 * reach['relu-mean'], 0)}% "
+        f"(censored per d at n={pn[-1]}: " + ", ".join(f"d={d}: {100 * cens[2, -1, j]:.0f}%" for j, d in enumerate(pd))
+        + "; d=4 runs end in 2-3 clusters more than 90 degrees apart, which ReLU never joins)",
         "NOT observed on this grid, which has sqrt(d) < n (outside the linearized regime); observed for d >> n "
         "(verdicts above)" if not (0.7 < pr < 1.3) else "consistent in n"])
     rs = f["linearized/relu-softmax/loglog_n"]
@@ -252,14 +254,14 @@ def _claims(z, s):
         f"{_f(f['nonlinear/relu-softmax/loglog_n'], 3)}, particles (d={pd[-1]}) "
         f"{_sfit(s, 'relu-softmax/loglog_n')}",
         ("NOT reproduced" if abs(rs) >= 0.05 else "reproduced (ODEs and random tokens)"
-         if abs(f["particles/relu-softmax/loglog_n"]) < 0.15 else "reproduced for the ODEs; particles depend on n")])
+         if abs(s["median_fits"]["relu-softmax/loglog_n"]["value"]) < 0.15 else "reproduced for the ODEs; particles depend on n")])
     rat = med[2, -1, -1] / med[0, -1, -1]
     rows.append([
         "ReLU (mean) is slower than softmax by a factor ~log d",
         f"linearized ratio at n={tn[-1]}, d={td[-1]}: {_f(theory[2, 0, -1, -1] / theory[0, 0, -1, -1])} "
-        f"(ln d = {_f(np.log(td[-1]))}); particles, n={pn[-1]}, d={pd[-1]}: ratio of the seed means "
-        f"T_relu-mean / T_exp-softmax = {_f(rat)} ({_pm(med[2, -1, -1], ci[2, -1, -1])} vs "
-        f"{_pm(med[0, -1, -1], ci[0, -1, -1])}, 95% CIs)",
+        f"(ln d = {_f(np.log(td[-1]))}); particles, n={pn[-1]}, d={pd[-1]}: ratio of the medians "
+        f"T_relu-mean / T_exp-softmax = {_f(rat)} ({_pmi(med[2, -1, -1], lo[2, -1, -1], hi[2, -1, -1])} vs "
+        f"{_pmi(med[0, -1, -1], lo[0, -1, -1], hi[0, -1, -1])}, 95% bootstrap CIs)",
         "reproduced qualitatively (ReLU slower)" if rat > 1 else "NOT reproduced"])
     return rows
 
@@ -278,42 +280,78 @@ def _verdicts(z, s, zh, sh):
          f"in log-log); the consistent first-order linearization already gives T ~ ln n ({_f(fo[0])} .. {_f(fo[-1])} "
          f"for n = {tn[0]}..{tn[-1]}), as do the nonlinear ODE and random tokens: O(n) holds only as an upper bound "
          f"(deterministic ODEs; random tokens: log-log slope vs n {_sfit(s, 'exp-softmax/loglog_n')}, "
-         "mean and 95 % CI of per-seed fits)"],
+         "slope of the per-n medians with its 95 % bootstrap interval)"],
     ]
     high_txt = ""
     if zh is not None:
         fits = sh["fits"]
+        hn, hd, T = zh["n"], zh["d"], zh["T"]
+        ana = {f"{name}/n={int(n)}": ln_d_analysis(T[c, i], hd) for c, name in enumerate(sh["combos"])
+               for i, n in enumerate(hn)}
+        sh["ln_d_analysis"] = ana
         rows, rel = [], []
-        for key, v in fits.items():
-            rows.append([key, f"{_f(v['slope_T_vs_lnd'], 3)} +- {_f(1.96 * v['stderr'], 3)}",
+
+        def rng_txt(a):
+            return "; ".join(f"d = {r['d'][0]}..{r['d'][1]} (slope {_pmi(r['slope'], r['slope_lo'], r['slope_hi'])})"
+                             for r in a["linear_ranges"]) or "none (curved on every range of >= 3 d)"
+
+        for key, a in ana.items():
+            v = fits[key]
+            full = a["curvature"][0] if a["curvature"] else None     # needs >= 3 d
+            ols = a.get("ols_quadratic")
+            rows.append([key, ", ".join(f"{100 * c:.0f}%" for c in a["censored"]),
+                         _pmi(a["slope"]["value"], a["slope"]["lo"], a["slope"]["hi"], 3),
+                         ", ".join(_pmi(x["value"], x["lo"], x["hi"]) for x in a["local"]),
+                         ("-" if full is None else _pmi(full["value"], full["lo"], full["hi"], 3))
+                         + (f"; OLS {ols['value']:.3f} +- {ols['ci95']:.3f} (t, df {ols['df']})" if ols else
+                            "; OLS not valid (censored runs)"),
+                         rng_txt(a),
                          _f(v["linearized_slope"], 3) if v["linearized_slope"] is not None else "-",
-                         _f(v["nonlinear_ode_slope"], 3), f"{100 * v['reached_fraction']:.0f}%"])
+                         _f(v["nonlinear_ode_slope"], 3)])
             if key.startswith("relu-mean"):
-                rel.append((key, v))
-        table = markdown_table(["combo / n", "particles: slope of T vs ln d (95 % CI)", "linearized ODE slope",
-                                "nonlinear ODE slope", "runs reaching 1/2"], rows)
-        rm = ", ".join(f"{k.split('/')[1]}: {_f(v['slope_T_vs_lnd'], 2)} +- {_f(1.96 * v['stderr'], 2)} "
-                       f"(linearized n/4 = {_f(v['linearized_slope'], 2)})" for k, v in rel)
-        es = [v for k, v in fits.items() if k.startswith("exp-softmax")]
-        es_txt = ", ".join(f"{_f(v['slope_T_vs_lnd'], 2)} +- {_f(1.96 * v['stderr'], 2)}" for v in es)
-        positive = all(v["slope_T_vs_lnd"] - 1.96 * v["stderr"] > 0 for _, v in rel)
+                rel.append((key, a, v))
+        table = markdown_table(["combo / n", "censored per d", "slope of median T vs ln d, all d [95 % bootstrap]",
+                                "local slopes between neighbouring d", "curvature c of a + b ln d + c (ln d)^2, all d",
+                                "linear ranges of d", "linearized ODE slope", "nonlinear ODE slope"], rows)
+        rm = "; ".join(f"{k.split('/')[1]}: {_pmi(a['slope']['value'], a['slope']['lo'], a['slope']['hi'])} "
+                       f"(linearized n/4 = {_f(v['linearized_slope'], 2)}; local "
+                       + ", ".join(_pmi(x["value"], x["lo"], x["hi"]) for x in a["local"])
+                       + f"; linear on {rng_txt(a)})" for k, a, v in rel)
+        per_n = [(a["slope"]["lo"] / int(k.split("=")[1]), a["slope"]["hi"] / int(k.split("=")[1])) for k, a, _ in rel]
+        es = [a for k, a in ana.items() if k.startswith("exp-softmax")]
+        es_txt = ", ".join(_pmi(a["slope"]["value"], a["slope"]["lo"], a["slope"]["hi"]) for a in es)
+        # test: the slope of the median time against ln d is positive at every n (its 95 % bootstrap
+        # interval above 0) and proportional to n (the intervals of slope / n overlap)
+        positive = all(a["slope"]["lo"] > 0 for _, a, _ in rel)
+        proportional = max(p[0] for p in per_n) <= min(p[1] for p in per_n)
+        cens_txt = ", ".join(f"{k}: {', '.join(f'{100 * c:.0f}%' for c in a['censored'])}"
+                             for k, a in ana.items() if any(a["censored"]))
         verdicts.append(
             ["Thm 25: T_relu = O(n log d) (mean-normalized ReLU)", hyp_r,
-             REPRODUCED if positive else OUTSIDE,
-             f"in the regime sqrt(d) > n (n = {[int(x) for x in zh['n']]}, d = {[int(x) for x in zh['d']]}, "
-             f"{zh['T'].shape[-1]} seeds) the random-token time grows linearly in ln d with a slope proportional to n: "
-             f"slope of T vs ln d {rm}; runs not reaching 1/2 (ReLU pairs > 90 degrees apart) are excluded, see the "
-             "table. Reading taken: 'linearized regime' = (n - 1)/sqrt(d) < 1; "
+             REPRODUCED if positive and proportional else OUTSIDE,
+             f"in the regime sqrt(d) > n (n = {[int(x) for x in hn]}, d = {[int(x) for x in hd]}, "
+             f"{T.shape[-1]} seeds) the median random-token time grows with ln d at a slope proportional to n "
+             f"(slope / n intervals {'overlap' if proportional else 'do NOT overlap'}: "
+             + ", ".join(f"[{x:.3f}, {y:.3f}]" for x, y in per_n) + f"): slope of median T vs ln d [95 % bootstrap] {rm}. "
+             "Linear in ln d only on the ranges named (curvature tested by a quadratic term, bootstrap intervals); "
+             f"runs never reaching 1/2 (ReLU clusters > 90 degrees apart) are censored, not dropped ({cens_txt} of the "
+             "runs per d): medians over all runs. Reading taken: 'linearized regime' = (n - 1)/sqrt(d) < 1; "
              "the former d <= 64, n up to 128 runs were outside the hypotheses (sqrt(d) < n)"])
         verdicts.append(
             ["ReLU (mean) slower than softmax by ~log d", hyp_r + " vs " + hyp_s, REPRODUCED if positive else OUTSIDE,
-             f"exp-softmax random-token T is flat in d (slopes vs ln d: {es_txt}) while ReLU-mean grows like ln d"])
+             f"exp-softmax median random-token T is flat in d (slopes vs ln d: {es_txt}) while ReLU-mean grows like ln d"])
         high_txt = ("**d >> n (the regime where log d can show).** The earlier particle grid (d <= 64, n up to 128) "
                     "has sqrt(d) < n, so the linearization (n - 1) gamma0 << 1 fails at the start and no log d can "
-                    "appear. Rerun with n = " + f"{[int(x) for x in zh['n']]}, d = {[int(x) for x in zh['d']]}, "
-                    f"{zh['T'].shape[-1]} seeds each, exactly in the n-dimensional span of the tokens "
-                    "(`run.span_particle_time`; scalar heads never leave it). Slope of T against ln d (least "
-                    "squares over all seeds, 95 % CI = 1.96 standard errors):\n\n" + table + "\n\n")
+                    "appear. Rerun with n = " + f"{[int(x) for x in hn]}, d = {[int(x) for x in hd]}, "
+                    f"{T.shape[-1]} seeds each, exactly in the n-dimensional span of the tokens "
+                    "(`run.span_particle_time`; scalar heads never leave it). Runs that never reach 1/2 are censored "
+                    "(T = inf): every statistic is on the median over all runs of a (combo, n, d) cell (the "
+                    "Kaplan-Meier median, since every censoring time, the horizon, lies beyond every reached time), "
+                    "with 95 % percentile-bootstrap intervals (2000 resamples of the seeds, per d). Local slopes are "
+                    "between neighbouring d; the curvature is the quadratic coefficient of median T = a + b ln d + "
+                    "c (ln d)^2 (for uncensored cells also ordinary least squares on every run with its t-interval); "
+                    "a range of d is linear when the curvature interval of it and of every range of >= 3 d inside it "
+                    "contains 0:\n\n" + table + "\n\n")
     else:
         verdicts.append(["Thm 25: T_relu = O(n log d) (mean-normalized ReLU)", hyp_r, OUTSIDE,
                          "no d >> n data in this output (the particle grid has sqrt(d) < n)"])
@@ -326,7 +364,7 @@ def _verdicts(z, s, zh, sh):
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     """Write ``times_vs_n.png``, ``times_vs_d.png`` and ``report.md``; return the report path."""
     out, z, s = open_study_data(data_dir, out_dir)
-    _fig_vs_n(z, s, out)
+    s["median_fits"] = grid_median_fits(z["particle_T"], z["particle_n"], z["particle_d"])
     _fig_vs_d(z, s, out)
     hpath = Path(data_dir) / "data_highd.npz"
     zh = dict(np.load(hpath)) if hpath.is_file() else None
@@ -334,6 +372,9 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     if zh is not None:
         _fig_high_d(zh, sh, out)
     verdicts, high_txt = _verdicts(z, s, zh, sh)
+    save_json(out / "stats.json", {"particle_grid_median_fits": s["median_fits"],
+                                   "high_d_ln_d_analysis": sh.get("ln_d_analysis") if sh else None})
+    _fig_vs_n(z, s, out)
     intro = f"""
 Clustering time of one scalar attention head (M = V = lambda I, lambda = {s['lambda']}, beta = {s['beta']})
 against the number of tokens n and the dimension d, for four kernel/normalization pairs, at three
@@ -358,11 +399,14 @@ at all, so the ReLU-softmax times below are n-independent.
 * Random tokens are not equiangular: for n > d they fill the sphere and cluster through the
   instability of the uniform state, whose growth rates do not carry a 1/n; for ReLU, tokens more
   than 90 degrees apart do not interact, and in low d (d = 4) most runs end in 2-3 clusters more than
-  90 degrees apart (final mean pairwise inner product 0 to 0.45), which never reach 1/2 (counted as
-  'not reached', excluded from means; the horizon is max(100, 1.5 n ln d), beyond the linearized time).
-* Particle times: mean and 95 % t-interval over the seeds that reached 1/2 ({ns} seeds per (n, d));
-  particle slopes: fitted per seed, then mean and 95 % t-interval over the seeds with at least two
-  usable points (their number is given).
+  90 degrees apart (final mean pairwise inner product 0 to 0.45), which never reach 1/2 (censored:
+  T = inf; the horizon is max(100, 1.5 n ln d), beyond the linearized time).
+* Particle times: median over all {ns} seeds of an (n, d) cell, censored runs included as inf (the
+  Kaplan-Meier median: every censoring time lies beyond every reached time; dropping them, as an
+  earlier version did, biases a mean low), with a 95 % percentile-bootstrap interval (2000 resamples
+  of the seeds); a cell with half or more censored has no median and leaves the fits (named where it
+  happens). Particle slopes: fitted on the medians, bootstrap intervals (`stats.json`). data.json's
+  `particle_seed_fits` (per-seed fits over the reached runs only) are kept as the run wrote them.
 * Fitted slopes use n = 16..4096 and d = 16..4096 for the ODEs (at d = 4096 for n-slopes, n = 4096
   for d-slopes), and the particle grid's largest d (n-slopes) and largest n (d-slopes).
 """.replace("{ns}", str(z["particle_T"].shape[-1]))
@@ -377,8 +421,11 @@ at all, so the ReLU-softmax times below are n-independent.
              "target gamma = 1/2):\n\n" + side + "\n\n" + notes)
     figures = [("times_vs_n.png", "Clustering time against n for the four kernel/normalization pairs"),
                ("times_vs_d.png", "Clustering time against d: equiangular ODEs at n = 64 (left), "
-                                  "random tokens at the largest particle n (right)")]
+                                  "random tokens at the largest particle n (right; medians with 95 % bootstrap "
+                                  "CIs, an interval open above drawn to 3x the median)")]
     if zh is not None:
-        figures.append(("times_vs_d_high.png", "d >> n: clustering time against d (n = 8, 16, 32; 95 % CIs)"))
+        figures.append(("times_vs_d_high.png", "d >> n: median clustering time against d (n = 8, 16, 32; 95 % bootstrap CIs; "
+                                                      "an interval open above, where resamples censor half the runs, is "
+                                                      "drawn to 3x the median)"))
     return write_report(out / "report.md", "ReLU versus softmax attention: clustering times (paper Thm 25)",
                         intro, _claims(z, s), figures, high_txt + notes, verdicts=verdicts)

@@ -19,7 +19,10 @@ Theory grids: n = 16..4096, d = 16..4096 (``gamma0 = 1/sqrt(d)``; d = 4 would st
 Particle grids: full n in {16, 32, 64, 128}, d in {4, 16, 64}, 10 seeds; quick n in {16, 32},
 d in {16, 64}, 1 seed.  Fitted scalings: log-log slope of T against n, slope of T against log n,
 slope of T / n and of log T against log d; for the particles, one fit per seed and the mean with a
-95 % t-interval over seeds (:func:`particle_seed_fits`).
+95 % t-interval over seeds (:func:`particle_seed_fits`, over the runs that reached the target).  The
+report treats runs that never reach the target as censored instead: medians over all runs with
+percentile-bootstrap intervals (:func:`median_summary`, :func:`grid_median_fits`) and, for d >> n,
+local slopes and a curvature test in ln d (:func:`ln_d_analysis`).
 
 4. **d >> n** (``Settings.hd_*``; full n in {8, 16, 32}, d in {256, ..., 16384}, 10 seeds): the regime
    ``sqrt(d) > n`` where a ``log d`` can show; run exactly in the span of the tokens
@@ -320,3 +323,135 @@ def run(out_dir: Path, quick: bool = False) -> dict:
 if __name__ == "__main__":
     from studies.relu_vs_softmax.report import report
     main(run, report, Path(__file__).parent / "output", __doc__)
+
+
+# ---------------------------------------------------------------- censored clustering times
+# A run that never reaches the target within the horizon (ReLU tokens more than 90 degrees apart
+# never merge) has no finite clustering time: T = inf.  Dropping such runs biases the mean low, and
+# their mean is infinite, so the summaries below are medians over *all* runs (inf included), which
+# exist while fewer than half are censored; every censored run's horizon lies beyond every reached
+# time, so this median is the Kaplan-Meier median.  Intervals: percentile bootstrap over seeds.
+N_BOOT = 2000
+
+
+def censored_median(T):
+    """Median of the times ``T`` (last axis = seeds; inf = not reached): the mean of the middle two
+    order statistics, inf when half or more of the runs are censored."""
+    s = np.sort(np.asarray(T, float), axis=-1)
+    k = s.shape[-1]
+    lo, hi = s[..., (k - 1) // 2], s[..., k // 2]
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isinf(hi), np.inf, 0.5 * (lo + hi))
+
+
+def _boot_medians(T, rng, n_boot=N_BOOT):
+    """Bootstrap medians (n_boot, ...) resampling the seeds (last axis) of each cell independently."""
+    T = np.asarray(T, float)
+    k = T.shape[-1]
+    idx = rng.integers(0, k, size=(n_boot,) + T.shape)
+    return censored_median(np.take_along_axis(np.broadcast_to(T, (n_boot,) + T.shape), idx, axis=-1))
+
+
+def median_summary(T, seed=0, n_boot=N_BOOT):
+    """Per cell (all axes but the last): median, 95 % percentile-bootstrap interval and censored fraction.
+
+    Returns a dict of arrays ``median``, ``lo``, ``hi`` (inf where the median is not reached) and ``censored``."""
+    T = np.asarray(T, float)
+    b = _boot_medians(T, np.random.default_rng(seed), n_boot)
+    # order statistics without interpolation (an interval open above keeps hi = inf, no inf - inf)
+    return {"median": censored_median(T), "lo": np.quantile(b, 0.025, axis=0, method="lower"),
+            "hi": np.quantile(b, 0.975, axis=0, method="higher"),
+            "censored": np.mean(~np.isfinite(T), axis=-1)}
+
+
+def _quantiles(v):
+    """(2.5, 97.5) percentiles of the finite bootstrap values and the fraction that were not finite."""
+    v = np.asarray(v, float)
+    ok = np.isfinite(v)
+    if not ok.any():
+        return np.nan, np.nan, 1.0
+    return float(np.percentile(v[ok], 2.5)), float(np.percentile(v[ok], 97.5)), float(1 - ok.mean())
+
+
+def ln_d_analysis(T, d, seed=0, n_boot=N_BOOT):
+    """Clustering time against ln d for one (combo, n): ``T`` (len(d), seeds), inf = not reached.
+
+    On the medians: the slope over all d, the local slopes between neighbouring d and the quadratic
+    coefficient of ``median T = a + b ln d + c (ln d)^2`` over every run of >= 3 consecutive d, each with
+    a 95 % percentile-bootstrap interval (seeds resampled per d).  ``linear_range``: the widest such run
+    of d whose curvature interval contains 0 (None if none does).  Where no run is censored also the
+    ordinary least squares on every run with the quadratic term's Student-t interval (df = runs - 3).
+    """
+    T, x = np.asarray(T, float), np.log(np.asarray(d, float))
+    med = censored_median(T)
+    b = _boot_medians(T, np.random.default_rng(seed), n_boot)          # (n_boot, len(d))
+
+    def slope(y, xs):
+        return np.polyfit(xs, y, 1)[0] if np.all(np.isfinite(y)) else np.nan
+
+    def curv(y, xs):
+        return np.polyfit(xs, y, 2)[0] if np.all(np.isfinite(y)) else np.nan
+
+    out = {"median": med.tolist(), "censored": np.mean(~np.isfinite(T), axis=-1).tolist()}
+    lo, hi, bad = _quantiles([slope(r, x) for r in b])
+    out["slope"] = {"value": float(slope(med, x)), "lo": lo, "hi": hi, "boot_undefined": bad}
+    out["local"] = []
+    for j in range(len(x) - 1):
+        lo, hi, bad = _quantiles([slope(r[j:j + 2], x[j:j + 2]) for r in b])
+        out["local"].append({"d": [int(d[j]), int(d[j + 1])], "value": float(slope(med[j:j + 2], x[j:j + 2])),
+                             "lo": lo, "hi": hi, "boot_undefined": bad})
+    out["curvature"] = []
+    for w in range(len(x), 2, -1):
+        for j in range(len(x) - w + 1):
+            sl = slice(j, j + w)
+            lo, hi, bad = _quantiles([curv(r[sl], x[sl]) for r in b])
+            slo, shi, _ = _quantiles([slope(r[sl], x[sl]) for r in b])
+            out["curvature"].append({"d": [int(d[j]), int(d[j + w - 1])], "points": w, "value": float(curv(med[sl], x[sl])),
+                                     "lo": lo, "hi": hi, "boot_undefined": bad,
+                                     "slope": float(slope(med[sl], x[sl])), "slope_lo": slo, "slope_hi": shi})
+    def flat(c):
+        return np.isfinite(c["lo"]) and c["lo"] <= 0 <= c["hi"] and c["boot_undefined"] < 0.025
+
+    def inside(a, b):
+        return b["d"][0] >= a["d"][0] and b["d"][1] <= a["d"][1]
+
+    # a range of d is linear when its curvature interval and that of every >= 3-point range inside it contain 0
+    lin = [c for c in out["curvature"] if all(flat(e) for e in out["curvature"] if inside(c, e))]
+    widest = max((c["points"] for c in lin), default=0)
+    out["linear_ranges"] = [c for c in lin if c["points"] == widest]
+    if np.all(np.isfinite(T)) and len(x) >= 3:      # a quadratic needs three d
+        from scipy import stats
+
+        X = np.repeat(x, T.shape[1])
+        A = np.column_stack([np.ones_like(X), X, X ** 2])
+        coef, *_ = np.linalg.lstsq(A, T.ravel(), rcond=None)
+        r = T.ravel() - A @ coef
+        df = X.size - 3
+        cov = np.linalg.inv(A.T @ A) * (r @ r) / df
+        out["ols_quadratic"] = {"value": float(coef[2]), "ci95": float(stats.t.ppf(0.975, df) * np.sqrt(cov[2, 2])),
+                                "df": int(df)}
+    return out
+
+
+def grid_median_fits(T, pn, pd, seed=0, n_boot=N_BOOT):
+    """Scalings of the particle grid on medians (:func:`_scalings`'s four), with bootstrap intervals.
+
+    ``T``: (len(COMBOS), n, d, seeds).  A cell whose median is not reached (half or more censored)
+    leaves that fit (its point dropped; listed in ``dropped``).  Returns ``"<combo>/<quantity>"`` ->
+    ``{"value", "lo", "hi", "dropped"}``."""
+    out = {}
+    rng = np.random.default_rng(seed)
+    for c, (kernel, norm) in enumerate(COMBOS):
+        med = censored_median(T[c])
+        boot = _boot_medians(T[c], rng, n_boot)
+        boot[:, ~np.isfinite(med)] = np.inf     # a cell dropped from the fit stays dropped in every resample
+        fits = _scalings(med, pn, pd)
+        bfits = [_scalings(bm, pn, pd) for bm in boot]
+        for q, v in fits.items():
+            cells = ([(int(n), int(pd[-1])) for n in pn] if q in ("loglog_n", "vs_logn")
+                     else [(int(pn[-1]), int(dd)) for dd in pd])
+            dropped = [f"n={a}, d={b}" for (a, b), m in zip(cells, med[:, -1] if q in ("loglog_n", "vs_logn")
+                                                           else med[-1, :]) if not np.isfinite(m)]
+            lo, hi, _ = _quantiles([bf[q] for bf in bfits])
+            out[f"{combo_name(kernel, norm)}/{q}"] = {"value": float(v), "lo": lo, "hi": hi, "dropped": dropped}
+    return out
