@@ -13,11 +13,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from scipy import stats  # noqa: E402
 
 from studies._common import (  # noqa: E402
     REFUTED,
     REPRODUCED,
-    SHARPENED,
     fit_slope,
     markdown_table,
     mean_ci,  # noqa: E402
@@ -112,11 +112,13 @@ def _limit_claims(d, L):
 
     slopes = "; ".join(f"nu = {nus[a]:g}, t = {t[k]:g}: {fit(a, k)['w2_slope']:.3f} +- {fit(a, k)['w2_stderr']:.3f}"
                        for a in noisy for k in later)
-    in_band = all(-0.5 - 2 * fit(a, k)["w2_stderr"] <= fit(a, k)["w2_slope"] <= band + 2 * fit(a, k)["w2_stderr"]
+    # the fits are through len(ns) per-n means: 95 % Student-t quantile on len(ns) - 2 degrees of freedom
+    q = float(stats.t.ppf(0.975, len(ns) - 2))
+    in_band = all(-0.5 - q * fit(a, k)["w2_stderr"] <= fit(a, k)["w2_slope"] <= band + q * fit(a, k)["w2_stderr"]
                   for a in noisy for k in later)
     mmd_sl = "; ".join(f"nu = {nus[a]:g}, t = {t[k]:g}: {fit(a, k)['mmd_slope']:.3f} +- {fit(a, k)['mmd_stderr']:.3f}"
                        for a in noisy for k in later)
-    mmd_ok = all(abs(fit(a, k)["mmd_slope"] + 0.5) <= 2 * fit(a, k)["mmd_stderr"] + 0.05 for a in noisy for k in later)
+    mmd_ok = all(abs(fit(a, k)["mmd_slope"] + 0.5) <= q * fit(a, k)["mmd_stderr"] for a in noisy for k in later)
     # amplification of the sampling error, MMD^2 / E_iid pooled over n and seeds, and its trend in n
     j = len(t) - 1
     amp = {a: mean_ci((m2[a, :, :, j] / m2i[a, :, :, j]).ravel()) for a in range(len(nus))}
@@ -133,13 +135,14 @@ def _limit_claims(d, L):
     below, above = int(np.sum(rm + rh < 1)), int(np.sum(rm - rh > 1))
     amp_dec = all(amp[noisy[q]][0] < amp[0][0] for q in range(len(noisy)))
     amp_iid = [a for a in noisy if abs(amp[a][0] - 1) <= amp[a][1]]
-    flat = all(abs(trend[a].slope) <= 2 * trend[a].stderr + 0.05 for a in noisy)
+    inflated = any(m - h > 1 for m, h in amp.values())
+    flat = all(abs(trend[a].slope) <= q * trend[a].stderr for a in noisy)
     hyp = ("hypotheses: i.i.d. start from a smooth density, two zonal mean exp heads, beta = 1, nu < nu_c = "
            f"{L['nu_c']:.3f}, t <= {t[-1]:g}, the PDE resolved (lmax {L['lmax']}), SDE step {L['dt']:g}")
     claims = [
         ("H1 + H2 (MODEL.md 3-4): the PDE with nu > 0 is the mean-field limit of the noisy particles, and "
          f"W2(mu_n(t), rho(t)) ~ C n^(-1/2) up to logs ({hyp}; verdict: every slope in [-1/2, {band:.2f}] within "
-         "2 standard errors, the upper end the local slope of sqrt(log n / n))",
+         f"the 95 % t-interval ({len(ns) - 2} dof), the upper end the local slope of sqrt(log n / n))",
          f"slope of log mean W2 vs log n, n = {int(ns[0])}..{int(ns[-1])}, {w2.shape[2]} seeds per n (+- standard "
          f"error of the fit): {slopes}", "reproduced" if in_band else "refuted"),
         ("The same rate in the kernel distance (MMD, Sobolev s = 2; E MMD^2 = C / n exactly for i.i.d. samples)",
@@ -150,8 +153,11 @@ def _limit_claims(d, L):
          f"MMD^2 / E_iid MMD^2 at t = 0 (i.i.d. by construction): {amp0[0]:.2f} +- {amp0[1]:.2f}; at t = {t[j]:g}, "
          f"pooled over n and seeds (95 % CI): {amp_txt}; W2 / W2 of a fresh i.i.d. sample at t = {t[j]:g}: "
          + ", ".join(f"nu = {nus[a]:g}: {wr[a]:.2f}" for a in range(len(nus))),
-         "reproduced with sharpened hypotheses: the rate is n^(-1/2) but C is larger than the i.i.d. one by a "
-         + ("factor independent of n (no trend within 2 standard errors)" if flat else
+         ("refuted as stated (the i.i.d. value 1 lies below the 95 % CI at "
+          + ", ".join(f"nu = {nus[a]:g}" for a in range(len(nus)) if amp[a][0] - amp[a][1] > 1)
+          + "): the rate is n^(-1/2) but C is larger than the i.i.d. one by a " if inflated else
+          "reproduced: the i.i.d. value 1 is inside every 95 % CI; the measured C relative to the i.i.d. one is a ")
+         + (f"factor independent of n (no trend beyond the 95 % t-interval, {len(ns) - 2} dof)" if flat else
             "factor that still varies with n over this range (trend slopes above)")
          + " that shrinks as nu grows: the finite-n fluctuation is amplified by the unstable modes of the flow, "
            "which the noise damps (sigma_l falls by nu l (l+1))"
@@ -203,8 +209,6 @@ def _limit_notes(d, L):
 
 def _coverage(rows, key, ci):
     """``(k, p)``: how many rates lie within their 95 % interval of sigma_1, and P(at most k of m) if all are honest."""
-    from scipy import stats
-
     k = sum(abs(r[key] - r["sigma"]) <= r[ci] for r in rows)
     return int(k), float(stats.binom.cdf(k, len(rows), 0.95))
 
@@ -283,7 +287,7 @@ def _verdicts(s, L, d, part1_ok, p_cover, limit_claims):
                    for v in dt.values())      # upper end of the paired difference, relative to the fine value
     m2, m2i, j = d["limit_mmd2"], d["limit_mmd2_iid"], len(L["times"]) - 1
     amp = [mean_ci((m2[a, :, :, j] / m2i[a, :, :, j]).ravel()) for a in range(len(L["nus"]))]
-    inflated = any(m - h > 1 for m, h in amp)
+    inflated = any(m - h > 1 for m, h in amp)   # the literal reading fails where 1 lies below a 95 % CI
     return [
         ["sigma_1(nu) = sigma_1(0) - 2 nu (d sigma_1 / d nu = -l (l+1) = -2) and nu_c = c_1 / beta (MODEL.md 3)", hyp1,
          REPRODUCED if part1_ok else REFUTED,
@@ -296,7 +300,7 @@ def _verdicts(s, L, d, part1_ok, p_cover, limit_claims):
          "MODEL.md 3-4)", hyp2, REPRODUCED if w2_claim[2] == "reproduced" else REFUTED,
          f"{w2_claim[1]}; SDE step {L['dt']:g}"],
         ["Propagation of chaos taken literally: C equals the i.i.d. constant", hyp2,
-         SHARPENED if inflated else REPRODUCED,
+         REFUTED if inflated else REPRODUCED,   # no hypothesis is named under which C would be the i.i.d. one
          f"{const_claim[1]}; step check on paired Brownian paths (n = {int(L['n_values'][-1])}, t = "
          f"{L['times'][-1]:g}, {L['seeds']} seeds, paired difference +- 95 % t): {step}: "
          + (f"the step changes the amplification beyond its interval at nu = {', '.join(moved)}, by at most "
