@@ -210,7 +210,7 @@ class Spec:
     def names_arg(self, arg, message) -> bool:
         """Whether ``message`` names ``arg`` (or one of ``names[arg]``): a short token (``n``, ``d``, ``X``,
         ``nu``) only as a whole word, since as a substring it would be found in almost any message."""
-        return any(re.search(rf"(?<![A-Za-z0-9_]){re.escape(t)}(?![A-Za-z0-9_])", message) if len(t) <= 2
+        return any(re.search(rf"(?<![A-Za-z0-9_-]){re.escape(t)}(?![A-Za-z0-9_-])", message) if len(t) <= 2
                    else t in message for t in self.tokens_for(arg))
 
 

@@ -187,7 +187,7 @@ def test_a_short_name_counts_only_as_a_whole_word():
     # "n" as a substring is in nearly every message ("must be finite"): only "n = -1", "(n, d)" name it
     spec = R.Spec(fn=None, base=None, names={"text": ("n", "betas")})
     assert not spec.names_arg("text", "must be a finite unit vector; received 'x'")
-    assert not spec.names_arg("text", "n_quad must be positive")
+    assert not spec.names_arg("text", "n_quad must be positive") and not spec.names_arg("text", "a 3-n grid")
     assert spec.names_arg("text", "n must be an integer >= 2; received -1")
     assert spec.names_arg("text", "shape (n, d) expected") and spec.names_arg("text", "the betas are not sorted")
 
