@@ -424,7 +424,9 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
          + ", ".join(f"{_fmt_seed(w['mmd_adjusted']['top3'])} ({k})" for k, w in ws["w2"].items())
          + f" and the n = 10^6 point sits on the trend (claims: the referee's n = 10^6 row). {mmd_txt}"),
         ("MODEL.md 4: along the flow the error grows at most like e^(L t) (the e^(Lt)/sqrt(n) picture: crossing "
-         "time ~ log n / (2L))", hyp, REPRODUCED if grow_ok else OUTSIDE,
+         "time ~ log n / (2L)); a consistency check, not a test that could refute the bound: L is unknown and at "
+         "least sigma_max, so no measured rate exceeds every admissible L; what is tested is that the measured "
+         "growth is the linear instability's (rate in (0, sigma_max])", hyp, REPRODUCED if grow_ok else OUTSIDE,
          growth_txt + ("" if grow_ok else "; the interval is not below sigma_max: the nonlinear (clustering) regime "
                        "dominates the window") + "; " + cross_txt),
     ]
