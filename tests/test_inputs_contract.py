@@ -281,6 +281,8 @@ def test_perturbed_uniform_refuses_booleans_for_degrees_and_amplitudes():
 @pytest.mark.parametrize("check, value", [
     (lambda v: validate.unit_vector("x", v), [True, False, False]),
     (lambda v: validate.unit_vector("x", v), True),
+    (lambda v: validate.unit_vector("x", v), [1, True, 0]),          # numpy would make it the integers [1, 1, 0]
+    (lambda v: validate.unit_vectors("X", v), [[1.0, 0.0, 0.0], [0.0, True, 0.0]]),
     (lambda v: validate.unit_vectors("X", v), np.eye(3, dtype=bool)),
     (lambda v: validate.probability_weights("w", v, 1), np.array([True])),
 ])

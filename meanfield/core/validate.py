@@ -309,6 +309,11 @@ def complex_array(name, x, shape):
     return a
 
 
+def _holds_bool(x) -> bool:
+    """Whether a (nested) list or tuple holds a ``bool``: numpy casts ``[1, True, 0]`` to integers silently."""
+    return any(isinstance(v, (bool, np.bool_)) or (isinstance(v, (list, tuple)) and _holds_bool(v)) for v in x)
+
+
 def _float_or_none(x):
     """``x`` as a float64 array, or None for strings, booleans (``True`` is no coordinate), complex values
     (never cast: the imaginary part would be dropped), ragged or non-numeric data."""
@@ -316,7 +321,7 @@ def _float_or_none(x):
         return None
     try:
         raw = np.asarray(x)
-        if raw.dtype.kind in "cb":
+        if raw.dtype.kind in "cb" or (isinstance(x, (list, tuple)) and _holds_bool(x)):
             return None
         return raw.astype(np.float64, copy=False)
     except (TypeError, ValueError, OverflowError):
