@@ -23,7 +23,6 @@ from studies._common import (  # noqa: E402
 )
 
 MIN_SEEDS = 10
-SHIFT_BAND = (0.5, 1.5)     # measured gamma* - 1 against the finite-d shift log(n)/(2d): same order (ratio in band)
 
 
 def _key(r):
@@ -147,13 +146,16 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
     last = q[-1]
     ratio = (last["gamma_star_mean"] - 1.0) / last["finite_d_shift"]
     agree = all(r["annealed_agrees"] for r in q)
-    near = abs(last["gamma_star_mean"] - 1.0) <= 2 * last["finite_d_shift"] + last["gamma_star_half95"]
+    # the test: every n's interval meets the annealed closed form (gamma_c = 1 plus its finite-d shift, run.py);
+    # refuted if one does not; sharpened if the shift away from 1 is resolved at the largest n (gamma* - 1 above
+    # its 95 % half-width: the threshold is 1 only for d >> log n), reproduced if it is not
+    resolved = (last["gamma_star_mean"] - 1.0) > last["gamma_star_half95"]
     if s["seeds"] < MIN_SEEDS:
         v2 = OUTSIDE
-    elif not near:
+    elif not agree:
         v2 = REFUTED
     else:
-        v2 = SHARPENED if (agree and SHIFT_BAND[0] <= ratio <= SHIFT_BAND[1]) else REPRODUCED
+        v2 = SHARPENED if resolved else REPRODUCED
     verdicts.append(("the transition of the self-weight sits at gamma_c = 1/(1-rho) (= 1 for nearly orthogonal "
                      "random tokens, rho ~ 0)",
                      f"random tokens uniform on S^{s['d_query'] - 1} (cosines concentrated near rho = 0, within "
