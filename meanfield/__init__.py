@@ -15,6 +15,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       sinkhorn          the Sinkhorn scaling solve of doubly stochastic (Sinkhorn) attention
       funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2 (and on S^{d-1}, Gegenbauer basis)
       zonal             ZonalOperator (zonal heads in spherical harmonics) and required_lmax
+      bispherical       GeneralOperator: any head on S^2 as a bi-spherical-harmonic operator (MODEL.md section 8)
       sinkhorn          Sinkhorn scalings of one head (doubly stochastic attention): solve_scaling
       field_forces      the one per-head loop (kernel sums, then the normalization) of the PDE models
       sphere            SphereGrid(lmax): the only spherical-harmonic (ducc0/pyshtools) user
@@ -35,7 +36,8 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       schedules         heads that change with t (layers): HeadSchedule, integrate_schedule
       resolution        is a truncated density resolved: negative mass, spectral tail, the monitor
     models/     the two models
-      fastsum           spectral (Funk-Hecke) particle sums for zonal heads on S^2
+      fastsum           spectral (Funk-Hecke) particle sums for zonal heads on S^2, and spectral_sum (the choice)
+      generalsum        spectral particle sums for general heads on S^2 (bi-spherical operators), O(n)
       particles         ParticleSystem: the finite-n system in any dimension d
       continuum         ContinuumPDE: the mean-field continuity equation on S^2
       circle            CirclePDE: the mean-field PDE on S^1 in Fourier modes

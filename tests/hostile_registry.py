@@ -416,6 +416,9 @@ MODULES_NOT_FUZZED = {
     "meanfield.core.tableaux": "Butcher tableaux of SCHEMES, chosen by name through integrate(method=...)",
     "meanfield.core.validate": "the validators every entry of the suite calls; tested by test_validate.py",
     "meanfield.core.zonal": _TOP + " (required_lmax); ZonalOperator is built by the models",
+    "meanfield.core.bispherical": "the operators of general heads, built by the models (ParticleSystem with "
+                                  "summation='spectral', ContinuumPDE with general heads: fuzzed there); its own "
+                                  "functions are checked by test_bispherical.py",
     # models: the top-level models and their helpers
     "meanfield.models.axisymmetric": _TOP + " (AxisymmetricPDE and its protocol methods)",
     "meanfield.models.batched": "BatchedSystem and its protocol methods are covered (PROTOCOL_MODELS); the rest "
@@ -423,6 +426,8 @@ MODULES_NOT_FUZZED = {
     "meanfield.models.circle": _TOP + " (CirclePDE and its protocol methods)",
     "meanfield.models.continuum": _TOP + " (ContinuumPDE and its protocol methods)",
     "meanfield.models.fastsum": "the spectral particle sum chosen by ParticleSystem(summation=...) (fuzzed)",
+    "meanfield.models.generalsum": "the spectral particle sum of general heads, chosen by ParticleSystem(summation=...) "
+                                   "(fuzzed)",
     "meanfield.models.particles": _TOP + " (ParticleSystem and its protocol methods); check_tokens is the "
                                   "validator those entries exercise",
     # workflow: the jobs take validated configs; their inputs are the config loaders and main(argv)

@@ -113,7 +113,8 @@ def test_relu_converges_algebraically():
 
 
 def test_summation_switch():
-    """auto: spectral for zonal exp heads on S^2 at n >= SPECTRAL_MIN_N only; direct otherwise."""
+    """auto: spectral for exp heads on S^2 (zonal: Funk-Hecke; general: bi-spherical operators) at n >= SPECTRAL_MIN_N
+    only; direct otherwise."""
     exp_heads = scalar_heads([1.0], 3, beta=2.0)
     auto = ParticleSystem(exp_heads)
     assert auto.uses_spectral(SPECTRAL_MIN_N) and not auto.uses_spectral(SPECTRAL_MIN_N - 1)
@@ -122,7 +123,7 @@ def test_summation_switch():
     assert not ParticleSystem(scalar_heads([1.0], 3, kernel="relu")).uses_spectral(10**6)
     assert not ParticleSystem(exp_heads, geometry="flat").uses_spectral(10**6)
     assert not ParticleSystem(scalar_heads([1.0], 4)).uses_spectral(10**6)
-    assert not ParticleSystem((Head(np.diag([1.0, 2.0, 3.0]), np.eye(3)),)).uses_spectral(10**6)
+    assert ParticleSystem((Head(np.diag([1.0, 2.0, 3.0]), np.eye(3)),)).uses_spectral(10**6)   # general heads too
     # i_l(1e4) overflows: softmax heads at beta = 1e4 stay direct (mean ones are refused outright)
     assert not ParticleSystem(scalar_heads([1.0], 3, beta=1e4, normalization="softmax")).uses_spectral(10**6)
     with pytest.raises(ValueError, match=r"beta \* \|M\|_2 must be <= 700"):
@@ -151,7 +152,7 @@ def test_bad_summation_arguments(bad):
 @pytest.mark.parametrize("kw, match", [
     (dict(heads=scalar_heads([1.0], 4)), "d = 3"),
     (dict(heads=scalar_heads([1.0], 3), geometry="flat"), "sphere"),
-    (dict(heads=(Head(np.diag([1.0, 2.0, 3.0]), np.eye(3)),)), "zonal"),
+    (dict(heads=(Head(np.diag([1.0, 2.0, 3.0]), np.eye(3), kernel="relu"),)), "no lmax rule"),
     (dict(heads=scalar_heads([1.0], 3, kernel="relu")), "no lmax rule"),
 ])
 def test_spectral_unavailable_raises(kw, match):

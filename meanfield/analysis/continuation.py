@@ -87,8 +87,14 @@ def tangent(Fu, Fp, previous=None):
     return -t if t @ ref < 0 else t
 
 
-def _correct(F, jacobian, u, p, t, u_hat, p_hat, tol, maxiter):
-    """Newton on the bordered system; returns (u, p, converged, iterations)."""
+def _correct(F, jacobian, u, p, t, u_hat, p_hat, tol, maxiter, radius=np.inf):
+    """Newton on the bordered system; returns (u, p, converged, iterations).
+
+    ``radius``: the longest Newton step (longer ones are shortened to it).  Near a branch point the bordered
+    system is nearly singular and an undamped step can throw the iterate far off, to another branch or out of
+    ``F``'s domain (a negative ``beta``), depending on round-off; :func:`_locate` caps the steps at its segment's
+    length so that its corrections stay near the branch it follows.
+    """
     for it in range(1, maxiter + 1):
         r = np.append(F(u, p), t[:-1] @ (u - u_hat) + t[-1] * (p - p_hat))
         Fu, Fp = jacobian(u, p)
@@ -97,6 +103,9 @@ def _correct(F, jacobian, u, p, t, u_hat, p_hat, tol, maxiter):
             step = np.linalg.solve(A, -r)
         except np.linalg.LinAlgError:
             return u, p, False, it
+        size = np.linalg.norm(step)
+        if size > radius:
+            step *= radius / size
         u, p = u + step[:-1], p + step[-1]
         if np.abs(step).max() <= tol * max(1.0, np.abs(u).max()):
             if np.abs(F(u, p)).max() <= 1e3 * tol * max(1.0, np.abs(u).max()):
@@ -197,7 +206,7 @@ def _locate(F, jacobian, u, p, t, ds, tol, tol_s, kind, index):
     def solve(s):
         if s not in cache:
             un, pn, ok, _ = _correct(F, jacobian, u + s * t[:-1], p + s * t[-1], t, u + s * t[:-1], p + s * t[-1],
-                                     tol, 20)
+                                     tol, 40, radius=ds)
             failed[0] |= not ok and kind == "fold"   # at a branch point the bordered system is singular
             Fu, Fp = jacobian(un, pn)
             cache[s] = (un, pn, Fu, Fp)

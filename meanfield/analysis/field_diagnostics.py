@@ -115,14 +115,15 @@ def attention_entropy(pde: ContinuumPDE, rho_lm, rho=None):
     (<= 0, -> 0 as rho concentrates).  For zonal heads it is spectral
     (:meth:`meanfield.core.zonal.ZonalOperator.entropies`): ``H = log Z - Q / Z`` with the
     multipliers ``c[k]`` and ``c[k log k]`` (exp: ``4 pi i_l(a)`` and ``4 pi beta lambda i_l'(a)``,
-    ``a = beta lambda``); otherwise quadrature on the grid.  Heads whose kernel can vanish (ReLU)
+    ``a = beta lambda``); for general heads on the spectral path by their operators
+    (:meth:`meanfield.ContinuumPDE.attention_entropies`); otherwise quadrature on the grid.  Heads whose kernel can vanish (ReLU)
     give NaN.
     """
     rho_lm = _coefficients(pde, rho_lm)
     g = pde.grid
     rho = g.synthesis(rho_lm) if rho is None else rho
     out = np.full(len(pde.heads), np.nan)
-    if pde.zonal:
+    if pde.zonal or pde.general is not None:
         H = pde.attention_entropies(rho_lm)            # Sinkhorn heads: the entropy of p = a k a
         for h, head in enumerate(pde.heads):
             if KERNELS[head.kernel].positive:

@@ -41,8 +41,9 @@ SUMMATIONS = ("auto",) + SUMMATION_PATHS
 """``ParticleSystem(summation=...)``: a path, or ``"auto"`` (chosen by heads and size)."""
 
 CONTINUUM_METHODS = ("auto", "spectral", "quadrature")
-"""``ContinuumPDE(method=...)``: how the PDE's velocity is computed: Funk-Hecke multipliers (zonal heads),
-quadrature on the grid, or ``"auto"`` (spectral when every head is zonal)."""
+"""``ContinuumPDE(method=...)``: how the PDE's velocity is computed: spectrally (Funk-Hecke multipliers for zonal
+heads, bi-spherical operators for any other heads; ``"auto"`` is the same), or by direct quadrature over the grid
+nodes (the O(nodes^2) reference)."""
 
 SWEEP_MODES = ("grid", "list")
 """Sweep files: Cartesian product of the parameter lists, or their zip."""

@@ -54,8 +54,9 @@ import numpy as np
 
 from . import cost, validate
 
-__all__ = ["SphereGrid", "PointSet", "to_real", "from_real", "cartesian_to_angles", "nalm_for", "lm_indices",
-           "to_lm_table", "from_lm_table"]
+__all__ = ["SphereGrid", "PointSet", "NodeTransforms", "to_real", "from_real", "cartesian_to_angles", "nalm_for",
+           "lm_indices", "to_lm_table", "from_lm_table", "to_real_basis", "from_real_basis", "resize_coefficients",
+           "legendre_table"]
 
 _SHT = ducc0.sht.experimental
 _GEOM = "GL"
@@ -93,6 +94,61 @@ def from_real(v):
     if a.ndim != 1 or a.size % 2 or np.iscomplexobj(a):
         raise ValueError(f"v must be a real 1-d array of even length; received dtype {a.dtype}, shape {a.shape}")
     return np.ascontiguousarray(a, dtype=np.float64).view(np.complex128)
+
+
+def to_real_basis(f_lm, lmax):
+    r"""Coefficients (..., nalm) -> their coordinates (..., (lmax+1)^2) in the real orthonormal basis.
+
+    The basis is ``Y_l0``, ``sqrt 2 Re Y_lm`` and ``-sqrt 2 Im Y_lm`` (``m > 0``); the coordinates are
+    ``(f_l0, sqrt 2 Re f_lm, sqrt 2 Im f_lm)``: the layout's ``nalm`` real parts (scaled) followed by the
+    imaginary parts of the ``m > 0`` entries.  Both a field's coefficients (:meth:`SphereGrid.analysis`) and
+    the coefficients of a weighted measure (:meth:`PointSet.adjoint`, ``sum_j w_j conj(Y_lm(x_j))``) map to
+    the coordinates in that basis, so a real matrix acting on them is an operator between real fields
+    (:mod:`meanfield.core.bispherical`).
+    """
+    a = np.asarray(f_lm)
+    nalm = nalm_for(lmax)
+    if a.shape[-1:] != (nalm,):
+        raise ValueError(f"f_lm must have shape (..., {nalm}) for lmax = {lmax}; received shape {a.shape}")
+    s = np.full(nalm, np.sqrt(2.0))
+    s[:lmax + 1] = 1.0                                  # m = 0 comes first in the layout
+    return np.concatenate([a.real * s, np.sqrt(2.0) * a.imag[..., lmax + 1:]], axis=-1)
+
+
+def from_real_basis(r, lmax):
+    """Inverse of :func:`to_real_basis`: real coordinates (..., (lmax+1)^2) -> complex coefficients (..., nalm)."""
+    r = np.asarray(r, dtype=np.float64)
+    nalm = nalm_for(lmax)
+    if r.shape[-1:] != ((lmax + 1) ** 2,):
+        raise ValueError(f"r must have shape (..., {(lmax + 1) ** 2}) for lmax = {lmax}; received shape {r.shape}")
+    out = np.empty(r.shape[:-1] + (nalm,), np.complex128)
+    out.real[..., :lmax + 1] = r[..., :lmax + 1]
+    out.real[..., lmax + 1:] = r[..., lmax + 1:nalm] / np.sqrt(2.0)
+    out.imag[..., :lmax + 1] = 0.0
+    out.imag[..., lmax + 1:] = r[..., nalm:] / np.sqrt(2.0)
+    return out
+
+
+def resize_coefficients(f_lm, lmax_from, lmax_to):
+    """Coefficients (..., nalm) of degree ``lmax_from`` truncated or zero-padded to degree ``lmax_to``."""
+    a = np.asarray(f_lm)
+    if lmax_from == lmax_to:
+        return a
+    lf, mf = lm_indices(lmax_from)
+    keep = lf <= lmax_to
+    out = np.zeros(a.shape[:-1] + (nalm_for(lmax_to),), np.complex128)
+    out[..., (mf[keep] * (2 * lmax_to + 1 - mf[keep])) // 2 + lf[keep]] = a[..., keep]
+    return out
+
+
+def legendre_table(lmax, theta):
+    """``Y_lm(theta, 0)`` (real: the normalized associated Legendre functions with the Condon-Shortley
+    phase), shape (nalm, len(theta)), in this module's layout (scipy's ``sph_harm_y``)."""
+    from scipy.special import sph_harm_y
+
+    l_index, m_index = lm_indices(lmax)
+    theta = np.asarray(theta, dtype=np.float64)
+    return sph_harm_y(l_index[:, None], m_index[:, None], theta[None, :], 0.0).real
 
 
 def lm_indices(lmax):
@@ -704,4 +760,39 @@ class PointSet:
         np.multiply(gt, self._sp, out=out_y)
         gp *= self._cp
         out_y += gp                           # a sp + gp cp
+        return out
+
+
+class NodeTransforms:
+    """Transforms of degree ``lmax`` (any, unrelated to the grid's own) on the nodes of a :class:`SphereGrid`.
+
+    ``adjoint(f)`` is the quadrature ``sum_nodes w f conj(Y_lm)`` (the coefficients of ``f`` when the
+    integrand is within the grid's exactness, and otherwise exactly the node sum a quadrature path forms);
+    ``synthesis(f_lm)`` the values of a degree-``lmax`` field at the nodes.  The sources and outputs of the
+    bi-spherical operators of general heads on a PDE grid (:mod:`meanfield.core.bispherical`).
+    """
+
+    def __init__(self, grid, lmax):
+        if not isinstance(grid, SphereGrid):
+            raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
+        self.grid, self.lmax = grid, validate.integer("lmax", lmax, 0)
+        self.nalm = nalm_for(self.lmax)
+        mstart = np.array([m * (2 * self.lmax + 1 - m) // 2 for m in range(self.lmax + 1)], dtype=np.uintp)
+        self._kw = dict(lmax=self.lmax, mmax=self.lmax, mstart=mstart, nthreads=grid.nthreads)
+
+    def adjoint(self, f):
+        """``sum_nodes w f conj(Y_lm)`` of grid values ``f`` (nlat, nlon), shape (nalm,)."""
+        f = self.grid._grid(f)
+        out = np.empty(self.nalm, np.complex128)
+        _SHT.adjoint_synthesis_2d(map=f[None], spin=0, geometry=_GEOM, alm=out[None],
+                                  ringfactor=self.grid.ring_weights, **self._kw)
+        return out
+
+    def synthesis(self, f_lm):
+        """Values of a degree-``lmax`` field (nalm,) at the nodes, shape (nlat, nlon)."""
+        a = np.asarray(f_lm, dtype=np.complex128)
+        if a.shape != (self.nalm,):
+            raise ValueError(f"f_lm must have shape ({self.nalm},) for lmax = {self.lmax}; received shape {a.shape}")
+        out = np.empty(self.grid.shape)
+        _SHT.synthesis_2d(alm=a[None], spin=0, geometry=_GEOM, map=out[None], **self._kw)
         return out

@@ -8,8 +8,12 @@ with, in the zonal case (``M_h = V_h = lambda_h I``), the potential
 ``grad N_h = int k_h V_h P_x y rho``) and ``D_h = 1`` (mean) or
 ``D_h = Z_h = int k_h(lambda_h <x, y>) rho(y) dy`` (softmax).  Zonal heads are diagonal in
 spherical harmonics (Funk-Hecke): ``N_h`` and ``Z_h`` cost one multiply per coefficient.
-General heads (any ``M_h``, ``V_h``) use quadrature on the grid nodes, exact to quadrature
-accuracy, through the same kernel sums as the particle system.
+General heads (any ``M_h``, ``V_h``) use their bi-spherical operators (MODEL.md section 8,
+:class:`meanfield.core.bispherical.GeneralOperator`, degree from ``kernel_tol``): the sources are the node
+sums of ``rho`` and ``rho y_c`` on the grid, the aggregates are synthesized at the nodes, so the velocity is
+the quadrature path's to the kernel's truncation; heads with mean normalization, symmetric ``M`` and
+``V = c M`` take ``X = c grad N`` with ``N = A_K rho`` truncated at ``lmax``, whose energy identity holds to
+round-off as for zonal heads.  ``method="quadrature"`` keeps the direct node sums as a checked reference.
 
 The state is the real view (:func:`meanfield.core.sphere.to_real`) of the coefficients ``rho_lm``
 up to ``lmax``.  Products are formed on the dealiased grid (``3/2`` rule), so for mean
@@ -26,11 +30,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import validate
+from ..core.bispherical import GeneralOperator, NodeSources, kernel_degree, operator_norm
 from ..core.choices import CONTINUUM_METHODS
 from ..core.field_forces import ScalingCache, check_solved_heads, field_scalings, field_velocity
-from ..core.heads import check_exp_range, check_heads
+from ..core.heads import Head, check_exp_range, check_heads
+from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
-from ..core.sphere import SphereGrid, from_real, to_real
+from ..core.sphere import NodeTransforms, SphereGrid, from_real, to_real
 from ..core.sums import aggregate, pair_sum
 from ..core.zonal import GridSpace, ZonalOperator, truncation_level
 
@@ -51,7 +57,7 @@ class ContinuumPDE:
     ----------
     heads : sequence of Head
         Heads of dimension 3.  If every head is zonal (``M = V = lambda I``) the spectral
-        Funk-Hecke path is used, otherwise grid quadrature.
+        Funk-Hecke path is used, otherwise the heads' bi-spherical operators.
     lmax : int
         Spectral truncation degree (>= 2).
     nu : float
@@ -59,12 +65,17 @@ class ContinuumPDE:
     kernel_tol : float
         Warn (:class:`KernelResolutionWarning`) when the first neglected Funk-Hecke multiplier
         of a zonal kernel, relative to the largest, exceeds this; raise ``ValueError`` above 1e-2.
+        General heads: the tolerance of their operators' degree rule
+        (:func:`meanfield.core.bispherical.kernel_degree`, floored at 1e-14; kernels without a rule, ReLU,
+        are refused on the operator path: use ``method="quadrature"``), and the same check of
+        ``lmax`` for potential heads (at ``lambda = |M|_2``).
     nthreads : int
         Threads for the spherical-harmonic transforms (1 is fastest below lmax ~ 127).
     chunk_bytes : int
-        Work space of the quadrature path (general heads).
+        Work space of the quadrature path.
     method : {"auto", "spectral", "quadrature"}
-        ``"auto"``: spectral (Funk-Hecke) when every head is zonal, else quadrature on the grid.
+        ``"auto"`` and ``"spectral"``: Funk-Hecke multipliers when every head is zonal, else bi-spherical
+        operators; ``"quadrature"``: direct sums over the grid nodes (O(nodes^2), the reference).
     sinkhorn_tol : float
         Marginal tolerance of the Sinkhorn scalings ``a(x) int k(<x, y>) a(y) rho(y) dy = 1`` of Sinkhorn
         heads (MODEL.md section 6; solved on the grid, :meth:`scalings` reports the error reached).
@@ -84,6 +95,7 @@ class ContinuumPDE:
     grid: SphereGrid = field(init=False)
     zonal: bool = field(init=False)
     operator: ZonalOperator | None = field(init=False)
+    general: GeneralOperator | None = field(init=False)
 
     def __post_init__(self):
         heads = check_heads(self.heads)
@@ -100,10 +112,33 @@ class ContinuumPDE:
         set_("grid", SphereGrid.dealiased(self.lmax, nthreads=self.nthreads))
         validate.choice("method", self.method, CONTINUUM_METHODS)
         all_zonal = all(h.is_zonal for h in heads)
-        if self.method == "spectral" and not all_zonal:
-            raise ValueError("method 'spectral' needs zonal heads (M = V = lambda I); received a non-zonal head")
         set_("zonal", all_zonal and self.method != "quadrature")
-        check_solved_heads(heads, self.zonal)
+        set_("general", None)
+        if not all_zonal and self.method != "quadrature":
+            solving = [i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local]
+            if solving:
+                raise ValueError(f"heads {solving} have normalization {heads[solving[0]].normalization!r}, which the "
+                                 f"continuum's operator path (non-zonal heads) does not support; use zonal heads, or "
+                                 f"the particle system (summation='spectral' serves it for any heads)")
+            tol = max(float(self.kernel_tol), 1e-14)
+            L = 2
+            for i, h in enumerate(heads):
+                Li = kernel_degree(h, tol, where=f"heads[{i}]")
+                if Li is None:
+                    raise ValueError(f"heads[{i}] needs an operator degree above the cap at kernel_tol = {tol:.0e} "
+                                     f"(beta |M|_2 = {h.beta * operator_norm(h):.4g}); use a larger kernel_tol or "
+                                     f"method='quadrature'")
+                L = max(L, Li)
+            op = GeneralOperator(heads, L, nthreads=self.nthreads, tolerance=tol)
+            for i, (h, c) in enumerate(zip(heads, op.scales)):
+                if c is not None and operator_norm(h) > 0:      # X = c grad N, N truncated at lmax
+                    lam = operator_norm(h)
+                    sur = Head(lam * np.eye(3), lam * np.eye(3), beta=h.beta, kernel=h.kernel,
+                               kernel_params=dict(h.kernel_params))
+                    self._check_tail(h, truncation_level(sur, self.lmax, where=f"heads[{i}]"))
+            set_("general", op)
+            set_("_transforms", NodeTransforms(self.grid, L))
+        check_solved_heads(heads, self.zonal or self.general is not None)
         set_("_scaling_cache", ScalingCache())
         if self.zonal:
             for i, h in enumerate(heads):  # the first neglected potential multiplier (Funk-Hecke)
@@ -120,12 +155,13 @@ class ContinuumPDE:
         set_("_w", self.grid.weights.reshape(-1))
 
     def _check_tail(self, head, tail):
+        lam = head.scalar if head.is_zonal else f"|M|_2 = {operator_norm(head):.4g}"
         if tail > 1e-2:
             raise ValueError(f"lmax = {self.lmax} is far too small for a {head.kernel} head with lambda = "
-                             f"{head.scalar} and beta = {head.beta}: the first neglected Funk-Hecke "
+                             f"{lam} and beta = {head.beta}: the first neglected Funk-Hecke "
                              f"multiplier is {tail:.1e} of the largest (allowed <= 1e-2)")
         if tail > self.kernel_tol:
-            warnings.warn(f"lmax = {self.lmax} truncates the {head.kernel} kernel (lambda = {head.scalar}, "
+            warnings.warn(f"lmax = {self.lmax} truncates the {head.kernel} kernel (lambda = {lam}, "
                           f"beta = {head.beta}): its first neglected Funk-Hecke multiplier (degree lmax + 1) is "
                           f"{tail:.1e} of its largest, above kernel_tol = {self.kernel_tol:.0e}; raise lmax (or "
                           f"kernel_tol) to silence this", KernelResolutionWarning,
@@ -202,6 +238,14 @@ class ContinuumPDE:
                     err[h] = res.error
             N_lm = [g.multiply_degree(rho_lm, m["potential"]) for m in self.operator.multipliers]
             return {"rho": rho, "X": X, "N_lm": N_lm, "D": D, "sinkhorn_error": err}
+        if self.general is not None:
+            info = {}
+            v = self.general.velocity(self._sources(rho), details=info)
+            for h, Dh in enumerate(info["D"]):
+                if Dh is not None:
+                    D[h] = Dh.reshape(g.shape)
+            return {"rho": rho, "X": g.from_cartesian(v.reshape(g.shape + (3,))), "N_lm": None, "D": D,
+                    "sinkhorn_error": err}
         W = rho.reshape(-1) * self._w
         U = np.zeros_like(self._nodes)
         for h, head in enumerate(self.heads):
@@ -210,6 +254,10 @@ class ContinuumPDE:
             D[h] = nrm.reshape(g.shape)
         return {"rho": rho, "X": g.from_cartesian(U.reshape(g.shape + (3,))), "N_lm": None, "D": D,
                 "sinkhorn_error": err}
+
+    def _sources(self, rho):
+        """The density ``rho`` (nlat, nlon) as the sources of the general heads' operators (a fresh space)."""
+        return NodeSources(self._transforms, rho)
 
     def _solve_options(self, rho):
         return dict(rho=rho, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter, cache=self._scaling_cache)
@@ -226,12 +274,22 @@ class ContinuumPDE:
                               **self._solve_options(g.synthesis(rho_lm)))
 
     def attention_entropies(self, rho_lm):
-        """Zonal path: relative attention entropies ``H_h(x) = -int p_h log p_h rho(y) dy`` on the grid, (H, nlat,
-        nlon) (:meth:`meanfield.core.zonal.ZonalOperator.entropies`; Sinkhorn heads: ``p = a k a``)."""
-        if not self.zonal:
-            raise ValueError("attention_entropies needs the zonal (spectral) path; the quadrature path sums them "
-                             "by meanfield.core.sums.entropy_rows")
+        """Spectral paths: relative attention entropies ``H_h(x) = -int p_h log p_h rho(y) dy`` on the grid, (H, nlat,
+        nlon) (:meth:`meanfield.core.zonal.ZonalOperator.entropies`; Sinkhorn heads: ``p = a k a``; general heads:
+        ``log Z - Q / Z`` by their operators); NaN for kernels that can vanish."""
         g = self.grid
+        if self.general is not None:
+            rho_lm = g._alm(rho_lm, "rho_lm")
+            space = self._sources(g.synthesis(rho_lm))
+            H = np.full((len(self.heads),) + g.shape, np.nan)
+            for i, h in enumerate(self.heads):
+                if KERNELS[h.kernel].positive:
+                    Z = self.general.head_sums(i, space).apply(None)
+                    H[i] = (np.log(Z) - self.general.entropy_sums(i, space) / Z).reshape(g.shape)
+            return H
+        if not self.zonal:
+            raise ValueError("attention_entropies needs a spectral path (method 'auto' or 'spectral'); the "
+                             "quadrature path sums them by meanfield.core.sums.entropy_rows")
         rho_lm = g._alm(rho_lm, "rho_lm")
         return self.operator.entropies(rho_lm, GridSpace(g), **self._solve_options(g.synthesis(rho_lm)))
 
@@ -302,6 +360,9 @@ class ContinuumPDE:
             return np.array([0.5 * g.inner(rho_lm, g.multiply_degree(rho_lm, m["potential"])) if res is None
                              else -g.integrate(np.log(res.a) * rho) / h.beta
                              for h, m, res in zip(self.heads, self.operator.multipliers, scalings)])
+        if self.general is not None:
+            space = self._sources(g.synthesis(rho_lm))
+            return np.array([self.general.energy(i, space) for i in range(len(self.heads))])
         W = g.synthesis(rho_lm).reshape(-1) * self._w
         return np.array([pair_sum(h, self._nodes, W, self.chunk_bytes) for h in self.heads])
 

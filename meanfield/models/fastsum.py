@@ -49,26 +49,35 @@ from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sphere import PointSet, SphereGrid
 from ..core.sums import LastScalings
 from ..core.zonal import PointSpace, ZonalOperator, has_lmax_rule, no_lmax_rule, required_lmax
+from .generalsum import GeneralSpectralSum
 
-__all__ = ["SpectralSum", "spectral_supported"]
+__all__ = ["SpectralSum", "spectral_supported", "spectral_sum"]
 
 
 def spectral_supported(heads, geometry="sphere", lmax=None):
     """Why spectral summation does not apply (a message), or ``None`` when it does: d = 3, the
-    sphere, zonal heads, and (when ``lmax`` is not given) kernels with an lmax rule.  Never raises
-    for valid heads."""
+    sphere, and (when ``lmax`` is not given) kernels with an lmax rule.  Zonal heads use the Funk-Hecke
+    multipliers (:class:`SpectralSum`), any other heads the bi-spherical operators
+    (:class:`meanfield.models.generalsum.GeneralSpectralSum`).  Never raises for valid heads."""
     heads = check_heads(heads)
     if heads[0].dim != 3:
-        return f"spectral summation needs d = 3 (tokens on S^2); received d = {heads[0].dim}"
+        return (f"spectral summation needs d = 3 (tokens on S^2: spherical harmonics); received d = {heads[0].dim} "
+                f"(the direct sums serve any d)")
     if geometry != "sphere":
         return f"spectral summation needs geometry 'sphere'; received {geometry!r}"
-    if not all(h.is_zonal for h in heads):
-        return "spectral summation needs zonal heads (M = V = lambda I); received a non-zonal head"
     if lmax is None:
         for i, h in enumerate(heads):
             if not has_lmax_rule(h):
                 return no_lmax_rule(i, h)
     return None
+
+
+def spectral_sum(heads, tolerance=1e-10, lmax=None, nthreads=1, **solve):
+    """The spectral sum of ``heads``: :class:`SpectralSum` (Funk-Hecke) when every head is zonal, else
+    :class:`meanfield.models.generalsum.GeneralSpectralSum` (bi-spherical operators); the same public methods."""
+    heads = check_heads(heads)
+    cls = SpectralSum if all(h.is_zonal for h in heads) else GeneralSpectralSum
+    return cls(heads, tolerance, lmax=lmax, nthreads=nthreads, **solve)
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,6 +121,9 @@ class SpectralSum:
     def __post_init__(self):
         heads = check_heads(self.heads)
         why = spectral_supported(heads, lmax=self.lmax)
+        if why is None and not all(h.is_zonal for h in heads):
+            why = ("SpectralSum needs zonal heads (M = V = lambda I); received a non-zonal head (use spectral_sum, "
+                   "which takes GeneralSpectralSum for general heads)")
         if why is not None:
             raise ValueError(why)
         tol = validate.real("tolerance", self.tolerance, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")

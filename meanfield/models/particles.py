@@ -41,8 +41,7 @@ from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult
 from ..core.sums import DirectSums, LastScalings, pair_sum, row_chunks
-from ..core.zonal import required_lmax
-from .fastsum import SpectralSum, spectral_supported
+from .fastsum import spectral_sum, spectral_supported
 
 SPECTRAL_MIN_N = 2000
 """Smallest n for which ``summation="auto"`` uses the spectral sum.  Measured (benchmarks/RESULTS.md):
@@ -134,9 +133,11 @@ class ParticleSystem:
         Work-space budget for one block of score-matrix rows.
     summation : {"auto", "direct", "spectral"}
         How velocities, aggregates and energies are summed: ``"direct"`` (pairwise, any heads),
-        ``"spectral"`` (:class:`meanfield.models.fastsum.SpectralSum`: d = 3, sphere, zonal heads whose
-        kernels have an lmax rule, e.g. exp and sigmoid; ``ValueError`` otherwise) or ``"auto"``:
-        spectral when it applies, ``tolerance`` is reachable and ``n >= SPECTRAL_MIN_N``.
+        ``"spectral"`` (d = 3, sphere, any heads whose kernels have an lmax rule, e.g. exp and sigmoid, or an
+        explicit ``lmax``; ``ValueError`` otherwise: :class:`meanfield.models.fastsum.SpectralSum` for zonal
+        heads, :class:`meanfield.models.generalsum.GeneralSpectralSum`, bi-spherical operators, for any other
+        ``M_h``, ``V_h``) or ``"auto"``: spectral when it applies, ``tolerance`` is reachable and
+        ``n >= SPECTRAL_MIN_N``.
         :meth:`energy_gradients` and :meth:`energy_rates` are always direct.  Every direct path is
         refused up front (:meth:`check_direct`) when estimated to exceed :data:`DIRECT_TIME_LIMIT_S`.
     tolerance : float
@@ -152,8 +153,8 @@ class ParticleSystem:
         noiseless drift; :func:`meanfield.solve_particles` integrates the SDE
         (:mod:`meanfield.core.sde`) when ``nu > 0``.
     lmax : int, optional
-        Degree of the spectral sums (None: :func:`meanfield.required_lmax` of the heads at
-        ``tolerance``).  Kernels without an lmax rule (ReLU) need it for ``summation="spectral"``;
+        Degree of the spectral sums (None: :func:`meanfield.required_lmax` of zonal heads at
+        ``tolerance``, :func:`meanfield.models.generalsum.general_degree` of general ones).  Kernels without an lmax rule (ReLU) need it for ``summation="spectral"``;
         the degree in use is :attr:`spectral_lmax`.
     sinkhorn_tol : float
         Marginal tolerance of the Sinkhorn scalings of ``normalization="sinkhorn"`` heads
@@ -203,14 +204,12 @@ class ParticleSystem:
             why = spectral_supported(self.heads, self.geometry, lmax=self.lmax)
             if why is not None:
                 raise ValueError(f"summation 'spectral' is not available: {why}")
-            spectral = SpectralSum(self.heads, tol, lmax=self.lmax, nthreads=self.nthreads, **solve)
+            spectral = spectral_sum(self.heads, tol, lmax=self.lmax, nthreads=self.nthreads, **solve)
         elif self.summation == "auto" and spectral_supported(self.heads, self.geometry, lmax=self.lmax) is None:
-            try:                                     # beta |lambda| beyond float64 range: stay direct
-                lmax = required_lmax(self.heads, tol) if self.lmax is None else self.lmax
+            try:                 # beta |lambda| beyond float64 range, a degree beyond the cap: stay direct
+                spectral = spectral_sum(self.heads, tol, lmax=self.lmax, nthreads=self.nthreads, **solve)
             except ValueError:
-                lmax = None
-            spectral = None if lmax is None else SpectralSum(self.heads, tol, lmax=lmax, nthreads=self.nthreads,
-                                                             **solve)
+                spectral = None
         object.__setattr__(self, "_spectral", spectral)
         object.__setattr__(self, "_last", LastScalings())
 
@@ -328,7 +327,7 @@ class ParticleSystem:
         if cost["seconds"] > limit_s:
             spectral = self.spectral is not None or spectral_supported(self.heads, self.geometry) is None
             fix = ("summation='spectral' (or 'auto', the spectral sums from n = SPECTRAL_MIN_N on), fewer tokens"
-                   if spectral else "fewer tokens (these heads have no spectral path: zonal heads on S^2 only)")
+                   if spectral else "fewer tokens (these heads have no spectral path: d = 3 on the sphere only)")
             at_least = "at least " if lower_bound else ""
             steps_text = (f" + {int(steps)} steps x {STEP_OVERHEAD_S:.2g} s of per-step overhead (STEP_OVERHEAD_S)"
                           if steps else "")

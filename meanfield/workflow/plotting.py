@@ -57,7 +57,7 @@ def describe(ds: xr.Dataset) -> str:
     """One line with the run's parameters (for titles)."""
     cfg = _config(ds)
     heads = cfg["heads"]
-    lam = ", ".join(f"{h['lam']:g}" for h in heads)
+    lam = ", ".join(f"{h['lam']:g}" if "lam" in h else "general" for h in heads)
     beta = ", ".join(f"{h['beta']:g}" for h in heads)
     kinds = sorted({f"{h['kernel']}/{h['normalization']}" for h in heads})
     return (f"{len(heads)} head(s): lambda = ({lam}), beta = ({beta}), {', '.join(kinds)}; "
@@ -260,7 +260,11 @@ def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
     fig = Figure(figsize=(7.5, 4.6), layout="constrained")
     ax = fig.add_subplot()
     total, skipped = np.zeros(ell.size), []
+    general = []
     for h, head in enumerate(cfg["heads"]):
+        if "lam" not in head:                 # M and V given: the closed forms are those of zonal heads
+            general.append(h)
+            continue
         if "growth_rate" not in KERNELS[head["kernel"]].closed_forms:
             skipped.append(h)
             continue
@@ -269,7 +273,7 @@ def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
         ax.plot(ell, s, "o-", ms=3, lw=1, label=f"head {h}: lambda {head['lam']:g}, beta {head['beta']:g}, "
                 f"{head['normalization']}")
     shown = lmax
-    if len(skipped) < len(cfg["heads"]):
+    if len(skipped) + len(general) < len(cfg["heads"]):
         ax.plot(ell, total, "s-", color="k", ms=4, lw=1.5, label="sum over heads")
         best = int(ell[np.argmax(total)])
         big = np.flatnonzero(np.abs(total) >= 1e-3 * np.abs(total).max())
@@ -277,13 +281,16 @@ def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
         ax.axvline(best, color="0.5", ls=":", label=f"most unstable degree l* = {best}")
         ax.legend(fontsize=8)
     else:
-        ax.text(0.5, 0.5, "no heads with closed-form growth rates (exp kernels)", ha="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no heads with closed-form growth rates (zonal exp heads)", ha="center",
+                transform=ax.transAxes)
     ax.set_xlim(0.5, shown + 0.5)
     ax.axhline(0, color="0.3", lw=0.6)
     ax.set_xlabel("spherical-harmonic degree l")
     ax.set_ylabel("growth rate sigma_l (1 / time)")
     ax.grid(True, alpha=0.3)
     note = f"; ReLU heads {skipped} left out (no closed form)" if skipped else ""
+    if general:
+        note += f"; general heads {general} left out (closed forms for zonal heads only)"
     if shown < lmax:
         note += f"; degrees {shown + 1}..{lmax} (below 1e-3 of the peak) not shown"
     ax.set_title(f"Linear growth rates of the uniform state (nu = 0){note}\n{describe(ds)}", fontsize=8)

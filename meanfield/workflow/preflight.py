@@ -219,6 +219,13 @@ def _estimate(config, pilot):
     out = config.outputs
     outputs_s = ic.n_frames * (OUTPUT_S_PER_FRAME * out.animation + FIGURES_S * out.figures / ic.n_frames)
     seconds = 2 * pde_s * piloted + pde_s * (not piloted) + particles_s + w2_s + outputs_s   # the run repeats a pilot
+    if not all(h.is_zonal for h in heads):       # general heads: their operators, built once by each model
+        ops = [m.general for m in ((pde,) if measure else ()) if m.general is not None]
+        setup = (ContinuumPDE(heads, lmax, nu=nu).general.estimate() if not ops else ops[0].estimate())
+        seconds += 2 * setup.seconds
+        memory += setup.bytes
+        notes.append(f"general heads: bispherical operators of degree {setup.what.split('L = ')[-1]} "
+                     f"(setup about {setup.seconds:.2g} s, {setup.bytes / 2**20:.2g} MiB, for the PDE and the particles)")
     if measured:
         notes.append("measured here: " + ", ".join(measured))
     else:

@@ -1,0 +1,211 @@
+r"""Fast particle sums on S^2 for general heads (any ``M_h``, ``V_h``, kernel and normalization), O(n).
+
+The kernel of each head is a bi-spherical-harmonic operator of degree ``L``
+(:class:`meanfield.core.bispherical.GeneralOperator`, MODEL.md section 8); every sum over the tokens is a few
+scattered transforms (ducc0's ``adjoint_synthesis_general`` / ``synthesis_general`` through
+:class:`~meanfield.core.sphere.PointSet`) and one small matrix product per head:
+
+* the moments ``b[w y_c]`` (three adjoints, shared by every head) give each head's aggregate
+  ``u^h = V_h S_h[y]``; mean heads add theirs in coefficient space before three syntheses;
+* potential heads (mean, ``M`` symmetric, ``V = c M``) add ``c grad N_h`` with ``N_h = A_K b[w]``: one adjoint and
+  one gradient synthesis for all of them together, as zonal heads;
+* softmax heads divide by ``Z_h = S_h[1]``; Sinkhorn heads solve their scalings with ``apply(f) = S_h[f]``
+  (and its transpose for a non-symmetric ``M``);
+* energies ``b^T A_K b / 2``; entropies ``log Z - Q / Z`` with ``Q = beta <x, M S_h[y]>`` for exp kernels.
+
+The same semantics as the direct sums of :mod:`meanfield.core.sums` (self term included) to ``tolerance``
+(relative to the largest aggregate; tokens off the sphere, Runge-Kutta stages, are evaluated at ``x / |x|``).
+:class:`GeneralSpectralSum` has the public methods of :class:`meanfield.models.fastsum.SpectralSum`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core import validate
+from ..core.bispherical import OPERATOR_LMAX_CAP, GeneralOperator, PointSources, kernel_degree
+from ..core.heads import check_heads
+from ..core.kernels import KERNELS, NORMALIZATIONS
+from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
+from ..core.sphere import PointSet, SphereGrid
+from ..core.sums import LastScalings
+
+__all__ = ["GeneralSpectralSum", "general_degree"]
+
+
+def general_degree(heads, tolerance):
+    """The operator degree of ``heads`` at ``tolerance``: the largest :func:`~meanfield.core.bispherical.kernel_degree`
+    (ValueError naming the head when one needs more than
+    :data:`~meanfield.core.bispherical.OPERATOR_LMAX_CAP`, or has no degree rule)."""
+    L = 2
+    for i, h in enumerate(heads):
+        Li = kernel_degree(h, tolerance, where=f"heads[{i}]")
+        if Li is None:
+            raise ValueError(f"heads[{i}] needs an operator degree L above OPERATOR_LMAX_CAP = {OPERATOR_LMAX_CAP} at "
+                             f"tolerance = {tolerance:.1e} (beta |M|_2 = {h.beta * np.linalg.norm(h.M, 2):.4g}); use a "
+                             f"larger tolerance, an explicit lmax, or summation='direct'")
+        L = max(L, Li)
+    return L
+
+
+@dataclass(frozen=True, eq=False)
+class GeneralSpectralSum:
+    """Spectral (bi-spherical operator) evaluation of the particle velocity, forces, energies and entropies.
+
+    Parameters
+    ----------
+    heads : sequence of Head
+        Heads of dimension 3, any ``M``, ``V``, kernel and normalization.
+    tolerance : float
+        Requested accuracy relative to the size of the sums, in ``[1e-14, 1)``.
+    lmax : int, optional
+        Operator degree ``L``; default :func:`general_degree` of the heads at ``tolerance`` (kernels without a
+        degree rule, ReLU, need it given; its accuracy is measured in ``benchmarks/RESULTS_general_heads.md``).
+    nthreads : int
+        Threads of the transforms.
+    sinkhorn_tol, sinkhorn_maxiter :
+        As for :class:`meanfield.models.fastsum.SpectralSum`.
+
+    Notes
+    -----
+    The operators are built on first use (:attr:`operator`, its cost estimated and guarded at construction).
+    """
+
+    heads: tuple
+    tolerance: float = 1e-10
+    lmax: int | None = None
+    nthreads: int = 1
+    sinkhorn_tol: float = SINKHORN_TOL
+    sinkhorn_maxiter: int = SINKHORN_MAXITER
+    grid: SphereGrid = field(init=False)
+    operator: GeneralOperator = field(init=False)
+
+    def __post_init__(self):
+        heads = check_heads(self.heads)
+        if heads[0].dim != 3:
+            raise ValueError(f"spectral summation needs d = 3 (tokens on S^2); received d = {heads[0].dim}")
+        tol = validate.real("tolerance", self.tolerance, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
+        if self.lmax is None:
+            lmax = general_degree(heads, tol)
+        else:
+            lmax = validate.integer("lmax", self.lmax, 2, what="an integer >= 2 or None")
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        set_("heads", heads)
+        set_("tolerance", tol)
+        set_("lmax", int(lmax))
+        set_("grid", SphereGrid(int(lmax), nthreads=self.nthreads))
+        set_("operator", GeneralOperator(heads, int(lmax), nthreads=self.nthreads, tolerance=tol))
+        set_("_epsilon", max(tol * 1e-3, 1e-14))
+        set_("_solved", tuple(i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local))
+        set_("_solve", {"tol": self.sinkhorn_tol, "maxiter": self.sinkhorn_maxiter})
+        set_("_last", LastScalings())
+
+    # ------------------------------------------------------------------ building blocks
+    @staticmethod
+    def _array(X):
+        if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == 3:
+            return X
+        return validate.real_array("X", X, ("n", 3), finite=False)
+
+    @staticmethod
+    def _weights(w, n):
+        return np.ascontiguousarray(validate.real_array("w", w, (n,)))
+
+    def directions(self, X, scratch=False):
+        """The :class:`~meanfield.core.sphere.PointSet` of the directions of rows ``X`` (n, 3) at the operator's
+        degree (None where a row is not finite or zero); as :meth:`meanfield.models.fastsum.SpectralSum.directions`."""
+        return PointSet._directions(self.grid, X, self._epsilon, scratch)
+
+    def _space(self, X, w):
+        pts = PointSet.directions(self.grid, self._array(X), self._epsilon)
+        return PointSources(pts, self._weights(w, pts.n))
+
+    def coefficients(self, X, w):
+        """Coefficients ``b_lm = sum_j w_j conj(Y_lm(x_j))`` of the weighted measure at degree ``lmax``."""
+        return self._space(X, w).coefficients()
+
+    def _known(self, space):
+        """Per head the Sinkhorn scaling at this state (None for row-local heads), cached for the last state."""
+        if not self._solved:
+            return [None] * len(self.heads)
+        key = ("general", space.pts.loc.tobytes(), space.w.tobytes())
+        known = self._last.get(key)
+        if known is None:
+            known = [None] * len(self.heads)
+            for i in self._solved:
+                sums = self.operator.head_sums(i, space)
+                res = NORMALIZATIONS[self.heads[i].normalization].scalings(
+                    sums.apply, sums.shape, apply_t=sums.apply_t, where=f"heads[{i}]", **self._solve)
+                res.a.setflags(write=False)
+                res.b.setflags(write=False)
+                known[i] = res
+            self._last.put(key, known)
+        return known
+
+    # ------------------------------------------------------------------ public sums
+    def velocity(self, X, w=None):
+        """Tangent velocities ``sum_h P_x u^h`` at the tokens (n, 3) (default weights ``1/n``)."""
+        X = self._array(X)
+        if w is None:
+            w = np.full(X.shape[0], 1.0 / X.shape[0])
+        pts = self.directions(X)
+        if pts is None:
+            return np.full(X.shape, np.nan)
+        return self.velocity_at(pts, self._weights(w, pts.n))
+
+    def velocity_at(self, pts, w):
+        """:meth:`velocity` at a point set from :meth:`directions`, for validated float64 weights ``w`` (n,)."""
+        space = PointSources(pts, w)
+        return self.operator.velocity(space, known=self._known(space), **self._solve)
+
+    def forces(self, X, w, scalings=False):
+        """Per-head unprojected aggregates ``u^h`` (H, n, 3) and normalizers (H, n) (and the scalings), as
+        :meth:`meanfield.models.fastsum.SpectralSum.forces`."""
+        space = self._space(X, w)
+        U, N, res = self.operator.forces(space, known=self._known(space), **self._solve)
+        return (U, N, res) if scalings else (U, N)
+
+    def scalings(self, X, w):
+        """Per head the Sinkhorn scaling (:class:`~meanfield.core.sinkhorn.SinkhornResult`), None for row-local heads."""
+        return list(self._known(self._space(X, w)))
+
+    def energies(self, X, w):
+        """Per-head energies (H,): ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` (``b^T A_K b / 2``), or ``E_S`` of a
+        Sinkhorn head from its scalings."""
+        space = self._space(X, w)
+        known = self._known(space)
+        out = np.empty(len(self.heads))
+        for i, h in enumerate(self.heads):
+            if known[i] is None:
+                out[i] = self.operator.energy(i, space)
+            else:
+                out[i] = NORMALIZATIONS[h.normalization].energy(h, self.operator.head_sums(i, space), known[i],
+                                                                space.w)
+        return out
+
+    def entropies(self, X, w, shannon=False):
+        r"""Relative attention entropies ``-sum_j p_ij log(p_ij / w_j)`` per head and token (H, n), as
+        :meth:`meanfield.models.fastsum.SpectralSum.entropies` (``shannon=True``: ``-sum_j p_ij log p_ij``);
+        NaN rows for kernels that can vanish (ReLU)."""
+        space = self._space(X, w)
+        known = self._known(space)
+        op = self.operator
+        H = np.full((len(self.heads), space.shape[0]), np.nan)
+        w = space.w
+        with np.errstate(divide="ignore"):
+            logw = np.where(w > 0, np.log(np.where(w > 0, w, 1.0)), 0.0)
+        for i, h in enumerate(self.heads):
+            if not KERNELS[h.kernel].positive:
+                continue
+            sums = op.head_sums(i, space)
+            s = None if known[i] is None else known[i].b
+            Z = sums.apply(s)
+            Q = op.entropy_sums(i, space, s)
+            if s is not None:
+                Q = Q + sums.apply(s * np.log(s))
+            H[i] = np.log(Z) - Q / Z
+            if shannon:
+                H[i] -= sums.apply(logw if s is None else s * logw) / Z
+        return H
