@@ -5,6 +5,9 @@ r"""Continuum diagnostics (MODEL.md section 3): pure functions of a :class:`Cont
 * :func:`boltzmann_entropy` -- ``-int rho log rho`` over ``rho > 0``
 * :func:`free_energy_dissipation` -- ``int |X - nu grad log rho|^2 rho`` (nu > 0)
 * :func:`attention_entropy` -- ``int H_h(x) rho(x) dx`` per head, ``H_h(x) = -int p_h log p_h rho``
+* :func:`head_forces`, :func:`radial_shadows`, :func:`radial_dominance`, :func:`energy_rate_terms` -- the per-head
+  forces, their radial shadows, Condition 8 and the per-head energy-rate terms in continuum form (MODEL.md
+  section 1 with ``(1/n) sum_i`` replaced by ``int . rho``)
 * :func:`observer` and :func:`resolution_monitor` -- hooks for :func:`meanfield.core.integrate.integrate`
 
 Quadratures run on the PDE's dealiased grid.
@@ -16,12 +19,13 @@ import numpy as np
 
 from ..core import resolution, validate
 from ..core.kernels import KERNELS, NORMALIZATIONS
-from ..core.sums import entropy_rows
+from ..core.sums import aggregate, entropy_rows
 from ..models.continuum import ContinuumPDE
 from .axisymmetric import _positive_tolerances
 
 __all__ = ["mass", "negative_mass", "spectral_tail", "concentration", "dissipation", "boltzmann_entropy",
-           "free_energy_dissipation", "attention_entropy", "observer", "resolution_monitor"]
+           "free_energy_dissipation", "attention_entropy", "observer", "resolution_monitor", "head_forces",
+           "radial_shadows", "radial_dominance", "energy_rate_terms"]
 
 
 def _coefficients(pde, rho_lm, name="rho_lm"):
@@ -178,3 +182,59 @@ def resolution_monitor(pde: ContinuumPDE, tail_tol=1e-3, negative_tol=1e-4):
     return resolution.resolution_monitor(pde.coefficients, lambda c: spectral_tail(pde, c),
                                          lambda c: negative_mass(pde, c), tail_tol, negative_tol,
                                          where=f" at lmax = {pde.lmax}")
+
+
+def head_forces(pde: ContinuumPDE, rho_lm):
+    """Per-head forces ``u^h(x) = int k_h(<x, M_h y>) V_h y rho(y) dy / D_h(x)`` (unprojected) on the grid, shape
+    (H, nlat, nlon, 3): by the heads' operators on the operator path (general heads), otherwise by direct sums over
+    the grid nodes (``O(nodes^2)`` per head: about a second at lmax 47).  Sinkhorn heads are refused (their force
+    needs the scaling solve: use :meth:`ContinuumPDE.fields`)."""
+    rho_lm = _coefficients(pde, rho_lm)
+    g = pde.grid
+    solving = [i for i, h in enumerate(pde.heads) if not NORMALIZATIONS[h.normalization].row_local]
+    if solving:
+        raise ValueError(f"head_forces: heads {solving} are Sinkhorn-normalized (a solve over the density); the "
+                         f"per-head forces are defined here for row-local normalizations (mean, softmax)")
+    rho = g.synthesis(rho_lm)
+    if pde.general is not None:
+        U = pde.general.forces(pde._sources(rho))[0]
+        return U.reshape((len(pde.heads),) + g.shape + (3,))
+    nodes = g.nodes.reshape(-1, 3)
+    W = (rho * g.weights).reshape(-1)
+    return np.stack([aggregate(h, nodes, nodes, W, pde.chunk_bytes)[0] for h in pde.heads]).reshape(
+        (len(pde.heads),) + g.shape + (3,))
+
+
+def radial_shadows(pde: ContinuumPDE, rho_lm, forces=None) -> dict:
+    """Radial shadows ``a^h = <u^h, x>``, force norms ``|u^h|`` and tangential norms ``|P u^h|`` on the grid, each
+    (H, nlat, nlon): the continuum form of :func:`meanfield.analysis.diagnostics.radial_shadows` (``forces``: a
+    :func:`head_forces` result to reuse)."""
+    U = head_forces(pde, rho_lm) if forces is None else forces
+    x = pde.grid.nodes
+    a = np.einsum("hijc,ijc->hij", U, x)
+    PU = U - a[..., None] * x
+    return {"a": a, "norm": np.linalg.norm(U, axis=-1), "tangential": np.linalg.norm(PU, axis=-1)}
+
+
+def radial_dominance(pde: ContinuumPDE, rho_lm, forces=None) -> dict:
+    """Both readings of Condition 8 on the grid (H, nlat, nlon), as :func:`meanfield.analysis.diagnostics.
+    radial_dominance`: ``exact`` and ``norm_bounded`` (bool) and their margins (left minus right side)."""
+    r = radial_shadows(pde, rho_lm, forces)
+    a, nrm, tan2 = r["a"], r["norm"], r["tangential"] ** 2
+    m_exact = tan2 - a * (a.sum(axis=0, keepdims=True) - a)
+    m_norm = tan2 - np.abs(a) * (nrm.sum(axis=0, keepdims=True) - nrm)
+    return {"exact": m_exact >= 0, "norm_bounded": m_norm >= 0, "exact_margin": m_exact, "norm_bounded_margin": m_norm}
+
+
+def energy_rate_terms(pde: ContinuumPDE, rho_lm, forces=None):
+    """``C[h, h'] = int <P u^h, P u^h'> rho`` (H, H): for symmetric value-aligned mean heads the row sums are the exact
+    per-head ``dE_h/dt`` and, for heads on orthogonal subspaces, the off-diagonal terms are ``-int a^h a^h' rho`` (the
+    interference through the radial shadows); the continuum form of
+    :func:`meanfield.analysis.diagnostics.energy_rate_terms`."""
+    rho_lm = _coefficients(pde, rho_lm)
+    U = head_forces(pde, rho_lm) if forces is None else forces
+    g = pde.grid
+    x = g.nodes
+    PU = U - np.einsum("hijc,ijc->hij", U, x)[..., None] * x
+    w = g.synthesis(rho_lm) * g.weights
+    return np.einsum("ij,hijc,kijc->hk", w, PU, PU)
