@@ -319,3 +319,36 @@ def test_continuum_rate_terms_and_shadows():
     cond = fd.radial_dominance(A, rho)
     # the exact reading is |P u^h|^2 + sum_h' <P u^h, P u^h'> >= 0 pointwise for orthogonal aligned heads
     assert np.array_equal(cond["exact"], cond["exact_margin"] >= 0) and 0 < cond["exact"].mean() < 1
+
+
+def test_stationary_states_of_general_gradient_heads():
+    """sphere_states with the paper's heads (M_h = V_h = P_h): the Newton-Krylov state is stationary for the PDE with
+    noise (its tendency vanishes), the phase conditions use only the heads' symmetry (rotations about z), and heads
+    whose velocity is not a gradient are refused by name."""
+    from dataclasses import replace
+
+    from meanfield.analysis import sphere_states as ss
+
+    pde = mf.ContinuumPDE([Head(P_XY, P_XY), Head(P_Z, P_Z)], 32)
+    assert ss.symmetry_axes(pde) == (2,)
+    g = pde.grid
+    mu = np.array([[0.6, 0.3, 0.74]]) / np.linalg.norm([0.6, 0.3, 0.74])
+    spectra = []
+    for start, removed in ((np.array([[0.0, 0.0, 1.0]]), 0), (mu, 1)):
+        st = ss.solve_sphere_state(pde, vmf_mixture_density(g, start, 3.0, floor=0.3), 0.15)
+        assert st.success and st.removed == removed, st.message
+        tend = replace(pde, nu=0.15).tendency(st.rho_lm)
+        # the Gibbs fixed point is the PDE's stationary state to the kernel's truncation and Newton tolerance
+        # (measured 2e-9 and 5e-14 against coefficients of size ~0.3)
+        assert np.abs(tend).max() <= 1e-7
+        spectra.append(ss.sphere_spectrum(pde, st.rho_lm, 0.15, k=3))
+    (v0, r0), (v1, r1) = spectra
+    # the cluster at the pole: stable (measured -0.91, -1.02, -1.02), no neutral mode (x, y rotations are no symmetry)
+    assert v0.real.max() < -0.5 and np.all(r0 < 1e-6)
+    # the generic state: a saddle (measured +0.66) with the neutral z-rotation mode (eigenvalue ~1e-10, all rotation)
+    k = int(np.argmin(np.abs(v1)))
+    assert abs(v1[k]) < 1e-6 and r1[k] > 0.99
+    with pytest.raises(ValueError, match="not a gradient.*V = c M"):
+        ss.solve_sphere_state(mf.ContinuumPDE([Head(P_XY, P_XY + 0.5 * np.eye(3)[[1, 0, 2]])], 16),
+                              vmf_mixture_density(mf.ContinuumPDE([Head(P_XY, P_XY)], 16).grid, start, 3.0, floor=0.3),
+                              0.15)

@@ -113,9 +113,15 @@ def test_failures_and_bad_input(setting):
         ss.solve_sphere_state(pde, 2 * far, s.nu)
     with pytest.raises(ValueError, match="pde must be a ContinuumPDE"):
         ss.gibbs_map(ax, far, 1.0)
-    general = mf.ContinuumPDE((mf.Head(np.diag([1.0, 0.5, 0.2]), np.diag([1.0, 0.5, 0.2]), 1.0),), lmax=8)
-    with pytest.raises(ValueError, match="pde must have zonal heads"):
+    # general heads whose velocity is not a gradient (V not a multiple of a symmetric M) are refused by name; the
+    # gradient ones (mean, symmetric M, V = c M) are served (tests/test_bispherical.py)
+    general = mf.ContinuumPDE((mf.Head(np.diag([1.0, 0.5, 0.2]), np.diag([1.0, 0.7, 0.2]), 1.0),), lmax=8)
+    with pytest.raises(ValueError, match="heads \\[0\\] are general heads whose velocity is not a gradient"):
         ss.gibbs_map(general, np.zeros(general.grid.nalm), 1.0)
+    quad = mf.ContinuumPDE((mf.Head(np.diag([1.0, 0.5, 0.2]), np.diag([1.0, 0.5, 0.2]), 1.0),), lmax=8,
+                           method="quadrature")
+    with pytest.raises(ValueError, match="method='quadrature' has no potential"):
+        ss.gibbs_map(quad, np.zeros(quad.grid.nalm), 1.0)
 
 
 def test_softmax_heads(setting):

@@ -1,6 +1,9 @@
 r"""Stationary states of the noisy continuum on the full sphere S^2 (:class:`meanfield.ContinuumPDE`), any shape.
 
-MODEL.md section 7.  For zonal heads with mean, softmax or Sinkhorn normalization the velocity is a gradient,
+MODEL.md section 7.  For zonal heads with mean, softmax or Sinkhorn normalization the velocity is a gradient, and
+so for general heads with mean normalization, symmetric ``M`` and ``V = c M`` (``Phi = sum_h c_h A_K^h rho``, their
+bi-spherical operators, MODEL.md section 8; the rotations that leave every head invariant, :func:`symmetry_axes`,
+replace the full rotation group below),
 ``X = grad_S Phi[rho]``, and the stationary states solve ``rho = G(rho) = exp(Phi[rho] / nu) / Z``.  On the
 model's spherical-harmonic coefficients this is solved by an inexact Newton-Krylov method: GMRES on the
 Jacobian ``I - DG`` applied matrix-free,
@@ -31,12 +34,13 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, eigs, gmres
 
 from ..core import validate
+from ..core.bispherical import is_axial
 from ..core.kernels import NORMALIZATIONS
 from ..core.sinkhorn import solve_scaling
-from ..core.sphere import SphereGrid
+from ..core.sphere import SphereGrid, resize_coefficients
 from ..models.continuum import ContinuumPDE
 
-__all__ = ["SphereState", "gibbs_map", "rotation_generators", "solve_sphere_state", "sphere_spectrum",
+__all__ = ["SphereState", "gibbs_map", "rotation_generators", "symmetry_axes", "solve_sphere_state", "sphere_spectrum",
            "sphere_resolution_error", "sphere_branch", "sphere_block_spectrum", "RESOLUTION_TOL"]
 
 RESOLUTION_TOL = 1e-8
@@ -71,10 +75,37 @@ class SphereState:
 def _check(pde):
     if not isinstance(pde, ContinuumPDE):
         raise ValueError(f"pde must be a ContinuumPDE; received {type(pde).__name__}")
+    if pde.general is not None:
+        bad = [i for i, c in enumerate(pde.general.scales) if c is None]
+        if bad:
+            raise ValueError(f"heads {bad} are general heads whose velocity is not a gradient (the self-consistency "
+                             f"equation rho = exp(Phi / nu) / Z needs X = grad Phi): general heads are served with mean "
+                             f"normalization, a symmetric M and V = c M (X = c grad N); received another head")
+        return pde
     if not pde.zonal:
-        raise ValueError("pde must have zonal heads (M = V = lambda I) on the spectral path: their velocity is a "
-                         "gradient, X = grad Phi, which the self-consistency equation needs")
+        raise ValueError("pde must be on a spectral path (zonal heads, or general gradient heads: mean normalization, "
+                         "symmetric M, V = c M): the self-consistency equation needs the velocity as a gradient, "
+                         "X = grad Phi; method='quadrature' has no potential")
     return pde
+
+
+_GENERATORS = np.array([np.cross(np.eye(3)[k], np.eye(3)) for k in range(3)])   # G_k x = e_k x x (rows: G_k^T)
+
+
+def symmetry_axes(pde) -> tuple:
+    """The axes ``k`` (0, 1, 2 for x, y, z) whose rotations leave every head invariant (``G_k`` commutes with every
+    ``M_h`` and ``V_h``): all three for zonal heads; for general heads, e.g. only z for the paper's plane and axis
+    heads.  Only these rotations map stationary states to stationary states (their orbit tangents are the neutral
+    modes the phase conditions remove)."""
+    if pde.general is None:
+        return (0, 1, 2)
+    out = []
+    for k in range(3):
+        G = _GENERATORS[k].T
+        if all(np.allclose(G @ A, A @ G, rtol=0, atol=1e-14 * (1 + np.abs(A).max()))
+               for h in pde.heads for A in (h.M, h.V)):
+            out.append(k)
+    return tuple(out)
 
 
 def _coeffs(grid, x, name):
@@ -106,6 +137,9 @@ class _Ops:
         self.linear = np.zeros(grid.nalm)
         self.normalizing, self.solving = [], []
         self.tol = getattr(pde, "sinkhorn_tol", 1e-12)
+        self.general = pde.general                     # gradient heads: Phi = sum_h c_h N_h, N_h = A_K rho
+        if self.general is not None:
+            return
         for head, m in zip(pde.heads, pde.operator.multipliers):
             norm = NORMALIZATIONS[head.normalization]
             if not norm.row_local:
@@ -120,8 +154,23 @@ class _Ops:
         g = self.grid
         return g.synthesis(mult * g.analysis(f))
 
+    def general_potential(self, rho_lm):
+        """``sum_h c_h A_K^h rho`` of gradient general heads, truncated at the grid's degree (as the PDE's ``N``)."""
+        g, op = self.grid, self.general
+        b = resize_coefficients(rho_lm, g.lmax, op.lmax)
+        N = sum(c * op.apply(i, "potential", b) for i, c in enumerate(op.scales))
+        return resize_coefficients(N, op.lmax, g.lmax)
+
+    def potential_terms(self, rho_lm):
+        """The potential's coefficient vectors (one per linear term) of ``rho_lm``: the resolution check's input."""
+        if self.general is not None:
+            return [self.general_potential(rho_lm)]
+        return [m * rho_lm for m in [self.linear] + [m for _, m in self.normalizing + self.solving] if np.any(m)]
+
     def potential(self, rho_lm):
         g = self.grid
+        if self.general is not None:
+            return g.synthesis(self.general_potential(rho_lm)), []
         phi = g.synthesis(self.linear * rho_lm)
         Z = []
         for beta, mult in self.normalizing:
@@ -144,6 +193,8 @@ class _Ops:
 
     def dpotential(self, delta_lm, Z):
         g = self.grid
+        if self.general is not None:                   # linear in rho
+            return g.synthesis(self.general_potential(delta_lm))
         out = g.synthesis(self.linear * delta_lm)
         k = len(self.normalizing)
         for (beta, mult), z in zip(self.normalizing, Z[:k]):
@@ -208,8 +259,7 @@ def sphere_resolution_error(pde, rho_lm, nu) -> float:
     g = pde.grid
     rho_lm = _coeffs(g, rho_lm, "rho_lm")
     ops = _Ops(pde, g)
-    mults = [ops.linear] + [m for _, m in ops.normalizing + ops.solving]
-    pot = [np.abs(m * rho_lm)[g.l_index >= 1] for m in mults if np.any(m)]
+    pot = [np.abs(p)[g.l_index >= 1] for p in ops.potential_terms(rho_lm)]
     top = max(float(p.max()) for p in pot)
     if top == 0:
         return 0.0
@@ -219,7 +269,7 @@ def sphere_resolution_error(pde, rho_lm, nu) -> float:
     ops_fine = _Ops(pde, fine)
     G1 = g.analysis(ops.gibbs(rho_lm, nu)[0])
     G2 = fine.analysis(ops_fine.gibbs(rho_lm, nu)[0])
-    quad = max(float(np.abs(m * (G1 - G2)).max()) for m in mults if np.any(m)) / top
+    quad = max(float(np.abs(p).max()) for p in ops.potential_terms(G1 - G2)) / top
     return max(tail, quad)
 
 
@@ -228,10 +278,12 @@ PHASE_RANK_TOL = 1e-3
 (an iterate near a symmetric state: the vanishing direction is not a neutral mode of the solution)."""
 
 
-def _orbit_basis(grid, rho, rtol):
+def _orbit_basis(grid, rho, rtol, axes=(0, 1, 2)):
     """Orthonormal rows (r, 2 nalm) spanning the rotation orbit's tangent at ``rho`` (singular values of
-    ``(L_x, L_y, L_z) rho`` above ``rtol`` times the largest; none at uniform)."""
-    L = np.array([_real(x) for x in rotation_generators(grid, rho)])
+    ``(L_k rho)`` for the symmetry ``axes`` above ``rtol`` times the largest; none at uniform)."""
+    if not axes:
+        return np.zeros((0, 2 * grid.nalm))
+    L = np.array([_real(x) for x in rotation_generators(grid, rho)[list(axes)]])
     _, sv, Vt = np.linalg.svd(L, full_matrices=False)
     scale = float(np.abs(rho[grid.l_index >= 1]).max(initial=0.0))
     keep = (sv > rtol * sv[0]) & (sv > 1e-10 * scale)
@@ -263,6 +315,7 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
     krylov_maxiter = validate.integer("krylov_maxiter", krylov_maxiter, 1)
     k, part = _mode(g, mode)                  # checked whether or not amplitude holds it
     ops = _Ops(pde, g)
+    axes = symmetry_axes(pde)
     n = 2 * g.nalm
     j = None                                  # the held coefficient's slot of the real vector carries delta nu
     if amplitude is not None:
@@ -288,7 +341,7 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
             break
         if it == maxiter:
             break
-        C = _orbit_basis(g, rho, PHASE_RANK_TOL) if phase else np.zeros((0, n))
+        C = _orbit_basis(g, rho, PHASE_RANK_TOL, axes) if phase else np.zeros((0, n))
         if j is not None:                  # the slot of rho_10 carries delta nu: drop it, re-orthonormalize
             C[:, j] = 0.0
             C = np.linalg.qr(C.T)[0].T if len(C) else C
@@ -332,7 +385,7 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
         return SphereState(rho, nu, 1, f"Newton-Krylov stopped after {it} Newton steps: {failure}", res, it, krylov,
                            products, 0, float("nan"))
     err = sphere_resolution_error(pde, rho, nu)
-    removed = len(_orbit_basis(g, rho, 1e-6)) if phase else 0
+    removed = len(_orbit_basis(g, rho, 1e-6, axes)) if phase else 0
     common = dict(residual=res, newton=it, krylov=krylov, products=products, removed=removed, resolution=err)
     if res > tol:
         return SphereState(rho, nu, 1, f"Newton-Krylov did not converge: residual {res:.3g} > tol = {tol:g} after "
@@ -374,7 +427,8 @@ def sphere_spectrum(pde, rho_lm, nu, k=10, *, h=1e-6):
     vals, vecs = eigs(A, k=k, which="LR", tol=1e-12, v0=np.ones(n), ncv=min(n - 1, max(4 * k, 40)))
     order = np.argsort(-vals.real)
     vals, vecs = vals[order], vecs[:, order]
-    L = np.array([_real(x) for x in rotation_generators(g, rho)])
+    axes = list(symmetry_axes(pde))
+    L = np.array([_real(x) for x in rotation_generators(g, rho)[axes]]).reshape(len(axes), n)
     Q, _ = np.linalg.qr(L.T[:, np.linalg.norm(L, axis=1) > 1e-10 * max(np.abs(rho).max(), 1e-300)])
     rot = np.array([np.linalg.norm(Q.T @ v) / np.linalg.norm(v) if Q.size else 0.0
                     for v in vecs.T])
@@ -393,6 +447,11 @@ def sphere_block_spectrum(pde, rho_lm, nu, m, *, h=1e-6):
     block is the axisymmetric model's spectrum (:func:`meanfield.analysis.equilibria.linear_spectrum`).
     """
     pde = _check(pde)
+    if pde.general is not None and not all(is_axial(h.M) and is_axial(h.V) and h.M[0, 1] == 0 and h.V[0, 1] == 0
+                                           for h in pde.heads):
+        raise ValueError("sphere_block_spectrum needs heads that commute with rotations about z and with the "
+                         "reflection y -> -y (the block structure in m): general heads M = V-like diag(p, p, c); "
+                         "use sphere_spectrum for other heads")
     from dataclasses import replace
 
     model = replace(pde, nu=validate.real("nu", nu, 0.0))
