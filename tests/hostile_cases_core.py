@@ -275,6 +275,10 @@ for _n in ("mass", "negative_mass", "spectral_tail", "concentration", "boltzmann
            "dissipation", "free_energy_dissipation"):
     entry(f"field_diagnostics.{_n}", getattr(mf.field_diagnostics, _n), lambda: dict(pde=CPDE(), rho_lm=RHO()),
           bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True)})
+for _n in ("head_forces", "radial_shadows", "radial_dominance", "energy_rate_terms"):
+    entry(f"field_diagnostics.{_n}", getattr(mf.field_diagnostics, _n), lambda: dict(pde=CPDE(), rho_lm=RHO()),
+          bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True),
+               **({} if _n == "head_forces" else {"forces": ["f", np.zeros((1, 2, 3, 3)), [[1.0]]]})})
 entry("field_diagnostics.observer", mf.field_diagnostics.observer, lambda: dict(pde=CPDE(), entropy=True),
       bad={"entropy": flag()})
 entry("field_diagnostics.resolution_monitor", mf.field_diagnostics.resolution_monitor,

@@ -120,15 +120,18 @@ def S_RHO():
 
 @functools.cache
 def _pde_bad():
-    """Models that are no zonal ContinuumPDE: another model, a non-zonal head (built lazily, on first use)."""
+    """Models without a potential: another model, a general head that is no gradient, the quadrature path (built
+    lazily, on first use)."""
     return [None, "pde", mf.CirclePDE(mf.scalar_heads([1.0], 2), kmax=8, kernel_tol=1e-6),
-            mf.ContinuumPDE(mf.random_symmetric_heads(3, 1, seed=0), lmax=4)]
+            mf.ContinuumPDE([mf.Head(np.diag([1.0, 0.5, 0.2]), np.diag([1.0, 0.7, 0.2]))], lmax=4),   # V != c M
+            mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 4.0), lmax=8, method="quadrature")]
 
 
 _PDE_BAD = lambda b: _pde_bad()                                                      # noqa: E731
 _RHO_LM = lambda b: array(S_RHO(), complex_ok=True)                                  # noqa: E731
 entry("sphere_states.gibbs_map", _ss.gibbs_map, lambda: dict(pde=SPDE(), rho_lm=S_RHO(), nu=0.5),
       bad={"pde": _PDE_BAD, "rho_lm": _RHO_LM, "nu": real_pos()})
+entry("sphere_states.symmetry_axes", _ss.symmetry_axes, lambda: dict(pde=SPDE()), bad={"pde": [None, "pde"]})
 entry("sphere_states.rotation_generators", _ss.rotation_generators, lambda: dict(grid=SPDE().grid, rho_lm=S_RHO()),
       bad={"grid": [None, "grid"], "rho_lm": _RHO_LM})
 entry("sphere_states.sphere_resolution_error", _ss.sphere_resolution_error,

@@ -116,7 +116,7 @@ def test_failures_and_bad_input(setting):
     # general heads whose velocity is not a gradient (V not a multiple of a symmetric M) are refused by name; the
     # gradient ones (mean, symmetric M, V = c M) are served (tests/test_bispherical.py)
     general = mf.ContinuumPDE((mf.Head(np.diag([1.0, 0.5, 0.2]), np.diag([1.0, 0.7, 0.2]), 1.0),), lmax=8)
-    with pytest.raises(ValueError, match="heads \\[0\\] are general heads whose velocity is not a gradient"):
+    with pytest.raises(ValueError, match="pde: heads \\[0\\] are general heads whose velocity is not a gradient"):
         ss.gibbs_map(general, np.zeros(general.grid.nalm), 1.0)
     quad = mf.ContinuumPDE((mf.Head(np.diag([1.0, 0.5, 0.2]), np.diag([1.0, 0.5, 0.2]), 1.0),), lmax=8,
                            method="quadrature")

@@ -205,11 +205,19 @@ def head_forces(pde: ContinuumPDE, rho_lm):
         (len(pde.heads),) + g.shape + (3,))
 
 
+def _forces(pde, rho_lm, forces):
+    """:func:`head_forces` of ``rho_lm``, or ``forces`` checked to be such an array (H, nlat, nlon, 3)."""
+    if forces is None:
+        return head_forces(pde, rho_lm)
+    _coefficients(pde, rho_lm)
+    return validate.real_array("forces", forces, (len(pde.heads),) + pde.grid.shape + (3,))
+
+
 def radial_shadows(pde: ContinuumPDE, rho_lm, forces=None) -> dict:
     """Radial shadows ``a^h = <u^h, x>``, force norms ``|u^h|`` and tangential norms ``|P u^h|`` on the grid, each
     (H, nlat, nlon): the continuum form of :func:`meanfield.analysis.diagnostics.radial_shadows` (``forces``: a
     :func:`head_forces` result to reuse)."""
-    U = head_forces(pde, rho_lm) if forces is None else forces
+    U = _forces(pde, rho_lm, forces)
     x = pde.grid.nodes
     a = np.einsum("hijc,ijc->hij", U, x)
     PU = U - a[..., None] * x
@@ -232,7 +240,7 @@ def energy_rate_terms(pde: ContinuumPDE, rho_lm, forces=None):
     interference through the radial shadows); the continuum form of
     :func:`meanfield.analysis.diagnostics.energy_rate_terms`."""
     rho_lm = _coefficients(pde, rho_lm)
-    U = head_forces(pde, rho_lm) if forces is None else forces
+    U = _forces(pde, rho_lm, forces)
     g = pde.grid
     x = g.nodes
     PU = U - np.einsum("hijc,ijc->hij", U, x)[..., None] * x

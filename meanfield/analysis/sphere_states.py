@@ -78,7 +78,7 @@ def _check(pde):
     if pde.general is not None:
         bad = [i for i, c in enumerate(pde.general.scales) if c is None]
         if bad:
-            raise ValueError(f"heads {bad} are general heads whose velocity is not a gradient (the self-consistency "
+            raise ValueError(f"pde: heads {bad} are general heads whose velocity is not a gradient (the self-consistency "
                              f"equation rho = exp(Phi / nu) / Z needs X = grad Phi): general heads are served with mean "
                              f"normalization, a symmetric M and V = c M (X = c grad N); received another head")
         return pde
@@ -97,6 +97,7 @@ def symmetry_axes(pde) -> tuple:
     ``M_h`` and ``V_h``): all three for zonal heads; for general heads, e.g. only z for the paper's plane and axis
     heads.  Only these rotations map stationary states to stationary states (their orbit tangents are the neutral
     modes the phase conditions remove)."""
+    pde = _check(pde)
     if pde.general is None:
         return (0, 1, 2)
     out = []
