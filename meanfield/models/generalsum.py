@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core import validate
-from ..core.bispherical import OPERATOR_LMAX_CAP, GeneralOperator, PointSources, kernel_degree
+from ..core import cost, validate
+from ..core.bispherical import (OPERATOR_LMAX_CAP, GeneralOperator, PointSources, estimate_operator, is_axial,
+                                kernel_degree)
 from ..core.heads import check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
@@ -43,9 +44,11 @@ def general_degree(heads, tolerance):
     for i, h in enumerate(heads):
         Li = kernel_degree(h, tolerance, where=f"heads[{i}]")
         if Li is None:
+            mem = cost.memory_text(estimate_operator(OPERATOR_LMAX_CAP, axial=is_axial(h.M)).bytes)
             raise ValueError(f"heads[{i}] needs an operator degree L above OPERATOR_LMAX_CAP = {OPERATOR_LMAX_CAP} at "
-                             f"tolerance = {tolerance:.1e} (beta |M|_2 = {h.beta * np.linalg.norm(h.M, 2):.4g}); use a "
-                             f"larger tolerance, an explicit lmax, or summation='direct'")
+                             f"tolerance = {tolerance:.1e} (beta |M|_2 = {h.beta * np.linalg.norm(h.M, 2):.4g}; an "
+                             f"operator at the cap alone needs about {mem}); use a larger tolerance, an explicit lmax, "
+                             f"or summation='direct'")
         L = max(L, Li)
     return L
 

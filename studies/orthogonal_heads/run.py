@@ -235,8 +235,11 @@ def run(out_dir: Path, quick: bool = False, cases=None) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = {}
+    from studies.orthogonal_heads.clusters import clusters_case
+
     for case in (cases or cfg.cases):
         d = run_case(case, cfg, out_dir)
+        clusters_case(case, cfg, out_dir)
         summary[case] = {"pde_status": int(d["pde_status"]), "runs": int(len(d["n"])), "seconds": float(d["seconds"])}
     save_json(out_dir / "data.json", {"config": asdict(cfg), "quick": quick, "summary": summary})
     return summary
