@@ -78,7 +78,7 @@ class Settings:
     lmax_long: int            # where the clusters go: a longer PDE run at this degree ...
     t_long: float             # ... up to this time or its resolution monitor,
     dt_long: float
-    n_long: int               # ... and particle runs of n_long tokens to t_long
+    n_long: int               # ... and particle runs of n_long tokens to t_long (clusters.py)
     seeds_long: int
 
 
@@ -131,9 +131,10 @@ def peaks_of(pde, rho_lm):
 
 
 def long_runs(case, cfg):
-    """Where the clusters go: the PDE at ``lmax_long`` to ``t_long`` (or its monitor) with the density's peaks (count,
-    masses, centres) at every ``dt_long``, and ``seeds_long`` particle runs of ``n_long`` tokens to ``t_long`` with
-    their clusters (inner product >= 0.99) at the end."""
+    """Where the density's mass goes: the PDE at ``lmax_long`` to ``t_long`` (or its monitor) with the density's peaks
+    (count, masses, centres) at every ``dt_long`` (the particles' clusters at ``t_long``: :mod:`.clusters`).  The first
+    full run also stored ``long_particle_clusters`` (threshold-only counts of the same particle runs as
+    :mod:`.clusters`, which supersedes them)."""
     pde = mf.ContinuumPDE(heads(case, cfg), cfg.lmax_long)
     rho0 = initial_density(pde.grid, cfg)
     t = np.round(np.arange(0.0, cfg.t_long + 1e-9, cfg.dt_long), 9)
@@ -145,17 +146,6 @@ def long_runs(case, cfg):
            "long_top_masses": np.array([np.pad(np.sort(p["masses"])[::-1][:8], (0, max(0, 8 - len(p["masses"]))))
                                         for p in pk]),
            "long_final_centres": np.asarray(pk[-1]["centres"]), "long_final_masses": np.asarray(pk[-1]["masses"])}
-    system = mf.ParticleSystem(heads(case, cfg), summation="spectral", tolerance=cfg.spectral_tol)
-    clusters = []
-    g = mf.ContinuumPDE(heads(case, cfg), cfg.lmax).grid
-    start = initial_density(g, cfg)
-    for s in range(cfg.seeds_long):
-        X0 = mf.densities.sample_particles(g, start, cfg.n_long, seed=SEED + 77 + s)
-        trp = mf.solve_particles(system, X0, cfg.t_long, step=StepControl(rtol=cfg.rtol, atol=cfg.atol),
-                                 save=SaveAt(t_eval=[0.0, cfg.t_long], observe=False), progress=False)
-        c = clustering(trp.y[-1], 0.99)
-        clusters.append(c["n_clusters"])
-    out["long_particle_clusters"] = np.array(clusters)
     return out
 
 
