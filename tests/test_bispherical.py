@@ -127,7 +127,9 @@ def test_degree_rule_is_the_zonal_rule_at_the_operator_norm(rng):
 def test_potential_scale():
     assert potential_scale(Head(2 * P_XY, P_XY)) == 0.5
     assert potential_scale(Head(2 * P_XY, P_XY, normalization="softmax")) is None
-    assert potential_scale(Head(np.triu(np.ones((3, 3))), np.triu(np.ones((3, 3))))) is None   # M not symmetric
+    A = np.triu(np.ones((3, 3)))                   # any M: grad_x K(<x, M y>) = k M y
+    assert potential_scale(Head(0.3 * A, 3.7 * A)) == pytest.approx(3.7 / 0.3, rel=1e-15)   # to round-off
+    assert potential_scale(Head(A, A + 1e-6 * np.eye(3))) is None
 
 
 def test_cost_guard_refuses_by_name():
@@ -330,7 +332,10 @@ def test_stationary_states_of_general_gradient_heads():
     from meanfield.analysis import sphere_states as ss
 
     pde = mf.ContinuumPDE([Head(P_XY, P_XY), Head(P_Z, P_Z)], 32)
-    assert ss.symmetry_axes(pde) == (2,)
+    np.testing.assert_allclose(np.abs(ss.symmetry_axes(pde)), [[0.0, 0.0, 1.0]], atol=1e-12)
+    R = np.linalg.qr(np.random.default_rng(2).standard_normal((3, 3)))[0]        # the same heads in a rotated frame
+    turned = mf.ContinuumPDE([Head(R @ P_XY @ R.T, R @ P_XY @ R.T), Head(R @ P_Z @ R.T, R @ P_Z @ R.T)], 8)
+    np.testing.assert_allclose(np.abs(ss.symmetry_axes(turned) @ R[:, 2]), 1.0, atol=1e-12)
     g = pde.grid
     mu = np.array([[0.6, 0.3, 0.74]]) / np.linalg.norm([0.6, 0.3, 0.74])
     spectra = []

@@ -209,21 +209,23 @@ def _locate(F, jacobian, u, p, t, ds, tol, tol_s, kind, index):
                                      tol, 40, radius=ds)
             failed[0] |= not ok and kind == "fold"   # at a branch point the bordered system is singular
             Fu, Fp = jacobian(un, pn)
-            cache[s] = (un, pn, Fu, Fp)
+            cache[s] = (un, pn, Fu, Fp, ok)
         return cache[s]
 
     if kind == "fold":
         g = lambda s: tangent(solve(s)[2], solve(s)[3], t)[-1]              # noqa: E731
     else:
         def g(s):                          # sign(det A) * smallest singular value of A: continuous, 0 at the point
-            un, pn, Fu, Fp = solve(s)
+            un, pn, Fu, Fp, _ = solve(s)
             A = np.block([[Fu, Fp[:, None]], [tangent(Fu, Fp, t)[None, :]]])
             return float(np.linalg.slogdet(A)[0] * np.linalg.svd(A, compute_uv=False)[-1])
     try:
         s = optimize.brentq(g, 0.0, ds, xtol=tol_s, rtol=1e-14)
     except ValueError:                     # no sign change of the smooth quantity: keep the segment's end
         s, failed[0] = ds, True
-    un, pn, Fu, _ = solve(s)
+    un, pn, Fu, _, ok = solve(s)
+    if not ok and np.abs(F(un, pn)).max() > 1e3 * tol * max(1.0, np.abs(un).max()):
+        failed[0] = True                   # the point returned is not on the branch: not located
     phi = np.linalg.svd(Fu)[2][-1]
     return SpecialPoint(kind, un, float(pn), phi, index, located=not failed[0])
 

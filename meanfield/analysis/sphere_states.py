@@ -1,7 +1,7 @@
 r"""Stationary states of the noisy continuum on the full sphere S^2 (:class:`meanfield.ContinuumPDE`), any shape.
 
 MODEL.md section 7.  For zonal heads with mean, softmax or Sinkhorn normalization the velocity is a gradient, and
-so for general heads with mean normalization, symmetric ``M`` and ``V = c M`` (``Phi = sum_h c_h A_K^h rho``, their
+so for general heads with mean normalization and ``V = c M`` (``Phi = sum_h c_h A_K^h rho``, their
 bi-spherical operators, MODEL.md section 8; the rotations that leave every head invariant, :func:`symmetry_axes`,
 replace the full rotation group below),
 ``X = grad_S Phi[rho]``, and the stationary states solve ``rho = G(rho) = exp(Phi[rho] / nu) / Z``.  On the
@@ -80,11 +80,11 @@ def _check(pde):
         if bad:
             raise ValueError(f"pde: heads {bad} are general heads whose velocity is not a gradient (the self-consistency "
                              f"equation rho = exp(Phi / nu) / Z needs X = grad Phi): general heads are served with mean "
-                             f"normalization, a symmetric M and V = c M (X = c grad N); received another head")
+                             f"normalization and V = c M (X = c grad N); received another head")
         return pde
     if not pde.zonal:
         raise ValueError("pde must be on a spectral path (zonal heads, or general gradient heads: mean normalization, "
-                         "symmetric M, V = c M): the self-consistency equation needs the velocity as a gradient, "
+                         "V = c M): the self-consistency equation needs the velocity as a gradient, "
                          "X = grad Phi; method='quadrature' has no potential")
     return pde
 
@@ -92,21 +92,20 @@ def _check(pde):
 _GENERATORS = np.array([np.cross(np.eye(3)[k], np.eye(3)) for k in range(3)])   # G_k x = e_k x x (rows: G_k^T)
 
 
-def symmetry_axes(pde) -> tuple:
-    """The axes ``k`` (0, 1, 2 for x, y, z) whose rotations leave every head invariant (``G_k`` commutes with every
-    ``M_h`` and ``V_h``): all three for zonal heads; for general heads, e.g. only z for the paper's plane and axis
-    heads.  Only these rotations map stationary states to stationary states (their orbit tangents are the neutral
-    modes the phase conditions remove)."""
+def symmetry_axes(pde) -> np.ndarray:
+    """Orthonormal rows (r, 3): the axes ``w`` whose rotations leave every head invariant (the null space of
+    ``w -> ([G(w), M_h], [G(w), V_h])``, ``G(w) x = w x x``): the identity (all of R^3) for zonal heads, one axis
+    for the paper's plane and axis heads (any frame), none for generic ones.  Only these rotations map stationary
+    states to stationary states: their orbit tangents are the neutral modes the phase conditions remove."""
     pde = _check(pde)
     if pde.general is None:
-        return (0, 1, 2)
-    out = []
-    for k in range(3):
-        G = _GENERATORS[k].T
-        if all(np.allclose(G @ A, A @ G, rtol=0, atol=1e-14 * (1 + np.abs(A).max()))
-               for h in pde.heads for A in (h.M, h.V)):
-            out.append(k)
-    return tuple(out)
+        return np.eye(3)
+    rows = []
+    for h in pde.heads:
+        for A in (h.M, h.V):                          # [G_k, A] for k = x, y, z, as columns of a 9 x 3 block
+            rows.append(np.stack([(G.T @ A - A @ G.T).ravel() for G in _GENERATORS], axis=1) / (1 + np.abs(A).max()))
+    _, sv, Vt = np.linalg.svd(np.vstack(rows))
+    return Vt[np.concatenate([sv, np.zeros(3 - sv.size)]) <= 1e-12]
 
 
 def _coeffs(grid, x, name):
@@ -279,12 +278,14 @@ PHASE_RANK_TOL = 1e-3
 (an iterate near a symmetric state: the vanishing direction is not a neutral mode of the solution)."""
 
 
-def _orbit_basis(grid, rho, rtol, axes=(0, 1, 2)):
+def _orbit_basis(grid, rho, rtol, axes=None):
     """Orthonormal rows (r, 2 nalm) spanning the rotation orbit's tangent at ``rho`` (singular values of
-    ``(L_k rho)`` for the symmetry ``axes`` above ``rtol`` times the largest; none at uniform)."""
-    if not axes:
+    ``(L_w rho)`` for the symmetry ``axes`` (rows, default the three coordinate axes) above ``rtol`` times the
+    largest; none at uniform)."""
+    axes = np.eye(3) if axes is None else np.asarray(axes)
+    if not len(axes):
         return np.zeros((0, 2 * grid.nalm))
-    L = np.array([_real(x) for x in rotation_generators(grid, rho)[list(axes)]])
+    L = axes @ np.array([_real(x) for x in rotation_generators(grid, rho)])
     _, sv, Vt = np.linalg.svd(L, full_matrices=False)
     scale = float(np.abs(rho[grid.l_index >= 1]).max(initial=0.0))
     keep = (sv > rtol * sv[0]) & (sv > 1e-10 * scale)
@@ -428,8 +429,7 @@ def sphere_spectrum(pde, rho_lm, nu, k=10, *, h=1e-6):
     vals, vecs = eigs(A, k=k, which="LR", tol=1e-12, v0=np.ones(n), ncv=min(n - 1, max(4 * k, 40)))
     order = np.argsort(-vals.real)
     vals, vecs = vals[order], vecs[:, order]
-    axes = list(symmetry_axes(pde))
-    L = np.array([_real(x) for x in rotation_generators(g, rho)[axes]]).reshape(len(axes), n)
+    L = symmetry_axes(pde) @ np.array([_real(x) for x in rotation_generators(g, rho)])
     Q, _ = np.linalg.qr(L.T[:, np.linalg.norm(L, axis=1) > 1e-10 * max(np.abs(rho).max(), 1e-300)])
     rot = np.array([np.linalg.norm(Q.T @ v) / np.linalg.norm(v) if Q.size else 0.0
                     for v in vecs.T])

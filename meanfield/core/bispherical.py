@@ -44,11 +44,12 @@ from . import cost, validate
 from .heads import Head, check_heads
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
 from .sphere import SphereGrid, from_real_basis, legendre_table, nalm_for, resize_coefficients, to_real_basis
-from .zonal import has_lmax_rule, no_lmax_rule, required_lmax
+from .zonal import has_lmax_rule, no_lmax_rule, required_lmax, truncation_level
 
 __all__ = ["PROFILES", "kernel_degree", "is_axial", "potential_scale", "operator_norm", "estimate_operator",
            "HeadOperator", "head_operator", "GeneralOperator", "GeneralHeadSums", "OPERATOR_LMAX_CAP", "PointSources",
-           "NodeSources", "SpectralAccuracyWarning", "kernel_bound"]
+           "NodeSources", "SpectralAccuracyWarning", "kernel_bound", "cached_operator", "CACHE_BYTES",
+           "truncation_tolerance"]
 
 PROFILES = ("normalizer", "potential", "entropy")
 """Kernel profiles an operator is built for: ``k`` (aggregates, normalizers, Sinkhorn), ``K`` (energies and the
@@ -94,19 +95,18 @@ def is_axial(M) -> bool:
 
 
 def potential_scale(head):
-    """``c`` when the head's velocity is ``c grad N`` with ``N = int K(<x, M y>) rho(y) dy`` (mean normalization,
-    ``M`` symmetric, ``V = c M``; ``c`` real), else None.  Exact comparisons: a head within round-off of this
-    form takes the aggregate path, which is as accurate."""
-    if not NORMALIZATIONS[head.normalization].row_local or NORMALIZATIONS[head.normalization].uses_normalizer:
+    """``c`` when the head's velocity is ``c grad N`` with ``N(x) = int K(<x, M y>) rho(y) dy`` (mean normalization and
+    ``V = c M``, ``c`` real: ``grad_x K(<x, M y>) = k M y`` for any ``M``), else None.  ``V = c M`` is tested to
+    round-off (``|V - c M| <= 1e-13 max |V|``): the gradient path then differs from the aggregate path by round-off."""
+    norm = NORMALIZATIONS[head.normalization]
+    if not norm.row_local or norm.uses_normalizer:
         return None
     M, V = head.M, head.V
-    if not np.array_equal(M, M.T):
-        return None
     i = np.unravel_index(np.argmax(np.abs(M)), M.shape)
     if M[i] == 0:
         return None
-    c = V[i] / M[i]
-    return float(c) if np.array_equal(V, c * M) else None
+    c = float(V[i] / M[i])
+    return c if np.abs(V - c * M).max() <= 1e-13 * np.abs(V).max() else None
 
 
 def _surrogate(head, lam):
@@ -127,6 +127,14 @@ def kernel_degree(head, tolerance, cap=OPERATOR_LMAX_CAP, *, where="head"):
     if lam == 0.0:
         return 2
     return required_lmax([_surrogate(head, lam)], tolerance, cap=min(int(cap), LMAX_CAP))
+
+
+def truncation_tolerance(head, L) -> float:
+    """The relative accuracy a degree ``L`` reaches for ``head``: the zonal truncation level (first neglected potential
+    multiplier relative to the largest, :func:`meanfield.core.zonal.truncation_level`) at ``lambda = |M|_2``; defined
+    for every kernel (ReLU included), 0 for ``M = 0``."""
+    lam = operator_norm(head)
+    return 0.0 if lam == 0.0 else truncation_level(_surrogate(head, lam), int(L))
 
 
 def _quadrature_grid_size(L):
@@ -209,6 +217,34 @@ class HeadOperator:
         if out.ndim:                                           # m = 0 entries of a real field are real
             out[..., :self.L + 1] = out[..., :self.L + 1].real
         return out
+
+
+_CACHE = {}
+"""Built operators shared by every :class:`GeneralOperator` (a model rebuilt by ``dataclasses.replace``, one particle
+system per run of a study): key -> HeadOperator, the most recent last; at most :data:`CACHE_BYTES` held."""
+CACHE_BYTES = 2**30
+_CACHE_LOCK = threading.Lock()
+
+
+def _cache_key(head, L, key):
+    return (head.M.tobytes(), head.kernel, float(head.beta), tuple(sorted(head.kernel_params.items())), int(L), key)
+
+
+def cached_operator(head, L, key="normalizer", *, nthreads=1) -> HeadOperator:
+    """:func:`head_operator` through a small cache shared by all models (at most :data:`CACHE_BYTES`, least recently
+    used dropped first): the same head, degree and profile are built once per process."""
+    k = _cache_key(head, L, key)
+    with _CACHE_LOCK:
+        op = _CACHE.pop(k, None)
+        if op is not None:
+            _CACHE[k] = op
+            return op
+    op = head_operator(head, L, key, nthreads=nthreads)
+    with _CACHE_LOCK:
+        _CACHE[k] = op
+        while len(_CACHE) > 1 and sum(o.nbytes for o in _CACHE.values()) > CACHE_BYTES:
+            _CACHE.pop(next(iter(_CACHE)))
+    return op
 
 
 def head_operator(head, L, key="normalizer", *, nthreads=1, symmetric=None, axial=None) -> HeadOperator:
@@ -309,15 +345,15 @@ class GeneralOperator:
         set_("_lock", threading.Lock())
         self.estimate().check("a larger tolerance (a smaller operator degree), or direct summation")
 
-    def __reduce__(self):                      # a pickled copy rebuilds its operators lazily
-        return (GeneralOperator, (self.heads, self.lmax, self.nthreads, self.tolerance))
+    def __reduce__(self):                      # a pickled copy rebuilds its operators lazily, unguarded: the guard
+        return (_unpickle_operator, (self.heads, self.lmax, self.nthreads, self.tolerance))   # ran where it was made
 
     def check_normalizer(self, i, Z, mass):
         """Warn (:class:`SpectralAccuracyWarning`) when head ``i``'s row sums ``Z`` make the sums' absolute accuracy
         (``tolerance * kernel_bound * mass``) more than 100 times ``tolerance`` relative to ``min Z``."""
-        if self.tolerance is None or not np.size(Z):
+        if self.tolerance is None or not np.size(Z) or not np.any(Z > 0):
             return
-        zmin = float(np.min(Z))
+        zmin = float(np.min(Z[Z > 0]))
         reached = self.tolerance * kernel_bound(self.heads[i]) * mass / zmin if zmin > 0 else np.inf
         if reached > 100 * self.tolerance:
             h = self.heads[i]
@@ -353,8 +389,12 @@ class GeneralOperator:
         if op is None:
             with self._lock:
                 op = self._ops.get((i, key))
-                if op is None:
-                    op = head_operator(h, self.lmax, key, nthreads=self.nthreads)
+                if op is None:          # the build's own estimate plus what this set of heads already holds
+                    est = estimate_operator(self.lmax, axial=self.axial[i])
+                    cost.Cost(f"a {key} operator of heads[{i}] (L = {self.lmax}) next to {len(self._ops)} built",
+                              est.bytes + self.nbytes, est.seconds, est.detail).check(
+                        "a larger tolerance (a smaller operator degree), or direct summation")
+                    op = cached_operator(h, self.lmax, key, nthreads=self.nthreads)
                     self._ops[(i, key)] = op
         return op if scale == 1.0 else _Scaled(op, scale)
 
@@ -432,6 +472,11 @@ class GeneralOperator:
         return space.evaluate(self.apply(i, "entropy", space.coefficients(f)))
 
 
+def _unpickle_operator(heads, lmax, nthreads, tolerance):
+    with cost.limits(bytes=float("inf"), seconds=float("inf")):
+        return GeneralOperator(heads, lmax, nthreads, tolerance)
+
+
 class _Scaled:
     """An operator times a constant (the exp kernel's potential ``K = k / beta``)."""
 
@@ -475,6 +520,12 @@ class GeneralHeadSums:
         U = self._vector(self.space.moments())
         if norm.uses_normalizer:
             Z = self.apply(None)
+            h = self.op.heads[self.i]
+            if not KERNELS[h.kernel].positive and self.op.tolerance is not None:
+                # a kernel that vanishes (ReLU): rows whose sum lies within the sums' absolute accuracy of 0 cannot be
+                # told from the rows without attention mass, which the direct sums give u = 0 (Z <= 0): so do these
+                floor = self.op.tolerance * kernel_bound(h) * self.space.mass
+                Z = np.where(Z > floor, Z, 0.0)
             self.op.check_normalizer(self.i, Z, self.space.mass)
         else:
             Z = np.ones(self.shape)

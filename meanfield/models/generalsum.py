@@ -25,15 +25,27 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import cost, validate
-from ..core.bispherical import (OPERATOR_LMAX_CAP, GeneralOperator, PointSources, estimate_operator, is_axial,
-                                kernel_degree)
+from ..core.bispherical import (
+    OPERATOR_LMAX_CAP,
+    GeneralOperator,
+    PointSources,
+    estimate_operator,
+    is_axial,
+    kernel_degree,
+    truncation_tolerance,
+)
 from ..core.heads import check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sphere import PointSet, SphereGrid
 from ..core.sums import LastScalings
 
-__all__ = ["GeneralSpectralSum", "general_degree"]
+__all__ = ["GeneralSpectralSum", "general_degree", "AUTO_CONDITIONING"]
+
+AUTO_CONDITIONING = 1e3
+"""``summation="auto"`` keeps general softmax heads on the direct sums when :meth:`GeneralSpectralSum.conditioning`
+exceeds this (exp: ``beta |M|_2 > 3.45``): their row sums may fall so far below the kernel's largest value that the
+spectral accuracy is lost there (``summation="spectral"`` still serves them, and warns where it happens)."""
 
 
 def general_degree(heads, tolerance):
@@ -99,11 +111,27 @@ class GeneralSpectralSum:
         set_("tolerance", tol)
         set_("lmax", int(lmax))
         set_("grid", SphereGrid(int(lmax), nthreads=self.nthreads))
-        set_("operator", GeneralOperator(heads, int(lmax), nthreads=self.nthreads, tolerance=tol))
+        # the accuracy the operators' checks assume: the requested tolerance, or what an explicit degree reaches
+        reach = tol if self.lmax is None else max([tol] + [truncation_tolerance(h, lmax) for h in heads])
+        set_("operator", GeneralOperator(heads, int(lmax), nthreads=self.nthreads, tolerance=reach))
         set_("_epsilon", max(tol * 1e-3, 1e-14))
         set_("_solved", tuple(i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local))
         set_("_solve", {"tol": self.sinkhorn_tol, "maxiter": self.sinkhorn_maxiter})
         set_("_last", LastScalings())
+
+    def conditioning(self) -> float:
+        """The a-priori loss of accuracy of the normalizing (softmax) heads: the largest ``max k / min k`` over the
+        scores ``|s| <= |M|_2`` (row sums are at least ``min k`` times the total weight, the sums' absolute accuracy is
+        the tolerance times ``max k`` times it); 1 without such heads, ``inf`` for kernels that vanish.  ``summation=
+        "auto"`` stays direct above :data:`AUTO_CONDITIONING`."""
+        out = 1.0
+        for h in self.heads:
+            if NORMALIZATIONS[h.normalization].uses_normalizer:
+                kern = KERNELS[h.kernel]
+                top = kern.rate(h) * np.linalg.norm(h.M, 2)
+                lo, hi = np.abs(kern.scaled(h, np.array([-top, top])))
+                out = max(out, np.inf if min(lo, hi) == 0 else max(lo, hi) / min(lo, hi))
+        return float(out)
 
     # ------------------------------------------------------------------ building blocks
     @staticmethod

@@ -42,6 +42,7 @@ from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult
 from ..core.sums import DirectSums, LastScalings, pair_sum, row_chunks
 from .fastsum import spectral_sum, spectral_supported
+from .generalsum import AUTO_CONDITIONING, GeneralSpectralSum
 
 SPECTRAL_MIN_N = 2000
 """Smallest n for which ``summation="auto"`` uses the spectral sum.  Measured (benchmarks/RESULTS.md):
@@ -137,7 +138,8 @@ class ParticleSystem:
         explicit ``lmax``; ``ValueError`` otherwise: :class:`meanfield.models.fastsum.SpectralSum` for zonal
         heads, :class:`meanfield.models.generalsum.GeneralSpectralSum`, bi-spherical operators, for any other
         ``M_h``, ``V_h``) or ``"auto"``: spectral when it applies, ``tolerance`` is reachable and
-        ``n >= SPECTRAL_MIN_N``.
+        ``n >= SPECTRAL_MIN_N`` (general softmax heads: also ``GeneralSpectralSum.conditioning() <=
+        AUTO_CONDITIONING``, i.e. ``beta |M|_2 <= 3.45`` for exp kernels).
         :meth:`energy_gradients` and :meth:`energy_rates` are always direct.  Every direct path is
         refused up front (:meth:`check_direct`) when estimated to exceed :data:`DIRECT_TIME_LIMIT_S`.
     tolerance : float
@@ -210,6 +212,8 @@ class ParticleSystem:
                 spectral = spectral_sum(self.heads, tol, lmax=self.lmax, nthreads=self.nthreads, **solve)
             except ValueError:
                 spectral = None
+            if isinstance(spectral, GeneralSpectralSum) and spectral.conditioning() > AUTO_CONDITIONING:
+                spectral = None  # softmax rows that may fall below the spectral accuracy: the direct sums
         object.__setattr__(self, "_spectral", spectral)
         object.__setattr__(self, "_last", LastScalings())
 
