@@ -59,11 +59,14 @@ OPERATOR_LMAX_CAP = 128
 """Largest operator degree ``L`` the degree rule may choose for a general head (a dense operator of degree 128
 holds 2.7e8 entries, 2 GiB; beyond, the direct sums are the way)."""
 
-DENSE_SECONDS_PER_PAIR = 1.5e-8
-"""Seconds per quadrature-node pair of a dense build (kernel evaluation and the score product; measured on the
-2-core reference machine with ``benchmarks/general_heads.py``, about 1e-8)."""
-ANALYSIS_SECONDS_PER_NODE = 2.0e-8
-"""Seconds per grid node per degree of one quadrature-grid analysis (ducc0; measured about 1e-8 at L = 48)."""
+DENSE_SECONDS_PER_PAIR = 1e-8
+"""Seconds per (quadrature node, source node) pair of a build: the kernel evaluation and the score product
+(measured with ``benchmarks/general_heads.py``-style builds on the 2-core reference machine, one thread)."""
+ANALYSIS_SECONDS_PER_NODE_DEGREE = 5e-10
+"""Seconds of one quadrature-grid analysis per grid node and per degree ``L`` (ducc0; measured 2.4e-10 in dense builds,
+6.6e-10 in axial ones at L = 32-96: the estimates are within a factor 2 of the builds)."""
+PEAK_FACTOR = 1.4
+"""Measured peak memory of a build over the sizes of its arrays (tracemalloc: 1.3 at L = 16-96, dense and axial)."""
 CHUNK_BYTES = 8 * 2**20
 """Work space of the kernel values of a dense build."""
 
@@ -143,19 +146,22 @@ def _quadrature_grid_size(L):
 
 
 def estimate_operator(L, *, axial=False, count=1, what=None) -> cost.Cost:
-    """Estimated peak memory and time of building ``count`` operators of degree ``L`` (sizes only)."""
+    """Estimated peak memory and time of building ``count`` operators of degree ``L`` (sizes only): dense builds
+    evaluate the kernel on all pairs of quadrature nodes and run one analysis per node and per coefficient; axial
+    builds need one node per ring (``nq``) and ``nq`` analyses."""
     nq, nlon = _quadrature_grid_size(L)
     nodes = float(nq * nlon)
     nb = float((L + 1) ** 2)
+    analysis = ANALYSIS_SECONDS_PER_NODE_DEGREE * nodes * L
     if axial:
         stored = 16.0 * sum((L + 1 - m) ** 2 for m in range(L + 1))
-        peak = 8.0 * nq * nodes + 16.0 * nq * nalm_for(L) + stored
-        secs = count * (DENSE_SECONDS_PER_PAIR * nq * nodes + ANALYSIS_SECONDS_PER_NODE * nq * nodes * L)
+        peak = PEAK_FACTOR * (8.0 * nq * nodes + 16.0 * nq * nalm_for(L) + stored)
+        secs = count * (DENSE_SECONDS_PER_PAIR * nq * nodes + nq * analysis)
         detail = f"{count} axial operator(s): {nq} ring nodes x {nodes:.3g} grid nodes, {stored / 2**20:.3g} MiB each"
     else:
         stored = 8.0 * nb * nb
-        peak = 8.0 * nb * nodes + stored + CHUNK_BYTES
-        secs = count * (DENSE_SECONDS_PER_PAIR * nodes ** 2 + ANALYSIS_SECONDS_PER_NODE * (nodes + nb) * nodes * L / nq)
+        peak = PEAK_FACTOR * (8.0 * nb * nodes + stored + CHUNK_BYTES)
+        secs = count * (DENSE_SECONDS_PER_PAIR * nodes ** 2 + (nodes + nb) * analysis)
         detail = f"{count} dense operator(s): {nodes:.3g}^2 quadrature pairs, {stored / 2**20:.3g} MiB each"
     return cost.Cost(what or f"bispherical operator (L = {L}{', axial' if axial else ''})",
                      peak + (count - 1) * stored, secs, detail)

@@ -220,12 +220,16 @@ def _estimate(config, pilot):
     outputs_s = ic.n_frames * (OUTPUT_S_PER_FRAME * out.animation + FIGURES_S * out.figures / ic.n_frames)
     seconds = 2 * pde_s * piloted + pde_s * (not piloted) + particles_s + w2_s + outputs_s   # the run repeats a pilot
     if not all(h.is_zonal for h in heads):       # general heads: their operators, built once by each model
-        ops = [m.general for m in ((pde,) if measure else ()) if m.general is not None]
-        setup = (ContinuumPDE(heads, lmax, nu=nu).general.estimate() if not ops else ops[0].estimate())
-        seconds += 2 * setup.seconds
-        memory += setup.bytes
-        notes.append(f"general heads: bispherical operators of degree {setup.what.split('L = ')[-1]} "
-                     f"(setup about {setup.seconds:.2g} s, {setup.bytes / 2**20:.2g} MiB, for the PDE and the particles)")
+        ops = [(pde if measure else ContinuumPDE(heads, lmax, nu=nu)).general]
+        if getattr(system.spectral, "operator", None) is not None and hasattr(system.spectral.operator, "estimate"):
+            ops.append(system.spectral.operator)
+        setups = [op.estimate() for op in ops]
+        seconds += sum(c.seconds for c in setups)
+        memory += sum(c.bytes for c in setups)
+        notes.append("general heads: bispherical operators of degree "
+                     + ", ".join(f"{op.lmax} ({who})" for op, who in zip(ops, ("PDE", "particles")))
+                     + f" (setup about {sum(c.seconds for c in setups):.2g} s, "
+                       f"{sum(c.bytes for c in setups) / 2**20:.2g} MiB)")
     if measured:
         notes.append("measured here: " + ", ".join(measured))
     else:
