@@ -9,7 +9,8 @@ from studies._common import ROOT, VERDICTS, verdict_section
 REFEREED = ("energy_monotonicity", "radial_shadows", "critical_temperature", "heterogeneous_heads", "relu_vs_softmax",
             "entropy_production", "approximate_orthogonality", "linear_stability", "continuum_limit",
             "radial_dominance_invariance", "late_dominance", "many_heads", "continuum_scale",
-            "negative_temperature", "long_context", "normalization_speed", "high_dimension", "phase_transitions", "phase_diagram", "metastability", "critical_noise")
+            "negative_temperature", "long_context", "normalization_speed", "high_dimension", "phase_transitions", "phase_diagram", "metastability", "critical_noise",
+            "orthogonal_heads")
 
 
 def test_verdict_outside_vocabulary_is_refused_by_name():
