@@ -113,6 +113,18 @@ def bench_speed(p):
         rows.append([f"`ParticleSystem.velocity`, n = {n:.0e}", f"{t['zonal'] * 1e3:.1f} ms (spectral)",
                      f"{t['general'] * 1e3:.1f} ms (spectral, L_K = {G.spectral_lmax})",
                      f"{td * 1e3:.0f} ms" if np.isfinite(td) else "-", f"{t['general'] / t['zonal']:.2g}x"])
+    # the aggregate path: values not a multiple of the scores (V_1 = P_xy + J_z / 2), three adjoints and three syntheses
+    n = max(p["n_vel"])
+    X = points(n, 1)
+    rot = [Head(2 * P_XY, P_XY + 0.5 * np.array([[0.0, -1, 0], [1, 0, 0], [0, 0, 0]])), Head(2 * P_Z, P_Z)]
+    Z = mf.ParticleSystem(zonal_heads(), summation="spectral")
+    G = mf.ParticleSystem(rot, summation="spectral")
+    G.velocity(X[:10])
+    t = best({"zonal": lambda: Z.velocity(X), "general": lambda: G.velocity(X)}, 1 if n >= 10**6 else p["repeats"])
+    res[("vel_aggregate", n)] = (t["zonal"], t["general"], np.nan)
+    rows.append([f"`ParticleSystem.velocity`, n = {n:.0e}, non-aligned V_1 (aggregate path)",
+                 f"{t['zonal'] * 1e3:.1f} ms (spectral)", f"{t['general'] * 1e3:.1f} ms (spectral, L_K = {G.spectral_lmax})",
+                 "-", f"{t['general'] / t['zonal']:.2g}x"])
     return table(["work", "zonal heads", "the paper's heads", "the paper's heads before (quadrature / direct)",
                   "ratio general / zonal"], rows), res
 
@@ -277,9 +289,11 @@ def run(quick=False, out=None):
     pde = speed[("pde", pde_l)]
     cont_err = max(v for k, v in cont.items() if k != "identity")
     dense = setup["dense (random M)"]
+    agg = speed[("vel_aggregate", nmax)][1]
     targets = [
         [f"particles, paper's heads, n = {nmax:.0e}: one velocity", f"<= {T['velocity_1e6_s']:g} s (n = 10^6)",
-         f"{big:.2f} s", verdict(big <= T["velocity_1e6_s"]) if nmax == 10**6 else "- (quick)"],
+         f"{big:.2f} s (non-aligned V_1: {agg:.2f} s)",
+         verdict(max(big, agg) <= T["velocity_1e6_s"]) if nmax == 10**6 else "- (quick)"],
         ["n = 10^5: general / zonal spectral velocity, per head", f"<= {T['ratio_1e5']:g}x",
          f"{r5[1] / r5[0]:.2g}x (2 heads each)", verdict(r5[1] / r5[0] <= T["ratio_1e5"])],
         [f"agreement with the direct sums, n = {p['n_acc']} (Sinkhorn {p['n_acc_sinkhorn']}), exp and sigmoid, every "
