@@ -43,7 +43,7 @@ from ..core.choices import GEOMETRIES
 from ..core.heads import Head, check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
-from .fastsum import SpectralSum, spectral_supported
+from .fastsum import spectral_sum, spectral_supported
 from .particles import UNIT_NORM_TOL, check_stage
 
 __all__ = ["BATCHED_SUMMATIONS", "BatchedSystem", "project_tangent_batched", "retract_batched", "check_batch"]
@@ -143,8 +143,8 @@ class BatchedSystem:
     causal : bool
         Token ``i`` attends to tokens ``j <= i`` only (direct sums only).
     summation : {"direct", "spectral"}
-        Pairwise sums, or one :class:`~meanfield.models.fastsum.SpectralSum` per system (shared zonal
-        heads on S^2, no mask).
+        Pairwise sums, or one spectral sum for every system (:func:`meanfield.models.fastsum.spectral_sum`: shared
+        heads on S^2, zonal or general, no mask).
     chunk_bytes : int
         Work space of one block of scores (whole systems per block).
     tolerance : float
@@ -195,8 +195,8 @@ class BatchedSystem:
             why = spectral_supported(ref, self.geometry)
             if why is not None:
                 raise ValueError(f"summation 'spectral' is not available: {why}")
-            spectral = SpectralSum(ref, self.tolerance, sinkhorn_tol=self.sinkhorn_tol,
-                                   sinkhorn_maxiter=self.sinkhorn_maxiter)
+            spectral = spectral_sum(ref, self.tolerance, sinkhorn_tol=self.sinkhorn_tol,
+                                    sinkhorn_maxiter=self.sinkhorn_maxiter)
         M.setflags(write=False)
         V.setflags(write=False)
         object.__setattr__(self, "_ref", ref)
