@@ -371,5 +371,5 @@ def test_batched_systems_sum_general_heads_spectrally():
     heads = paper_heads()
     X = np.stack([clustered(300, seed=s) for s in range(3)])
     fast, direct = BatchedSystem(heads, summation="spectral"), BatchedSystem(heads)
-    # the sums' tolerance 1e-10 relative to the aggregates (measured 7e-13 absolute, |v| ~ 1)
-    assert np.abs(fast.rhs(0.0, X) - direct.rhs(0.0, X)).max() <= 1e-10 * np.abs(direct.rhs(0.0, X)).max() + 1e-12
+    # the sums' tolerance 1e-10 relative to the velocities' size (clustered tokens: |v| ~ 1; measured 7e-13)
+    assert np.abs(fast.rhs(0.0, X) - direct.rhs(0.0, X)).max() <= 1e-10 * np.abs(direct.rhs(0.0, X)).max()
