@@ -25,7 +25,7 @@ normalization the projection of ``div(rho X)`` onto degree ``<= lmax`` is exact,
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -115,11 +115,6 @@ class ContinuumPDE:
         set_("zonal", all_zonal and self.method != "quadrature")
         set_("general", None)
         if not all_zonal and self.method != "quadrature":
-            solving = [i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local]
-            if solving:
-                raise ValueError(f"heads {solving} have normalization {heads[solving[0]].normalization!r}, which the "
-                                 f"continuum's operator path (non-zonal heads) does not support; use zonal heads, or "
-                                 f"the particle system (summation='spectral' serves it for any heads)")
             tol = max(float(self.kernel_tol), 1e-14)
             L = 2
             for i, h in enumerate(heads):
@@ -240,10 +235,15 @@ class ContinuumPDE:
             return {"rho": rho, "X": X, "N_lm": N_lm, "D": D, "sinkhorn_error": err}
         if self.general is not None:
             info = {}
-            v = self.general.velocity(self._sources(rho), details=info)
+            space = self._sources(rho)
+            known = self._general_known(rho_lm, space)
+            v = self.general.velocity(space, known=known, details=info, tol=self.sinkhorn_tol,
+                                      maxiter=self.sinkhorn_maxiter)
             for h, Dh in enumerate(info["D"]):
                 if Dh is not None:
                     D[h] = Dh.reshape(g.shape)
+                if known[h] is not None:
+                    err[h] = known[h].error
             return {"rho": rho, "X": g.from_cartesian(v.reshape(g.shape + (3,))), "N_lm": None, "D": D,
                     "sinkhorn_error": err}
         W = rho.reshape(-1) * self._w
@@ -259,6 +259,22 @@ class ContinuumPDE:
         """The density ``rho`` (nlat, nlon) as the sources of the general heads' operators (a fresh space)."""
         return NodeSources(self._transforms, rho)
 
+    def _general_known(self, rho_lm, space):
+        """Per head the Sinkhorn scalings of a general head at this state on the grid nodes (``a`` for the rows, ``b``
+        for the columns; ``a = b`` for a symmetric ``M``), None for row-local heads; solved once per state (the last
+        state's cache, as the zonal path: the same solve from the same start whatever the history)."""
+        solving = [i for i, h in enumerate(self.heads) if not NORMALIZATIONS[h.normalization].row_local]
+        if not solving:
+            return [None] * len(self.heads)
+        known = self._scaling_cache.lookup(np.asarray(rho_lm).tobytes())
+        for i in solving:
+            if i not in known:
+                sums = self.general.head_sums(i, space)
+                known[i] = NORMALIZATIONS[self.heads[i].normalization].scalings(
+                    sums.apply, sums.shape, apply_t=sums.apply_t, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter,
+                    where=f"heads[{i}]")
+        return [known.get(i) for i in range(len(self.heads))]
+
     def _solve_options(self, rho):
         return dict(rho=rho, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter, cache=self._scaling_cache)
 
@@ -268,6 +284,9 @@ class ContinuumPDE:
         heads with a row-local normalization."""
         g = self.grid
         rho_lm = g._alm(rho_lm, "rho_lm")
+        if self.general is not None:
+            known = self._general_known(rho_lm, self._sources(g.synthesis(rho_lm)))
+            return [None if r is None else replace(r, a=r.a.reshape(g.shape), b=r.b.reshape(g.shape)) for r in known]
         if not self.zonal:
             return [None] * len(self.heads)
         return field_scalings(self.heads, self.operator._mult, rho_lm, GridSpace(g),
@@ -281,11 +300,17 @@ class ContinuumPDE:
         if self.general is not None:
             rho_lm = g._alm(rho_lm, "rho_lm")
             space = self._sources(g.synthesis(rho_lm))
+            known = self._general_known(rho_lm, space)
             H = np.full((len(self.heads),) + g.shape, np.nan)
             for i, h in enumerate(self.heads):
                 if KERNELS[h.kernel].positive:
-                    Z = self.general.head_sums(i, space).apply(None)
-                    H[i] = (np.log(Z) - self.general.entropy_sums(i, space) / Z).reshape(g.shape)
+                    sums = self.general.head_sums(i, space)
+                    s = None if known[i] is None else known[i].b       # Sinkhorn: p(x, y) = a(x) k b(y)
+                    Z = sums.apply(s)
+                    Q = self.general.entropy_sums(i, space, s)
+                    if s is not None:
+                        Q = Q + sums.apply(s * np.log(s))
+                    H[i] = (np.log(Z) - Q / Z).reshape(g.shape)
             return H
         if not self.zonal:
             raise ValueError("attention_entropies needs a spectral path (method 'auto' or 'spectral'); the "
@@ -361,8 +386,13 @@ class ContinuumPDE:
                              else -g.integrate(np.log(res.a) * rho) / h.beta
                              for h, m, res in zip(self.heads, self.operator.multipliers, scalings)])
         if self.general is not None:
-            space = self._sources(g.synthesis(rho_lm))
-            return np.array([self.general.energy(i, space) for i in range(len(self.heads))])
+            rho = g.synthesis(rho_lm)
+            space = self._sources(rho)
+            known = self._general_known(rho_lm, space)
+            W = (rho * g.weights).reshape(-1)
+            return np.array([self.general.energy(i, space) if known[i] is None else
+                             NORMALIZATIONS[h.normalization].energy(h, self.general.head_sums(i, space), known[i], W)
+                             for i, h in enumerate(self.heads)])
         W = g.synthesis(rho_lm).reshape(-1) * self._w
         return np.array([pair_sum(h, self._nodes, W, self.chunk_bytes) for h in self.heads])
 
