@@ -27,6 +27,9 @@ projection heads onto the xy plane and onto z), ``K(R x, R y) = K(x, y)`` and ``
 ``m``: ``C_lm(R_phi y) = e^{-i m phi} C_lm(y)``, so one node per ring suffices and, in the complex layout of
 :mod:`meanfield.core.sphere`, ``(A b)_lm = sum_l' A^m_{l l'} b_l'm`` with
 ``A^m_{l l'} = 2 pi sum_i w_i C_lm(theta_i, 0) Y_l'm(theta_i, 0)``: ``O(L^3)`` entries, set up in milliseconds.
+A head symmetric about another axis ``e`` (:func:`symmetry_axis`) is built so in the frame ``Q`` with ``Q e_z = e``
+(``M' = Q^T M Q``) and applied as ``R_Q A' R_Q^T`` (two coefficient rotations per application, ducc0's
+``rotate_alm`` through :func:`meanfield.core.sphere.rotate_coefficients`).
 
 Costs are estimated from the sizes (:func:`estimate_operator`) and refused above the limits of
 :mod:`meanfield.core.cost` before anything is allocated.  Numpy and :mod:`meanfield.core.sphere` only.
@@ -43,13 +46,21 @@ import numpy as np
 from . import cost, validate
 from .heads import Head, check_heads
 from .kernels import KERNELS, LMAX_CAP, NORMALIZATIONS
-from .sphere import SphereGrid, from_real_basis, legendre_table, nalm_for, resize_coefficients, to_real_basis
+from .sphere import (
+    SphereGrid,
+    from_real_basis,
+    legendre_table,
+    nalm_for,
+    resize_coefficients,
+    rotate_coefficients,
+    to_real_basis,
+)
 from .zonal import has_lmax_rule, no_lmax_rule, required_lmax, truncation_level
 
 __all__ = ["PROFILES", "kernel_degree", "is_axial", "potential_scale", "operator_norm", "estimate_operator",
            "HeadOperator", "head_operator", "GeneralOperator", "GeneralHeadSums", "OPERATOR_LMAX_CAP", "PointSources",
            "NodeSources", "SpectralAccuracyWarning", "kernel_bound", "cached_operator", "CACHE_BYTES",
-           "truncation_tolerance"]
+           "truncation_tolerance", "symmetry_axis"]
 
 PROFILES = ("normalizer", "potential", "entropy")
 """Kernel profiles an operator is built for: ``k`` (aggregates, normalizers, Sinkhorn), ``K`` (energies and the
@@ -95,6 +106,28 @@ def is_axial(M) -> bool:
     M = np.asarray(M)
     return bool(M.shape == (3, 3) and M[0, 2] == 0 and M[1, 2] == 0 and M[2, 0] == 0 and M[2, 1] == 0
                 and M[0, 0] == M[1, 1] and M[0, 1] == -M[1, 0])
+
+
+_GEN = np.array([np.cross(np.eye(3)[k], np.eye(3)).T for k in range(3)])     # G_k x = e_k x x
+
+
+def symmetry_axis(M):
+    """The unit axis ``e`` whose rotations commute with ``M`` when it is unique (the null space of
+    ``w -> [G(w), M]`` is one-dimensional, to round-off), else None (no axis, or every axis: ``M = lambda I``)."""
+    M = np.asarray(M, dtype=float)
+    C = np.stack([(G @ M - M @ G).ravel() for G in _GEN], axis=1) / (1.0 + np.abs(M).max())
+    _, sv, Vt = np.linalg.svd(C)
+    null = int(np.sum(sv <= 1e-12))
+    return Vt[-1] / np.linalg.norm(Vt[-1]) if null == 1 else None
+
+
+def _frame(e):
+    """Euler angles ``(0, theta, phi)`` of ``Q = R_z(phi) R_y(theta)`` with ``Q e_z = e``, and ``Q``."""
+    theta, phi = float(np.arccos(np.clip(e[2], -1.0, 1.0))), float(np.arctan2(e[1], e[0]))
+    ct, st, cp, sp = np.cos(theta), np.sin(theta), np.cos(phi), np.sin(phi)
+    Q = np.array([[cp, -sp, 0.0], [sp, cp, 0.0], [0.0, 0.0, 1.0]]) @ np.array([[ct, 0.0, st], [0.0, 1.0, 0.0],
+                                                                              [-st, 0.0, ct]])
+    return (0.0, theta, phi), Q
 
 
 def potential_scale(head):
@@ -202,6 +235,7 @@ class HeadOperator:
     L: int
     dense: np.ndarray | None = None
     blocks: tuple | None = None
+    euler: tuple | None = None
 
     @property
     def nbytes(self) -> int:
@@ -214,6 +248,11 @@ class HeadOperator:
             r = to_real_basis(b, self.L)
             out = r @ (self.dense if transpose else self.dense.T)
             return from_real_basis(out, self.L)
+        if self.euler is not None:        # axial about e = Q e_z: A = R_Q A' R_Q^T (ducc0's rotations)
+            psi, theta, phi = self.euler
+            inner = HeadOperator(self.L, blocks=self.blocks).apply(rotate_coefficients(b, self.L, -phi, -theta, -psi),
+                                                                   transpose)
+            return rotate_coefficients(inner, self.L, psi, theta, phi)
         out = np.empty_like(b)
         start = 0
         for m, A in enumerate(self.blocks):
@@ -262,10 +301,22 @@ def head_operator(head, L, key="normalizer", *, nthreads=1, symmetric=None, axia
     """
     (head,) = check_heads([head])
     L = validate.integer("L", L, 2)
+    euler = None
     if axial is None or axial:
+        if not is_axial(head.M) and (e := symmetry_axis(head.M)) is not None:
+            # axial about another axis e: build in the frame Q with Q e_z = e (M' = Q^T M Q, made exactly axial)
+            euler, Q = _frame(e)
+            Mp = Q.T @ head.M @ Q
+            p_, q_ = 0.5 * (Mp[0, 0] + Mp[1, 1]), 0.5 * (Mp[1, 0] - Mp[0, 1])
+            Ma = np.array([[p_, -q_, 0.0], [q_, p_, 0.0], [0.0, 0.0, Mp[2, 2]]])
+            if np.abs(Mp - Ma).max() <= 1e-12 * (1.0 + np.abs(head.M).max()):
+                op = head_operator(Head(Ma, np.eye(3), beta=head.beta, kernel=head.kernel,
+                                        normalization=head.normalization, kernel_params=dict(head.kernel_params)),
+                                   L, key, nthreads=nthreads, symmetric=symmetric, axial=True)
+                return HeadOperator(L, blocks=op.blocks, euler=euler)
         if axial and not is_axial(head.M):
-            raise ValueError("axial=True needs M commuting with rotations about z (M = [[p, -q, 0], [q, p, 0], "
-                             "[0, 0, c]]); received another M")
+            raise ValueError("axial=True needs M commuting with the rotations about one axis (e.g. z: M = [[p, -q, 0], "
+                             "[q, p, 0], [0, 0, c]]); received another M")
         axial = is_axial(head.M)
     estimate_operator(L, axial=axial).check("a larger tolerance (a smaller degree) or direct summation")
     if symmetric is None:
@@ -328,7 +379,7 @@ class GeneralOperator:
     scales : tuple
         Per head :func:`potential_scale` (None: the aggregate path).
     axial : tuple of bool
-        Per head whether its operators are axial (equal-``m``).
+        Per head whether its operators are axial (equal-``m``, about z or, rotated, about another axis).
     """
 
     heads: tuple
@@ -346,7 +397,7 @@ class GeneralOperator:
         set_("heads", heads)
         set_("lmax", validate.integer("lmax", self.lmax, 2))
         set_("scales", tuple(potential_scale(h) for h in heads))
-        set_("axial", tuple(is_axial(h.M) for h in heads))
+        set_("axial", tuple(is_axial(h.M) or symmetry_axis(h.M) is not None for h in heads))
         set_("_ops", {})
         set_("_lock", threading.Lock())
         self.estimate().check("a larger tolerance (a smaller operator degree), or direct summation")

@@ -56,7 +56,7 @@ from . import cost, validate
 
 __all__ = ["SphereGrid", "PointSet", "NodeTransforms", "to_real", "from_real", "cartesian_to_angles", "nalm_for",
            "lm_indices", "to_lm_table", "from_lm_table", "to_real_basis", "from_real_basis", "resize_coefficients",
-           "legendre_table"]
+           "legendre_table", "rotate_coefficients"]
 
 _SHT = ducc0.sht.experimental
 _GEOM = "GL"
@@ -139,6 +139,18 @@ def resize_coefficients(f_lm, lmax_from, lmax_to):
     out = np.zeros(a.shape[:-1] + (nalm_for(lmax_to),), np.complex128)
     out[..., (mf[keep] * (2 * lmax_to + 1 - mf[keep])) // 2 + lf[keep]] = a[..., keep]
     return out
+
+
+def rotate_coefficients(f_lm, lmax, psi, theta, phi, nthreads=1):
+    """Coefficients (..., nalm) of the field rotated actively by ``R = R_z(phi) R_y(theta) R_z(psi)``:
+    ``f_rot(x) = f(R^T x)`` (ducc0's ``rotate_alm``; measures' coefficients rotate the same way)."""
+    a = np.ascontiguousarray(f_lm, dtype=np.complex128)
+    if a.shape[-1:] != (nalm_for(lmax),):
+        raise ValueError(f"f_lm must have shape (..., {nalm_for(lmax)}) for lmax = {lmax}; received shape {a.shape}")
+    flat = a.reshape(-1, a.shape[-1])
+    out = np.stack([ducc0.sht.rotate_alm(row, int(lmax), float(psi), float(theta), float(phi), nthreads=nthreads)
+                    for row in flat])
+    return out.reshape(a.shape)
 
 
 def legendre_table(lmax, theta):
