@@ -17,7 +17,8 @@ If the PDE's resolution monitor stops it early, :class:`PairedResult` says when 
 particles continue to ``t_final`` and ``w2`` is NaN at the times the PDE did not reach.
 
 Particle sums are :class:`meanfield.ParticleSystem`'s (``summation``: ``"direct"``, ``"spectral"``
-Funk-Hecke sums for zonal exp heads, or ``"auto"``, the system's own rule), integrated by
+(Funk-Hecke sums for zonal heads, bi-spherical operators for general ones), or ``"auto"``, the system's own rule),
+integrated by
 :func:`meanfield.solve_particles` and observed by :func:`meanfield.analysis.diagnostics.observer`
 (its ``relative_entropy`` is the PDE's).  Recorded times are matched to ``t_eval`` by
 :func:`align_times` (the one alignment of the package).  With a
@@ -58,8 +59,8 @@ class ParticleSettings:
     sampling : {"iid", "stratified"}
     sums : {"auto", "direct", "spectral"}
         :class:`meanfield.ParticleSystem` ``summation``: ``"auto"`` is the system's own rule (spectral
-        for zonal exp heads from ``SPECTRAL_MIN_N`` tokens on, else direct), so zonal ReLU heads run
-        with direct sums; ``"spectral"`` raises where it does not apply.
+        for heads with an lmax rule, zonal or general, from ``SPECTRAL_MIN_N`` tokens on, else direct), so ReLU
+        heads run with direct sums; ``"spectral"`` raises where it does not apply.
     spectral_tol : float
         Accuracy of the spectral sums (``ParticleSystem`` ``tolerance``).
     method : str or None
