@@ -11,9 +11,10 @@ spherical harmonics (Funk-Hecke): ``N_h`` and ``Z_h`` cost one multiply per coef
 General heads (any ``M_h``, ``V_h``) use their bi-spherical operators (MODEL.md section 8,
 :class:`meanfield.core.bispherical.GeneralOperator`, degree from ``kernel_tol``): the sources are the node
 sums of ``rho`` and ``rho y_c`` on the grid, the aggregates are synthesized at the nodes, so the velocity is
-the quadrature path's to the kernel's truncation; heads with mean normalization, symmetric ``M`` and
-``V = c M`` take ``X = c grad N`` with ``N = A_K rho`` truncated at ``lmax``, whose energy identity holds to
-round-off as for zonal heads.  ``method="quadrature"`` keeps the direct node sums as a checked reference.
+the quadrature path's to the kernel's truncation; heads with mean normalization and ``V = c M`` take
+``X = c grad N`` with ``N = A_K rho`` truncated at ``lmax`` (for a symmetric ``M``, ``V = M``: the gradient of the
+energy, whose identity then holds to round-off as for zonal heads).  Sinkhorn heads solve their scalings on the
+grid nodes.  ``method="quadrature"`` keeps the direct node sums as a checked reference.
 
 The state is the real view (:func:`meanfield.core.sphere.to_real`) of the coefficients ``rho_lm``
 up to ``lmax``.  Products are formed on the dealiased grid (``3/2`` rule), so for mean
