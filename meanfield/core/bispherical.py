@@ -59,7 +59,7 @@ from .zonal import has_lmax_rule, no_lmax_rule, required_lmax, truncation_level
 
 __all__ = ["PROFILES", "kernel_degree", "is_axial", "potential_scale", "operator_norm", "estimate_operator",
            "HeadOperator", "head_operator", "GeneralOperator", "GeneralHeadSums", "OPERATOR_LMAX_CAP", "PointSources",
-           "NodeSources", "SpectralAccuracyWarning", "kernel_bound", "cached_operator", "CACHE_BYTES",
+           "NodeSources", "SpectralAccuracyWarning", "kernel_bound", "ACCURACY_LOSS", "cached_operator", "CACHE_BYTES",
            "truncation_tolerance", "symmetry_axis"]
 
 PROFILES = ("normalizer", "potential", "entropy")
@@ -86,6 +86,11 @@ class SpectralAccuracyWarning(UserWarning):
     """A normalizing head's row sums ``Z`` fall so far below the kernel's largest value that the spectral sums'
     absolute accuracy (``tolerance`` times ``max k`` times the total weight) is a large relative error of ``Z``, and so
     of the force ``U / Z``: the requested tolerance is not reached (use the direct sums, or a smaller tolerance)."""
+
+
+ACCURACY_LOSS = 100.0
+"""How much a normalizing head's row sums may lose of the requested accuracy before :class:`SpectralAccuracyWarning`
+(and the bound above which ``summation="auto"`` keeps general softmax heads on the direct sums)."""
 
 
 def kernel_bound(head) -> float:
@@ -412,7 +417,7 @@ class GeneralOperator:
             return
         zmin = float(np.min(Z[Z > 0]))
         reached = self.tolerance * kernel_bound(self.heads[i]) * mass / zmin if zmin > 0 else np.inf
-        if reached > 100 * self.tolerance:
+        if reached > ACCURACY_LOSS * self.tolerance:
             h = self.heads[i]
             warnings.warn(f"heads[{i}] ({h.normalization}, {h.kernel}, beta |M|_2 = {h.beta * operator_norm(h):.3g}): "
                           f"its row sums fall to min Z = {zmin:.3g} while the kernel reaches {kernel_bound(h):.3g}, so "

@@ -236,6 +236,7 @@ class ContinuumPDE:
             return {"rho": rho, "X": X, "N_lm": N_lm, "D": D, "sinkhorn_error": err}
         if self.general is not None:
             info = {}
+            rho_lm = g._alm(rho_lm, "rho_lm")          # complex128: the scaling cache's key
             space = self._sources(rho)
             known = self._general_known(rho_lm, space)
             v = self.general.velocity(space, known=known, details=info, tol=self.sinkhorn_tol,
@@ -267,13 +268,16 @@ class ContinuumPDE:
         solving = [i for i, h in enumerate(self.heads) if not NORMALIZATIONS[h.normalization].row_local]
         if not solving:
             return [None] * len(self.heads)
-        known = self._scaling_cache.lookup(np.asarray(rho_lm).tobytes())
+        known = self._scaling_cache.lookup(np.ascontiguousarray(rho_lm, dtype=np.complex128).tobytes())
         for i in solving:
             if i not in known:
                 sums = self.general.head_sums(i, space)
-                known[i] = NORMALIZATIONS[self.heads[i].normalization].scalings(
+                res = NORMALIZATIONS[self.heads[i].normalization].scalings(
                     sums.apply, sums.shape, apply_t=sums.apply_t, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter,
                     where=f"heads[{i}]")
+                res.a.setflags(write=False)              # shared by every call at this state (views handed out)
+                res.b.setflags(write=False)
+                known[i] = res
         return [known.get(i) for i in range(len(self.heads))]
 
     def _solve_options(self, rho):

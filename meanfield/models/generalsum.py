@@ -26,6 +26,7 @@ import numpy as np
 
 from ..core import cost, validate
 from ..core.bispherical import (
+    ACCURACY_LOSS,
     OPERATOR_LMAX_CAP,
     GeneralOperator,
     PointSources,
@@ -42,10 +43,11 @@ from ..core.sums import LastScalings
 
 __all__ = ["GeneralSpectralSum", "general_degree", "AUTO_CONDITIONING"]
 
-AUTO_CONDITIONING = 1e3
+AUTO_CONDITIONING = ACCURACY_LOSS
 """``summation="auto"`` keeps general softmax heads on the direct sums when :meth:`GeneralSpectralSum.conditioning`
-exceeds this (exp: ``beta |M|_2 > 3.45``): their row sums may fall so far below the kernel's largest value that the
-spectral accuracy is lost there (``summation="spectral"`` still serves them, and warns where it happens)."""
+exceeds this (the loss the operators' own check warns beyond, :data:`meanfield.core.bispherical.ACCURACY_LOSS`;
+exp: ``beta |M|_2 > 2.30``): their row sums may fall so far below the kernel's largest value that the spectral
+accuracy is lost there (``summation="spectral"`` still serves them, and warns where it happens)."""
 
 
 def general_degree(heads, tolerance):

@@ -139,7 +139,7 @@ class ParticleSystem:
         heads, :class:`meanfield.models.generalsum.GeneralSpectralSum`, bi-spherical operators, for any other
         ``M_h``, ``V_h``) or ``"auto"``: spectral when it applies, ``tolerance`` is reachable and
         ``n >= SPECTRAL_MIN_N`` (general softmax heads: also ``GeneralSpectralSum.conditioning() <=
-        AUTO_CONDITIONING``, i.e. ``beta |M|_2 <= 3.45`` for exp kernels).
+        AUTO_CONDITIONING``, i.e. ``beta |M|_2 <= 2.30`` for exp kernels).
         :meth:`energy_gradients` and :meth:`energy_rates` are always direct.  Every direct path is
         refused up front (:meth:`check_direct`) when estimated to exceed :data:`DIRECT_TIME_LIMIT_S`.
     tolerance : float
