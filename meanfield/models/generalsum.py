@@ -26,7 +26,6 @@ import numpy as np
 
 from ..core import cost, validate
 from ..core.bispherical import (
-    ACCURACY_LOSS,
     OPERATOR_LMAX_CAP,
     GeneralOperator,
     PointSources,
@@ -41,14 +40,7 @@ from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sphere import PointSet, SphereGrid
 from ..core.sums import LastScalings
 
-__all__ = ["GeneralSpectralSum", "general_degree", "AUTO_CONDITIONING"]
-
-AUTO_CONDITIONING = ACCURACY_LOSS
-"""``summation="auto"`` keeps general softmax heads on the direct sums when :meth:`GeneralSpectralSum.conditioning`
-exceeds this (the loss the operators' own check warns beyond, :data:`meanfield.core.bispherical.ACCURACY_LOSS`;
-exp: ``beta |M|_2 > 2.30``): their row sums may fall so far below the kernel's largest value that the spectral
-accuracy is lost there (``summation="spectral"`` still serves them, and warns where it happens)."""
-
+__all__ = ["GeneralSpectralSum", "general_degree"]
 
 def general_degree(heads, tolerance):
     """The operator degree of ``heads`` at ``tolerance``: the largest :func:`~meanfield.core.bispherical.kernel_degree`
@@ -125,7 +117,8 @@ class GeneralSpectralSum:
         """The a-priori loss of accuracy of the normalizing (softmax) heads: the largest ``max k / min k`` over the
         scores ``|s| <= |M|_2`` (row sums are at least ``min k`` times the total weight, the sums' absolute accuracy is
         the tolerance times ``max k`` times it); 1 without such heads, ``inf`` for kernels that vanish.  ``summation=
-        "auto"`` stays direct above :data:`AUTO_CONDITIONING`."""
+        "auto"`` stays direct above :data:`meanfield.core.bispherical.ACCURACY_LOSS` (exp: ``beta |M|_2 > 2.30``), the
+        loss the operators' own check warns beyond."""
         out = 1.0
         for h in self.heads:
             if NORMALIZATIONS[h.normalization].uses_normalizer:

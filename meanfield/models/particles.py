@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import validate
+from ..core.bispherical import ACCURACY_LOSS
 from ..core.choices import GEOMETRIES, SUMMATIONS
 from ..core.cost import SECONDS_PER_PAIR, STEP_OVERHEAD_S, guard
 from ..core.heads import check_exp_range, check_heads
@@ -42,7 +43,7 @@ from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult
 from ..core.sums import DirectSums, LastScalings, pair_sum, row_chunks
 from .fastsum import spectral_sum, spectral_supported
-from .generalsum import AUTO_CONDITIONING, GeneralSpectralSum
+from .generalsum import GeneralSpectralSum
 
 SPECTRAL_MIN_N = 2000
 """Smallest n for which ``summation="auto"`` uses the spectral sum.  Measured (benchmarks/RESULTS.md):
@@ -139,7 +140,7 @@ class ParticleSystem:
         heads, :class:`meanfield.models.generalsum.GeneralSpectralSum`, bi-spherical operators, for any other
         ``M_h``, ``V_h``) or ``"auto"``: spectral when it applies, ``tolerance`` is reachable and
         ``n >= SPECTRAL_MIN_N`` (general softmax heads: also ``GeneralSpectralSum.conditioning() <=
-        AUTO_CONDITIONING``, i.e. ``beta |M|_2 <= 2.30`` for exp kernels).
+        meanfield.core.bispherical.ACCURACY_LOSS``, i.e. ``beta |M|_2 <= 2.30`` for exp kernels).
         :meth:`energy_gradients` and :meth:`energy_rates` are always direct.  Every direct path is
         refused up front (:meth:`check_direct`) when estimated to exceed :data:`DIRECT_TIME_LIMIT_S`.
     tolerance : float
@@ -212,7 +213,7 @@ class ParticleSystem:
                 spectral = spectral_sum(self.heads, tol, lmax=self.lmax, nthreads=self.nthreads, **solve)
             except ValueError:
                 spectral = None
-            if isinstance(spectral, GeneralSpectralSum) and spectral.conditioning() > AUTO_CONDITIONING:
+            if isinstance(spectral, GeneralSpectralSum) and spectral.conditioning() > ACCURACY_LOSS:
                 spectral = None  # softmax rows that may fall below the spectral accuracy: the direct sums
         object.__setattr__(self, "_spectral", spectral)
         object.__setattr__(self, "_last", LastScalings())
