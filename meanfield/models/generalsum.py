@@ -42,6 +42,7 @@ from ..core.sums import LastScalings
 
 __all__ = ["GeneralSpectralSum", "general_degree"]
 
+
 def general_degree(heads, tolerance):
     """The operator degree of ``heads`` at ``tolerance``: the largest :func:`~meanfield.core.bispherical.kernel_degree`
     (ValueError naming the head when one needs more than
