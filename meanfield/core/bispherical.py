@@ -59,7 +59,7 @@ from .zonal import has_lmax_rule, no_lmax_rule, required_lmax, truncation_level
 
 __all__ = ["PROFILES", "kernel_degree", "is_axial", "potential_scale", "operator_norm", "estimate_operator",
            "HeadOperator", "head_operator", "GeneralOperator", "GeneralHeadSums", "OPERATOR_LMAX_CAP", "PointSources",
-           "NodeSources", "SpectralAccuracyWarning", "kernel_bound", "ACCURACY_LOSS", "cached_operator", "CACHE_BYTES",
+           "NodeSources", "SpectralAccuracyWarning", "kernel_bound", "kernel_range", "ACCURACY_LOSS", "cached_operator", "CACHE_BYTES",
            "truncation_tolerance", "symmetry_axis"]
 
 PROFILES = ("normalizer", "potential", "entropy")
@@ -93,11 +93,17 @@ ACCURACY_LOSS = 100.0
 (and the bound above which ``summation="auto"`` keeps general softmax heads on the direct sums)."""
 
 
-def kernel_bound(head) -> float:
-    """``max |k(s)|`` over the scores ``|s| <= |M|_2`` of unit vectors (kernels monotone in the score)."""
+def kernel_range(head) -> tuple:
+    """``(min |k|, max |k|)`` over the scores ``|s| <= |M|_2`` of unit vectors (kernels monotone in the score)."""
     kern = KERNELS[head.kernel]
     top = kern.rate(head) * operator_norm(head)
-    return float(np.abs(kern.scaled(head, np.array([-top, top]))).max())
+    lo, hi = np.sort(np.abs(kern.scaled(head, np.array([-top, top]))))
+    return float(lo), float(hi)
+
+
+def kernel_bound(head) -> float:
+    """``max |k(s)|`` over the scores ``|s| <= |M|_2`` of unit vectors (kernels monotone in the score)."""
+    return kernel_range(head)[1]
 
 
 def operator_norm(head) -> float:

@@ -32,6 +32,7 @@ from ..core.bispherical import (
     estimate_operator,
     is_axial,
     kernel_degree,
+    kernel_range,
     truncation_tolerance,
 )
 from ..core.heads import check_heads
@@ -123,10 +124,8 @@ class GeneralSpectralSum:
         out = 1.0
         for h in self.heads:
             if NORMALIZATIONS[h.normalization].uses_normalizer:
-                kern = KERNELS[h.kernel]
-                top = kern.rate(h) * np.linalg.norm(h.M, 2)
-                lo, hi = np.abs(kern.scaled(h, np.array([-top, top])))
-                out = max(out, np.inf if min(lo, hi) == 0 else max(lo, hi) / min(lo, hi))
+                lo, hi = kernel_range(h)
+                out = max(out, np.inf if lo == 0 else hi / lo)
         return float(out)
 
     # ------------------------------------------------------------------ building blocks
