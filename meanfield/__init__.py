@@ -83,6 +83,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       equilibria_config the settings of meanfield equilibria (TOML in and out, validated)
       equilibria_branches  the branches of stationary states a config asks for (continuation, stability)
       equilibria_sphere the full-S^2 check of those branches (Newton-Krylov re-solve, S^2 spectra)
+      equilibria_general  general heads: the primary branch on the full sphere, its branch points, switches
       equilibria_job    meanfield equilibria: branches of stationary states -> NetCDF + bifurcation figure
       transition_map    the transition type, nu_#, nu_fold, nu_global over (d, beta) as dask tasks
       cli               the ``meanfield`` command

@@ -131,6 +131,11 @@ _PDE_BAD = lambda b: _pde_bad()                                                 
 _RHO_LM = lambda b: array(S_RHO(), complex_ok=True)                                  # noqa: E731
 entry("sphere_states.gibbs_map", _ss.gibbs_map, lambda: dict(pde=SPDE(), rho_lm=S_RHO(), nu=0.5),
       bad={"pde": _PDE_BAD, "rho_lm": _RHO_LM, "nu": real_pos()})
+entry("sphere_states.GibbsProblem", _ss.GibbsProblem, lambda: dict(pde=SPDE()),
+      bad={"pde": lambda b: _pde_bad() + [mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 2.0, normalization="softmax"),
+                                                           lmax=8)]})
+entry("sphere_states.gibbs_problem_cost", _ss.gibbs_problem_cost, lambda: dict(lmax=8, nodes=162),
+      bad={"lmax": int_pos(0), "nodes": int_pos(1), "jacobians": int_pos(0)})
 entry("sphere_states.symmetry_axes", _ss.symmetry_axes, lambda: dict(pde=SPDE()), bad={"pde": [None, "pde"]})
 entry("sphere_states.rotation_generators", _ss.rotation_generators, lambda: dict(grid=SPDE().grid, rho_lm=S_RHO()),
       bad={"grid": [None, "grid"], "rho_lm": _RHO_LM})

@@ -439,6 +439,8 @@ MODULES_NOT_FUZZED = {
     "meanfield.workflow.equilibria_config": "the equilibria TOML loader; no direct entry yet",
     "meanfield.workflow.equilibria_job": "the equilibria job, driven by its validated config; no direct entry yet",
     "meanfield.workflow.equilibria_sphere": "the S^2 check of the equilibria job, driven by its config",
+    "meanfield.workflow.equilibria_general": "the equilibria job with general heads, driven by a validated "
+                                             "EquilibriaConfig (tests/test_equilibria_general.py: its refusals)",
     "meanfield.workflow.inputs": _TOP + " (zonal_density, density_from_coefficients); the file loaders are "
                                  "fuzzed through cli.config_check (positions files)",
     "meanfield.workflow.jobs": "the main job's folder lifecycle, driven by a validated RunConfig (cli entries)",

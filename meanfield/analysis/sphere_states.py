@@ -33,14 +33,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, eigs, gmres
 
-from ..core import validate
+from ..core import cost, validate
 from ..core.bispherical import is_axial
 from ..core.kernels import NORMALIZATIONS
 from ..core.sinkhorn import solve_scaling
-from ..core.sphere import SphereGrid, resize_coefficients
+from ..core.sphere import SphereGrid, from_real_basis, resize_coefficients, to_real_basis
 from ..models.continuum import ContinuumPDE
 
-__all__ = ["SphereState", "gibbs_map", "rotation_generators", "symmetry_axes", "solve_sphere_state", "sphere_spectrum",
+__all__ = ["SphereState", "GibbsProblem", "gibbs_problem_cost", "SECONDS_PER_FLOP", "gibbs_map", "rotation_generators", "symmetry_axes", "solve_sphere_state", "sphere_spectrum",
            "sphere_resolution_error", "sphere_branch", "sphere_block_spectrum", "RESOLUTION_TOL"]
 
 RESOLUTION_TOL = 1e-8
@@ -397,6 +397,114 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
                                        f"{RESOLUTION_TOL:g} (use a larger lmax)", **common)
     return SphereState(rho, nu, 0, f"converged in {it} Newton steps, {krylov} Krylov iterations, residual "
                                    f"{res:.2e}", **common)
+
+
+SECONDS_PER_FLOP = 1e-10
+"""Seconds per floating-point operation of the dense products of :class:`GibbsProblem` (measured: its Jacobian at
+``lmax = 24``, 0.97 GFlop, in 0.027 s with two threads; 1e-10 is the one-thread figure, conservative)."""
+
+
+def gibbs_problem_cost(lmax, nodes, jacobians=1) -> cost.Cost:
+    """Peak bytes of a :class:`GibbsProblem` (``S``, ``W``, ``S P`` and a product's temporary, ``nodes x N``
+    each, and four ``N x N`` matrices of a Jacobian and its bordered solve) and the seconds of ``jacobians``
+    Jacobians (``2 N^2 nodes`` operations each), ``N = (lmax + 1)^2``."""
+    lmax = validate.integer("lmax", lmax, 0)
+    nodes = validate.integer("nodes", nodes, 1)
+    jacobians = validate.integer("jacobians", jacobians, 0)
+    N = (lmax + 1) ** 2
+    return cost.Cost(f"GibbsProblem(lmax={lmax})", bytes=8.0 * (4 * nodes * N + 4 * N * N),
+                     seconds=jacobians * 2.0 * N * N * nodes * SECONDS_PER_FLOP,
+                     detail=f"{N} real coefficients on {nodes} grid nodes, {jacobians} dense Jacobian(s)")
+
+
+class GibbsProblem:
+    r"""The self-consistency equation ``rho = G(rho)`` of a model with a linear potential (mean heads: zonal, or
+    general with ``V = c M``) as ``F(u, nu) = 0`` on real coordinates, with its dense Jacobian: the input of
+    :func:`meanfield.analysis.continuation.continue_branch` on the full sphere.
+
+    ``u`` holds a density's coordinates in the real orthonormal basis (:func:`meanfield.core.sphere.to_real_basis`)
+    without the first (mass 1 fixes ``rho_00 = 1 / sqrt(4 pi)``): ``(lmax + 1)^2 - 1`` unknowns.  With ``S`` the
+    synthesis onto the model's grid (real basis), ``W = S^T diag(w)`` the Gauss-Legendre analysis, ``P`` the
+    potential's matrix (``Phi = P rho``, independent of ``nu``) and ``f = G(rho)`` on the grid,
+
+    .. math:: F = u - (W f)_{1:},\qquad F_u = I - \big(W \operatorname{diag}(f) (I - 1 (w f)^T) S P / \nu\big)_{1:, 1:},
+              \qquad F_\nu = (W [f (\Phi - \textstyle\int f \Phi)])_{1:} / \nu^2,
+
+    the same equation as :func:`solve_sphere_state` (to round-off), formed once per model (``S``, ``W``, ``P``:
+    ``(lmax+1)^2`` columns) and then by dense products.  Rotations that leave every head invariant
+    (:func:`symmetry_axes`) make ``F_u`` singular at states they move: the continuation suits states that keep the
+    heads' continuous symmetries (the branch from the uniform state at large ``nu`` does).
+    """
+
+    def __init__(self, pde):
+        pde = _check(pde)
+        ops = _Ops(pde, pde.grid)
+        if ops.normalizing or ops.solving:
+            raise ValueError("pde: GibbsProblem needs a potential linear in rho (mean normalization, zonal heads or "
+                             "general heads with V = c M); received softmax or Sinkhorn heads (use "
+                             "solve_sphere_state)")
+        self.pde, self.grid = pde, pde.grid
+        g, L = self.grid, pde.grid.lmax
+        N = (L + 1) ** 2
+        gibbs_problem_cost(L, g.nlat * g.nlon).check(fix="a smaller lmax")
+        E = from_real_basis(np.eye(N), L)
+        self._S = np.stack([g.synthesis(e).ravel() for e in E], axis=1)            # (nodes, N)
+        self._w = g.weights.ravel()
+        self._W = self._S.T * self._w                                               # (N, nodes)
+        if ops.general is not None:
+            self._P = to_real_basis(ops.general_potential(E), L).T
+        else:
+            self._P = np.diag(to_real_basis(ops.linear.astype(np.complex128), L))
+        self._SP = self._S @ self._P
+        self.size = N - 1
+        self.r0 = 1.0 / np.sqrt(4 * np.pi)
+
+    def coefficients(self, u) -> np.ndarray:
+        """The model's coefficients ``rho_lm`` (nalm,) of the coordinates ``u``."""
+        u = validate.real_array("u", u, (self.size,))
+        return from_real_basis(np.r_[self.r0, u], self.grid.lmax)
+
+    def coordinates(self, rho_lm) -> np.ndarray:
+        """The coordinates ``u`` of coefficients ``rho_lm`` of mass 1 (the inverse of :meth:`coefficients`)."""
+        r = to_real_basis(_coeffs(self.grid, rho_lm, "rho_lm"), self.grid.lmax)
+        if abs(r[0] - self.r0) > 1e-10 * self.r0:
+            raise ValueError(f"rho_lm must have mass 1 (rho_00 = 1/sqrt(4 pi) to 1e-10 relative); received mass "
+                             f"{r[0] / self.r0!r}")
+        return r[1:]
+
+    def _gibbs(self, u, nu):
+        phi = self._SP @ np.r_[self.r0, u]
+        e = np.exp((phi - phi.max()) / nu)
+        f = e / (self._w @ e)
+        return f, phi
+
+    def F(self, u, nu):
+        """``u - G(u)`` (size,)."""
+        f, _ = self._gibbs(u, nu)
+        return u - (self._W @ f)[1:]
+
+    def jacobian(self, u, nu):
+        """``(F_u (size, size), F_nu (size,))``."""
+        f, phi = self._gibbs(u, nu)
+        wf = self._w * f
+        B = self._SP[:, 1:]
+        B = f[:, None] * (B - wf @ B) / nu
+        Fu = np.eye(self.size) - (self._W @ B)[1:]
+        Fp = (self._W @ (f * (phi - wf @ phi)))[1:] / nu ** 2
+        return Fu, Fp
+
+    def solve(self, u0, nu, *, tol=1e-12, maxiter=50):
+        """Newton on ``F(., nu) = 0`` from ``u0``: ``(u, residual, iterations)`` (the residual in the max norm)."""
+        u = validate.real_array("u0", u0, (self.size,)).astype(float).copy()
+        nu = validate.real("nu", nu, positive=True)
+        res = np.inf
+        for it in range(validate.integer("maxiter", maxiter, 1) + 1):
+            F = self.F(u, nu)
+            res = float(np.abs(F).max())
+            if res <= tol or it == maxiter:
+                break
+            u -= np.linalg.solve(self.jacobian(u, nu)[0], F)
+        return u, res, it
 
 
 def sphere_spectrum(pde, rho_lm, nu, k=10, *, h=1e-6):

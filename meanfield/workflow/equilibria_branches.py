@@ -21,7 +21,7 @@ from ..models.axisymmetric import AxisymmetricPDE
 from .equilibria_config import EquilibriaConfig
 
 __all__ = ["build_model", "check_config", "compute_branches", "has_free_energy", "degree_of", "Problem",
-           "GAP_TOL"]
+           "GAP_TOL", "save_branch", "load_branch", "kept_branch"]
 
 GAP_TOL = 1e-12
 """Free-energy gaps smaller than this are taken as zero when looking for a Maxwell point (round-off at the
@@ -195,19 +195,38 @@ def _name(degree, side):
     return "uniform" if degree == 0 else f"degree{degree}_{'plus' if side > 0 else 'minus'}"
 
 
-def _save_npz(path, rec):
+def save_branch(path, rec):
+    """Write a branch record (a dict of arrays) to ``path`` (.npz) atomically: a temporary file, then a rename."""
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
     with open(tmp, "wb") as fh:
         np.savez(fh, **{k: np.asarray(v) for k, v in rec.items()})
     os.replace(tmp, path)
 
 
-def _load_npz(path):
+def load_branch(path):
+    """A branch record written by :func:`save_branch` (its scalars back as ``int`` and ``str``)."""
     with np.load(path, allow_pickle=False) as f:
         rec = {k: f[k] for k in f.files}
     for k in ("degree", "side", "status", "n_newton"):
         rec[k] = int(rec[k])
     rec["message"] = str(rec["message"])
+    return rec
+
+
+def kept_branch(folder, name, make, bar=None, log=None) -> dict:
+    """The branch record ``name``: from ``folder/<name>.npz`` when a run finished it earlier (told to ``log``), else
+    ``make()``, saved there (:func:`save_branch`); ``bar`` (tqdm) advances by one."""
+    path = None if folder is None else Path(folder) / f"{name}.npz"
+    if path is not None and path.is_file():
+        rec = load_branch(path)
+        if log:
+            log(f"{name}: finished earlier ({len(rec['p'])} points), taken from {path}")
+    else:
+        rec = make()
+        if path is not None:
+            save_branch(path, rec)
+    if bar is not None:
+        bar.update(1)
     return rec
 
 
@@ -228,17 +247,7 @@ def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=N
     bar = tqdm(total=1 + len(wanted), desc="equilibria (branches)", disable=None if progress is None else not progress)
 
     def branch(name, make):
-        path = None if folder is None else folder / f"{name}.npz"
-        if path is not None and path.is_file():
-            rec = _load_npz(path)
-            if log:
-                log(f"{name}: finished earlier ({len(rec['p'])} points), taken from {path}")
-        else:
-            rec = make()
-            if path is not None:
-                _save_npz(path, rec)
-        bar.update(1)
-        return rec
+        return kept_branch(folder, name, make, bar, log)
 
     out = [branch("uniform", lambda: _branch_record(prob, _uniform(prob), 0, 0))]
     uni = out[0]

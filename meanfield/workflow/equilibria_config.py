@@ -1,7 +1,8 @@
 """Configuration of ``meanfield equilibria``: frozen dataclasses, validated from plain dicts or TOML.
 
 An :class:`EquilibriaConfig` names the zonal heads (``[[heads]]``: ``lam`` of either sign, ``beta``,
-``kernel``, ``normalization``), the geometry (``[geometry]``: ``d``, the sphere ``S^{d-1}`` of the
+``kernel``, ``normalization``; or general heads, ``M`` and ``V`` with mean normalization and ``V = c M``, on
+``geometry.d = "sphere"`` with parameter ``nu``: :mod:`meanfield.workflow.equilibria_general`), the geometry (``[geometry]``: ``d``, the sphere ``S^{d-1}`` of the
 axisymmetric PDE, ``d = 2`` the circle; ``lmax``), the continuation (``[continuation]``: the parameter
 ``"nu"`` over ``nu_range`` or ``"beta"`` over ``beta_range`` at a fixed ``nu``, the branch ``degrees``
 switched at the uniform state's branch points and their ``sides``, the arclength ``step``,
@@ -163,12 +164,21 @@ class EquilibriaConfig:
     continuation: ContinuationConfig = ContinuationConfig()
     outputs: EquilibriaOutputConfig = EquilibriaOutputConfig()
 
+    @property
+    def general(self) -> bool:
+        """Whether a head is general (``M``, ``V`` given): the states are followed on the full sphere
+        (:mod:`meanfield.workflow.equilibria_general`)."""
+        return any(h.M is not None for h in self.heads)
+
     def to_dict(self) -> dict:
         heads = [h.to_dict() for h in self.heads]
         if self.continuation.parameter == "beta":       # the parameter sets every head's beta
             for h in heads:
                 h.pop("beta", None)
-        return {"heads": heads, **{k: getattr(self, k).to_dict() for k in _SECTIONS}}
+        out = {"heads": heads, **{k: getattr(self, k).to_dict() for k in _SECTIONS}}
+        if self.general:                                # no branch leaves the uniform state: no degrees
+            out["continuation"].pop("degrees", None)
+        return out
 
     @classmethod
     def from_dict(cls, d) -> "EquilibriaConfig":
@@ -188,8 +198,7 @@ class EquilibriaConfig:
             for i, h in enumerate(heads):
                 head = HeadConfig.from_dict(h, f"heads[{i}]")
                 if head.M is not None:
-                    raise ConfigError(f"heads[{i}].M and heads[{i}].V: meanfield equilibria takes zonal heads only "
-                                      f"(lam, beta, kernel, normalization); received a general head")
+                    _general_ok(d, kw, i)
                 if cont.parameter == "beta":
                     if "beta" in h:
                         raise ConfigError(f"heads[{i}].beta must be left out with continuation.parameter = \"beta\" "
@@ -216,6 +225,22 @@ class EquilibriaConfig:
             lines += ["", f"[[{name}]]" if name == "heads" else f"[{name}]"]
             lines += [f"{k} = {_toml_value(v)}    # {docs[k]}" for k, v in table.items()]
         return "\n".join(lines) + "\n"
+
+
+def _general_ok(d, kw, i):
+    """A general head ``heads[i]`` needs ``geometry.d = "sphere"``, parameter ``nu`` and no ``degrees``."""
+    geo, cont = kw.get("geometry", GeometryConfig()), kw.get("continuation", ContinuationConfig())
+    if not geo.sphere:
+        raise ConfigError(f"heads[{i}].M and heads[{i}].V (a general head) need geometry.d = \"sphere\" (its states "
+                          f"are not axisymmetric: they are followed on the full sphere); received geometry.d = "
+                          f"{geo.d!r}")
+    if cont.parameter != "nu":
+        raise ConfigError(f"heads[{i}].M and heads[{i}].V (a general head) need continuation.parameter = \"nu\"; "
+                          f"received {cont.parameter!r}")
+    if "degrees" in (d.get("continuation") or {}):
+        raise ConfigError(f"continuation.degrees does not apply with general heads (heads[{i}]): the uniform state "
+                          f"is not stationary, the job follows the primary branch and switches at its branch points; "
+                          f"received degrees = {d['continuation']['degrees']!r}")
 
 
 def load_equilibria_config(path) -> EquilibriaConfig:

@@ -199,6 +199,13 @@ def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=Non
     if progress is not None:
         validate.boolean("progress", progress)
     started = time.perf_counter()
+    if config.general:
+        from .equilibria_general import general_branches, general_dataset
+
+        records = general_branches(config, None if folder is None else Path(folder), progress, log)
+        ds = general_dataset(config, records, elapsed_s=time.perf_counter() - started)
+        ds.attrs["equilibria_schema_version"] = EQUILIBRIA_SCHEMA_VERSION
+        return ds
     records = compute_branches(config, folder, progress, log)
     return to_dataset(config, records, _classification(config), elapsed_s=time.perf_counter() - started)
 
@@ -236,21 +243,33 @@ def _label(degree, side):
 
 def failures(ds: xr.Dataset) -> list[str]:
     """One line per branch that did not end normally (status 1 or 2), naming it, its status and message."""
-    return [f"{_label(int(deg), int(side))}: status {int(st)}: {msg}"
-            for deg, side, st, msg in zip(ds.branch_degree.values, ds.branch_side.values, ds.branch_status.values,
-                                          ds.branch_message.values) if int(st) != 0]
+    return [f"{_branch_name(ds, b)}: status {int(ds.branch_status[b])}: {ds.branch_message.values[b]}"
+            for b in ds.branch.values if int(ds.branch_status[b]) != 0]
+
+
+def _branch_name(ds, b):
+    if ds.attrs.get("heads") == "general":
+        from .equilibria_general import branch_label
+
+        return branch_label(str(ds.branch_kind.values[b]), int(ds.branch_side[b]), float(ds.branch_parent_parameter[b]))
+    return _label(int(ds.branch_degree[b]), int(ds.branch_side[b]))
 
 
 def summary(ds: xr.Dataset) -> str:
     """A few lines describing an equilibria dataset: model, branches, special points, classification."""
     cfg = json.loads(ds.attrs["config"])
     par = ds.attrs["parameter"]
-    heads = ", ".join(f"lambda {h.get('lam', 1.0):g}" + (f" beta {h['beta']:.6g}" if "beta" in h else "")
+    heads = ", ".join(("general M, V" if "M" in h else f"lambda {h.get('lam', 1.0):g}")
+                      + (f" beta {h['beta']:.6g}" if "beta" in h else "")
                       + f" {h['kernel']}/{h['normalization']}" for h in cfg["heads"])
     where = ("S^2, every state also on the full sphere" if ds.attrs.get("geometry") == "sphere" else
              f"S^{ds.attrs['d'] - 1} (d = {ds.attrs['d']})")
     lines = [f"meanfield equilibria: {len(cfg['heads'])} head(s) [{heads}]; {where}, lmax {ds.attrs['lmax']}; {par} "
              f"in {cfg['continuation'][par + '_range']}"]
+    if ds.attrs.get("heads") == "general":
+        from .equilibria_general import general_summary
+
+        return "\n".join(lines + general_summary(ds) + [f"  {ds.attrs['classification_message']}"])
     for b in ds.branch.values:
         n = int(ds.branch_n_points[b])
         stable = ds["sphere_stable" if "sphere_stable" in ds else "stable"].values[b, :n]
@@ -270,6 +289,15 @@ def summary(ds: xr.Dataset) -> str:
     elif "classification_message" in ds.attrs:
         lines.append(f"  {ds.attrs['classification_message']}")
     return "\n".join(lines)
+
+
+def _check(config):
+    """The config's checks and cost estimate (axisymmetric, or general heads on the full sphere)."""
+    if config.general:
+        from .equilibria_general import check_general
+
+        return check_general(config)
+    return check_config(config)
 
 
 def _partial_matches(partial, text):
@@ -312,7 +340,7 @@ def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-o
                 p.unlink(missing_ok=True)
             if partial.exists() and not _partial_matches(partial, text):
                 shutil.rmtree(partial)
-        check_config(config)                               # bad input before anything is written
+        _check(config)                                     # bad input before anything is written
         remove_stale_temporaries(out, (config.outputs.dataset,))
         partial.mkdir(exist_ok=True)
         remove_stale_temporaries(partial)

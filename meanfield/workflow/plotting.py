@@ -389,22 +389,30 @@ _SPECIAL_STYLE = {"fold": dict(marker="^", color="k", label="fold"),
 
 def bifurcation_figure(ds: xr.Dataset) -> Figure:
     """The branches of an equilibria dataset (:mod:`meanfield.workflow.equilibria_job`): the order parameter and
-    ``G - G_uniform`` against the parameter, stable parts solid and unstable ones dashed, folds, branch points
-    and Maxwell points marked."""
+    ``G - G_uniform`` against the parameter (general heads: ``|int x rho|`` and ``G``), stable parts solid and
+    unstable ones dashed, folds, branch points and Maxwell points marked."""
     par = ds.attrs["parameter"]
-    has_gap = bool(np.isfinite(ds["free_energy_gap"].values).any())
+    general = ds.attrs.get("heads") == "general"        # general heads: no uniform branch, G itself
+    gap = "free_energy" if general else "free_energy_gap"
+    has_gap = bool(np.isfinite(ds[gap].values).any())
     fig = Figure(figsize=(11 if has_gap else 6, 4.5), layout="constrained")
     axes = fig.subplots(1, 2 if has_gap else 1, sharex=True, squeeze=False)[0]
-    names = [("amplitude", r"amplitude $|b_l| / Q_l(1)$ (l = 1: order parameter $|\langle x\rangle|$)")]
-    names += [("free_energy_gap", r"$G - G_{uniform}$")] if has_gap else []
+    names = [("order_parameter", r"order parameter $|\int x \rho|$") if general else
+             ("amplitude", r"amplitude $|b_l| / Q_l(1)$ (l = 1: order parameter $|\langle x\rangle|$)")]
+    names += [(gap, r"free energy $G$" if general else r"$G - G_{uniform}$")] if has_gap else []
     for ax, (name, label) in zip(axes, names):
         for b in ds.branch.values:
             n = int(ds.branch_n_points[b])
             st = ds["sphere_stable" if "sphere_stable" in ds else "stable"].values[b, :n]   # the full sphere's
             x, y = ds["parameter"].values[b, :n], ds[name].values[b, :n]
             color = f"C{b % 10}"
-            deg = int(ds.branch_degree[b])
-            lab = "uniform" if deg == 0 else f"degree {deg}" + (" (b < 0)" if int(ds.branch_side[b]) < 0 else "")
+            if general:
+                lab = str(ds.branch_kind.values[b]) + ("" if int(ds.branch_side[b]) == 0 else
+                                                       f" at nu = {float(ds.branch_parent_parameter[b]):.4g} "
+                                                       f"({'+' if int(ds.branch_side[b]) > 0 else '-'})")
+            else:
+                deg = int(ds.branch_degree[b])
+                lab = "uniform" if deg == 0 else f"degree {deg}" + (" (b < 0)" if int(ds.branch_side[b]) < 0 else "")
             start, labelled = 0, False
             for k in range(1, n + 1):               # runs of equal stability, joined at their ends
                 if k == n or st[k] != st[start]:
@@ -431,7 +439,8 @@ def bifurcation_figure(ds: xr.Dataset) -> Figure:
     axes[0].legend(fontsize=8, loc="best")
     cfg = _config(ds)
     title = (f"d = {ds.attrs['d']}, lmax {ds.attrs['lmax']}; " + ", ".join(
-        f"lambda {h.get('lam', 1.0):g}" + (f" beta {h['beta']:.4g}" if "beta" in h else "") + f" {h['normalization']}"
+        ("general M, V" if "M" in h else f"lambda {h.get('lam', 1.0):g}") + (f" beta {h['beta']:.4g}" if "beta" in h
+                                                                             else "") + f" {h['normalization']}"
         for h in cfg["heads"]))
     if "transition" in ds.attrs:
         title += f"; {ds.attrs['transition']} transition"
