@@ -20,6 +20,10 @@ From an :class:`~meanfield.workflow.equilibria_config.EquilibriaConfig` it compu
   by Brent's method on the amplitude-parametrized states); for parameter ``nu`` the classification of the
   degree-1 transition (:func:`~meanfield.analysis.phase_transition.classify_transition`) as attributes.
 
+With general heads (``M``, ``V`` given; ``geometry.d = "sphere"``) the branches are the primary branch and its
+switches on the full sphere instead (:mod:`meanfield.workflow.equilibria_general`, its own dataset variables,
+``attrs["heads"] = "general"``); the job's folder, lock and resume are the same.
+
 :func:`equilibria_job` writes the dataset (:func:`to_dataset`, variables listed there) and the bifurcation
 figure into a folder.  Each branch is saved to ``DIR/partial/`` as it finishes; a rerun of the same config
 skips the finished branches (the same numbers, bit for bit) and the folder is removed once the dataset is
