@@ -319,3 +319,30 @@ def test_branch_states_refuses_a_grid_that_is_not_one_signed_and_increasing():
     for grid in ([0.2, 0.1], [-0.1, 0.2], []):
         with pytest.raises(ValueError, match="grid must be amplitudes of one sign, increasing in size"):
             eq.branch_states(pde, grid)
+
+
+@pytest.mark.parametrize("lmax", [12, 24, 48])
+def test_the_uniform_state_is_resolved_at_any_lmax(lmax):
+    """The uniform state's l >= 1 potential is round-off: it was reported "not resolved, use a larger lmax" (its
+    tail measured against a round-off-sized top).  Now resolved (status 0, error 0) at every lmax, also with
+    round-off added (1e-17); a state the grid cannot resolve (a cluster b_l = Q_l(1) 0.9^l at lmax 12) still is not."""
+    from meanfield import AxisymmetricPDE, scalar_heads
+
+    pde = AxisymmetricPDE(scalar_heads([1.0], 3, 2.0), 3, lmax)
+    s = eq.solve_stationary(pde, pde.uniform(), 2.0)
+    assert s.status == 0, s.message
+    noisy = pde.uniform() + np.r_[0.0, np.full(lmax, 1e-17)]
+    assert eq.resolution_error(pde, noisy, 2.0) == 0.0
+    sharp = AxisymmetricPDE(scalar_heads([1.0], 3, 2.0), 3, 12)
+    b = sharp.basis(np.array([1.0]))[:, 0] * 0.9 ** np.arange(13)       # a cluster, b_l = Q_l(1) 0.9^l
+    assert eq.resolution_error(sharp, b / b[0], 0.1) > 1e3 * eq.RESOLUTION_TOL
+
+
+def test_branch_curvature_refuses_amplitudes_below_its_roundoff():
+    from meanfield.analysis import phase_transition as pt
+
+    pde = pt.phase_transition_model(3, 2.0)
+    with pytest.raises(ValueError, match=r"eps must be a finite number in \[0.001, .*round-off of nu"):
+        pt.branch_curvature(pde, eps=1e-7)
+    # at the smallest allowed amplitude the Richardson value agrees with the default's to 1e-6 (measured 1e-8)
+    assert abs(pt.branch_curvature(pde, eps=pt.CURVATURE_EPS_MIN) - pt.branch_curvature(pde)) < 1e-6

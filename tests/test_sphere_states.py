@@ -226,3 +226,16 @@ def test_held_coefficient_is_validated(setting):
                         ((40, 0, "re"), r"mode\[0\]"), ((3, 4, "re"), r"mode\[1\]"), ((3, 2, "x"), r"mode\[2\]")):
         with pytest.raises(ValueError, match=match):
             ss.solve_sphere_state(pde, rho, 1.0, amplitude=0.1, mode=mode)
+
+
+def test_the_uniform_state_is_resolved_on_the_sphere():
+    """The uniform density solved on S^2 was reported "not resolved" (its l >= 1 potential is round-off): now
+    status 0 with resolution error 0, and the error of round-off-sized perturbations is 0 too."""
+    import meanfield as mf
+
+    pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 2.0), lmax=16)
+    u = pde.grid.analysis(np.full(pde.grid.shape, 1 / (4 * np.pi)))
+    st = ss.solve_sphere_state(pde, u, 2.0)
+    assert st.status == 0 and st.resolution == 0.0, st.message
+    noisy = u + 1e-17 * (pde.grid.l_index > 0)
+    assert ss.sphere_resolution_error(pde, noisy, 2.0) == 0.0

@@ -38,9 +38,14 @@ from ..core.sinkhorn import SinkhornError, solve_scaling
 from ..models.axisymmetric import AxisymmetricPDE
 
 __all__ = ["StationaryState", "potential", "self_consistency_residual", "solve_stationary", "free_energy_gap",
-           "branch_state", "branch_states", "degree_one_state", "has_free_energy", "normalizations_have_free_energy", "noise_problem", "beta_problem", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL"]
+           "branch_state", "branch_states", "degree_one_state", "has_free_energy", "normalizations_have_free_energy", "noise_problem", "beta_problem", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL", "ROUNDOFF"]
 
 RESOLUTION_TOL = 1e-10
+ROUNDOFF = 1e-13
+"""Errors of the potential below this fraction of its largest coefficient (``l = 0`` included) are round-off, not
+truncation: :func:`resolution_error` counts them as 0, so that the uniform state (whose ``l >= 1`` potential is
+itself round-off) and states within round-off of it are resolved at any ``lmax`` (a state with structure of
+relative size ``a`` is measured as before while its errors exceed ``1e-13 / a`` of that structure)."""
 """Largest :func:`resolution_error` of a state counted as resolved (the classification reports 6 significant
 digits; states enter it through ``nu``, which is first order in the potential's error)."""
 
@@ -249,15 +254,15 @@ def resolution_error(pde, b, nu) -> float:
     top = max(float(c.max()) for c in scale)
     if top == 0:
         return 0.0
+    floor = ROUNDOFF * max(float(np.abs(m * b).max()) for m in mults)     # the potential's round-off, l = 0 in
     cut = int(2 * pde.lmax / 3)
-    tail = max(float(c[cut:].max()) for c in scale) / top
     w2, Q2 = _check_nodes(pde)
     phi2 = _potential(pde, b, Q2, w2)[0]
     e2 = np.exp((phi2 - phi2.max()) / nu)
     b2 = Q2 @ (w2 * e2 / (w2 @ e2))
     b1 = _gibbs(pde, b, nu)[0]
-    quad = max(float(np.abs(m * (b1 - b2))[1:].max()) for m in mults) / top
-    return max(tail, quad)
+    errors = (max(float(c[cut:].max()) for c in scale), max(float(np.abs(m * (b1 - b2))[1:].max()) for m in mults))
+    return max((e / top if e > floor else 0.0) for e in errors)
 
 
 def _state(pde, b, nu, ok, res, it, tol):

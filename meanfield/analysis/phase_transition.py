@@ -26,7 +26,13 @@ from ..models.axisymmetric import AxisymmetricPDE
 from .equilibria import _check_model, branch_states, degree_one_state, free_energy_gap, has_free_energy, nu_sharp
 
 __all__ = ["branch_curvature", "classify_transition", "beta_star_bessel", "beta_star_continuation",
-           "phase_transition_model", "phase_transition", "LMAX_LADDER"]
+           "phase_transition_model", "phase_transition", "LMAX_LADDER", "CURVATURE_EPS_MIN"]
+
+
+CURVATURE_EPS_MIN = 1e-3
+"""Smallest amplitude of :func:`branch_curvature`: the solved ``nu`` carries round-off of about 1e-14, which the
+Richardson formula divides by ``eps^2`` (measured at beta = 2, 3.63, 6: 1e-8 relative at ``eps = 1e-3``, 1e-3 at
+``1e-4``, the sign lost at ``1e-7``)."""
 
 
 def branch_curvature(pde, eps=1e-2) -> float:
@@ -37,8 +43,10 @@ def branch_curvature(pde, eps=1e-2) -> float:
     both amplitudes below a point mass's)."""
     pde = _check_model(pde)
     top = float(pde.basis(np.array([1.0]))[1, 0])
-    eps = validate.real("eps", eps, 0, top / 2, lo_open=True, hi_open=True,
-                        what=f"a finite number in (0, {top / 2:.6g}) (2 eps = b_1 below Q_1(1) = {top:.6g}, a point mass)")
+    eps = validate.real("eps", eps, CURVATURE_EPS_MIN, top / 2, hi_open=True,
+                        what=f"a finite number in [{CURVATURE_EPS_MIN:g}, {top / 2:.6g}) (below, the round-off of nu, "
+                             f"about 1e-14, divided by eps^2 exceeds 1e-8; 2 eps = b_1 below Q_1(1) = {top:.6g}, a "
+                             f"point mass)")
     n0 = nu_sharp(pde)
     s1 = degree_one_state(pde, eps)
     s2 = degree_one_state(pde, 2 * eps, start=s1.b, nu_start=s1.nu)

@@ -39,6 +39,7 @@ from ..core.kernels import NORMALIZATIONS
 from ..core.sinkhorn import solve_scaling
 from ..core.sphere import SphereGrid, from_real_basis, resize_coefficients, to_real_basis
 from ..models.continuum import ContinuumPDE
+from .equilibria import ROUNDOFF
 
 __all__ = ["SphereState", "GibbsProblem", "gibbs_problem_cost", "SECONDS_PER_FLOP", "gibbs_map", "rotation_generators", "symmetry_axes", "solve_sphere_state", "sphere_spectrum",
            "sphere_resolution_error", "sphere_branch", "sphere_block_spectrum", "RESOLUTION_TOL"]
@@ -259,18 +260,19 @@ def sphere_resolution_error(pde, rho_lm, nu) -> float:
     g = pde.grid
     rho_lm = _coeffs(g, rho_lm, "rho_lm")
     ops = _Ops(pde, g)
-    pot = [np.abs(p)[g.l_index >= 1] for p in ops.potential_terms(rho_lm)]
+    terms = ops.potential_terms(rho_lm)
+    pot = [np.abs(p)[g.l_index >= 1] for p in terms]
     top = max(float(p.max()) for p in pot)
     if top == 0:
         return 0.0
+    floor = ROUNDOFF * max(float(np.abs(p).max()) for p in terms)          # the potential's round-off, l = 0 in
     high = g.l_index[g.l_index >= 1] > 2 * g.lmax / 3
-    tail = max(float(p[high].max()) for p in pot) / top
     fine = SphereGrid(g.lmax, nlat=2 * g.nlat, nlon=2 * g.nlon)
     ops_fine = _Ops(pde, fine)
     G1 = g.analysis(ops.gibbs(rho_lm, nu)[0])
     G2 = fine.analysis(ops_fine.gibbs(rho_lm, nu)[0])
-    quad = max(float(np.abs(p).max()) for p in ops.potential_terms(G1 - G2)) / top
-    return max(tail, quad)
+    errors = (max(float(p[high].max()) for p in pot), max(float(np.abs(p).max()) for p in ops.potential_terms(G1 - G2)))
+    return max((e / top if e > floor else 0.0) for e in errors)
 
 
 PHASE_RANK_TOL = 1e-3

@@ -171,7 +171,15 @@ def scalar_heads(lambdas, d, beta=1.0, kernel="exp", normalization="mean", kerne
     if lambdas.ndim != 1 or lambdas.size == 0:
         raise ValueError(f"lambdas must be a non-empty 1-d sequence; received shape {lambdas.shape}")
     d = validate.integer("d", d, 2)
+    _matrices_guard(f"scalar_heads(d={d}, {lambdas.size} head(s))", d, lambdas.size)
     return tuple(Head(lam * np.eye(d), lam * np.eye(d), beta, kernel, normalization, kernel_params) for lam in lambdas)
+
+
+def _matrices_guard(what, d, n_heads):
+    """The cost guard of ``n_heads`` heads of two (d, d) float64 matrices each (and one temporary): the dimension
+    is bounded by the memory its matrices need (d = 10^6 would ask for terabytes)."""
+    cost.guard(what, bytes=8.0 * d * d * (2 * n_heads + 1), seconds=1e-9 * d * d * n_heads,
+               fix="a smaller d (or fewer heads)", detail=f"{n_heads} head(s) of two (d, d) float64 matrices")
 
 
 def orthogonal_block_heads(d, n_heads, strengths=1.0, beta=1.0, kernel="exp",
@@ -188,6 +196,7 @@ def orthogonal_block_heads(d, n_heads, strengths=1.0, beta=1.0, kernel="exp",
         raise ValueError(f"strengths must be one number or n_heads = {n_heads} numbers; received shape "
                          f"{alphas.shape}")
     alphas = np.broadcast_to(alphas.reshape(-1), (n_heads,))
+    _matrices_guard(f"orthogonal_block_heads(d={d}, n_heads={n_heads})", d, n_heads)
     heads = []
     for a, block in zip(alphas, np.array_split(np.arange(d), n_heads)):
         P = np.zeros((d, d))
