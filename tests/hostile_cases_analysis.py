@@ -129,7 +129,7 @@ entry("equilibria.nu_sharp", _eq.nu_sharp, lambda: dict(pde=AXI(), degree=1), ba
 entry("equilibria.linear_spectrum", _eq.linear_spectrum, lambda: dict(pde=AXI(), b=AXI().uniform(), nu=0.5),
       bad={"b": lambda b: array(b["b"]), "nu": real_nonneg()})     # nu = 0: the noiseless linearization (documented)
 entry("phase_transition.branch_curvature", _pt.branch_curvature, lambda: dict(pde=AXI(), eps=0.01),
-      bad={"eps": real_pos()})
+      bad={"eps": real_pos(1e-7, 5e-4)})    # below CURVATURE_EPS_MIN: round-off / eps^2
 entry("phase_transition.classify_transition", _pt.classify_transition,
       lambda: dict(pde=_pt.phase_transition_model(3, 4.0, lmax=24), r_max=0.9, n_steps=8), bad={"r_max": real_pos(1.5), "n_steps": int_pos(1)},
       huge={"n_steps": [HUGE]}, finite=False)
