@@ -48,7 +48,7 @@ def test_tokens_bad_input():
     with pytest.raises(ValueError, match="n >= 2"):
         system.velocity(X[:1])
     with pytest.raises(ValueError,
-                       match=r"w must be 5 finite weights >= 0 summing to 1 \(to 1e-10\); received shape \(5,\), sum 5.0"):
+                       match=r"w must be 5 finite weights >= 0 summing to 1 \(to 1e-8\); received shape \(5,\), sum 5.0"):
         system.velocity(X, np.ones(5))
     with pytest.raises(ValueError, match=r"w must be 5 finite weights .*; received shape \(4,\)"):
         system.velocity(X, np.ones(4) / 4)

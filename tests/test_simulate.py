@@ -100,7 +100,7 @@ def test_solve_particles_custom_observe_and_weights(system, X0):
     (lambda: dict(save=SaveAt(t_eval=[0.5, 0.2])), r"t_eval must be a non-empty 1-d strictly increasing array"),
     (dict(method="rk5"), r"method must be one of \['bs32', .*\], a Tableau or a Stepper; received 'rk5'"),
     (dict(method="rk4"), r"dt must be a positive number for the fixed-step method 'rk4'; received None"),
-    (dict(w=np.ones(8)), r"w must be 8 finite weights >= 0 summing to 1 \(to 1e-10\); received shape \(8,\), sum 8.0"),
+    (dict(w=np.ones(8)), r"w must be 8 finite weights >= 0 summing to 1 \(to 1e-8\); received shape \(8,\), sum 8.0"),
     (dict(w=np.ones(3) / 3), r"w must be 8 finite weights >= 0 summing to 1 .*; received shape \(3,\)"),
     (lambda: dict(step=StepControl(rtol=-1.0)), r"rtol must be"),       # lambdas: refused when built
 ])

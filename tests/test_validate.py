@@ -197,14 +197,17 @@ def test_probability_weights():
     w = V.probability_weights("w", [0.5, 0.5], 2)
     assert w.dtype == np.float64
     assert str(_err(V.probability_weights, "w", [0.5, 0.6], 2)) == \
-        "w must be 2 finite weights >= 0 summing to 1 (to 1e-10); received shape (2,), sum 1.1, min 0.5"
+        ("w must be 2 finite weights >= 0 summing to 1 (to 1e-8); received shape (2,), sum 1.1 (off by 0.1; "
+         "normalize with w / w.sum()), min 0.5")
     for bad, echo in [([1.0], "shape (1,)"), ([1.5, -0.5], "min -0.5"), ([np.nan, 1.0], "sum nan"),
                       ("ab", "'ab'"), ([np.inf, 0], "sum inf")]:
         refused(V.probability_weights, "w", bad, 2, name="w", echo=echo)
-    # one tolerance for every "sums to 1" (MASS_TOL = 1e-10): 1e-11 off passes, 1e-9 off does not
-    assert V.MASS_TOL == 1e-10
-    V.probability_weights("w", [0.5, 0.5 + 1e-11], 2)
-    refused(V.probability_weights, "w", [0.5, 0.5 + 1e-9], 2, name="w", echo="(to 1e-10)")
+    # weights a user gives carry their typing's rounding (WEIGHTS_TOL = 1e-8): a sum of 1 + 1e-10 (refused at
+    # MASS_TOL's knife edge until now) and nine-digit thirds pass; 1e-7 off does not, and the message says how far
+    assert V.WEIGHTS_TOL == 1e-8 and V.MASS_TOL == 1e-10
+    V.probability_weights("w", [0.5, 0.5 + 1e-10], 2)
+    V.probability_weights("w", [0.333333333] * 2 + [0.333333334], 3)
+    refused(V.probability_weights, "w", [0.5, 0.5 + 1e-7], 2, name="w", echo="off by 1e-07")
 
 
 def test_signed_weights_and_unit_mass():
@@ -212,7 +215,7 @@ def test_signed_weights_and_unit_mass():
     np.testing.assert_array_equal(V.signed_weights("dw", [1.5, -0.5], 2), [1.5, -0.5])
     assert str(_err(V.signed_weights, "dw", [1.5, -0.4], 2)) == (
         "dw must be 2 finite weights summing to 1 (to 1e-10), negative entries included; received shape (2,), "
-        "sum 1.1, min -0.4")
+        "sum 1.1 (off by 0.1; normalize with w / w.sum()), min -0.4")
     refused(V.signed_weights, "dw", [1.0], 2, name="dw", echo="shape (1,)")
     assert V.unit_mass("c0", 1.0 + 1e-11) == 1.0 + 1e-11
     assert str(_err(V.unit_mass, "c0", 0.5)) == "c0 must have mass 1 (to 1e-10); received mass 0.5"

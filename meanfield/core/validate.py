@@ -31,7 +31,7 @@ from collections.abc import Mapping
 import numpy as np
 
 __all__ = ["integer", "integer_array", "real", "choice", "boolean", "real_array", "complex_array", "unit_vector",
-           "unit_vectors", "probability_weights", "signed_weights", "unit_mass", "MASS_TOL", "rng"]
+           "unit_vectors", "probability_weights", "signed_weights", "unit_mass", "MASS_TOL", "WEIGHTS_TOL", "rng"]
 
 MASS_TOL = 1e-10
 """Allowed ``| total - 1 |`` of everything that must have mass 1: token and mixture weights, the
@@ -51,7 +51,16 @@ normalization error that matters:
 
 ``1e-10`` keeps a factor 10 or more above each of these; an input off by ``1e-10`` changes any
 mean over the measure by at most ``1e-10`` relative, far below every accuracy the package reports.
-(Until 0.2 the checks used 1e-8, 1e-10 and 1e-12 in different places.)"""
+(Until 0.2 the checks used 1e-8, 1e-10 and 1e-12 in different places.)  Weights a user types are checked to
+:data:`WEIGHTS_TOL` instead."""
+
+WEIGHTS_TOL = 1e-8
+"""Allowed ``| sum - 1 |`` of weights a user gives (token weights, mixture weights: :func:`probability_weights`).
+They carry the rounding of how they were written, not only float64 round-off: weights typed with 9 significant
+digits (``0.333333333``, a config file, a paper's table) are each off by up to 5e-10, so 1e-8 accepts up to 20
+such entries, and a sum that prints as ``1.0000000001`` passes; an input off by 1e-8 changes a mean over the
+tokens by at most 1e-8 relative.  Quadrature weights and densities (computed, not typed) keep :data:`MASS_TOL`.
+The refusal says how far off the sum is."""
 
 
 def _num(x) -> str:
@@ -402,32 +411,35 @@ def unit_vectors(name, X, d=None, *, min_rows=0, tol=1e-8):
     return a
 
 
-def _weights(name, w, n, nonnegative):
+def _weights(name, w, n, nonnegative, tol=MASS_TOL):
     a = _float_or_none(w)
     what = (f"{name} must be {n} finite weights" + (" >= 0" if nonnegative else "")
-            + f" summing to 1 (to {_num(MASS_TOL)})" + ("" if nonnegative else ", negative entries included"))
+            + f" summing to 1 (to {_num(tol)})" + ("" if nonnegative else ", negative entries included"))
     if a is None:
         raise ValueError(f"{what}; received {_received(w)}")
     if a.shape != (n,) or not np.all(np.isfinite(a)) or (nonnegative and np.any(a < 0)) \
-            or not abs(a.sum() - 1.0) <= MASS_TOL:
-        raise ValueError(f"{what}; received shape {a.shape}, sum {float(np.sum(a))!r}, "
+            or not abs(a.sum() - 1.0) <= tol:
+        total = float(np.sum(a))
+        off = (f" (off by {abs(total - 1.0):.2g}; normalize with w / w.sum())"
+               if a.shape == (n,) and np.isfinite(total) and not abs(total - 1.0) <= tol else "")
+        raise ValueError(f"{what}; received shape {a.shape}, sum {total!r}{off}, "
                          f"min {float(np.min(a)) if a.size else None!r}")
     return a
 
 
 def probability_weights(name, w, n):
-    """``w`` as float64 (n,), checked to be finite, ``>= 0`` and summing to 1 to :data:`MASS_TOL`;
+    """``w`` as float64 (n,), checked to be finite, ``>= 0`` and summing to 1 to :data:`WEIGHTS_TOL`;
     None gives ``1/n`` each.
 
     Raises
     ------
     ValueError
-        ``"{name} must be {n} finite weights >= 0 summing to 1 (to 1e-10); received shape ..., sum ...,
-        min ..."`` (not renormalized).
+        ``"{name} must be {n} finite weights >= 0 summing to 1 (to 1e-8); received shape ..., sum ... (off by
+        ...; normalize with w / w.sum()), min ..."`` (not renormalized).
     """
     if w is None:
         return np.full(n, 1.0 / n)
-    return _weights(name, w, n, True)
+    return _weights(name, w, n, True, WEIGHTS_TOL)
 
 
 def signed_weights(name, w, n):
