@@ -346,3 +346,18 @@ def test_branch_curvature_refuses_amplitudes_below_its_roundoff():
         pt.branch_curvature(pde, eps=1e-7)
     # at the smallest allowed amplitude the Richardson value agrees with the default's to 1e-6 (measured 1e-8)
     assert abs(pt.branch_curvature(pde, eps=pt.CURVATURE_EPS_MIN) - pt.branch_curvature(pde)) < 1e-6
+
+
+def test_classification_follows_the_branch_not_the_curvature_alone(monkeypatch):
+    """A continuous verdict needs the march: no degree-1 state above nu_# up to r_checked.  With the curvature
+    forced negative on a discontinuous model (beta = 2 beta_*), the march still finds the states above nu_# and
+    the fold (1.2482521831, as unforced); a genuinely continuous model (beta = 1) reports how far it looked."""
+    cont = pt.classify_transition(pt.phase_transition_model(3, 1.0, lmax=32))
+    assert cont["transition"] == "continuous" and cont["r_checked"] > 0.99
+    assert cont["branch_nu_max"] <= cont["nu_sharp"] and cont["nu_fold"] == cont["nu_sharp"]
+    model = pt.phase_transition_model(3, 2 * pt.beta_star_bessel(3), lmax=32)
+    honest = pt.classify_transition(model)
+    monkeypatch.setattr(pt, "branch_curvature", lambda pde, eps=1e-2: -1.0)
+    forced = pt.classify_transition(model)
+    assert forced["transition"] == "discontinuous" and forced["branch_nu_max"] > forced["nu_sharp"]
+    assert abs(forced["nu_fold"] - honest["nu_fold"]) < 1e-9

@@ -26,7 +26,8 @@ from ..models.axisymmetric import AxisymmetricPDE
 from .equilibria import _check_model, branch_states, degree_one_state, free_energy_gap, has_free_energy, nu_sharp
 
 __all__ = ["branch_curvature", "classify_transition", "beta_star_bessel", "beta_star_continuation",
-           "phase_transition_model", "phase_transition", "LMAX_LADDER", "CURVATURE_EPS_MIN"]
+           "phase_transition_model", "phase_transition", "LMAX_LADDER", "CURVATURE_EPS_MIN",
+           "MARCH_NU_TOL"]
 
 
 CURVATURE_EPS_MIN = 1e-3
@@ -75,6 +76,9 @@ def _amplitudes(d, r_max, n_steps):
     return np.sqrt(d) * r
 
 
+MARCH_NU_TOL = 1e-12
+"""A state of the marched branch counts as above ``nu_#`` when its ``nu`` exceeds ``nu_# (1 + MARCH_NU_TOL)``: the
+Newton solves' round-off on ``nu`` is about 1e-14 relative."""
 MARCH_SECONDS_PER_STATE = 1e-3
 """Seconds of one warm-started branch solve beyond its ``(lmax + 1)^3`` dense algebra (measured 1.2e-3 s per state
 at lmax = 24, 1.1e-3 to 1.7e-3 s at 48)."""
@@ -94,16 +98,21 @@ def estimate_march(lmax, n_steps) -> cost.Cost:
 def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
     """Transition type and critical noises of the degree-1 branch of ``pde`` (one or more zonal heads).
 
-    Returns a dict: ``nu_sharp``; ``nu_2`` (the branch curvature); ``transition`` (``"continuous"`` if
-    ``nu_2 < 0``, else ``"discontinuous"``); for a discontinuous transition ``nu_fold`` (the largest ``nu``
-    along the branch, by Brent's method on ``nu(b_1)``), ``b1_fold``, and with mean normalization
-    ``nu_global`` (the ``nu`` where ``G`` of the stable branch, ``b_1 > b1_fold``, equals ``G`` of uniform).
-    For a continuous transition ``nu_fold = nu_global = nu_sharp`` (no fold; uniform is the global
-    maximizer for ``nu >= nu_sharp``); without a free energy (softmax) ``nu_global`` is NaN.  The branch is
-    marched in the order parameter ``r = b_1 / sqrt(d)`` up to ``r_max`` in ``n_steps`` warm-started solves
-    (:func:`_amplitudes`; their cost is guarded up front, :func:`estimate_march`); a march that stops (not
-    resolved or not converged) before the quantities are bracketed raises ``RuntimeError`` with the solver's
-    message.
+    Returns a dict: ``nu_sharp``; ``nu_2`` (the branch curvature); ``r_checked`` (how far the branch was
+    marched, in the order parameter) and ``branch_nu_max`` (the largest ``nu`` on it); ``transition``; for a
+    discontinuous transition ``nu_fold`` (the largest ``nu`` along the branch, by Brent's method on
+    ``nu(b_1)``), ``b1_fold``, and with mean normalization ``nu_global`` (the ``nu`` where ``G`` of the stable
+    branch, ``b_1 > b1_fold``, equals ``G`` of uniform).
+
+    The decision follows the branch, not the curvature alone: the degree-1 branch is always marched in the order
+    parameter ``r = b_1 / sqrt(d)`` up to ``r_max`` in ``n_steps`` warm-started solves (:func:`_amplitudes`; their
+    cost is guarded up front, :func:`estimate_march`).  ``"continuous"`` when ``nu_2 < 0`` and no state of the
+    march lies above ``nu_#`` (:data:`MARCH_NU_TOL`): then ``nu_fold = nu_global = nu_sharp`` (no fold; no
+    degree-1 state coexists with uniform above ``nu_#`` up to ``r_checked``, the claim the march tests; the
+    global one, over every state, is the theorem's for one head (MODEL.md section 7)); a march that stopped early
+    says so in ``march_message``.  Otherwise ``"discontinuous"``, with the fold located.  Without a free energy
+    (softmax) ``nu_global`` is NaN.  A march that stops (not resolved or not converged) before the fold or the
+    Maxwell point is bracketed raises ``RuntimeError`` with the solver's message.
     """
     pde = _check_model(pde)
     r_max = validate.real("r_max", r_max, 0.0, 1.0, lo_open=True, hi_open=True)
@@ -115,12 +124,19 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
     nu2 = branch_curvature(pde)
     out = {"nu_sharp": n0, "nu_2": nu2}
     has_G = has_free_energy(pde)
-    if nu2 < 0:
-        out.update(transition="continuous", nu_fold=n0, nu_global=n0 if has_G else float("nan"), b1_fold=0.0)
-        return out
     grid = _amplitudes(d, r_max, n_steps)
     states = branch_states(pde, grid)
     nus = np.array([s.nu for s in states if s.success])
+    out["r_checked"] = float(grid[nus.size - 1] / np.sqrt(d)) if nus.size else 0.0
+    if nu2 < 0 and nus.size and nus.max() <= n0 + MARCH_NU_TOL * n0:
+        # continuous: the branch leaves nu_# downwards and no state of it lies above nu_# up to r_checked (the
+        # march, not the curvature alone); above nu_# uniform is then the only degree-1 state found
+        out.update(transition="continuous", nu_fold=n0, nu_global=n0 if has_G else float("nan"), b1_fold=0.0,
+                   branch_nu_max=float(nus.max()))
+        if nus.size < len(grid):
+            out["march_message"] = f"the march stopped at r = {out['r_checked']:.4g}: {states[-1].message}"
+        return out
+    # else a fold: subcritical at nu_# (nu_2 > 0), or supercritical there but rising above nu_# further out
     if nus.size < 3 or int(np.argmax(nus)) in (0, nus.size - 1):
         last = states[-1]
         raise RuntimeError(f"classify_transition: the fold of the degree-1 branch was not bracketed up to "
@@ -139,7 +155,7 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
 
     opt = optimize.minimize_scalar(lambda a: -state_at(a).nu, bracket=(grid[k - 1], grid[k], grid[k + 1]),
                                    method="brent", tol=1e-10)
-    out.update(transition="discontinuous", nu_fold=float(-opt.fun), b1_fold=float(opt.x))
+    out.update(transition="discontinuous", nu_fold=float(-opt.fun), b1_fold=float(opt.x), branch_nu_max=float(nus.max()))
     if has_G:
         gaps = np.array([free_energy_gap(pde, s.b, s.nu) for s in states[:nus.size]])
         upper = np.nonzero((grid[:nus.size] > opt.x) & (gaps > 0))[0]
