@@ -379,8 +379,11 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
                    f"state (a = {d3['amplitudes'][-1]:.3g}, nu = {d3['nu'][-1]:.6f}): T_d symmetry errors "
                    f"{', '.join(f'{x:.1e}' for x in d3['symmetry_errors'])}, density at the four cluster vertices "
                    f"{d3['at_clusters'][0]:.4f} (uniform {1 / (4 * np.pi):.4f}), at the opposite vertices "
-                   f"{d3['between'][0]:.4f}; the branch turns back in nu at nu = {d3['nu_fold_3']:.6f} (state "
-                   f"{d3['fold_index']}); top eigenvalues of the last state {', '.join(f'{x:.3g}' for x in d3['top_eigenvalues'][:4])} "
+                   f"{d3['between'][0]:.4f}; the branch turns back in nu at a fold, nu = {d3['nu_fold_3']:.8f} "
+                   + (f"(located: Brent's maximization of nu over the amplitude-held solves, at a = {d3['a_fold_3']:.6f}; "
+                      f"the largest of the samples, state {d3['fold_index']}, is {d3['nu_fold_3_sampled']:.8f})"
+                      if d3.get("fold_located") else f"(not located: the largest sample, state {d3['fold_index']})")
+                   + f"; top eigenvalues of the last state {', '.join(f'{x:.3g}' for x in d3['top_eigenvalues'][:4])} "
                    f"(unstable, as it must be below nu_# where uniform itself is unstable to degree 1)")
     else:
         d3_text = "not computed"

@@ -369,8 +369,35 @@ def degree_three(s: Settings, beta, n_amplitudes=50, a_max=0.2) -> dict:
         vals, _ = ss.sphere_spectrum(pde, last.rho_lm, last.nu, k=6)
         out.update(symmetry_errors=sym, at_clusters=pde.density_at(last.rho_lm, -V).tolist(),
                    between=pde.density_at(last.rho_lm, V).tolist(), top_eigenvalues=vals.real.tolist(),
-                   fold_index=int(np.argmax(nus)), nu_fold_3=float(nus.max()))
+                   fold_index=int(np.argmax(nus)), nu_fold_3_sampled=float(nus.max()),
+                   **locate_fold(pde, ok, amps[:len(ok)], mode=(3, 2, "im")))
     return out
+
+
+def locate_fold(pde, states, amps, mode) -> dict:
+    """The fold of an amplitude-held branch located, not sampled: Brent's maximization of ``nu(a)`` over the
+    bracket of the largest sampled ``nu`` (each ``nu(a)`` an amplitude-held solve warm-started from the nearest
+    sampled state, to ``tol = 1e-12``; ``xtol`` 1e-10 in the amplitude: ``nu`` is flat there, so its error is
+    about the square of that).  ``fold_located`` is False (and ``nu_fold_3`` the sampled maximum) when the
+    maximum is at an end of the samples or a solve fails."""
+    nus = np.array([x.nu for x in states])
+    k = int(np.argmax(nus))
+    if k in (0, len(nus) - 1):
+        return dict(nu_fold_3=float(nus[k]), a_fold_3=float(amps[k]), fold_located=False)
+
+    def nu_at(a):
+        j = int(np.argmin(np.abs(amps - a)))
+        st = ss.solve_sphere_state(pde, states[j].rho_lm, states[j].nu, tol=1e-12, amplitude=a, mode=mode)
+        if not st.success:
+            raise RuntimeError(st.message)
+        return st.nu
+
+    try:
+        opt = optimize.minimize_scalar(lambda a: -nu_at(a), bracket=(amps[k - 1], amps[k], amps[k + 1]),
+                                       method="brent", tol=1e-10)
+    except RuntimeError:
+        return dict(nu_fold_3=float(nus[k]), a_fold_3=float(amps[k]), fold_located=False)
+    return dict(nu_fold_3=float(-opt.fun), a_fold_3=float(opt.x), fold_located=True)
 
 
 # ------------------------------------------------------------------ the study
