@@ -193,6 +193,134 @@ def test_out_must_be_html(tiny, tmp_path, capsys):
     assert "--out must name an .html file" in capsys.readouterr().err and not list(tmp_path.iterdir())
 
 
+
+# ---- a file's layout is not trusted: sizes costed before reading, dims and the time axis checked by name ----------
+
+def _declared(src, dst, lmax, times=None):
+    """``src`` with ``rho_lm_real`` / ``rho_lm_imag`` declared as (time, l, m) tables of degree ``lmax`` whose chunks
+    are never written (a small file declaring large sizes; NaN where read); ``times`` other frame times."""
+    import netCDF4
+
+    ds = results.load(src).drop_vars(["rho_lm_real", "rho_lm_imag", "l", "m"])
+    if times is not None:
+        ds = ds.assign_coords(time=times)
+    ds.to_netcdf(dst, engine="netcdf4")
+    with netCDF4.Dataset(dst, "a") as f:
+        f.createDimension("l", lmax + 1)
+        f.createDimension("m", lmax + 1)
+        for name in ("rho_lm_real", "rho_lm_imag"):
+            f.createVariable(name, "f8", ("time", "l", "m"), chunksizes=(1, 256, 256), fill_value=np.nan, zlib=True)
+    return dst
+
+
+def _huge_coefficients(src, dst):
+    return _declared(src, dst, 20000)
+
+
+def _with(src, dst, edit):
+    edit(results.load(src)).to_netcdf(dst, engine="netcdf4")
+    return dst
+
+
+def _transposed_x(src, dst):
+    return _with(src, dst, lambda ds: ds.assign(X=ds["X"].transpose("time", "dim", "particle")))
+
+
+def _two_component_x(src, dst):
+    return _with(src, dst, lambda ds: ds.drop_vars("dim").isel(dim=slice(0, 2)))
+
+
+def _swapped_lm_dims(src, dst):
+    return _with(src, dst, lambda ds: ds.assign({v: ds[v].transpose("time", "m", "l")
+                                                 for v in ("rho_lm_real", "rho_lm_imag")}))
+
+
+def _swapped_lm_values(src, dst):         # the dims' names kept, the tables transposed
+    return _with(src, dst, lambda ds: ds.assign({v: (("time", "l", "m"), np.swapaxes(ds[v].values, 1, 2))
+                                                 for v in ("rho_lm_real", "rho_lm_imag")}))
+
+
+def _nan_time(src, dst):
+    return _with(src, dst, lambda ds: ds.assign_coords(time=np.where(np.arange(ds.sizes["time"]) == 1, np.nan,
+                                                                     ds["time"].values)))
+
+
+def _decreasing_time(src, dst):
+    return _with(src, dst, lambda ds: ds.assign_coords(time=ds["time"].values[::-1].copy()))
+
+
+def _phase_nan_t(src, dst):
+    t = np.array([0.0, np.nan, 1.0])
+    ds = xr.Dataset({m: (("beta", "t"), np.zeros((2, 3))) for m in view.PHASE_MEASURES},
+                    coords={"beta": [1.0, 4.0], "t": t}, attrs={"schema_version": 1, "kind": "phase_diagram"})
+    ds.to_netcdf(dst, engine="netcdf4")
+    return dst
+
+
+@pytest.mark.parametrize("make, fragments", [
+    (_huge_coefficients, ["meanfield view of results file", "rho_lm_real of dims ('time', 'l', 'm') and shape "
+                          "(4, 20001, 20001)", "would need about 23.8 GiB of memory", "above MEMORY_LIMIT_BYTES = 4 GiB"]),
+    (_transposed_x, ["X must have the dims ('time', 'particle', 'dim')",
+                     "received dims ('time', 'dim', 'particle') of shape (4, 3, 60)"]),
+    (_two_component_x, ["X must have dims ('time', 'particle', 'dim') with 3 components along dim",
+                        "received dims ('time', 'particle', 'dim') of shape (4, 60, 2)"]),
+    (_swapped_lm_dims, ["rho_lm_real must have the dims ('time', 'l', 'm')",
+                        "received dims ('time', 'm', 'l') of shape (4, 13, 13)"]),
+    (_swapped_lm_values, ["rho_lm_real must hold NaN (or 0) where m > l", "received rho_lm_real[time=0, l=0, m=1] = ",
+                          "are its l and m swapped?"]),
+    (_nan_time, ["the coordinate 'time' must be a 1-d array of finite and non-decreasing real numbers",
+                 "received [0. , nan, 0.2, 0.3] (dtype float64)"]),
+    (_decreasing_time, ["the coordinate 'time' must be a 1-d array of finite and non-decreasing",
+                        "received [0.3, 0.2, 0.1, 0. ]"]),
+    (_phase_nan_t, ["the coordinate 't' must be a 1-d array of finite and non-decreasing", "nan,", "(dtype float64)"]),
+], ids=["huge-coefficients", "transposed-X", "X-not-3d", "swapped-lm-dims", "swapped-lm-values", "nan-time",
+        "decreasing-time", "phase-nan-t"])
+def test_hostile_layout_exits_2_naming_the_variable(tiny, tmp_path, capsys, monkeypatch, make, fragments):
+    bad = make(tiny[1], tmp_path / "bad.nc")
+    assert bad.stat().st_size < 1e6                                 # declared sizes, not stored ones
+    if make is _huge_coefficients:              # refused from the header: without the guard, nothing is read either
+        monkeypatch.setattr(view.xr, "open_dataset", lambda *a, **k: pytest.fail("the 26 GB file was opened"))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["view", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("meanfield: error: ") and "Traceback" not in err
+    assert f"results file {bad}" in err and all(f in err for f in fragments), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before     # no .html, no temporary file
+
+
+def test_the_page_is_costed_before_its_density_grid(tiny, tmp_path, monkeypatch):
+    """A file small enough to read whose density of lmax = 1000 would be synthesized on a 1001 x 2002 grid: the
+    page's estimate (grid, syntheses, values) is refused by name under a lowered limit before the grid exists."""
+    from meanfield.core import cost
+
+    path = _declared(tiny[1], tmp_path / "lmax1000.nc", 1000)
+    kind, ds = view.load_viewable(path)                          # 64 MB declared: read
+    load = view._estimate_load(path, view._header(path))
+    page = view._estimate_page(ds)
+    assert load.bytes == pytest.approx(8 * 2 * 4 * 1001**2, rel=0.01)
+    assert page.bytes > view.estimate_grid(1000, 1001, 2002).bytes + ds.nbytes and page.seconds > 0
+    monkeypatch.setattr(view, "SphereGrid", lambda *a, **k: pytest.fail("the grid was built"))
+    with cost.limits(bytes=256 * 2**20), pytest.raises(ValueError) as err:
+        view.build_figure(kind, ds)
+    msg = str(err.value)
+    assert "meanfield view's page of 4 of 4 times, 60 tokens and the density of lmax = 1000" in msg
+    assert "rho_lm_real of shape (4, 1001, 1001)" in msg and "above MEMORY_LIMIT_BYTES = 256 MiB" in msg
+    assert "fewer frames (--frames, max_frames)" in msg
+
+
+def test_build_figure_checks_a_datasets_layout(tiny):
+    ds = tiny[0]
+    with pytest.raises(ValueError, match=r"ds: X must have the dims \('time', 'particle', 'dim'\).*received dims "
+                                         r"\('time', 'dim', 'particle'\)"):
+        view.build_figure("run", ds.transpose("time", "dim", "particle", ...))
+    t = ds["time"].values.copy()
+    t[2] = np.inf
+    with pytest.raises(ValueError, match=r"ds: the coordinate 'time' must .* finite and non-decreasing .*inf"):
+        view.build_figure("run", ds.assign_coords(time=t))
+    with pytest.raises(ValueError, match=r"ds: pde_energy must have the dims \('time',\) or \('time', 'head'\); "
+                                         r"received dims \('head', 'time'\)"):
+        view.build_figure("run", ds.assign(pde_energy=ds["pde_entropy"].transpose()))
+
 # ---- the page in a real browser --------------------------------------------------------------------------------
 
 def _browser():

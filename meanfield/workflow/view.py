@@ -15,8 +15,14 @@ Times the PDE did not reach (NaN in the dataset) show the tokens only, and the t
 
 :func:`write_view` writes atomically (a temporary file in the target folder, then rename): a failure
 leaves no half-written page.  A file that is not a meanfield result, or a truncated one, raises
-``ValueError`` naming the file and what is missing (``meanfield view`` exits 2).  plotly is imported
-here only (lazily, when a page is built).
+``ValueError`` naming the file and what is missing (``meanfield view`` exits 2).  Nothing of the file's
+layout is trusted: its declared sizes are costed (:mod:`meanfield.core.cost`) from the NetCDF header before
+anything is read, and the page (density grid, syntheses, page values) before it is built; a run dataset must
+hold ``X`` as (time, particle, dim) with 3 components, ``rho_lm_real`` / ``rho_lm_imag`` as the (time, l, m)
+table of :mod:`meanfield.workflow.results` (NaN, or 0, where ``m > l``) and a finite, non-decreasing ``time``; a
+phase diagram its measures as (beta, t) over finite axes.  Each mismatch is a ``ValueError`` naming the
+variable, the layout expected and what was received.  plotly is imported here only (lazily, when a page is
+built).
 """
 
 from __future__ import annotations
@@ -29,8 +35,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ..core import validate
-from ..core.sphere import SphereGrid
+from ..core import cost, validate
+from ..core.sphere import SphereGrid, estimate_grid
 from . import results
 from .phase_diagram import MEASURES as PHASE_MEASURES
 
@@ -43,6 +49,16 @@ MAX_PARTICLES = 500
 """Default largest number of tokens drawn (a fixed, evenly spaced subset)."""
 DENSITY_NLAT = 48
 """Gauss-Legendre rings of the density's display grid (``2 DENSITY_NLAT`` points per ring)."""
+SYNTHESIS_SECONDS_PER_NODE_DEGREE = 2.5e-10
+"""Seconds of one density synthesis per grid node and degree (measured 2.4e-10, 0.9e-10 and 0.5e-10 at
+lmax = 256, 512 and 1024 on the 2-core development machine)."""
+PAGE_BYTES_PER_VALUE = 100.0
+"""Peak bytes per value shown on the page (plotly figure, its validation and the HTML text; measured with
+tracemalloc: 78 at nlat = 200 and 400)."""
+PAGE_SECONDS_PER_VALUE = 1e-6
+"""Seconds of building the page per value shown (measured 4e-7 to 7e-7 under tracemalloc)."""
+RUN_LAYOUT = {"X": ("time", "particle", "dim"), "rho_lm_real": ("time", "l", "m"), "rho_lm_imag": ("time", "l", "m")}
+"""Dimensions (in order) of the run variables the page draws (:mod:`meanfield.workflow.results`)."""
 
 
 def _path(name, x) -> Path:
@@ -52,38 +68,133 @@ def _path(name, x) -> Path:
     return Path(x)
 
 
+def _unreadable(path, err):
+    return ValueError(f"{path} is not a readable NetCDF file (truncated or another format): "
+                      f"{type(err).__name__}: {err}")
+
+
+def _header(path):
+    """``{variable: (dims, shape)}`` of a NetCDF file's root group, from its header (no data read)."""
+    import netCDF4
+
+    try:
+        with netCDF4.Dataset(path, "r") as f:
+            return {name: (tuple(v.dimensions), tuple(int(n) for n in v.shape)) for name, v in f.variables.items()}
+    except Exception as err:                    # netCDF4/HDF5 report truncation as OSError, RuntimeError, ...
+        raise _unreadable(path, err) from None
+
+
+def _estimate_load(path, header) -> cost.Cost:
+    """Peak memory of reading the file ``path`` of ``header`` (:func:`_header`): 8 bytes (float64 after
+    decoding) per declared element; ``what`` names the largest variable, its dims and shape."""
+    sizes = {name: float(np.prod(shape, dtype=float)) for name, (_, shape) in header.items()}
+    big = max(sizes, key=sizes.get, default=None)
+    what = f"meanfield view of results file {path}"
+    if big is not None:
+        what += f" ({big} of dims {header[big][0]} and shape {header[big][1]}, the largest of its {len(sizes)} variables)"
+    return cost.Cost(what, 8.0 * sum(sizes.values()), 0.0,
+                     f"{sum(sizes.values()):.3g} declared values read into memory as float64")
+
+
+def _array(a):
+    return np.array2string(np.asarray(a), threshold=8, edgeitems=3, precision=4, separator=", ")
+
+
+def _layout(where, ds, layout):
+    """Refuse a variable of ``layout`` ({name: dims}) stored with other dims, by name."""
+    for name, dims in layout.items():
+        if ds[name].dims != dims:
+            raise ValueError(f"{where}: {name} must have the dims {dims} (the layout of meanfield.workflow."
+                             f"{'results' if name in RUN_LAYOUT else 'phase_diagram'}); received dims "
+                             f"{ds[name].dims} of shape {ds[name].shape}")
+
+
+def _axis(where, ds, name, ordered=True):
+    """Refuse a coordinate that is not finite (and, if ``ordered``, non-decreasing), by name."""
+    a = np.asarray(ds[name].values)
+    ok = a.ndim == 1 and np.issubdtype(a.dtype, np.number) and not np.iscomplexobj(a)
+    ok = ok and bool(np.all(np.isfinite(a)))
+    ok = ok and (not ordered or bool(np.all(np.diff(a) >= 0)))
+    if not ok:
+        need = "finite and non-decreasing" if ordered else "finite"
+        raise ValueError(f"{where}: the coordinate {name!r} must be a 1-d array of {need} real numbers; "
+                         f"received {_array(a)} (dtype {a.dtype})")
+
+
+def _check_run(where, ds):
+    """Refuse a run dataset whose drawn variables are not in the layout of :mod:`meanfield.workflow.results`."""
+    missing = [v for v in (*RUN_LAYOUT, "time") if v not in ds.variables]
+    if missing:
+        raise ValueError(f"{where} is not a meanfield run dataset: it lacks the variables {missing}")
+    _layout(where, ds, RUN_LAYOUT)
+    for name in RUN_LAYOUT:
+        if not np.issubdtype(ds[name].dtype, np.number) or np.issubdtype(ds[name].dtype, np.complexfloating):
+            raise ValueError(f"{where}: {name} must hold real numbers; received dtype {ds[name].dtype}")
+    missing = [v for v in ("rho_lm_real", "rho_lm_imag", "X", "time") if ds[v].size == 0]
+    if missing or ds.sizes["time"] < 1:
+        raise ValueError(f"{where} is a truncated run dataset: {missing or ['time']} are empty")
+    if ds.sizes["dim"] != 3:
+        raise ValueError(f"{where}: X must have dims ('time', 'particle', 'dim') with 3 components along dim "
+                         f"(tokens on S^2); received dims {ds['X'].dims} of shape {ds['X'].shape}")
+    if ds.sizes["l"] != ds.sizes["m"] or ds.sizes["l"] < 3:
+        raise ValueError(f"{where}: rho_lm_real and rho_lm_imag must be (time, l, m) tables with l = m = lmax + 1 "
+                         f">= 3; received dims {ds['rho_lm_real'].dims} of shape {ds['rho_lm_real'].shape}")
+    _axis(where, ds, "time")
+    upper = np.triu(np.ones((ds.sizes["l"],) * 2, dtype=bool), k=1)         # [l, m] with m > l
+    for name in ("rho_lm_real", "rho_lm_imag"):
+        v = np.asarray(ds[name].values)[:, upper]
+        bad = np.argwhere(~np.isnan(v) & (v != 0))
+        if bad.size:
+            k, j = bad[0]
+            l, m = (int(i[j]) for i in np.nonzero(upper))
+            raise ValueError(f"{where}: {name} must hold NaN (or 0) where m > l (the (time, l, m) table of meanfield."
+                             f"workflow.results); received {name}[time={k}, l={l}, m={m}] = {v[k, j]:.6g} and "
+                             f"{len(bad) - 1} more such values: are its l and m swapped?")
+    for name in ("pde_energy", "particle_energy", "pde_entropy", "particle_entropy", "w2"):
+        if name in ds.variables and ds[name].dims not in (("time",), ("time", "head")):
+            raise ValueError(f"{where}: {name} must have the dims ('time',) or ('time', 'head'); received dims "
+                             f"{ds[name].dims} of shape {ds[name].shape}")
+
+
+def _check_phase(where, ds):
+    """Refuse a phase-diagram dataset whose measures are not (beta, t) over finite axes."""
+    missing = [v for v in PHASE_MEASURES if v not in ds.variables]
+    missing += [d for d in ("beta", "t") if d not in ds.dims or d not in ds.variables]
+    if missing:
+        raise ValueError(f"{where} is a truncated phase-diagram dataset: it lacks {missing}")
+    _layout(where, ds, {m: ("beta", "t") for m in PHASE_MEASURES})
+    _axis(where, ds, "t")
+    _axis(where, ds, "beta", ordered=False)
+
+
 def load_viewable(path):
     """``(kind, dataset)`` of a results file: kind ``"run"`` or ``"phase_diagram"``.
 
     Raises ``ValueError`` naming the file and what is missing when it does not exist, is not a readable
-    NetCDF file (e.g. truncated) or is not a meanfield run or phase-diagram dataset.
+    NetCDF file (e.g. truncated), is not a meanfield run or phase-diagram dataset, or holds a drawn variable
+    in another layout (named, with the dims expected and received); the file's declared sizes are costed
+    (:func:`_estimate_load`, :mod:`meanfield.core.cost`) before anything is read.
     """
     path = _path("path", path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file (meanfield view takes a .nc file written by meanfield run, "
                          f"sweep or phase-diagram)")
+    _estimate_load(path, _header(path)).check(fix="a results file of fewer times, tokens or a lower lmax")
     try:
         with xr.open_dataset(path, engine=results.ENGINE) as f:
-            ds = f.load()
+            phase = f.attrs.get("kind") == "phase_diagram"
+            ds = f.load() if phase else xr.Dataset(attrs=f.attrs)       # a run is read by results.load
     except Exception as err:                    # netCDF4/HDF5 report truncation as OSError, RuntimeError, ...
-        raise ValueError(f"{path} is not a readable NetCDF file (truncated or another format): "
-                         f"{type(err).__name__}: {err}") from None
-    if ds.attrs.get("kind") == "phase_diagram":
-        missing = [v for v in PHASE_MEASURES if v not in ds.variables]
-        missing += [d for d in ("beta", "t") if d not in ds.dims]
-        if missing:
-            raise ValueError(f"{path} is a truncated phase-diagram dataset: it lacks {missing}")
+        raise _unreadable(path, err) from None
+    if phase:
+        _check_phase(f"results file {path}", ds)
         return "phase_diagram", ds
     if "schema_version" not in ds.attrs:
         raise ValueError(f"{path} is not a meanfield result: it has no 'schema_version' attribute (and no "
                          f"'kind' = 'phase_diagram'); meanfield view reads the files of meanfield run, sweep and "
                          f"phase-diagram")
     ds = results.load(path)                     # schema version and the run variables, named when missing
-    missing = [v for v in ("rho_lm_real", "rho_lm_imag", "X", "time") if ds[v].size == 0]
-    if missing or ds.sizes["time"] < 1:
-        raise ValueError(f"{path} is a truncated run dataset: {missing or ['time']} are empty")
-    if ds.sizes["dim"] != 3:
-        raise ValueError(f"{path}: X must have 3 components (tokens on S^2); received {ds.sizes['dim']}")
+    _check_run(f"results file {path}", ds)
     return "run", ds
 
 
@@ -123,7 +234,8 @@ def _density_frames(ds, frames, nlat):
     Above ``lmax = nlat - 1`` the density is evaluated on the degree's own grid and ``nlat`` of its rings
     (``2 nlat`` of its meridians) are shown: a display, not a resolution of the field."""
     lmax = ds.sizes["l"] - 1
-    grid = SphereGrid(lmax, nlat=max(nlat, lmax + 1), nlon=max(2 * nlat, 2 * lmax + 2))
+    g_lat, g_lon = _density_grid(lmax, nlat)
+    grid = SphereGrid(lmax, nlat=g_lat, nlon=g_lon)
     rows = _pick(grid.nlat, nlat)
     cols = _pick(grid.nlon, 2 * nlat)
     nodes = grid.nodes[np.ix_(rows, cols)]
@@ -153,10 +265,34 @@ def _series(ds, name):
     return np.nanmean(v, axis=1) if v.ndim == 2 and np.isfinite(v).any() else (v if v.ndim == 1 else None)
 
 
+def _density_grid(lmax, nlat):
+    """``(nlat, nlon)`` of the grid :func:`_density_frames` synthesizes on."""
+    return max(nlat, lmax + 1), max(2 * nlat, 2 * lmax + 2)
+
+
+def _estimate_page(ds, max_frames=MAX_FRAMES, max_particles=MAX_PARTICLES, nlat=DENSITY_NLAT) -> cost.Cost:
+    """Peak memory and time of the page of the run dataset ``ds`` (sizes only): the dataset, the density's
+    grid (:func:`~meanfield.core.sphere.estimate_grid`), one synthesis per shown time and the shown values."""
+    lmax, T = ds.sizes["l"] - 1, ds.sizes["time"]
+    frames, parts = min(T, max_frames), min(ds.sizes["particle"], max_particles)
+    g_lat, g_lon = _density_grid(lmax, nlat)
+    grid = estimate_grid(lmax, g_lat, g_lon)
+    nodes = float(g_lat) * g_lon
+    shown = frames * ((nlat + 2.0) * (2 * nlat + 1) + 3.0 * parts) + 4.0 * T
+    return cost.Cost(f"meanfield view's page of {frames} of {T} times, {parts} tokens and the density of lmax = "
+                     f"{lmax} (rho_lm_real of shape {ds['rho_lm_real'].shape}) on nlat = {nlat} rings",
+                     float(ds.nbytes) + grid.bytes + 16.0 * nodes + 4.0 * T * parts + PAGE_BYTES_PER_VALUE * shown,
+                     grid.seconds + frames * nodes * (lmax + 1) * SYNTHESIS_SECONDS_PER_NODE_DEGREE
+                     + PAGE_SECONDS_PER_VALUE * shown,
+                     f"a {g_lat} x {g_lon} synthesis grid and {shown:.3g} values on the page")
+
+
 def _run_figure(ds, label, max_frames, max_particles, nlat):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    _estimate_page(ds, max_frames, max_particles, nlat).check(
+        fix="a results file of lower lmax, or fewer frames (--frames, max_frames) or a smaller nlat")
     t = ds["time"].values.astype(float)
     frames = _pick(t.size, max_frames)
     parts = _pick(ds.sizes["particle"], max_particles)
@@ -267,7 +403,10 @@ def _phase_figure(ds, label):
 
 
 def build_figure(kind, ds, *, label="", max_frames=MAX_FRAMES, max_particles=MAX_PARTICLES, nlat=DENSITY_NLAT):
-    """The plotly Figure of a dataset of ``kind`` (:func:`load_viewable`)."""
+    """The plotly Figure of a dataset of ``kind`` (:func:`load_viewable`).
+
+    ``ds`` is checked as :func:`load_viewable` checks a file (layout, time axis) and the page costed
+    (:func:`_estimate_page`) before it is built: ``ValueError`` naming the variable or size refused."""
     validate.choice("kind", kind, ("run", "phase_diagram"))
     if not isinstance(ds, xr.Dataset):
         raise ValueError(f"ds must be an xarray Dataset (of load_viewable); received {type(ds).__name__}")
@@ -275,7 +414,9 @@ def build_figure(kind, ds, *, label="", max_frames=MAX_FRAMES, max_particles=MAX
     max_particles = validate.integer("max_particles", max_particles, 1)
     nlat = validate.integer("nlat", nlat, 4)
     if kind == "phase_diagram":
+        _check_phase("ds", ds)
         return _phase_figure(ds, label)
+    _check_run("ds", ds)
     return _run_figure(ds, label, max_frames, max_particles, nlat)
 
 
