@@ -74,3 +74,17 @@ def test_observer_relu_heads_and_bad_system():
     assert np.all(np.isfinite(rec["relative_entropy"])) and np.all(rec["relative_entropy"] <= 1e-12)
     with pytest.raises(ValueError, match="system must be a ParticleSystem; received tuple"):
         diagnostics.observer(heads)
+
+
+def test_an_observer_returning_a_list_is_refused_by_name():
+    """An observer returning a list (or a number) crashed inside the driver (AttributeError on .items()): now a
+    ValueError naming observe and what it returned."""
+    import meanfield as mf
+    from meanfield.core.options import SaveAt
+
+    system = mf.ParticleSystem(mf.scalar_heads([1.0], 3, 1.0))
+    X = mf.initial.uniform_sphere(20, 3, seed=0)
+    for bad in ([1.0], 2.0, None):
+        with pytest.raises(ValueError, match=f"observe must return a dict of named values .*received "
+                                             f"{type(bad).__name__}"):
+            mf.solve_particles(system, X, 0.1, save=SaveAt(observe=lambda t, y, bad=bad: bad), progress=False)

@@ -14,6 +14,7 @@ Numpy, tqdm and :mod:`~meanfield.core.dense`, :mod:`~meanfield.core.sde`; nothin
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,7 +50,11 @@ class _Recorder:
         return self.i_target >= len(self.targets)
 
     def observe_at(self, t, y):
-        return {key: np.asarray(val) for key, val in (self.observe(t, y) if self.observe is not None else {}).items()}
+        out = self.observe(t, y) if self.observe is not None else {}
+        if not isinstance(out, Mapping):
+            raise ValueError(f"observe must return a dict of named values (observe(t, y) -> dict); received "
+                             f"{type(out).__name__} at t = {t:g}")
+        return {key: np.asarray(val) for key, val in out.items()}
 
     def append(self, t, y, obs):
         self.t.append(t)
