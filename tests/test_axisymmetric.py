@@ -422,3 +422,64 @@ def test_solve_reduced_takes_any_model_with_the_capabilities():
     with pytest.raises(ValueError, match=r"pde must be a CirclePDE or an AxisymmetricPDE .*received ContinuumPDE, "
                                          r"missing \['entropy', 'mass', 'negative_mass', 'spectral_tail'\]"):
         mf.solve_reduced(models["continuum"], c0, 0.2)
+
+
+def test_circle_refuses_what_it_used_to_project_or_drop():
+    """CirclePDE.project refuses a profile of the wrong shape, NaN/inf or complex values (they were projected, or
+    their imaginary part dropped, without a word); state and solve_reduced refuse an imaginary mass c_0."""
+    pde = CirclePDE(scalar_heads([1.0], 2, beta=2.0), 24)
+    n = pde.theta.size
+    for profile, received in [(lambda t: np.ones(5), r"received shape \(5,\)"),
+                              (lambda t: np.ones((t.size, 2)), rf"received shape \({n}, 2\)"),
+                              (lambda t: 1.0, r"received shape \(\)"),
+                              (lambda t: np.where(t > 1, np.nan, 1.0), r"received \d+ non-finite value"),
+                              (lambda t: 1.0 + 0.1j * np.sin(t), r"received values of dtype complex128")]:
+        with pytest.raises(ValueError, match=rf"profile must return finite real values of the shape of theta, "
+                                             rf"\({n},\); {received}"):
+            pde.project(profile)
+    with pytest.raises(ValueError, match=r"values must be real"):
+        pde.analysis(np.ones(n) + 1j)
+    c = pde.project(lambda t: 1.0 + 0.3 * np.cos(t))
+    assert abs(c[0] - 1.0) <= 1e-15 and abs(c[1] - 0.15) <= 1e-15          # exact for a trigonometric polynomial
+    c[0] = 1.0 + 0.5j
+    with pytest.raises(ValueError, match=r"c must hold the Fourier coefficients of a real density, whose mass "
+                                         r"c\[0\] = c_0 is real .* received c\[0\] = \(1\+0\.5j\)"):
+        pde.state(c)
+    with pytest.raises(ValueError, match=r"c0 \(the initial coefficients\): .*imaginary mass 0\.5"):
+        mf.solve_reduced(pde, c, 0.1)
+    c[0] = 1.0 + 1e-14j                                                     # round-off below MASS_TOL: set to 0
+    assert pde.coefficients(pde.state(c))[0] == 1.0
+
+
+def test_sampling_refuses_a_sample_too_large_before_allocating():
+    """sample_axisymmetric estimates its peak from n, d and n_grid through the one cost guard and refuses above
+    the limit by name (n = 10^10 used to end in a MemoryError); the estimate follows the traced peak."""
+    import tracemalloc
+
+    from meanfield.core import cost
+    from meanfield.core.axisymmetric import estimate_sample
+
+    for kw, named in [(dict(n=10**10, d=3), r"n=10000000000"), (dict(n=10, d=10**10), r"d=10000000000"),
+                      (dict(n=10, d=3, n_grid=10**10), r"n_grid=10000000000")]:
+        tracemalloc.start()
+        try:
+            with pytest.raises(ValueError, match=rf"sample_axisymmetric\(.*{named}.*\) would need about .* above "
+                                                 rf"MEMORY_LIMIT_BYTES .*use a smaller n \(points\), d or n_grid"):
+                sample_axisymmetric(_profile, **kw)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 10e6                               # refused before any (n,) or (d,) array: a few small objects
+    with cost.limits(bytes=1e6):                         # the guard's limit, not a size rule: lifted, it runs
+        with pytest.raises(ValueError, match=r"sample_axisymmetric\(n=20000, d=16"):
+            sample_axisymmetric(_profile, 20000, 16, seed=0)
+    for n, d in [(20000, 16), (2000, 256), (100000, 2)]:
+        tracemalloc.start()
+        try:
+            sample_axisymmetric(_profile, n, d, seed=0)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        est = estimate_sample(n, d).bytes
+        # a measured rate meant to be right within a factor of a few: here within 2 (measured 1.3-1.6)
+        assert peak <= est <= 2 * peak, (n, d, est, peak)

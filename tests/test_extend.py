@@ -108,6 +108,34 @@ def test_extend_refuses_what_cannot_continue():
         extend({"time": [0.0]}, 0.4)
 
 
+def test_extend_a_one_frame_dataset_uses_the_spacing_of_its_run():
+    """A one-frame dataset (a run sliced to one time) has no spacing of its own: the new frames take that of the
+    run it came from (its config: t_final / (n_frames - 1)); the count used to be (t_final - t1) / 0, an
+    OverflowError."""
+    ds = run(small(0.4, 5), progress=False)
+    one = ds.isel(time=[2])                                              # t = 0.2 only
+    ds2 = extend(one, 0.4)
+    np.testing.assert_allclose(ds2["time"].values, [0.2, 0.3, 0.4], rtol=0, atol=1e-15)
+    # the continuation from t = 0.2 against the run's own frames: the restart's global error (about 2e-10,
+    # test_extend_continues_as_one_run_would), far below 1e-6
+    for v in ("X", "rho_lm_real", "rho_lm_imag", "pde_energy", "particle_energy"):
+        np.testing.assert_allclose(ds2[v].values, ds[v].values[2:], rtol=0, atol=1e-6, err_msg=v)
+    assert ds2.attrs["extended_from"] == "[0.2]"
+
+
+def test_extend_refuses_a_time_axis_it_cannot_continue():
+    ds = run(small(0.2, 3), progress=False)
+    for times in ([0.0, 0.2, 0.2], [0.0, np.nan, 0.2], [0.2, 0.1, 0.0]):
+        with pytest.raises(ValueError, match=r"ds\['time'\] \(the dataset's time axis\) must be a non-empty, "
+                                             r"finite, strictly increasing 1-d array of frame times; received \["):
+            extend(ds.assign_coords(time=times), 0.4)
+    with pytest.raises(ValueError, match=r"ds\['time'\] \(the dataset's time axis\) .*; received \[\]"):
+        extend(ds.isel(time=slice(0, 0)), 0.4)
+    with pytest.raises(ValueError, match=r"t_final must be reachable in frames of the run's spacing 0.1 .*"
+                                         r"received 1e\+308"):
+        extend(ds, 1e308)
+
+
 def test_cli_extend_writes_a_new_file_and_keeps_the_result(tmp_path, capsys):
     cfg = tmp_path / "small.toml"
     cfg.write_text(small(0.2, 3).to_toml())

@@ -89,3 +89,43 @@ def test_refusals():
         nz.asymptotic_law("pre_ln", [1.0], 1.0, 8, normalization="sinkhorn")
     with pytest.raises(ValueError, match="positive radial field"):
         nz.asymptotic_law("post_ln", [-1.0], 1.0, 8)
+
+
+@pytest.fixture
+def deadline():
+    """Fail (instead of hanging the suite) if the body runs past ``s`` seconds (SIGALRM, main thread)."""
+    import signal
+
+    def arm(s):
+        def on_alarm(signum, frame):
+            raise TimeoutError(f"still running after {s} s")
+        signal.signal(signal.SIGALRM, on_alarm)
+        signal.alarm(s)
+
+    old = signal.getsignal(signal.SIGALRM)
+    yield arm
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("normalization", ["softmax", "mean"])
+def test_zero_heads_do_not_move(rule, normalization, deadline):
+    """Every lambda_h = 0: u = 0 has no direction, so nGPT and peri-LN do not move (the discrete rules'
+    normalize maps u = 0 to 0); the solver used to divide by |u| = 0 and hang on the NaN rate."""
+    drho, dr = _particle_rates(rule, 6, 0.2, 2.5, [0.0, 0.0], 1.3, normalization)
+    a, b = nz.equiangular_rule_rates(0.2, 2.5, rule, [0.0, 0.0], 1.3, 6, normalization)
+    assert np.all(drho == 0) and np.all(dr == 0) and a == 0 and b == 0      # exactly: u = 0
+    deadline(30)
+    q, r = nz.solve_equiangular_rule(0.2, rule, [0.0], 1.0, 6, [0.0, 0.5, 1.0], normalization, r0=2.5)
+    # the closed form, rho and r constant: exactly, up to the solver's exp(log(.)) round trip of its unknowns
+    assert np.allclose(q, 0.8, rtol=1e-15, atol=0) and np.allclose(r, 2.5, rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("rule", ["ngpt", "peri_ln"])
+def test_unit_field_rules_are_scale_free_down_to_tiny_heads(rule):
+    """nGPT and peri-LN move with u / |u|: scaling (lambda, 1/beta) by 1e-300 leaves the softmax rates unchanged
+    (|u|^2 ~ 1e-600 underflowed to 0 before, giving -inf / NaN rates)."""
+    big = nz.equiangular_rule_rates(0.3, 2.0, rule, [1.0, 3.0], 1.0, 6)
+    tiny = nz.equiangular_rule_rates(0.3, 2.0, rule, [1e-300, 3e-300], 1e300, 6)
+    assert np.allclose(tiny, big, rtol=1e-14, atol=0)                          # round-off of the rescaling

@@ -174,6 +174,34 @@ def test_bad_inputs_raise_named_errors():
         w2_particles_density(X, X, np.full(50, 1 / 50), method="semidiscrete")
 
 
+def test_epsilon_coarser_than_tol_is_refused_by_name(monkeypatch):
+    """epsilon (the transforms' accuracy) above tol was passed on and surfaced as a Newton failure naming
+    nothing (epsilon = 0.5): refused by name now; a solver failure with epsilon above tol / 1000 names it."""
+    grid, rho = two_bumps(8)
+    X = dn.sample_particles(grid, rho, 50, seed=0)
+    for eps in (0.5, 1e-6):
+        with pytest.raises(ValueError, match=rf"epsilon \(the transforms' accuracy\) must be <= tol = 1e-08: .*"
+                                             rf"received epsilon = {eps!r}"):
+            w2_particles_field(X, rho, grid, epsilon=eps)
+    for eps in (0.0, 1.0, float("nan"), "x"):
+        with pytest.raises(ValueError, match=r"epsilon must be a number in \[1e-14, 1\)"):
+            w2_particles_field(X, rho, grid, epsilon=eps)
+    # allowed: epsilon = tol / 1000 gives the default's distance to well within tol (measured 2e-12)
+    d = w2_particles_field(X, rho, grid, tol=1e-6, epsilon=1e-9).distance
+    assert abs(d - w2_particles_field(X, rho, grid, tol=1e-6).distance) < 1e-6
+    import meanfield.analysis.transport as tr
+
+    def fails(*args):
+        raise RuntimeError("semi-discrete Newton did not converge")
+
+    monkeypatch.setattr(tr, "_semidiscrete", fails)
+    with pytest.raises(RuntimeError, match=r"did not converge \[the solve ran with epsilon = 0.0001 .* above "
+                                           r"tol / 1000 = 1e-05: .*use epsilon <= 1e-05\]"):
+        w2_particles_field(X, rho, grid, tol=0.01, epsilon=1e-4)
+    with pytest.raises(RuntimeError, match=r"^semi-discrete Newton did not converge$"):      # the solver's own
+        w2_particles_field(X, rho, grid)
+
+
 def test_concentrated_particles_raise_instead_of_a_wrong_value():
     # 200 particles in a cap of ~0.2 rad against a density spread over the sphere: the flip-based
     # diagram cannot follow (see the module docstring); the solver must refuse, not return a number.

@@ -66,13 +66,21 @@ def _log_rates(q, r, lam, beta, n, normalization, rule):
     """``(d log(1-rho)/dt, d log r/dt)`` at ``rho = 1 - q``, written in ``q`` (no cancellation as ``q -> 0``)."""
     A, B = _coefficients(q, lam, beta, n, normalization)
     rho = 1.0 - q
-    tang = 2.0 * B * (n - (n - 1) * q)            # rho' / (1 - rho): G = q (n - (n-1) q)
-    speed = 1.0
+    radial = A + (n - 1) * B * rho
     if rule in ("ngpt", "peri_ln"):
-        speed = np.sqrt(np.maximum(A * A + 2 * (n - 1) * A * B * rho + (n - 1) * B * B * (1 + (n - 2) * rho), 0.0))
+        # the unit field u / |u|, written in (A, B) / m with m = max(|A|, |B|) so that |u| cannot underflow (the
+        # rates are invariant under scaling (A, B)); u = 0 (m = 0, e.g. every lambda_h = 0) has no direction and
+        # does not move, as the discrete rules' normalize (step_rules._unit): rho' = r' = 0, rho and r constant
+        m = np.maximum(np.abs(A), np.abs(B))
+        moving = m > 0
+        a, b = A / np.where(moving, m, 1.0), B / np.where(moving, m, 1.0)
+        unit = np.sqrt(np.maximum(a * a + 2 * (n - 1) * a * b * rho + (n - 1) * b * b * (1 + (n - 2) * rho), 0.0))
+        scale = np.where(moving & (unit > 0), 1.0 / np.where(moving & (unit > 0), m * unit, 1.0), 0.0)
+        A, B, radial = A * scale, B * scale, radial * scale
+    tang = 2.0 * B * (n - (n - 1) * q)            # rho' / (1 - rho): G = q (n - (n-1) q)
     if rule in RADIAL_RULES:
-        return -tang / (r * speed), (A + (n - 1) * B * rho) / (speed * r)
-    return -tang / speed, 0.0 * q
+        return -tang / r, radial / r
+    return -tang, 0.0 * q
 
 
 def _args(rule, lambdas, beta, n, normalization):
@@ -138,11 +146,17 @@ def solve_equiangular_rule(rho0, rule, lambdas, beta, n, t, normalization="softm
         raise ValueError(f"t must be a non-empty 1-d increasing array with t[0] >= 0; received {t!r}")
 
     def rhs(_t, y):
-        return list(_log_rates(np.exp(y[0]), np.exp(y[1]), lam, beta, n, normalization, rule))
+        rates = [float(v) for v in _log_rates(np.exp(y[0]), np.exp(y[1]), lam, beta, n, normalization, rule)]
+        if not np.all(np.isfinite(rates)):          # solve_ivp would shrink its step forever on a NaN rate
+            raise ValueError(f"the reduced ODE of rule {rule!r} has a non-finite rate (d log(1-rho)/dt, d log r/dt) "
+                             f"= {rates} at t = {_t:.6g}, rho = {-np.expm1(y[0]):.17g}, r = {np.exp(y[1]):.6g}; "
+                             f"received lambdas = {lam.tolist()}, beta = {beta!r}, n = {n}")
+        return rates
 
     t_span = (0.0, float(t[-1]))
     if t_span[1] == 0:
         return np.full(t.shape, 1.0 - g0), np.full(t.shape, r0)
+    rhs(0.0, [np.log1p(-g0), np.log(r0)])            # a named refusal before the solver starts
     sol = integrate.solve_ivp(rhs, t_span, [np.log1p(-g0), np.log(r0)], method="DOP853", t_eval=t,
                               rtol=real("rtol", rtol, positive=True), atol=real("atol", atol, positive=True))
     if sol.status < 0:

@@ -337,7 +337,10 @@ def w2_particles_field(X, rho_lm, grid, a=None, *, metric="geodesic", tol=1e-8, 
     max_iter : int
         Newton iterations before ``RuntimeError``.
     epsilon : float
-        ducc0 point-transform accuracy.
+        ducc0 point-transform accuracy (relative to the density's norm), in ``[1e-14, tol]``: the cell masses
+        are evaluated to about ``epsilon``, so a coarser transform than the tolerance asked for is refused.  The
+        Newton solve is reliable for ``epsilon <= tol / 1000`` (the rule of the spectral particle sums,
+        :mod:`meanfield.models.fastsum`); a solver failure above that names ``epsilon`` as the likely cause.
 
     Returns
     -------
@@ -347,7 +350,22 @@ def w2_particles_field(X, rho_lm, grid, a=None, *, metric="geodesic", tol=1e-8, 
         ``geodesic_bracket`` (bounds on the distance).
     """
     validate.choice("metric", metric, W2_METRICS)
-    sol = _semidiscrete(*_semidiscrete_inputs(X, a, grid, rho_lm, tol, n_quad, max_iter, b_name="a"), epsilon)
+    inputs = _semidiscrete_inputs(X, a, grid, rho_lm, tol, n_quad, max_iter, b_name="a")
+    tol = inputs[4]
+    epsilon = validate.real("epsilon", epsilon, 1e-14, 1, hi_open=True,
+                            what="a number in [1e-14, 1) (ducc0's reachable accuracy)")
+    if epsilon > tol:
+        raise ValueError(f"epsilon (the transforms' accuracy) must be <= tol = {tol:g}: the cell masses are "
+                         f"evaluated only to about epsilon, so the Newton solve cannot meet tol (use epsilon <= "
+                         f"tol / 1000 = {tol * 1e-3:g}); received epsilon = {epsilon!r}")
+    try:
+        sol = _semidiscrete(*inputs, epsilon)
+    except RuntimeError as err:
+        if epsilon <= max(tol * 1e-3, 1e-14):
+            raise
+        raise RuntimeError(f"{err} [the solve ran with epsilon = {epsilon:g} (the transforms' accuracy) above "
+                           f"tol / 1000 = {tol * 1e-3:g}: masses evaluated to about epsilon are the likely cause; "
+                           f"use epsilon <= {max(tol * 1e-3, 1e-14):g}]") from err
     info = dict(sol.info, chordal_cost=sol.cost)
     cost = sol.cost
     if metric == "geodesic":

@@ -150,8 +150,17 @@ class CirclePDE:
 
     def state(self, c, name="c"):
         """Real state vector (a copy) from Fourier coefficients ``c_0..c_K`` (complex, (kmax+1,));
-        ``name`` names the argument in the message of a refusal."""
+        ``name`` names the argument in the message of a refusal.
+
+        The density is real, so its mass ``c_0`` is: an imaginary part of ``c_0`` above
+        :data:`meanfield.core.validate.MASS_TOL` (relative to ``max(1, |c_0|)``) is refused, never dropped; one
+        below it (round-off) is set to 0.
+        """
         c = self.check_coefficients(c, name)
+        if abs(c[0].imag) > validate.MASS_TOL * max(1.0, abs(c[0])):
+            raise ValueError(f"{name} must hold the Fourier coefficients of a real density, whose mass {name}[0] = c_0 "
+                             f"is real (to {validate.MASS_TOL:g} relative); received {name}[0] = {complex(c[0])!r}, an "
+                             f"imaginary mass {c[0].imag:.6g}")
         c = c.copy()
         c[0] = c[0].real
         return c.view(np.float64).copy()
@@ -185,15 +194,37 @@ class CirclePDE:
         return np.fft.irfft(np.asarray(c), n) * n
 
     def analysis(self, values):
-        """``c_0..c_K`` of values on equispaced nodes (exact for trigonometric polynomials of degree < n/2)."""
+        """``c_0..c_K`` of real values on equispaced nodes (exact for trigonometric polynomials of degree < n/2);
+        complex values are refused (their imaginary part would be dropped)."""
+        if np.iscomplexobj(values):
+            raise ValueError(f"values must be real (values of a density on equispaced nodes); received complex values "
+                             f"of dtype {np.asarray(values).dtype}")
         values = np.asarray(values, dtype=float)
         return np.fft.rfft(values)[: self.kmax + 1] / values.size
 
     def project(self, profile):
-        """Fourier coefficients of a function ``profile(theta)`` (vectorized), sampled on the product grid."""
+        """Fourier coefficients of a function ``profile(theta)`` (vectorized), sampled on the product grid.
+
+        ``profile(theta)`` must return finite real values of the shape of ``theta`` (``(3 kmax + 3,)``): any other
+        shape, NaN, inf or complex values are refused by name, never projected.
+        """
         if not callable(profile):
             raise ValueError(f"profile must be a callable of theta (ndarray); received {profile!r}")
-        return self.analysis(profile(self.theta))
+        vals = profile(self.theta)
+        what = f"profile must return finite real values of the shape of theta, {self.theta.shape}"
+        try:
+            raw = np.asarray(vals)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}; received {type(vals).__name__}") from None
+        if raw.dtype.kind not in "iuf":
+            raise ValueError(f"{what}; received values of dtype {raw.dtype}"
+                             + (" (the imaginary part of a density is refused, never dropped)"
+                                if raw.dtype.kind == "c" else ""))
+        if raw.shape != self.theta.shape:
+            raise ValueError(f"{what}; received shape {raw.shape}")
+        if not np.all(np.isfinite(raw)):
+            raise ValueError(f"{what}; received {int(np.sum(~np.isfinite(raw)))} non-finite value(s) (NaN or inf)")
+        return self.analysis(raw)
 
     # ------------------------------------------------------------------ physics
     def fields(self, c):

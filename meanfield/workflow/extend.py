@@ -68,15 +68,19 @@ def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
         ``integrator.t_final = t_final`` and ``n_frames`` the joined count, and the attribute
         ``extended_from`` lists the times each extension started from.
 
+    The new frames are spaced as the old; a one-frame dataset (a run sliced to one time) has no spacing of its
+    own and takes that of the run it came from (its config's ``t_final / (n_frames - 1)``).
+
     Raises
     ------
     ValueError
-        ``ds`` is not a run dataset, a run in it stopped early, or ``t_final`` is not after its last time.
+        ``ds`` is not a run dataset, its time axis (``ds["time"]``) is not a non-empty, finite, strictly
+        increasing array, a run in it stopped early, or ``t_final`` is not after its last time.
     """
     if not isinstance(ds, xr.Dataset):
         raise ValueError(f"ds must be a run dataset (xarray.Dataset); received {type(ds).__name__}")
     config = config_of(ds)
-    times = np.asarray(ds["time"].values, dtype=float)
+    times = _time_axis(ds)
     t1 = float(times[-1])
     t_final = _after("t_final", t_final, t1)
     for side in ("pde", "particle"):
@@ -86,8 +90,15 @@ def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
                              f"({ds.attrs.get(f'{side}_message', '')})")
     if progress is not None:
         validate.boolean("progress", progress)
-    frame = (times[-1] - times[0]) / max(times.size - 1, 1)
-    k = max(1, math.ceil((t_final - t1) / frame - 1e-9))
+    if times.size > 1:                             # the new frames are spaced as the old
+        frame = (times[-1] - times[0]) / (times.size - 1)
+    else:                                          # one frame has no spacing: that of the run it came from
+        frame = config.integrator.t_final / (config.integrator.n_frames - 1)
+    frames = (t_final - t1) / frame
+    if not math.isfinite(frames):                  # t_final near the float limit: no count of frames to guard
+        raise ValueError(f"t_final must be reachable in frames of the run's spacing {frame:g} from its last time "
+                         f"t = {t1:g}; received {t_final!r}, (t_final - t) / {frame:g} overflows")
+    k = max(1, math.ceil(frames - 1e-9))
     leg = replace(config, integrator=replace(config.integrator, t_final=t_final - t1, n_frames=k + 1))
     what = f"extend to t_final = {t_final:g} from t = {t1:g} ({k} new frames)"
     fix = "a t_final closer to the run's last time"
@@ -123,6 +134,22 @@ def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
         joined[v].attrs = dict(ds[v].attrs)
         joined[v].encoding = {}                    # a loaded file's chunking and shapes do not apply
     return joined
+
+
+def _time_axis(ds):
+    """The time axis of ``ds`` as float64, refused by name unless non-empty, finite and strictly increasing."""
+    if "time" not in ds.coords:
+        raise ValueError(f"ds must be a run dataset with a time axis (coordinate 'time'); received a dataset with "
+                         f"coordinates {sorted(map(str, ds.coords))}")
+    try:
+        times = np.asarray(ds["time"].values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"ds['time'] (the dataset's time axis) must hold real times; received dtype "
+                         f"{ds['time'].dtype}") from None
+    if times.ndim != 1 or times.size == 0 or not np.all(np.isfinite(times)) or np.any(np.diff(times) <= 0):
+        raise ValueError(f"ds['time'] (the dataset's time axis) must be a non-empty, finite, strictly increasing "
+                         f"1-d array of frame times; received {np.array2string(times, threshold=8)}")
+    return times
 
 
 def _after(name, x, t1):
