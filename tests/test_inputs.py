@@ -107,3 +107,23 @@ def test_general_heads_inline_and_from_npy(tmp_path, capsys):
         RunConfig.from_dict({"heads": [{"M": M, "V": M, "lam": 2.0}]})
     with pytest.raises(ConfigError, match="must be a 3x3 matrix"):
         RunConfig.from_dict({"heads": [{"M": [[1.0]], "V": M}]})
+
+
+def test_malformed_json_is_refused_naming_where_it_came_from(tmp_path, capsys):
+    """A corrupt sweep index or config attribute gave JSON's own words ("Expecting property name ...") as the CLI's
+    message: now the file or attribute, where the text breaks, and the way out."""
+    from meanfield.workflow.cli import main
+    from meanfield.workflow.inputs import parse_json
+
+    assert parse_json('{"a": 1}', "x") == {"a": 1}
+    with pytest.raises(ValueError, match=r"the attribute is not valid JSON \(Expecting property name .*line 1 column 2"):
+        parse_json("{bad", "the attribute")
+    with pytest.raises(ValueError, match="the attribute must be JSON text"):
+        parse_json(None, "the attribute")
+    sweep = tmp_path / "sw.toml"
+    sweep.write_text('mode = "grid"\n[parameters]\n"heads[0].beta" = [1.0]\n')
+    (tmp_path / "sw").mkdir()
+    (tmp_path / "sw" / "index.json").write_text("{bad")
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "sw"), "--workers", "1", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "index.json" in err and "not valid JSON" in err and "remove it" in err and "Traceback" not in err

@@ -45,6 +45,7 @@ from ..analysis.phase_transition import classify_transition
 from ..core import validate
 from .equilibria_branches import Problem, build_model, check_config, compute_branches, degree_of, has_free_energy
 from .equilibria_config import EquilibriaConfig
+from .inputs import parse_json
 from .jobs import FolderLock, remove_stale_temporaries
 
 __all__ = ["to_dataset", "equilibria", "equilibria_job", "load_equilibria",
@@ -238,7 +239,7 @@ def equilibria_config_of(ds: xr.Dataset) -> EquilibriaConfig:
     if ds.attrs.get("kind") != "equilibria" or "config" not in ds.attrs:
         raise ValueError(f"ds must be an equilibria dataset with a 'config' attribute; received kind = "
                          f"{ds.attrs.get('kind')!r}")
-    return EquilibriaConfig.from_dict(json.loads(ds.attrs["config"]))
+    return EquilibriaConfig.from_dict(parse_json(ds.attrs["config"], "the dataset's 'config' attribute"))
 
 
 def _label(degree, side):
@@ -261,7 +262,7 @@ def _branch_name(ds, b):
 
 def summary(ds: xr.Dataset) -> str:
     """A few lines describing an equilibria dataset: model, branches, special points, classification."""
-    cfg = json.loads(ds.attrs["config"])
+    cfg = parse_json(ds.attrs["config"], "the dataset's 'config' attribute")
     par = ds.attrs["parameter"]
     heads = ", ".join(("general M, V" if "M" in h else f"lambda {h.get('lam', 1.0):g}")
                       + (f" beta {h['beta']:.6g}" if "beta" in h else "")

@@ -32,6 +32,7 @@ import numpy as np
 import xarray as xr
 
 from ..core import cost, validate
+from .inputs import parse_json
 from .paired import paired_run
 from .preflight import estimate_cost
 from .results import config_of, density_coefficients
@@ -109,7 +110,7 @@ def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
     cost.guard(what, bytes=est["memory_bytes"] + joined, seconds=est["seconds"],
                detail="preflight.estimate_cost of the new leg (sizes only), plus the joined dataset", fix=fix)
     t_new = np.linspace(0.0, t_final - t1, k + 1)
-    previous = json.loads(ds.attrs.get("extended_from", "[]"))
+    previous = parse_json(ds.attrs.get("extended_from", "[]"), "the dataset's 'extended_from' attribute")
     settings = paired_settings(config)
     if config.pde.nu > 0:                          # fresh Brownian increments for this leg
         settings["seed"] = int(np.random.default_rng([config.seed, 1, len(previous) + 1]).integers(2**62))

@@ -27,7 +27,7 @@ from ..core import validate
 from ..core.densities import normalize
 from ..core.sphere import SphereGrid, from_lm_table, lm_indices, to_lm_table
 
-__all__ = ["density_from_coefficients", "zonal_density", "load_array", "load_positions"]
+__all__ = ["density_from_coefficients", "zonal_density", "load_array", "load_positions", "parse_json"]
 
 
 def load_array(path, name="path") -> np.ndarray:
@@ -141,3 +141,17 @@ def zonal_density(grid: SphereGrid, mu=None, rho=None, legendre=None, name="prof
     re[:, 0] = a_l * np.sqrt(4 * np.pi / (2 * ell + 1))
     return normalize(grid, from_lm_table(re, np.zeros_like(re)), f"{name}.legendre" if legendre is not None
                      else f"{name}.rho")
+
+
+def parse_json(text, what):
+    """The value of JSON ``text``; malformed text raises ``ValueError`` naming ``what`` (a file, an attribute) and
+    where the text breaks, not only the decoder's words."""
+    import json
+
+    if not isinstance(text, (str, bytes)):
+        raise ValueError(f"{what} must be JSON text (str); received {type(text).__name__}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{what} is not valid JSON ({err.msg}, line {err.lineno} column {err.colno}): "
+                         f"{str(text)[:80]!r}") from None

@@ -17,7 +17,6 @@ is available.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -50,7 +49,9 @@ PARTICLE_STYLE = dict(color="C3", lw=1.5, ls="--", marker=".", ms=4)
 
 
 def _config(ds):
-    return json.loads(ds.attrs["config"])
+    from .inputs import parse_json
+
+    return parse_json(ds.attrs["config"], "the dataset's 'config' attribute")
 
 
 def describe(ds: xr.Dataset) -> str:

@@ -17,7 +17,6 @@ unknown schema version; :func:`config_of` rebuilds the config, so a run can be r
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -28,6 +27,7 @@ import xarray as xr
 from .._version import __version__
 from ..core.sphere import from_lm_table, lm_indices, to_lm_table
 from .config import RunConfig
+from .inputs import parse_json
 
 __all__ = ["SCHEMA_VERSION", "DIMS", "SchemaError", "coefficients_to_lm", "lm_to_coefficients",
            "observables_to_variables", "VARIABLE_NAMES", "save", "load", "config_of", "density_coefficients", "describe",
@@ -108,7 +108,7 @@ def config_of(ds: xr.Dataset) -> RunConfig:
     """The validated :class:`~meanfield.workflow.config.RunConfig` stored in a dataset's ``config`` attribute."""
     if "config" not in ds.attrs:
         raise SchemaError("the dataset has no 'config' attribute; it was not written by meanfield.workflow.results")
-    return RunConfig.from_dict(json.loads(ds.attrs["config"]))
+    return RunConfig.from_dict(parse_json(ds.attrs["config"], "the dataset's 'config' attribute"))
 
 
 CONVENTIONS = "CF-1.10"

@@ -30,6 +30,7 @@ from ..core.heads import Head
 from ..core.options import StepControl
 from ..core.sphere import SphereGrid, to_lm_table
 from .config import RunConfig, resolve_positions
+from .inputs import parse_json
 from .paired import PairedResult, ParticleSettings, PDESettings, TransportSettings, align_times, paired_run, transport_grid
 from .results import SCHEMA_VERSION, describe, observables_to_variables
 
@@ -221,7 +222,7 @@ def _span(ds, name, k, reduce=None):
 
 def summary(ds: xr.Dataset) -> str:
     """A few lines describing a run dataset: setup, how far each run got, energies, entropies, W2."""
-    cfg = json.loads(ds.attrs["config"])
+    cfg = parse_json(ds.attrs["config"], "the dataset's 'config' attribute")
     heads = ", ".join(("general M, V" if "M" in h else f"lambda {h.get('lam', 1.0):g}")
                       + f" beta {h['beta']:g} {h['kernel']}/{h['normalization']}" for h in cfg["heads"])
     t = ds.time.values

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core import validate
+from .inputs import parse_json
 from .jobs import FolderLock
 
 __all__ = ["run_tasks", "call_task", "NpzStore", "NetCDFStore", "STORES", "read_index"]
@@ -280,4 +281,10 @@ def _write_index(out: Path, rows: list):
 def read_index(out: Path) -> dict:
     """The rows of ``out/index.json`` by point id (empty when there is none)."""
     f = out / "index.json"
-    return {r["id"]: r for r in json.loads(f.read_text())} if f.is_file() else {}
+    if not f.is_file():
+        return {}
+    rows = parse_json(f.read_text(), f"the task index {f} (remove it to start the points again)")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "id" in r for r in rows):
+        raise ValueError(f"the task index {f} must be a JSON list of point records with an 'id'; received "
+                         f"{type(rows).__name__} (remove it to start the points again)")
+    return {r["id"]: r for r in rows}
