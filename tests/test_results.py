@@ -126,3 +126,26 @@ def test_cf_attributes_provenance_and_integer_counts(small_run, tmp_path):
     back = results.load(path)
     # what was written reads back: the integer encoding is exact for counts, NaN where not reached (tolerance 0)
     np.testing.assert_array_equal(back["particle_n_clusters"].values, ds["particle_n_clusters"].values)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda ds: ds.assign(X=ds["X"].transpose("time", "dim", "particle")),
+     r"X must have the dims \('time', 'particle', 'dim'\).*received dims \('time', 'dim', 'particle'\)"),
+    (lambda ds: ds.drop_vars("X").assign(X=("time", np.ones(ds.sizes["time"]))), r"X must have the dims .*\('time',\)"),
+    (lambda ds: ds.assign(w2=(("time", "particle"), np.ones((ds.sizes["time"], ds.sizes["particle"])))),
+     r"w2 must have the dims \('time',\) or \('time', 'head'\)"),
+])
+def test_a_results_file_in_another_layout_is_refused_by_name(small_run, tmp_path, capsys, mutate, message):
+    """``meanfield plot`` trusted the file's layout: transposed tokens, 1-d tokens and a W2 curve over the
+    particles ended in numpy's words ("axis 1 is out of bounds", "matmul: ... mismatch", "truth value of an
+    array").  results.load now checks the layout (one contract for every reader): exit 2 naming the variable."""
+    from meanfield.workflow.cli import main
+
+    ds = results.load(small_run[1])
+    f = tmp_path / "bad.nc"
+    mutate(ds).to_netcdf(f)
+    with pytest.raises(ValueError, match=message):
+        results.load(f)
+    assert main(["plot", str(f), "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"results file {f}" in err

@@ -31,7 +31,8 @@ from .inputs import parse_json
 
 __all__ = ["SCHEMA_VERSION", "DIMS", "SchemaError", "coefficients_to_lm", "lm_to_coefficients",
            "observables_to_variables", "VARIABLE_NAMES", "save", "load", "config_of", "density_coefficients", "describe",
-           "provenance", "add_provenance", "CONVENTIONS", "INTEGER_COUNTS"]
+           "provenance", "add_provenance", "CONVENTIONS", "INTEGER_COUNTS", "RUN_LAYOUT", "check_dims", "check_axis",
+           "check_run_layout"]
 
 SCHEMA_VERSION = 1
 REQUIRED_VARIABLES = ("X", "rho", "rho_lm_real", "rho_lm_imag", "w2", "pde_energy", "particle_energy")
@@ -261,6 +262,74 @@ def save(ds: xr.Dataset, path) -> Path:
     return path
 
 
+RUN_LAYOUT = {"X": ("time", "particle", "dim"), "rho_lm_real": ("time", "l", "m"), "rho_lm_imag": ("time", "l", "m")}
+"""Dimensions (in order) of the run variables whose layout :func:`load` checks (:func:`check_run_layout`; the
+figures and ``meanfield view`` draw them)."""
+
+
+def _array(a):
+    return np.array2string(np.asarray(a), threshold=8, edgeitems=3, precision=4, separator=", ")
+
+
+def check_dims(where, ds, layout):
+    """Refuse a variable of ``layout`` ({name: dims}) stored with other dims, by name."""
+    for name, dims in layout.items():
+        if ds[name].dims != dims:
+            raise ValueError(f"{where}: {name} must have the dims {dims} (the layout of meanfield.workflow."
+                             f"{'results' if name in RUN_LAYOUT else 'phase_diagram'}); received dims "
+                             f"{ds[name].dims} of shape {ds[name].shape}")
+
+
+def check_axis(where, ds, name, ordered=True):
+    """Refuse a coordinate that is not finite (and, if ``ordered``, non-decreasing), by name."""
+    a = np.asarray(ds[name].values)
+    ok = a.ndim == 1 and np.issubdtype(a.dtype, np.number) and not np.iscomplexobj(a)
+    ok = ok and bool(np.all(np.isfinite(a)))
+    ok = ok and (not ordered or bool(np.all(np.diff(a) >= 0)))
+    if not ok:
+        need = "finite and non-decreasing" if ordered else "finite"
+        raise ValueError(f"{where}: the coordinate {name!r} must be a 1-d array of {need} real numbers; "
+                         f"received {_array(a)} (dtype {a.dtype})")
+
+
+def check_run_layout(where, ds):
+    """Refuse a run dataset whose variables are not in this module's layout (``X`` as (time, particle, dim) with 3
+    components, the (time, l, m) coefficient tables with NaN or 0 where ``m > l``, a finite non-decreasing ``time``,
+    the curves over ``time``), naming the variable, the layout expected and what was received; ``where`` names the
+    dataset in the message."""
+    missing = [v for v in (*RUN_LAYOUT, "time") if v not in ds.variables]
+    if missing:
+        raise ValueError(f"{where} is not a meanfield run dataset: it lacks the variables {missing}")
+    check_dims(where, ds, RUN_LAYOUT)
+    for name in RUN_LAYOUT:
+        if not np.issubdtype(ds[name].dtype, np.number) or np.issubdtype(ds[name].dtype, np.complexfloating):
+            raise ValueError(f"{where}: {name} must hold real numbers; received dtype {ds[name].dtype}")
+    missing = [v for v in ("rho_lm_real", "rho_lm_imag", "X", "time") if ds[v].size == 0]
+    if missing or ds.sizes["time"] < 1:
+        raise ValueError(f"{where} is a truncated run dataset: {missing or ['time']} are empty")
+    if ds.sizes["dim"] != 3:
+        raise ValueError(f"{where}: X must have dims ('time', 'particle', 'dim') with 3 components along dim "
+                         f"(tokens on S^2); received dims {ds['X'].dims} of shape {ds['X'].shape}")
+    if ds.sizes["l"] != ds.sizes["m"] or ds.sizes["l"] < 3:
+        raise ValueError(f"{where}: rho_lm_real and rho_lm_imag must be (time, l, m) tables with l = m = lmax + 1 "
+                         f">= 3; received dims {ds['rho_lm_real'].dims} of shape {ds['rho_lm_real'].shape}")
+    check_axis(where, ds, "time")
+    upper = np.triu(np.ones((ds.sizes["l"],) * 2, dtype=bool), k=1)         # [l, m] with m > l
+    for name in ("rho_lm_real", "rho_lm_imag"):
+        v = np.asarray(ds[name].values)[:, upper]
+        bad = np.argwhere(~np.isnan(v) & (v != 0))
+        if bad.size:
+            k, j = bad[0]
+            l, m = (int(i[j]) for i in np.nonzero(upper))
+            raise ValueError(f"{where}: {name} must hold NaN (or 0) where m > l (the (time, l, m) table of meanfield."
+                             f"workflow.results); received {name}[time={k}, l={l}, m={m}] = {v[k, j]:.6g} and "
+                             f"{len(bad) - 1} more such values: are its l and m swapped?")
+    for name in ("pde_energy", "particle_energy", "pde_entropy", "particle_entropy", "w2"):
+        if name in ds.variables and ds[name].dims not in (("time",), ("time", "head")):
+            raise ValueError(f"{where}: {name} must have the dims ('time',) or ('time', 'head'); received dims "
+                             f"{ds[name].dims} of shape {ds[name].shape}")
+
+
 def load(path) -> xr.Dataset:
     """Read a results file into memory; a missing file or an unknown schema version raises ``ValueError``."""
     path = Path(path)
@@ -279,5 +348,6 @@ def load(path) -> xr.Dataset:
     missing = [v for v in REQUIRED_VARIABLES if v not in ds.variables]
     if missing:
         raise SchemaError(f"{path} is not a meanfield run dataset: it lacks the variables {missing}")
+    check_run_layout(f"results file {path}", ds)
     ds.attrs["schema_version"] = int(version)
     return ds

@@ -57,8 +57,6 @@ PAGE_BYTES_PER_VALUE = 100.0
 tracemalloc: 78 at nlat = 200 and 400)."""
 PAGE_SECONDS_PER_VALUE = 1e-6
 """Seconds of building the page per value shown (measured 4e-7 to 7e-7 under tracemalloc)."""
-RUN_LAYOUT = {"X": ("time", "particle", "dim"), "rho_lm_real": ("time", "l", "m"), "rho_lm_imag": ("time", "l", "m")}
-"""Dimensions (in order) of the run variables the page draws (:mod:`meanfield.workflow.results`)."""
 
 
 def _path(name, x) -> Path:
@@ -96,75 +94,15 @@ def _estimate_load(path, header) -> cost.Cost:
                      f"{sum(sizes.values()):.3g} declared values read into memory as float64")
 
 
-def _array(a):
-    return np.array2string(np.asarray(a), threshold=8, edgeitems=3, precision=4, separator=", ")
-
-
-def _layout(where, ds, layout):
-    """Refuse a variable of ``layout`` ({name: dims}) stored with other dims, by name."""
-    for name, dims in layout.items():
-        if ds[name].dims != dims:
-            raise ValueError(f"{where}: {name} must have the dims {dims} (the layout of meanfield.workflow."
-                             f"{'results' if name in RUN_LAYOUT else 'phase_diagram'}); received dims "
-                             f"{ds[name].dims} of shape {ds[name].shape}")
-
-
-def _axis(where, ds, name, ordered=True):
-    """Refuse a coordinate that is not finite (and, if ``ordered``, non-decreasing), by name."""
-    a = np.asarray(ds[name].values)
-    ok = a.ndim == 1 and np.issubdtype(a.dtype, np.number) and not np.iscomplexobj(a)
-    ok = ok and bool(np.all(np.isfinite(a)))
-    ok = ok and (not ordered or bool(np.all(np.diff(a) >= 0)))
-    if not ok:
-        need = "finite and non-decreasing" if ordered else "finite"
-        raise ValueError(f"{where}: the coordinate {name!r} must be a 1-d array of {need} real numbers; "
-                         f"received {_array(a)} (dtype {a.dtype})")
-
-
-def _check_run(where, ds):
-    """Refuse a run dataset whose drawn variables are not in the layout of :mod:`meanfield.workflow.results`."""
-    missing = [v for v in (*RUN_LAYOUT, "time") if v not in ds.variables]
-    if missing:
-        raise ValueError(f"{where} is not a meanfield run dataset: it lacks the variables {missing}")
-    _layout(where, ds, RUN_LAYOUT)
-    for name in RUN_LAYOUT:
-        if not np.issubdtype(ds[name].dtype, np.number) or np.issubdtype(ds[name].dtype, np.complexfloating):
-            raise ValueError(f"{where}: {name} must hold real numbers; received dtype {ds[name].dtype}")
-    missing = [v for v in ("rho_lm_real", "rho_lm_imag", "X", "time") if ds[v].size == 0]
-    if missing or ds.sizes["time"] < 1:
-        raise ValueError(f"{where} is a truncated run dataset: {missing or ['time']} are empty")
-    if ds.sizes["dim"] != 3:
-        raise ValueError(f"{where}: X must have dims ('time', 'particle', 'dim') with 3 components along dim "
-                         f"(tokens on S^2); received dims {ds['X'].dims} of shape {ds['X'].shape}")
-    if ds.sizes["l"] != ds.sizes["m"] or ds.sizes["l"] < 3:
-        raise ValueError(f"{where}: rho_lm_real and rho_lm_imag must be (time, l, m) tables with l = m = lmax + 1 "
-                         f">= 3; received dims {ds['rho_lm_real'].dims} of shape {ds['rho_lm_real'].shape}")
-    _axis(where, ds, "time")
-    upper = np.triu(np.ones((ds.sizes["l"],) * 2, dtype=bool), k=1)         # [l, m] with m > l
-    for name in ("rho_lm_real", "rho_lm_imag"):
-        v = np.asarray(ds[name].values)[:, upper]
-        bad = np.argwhere(~np.isnan(v) & (v != 0))
-        if bad.size:
-            k, j = bad[0]
-            l, m = (int(i[j]) for i in np.nonzero(upper))
-            raise ValueError(f"{where}: {name} must hold NaN (or 0) where m > l (the (time, l, m) table of meanfield."
-                             f"workflow.results); received {name}[time={k}, l={l}, m={m}] = {v[k, j]:.6g} and "
-                             f"{len(bad) - 1} more such values: are its l and m swapped?")
-    for name in ("pde_energy", "particle_energy", "pde_entropy", "particle_entropy", "w2"):
-        if name in ds.variables and ds[name].dims not in (("time",), ("time", "head")):
-            raise ValueError(f"{where}: {name} must have the dims ('time',) or ('time', 'head'); received dims "
-                             f"{ds[name].dims} of shape {ds[name].shape}")
-
-
 def _check_phase(where, ds):
     """Refuse a phase-diagram dataset whose measures are not (beta, t) over finite axes."""
     missing = [v for v in PHASE_MEASURES if v not in ds.variables]
     missing += [d for d in ("beta", "t") if d not in ds.dims or d not in ds.variables]
     if missing:
         raise ValueError(f"{where} is a truncated phase-diagram dataset: it lacks {missing}")
-    _layout(where, ds, {m: ("beta", "t") for m in PHASE_MEASURES})
-    _axis(where, ds, "t")
-    _axis(where, ds, "beta", ordered=False)
+    results.check_dims(where, ds, {m: ("beta", "t") for m in PHASE_MEASURES})
+    results.check_axis(where, ds, "t")
+    results.check_axis(where, ds, "beta", ordered=False)
 
 
 def load_viewable(path):
@@ -194,7 +132,7 @@ def load_viewable(path):
                          f"'kind' = 'phase_diagram'); meanfield view reads the files of meanfield run, sweep and "
                          f"phase-diagram")
     ds = results.load(path)                     # schema version and the run variables, named when missing
-    _check_run(f"results file {path}", ds)
+    results.check_run_layout(f"results file {path}", ds)
     return "run", ds
 
 
@@ -416,7 +354,7 @@ def build_figure(kind, ds, *, label="", max_frames=MAX_FRAMES, max_particles=MAX
     if kind == "phase_diagram":
         _check_phase("ds", ds)
         return _phase_figure(ds, label)
-    _check_run("ds", ds)
+    results.check_run_layout("ds", ds)
     return _run_figure(ds, label, max_frames, max_particles, nlat)
 
 
