@@ -283,3 +283,23 @@ def test_continuation_in_beta_at_fixed_noise():
     ref = pt.classify_transition(pt.phase_transition_model(3, fold, lmax=24))
     assert ref["nu_fold"] == pytest.approx(1.1, rel=1e-8)
     np.testing.assert_array_equal(ds.nu.values[np.isfinite(ds.parameter.values)], 1.1)
+
+
+def test_long_equilibria_jobs_and_maps_are_refused_by_their_estimate(tmp_path, capsys):
+    """No cost estimate used to stand before ``meanfield equilibria`` (lmax 512 on the sphere started hours of
+    work) or ``--map`` (10^6 cells started a cluster): both are refused by the one cost guard before anything
+    starts, naming the keys to change; the default job's estimate is about a second."""
+    from meanfield.core import cost
+
+    f = tmp_path / "big.toml"
+    f.write_text('[geometry]\nd = "sphere"\nlmax = 512\n')
+    assert main(["equilibria", str(f), "--out", str(tmp_path / "e"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "would take an estimated" in err and "geometry.lmax" in err and "Traceback" not in err
+    assert not (tmp_path / "e" / "partial").exists()
+    assert branches.estimate_job(EquilibriaConfig()).seconds < 0.1 * cost.TIME_LIMIT_S
+    m = tmp_path / "map.toml"
+    m.write_text(f"[map]\nd = {list(range(2, 1002))}\nbeta_ratio = {[round(0.5 + i / 400, 4) for i in range(1000)]}\n")
+    assert main(["equilibria", "--map", str(m), "--out", str(tmp_path / "m"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "--map of 1000000 cells" in err and "map.d" in err and not (tmp_path / "m" / "tasks").exists()

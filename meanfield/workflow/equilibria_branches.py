@@ -16,13 +16,22 @@ import numpy as np
 
 from ..analysis import continuation as ct
 from ..analysis import equilibria as eq
+from ..analysis.phase_transition import MARCH_SECONDS_PER_CUBE, MARCH_SECONDS_PER_STATE
+from ..core import cost
 from ..core.heads import scalar_heads
 from ..models.axisymmetric import AxisymmetricPDE
 from .equilibria_config import EquilibriaConfig
 
 __all__ = ["build_model", "check_config", "compute_branches", "has_free_energy", "degree_of", "Problem",
-           "GAP_TOL", "save_branch", "load_branch", "kept_branch"]
+           "GAP_TOL", "save_branch", "load_branch", "kept_branch", "estimate_job", "JACOBIANS_PER_POINT",
+           "SPHERE_SECONDS_PER_STATE"]
 
+JACOBIANS_PER_POINT = 8
+"""Dense solves per point of an axisymmetric branch in the job's estimate (corrector iterations, tangent,
+spectrum)."""
+SPHERE_SECONDS_PER_STATE = 0.3
+"""Seconds of one full-S^2 re-solve and spectrum at lmax 24 (measured about 0.3 s a state; scaled by (lmax + 1)^3
+in :func:`estimate_job`)."""
 GAP_TOL = 1e-12
 """Free-energy gaps smaller than this are taken as zero when looking for a Maxwell point (round-off at the
 branch point, where the gap vanishes like ``b_l^4``)."""
@@ -42,7 +51,28 @@ def has_free_energy(config):
     return eq.normalizations_have_free_energy(h.normalization for h in config.heads)
 
 
+def estimate_job(config):
+    """The cost estimate of an axisymmetric equilibria job (:mod:`meanfield.core.cost`): about
+    ``2 (range) / step + 10`` points per branch (at most ``max_points``), each :data:`JACOBIANS_PER_POINT` dense
+    solves of the axisymmetric model (the rates of :func:`~meanfield.analysis.phase_transition.estimate_march`),
+    and with ``geometry.d = "sphere"`` each state of a switched branch solved again on S^2 with its spectrum
+    (:data:`SPHERE_SECONDS_PER_STATE` at lmax 24, scaled by ``(lmax + 1)^3``)."""
+    c, L = config.continuation, config.geometry.lmax
+    lo, hi = c.range
+    points = int(min(c.max_points, 2 * (hi - lo) / c.step + 10))
+    switched = len(c.degrees) * len(c.sides)
+    axisym = JACOBIANS_PER_POINT * (MARCH_SECONDS_PER_STATE + MARCH_SECONDS_PER_CUBE * float(L + 1) ** 3)
+    sphere = SPHERE_SECONDS_PER_STATE * ((L + 1) / 25.0) ** 3 if config.geometry.sphere else 0.0
+    seconds = points * ((1 + switched) * axisym + switched * sphere)
+    return cost.Cost(f"meanfield equilibria (lmax = {L}, about {points} points per branch, {1 + switched} branches"
+                     f"{', every switched state on the full sphere' if config.geometry.sphere else ''})",
+                     seconds=seconds, detail=f"{axisym:.2g} s per axisymmetric state"
+                                             + (f", {sphere:.2g} s per S^2 state" if sphere else ""))
+
+
 def check_config(config):
+    estimate_job(config).check("a smaller geometry.lmax, a larger continuation.step, a narrower range or fewer "
+                               "continuation.degrees / sides")
     pde = build_model(config)
     c = config.continuation
     lo, hi = c.range

@@ -28,13 +28,13 @@ import numpy as np
 import xarray as xr
 
 from ..analysis.phase_transition import beta_star_bessel, phase_transition
-from ..core import validate
+from ..core import cost, validate
 from ..core.kernels import NORMALIZATIONS
 from .config import ConfigError, read_toml_file, unique_list
 from .tasks import run_tasks
 
 __all__ = ["TransitionMapConfig", "load_map_config", "map_cell", "transition_map", "run_transition_map",
-           "MAP_FILE", "MAP_FIGURE", "QUANTITIES"]
+           "MAP_FILE", "MAP_FIGURE", "QUANTITIES", "CELL_SECONDS"]
 
 MAP_FILE, MAP_FIGURE = "transition_map.nc", "transition_map.png"
 QUANTITIES = ("nu_sharp", "nu_2", "nu_fold", "nu_global", "lmax", "discretization_change")
@@ -112,6 +112,12 @@ def load_map_config(path) -> TransitionMapConfig:
         raise ConfigError(f"{path}: {err}") from None
 
 
+CELL_SECONDS = 2.0
+"""Seconds of one cell (:func:`map_cell`: :func:`~meanfield.analysis.phase_transition.phase_transition` over two
+degrees of the ladder) in the map's cost estimate: measured 0.4 s (d = 64), 1.6 s (d = 3) and 3.6 s (d = 8) on
+the shared 2-core machine at lmax 48 and 64."""
+
+
 def map_cell(point: dict, normalization="mean", lmax=None) -> dict:
     """One cell: :func:`phase_transition` at ``point["d"]``, ``point["beta"]`` (what a map task runs)."""
     r = phase_transition(point["d"], point["beta"], normalization, lmax)
@@ -130,6 +136,12 @@ def transition_map(config: TransitionMapConfig, out_dir, *, scheduler=None, n_wo
     message, '' otherwise)."""
     if not isinstance(config, TransitionMapConfig):
         raise ValueError(f"config must be a TransitionMapConfig; received {type(config).__name__}")
+    cells = len(config.d) * len(getattr(config, config.axis))
+    workers = 1 if client is not None or scheduler is not None else max(1, int(n_workers))
+    cost.guard(f"meanfield equilibria --map of {cells} cells ({len(config.d)} d x "
+               f"{len(getattr(config, config.axis))} {config.axis})", seconds=cells * CELL_SECONDS / workers,
+               detail=f"{CELL_SECONDS:g} s a cell over {workers} worker(s); finished cells are skipped when it runs",
+               fix=f"fewer values of map.d or map.{config.axis} (or more --workers)")
     points = config.points()
     task = functools.partial(map_cell, normalization=config.normalization, lmax=config.lmax)
     rows = run_tasks(task, points, Path(out_dir) / "tasks", store="npz", scheduler=scheduler, n_workers=n_workers,
