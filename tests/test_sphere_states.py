@@ -239,3 +239,16 @@ def test_the_uniform_state_is_resolved_on_the_sphere():
     assert st.status == 0 and st.resolution == 0.0, st.message
     noisy = u + 1e-17 * (pde.grid.l_index > 0)
     assert ss.sphere_resolution_error(pde, noisy, 2.0) == 0.0
+
+
+def test_an_amplitude_no_state_holds_is_a_failed_solve_not_a_bad_nu():
+    """Holding rho_10 beyond what any density has (0.6 > sqrt(3 / 4 pi) = 0.4886, or -0.7) drove nu below 0 and
+    the solve then refused "nu must be positive", a value the caller never passed: now status 1 naming the held
+    coefficient and the bound."""
+    import meanfield as mf
+
+    pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 2.0), lmax=12)
+    u = pde.grid.analysis(np.full(pde.grid.shape, 1 / (4 * np.pi)))
+    for a in (0.6, -0.7):
+        st = ss.solve_sphere_state(pde, u, 0.5, amplitude=a)
+        assert st.status == 1 and "drove nu to" in st.message and "at most 0.4886" in st.message, st.message

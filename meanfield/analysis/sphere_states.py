@@ -379,9 +379,12 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
             failure, res = f"GMRES breakdown (info {info})", np.inf
             break
         if j is not None:
-            nu = nu + step[j]
-            if nu <= 0:
+            if not nu + step[j] > 0:               # the held amplitude asks for no noise at all: no such state
+                failure, res = (f"the held coefficient {mode} = {rho[k].real if part == 're' else rho[k].imag:.6g} "
+                                f"drove nu to {nu + step[j]:.3g} <= 0 (no stationary state with noise holds this "
+                                f"amplitude; |rho_lm| of a density is at most {np.sqrt((2 * g.l_index[k] + 1) / (4 * np.pi)):.4g})"), np.inf
                 break
+            nu = nu + step[j]
             step[j] = 0.0
         rho = rho + _complex(step[:n])
         rho[g.m_index == 0] = rho[g.m_index == 0].real        # a real field: m = 0 coefficients are real
