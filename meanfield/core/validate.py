@@ -31,7 +31,8 @@ from collections.abc import Mapping
 import numpy as np
 
 __all__ = ["integer", "integer_array", "real", "choice", "boolean", "real_array", "complex_array", "unit_vector",
-           "unit_vectors", "probability_weights", "signed_weights", "unit_mass", "MASS_TOL", "WEIGHTS_TOL", "rng"]
+           "unit_vectors", "points3", "real_vector", "probability_weights", "signed_weights", "unit_mass", "MASS_TOL",
+           "WEIGHTS_TOL", "rng"]
 
 MASS_TOL = 1e-10
 """Allowed ``| total - 1 |`` of everything that must have mass 1: token and mixture weights, the
@@ -292,6 +293,20 @@ def real_array(name, x, shape=None, *, finite=True):
     if not np.all(np.isfinite(a)) if finite else np.any(np.isnan(a)):     # one pass over a
         raise ValueError(f"{name} must be {what}; received {x!r}")
     return a
+
+
+def points3(name, X):
+    """Rows ``X`` (n, 3) of float64 as the spectral sums take them: an (n, 3) float64 array is returned as is (an
+    integrator's stages: no copy, no extra pass), anything else through :func:`real_array` with non-finite entries
+    allowed (NaN stages give NaN velocities)."""
+    if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == 3:
+        return X
+    return real_array(name, X, ("n", 3), finite=False)
+
+
+def real_vector(name, w, n):
+    """``w`` as a contiguous float64 (n,) array, finite (a weight vector already normalized by the caller)."""
+    return np.ascontiguousarray(real_array(name, w, (n,)))
 
 
 def complex_array(name, x, shape):

@@ -158,20 +158,10 @@ class SpectralSum:
 
         ``X`` (n, 3) is projected radially onto the sphere; ``w`` (n,) real.
         """
-        return self._points(X).adjoint(self._weights(w, X.shape[0]))
+        return self._points(X).adjoint(validate.real_vector("w", w, X.shape[0]))
 
     def _points(self, X):
-        return PointSet.directions(self.grid, self._array(X), self._epsilon)
-
-    @staticmethod
-    def _array(X):
-        if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == 3:
-            return X                                  # the integrator's states: no copy, no extra pass
-        return validate.real_array("X", X, ("n", 3), finite=False)   # NaN stages give NaN velocities
-
-    @staticmethod
-    def _weights(w, n):
-        return np.ascontiguousarray(validate.real_array("w", w, (n,)))
+        return PointSet.directions(self.grid, validate.points3("X", X), self._epsilon)
 
     # ------------------------------------------------------------------ public sums
     def velocity(self, X, w=None):
@@ -184,13 +174,13 @@ class SpectralSum:
             Token weights (the same convention as :class:`meanfield.models.particles.ParticleSystem`);
             default uniform ``1/n``, as :meth:`meanfield.ParticleSystem.velocity`.
         """
-        X = self._array(X)
+        X = validate.points3("X", X)
         if w is None:
             w = np.full(X.shape[0], 1.0 / X.shape[0])
         pts = self.directions(X, scratch=True)
         if pts is None:                        # a blown-up integrator stage: NaN, reported by integrate
             return np.full(X.shape, np.nan)
-        return self.velocity_at(pts, self._weights(w, pts.n))
+        return self.velocity_at(pts, validate.real_vector("w", w, pts.n))
 
     def directions(self, X, scratch=False):
         """The :class:`~meanfield.core.sphere.PointSet` of the directions of float64 rows ``X`` (n, 3) at
@@ -234,7 +224,7 @@ class SpectralSum:
     def _state(self, X, w):
         """Point set, validated weights, coefficients, space and known scalings of tokens ``X``."""
         pts = self._points(X)
-        w = self._weights(w, pts.n)
+        w = validate.real_vector("w", w, pts.n)
         b = pts.adjoint(w)
         space = PointSpace(pts, w)
         return pts, w, b, space, (self._known(pts, w, b, space) if self._solved else [None] * len(self.heads))

@@ -129,24 +129,14 @@ class GeneralSpectralSum:
         return float(out)
 
     # ------------------------------------------------------------------ building blocks
-    @staticmethod
-    def _array(X):
-        if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == 3:
-            return X
-        return validate.real_array("X", X, ("n", 3), finite=False)
-
-    @staticmethod
-    def _weights(w, n):
-        return np.ascontiguousarray(validate.real_array("w", w, (n,)))
-
     def directions(self, X, scratch=False):
         """The :class:`~meanfield.core.sphere.PointSet` of the directions of rows ``X`` (n, 3) at the operator's
         degree (None where a row is not finite or zero); as :meth:`meanfield.models.fastsum.SpectralSum.directions`."""
         return PointSet._directions(self.grid, X, self._epsilon, scratch)
 
     def _space(self, X, w):
-        pts = PointSet.directions(self.grid, self._array(X), self._epsilon)
-        return PointSources(pts, self._weights(w, pts.n))
+        pts = PointSet.directions(self.grid, validate.points3("X", X), self._epsilon)
+        return PointSources(pts, validate.real_vector("w", w, pts.n))
 
     def coefficients(self, X, w):
         """Coefficients ``b_lm = sum_j w_j conj(Y_lm(x_j))`` of the weighted measure at degree ``lmax``."""
@@ -173,13 +163,13 @@ class GeneralSpectralSum:
     # ------------------------------------------------------------------ public sums
     def velocity(self, X, w=None):
         """Tangent velocities ``sum_h P_x u^h`` at the tokens (n, 3) (default weights ``1/n``)."""
-        X = self._array(X)
+        X = validate.points3("X", X)
         if w is None:
             w = np.full(X.shape[0], 1.0 / X.shape[0])
         pts = self.directions(X)
         if pts is None:
             return np.full(X.shape, np.nan)
-        return self.velocity_at(pts, self._weights(w, pts.n))
+        return self.velocity_at(pts, validate.real_vector("w", w, pts.n))
 
     def velocity_at(self, pts, w):
         """:meth:`velocity` at a point set from :meth:`directions`, for validated float64 weights ``w`` (n,)."""
