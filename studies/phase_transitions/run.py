@@ -97,7 +97,7 @@ FULL = Settings(ds=(2, 3, 4, 8, 64), window_ratios=(1.05, 1.1, 1.25, 1.5, 2.0, 2
                 up=((0.92, 1.16, 0.02, 1.0), (1.165, 1.34, 0.005, 1.5)),
                 samples=4, esc_n=1000, esc_seeds=10, esc_offsets=(-0.10, -0.03, 0.01, 0.03, 0.06),
                 esc_t_max=60.0, esc_chunk=2.0, esc_dt=0.025, esc_more=((4000, (-0.03, 0.03)), (16000, (0.03,))),
-                hold_offsets=(-0.02, 0.02), hold_seeds=3, hold_time=40.0, dt_check=(0.05, 0.025, 0.0125), dt_check_time=10.0,
+                hold_offsets=(-0.02, 0.02), hold_seeds=10, hold_time=40.0, dt_check=(0.05, 0.025, 0.0125), dt_check_time=10.0,
                 softmax_betas=(0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0), two_head_betas=(2.0, 3.0, 4.0, 6.0),
                 deg2_amplitudes=(0.3, 0.8, 1.5, -0.4), sphere_lmax=31,
                 scale_ns=(10000,), scale_factors=(1.0, 0.5, 2.0), scale_seeds=10)
@@ -137,6 +137,29 @@ def pde_branch(beta, lmax=64, n_steps=120):
     nu = np.array([x.nu for x in states])
     r = np.array([x.b[1] for x in states]) / np.sqrt(D_PARTICLES)
     return nu, r, pt.phase_transition(D_PARTICLES, beta)
+
+
+def window_spectra(beta, lmax=64, n_steps=120) -> dict:
+    """Local stability of both states inside the window (the continuum, the paper's setting): the uniform state's
+    sigma_1 (closed form, MODEL.md section 3) and the leading eigenvalue of the axisymmetric linearization
+    (:func:`meanfield.analysis.equilibria.linear_spectrum`; the rotation modes m >= 1 of a cluster are neutral and
+    not in it) at every solved state of the upper branch (past the fold) with nu_# < nu < nu_fold."""
+    pde = pt.phase_transition_model(D_PARTICLES, beta, lmax=lmax)
+    cls = pt.phase_transition(D_PARTICLES, beta)
+    states = [x for x in eq.branch_states(pde, pt._amplitudes(D_PARTICLES, 0.99, n_steps)) if x.success]
+    k = int(np.argmax([x.nu for x in states]))
+    upper = [x for x in states[k + 1:] if cls["nu_sharp"] < x.nu < cls["nu_fold"]]
+    lead = [float(eq.linear_spectrum(pde, x.b, x.nu)[0].real) for x in upper]
+    nus = [float(x.nu) for x in upper]
+    sigma_1 = [float(growth_rate(1, [1.0], beta, nu=nu)) for nu in nus]
+    return {"nu": nus, "cluster_leading_eigenvalue": lead, "uniform_sigma_1": sigma_1,
+            "both_stable": bool(upper) and max(lead) < 0 and max(sigma_1) < 0}
+
+
+HOLD_SEED_BASE = 20000
+"""Seeds of the fold hold (uniform start, relaxation, hold: base, base + 1000, base + 2000, plus the seed index).
+Fresh since the referee (issue 33): the first run used 300 / 3000 / 4000 + seed with 3 seeds; the rule (every seed
+clustered at nu_fold - 0.02, dissolved at nu_fold + 0.02) is unchanged, the seeds are new and 10."""
 
 
 def upper_branch(nu_b, r_b):
@@ -240,11 +263,13 @@ def fold_hold(s: Settings, beta, nu_fold, r_up) -> dict:
     rows = []
     t0 = time.perf_counter()
     for seed in range(s.hold_seeds):
-        X = mf.initial.uniform_sphere(s.n, D_PARTICLES, seed=300 + seed) + np.array([0.0, 0.0, 3.0])
+        X = mf.initial.uniform_sphere(s.n, D_PARTICLES, seed=HOLD_SEED_BASE + seed) + np.array([0.0, 0.0, 3.0])
         X /= np.linalg.norm(X, axis=1, keepdims=True)
-        X = ramp.noise_ramp(heads, X, [nu_fold - 0.05], 5.0, dt=s.dt, seed=3000 + seed, summation="spectral").X
+        X = ramp.noise_ramp(heads, X, [nu_fold - 0.05], 5.0, dt=s.dt, seed=HOLD_SEED_BASE + 1000 + seed,
+                            summation="spectral").X
         for off in s.hold_offsets:
-            res = ramp.noise_ramp(heads, X, [nu_fold + off], s.hold_time, dt=s.dt, seed=4000 + seed, samples=21,
+            res = ramp.noise_ramp(heads, X, [nu_fold + off], s.hold_time, dt=s.dt, seed=HOLD_SEED_BASE + 2000 + seed,
+                                  samples=21,
                                   summation="spectral")
             rows.append(dict(seed=seed, offset=off, nu=nu_fold + off, r_start=float(res.order[0, 0]),
                              r_end=float(res.order[0, -3:].mean()), half_branch=0.5 * float(r_up(nu_fold + off)),
@@ -429,6 +454,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     wall["escape"] = es["seconds"]
     hold = fold_hold(s, beta, cls["nu_fold"], r_up)
     wall["fold_hold"] = hold["seconds"]
+    spectra = window_spectra(beta)
     from studies.phase_transitions.scale import hysteresis_scale
     hs = hysteresis_scale(out_dir, s, s.scale_ns, s.scale_factors, s.scale_seeds, beta, r_up, progress=None)
     wall["hysteresis_scale"] = sum(r["seconds"] for r in hs["rows"])
@@ -455,6 +481,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                         jump_down=hy["jump_down"], jump_up=hy["jump_up"])
     save_json(out_dir / "data.json", {"summary": summary, "settings": asdict(s), "dichotomy": a,
                                       "classification_d3": cls, "escape": es, "dt_check": dtc, "fold_hold": hold,
+                                      "window_spectra": spectra,
                                       "hysteresis": {k: v for k, v in hy.items() if k.startswith(("ramp", "sec"))},
                                       "beyond": c, "hysteresis_scale": hs})
     return summary
