@@ -184,3 +184,15 @@ def test_ars_resume_and_t_eval_bit_for_bit(references):
         c = solve_continuum(pde, rho, 0.137, method=name, step=StepControl(dt=0.01), save=SaveAt(t_eval=t_eval[:3], observe=False),
                             **QUIET)
         np.testing.assert_array_equal(a.y[2], c.y_final)
+
+
+@pytest.mark.parametrize("method", ["lawson_rk4", "imex_euler", "etdrk2"])
+def test_a_split_scheme_on_a_reduced_model_is_refused_by_name(method):
+    """The circle and axisymmetric models have no split part: a split scheme silently ran as its explicit tableau
+    (the diffusion explicit, the stability the scheme promises gone).  Refused, naming the explicit schemes."""
+    import meanfield as mf
+
+    pde = mf.CirclePDE(mf.scalar_heads([1.0], 2, 1.0), kmax=16, nu=0.1)
+    with pytest.raises(ValueError, match=rf"method must be an explicit scheme for CirclePDE.*received the split "
+                                         rf"scheme '{method}'"):
+        mf.solve_reduced(pde, pde.uniform(), 0.1, method=method)

@@ -18,7 +18,7 @@ from ..analysis.axisymmetric import observer as reduced_observer
 from ..analysis.axisymmetric import resolution_monitor
 from ..core import validate
 from ..core.integrate import integrate
-from ..core.methods import as_stepper
+from ..core.methods import as_stepper, method_names
 from ..core.model import ReducedDensityModel, missing
 from ..core.options import SaveAt, StepControl, option
 
@@ -62,9 +62,12 @@ def solve_reduced(pde, c0, t_final, *, method="dopri5", step=None, save=None, ch
     dt, t_eval, observe = sc.dt, sv.t_eval, sv.observe
     cfl = 0.5 if sc.cfl is None else sc.cfl
     stepper = as_stepper(method)
+    if stepper.split:          # the reduced models have no split part: the scheme would silently run explicitly
+        raise ValueError(f"method must be an explicit scheme for {type(pde).__name__}, one of "
+                         f"{method_names(split=False, stochastic=False)}: the reduced models have no split part "
+                         f"(their diffusion is in the right-hand side); received the split scheme {method!r}")
     if (sc.adaptive is False or not stepper.adaptive) and dt is None:
-        # no linear part is handed over here: a split scheme runs as its explicit tableau, diffusion included
-        dt = pde.cfl_dt(pde.coefficients(y0), cfl, stepper.explicit_tableau if stepper.split else stepper)
+        dt = pde.cfl_dt(pde.coefficients(y0), cfl, stepper)
     t_eval = np.linspace(0.0, t_final, 11) if t_eval is None else t_eval
     hook = reduced_observer(pde) if observe is True else (observe or None)
     event = resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
