@@ -483,3 +483,26 @@ def test_sampling_refuses_a_sample_too_large_before_allocating():
         est = estimate_sample(n, d).bytes
         # a measured rate meant to be right within a factor of a few: here within 2 (measured 1.3-1.6)
         assert peak <= est <= 2 * peak, (n, d, est, peak)
+
+
+def test_boltzmann_entropy_has_one_meaning_on_every_model():
+    """The observer key ``boltzmann_entropy`` of the uniform state was log 4 pi = 2.531 on ContinuumPDE and 0.0 on
+    AxisymmetricPDE (two measures under one key).  Now every model reports ``-int rho log rho`` relative to the
+    surface measure: log |S^{d-1}| at uniform (to round-off, 1e-12: a quadrature of a constant), log 4 pi on S^2,
+    log 2 pi on the circle."""
+    import meanfield as mf
+    from meanfield.analysis import axisymmetric as ax_obs
+    from meanfield.analysis import field_diagnostics as fd
+
+    cont = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 1.0), lmax=8)
+    g = cont.grid
+    s2 = fd.observer(cont)(0.0, cont.state(g.analysis(np.full(g.shape, 1 / (4 * np.pi)))))["boltzmann_entropy"]
+    axi = mf.AxisymmetricPDE(mf.scalar_heads([1.0], 3, 1.0), 3, 8)
+    s2_axi = ax_obs.observer(axi)(0.0, axi.state(axi.uniform()))["boltzmann_entropy"]
+    circ = mf.CirclePDE(mf.scalar_heads([1.0], 2, 1.0), kmax=8)
+    s1 = ax_obs.observer(circ)(0.0, circ.state(circ.uniform()))["boltzmann_entropy"]
+    assert abs(s2 - np.log(4 * np.pi)) < 1e-12 and abs(s2_axi - np.log(4 * np.pi)) < 1e-12
+    assert abs(s1 - np.log(2 * np.pi)) < 1e-12
+    ax5 = mf.AxisymmetricPDE(mf.scalar_heads([1.0], 5, 1.0), 5, 8)            # |S^4| = 8 pi^2 / 3
+    assert abs(ax_obs.observer(ax5)(0.0, ax5.state(ax5.uniform()))["boltzmann_entropy"]
+               - np.log(8 * np.pi ** 2 / 3)) < 1e-12

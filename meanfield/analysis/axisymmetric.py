@@ -13,6 +13,7 @@ r"""Measurements for the axisymmetric and circle PDEs, and particles compared wi
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import gammaln
 
 from ..core import cost as _cost
 from ..core import resolution, validate
@@ -36,14 +37,19 @@ def _check_pde(pde):
 def observer(pde):
     """An ``observe(t, y)`` hook on an axisymmetric or circle PDE state, with the keys of the PDE on S^2
     (:func:`meanfield.field_diagnostics.observer`) that these models have: ``mass``, ``energy`` (sum over
-    heads), ``energy_head`` (H,), ``boltzmann_entropy`` (``pde.entropy``: ``-int f log f`` relative to the
-    normalized measure; NaN where ``f <= 0`` somewhere), ``negative_mass``, ``spectral_tail``."""
+    heads), ``energy_head`` (H,), ``boltzmann_entropy`` (``-int rho log rho`` relative to the surface measure,
+    the meaning the key has on S^2: ``pde.entropy`` (relative to the normalized measure) plus ``log |S^{d-1}|``, so
+    that the uniform state has ``log |S^{d-1}|`` on every model, ``log 4 pi`` on S^2; NaN where ``f <= 0``
+    somewhere), ``negative_mass``, ``spectral_tail``."""
     _check_pde(pde)
+    d = int(getattr(pde, "d", 2))                       # the circle is S^1
+    log_area = float(np.log(2.0) + (d / 2) * np.log(np.pi) - gammaln(d / 2))
 
     def observe(t, y):
         c = pde.coefficients(y)
         E = pde.energies(c)
-        return {"mass": pde.mass(c), "energy": float(E.sum()), "energy_head": E, "boltzmann_entropy": pde.entropy(c),
+        return {"mass": pde.mass(c), "energy": float(E.sum()), "energy_head": E,
+                "boltzmann_entropy": pde.entropy(c) + log_area,
                 "negative_mass": pde.negative_mass(c), "spectral_tail": pde.spectral_tail(c)}
 
     return observe
