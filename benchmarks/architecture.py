@@ -20,6 +20,8 @@ Prints four measures, so that they can be re-measured after any change:
   apart, not counted.
 - **longest keyword lists** of public callables (module-level functions and public methods of
   public classes, ``__init__`` included): positional and keyword-only parameters.
+- **public names defined in two or more modules** (module-level ``def``, ``class`` or assignment): one name,
+  one home, one meaning.
 - **module line counts** over 500 (STYLE.md: aim under ~500 lines).
 
 Run from the repository root (about a second; ``--root`` measures another checkout's package)::
@@ -324,6 +326,28 @@ def keyword_lists(modules: dict | None = None, top: int | None = None) -> list:
     return out[:top] if top else out
 
 
+def same_named(modules: dict | None = None) -> dict:
+    """``{name: [modules]}`` of the public names (no leading underscore) that two or more modules of the tree
+    define at module level (``def``, ``class`` or an assignment): one name, one home, one meaning (issue 32).
+    Imports are not definitions (re-exports are counted by :func:`reexports`)."""
+    modules = module_files() if modules is None else modules
+    homes = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined = [node.name]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                defined = [t.id for t in targets if isinstance(t, ast.Name)]
+            else:
+                continue
+            for n in defined:
+                if not n.startswith("_") and n != "__all__":
+                    homes.setdefault(n, []).append(name)
+    return {n: sorted(set(m)) for n, m in sorted(homes.items()) if len(set(m)) > 1}
+
+
 def long_modules(modules: dict | None = None, limit: int = LINE_LIMIT) -> list:
     """``(path, lines)`` of the modules over ``limit`` lines, longest first."""
     modules = module_files() if modules is None else modules
@@ -342,6 +366,9 @@ def report(top: int = 12) -> str:
     lines += [f"  {m}.{n}  (defined in {s})" for m, n, s in rex]
     lines += [f"  {m}.{n}  (calls {s}.{n})" for m, n, s in wraps]
     lines += [f"  {a}  ({m})" for a, m in aliases]
+    same = same_named(modules)
+    lines += [f"public names defined in two or more modules: {len(same)}"]
+    lines += [f"  {n}: {', '.join(m)}" for n, m in same.items()]
     lines += [f"top-level API (meanfield.__all__, not counted): {len(top_level_api(modules))} names"]
     lines += [f"longest keyword lists of public callables (positional + keyword-only), top {top}:"]
     lines += [f"  {n}: {p} + {k} = {p + k}" for n, p, k in keyword_lists(modules, top)]

@@ -42,10 +42,11 @@ from ..models.continuum import ContinuumPDE
 from .equilibria import ROUNDOFF
 
 __all__ = ["SphereState", "GibbsProblem", "gibbs_problem_cost", "SECONDS_PER_FLOP", "gibbs_map", "rotation_generators", "symmetry_axes", "solve_sphere_state", "sphere_spectrum",
-           "sphere_resolution_error", "sphere_branch", "sphere_block_spectrum", "RESOLUTION_TOL"]
+           "sphere_resolution_error", "sphere_branch", "sphere_block_spectrum", "SPHERE_RESOLUTION_TOL"]
 
-RESOLUTION_TOL = 1e-8
-"""Largest :func:`sphere_resolution_error` of a state counted as resolved."""
+SPHERE_RESOLUTION_TOL = 1e-8
+"""Largest :func:`sphere_resolution_error` of a state counted as resolved (on the S^2 grid; the axisymmetric
+solver's is :data:`meanfield.analysis.equilibria.RESOLUTION_TOL`, 1e-10, on its exact Gauss nodes)."""
 
 
 @dataclass(frozen=True)
@@ -397,9 +398,9 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
     if res > tol:
         return SphereState(rho, nu, 1, f"Newton-Krylov did not converge: residual {res:.3g} > tol = {tol:g} after "
                                        f"{it} Newton steps ({krylov} Krylov iterations)", **common)
-    if err > RESOLUTION_TOL:
+    if err > SPHERE_RESOLUTION_TOL:
         return SphereState(rho, nu, 2, f"state not resolved at lmax = {g.lmax}: resolution error {err:.2e} > "
-                                       f"{RESOLUTION_TOL:g} (use a larger lmax)", **common)
+                                       f"{SPHERE_RESOLUTION_TOL:g} (use a larger lmax)", **common)
     return SphereState(rho, nu, 0, f"converged in {it} Newton steps, {krylov} Krylov iterations, residual "
                                    f"{res:.2e}", **common)
 

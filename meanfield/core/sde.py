@@ -43,13 +43,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validate
+from .choices import GEOMETRIES
 from .steppers import Stepper
 from .tableaux import SCHEMES
 
 __all__ = ["Noise", "StochasticStepper", "EulerMaruyama", "GeodesicStrang", "NoiseStepWarning", "noise_dt_bound",
            "sde_step", "brownian_increments", "geodesic_noise", "check_noise_step"]
-
-GEOMETRIES = ("sphere", "flat")
 
 
 class NoiseStepWarning(UserWarning):

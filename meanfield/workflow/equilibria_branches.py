@@ -22,13 +22,14 @@ from ..core.heads import scalar_heads
 from ..models.axisymmetric import AxisymmetricPDE
 from .equilibria_config import EquilibriaConfig
 
-__all__ = ["build_model", "check_config", "compute_branches", "has_free_energy", "degree_of", "Problem",
+__all__ = ["build_model", "check_config", "compute_branches", "config_has_free_energy", "degree_of", "Problem",
            "GAP_TOL", "save_branch", "load_branch", "kept_branch", "estimate_job", "JACOBIANS_PER_POINT",
            "SPHERE_SECONDS_PER_STATE"]
 
 JACOBIANS_PER_POINT = 8
-"""Dense solves per point of an axisymmetric branch in the job's estimate (corrector iterations, tangent,
-spectrum)."""
+"""Dense solves (Jacobians) per point of a branch in the job's estimates (corrector iterations, tangent, spectrum;
+measured 3 to 6 with the paper's two general heads at lmax 24, more near a located branch point), the axisymmetric
+job's and the general heads' (:mod:`meanfield.workflow.equilibria_general`)."""
 SPHERE_SECONDS_PER_STATE = 0.3
 """Seconds of one full-S^2 re-solve and spectrum at lmax 24 (measured about 0.3 s a state; scaled by (lmax + 1)^3
 in :func:`estimate_job`)."""
@@ -46,7 +47,7 @@ def build_model(config: EquilibriaConfig, beta=None) -> AxisymmetricPDE:
     return AxisymmetricPDE(heads, d, config.geometry.lmax)
 
 
-def has_free_energy(config):
+def config_has_free_energy(config):
     """Whether the config's heads have a free energy (mean, Sinkhorn; not softmax)."""
     return eq.normalizations_have_free_energy(h.normalization for h in config.heads)
 
@@ -131,7 +132,7 @@ def _point_data(prob, u, p):
     b = np.r_[1.0, u]
     ev = eq.linear_spectrum(model, b, nu)[:k]
     ev = np.pad(ev.astype(complex), (0, k - ev.size), constant_values=np.nan)
-    gap = eq.free_energy_gap(model, b, nu) if has_free_energy(config) else np.nan
+    gap = eq.free_energy_gap(model, b, nu) if config_has_free_energy(config) else np.nan
     return (abs(b[1]) / np.sqrt(model.d), gap, ev, bool(ev[0].real < 0), eq.resolution_error(model, b, nu))
 
 
@@ -152,7 +153,7 @@ def _branch_record(prob, br, degree, side):
            "special_u": np.array([s.u for s in sp], dtype=float).reshape(len(sp), lmax),
            "special_phi": np.array([s.phi for s in sp], dtype=float).reshape(len(sp), lmax),
            "special_index": np.array([s.index for s in sp], dtype=int)}
-    if degree > 0 and prob.parameter == "nu" and has_free_energy(prob.config) and br.status != 1:
+    if degree > 0 and prob.parameter == "nu" and config_has_free_energy(prob.config) and br.status != 1:
         rec = _add_maxwell(prob, rec)
     if prob.config.geometry.sphere:
         from .equilibria_sphere import add_sphere

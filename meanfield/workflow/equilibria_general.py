@@ -32,17 +32,14 @@ from ..analysis import continuation as ct
 from ..analysis import sphere_states as ss
 from ..core import cost
 from ..models.continuum import ContinuumPDE
-from .equilibria_branches import kept_branch
+from .equilibria_branches import JACOBIANS_PER_POINT, kept_branch
 from .equilibria_sphere import EXTRA_EIGENVALUES, NEUTRAL_TOL
 
 __all__ = ["is_general", "general_model", "check_general", "general_branches", "general_dataset",
-           "general_summary", "branch_label", "START_TOL", "JACOBIANS_PER_POINT"]
+           "general_summary", "branch_label", "START_TOL"]
 
 START_TOL = 1e-12
 """Largest residual ``max |u - G(u)|`` of the first state (Newton from the uniform density at ``nu_range[1]``)."""
-JACOBIANS_PER_POINT = 8
-"""Dense Jacobians per branch point of the march (corrector iterations, tangent; measured 3 to 6 with the
-paper's two heads at ``lmax = 24``, more near a located branch point): the cost estimate's count."""
 
 
 def is_general(config) -> bool:
@@ -151,9 +148,9 @@ def general_branches(config, folder=None, progress=None, log=None) -> list[dict]
 
     def resolved(u, p):
         err = ss.sphere_resolution_error(prob.pde, prob.coefficients(u), p)
-        if err > ss.RESOLUTION_TOL:
+        if err > ss.SPHERE_RESOLUTION_TOL:
             return (f"state not resolved at lmax = {prob.grid.lmax}: resolution error {err:.2e} > "
-                    f"{ss.RESOLUTION_TOL:g} at nu = {p:.10g} (use a larger geometry.lmax)")
+                    f"{ss.SPHERE_RESOLUTION_TOL:g} at nu = {p:.10g} (use a larger geometry.lmax)")
         return None
 
     march = dict(ds_max=c.step, ds_min=c.step * 1e-6, p_range=(lo, hi), max_steps=c.max_points, stop=resolved)

@@ -43,7 +43,7 @@ import xarray as xr
 from ..analysis import equilibria as eq
 from ..analysis.phase_transition import classify_transition
 from ..core import validate
-from .equilibria_branches import Problem, build_model, check_config, compute_branches, degree_of, has_free_energy
+from .equilibria_branches import Problem, build_model, check_config, compute_branches, config_has_free_energy, degree_of
 from .equilibria_config import EquilibriaConfig
 from .inputs import parse_json
 from .jobs import FolderLock, remove_stale_temporaries
@@ -148,7 +148,7 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
     gaps = []
     for i, kind, p, u in sp:
         model, nu = Problem(config, model0).at(p)
-        gaps.append(eq.free_energy_gap(model, np.r_[1.0, u], nu) if has_free_energy(config) else np.nan)
+        gaps.append(eq.free_energy_gap(model, np.r_[1.0, u], nu) if config_has_free_energy(config) else np.nan)
     variables.update(special_branch=(("special",), np.array([s[0] for s in sp], int)),
                      special_kind=(("special",), np.array([str(s[1]) for s in sp], object)),
                      special_parameter=(("special",), np.array([s[2] for s in sp], float)),

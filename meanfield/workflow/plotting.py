@@ -54,7 +54,7 @@ def _config(ds):
     return parse_json(ds.attrs["config"], "the dataset's 'config' attribute")
 
 
-def describe(ds: xr.Dataset) -> str:
+def title_line(ds: xr.Dataset) -> str:
     """One line with the run's parameters (for titles)."""
     cfg = _config(ds)
     heads = cfg["heads"]
@@ -113,7 +113,7 @@ def density_maps(ds: xr.Dataset, times=None) -> Figure:
         mesh = _mollweide(ax, ds, k, vmin, vmax)
     fig.colorbar(mesh, ax=axes, shrink=0.75, label="density rho (per steradian)")
     fig.suptitle(f"Density on S^2 (Mollweide: longitude 0 at the centre, east to the right, grid every 30 deg), "
-                 f"particles in white\n{describe(ds)}",
+                 f"particles in white\n{title_line(ds)}",
                  fontsize=10)
     return fig
 
@@ -185,7 +185,7 @@ def orthographic_views(ds: xr.Dataset, times=None, center=(20.0, 25.0), resoluti
                                fontsize=10)
     fig.colorbar(im, ax=axes[:, 0], shrink=0.8, label="density rho (per steradian)")
     fig.suptitle(f"Orthographic view from longitude {center[0]:g} deg, latitude {center[1]:g} deg; "
-                 f"graticule every 30 deg\n{describe(ds)}", fontsize=9)
+                 f"graticule every 30 deg\n{title_line(ds)}", fontsize=9)
     return fig
 
 
@@ -224,7 +224,7 @@ def energy_curves(ds: xr.Dataset) -> Figure:
     ax[1, 1].grid(True, alpha=0.3)
     ax[1, 1].legend(fontsize=7)
     stop = ds.attrs.get("pde_message", "")
-    fig.suptitle(f"Energy and entropy, PDE (solid) vs particles (dashed)\n{describe(ds)}\nPDE: {stop}", fontsize=9)
+    fig.suptitle(f"Energy and entropy, PDE (solid) vs particles (dashed)\n{title_line(ds)}\nPDE: {stop}", fontsize=9)
     return fig
 
 
@@ -244,7 +244,7 @@ def w2_curve(ds: xr.Dataset) -> Figure:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(f"Particles vs continuum: 2-Wasserstein distance ({ds.attrs.get('w2_method', '')}; "
-                 f"negative density mass dropped: max {neg:.1e})\n{describe(ds)}", fontsize=8)
+                 f"negative density mass dropped: max {neg:.1e})\n{title_line(ds)}", fontsize=8)
     return fig
 
 
@@ -294,7 +294,7 @@ def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
         note += f"; general heads {general} left out (closed forms for zonal heads only)"
     if shown < lmax:
         note += f"; degrees {shown + 1}..{lmax} (below 1e-3 of the peak) not shown"
-    ax.set_title(f"Linear growth rates of the uniform state (nu = 0){note}\n{describe(ds)}", fontsize=8)
+    ax.set_title(f"Linear growth rates of the uniform state (nu = 0){note}\n{title_line(ds)}", fontsize=8)
     return fig
 
 
@@ -312,7 +312,7 @@ def save_animation(ds: xr.Dataset, path, fps=5, dpi=72) -> Path:
     ax = fig.add_subplot(projection="mollweide")
     mesh = _mollweide(ax, ds, idx[0], vmin, vmax)
     fig.colorbar(mesh, ax=ax, shrink=0.7, label="density rho (per steradian)")
-    fig.suptitle(describe(ds), fontsize=7)
+    fig.suptitle(title_line(ds), fontsize=7)
     path = Path(path)
     writer = PillowWriter(fps=fps)
     with writer.saving(fig, str(path), dpi):
