@@ -51,7 +51,8 @@ entry("transport.w2_particles_density", _tr.w2_particles_density,
            "density_weights": [np.full(20, 0.1), np.full(19, 1 / 19), _poke(np.full(20, 1 / 20), NAN), "w"]})
 entry("transport.w2_particles_field", _tr.w2_particles_field, lambda: dict(X=X3(), rho_lm=RHO(), grid=GRID()),
       bad={"X": lambda b: tokens(X3()), "rho_lm": lambda b: array(b["rho_lm"], complex_ok=True),
-           "metric": choice(), "tol": real_pos(), "n_quad": int_pos(1), "max_iter": int_pos(1)},
+           "metric": choice(), "tol": real_pos(), "n_quad": int_pos(1), "max_iter": int_pos(1),
+           "epsilon": real_pos(0.5, 1e-6, 1.0, 1e-15)},        # above tol = 1e-8 (the masses' accuracy) or ducc0's range
       huge={"n_quad": [10**6]})
 entry("transport.cost_matrix", _tr.cost_matrix, lambda: dict(X=X3(), Y=X3()),
       bad={"X": lambda b: tokens(X3()), "Y": lambda b: tokens(X3()), "metric": choice()})
@@ -103,6 +104,16 @@ entry("axisymmetric.w2_marginal_samples", _ax.w2_marginal_samples,
       lambda: dict(X=mf.initial.uniform_sphere(50, 4, seed=0), Y=mf.initial.uniform_sphere(50, 4, seed=1)),
       bad={"X": lambda b: tokens(b["X"]), "Y": lambda b: [*tokens(b["Y"]), mf.initial.uniform_sphere(50, 3, seed=1)],
            "cost": choice(), "axis": [np.zeros(4), [NAN, 0, 0, 1], "axis"]})
+
+from meanfield.core import axisymmetric as _cax  # noqa: E402
+
+entry("core.axisymmetric.sample_axisymmetric", _cax.sample_axisymmetric,
+      lambda: dict(profile=lambda t: np.exp(t), n=50, d=4, seed=0),
+      bad={"profile": [None, "profile", lambda t: -np.ones_like(t), lambda t: np.ones(3), lambda t: np.nan * t,
+                       lambda t: np.zeros_like(t)],
+           "n": int_pos(1), "d": int_pos(2), "n_grid": int_pos(101), "seed": seed(),
+           "axis": [np.zeros(4), np.ones(4), np.ones(3) / np.sqrt(3), [NAN, 0, 0, 1], "axis"]},
+      huge={"n": [HUGE, 10**10], "d": [HUGE, 10**10], "n_grid": [HUGE]})
 
 # --------------------------------------------------------------------------------- equilibria, transition
 entry("equilibria.potential", _eq.potential, lambda: dict(pde=AXI(), b=B_AXI()), bad={"b": lambda b: array(b["b"])})
@@ -161,8 +172,11 @@ def RUN_DS():
 
 
 entry("extend.extend", _ext.extend, lambda: dict(ds=RUN_DS(), t_final=0.2, progress=False),
-      bad={"t_final": real_finite(0.05, 0.0), "progress": flag(), "ds": [None, "ds"]},
-      huge={"t_final": [1e9]})
+      bad={"t_final": real_finite(0.05, 0.0, 1e308), "progress": flag(),
+           "ds": lambda b: [None, "ds", b["ds"].isel(time=slice(0, 0)), b["ds"].assign_coords(time=[0.1, 0.0]),
+                            b["ds"].assign_coords(time=[0.0, NAN]), b["ds"].assign_coords(time=[0.1, 0.1])]},
+      huge={"t_final": [1e9]},
+      edge={"ds": lambda b: [b["ds"].isel(time=[-1])]})     # one frame: the spacing of its run (config)
 entry("extend.extended_name", _ext.extended_name, lambda: dict(dataset="result.nc", t_final=2.0),
       bad={"dataset": [None, 3], "t_final": real_finite()})
 _PD_SMALL = dict(betas=(1.0, 4.0), t_final=0.4, dt=0.1, record_every=2, n=6, batch=3, d=2, seed=0)

@@ -8,19 +8,23 @@ import functools
 
 import numpy as np
 from hostile_registry import (  # noqa: F401
+    H_SINGLE,
     HUGE,
     INF,
     NAN,
+    X3,
     Bad,
     _types,
     array,
     choice,
     entry,
     flag,
+    heads,
     int_pos,
     real_finite,
     real_nonneg,
     real_pos,
+    seed,
     tokens,
 )
 
@@ -30,6 +34,8 @@ from meanfield.analysis import continuation as _ct
 from meanfield.analysis import normalization as _no
 from meanfield.analysis import sphere_states as _ss
 from meanfield.analysis import stability as _sb
+from meanfield.core import sinkhorn as _sk
+from meanfield.workflow import ramp as _rp
 
 _LAMBDAS = [None, "x", [], [NAN], [INF], [1j], [[1.0, 2.0]]]          # head strengths: a non-empty 1-d real list
 _RHO = _types(NAN, INF, 1.5, -1.0)                                      # a cosine of n = 4 tokens: in [-1/3, 1]
@@ -86,6 +92,8 @@ entry("continuation.continue_branch", _ct.continue_branch,
            "p_range": [None, "r", (1.0,), (1.0, -1.0), (NAN, 1.0), ("a", 1.0)], "max_steps": int_pos(1),
            "tol": real_pos(), "tol_s": real_pos(), "direction": [None, "1", 2, 0, True, NAN],
            "t0": [np.zeros(2), [NAN, 1.0], [1.0], "t"], "stop": ["stop", 3]},
+      huge={"max_steps": [HUGE]},             # the memory of max_steps points, estimated before the march
+      edge={"ds_max": [1e300]},               # steps that overflow F are halved: a branch, never a traceback
       names={"u0": ("(u0, p0)",), "p0": ("(u0, p0)",)})
 entry("continuation.tangent", _ct.tangent, lambda: dict(Fu=np.array([[2.0]]), Fp=np.array([1.0])),
       bad={"Fu": [None, "F", np.array([[NAN]]), np.array([[1j]]), np.ones((1, 2)), np.ones(1)],
@@ -102,7 +110,37 @@ def _BP():
 
 entry("continuation.switch_branch", _ct.switch_branch,
       lambda: dict(F=_BP()[0], jacobian=_BP()[1], point=_BP()[2], side=1.0, p_range=(-1, 1), max_steps=10),
-      bad={"point": [None, "bp"], "side": [None, "1", 0, 2, True, NAN], "max_steps": int_pos(1)})
+      bad={"point": [None, "bp"], "side": [None, "1", 0, 2, True, NAN], "max_steps": int_pos(1)},
+      huge={"max_steps": [HUGE]})
+
+# --------------------------------------------------------------------------------- noise ramps and Sinkhorn scalings
+# (their modules are still in hostile_registry.MODULES_NOT_FUZZED: these entries fuzz their callables all the same)
+entry("ramp.noise_ramp", _rp.noise_ramp,
+      lambda: dict(heads=H_SINGLE(), X0=X3(), nus=[0.5], stage_time=0.1, dt=0.05, seed=0, samples=3,
+                   summation="direct"),
+      bad={"heads": lambda b: heads(b["heads"]), "X0": lambda b: tokens(X3()),
+           "nus": [None, "nus", [], [NAN], [INF], [0.0], [-0.5], [1j], [[0.5]]], "stage_time": real_pos(),
+           "dt": real_pos(), "seed": seed(), "samples": int_pos(2), "method": choice("rk4"),
+           "summation": choice(), "stop_above": real_pos()},
+      huge={"samples": [HUGE], "dt": [1e-12], "stage_time": [1e12], "nus": [np.full(10**7, 0.5)]})
+_T, _V = np.array([0.0, 1.0, 2.0, 3.0]), np.array([0.0, 0.2, 0.6, 0.9])
+entry("ramp.first_crossing", _rp.first_crossing, lambda: dict(times=_T, values=_V, level=0.4),
+      bad={"times": lambda b: array(_T, extra=(_T[::-1].copy(), np.array([]))), "values": lambda b: array(_V),
+           "level": real_finite()})
+entry("ramp.order_parameter", _rp.order_parameter, lambda: dict(X=X3()), bad={"X": lambda b: tokens(X3())})
+entry("ramp.stage_seed", _rp.stage_seed, lambda: dict(seed=7, stage=1), bad={"seed": seed(7.0), "stage": int_pos(0)})
+
+@functools.cache
+def _SK():
+    """A positive definite kernel on 4 tokens."""
+    return np.exp(X3()[:4] @ X3()[:4].T)
+
+
+entry("sinkhorn.solve_scaling", _sk.solve_scaling, lambda: dict(apply=lambda f: _SK() @ f / 4, n=4),
+      bad={"apply": [None, "K", 3.0, lambda f: np.ones(3)], "n": int_pos(1, (), (2, 0), "4"),
+           "apply_t": ["K", 3.0, lambda f: f[:2]], "tol": real_pos(), "maxiter": int_pos(1), "where": [None, 3],
+           "start": [np.full(4, -1.0), [NAN] * 4, np.ones(3), "s", np.ones(4) * 1j]},
+      huge={"n": [HUGE, (HUGE, HUGE)]})
 
 
 # --------------------------------------------------------------------------------- sphere states
@@ -178,10 +216,13 @@ def RUN_CFG():
 
 @functools.cache
 def RUN_FILE():
-    """A small run's result file (the run of hostile_cases_analysis.RUN_DS) and a file of each wrong kind."""
+    """A small run's result file (the run of hostile_cases_analysis.RUN_DS) and a file of each wrong kind: not
+    NetCDF, not meanfield, X transposed, a NaN time, and (huge.nc) coefficients declared (never written) with
+    l = m = 20001."""
     import tempfile
     from pathlib import Path
 
+    import netCDF4
     from hostile_cases_analysis import RUN_DS
 
     from meanfield.workflow import results
@@ -189,6 +230,15 @@ def RUN_FILE():
     d = Path(tempfile.mkdtemp())
     (d / "notes.nc").write_text("not a NetCDF file\n")
     __import__("xarray").Dataset({"x": ("i", np.arange(3.0))}).to_netcdf(d / "other.nc")
+    ds = RUN_DS()
+    ds.assign(X=ds["X"].transpose("time", "dim", "particle")).to_netcdf(d / "transposed.nc")
+    ds.assign_coords(time=np.full(ds.sizes["time"], np.nan)).to_netcdf(d / "nan_time.nc")
+    ds.drop_vars(["rho_lm_real", "rho_lm_imag", "l", "m"]).to_netcdf(d / "huge.nc")
+    with netCDF4.Dataset(d / "huge.nc", "a") as f:
+        f.createDimension("l", 20001)
+        f.createDimension("m", 20001)
+        for name in ("rho_lm_real", "rho_lm_imag"):
+            f.createVariable(name, "f8", ("time", "l", "m"), chunksizes=(1, 256, 256), fill_value=np.nan)
     return str(results.save(RUN_DS(), d / "result.nc")), d
 
 
@@ -198,19 +248,23 @@ entry("preflight.estimate_cost", _pf.estimate_cost, lambda: dict(config=RUN_CFG(
 entry("preflight.preflight", _pf.preflight, lambda: dict(config=RUN_CFG(), force=False),
       bad={"config": _CONFIG_BAD, "force": flag()}, traced=False)       # its pilot runs the PDE: slow under tracemalloc
 entry("preflight.available_memory", _pf.available_memory, lambda: dict())
-_PATH_BAD = lambda b: [None, 3, str(RUN_FILE()[1] / "missing.nc"), str(RUN_FILE()[1] / "notes.nc"),  # noqa: E731
-                       str(RUN_FILE()[1] / "other.nc")]
+_PATH_BAD = lambda b: [None, 3] + [str(RUN_FILE()[1] / f) for f in ("missing.nc", "notes.nc", "other.nc",  # noqa: E731
+                                                                       "transposed.nc", "nan_time.nc")]
+_PATH_HUGE = lambda b: [str(RUN_FILE()[1] / "huge.nc")]  # noqa: E731
 _PATH_NAMES = ("path", "file", "meanfield result")
 entry("view.load_viewable", _vw.load_viewable, lambda: dict(path=RUN_FILE()[0]), bad={"path": _PATH_BAD},
-      names={"path": _PATH_NAMES})
+      huge={"path": _PATH_HUGE}, names={"path": _PATH_NAMES})
 entry("view.default_output", _vw.default_output, lambda: dict(path="result.nc"), bad={"path": [None, 3, 2.5]})
 entry("view.build_figure", _vw.build_figure, lambda: dict(kind="run", ds=_vw.load_viewable(RUN_FILE()[0])[1]),
-      bad={"kind": choice(), "ds": [None, "ds"], "max_frames": int_pos(2), "max_particles": int_pos(1),
+      bad={"kind": choice(), "ds": lambda b: [None, "ds", b["ds"].transpose("time", "dim", "particle", ...),
+                                               b["ds"].assign_coords(time=b["ds"]["time"].values[::-1].copy())],
+           "max_frames": int_pos(2), "max_particles": int_pos(1),
            "nlat": int_pos(4)}, huge={"nlat": [HUGE]}, traced=False)      # plotly figures: slow under tracemalloc
 entry("view.write_view", _vw.write_view,
       lambda: dict(path=RUN_FILE()[0], out=str(RUN_FILE()[1] / "page.html")),
       bad={"path": _PATH_BAD, "out": [3, str(RUN_FILE()[1] / "page.txt")], "max_frames": int_pos(2),
-           "nlat": int_pos(4)}, huge={"nlat": [HUGE]}, names={"path": _PATH_NAMES, "out": ("--out",)}, traced=False)
+           "nlat": int_pos(4)}, huge={"path": _PATH_HUGE, "nlat": [HUGE]}, names={"path": _PATH_NAMES, "out": ("--out",)},
+      traced=False)
 
 
 # --------------------------------------------------------------------------------- cluster tracking

@@ -388,7 +388,8 @@ _TOP = "its user entry points are exported by meanfield.__all__ and covered ther
 MODULES_NOT_FUZZED = {
     # core: the top-level objects' homes, and the plumbing under the models and the driver
     "meanfield.core.axisymmetric": "angle_quantiles is reached through the axisymmetric.w2_marginal entry; "
-                                   "angle_marginal and sample_axisymmetric have no entry yet (a gap: not fuzzed)",
+                                   "sample_axisymmetric has its entry (core.axisymmetric.sample_axisymmetric); "
+                                   "angle_marginal has none yet (a gap: not fuzzed)",
     "meanfield.core.choices": "constant tuples of allowed strings, no callables; fuzzed by every choice() argument",
     "meanfield.core.controllers": "step-size controllers built by integrate from StepControl (whose fields are fuzzed)",
     "meanfield.core.cost": "the cost guard itself: every huge case of the suite goes through it",
@@ -409,7 +410,8 @@ MODULES_NOT_FUZZED = {
                                  "axisymmetric.resolution_monitor entries",
     "meanfield.core.sde": _TOP + " (Noise); its steppers are built by integrate from Noise",
     "meanfield.core.sinkhorn": "the Sinkhorn scaling solve under the models' velocity with Sinkhorn heads (the "
-                               "normalization is fuzzed through Head); no direct entry yet",
+                               "normalization is fuzzed through Head); solve_scaling has its entry "
+                               "(sinkhorn.solve_scaling, hostile_cases_more)",
     "meanfield.core.sphere": _TOP + " (SphereGrid); its conversions are called on the grid's own arrays",
     "meanfield.core.steppers": "steppers built by integrate from method names (fuzzed through integrate)",
     "meanfield.core.sums": "chunked kernel sums under ParticleSystem / BatchedSystem velocity (fuzzed)",
@@ -446,7 +448,8 @@ MODULES_NOT_FUZZED = {
     "meanfield.workflow.jobs": "the main job's folder lifecycle, driven by a validated RunConfig (cli entries)",
     "meanfield.workflow.paired": "the main job's engine, reached through run(config) with a validated RunConfig",
     "meanfield.workflow.plotting": "figures whose inputs are datasets made by the package",
-    "meanfield.workflow.ramp": "noise ramps of particles; no direct entry yet",
+    "meanfield.workflow.ramp": "noise ramps of particles: noise_ramp, first_crossing, order_parameter and "
+                               "stage_seed have their entries (ramp.*, hostile_cases_more)",
     "meanfield.workflow.reduced": _TOP + " (solve_reduced)",
     "meanfield.workflow.results": "NetCDF files written and read by the package (save/load of its own datasets)",
     "meanfield.workflow.run": "the main job run(config): its input is a RunConfig, whose TOML is fuzzed through "

@@ -136,3 +136,87 @@ def test_bad_step_and_range_arguments_are_refused():
                     (dict(t0=[1.0, 0.0], direction=-1), "direction must be left at \\+1 with t0")):
         with pytest.raises(ValueError, match=msg):
             ct.continue_branch(F, J, u0, 1.0, **kw)
+
+
+# ------------------------------------------------------------------------------- cost guard and extreme steps
+def test_max_steps_memory_is_estimated_before_the_march():
+    # max_steps bounds the points kept: 10^9 points of n + 2 = 3 floats (twice: lists, then the Branch's arrays)
+    # are refused by name from the sizes, before F is called once
+    calls = []
+
+    def F(u, p):
+        calls.append(p)
+        return np.array([u[0] - p])
+
+    J = lambda u, p: (np.array([[1.0]]), np.array([-1.0]))               # noqa: E731
+    with pytest.raises(ValueError, match=r"continue_branch\(max_steps=1000000000\) with n = 1 unknowns would need "
+                                         r"about .* of memory.*MEMORY_LIMIT_BYTES.*use a smaller max_steps"):
+        ct.continue_branch(F, J, np.array([0.0]), 0.0, max_steps=10**9)
+    assert calls == []
+    # the estimate is at least max_steps (n + 1) 8 bytes: refused as soon as that exceeds the limit
+    from meanfield.core import cost
+
+    with cost.limits(bytes=(1 + 1) * 8 * 1000):
+        with pytest.raises(ValueError, match="max_steps"):
+            ct.continue_branch(F, J, np.array([0.0]), 0.0, max_steps=1001)
+    per_point = 2 * 8 * (1 + 2) + ct.POINT_OVERHEAD_BYTES
+    with cost.limits(bytes=per_point * 50):
+        br = ct.continue_branch(F, J, np.array([0.0]), 0.0, max_steps=50)
+    assert br.status == 0 and br.p.size == 50
+
+
+def _pitchfork():
+    def F(x, p):
+        return np.array([x[0] * (x[0] ** 2 - p), x[1] - p])
+
+    def J(x, p):
+        return np.array([[3 * x[0] ** 2 - p, 0.0], [0.0, 1.0]]), np.array([-x[0], -1.0])
+    return F, J
+
+
+def test_a_huge_arclength_step_locates_the_branch_point_without_a_traceback():
+    # ds = ds_max = 1e300 along the trivial branch u = 0, v = p (exact: every predictor is a solution) crosses
+    # the branch point p = 0 in the first segment [0, 1e300]: Brent's method needs ~log2(1e310) = 1030 bisections
+    # there, beyond its default 100 (a RuntimeError before); it is located to tol_s = 1e-10 in arclength
+    F, J = _pitchfork()
+    br = ct.continue_branch(F, J, np.array([0.0, -1.0]), -1.0, ds=1e300, ds_max=1e300, max_steps=4)
+    (bp,) = br.branch_points
+    assert bp.located and abs(bp.p) <= 1e-9 and abs(bp.phi[0]) == pytest.approx(1.0, abs=1e-10)
+    assert br.status == 0 and br.p.size == 4
+
+
+def test_a_huge_step_on_a_bounded_branch_is_halved_to_a_solution():
+    # on the circle u^2 + p^2 = 1 a step of 1e300 overflows F (inf): the step fails and is halved until the
+    # corrector converges; every point kept is on the circle
+    F = lambda u, p: np.array([u[0] ** 2 + p ** 2 - 1.0])                     # noqa: E731
+    J = lambda u, p: (np.array([[2 * u[0]]]), np.array([2 * p]))                # noqa: E731
+    br = ct.continue_branch(F, J, np.array([1.0]), 0.0, ds=1e300, ds_max=1e300, max_steps=20)
+    assert br.status == 0 and br.p.size == 20
+    assert np.abs(br.u[:, 0] ** 2 + br.p ** 2 - 1).max() <= 1e-10
+
+
+def _failing_above(kind, limit=5.0):
+    """u - p = 0, whose F or Jacobian fails for p > limit (a solver inside them giving up)."""
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    def F(u, p):
+        if p > limit and kind == "linalg":
+            raise np.linalg.LinAlgError("Singular matrix")
+        return np.array([u[0] - p])
+
+    def J(u, p):
+        if p > limit and kind == "arpack":
+            raise ArpackNoConvergence("ARPACK error -1: No convergence", np.array([]), np.array([]))
+        return np.array([[1.0]]), np.array([np.inf if p > limit and kind == "inf" else -1.0])
+    return F, J
+
+
+@pytest.mark.parametrize("kind, why", [("linalg", "LinAlgError: Singular matrix"),
+                                       ("arpack", "ArpackNoConvergence"), ("inf", "non-finite Jacobian")])
+def test_linear_algebra_failures_inside_a_step_end_as_a_status(kind, why):
+    # huge steps cross p = 5, where F or J fails: the step is halved; at ds_min the branch ends with status 1 and
+    # the failure in its message (a traceback before); every point kept is below the failure
+    F, J = _failing_above(kind)
+    br = ct.continue_branch(F, J, np.array([0.0]), 0.0, ds=1e300, ds_max=1e300, ds_min=1e-3, max_steps=200)
+    assert br.status == 1 and "corrector failed at the smallest step" in br.message and why in br.message
+    assert np.all(br.p <= 5.0) and br.p[-1] > 4.9

@@ -78,3 +78,55 @@ def test_registry_entry_is_not_row_local():
     assert not norm.row_local and not norm.shifts_rows and norm.uses_normalizer
     with pytest.raises(NotImplementedError, match="not row-local"):
         norm.combine(np.ones((2, 3)), np.ones(2))
+
+
+# ------------------------------------------------------------------------------------------- cost and input checks
+def _never(f):
+    raise AssertionError("a refused solve must not apply the kernel")
+
+
+@pytest.mark.parametrize("n", [10**12, (10**6, 10**6)])
+def test_huge_sizes_are_refused_by_the_cost_guard_before_allocating(n):
+    # 6 float64 vectors of 10^12 entries: 44 TiB, far above MEMORY_LIMIT_BYTES; refused from n alone (np.ones(n)
+    # would have been the first allocation)
+    with pytest.raises(ValueError, match=r"solve_scaling\(n=.*of memory.*MEMORY_LIMIT_BYTES = 4 GiB; use a smaller n"):
+        solve_scaling(_never, n)
+
+
+def test_the_memory_estimate_is_six_vectors_of_n(rng):
+    from meanfield.core import cost
+    from meanfield.core.sinkhorn import SCALING_VECTORS
+
+    K = _kernel(rng, 20, 3, 1.0)
+    apply = lambda f: K @ f / 20                                        # noqa: E731
+    with cost.limits(bytes=SCALING_VECTORS * 8 * 20):
+        assert solve_scaling(apply, 20).error <= 1e-12
+    with cost.limits(bytes=SCALING_VECTORS * 8 * 20 - 1):
+        with pytest.raises(ValueError, match=r"solve_scaling\(n=20\) would need about 960 B of memory"):
+            solve_scaling(apply, 20)
+
+
+def test_numpy_integers_and_shapes_are_accepted(rng):
+    K = _kernel(rng, 12, 3, 1.0)
+    a = solve_scaling(lambda f: K @ f / 12, np.int64(12)).a
+    b = solve_scaling(lambda f: (K @ f.ravel() / 12).reshape(3, 4), (3, np.int32(4))).a
+    assert a.shape == (12,) and b.shape == (3, 4) and np.allclose(a, b.ravel(), rtol=1e-11, atol=0)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(n=0), r"^n must be an integer >= 1 or a non-empty tuple of them"), (dict(n=2.5), "^n must"),
+    (dict(n=True), "^n must"), (dict(n="4"), "^n must"), (dict(n=()), "^n must"), (dict(n=(2, 0)), "^n must"),
+    (dict(n=None), "^n must"), (dict(tol=np.nan), "^tol must be a positive finite number"), (dict(tol=0.0), "^tol"),
+    (dict(tol=-1.0), "^tol"), (dict(maxiter=0), "^maxiter must be an integer >= 1"), (dict(maxiter=2.5), "^maxiter"),
+    (dict(apply="K"), "^apply must be a callable"), (dict(apply_t=3), "^apply_t must be a callable"),
+    (dict(where=3), "^where must be a string"), (dict(start=-np.ones(4)), "^start must be finite scalings > 0"),
+    (dict(start=np.array([1.0, np.nan, 1.0, 1.0])), "^start must be a finite real array of shape"),
+    (dict(start=np.ones(3)), r"^start must be a finite real array of shape \(4,\); received shape \(3,\)"),
+    (dict(apply=lambda f: np.ones(3)), r"^apply must map arrays of shape \(4,\) to real arrays of that shape; "
+                                       r"received float64 of shape \(3,\)"),
+    (dict(apply_t=lambda f: f[:, None]), r"^apply_t must map arrays of shape \(4,\)")])
+def test_bad_arguments_are_refused_by_name(kw, match):
+    args = dict(apply=lambda f: f / 4 + 0.5 * f.mean(), n=4)
+    args.update(kw)
+    with pytest.raises(ValueError, match=match):
+        solve_scaling(args.pop("apply"), args.pop("n"), **args)

@@ -6,7 +6,11 @@ A branch is a curve ``(u(s), p(s))`` parametrized by arclength.  From a solution
 
 .. math:: F(u, p) = 0, \qquad \langle t_u, u - \hat u\rangle + t_p (p - \hat p) = 0
 
-by Newton (Keller).  The step is halved when the corrector fails and grown after easy steps.  Along the
+by Newton (Keller).  The step is halved when it fails and grown after easy steps.  A step fails when the
+corrector does not converge, when a residual, a Newton update or the Jacobian at the new point is not finite (a
+predictor thrown out of ``F``'s range by a huge ``ds``), or when a linear-algebra routine inside it raises
+(``numpy.linalg.LinAlgError``, ``scipy.sparse.linalg.ArpackError``, in this module or in ``F`` and ``jacobian``);
+below ``ds_min`` the branch ends with status 1 and the last failure in its message, never with a traceback.  Along the
 branch two test functions are watched (Govaerts, *Numerical methods for bifurcations of dynamical equilibria*):
 
 * the parameter component of the tangent ``t_p`` changes sign at a **fold** (a limit point in ``p``);
@@ -27,10 +31,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize
+from scipy.sparse.linalg import ArpackError
 
-from ..core import validate
+from ..core import cost, validate
 
 __all__ = ["Branch", "SpecialPoint", "continue_branch", "switch_branch", "tangent"]
+
+_NUMERICAL = (np.linalg.LinAlgError, ArpackError)
+"""Failures of the linear algebra inside a step (ours or ``F``'s / ``jacobian``'s): the step fails, it is halved."""
+
+POINT_OVERHEAD_BYTES = 200
+"""Bytes of Python objects per stored point beyond its floats (the array object of ``u``, the floats ``p`` and
+``t_p``, three list slots), counted by the memory estimate of :func:`continue_branch`."""
+
+
+class _StepFailed(Exception):
+    """A step of the march failed (its message says how): halve ``ds``."""
+
+
+def _finite(*arrays):
+    return all(np.all(np.isfinite(a)) for a in arrays)
 
 
 @dataclass(frozen=True)
@@ -88,29 +108,47 @@ def tangent(Fu, Fp, previous=None):
 
 
 def _correct(F, jacobian, u, p, t, u_hat, p_hat, tol, maxiter, radius=np.inf):
-    """Newton on the bordered system; returns (u, p, converged, iterations).
+    """Newton on the bordered system; returns (u, p, converged, iterations, why).
 
     ``radius``: the longest Newton step (longer ones are shortened to it).  Near a branch point the bordered
     system is nearly singular and an undamped step can throw the iterate far off, to another branch or out of
     ``F``'s domain (a negative ``beta``), depending on round-off; :func:`_locate` caps the steps at its segment's
-    length so that its corrections stay near the branch it follows.
+    length so that its corrections stay near the branch it follows.  A non-finite residual, Jacobian or update,
+    or a ``LinAlgError`` / ``ArpackError`` (here or in ``F``, ``jacobian``), stops the iteration unconverged;
+    ``why`` says which (empty when converged).
     """
-    for it in range(1, maxiter + 1):
-        r = np.append(F(u, p), t[:-1] @ (u - u_hat) + t[-1] * (p - p_hat))
-        Fu, Fp = jacobian(u, p)
-        A = np.block([[Fu, Fp[:, None]], [t[None, :]]])
-        try:
-            step = np.linalg.solve(A, -r)
-        except np.linalg.LinAlgError:
-            return u, p, False, it
-        size = np.linalg.norm(step)
-        if size > radius:
-            step *= radius / size
-        u, p = u + step[:-1], p + step[-1]
-        if np.abs(step).max() <= tol * max(1.0, np.abs(u).max()):
-            if np.abs(F(u, p)).max() <= 1e3 * tol * max(1.0, np.abs(u).max()):
-                return u, p, True, it
-    return u, p, False, maxiter
+    why = f"no convergence in {maxiter} Newton iterations"
+    with np.errstate(over="ignore", invalid="ignore"):      # a huge predictor: refused below, not warned about
+        for it in range(1, maxiter + 1):
+            try:
+                res = np.asarray(F(u, p))
+                r = np.append(res, t[:-1] @ (u - u_hat) + t[-1] * (p - p_hat))
+                if not _finite(r):
+                    return u, p, False, it, f"non-finite residual F at p = {p:.10g}"
+                Fu, Fp = jacobian(u, p)
+                Fu, Fp = np.asarray(Fu), np.asarray(Fp)
+                if not _finite(Fu, Fp):
+                    return u, p, False, it, f"non-finite Jacobian at p = {p:.10g}"
+                A = np.block([[Fu, Fp[:, None]], [t[None, :]]])
+                step = np.linalg.solve(A, -r)
+            except _NUMERICAL as exc:
+                return u, p, False, it, f"{type(exc).__name__}: {exc}"
+            if not _finite(step):
+                return u, p, False, it, "non-finite Newton update"
+            size = np.linalg.norm(step)
+            if size > radius:
+                step *= radius / size
+            u, p = u + step[:-1], p + step[-1]
+            if not _finite(u, p):
+                return u, p, False, it, "the Newton iterate overflowed"
+            if np.abs(step).max() <= tol * max(1.0, np.abs(u).max()):
+                try:
+                    resid = np.abs(F(u, p)).max()
+                except _NUMERICAL as exc:
+                    return u, p, False, it, f"{type(exc).__name__}: {exc}"
+                if resid <= 1e3 * tol * max(1.0, np.abs(u).max()):
+                    return u, p, True, it, ""
+    return u, p, False, maxiter, why
 
 
 def _det_sign(Fu, Fp, t):
@@ -124,8 +162,13 @@ def continue_branch(F, jacobian, u0, p0, *, ds=0.05, ds_min=1e-6, ds_max=0.5, p_
 
     ``direction``: +1 or -1, the initial sense in ``p``; or ``t0``, an initial tangent (n+1,): branch switching
     at a branch point ``(u0, p0)`` along ``t0 = (phi, 0)`` (:func:`switch_branch`), where the first segment's
-    test functions change sign by construction and are not reported.  The march ends when ``p`` leaves ``p_range``, after ``max_steps`` points, when the corrector
-    fails at ``ds_min`` (status 1), or when ``stop(u, p)`` returns a message (status 2).
+    test functions change sign by construction and are not reported.  The march ends when ``p`` leaves ``p_range``, after ``max_steps`` points, when a step
+    fails at ``ds_min`` (status 1: the corrector did not converge, a value overflowed or a linear-algebra routine
+    raised; the message names the last failure), or when ``stop(u, p)`` returns a message (status 2).
+
+    ``max_steps`` bounds the points kept: their memory (``max_steps`` points of ``n + 2`` floats, in lists and
+    then in the :class:`Branch`'s arrays) is estimated before the march and refused above the cost guard's limit
+    (:func:`meanfield.core.cost.guard`, ``ValueError`` naming ``max_steps``).
     """
     for name, f in (("F", F), ("jacobian", jacobian)):
         if not callable(f):
@@ -146,6 +189,10 @@ def continue_branch(F, jacobian, u0, p0, *, ds=0.05, ds_min=1e-6, ds_max=0.5, p_
                                                                                      finite=False):
         raise ValueError(f"p_range must be (low, high) with low < high; received {p_range!r}")
     max_steps = validate.integer("max_steps", max_steps, 1)
+    per_point = 2 * 8 * (u.size + 2) + POINT_OVERHEAD_BYTES
+    cost.guard(f"continue_branch(max_steps={max_steps}) with n = {u.size} unknowns", bytes=max_steps * per_point,
+               detail=f"max_steps points x {per_point} B: n + 2 floats kept in lists and copied into the Branch, "
+                      f"+ {POINT_OVERHEAD_BYTES} B of Python objects", fix="a smaller max_steps")
     if isinstance(direction, (bool, np.bool_)) or direction not in (1, -1, 1.0, -1.0):
         raise ValueError(f"direction must be +1 or -1; received {direction!r}")
     if t0 is not None and direction != 1:
@@ -164,23 +211,19 @@ def continue_branch(F, jacobian, u0, p0, *, ds=0.05, ds_min=1e-6, ds_max=0.5, p_
     sign = _det_sign(Fu, Fp, t)
     n_newton, status, message = 0, 0, f"{max_steps} points"
     while len(us) < max_steps:
-        un, pn, ok, it = _correct(F, jacobian, u + ds * t[:-1], p + ds * t[-1], t, u + ds * t[:-1],
-                                  p + ds * t[-1], tol, 12)
-        n_newton += it
-        if not ok:
+        try:
+            un, pn, tn, new_sign, found, it = _step(F, jacobian, u, p, t, sign, ds, tol, tol_s, len(us) - 1,
+                                                   first=len(us) == 1 and t0 is not None)
+        except _StepFailed as exc:
+            n_newton += exc.args[1]
             ds /= 2
             if ds < ds_min:
-                status, message = 1, f"the corrector failed at the smallest step ds = {ds_min:g} (p = {p:.10g})"
+                status, message = 1, (f"the corrector failed at the smallest step ds = {ds_min:g} (p = {p:.10g}): "
+                                      f"{exc.args[0]}")
                 break
             continue
-        Fu, Fp = jacobian(un, pn)
-        tn = tangent(Fu, Fp, t)
-        new_sign = _det_sign(Fu, Fp, tn)
-        first = len(us) == 1 and t0 is not None       # leaving a branch point: its own crossing is not new
-        if tn[-1] * t[-1] < 0 and not first:
-            special.append(_locate(F, jacobian, u, p, t, ds, tol, tol_s, "fold", len(us) - 1))
-        if new_sign * sign < 0 and not first:
-            special.append(_locate(F, jacobian, u, p, t, ds, tol, tol_s, "branch_point", len(us) - 1))
+        n_newton += it
+        special += found
         if not (p_range[0] <= pn <= p_range[1]):
             message = f"the branch left the range p in {p_range} after p = {p:.10g}"
             break
@@ -197,18 +240,58 @@ def continue_branch(F, jacobian, u0, p0, *, ds=0.05, ds_min=1e-6, ds_max=0.5, p_
     return Branch(np.array(us), np.array(ps), np.array(tps), tuple(special), status, message, n_newton)
 
 
-def _locate(F, jacobian, u, p, t, ds, tol, tol_s, kind, index):
-    """The special point between ``(u, p)`` and the next point at arclength ``ds``, by Brent's method on
-    ``t_p(s)`` (fold) or the signed smallest singular value of the bordered Jacobian (branch point)."""
+def _step(F, jacobian, u, p, t, sign, ds, tol, tol_s, index, first):
+    """One step of length ``ds`` from ``(u, p)`` along ``t``: the new point, its tangent and determinant sign, the
+    special points of the segment and the Newton iterations; raises :class:`_StepFailed` (message, iterations)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        u_hat, p_hat = u + ds * t[:-1], p + ds * t[-1]
+    if not _finite(u_hat, p_hat):
+        raise _StepFailed(f"the predictor overflowed (ds = {ds:g})", 0)
+    un, pn, ok, it, why = _correct(F, jacobian, u_hat, p_hat, t, u_hat, p_hat, tol, 12)
+    if not ok:
+        raise _StepFailed(why, it)
+    try:
+        Fu, Fp = jacobian(un, pn)
+        Fu, Fp = np.asarray(Fu), np.asarray(Fp)
+        if not _finite(Fu, Fp):
+            raise _StepFailed(f"non-finite Jacobian at the new point p = {pn:.10g}", it)
+        tn = tangent(Fu, Fp, t)
+        new_sign = _det_sign(Fu, Fp, tn)
+        found = []
+        if tn[-1] * t[-1] < 0 and not first:    # leaving a branch point (first): its own crossing is not new
+            found.append(_locate(F, jacobian, u, p, t, ds, tol, tol_s, "fold", index, (un, pn, Fu)))
+        if new_sign * sign < 0 and not first:
+            found.append(_locate(F, jacobian, u, p, t, ds, tol, tol_s, "branch_point", index, (un, pn, Fu)))
+    except _NUMERICAL as exc:
+        raise _StepFailed(f"{type(exc).__name__} at the new point p = {pn:.10g}: {exc}", it) from None
+    return un, pn, tn, new_sign, found, it
+
+
+class _Unlocated(Exception):
+    """The refinement of a special point met a point it cannot use (a failed, non-finite correction)."""
+
+
+def _locate(F, jacobian, u, p, t, ds, tol, tol_s, kind, index, end):
+    """The special point between ``(u, p)`` and the next point ``end = (u, p, F_u)`` at arclength ``ds``, by Brent's
+    method on ``t_p(s)`` (fold) or the signed smallest singular value of the bordered Jacobian (branch point).
+
+    When the refinement fails (no sign change, Brent's method not converged, a correction that is not finite or
+    raises in the linear algebra) the point is ``end``, with ``located=False``.
+    """
     cache = {}
     failed = [False]
 
     def solve(s):
         if s not in cache:
-            un, pn, ok, _ = _correct(F, jacobian, u + s * t[:-1], p + s * t[-1], t, u + s * t[:-1], p + s * t[-1],
-                                     tol, 40, radius=ds)
+            un, pn, ok, _, _ = _correct(F, jacobian, u + s * t[:-1], p + s * t[-1], t, u + s * t[:-1],
+                                        p + s * t[-1], tol, 40, radius=ds)
+            if not _finite(un, pn):
+                raise _Unlocated
             failed[0] |= not ok and kind == "fold"   # at a branch point the bordered system is singular
             Fu, Fp = jacobian(un, pn)
+            Fu, Fp = np.asarray(Fu), np.asarray(Fp)
+            if not _finite(Fu, Fp):
+                raise _Unlocated
             cache[s] = (un, pn, Fu, Fp, ok)
         return cache[s]
 
@@ -219,11 +302,16 @@ def _locate(F, jacobian, u, p, t, ds, tol, tol_s, kind, index):
             un, pn, Fu, Fp, _ = solve(s)
             A = np.block([[Fu, Fp[:, None]], [tangent(Fu, Fp, t)[None, :]]])
             return float(np.linalg.slogdet(A)[0] * np.linalg.svd(A, compute_uv=False)[-1])
+    # Brent's method needs about log2(ds / tol_s) bisections at worst: room for them (a huge ds included)
+    maxiter = max(100, 3 * int(np.ceil(np.log2(ds) - np.log2(tol_s))))      # (ds / tol_s may overflow)
     try:
-        s = optimize.brentq(g, 0.0, ds, xtol=tol_s, rtol=1e-14)
-    except ValueError:                     # no sign change of the smooth quantity: keep the segment's end
-        s, failed[0] = ds, True
-    un, pn, Fu, _, ok = solve(s)
+        s, info = optimize.brentq(g, 0.0, ds, xtol=tol_s, rtol=1e-14, maxiter=maxiter, full_output=True,
+                                  disp=False)
+        if not info.converged:
+            raise _Unlocated
+        un, pn, Fu, _, ok = solve(s)
+    except (ValueError, _Unlocated, *_NUMERICAL):   # ValueError: no sign change of the smooth quantity
+        (un, pn, Fu), ok, failed[0] = end, True, True
     if not ok and np.abs(F(un, pn)).max() > 1e3 * tol * max(1.0, np.abs(un).max()):
         failed[0] = True                   # the point returned is not on the branch: not located
     phi = np.linalg.svd(Fu)[2][-1]

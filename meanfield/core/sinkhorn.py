@@ -19,21 +19,34 @@ alternating updates ``a = 1 / apply(b)``, ``b = 1 / apply_t(a)`` are used.
 The marginal error ``max_i |a_i apply(b)_i - 1|`` (both marginals for the alternating case) is
 reported; a solve that does not reach ``tol`` within ``maxiter`` raises :class:`SinkhornError`
 naming the head and the error reached.  No other module iterates Sinkhorn scalings.
+
+The arguments are checked (``ValueError`` naming the argument) and the memory of the solve's vectors
+(:data:`SCALING_VECTORS` float64 arrays of the field's size) is estimated from ``n`` and refused above the
+cost guard's limit (:func:`meanfield.core.cost.guard`) before anything is allocated.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SinkhornError", "SinkhornResult", "solve_scaling", "SINKHORN_TOL", "SINKHORN_MAXITER"]
+from . import validate
+from .cost import guard
+
+__all__ = ["SinkhornError", "SinkhornResult", "solve_scaling", "SINKHORN_TOL", "SINKHORN_MAXITER", "SCALING_VECTORS"]
 
 SINKHORN_TOL = 1e-12
 """Default marginal tolerance: ``max_i |a_i (K b w)_i - 1|`` (relative, since the marginal is 1)."""
 
 SINKHORN_MAXITER = 2000
 """Default iteration cap of :func:`solve_scaling`."""
+
+SCALING_VECTORS = 6
+"""float64 arrays of the field's size alive at once in :func:`solve_scaling`, counted by its memory estimate:
+the iterate, its exponential (or ``b``), the kernel application, the log-marginal and two temporaries of the
+error (the kernel application's own work space is the caller's)."""
 
 
 class SinkhornError(ValueError):
@@ -59,6 +72,32 @@ def _check_positive(values, where, what):
                             f"{bad[:3].tolist()}")
 
 
+def _check_shape(n):
+    """``n`` (an integer >= 1, or a non-empty tuple of them) as a shape tuple."""
+    if isinstance(n, (tuple, list)) and len(n) > 0:
+        try:
+            return tuple(validate.integer("n", k, 1) for k in n)
+        except ValueError:
+            pass
+    elif not isinstance(n, (tuple, list)):
+        try:
+            return (validate.integer("n", n, 1),)
+        except ValueError:
+            pass
+    raise ValueError(f"n must be an integer >= 1 or a non-empty tuple of them (the shape of the field); received {n!r}")
+
+
+def _shaped(apply, name, shape):
+    """``apply`` whose result is checked to be a real array of ``shape`` (a named ValueError otherwise)."""
+    def checked(f):
+        out = np.asarray(apply(f))
+        if out.shape != shape or out.dtype.kind not in "fiu":
+            raise ValueError(f"{name} must map arrays of shape {shape} to real arrays of that shape; received "
+                             f"{out.dtype} of shape {out.shape}")
+        return out
+    return checked
+
+
 def solve_scaling(apply, n, *, apply_t=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head",
                   start=None) -> SinkhornResult:
     """Sinkhorn scalings of one head from its kernel applications.
@@ -79,9 +118,36 @@ def solve_scaling(apply, n, *, apply_t=None, tol=SINKHORN_TOL, maxiter=SINKHORN_
     where : str
         Names the head in errors (e.g. ``"heads[1]"``).
     start : ndarray (n,), optional
-        Initial ``a`` (e.g. the previous step's scaling: a warm start).
+        Initial ``a`` (e.g. the previous step's scaling: a warm start), finite and > 0.
+
+    Raises
+    ------
+    ValueError
+        An argument out of its domain (named), an ``apply`` whose result has another shape, or vectors of
+        ``n`` whose memory is above the cost guard's limit (:func:`meanfield.core.cost.guard`).
+    SinkhornError
+        Kernel sums that are not finite and positive, or no convergence within ``maxiter``.
     """
-    a = np.ones(n) if start is None else np.array(start, dtype=float)
+    shape = _check_shape(n)
+    for name, f in (("apply", apply), ("apply_t", apply_t)):
+        if not callable(f) and not (name == "apply_t" and f is None):
+            raise ValueError(f"{name} must be a callable {name}(f) mapping arrays of shape {shape} to that shape"
+                             + (" (or None: a symmetric kernel)" if name == "apply_t" else "") + f"; received {f!r}")
+    tol = validate.real("tol", tol, positive=True)
+    maxiter = validate.integer("maxiter", maxiter, 1)
+    if not isinstance(where, str):
+        raise ValueError(f"where must be a string naming the head in errors; received {where!r}")
+    size = math.prod(shape)
+    guard(f"solve_scaling(n={n!r})", bytes=SCALING_VECTORS * 8.0 * size,
+          detail=f"{SCALING_VECTORS} float64 vectors of {size} entries", fix="a smaller n (fewer points)")
+    if start is None:
+        a = np.ones(shape)
+    else:
+        a = validate.real_array("start", start, shape).copy()
+        if np.any(a <= 0):
+            raise ValueError(f"start must be finite scalings > 0 of shape {shape}; received min {a.min()!r}")
+    apply = _shaped(apply, "apply", shape)
+    apply_t = None if apply_t is None else _shaped(apply_t, "apply_t", shape)
     count = 0
     err = np.inf
     if apply_t is None:
@@ -98,7 +164,7 @@ def solve_scaling(apply, n, *, apply_t=None, tol=SINKHORN_TOL, maxiter=SINKHORN_
             u -= 0.5 * r
         raise SinkhornError(f"{where}: the Sinkhorn scaling did not converge in {maxiter} iterations: marginal "
                             f"error {err:.3g} > tol = {tol:g} (raise the tolerance or maxiter, or lower beta)")
-    b = np.ones(n)
+    b = np.ones(shape)
     for _ in range(maxiter + 1):
         Kb = apply(b)
         count += 1

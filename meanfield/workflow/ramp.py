@@ -8,6 +8,12 @@ with ``seed`` draws from ``numpy.random.SeedSequence([seed, k])``, so a run is r
 two stages share increments).  The order parameter ``r = |(1/n) sum_i x_i|`` is recorded at ``samples``
 equispaced times of every stage.  With ``stop_above`` the ramp ends after the first stage in which ``r``
 exceeds that level (an escape from the uniform state); :func:`first_crossing` reads the escape time.
+
+Before the first stage the ramp's cost is estimated from its sizes and refused above the cost guard's limits
+(:func:`meanfield.core.cost.guard`; lifted with :func:`meanfield.core.cost.limits`): its memory (every stage's
+``samples`` records of the (n, d) tokens, the (K, samples) clocks and order parameters) and its time (``K`` stages,
+each the particle solver's own estimate of its steps and direct sums,
+:meth:`~meanfield.models.particles.ParticleSystem.check_direct_run`).
 """
 
 from __future__ import annotations
@@ -17,21 +23,33 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import validate
+from ..core.cost import guard
+from ..core.integrate import estimate_nfev
+from ..core.methods import as_stepper
 from ..core.options import SaveAt, StepControl
-from ..models.particles import ParticleSystem
-from .simulate import solve_particles
+from ..models.particles import UNIT_NORM_TOL, ParticleSystem
+from .simulate import check_particle_run, solve_particles
 
 __all__ = ["RampResult", "noise_ramp", "order_parameter", "stage_seed", "first_crossing"]
 
+RECORD_COPIES = 2
+"""Copies of a stage's recorded tokens counted by the memory estimate of :func:`noise_ramp`: the driver's list of
+records and the (samples, n, d) array stacked from it."""
+
 
 def order_parameter(X) -> float:
-    """``|(1/n) sum_i x_i|`` of tokens ``X`` (n, d)."""
-    return float(np.linalg.norm(np.asarray(X, dtype=float).mean(axis=0)))
+    """``|(1/n) sum_i x_i|`` of tokens ``X`` (n, d): at least one row, each a unit vector (``| |x_i|^2 - 1 | <=``
+    :data:`~meanfield.models.particles.UNIT_NORM_TOL`; never renormalized)."""
+    X = validate.unit_vectors("X", X, min_rows=1, tol=UNIT_NORM_TOL)
+    return float(np.linalg.norm(X.mean(axis=0)))
 
 
 def stage_seed(seed, stage) -> int:
-    """The integer seed of the Brownian increments of stage ``stage`` of a ramp with ``seed``."""
-    return int(np.random.SeedSequence([int(seed), int(stage)]).generate_state(1)[0])
+    """The integer seed of the Brownian increments of stage ``stage`` of a ramp with ``seed`` (both integers
+    >= 0, Python or numpy; floats are refused, never floored)."""
+    seed = validate.integer("seed", seed, 0)
+    stage = validate.integer("stage", stage, 0)
+    return int(np.random.SeedSequence([seed, stage]).generate_state(1)[0])
 
 
 @dataclass(frozen=True)
@@ -77,11 +95,13 @@ def noise_ramp(heads, X0, nus, stage_time, *, dt, seed, samples=5, method=None, 
     samples = validate.integer("samples", samples, 2)
     if stop_above is not None:
         stop_above = validate.real("stop_above", stop_above, positive=True)
-    X = np.array(X0, dtype=float, copy=True)
-    t_eval = np.linspace(0.0, stage_time, samples)
+    first = ParticleSystem(heads, nu=float(nus[0]), summation=summation)
+    X, _ = first.check(X0, name="X0")
+    X = np.array(X, dtype=float, copy=True)
+    t_eval, method = _check_cost(first, X.shape, nus.size, stage_time, dt, samples, method)
     times, order, stopped = [], [], False
     for k, nu in enumerate(nus):
-        system = ParticleSystem(heads, nu=float(nu), summation=summation)
+        system = first if k == 0 else ParticleSystem(heads, nu=float(nu), summation=summation)
         tr = solve_particles(system, X, stage_time, method=method, step=StepControl(dt=dt),
                              save=SaveAt(t_eval=t_eval, observe=False), seed=stage_seed(seed, k))
         if tr.status != 0:
@@ -97,13 +117,54 @@ def noise_ramp(heads, X0, nus, stage_time, *, dt, seed, samples=5, method=None, 
     return RampResult(nus[:K].copy(), np.array(times), np.array(order), X, stopped)
 
 
+def _check_cost(system, shape, K, stage_time, dt, samples, method):
+    """Refuse a ramp of ``K`` stages above the cost guard's limits before anything runs (see the module
+    docstring); returns the stage's output times and the resolved SDE method.
+
+    Memory first, from the sizes alone (nothing of ``samples`` allocated yet): every stage's records
+    (``RECORD_COPIES`` x samples x n x d floats), the ramp's clocks and order parameters (two (K, samples) arrays,
+    in lists and stacked), the output times and the step count's temporaries (8 x samples floats), the sums' work
+    space.  Then time: the stage's steps and direct sums as the particle solver counts them, times ``K``."""
+    n, d = shape
+    nbytes = 8.0 * samples * (RECORD_COPIES * n * d + 4 * K + 8) + system.direct_cost(n)["bytes"]
+    what = f"noise_ramp(samples={samples}, len(nus) = {K} stage(s), n = {n} tokens in d = {d})"
+    guard(what, bytes=nbytes, fix="fewer samples (or fewer stages in nus, or fewer tokens)",
+          detail=f"{samples} samples x ({RECORD_COPIES} x {n} x {d} + 4 x {K} + 8) floats: each stage's records, "
+                 f"the ramp's clocks and order parameters, the output times; + the sums' work space")
+    t_eval = np.linspace(0.0, stage_time, samples)
+    # the solver's own checks of one stage (method, dt) and its estimate, counted for all K stages; its own limit
+    # of one stage (direct_limit_s, 1 h) is applied again by solve_particles before the first stage runs
+    method = check_particle_run(system, n, stage_time, t_eval=t_eval, method=method, dt=dt,
+                                direct_limit_s=float("inf"))
+    steps = estimate_nfev("euler", (0.0, stage_time), dt=dt, t_eval=t_eval)["steps"]
+    stage = system.check_direct_run(n, steps * as_stepper(method).n_drift, samples, 0, limit_s=float("inf"),
+                                    steps=steps)
+    guard(f"{what} of {steps} steps of {method} each", seconds=K * stage["seconds"],
+          detail=f"{K} x {stage['seconds']:.3g} s per stage: its direct sums and per-step overhead, as "
+                 f"solve_particles counts them",
+          fix="fewer samples, a larger dt, a shorter stage_time or fewer stages in nus")
+    return t_eval, method
+
+
 def first_crossing(times, values, level) -> float:
     """The first time ``values`` exceeds ``level``, linearly interpolated between the samples (``inf`` if it
-    never does: a censored observation)."""
-    t = np.ravel(np.asarray(times, dtype=float))
-    v = np.ravel(np.asarray(values, dtype=float))
+    never does: a censored observation).
+
+    ``times``: finite, non-decreasing in C order (ties allowed: a ramp's stage boundaries are recorded twice), any
+    shape (a ramp's (K, samples) ``times``); ``values``: finite, of the same shape; ``level``: a finite number.
+    """
+    t = validate.real_array("times", times)
+    v = validate.real_array("values", values)
+    level = validate.real("level", level)
+    if t.size == 0:
+        raise ValueError(f"times must hold at least one sample; received shape {t.shape}")
     if t.shape != v.shape:
-        raise ValueError(f"times and values must have the same size; received {t.size} and {v.size}")
+        raise ValueError(f"times and values must have the same shape; received {t.shape} and {v.shape}")
+    t, v = t.ravel(), v.ravel()
+    if np.any(np.diff(t) < 0):
+        i = int(np.argmax(np.diff(t) < 0))
+        raise ValueError(f"times must be non-decreasing (sorted, ties allowed); received times[{i}] = {float(t[i])!r} > "
+                         f"times[{i + 1}] = {float(t[i + 1])!r} (in C order)")
     above = np.nonzero(v > level)[0]
     if above.size == 0:
         return float("inf")
