@@ -25,7 +25,7 @@ import xarray as xr
 
 from .._version import __version__
 from ..core import validate
-from ..core.densities import sample_particles, vmf_mixture_density
+from ..core.densities import vmf_mixture_density
 from ..core.heads import Head
 from ..core.options import StepControl
 from ..core.sphere import SphereGrid, to_lm_table
@@ -34,7 +34,7 @@ from .inputs import parse_json
 from .paired import PairedResult, ParticleSettings, PDESettings, TransportSettings, align_times, paired_run, transport_grid
 from .results import SCHEMA_VERSION, describe, observables_to_variables
 
-__all__ = ["build_heads", "initial_density", "initial_state", "run", "to_dataset", "summary",
+__all__ = ["build_heads", "initial_density", "run", "to_dataset", "summary",
            "SPECTRAL_TOL", "initial_particles", "paired_settings"]
 
 
@@ -76,16 +76,6 @@ def initial_density(config: RunConfig, grid: SphereGrid):
         return zonal_density(grid, **ic.profile, name="initial.profile")
     return vmf_mixture_density(grid, np.array(ic.mus), np.array(ic.kappas) if len(ic.kappas) > 1 else ic.kappas[0],
                                None if ic.weights is None else np.array(ic.weights), ic.floor)
-
-
-def initial_state(config: RunConfig, grid: SphereGrid):
-    """Initial coefficients ``rho_lm0`` (nalm,) on ``grid`` and particles ``X0`` (n, 3) sampled from them
-    (the draw :func:`run` makes inside :func:`~meanfield.workflow.paired.paired_run`)."""
-    rho_lm0 = initial_density(config, grid)
-    X0 = initial_particles(config)
-    if X0 is None:
-        X0 = sample_particles(grid, rho_lm0, config.particles.n, method=config.particles.sampling, seed=config.seed)
-    return rho_lm0, X0
 
 
 def initial_particles(config: RunConfig):
@@ -133,7 +123,7 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
     config = resolve_positions(config)               # particles.n from particles.positions, if given
     ic = config.integrator
     times = np.linspace(0.0, ic.t_final, ic.n_frames)
-    result = paired_run(                 # samples the particles from the density (as initial_state does)
+    result = paired_run(                 # samples the particles from the density
         build_heads(config), lambda grid: initial_density(config, grid), config.particles.n, ic.t_final, times,
         **paired_settings(config), progress=progress, checkpoints=checkpoints,
         checkpoint_every=config.outputs.checkpoint_every if checkpoint_every is None else checkpoint_every,
