@@ -241,3 +241,13 @@ def test_one_home_and_one_meaning_per_public_name():
     assert set(same) <= set(SAME_NAMED_PENDING), sorted(set(same) - set(SAME_NAMED_PENDING))
     for gone in ("RESOLUTION_TOL", "describe", "has_free_energy", "GEOMETRIES", "JACOBIANS_PER_POINT"):
         assert gone not in same
+
+
+def test_no_kernel_or_normalization_name_is_compared_outside_the_registry():
+    """The registries own their physics (issue 32): flags of core.kernels (``log_linear``, ``uses_normalizer``,
+    ``row_local``, ...) decide, not a head's kernel or normalization name compared elsewhere.  (analysis/mmd's
+    ``kernel`` is the MMD's own kernel choice, a different registry.)"""
+    pattern = re.compile(r"""(normalization|\.kernel)\s*(==|!=)\s*["']|(normalization|\.kernel)\s+(not\s+)?in\s+\(""")
+    hits = [f"{p.relative_to(ROOT.parent)}:{i}" for p in _modules() if p.name != "kernels.py"
+            for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert hits == []

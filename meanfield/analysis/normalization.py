@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import integrate
 
+from ..core.kernels import NORMALIZATIONS
 from ..core.validate import choice, real, real_array
 from ..models.step_rules import RADIAL_RULES, STEP_RULES
 from .stability import _common, _gamma
@@ -52,7 +53,7 @@ _NORMALIZATIONS = ("softmax", "mean")
 def _coefficients(q, lam, beta, n, normalization):
     """``(A, B)`` summed over heads (module docstring) at ``rho = 1 - q``; ``q`` any shape, ``lam`` (H,). No checks."""
     q = np.asarray(q, dtype=float)[..., None]
-    if normalization == "softmax":
+    if NORMALIZATIONS[normalization].uses_normalizer:       # row-normalized (softmax): the weights' closed form
         u = beta * lam * q
         A = lam / (1.0 + (n - 1) * np.exp(-u))
         B = lam / (np.exp(u) + (n - 1))

@@ -435,7 +435,7 @@ class GeneralOperator:
     def needed(self):
         """The (head, profile) pairs a velocity evaluation builds: ``potential`` for potential heads (``normalizer``
         divided by ``beta`` for exp kernels), ``normalizer`` for the others."""
-        return [(i, "potential" if c is not None and self.heads[i].kernel != "exp" else "normalizer")
+        return [(i, "potential" if c is not None and not KERNELS[self.heads[i].kernel].log_linear else "normalizer")
                 for i, c in enumerate(self.scales)]
 
     def estimate(self) -> cost.Cost:
@@ -449,7 +449,7 @@ class GeneralOperator:
     def operator(self, i, key="normalizer") -> HeadOperator:
         """Head ``i``'s :class:`HeadOperator` for profile ``key`` (built on first use)."""
         h = self.heads[i]
-        if h.kernel == "exp" and key == "potential":   # K = k / beta: no second operator
+        if KERNELS[h.kernel].log_linear and key == "potential":   # k = exp(beta s): K = k / beta, no second operator
             key, scale = "normalizer", 1.0 / h.beta
         else:
             scale = 1.0
@@ -534,7 +534,7 @@ class GeneralOperator:
         """``Q(x) = sum_j w_j f_j k log k (s(x, y_j))`` in ``space``: for exp kernels ``beta <x, M S[f y](x)>``
         (from the moments), otherwise the ``k log k`` operator on ``b[f]``."""
         h = self.heads[i]
-        if h.kernel == "exp":
+        if KERNELS[h.kernel].log_linear:                # log k = beta s: from the moments
             S = space.vectors(self.apply(i, "normalizer", space.moments(f)))
             return h.beta * np.einsum("...c,...c->...", space.points, S @ h.M.T)
         return space.evaluate(self.apply(i, "entropy", space.coefficients(f)))
