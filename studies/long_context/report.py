@@ -15,6 +15,7 @@ from studies._common import (  # noqa: E402
     REFUTED,
     REPRODUCED,
     SHARPENED,
+    markdown_table,
     mean_ci,
     open_study_data,
     save_figure,
@@ -23,6 +24,28 @@ from studies._common import (  # noqa: E402
 )
 
 MIN_SEEDS = 10
+FWER = 0.05     # family-wise error rate of the annealed-law family (every (n, d) cell of part 2)
+
+
+def annealed_family(cells, fwer=FWER):
+    """Per cell of part 2: the Student-t interval of the mean quenched ``gamma*`` at level ``1 - fwer / m``
+    (Bonferroni over the ``m`` cells, seeds - 1 dof) must contain the annealed crossing, up to the closed form's
+    own approximation error (the Jensen-gap resolution, computed from the closed form before any sample).  Fixed
+    after the referee of issue 33 (the earlier rule, 95 % per cell with 5 cells, had a ~23 % family-wise false
+    disagreement rate), run on fresh seeds.  Returns one dict per cell (``ok``, ``ok_without_term``, ``half``)."""
+    from scipy import stats
+
+    m = len(cells)
+    out = []
+    for c in cells:
+        g = np.asarray(c["gamma_star"], float)
+        half = float(stats.t.ppf(1 - fwer / (2 * m), g.size - 1) * g.std(ddof=1) / np.sqrt(g.size))
+        dev = abs(float(g.mean()) - c["gamma_star_annealed"])
+        out.append({"n": c["n"], "d": c["d"], "mean": float(g.mean()), "half": half, "dev": dev,
+                    "annealed": c["gamma_star_annealed"], "resolution": c["annealed_resolution"],
+                    "ok": bool(dev <= half + c["annealed_resolution"]), "ok_without_term": bool(dev <= half),
+                    "shift_ratio": float((g.mean() - 1.0) / c["finite_d_shift"])})
+    return out
 
 
 def _key(r):
@@ -56,7 +79,7 @@ def _fig_layer(d, meta, path):
 
 def _fig_query(d, meta, path):
     ns, G = d["q_ns"], d["q_gammas"]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.8))
     for i, n in enumerate(ns):
         m, h = mean_ci(d["q_self"][i], axis=-1)
         axes[0].errorbar(G, m, yerr=h, fmt="o", ms=3, color=f"C{i}", label=f"n = {n:.0e}")
@@ -74,8 +97,19 @@ def _fig_query(d, meta, path):
         axes[2].errorbar(ns, m, yerr=h, fmt="o-", ms=3, label=f"gamma = {g:g}")
     axes[1].axhline(4.0, color="k", ls=":", lw=1, label="critical limit 4 (d -> inf)")
     axes[2].plot(ns, ns, "k:", lw=1, label="n")
-    for ax, title in zip(axes[1:], ("self-attention row: query = one of the n tokens",
-                                    "query not among the n keys")):
+    cells = meta["cells"]
+    for k, dd in enumerate(sorted({c["d"] for c in cells})):
+        C = [c for c in cells if c["d"] == dd]
+        x = np.array([c["finite_d_shift"] for c in C])
+        axes[3].errorbar(x, [c["gamma_star_mean"] - 1 for c in C], yerr=[c["gamma_star_half95"] for c in C], fmt="o",
+                         ms=4, color=f"C{k}", label=f"d = {dd}: mean gamma* - 1 (95% t)")
+        axes[3].plot(x, [c["gamma_star_annealed"] - 1 for c in C], "-", lw=0.8, color=f"C{k}")
+    xs = np.array([c["finite_d_shift"] for c in cells])
+    axes[3].plot([xs.min(), xs.max()], [xs.min(), xs.max()], "k:", lw=1, label="log(n)/(2d)")
+    axes[3].set(xscale="log", yscale="log", xlabel="log(n) / (2d)", ylabel="gamma* - 1 (lines: annealed)",
+                title="threshold shift against log(n)/(2d), n = 1e2..; d varied")
+    for ax, title in zip(axes[1:3], ("self-attention row: query = one of the n tokens",
+                                     "query not among the n keys")):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("n")
@@ -84,6 +118,23 @@ def _fig_query(d, meta, path):
     for ax in axes:
         style_axes(ax, legend=7)
     save_figure(fig, path)
+
+
+def changes_table(fam_ok, via_term, d_values):
+    rows = [["self-attention row: transition at gamma_c = 1/(1-rho) (random keys)",
+             f"**{SHARPENED}** (refuted iff one of 5 per-n 95 % intervals missed the annealed value, ~23 % family-wise "
+             "false refutation; 'sharpened' iff gamma* - 1 was resolved at the largest n; rule set after the data "
+             "(commit ea4b129); n = 1e4 passed only through the added resolution term, by 0.1 %; d never varied)",
+             f"**{OUTSIDE}**",
+             "'sharpened' asserted the paper's hypotheses insufficient without its theorems read; random keys at fixed "
+             "d are not the (almost-)simplex configuration as n -> inf, so the row is outside whatever the numbers. The "
+             f"annealed law is now one Bonferroni family over every (n, d) cell, d varied {tuple(d_values)}, on "
+             f"fresh seeds; it agrees: {fam_ok}"
+             + (f" (cells needing the resolution term: {via_term})" if via_term else " (no cell needs the resolution "
+                "term)") + ". Rule changed after data: yes; fresh seeds: yes (1 000 000 + 100 000 j + 1000 i + k)"],
+            ["free query; every part-1 row (equiangular start)", "unchanged", "unchanged",
+             "the free-query numbers now come from the fresh seeds; part 1 is deterministic"]]
+    return markdown_table(["row", "before", "after", "why / rule changed after data / seeds"], rows)
 
 
 def report(data_dir: Path, out_dir: Path | None = None) -> Path:
@@ -142,31 +193,33 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
                      f"with it (a new result): limits as stated {match1}, numerical checks pass {ok_rows(sel1)}")
         verdicts.append((f"{regime} (the library's pre-LN layer z <- z + dt u(z/|z|), dt = 1, i.e. residual alpha = 1)",
                          hyp + "; x' = ATT(y) + alpha x from unit tokens", v1, lim_text(sel1) + extra))
-    # part 2a: the self-attention row
-    last = q[-1]
-    ratio = (last["gamma_star_mean"] - 1.0) / last["finite_d_shift"]
-    agree = all(r["annealed_agrees"] for r in q)
-    # the test: every n's interval meets the annealed closed form (gamma_c = 1 plus its finite-d shift, run.py);
-    # refuted if one does not; sharpened if the shift away from 1 is resolved at the largest n (gamma* - 1 above
-    # its 95 % half-width: the threshold is 1 only for d >> log n), reproduced if it is not
-    resolved = (last["gamma_star_mean"] - 1.0) > last["gamma_star_half95"]
-    if s["seeds"] < MIN_SEEDS:
-        v2 = OUTSIDE
-    elif not agree:
-        v2 = REFUTED
-    else:
-        v2 = SHARPENED if resolved else REPRODUCED
+    # part 2a: the self-attention row.  Random keys at fixed d are not the paper's (almost-)simplex configuration as
+    # n -> inf (the largest cosine to the query grows like sqrt(2 log n / d)), and the statement of its Assumption 2
+    # was not read: outside the hypotheses whatever the numbers; the annealed family test and the d scan are evidence
+    fam = annealed_family(meta["cells"])
+    fam_ok = all(c["ok"] for c in fam)
+    via_term = [(c["n"], c["d"]) for c in fam if c["ok"] and not c["ok_without_term"]]
+    big = [c for c in fam if c["n"] == max(x["n"] for x in fam)]
     verdicts.append(("the transition of the self-weight sits at gamma_c = 1/(1-rho) (= 1 for nearly orthogonal "
                      "random tokens, rho ~ 0)",
-                     f"random tokens uniform on S^{s['d_query'] - 1} (cosines concentrated near rho = 0, within "
-                     f"~sqrt(2 log n / d): closest to the paper's 'almost-simplex' Assumption 2 and its numerical "
-                     f"experiments); one attention row, the query one of the n tokens; "
-                     f"beta = gamma log n; {s['seeds']} seeds",
-                     v2,
-                     "; ".join(f"n={r['n']:.0e}: gamma* = {r['gamma_star_mean']:.5f} +- {r['gamma_star_half95']:.1e} "
-                               f"(annealed {r['gamma_star_annealed']:.5f})" for r in q)
-                     + f"; gamma* - 1 = {ratio:.2f} x log(n)/(2d) at n = {last['n']:.0e}: the threshold is 1 only "
-                       f"for d >> log n (finite-d shift from log M_d(beta) ~ beta^2/(2d))"))
+                     "the paper: n tokens in the simplex configuration (Assumption 1) or an almost-simplex one "
+                     "(Assumption 2, statement not read), beta = gamma log n, n -> inf; here: random keys uniform on "
+                     f"S^{{d-1}} at fixed d ({', '.join(str(x) for x in s['d_values'])}), whose largest cosine to the "
+                     "query grows like sqrt(2 log n / d) instead of staying near one rho: not that configuration as "
+                     f"n -> inf; one attention row, the query one of the n tokens; {s['seeds']} fresh seeds per cell",
+                     OUTSIDE,
+                     f"d = {s['d_query']}: " + "; ".join(
+                         f"n={r['n']:.0e}: gamma* = {r['gamma_star_mean']:.5f} +- {r['gamma_star_half95']:.1e} "
+                         f"(annealed {r['gamma_star_annealed']:.5f})" for r in q)
+                     + f"; at n = {big[0]['n']:.0e}, gamma* - 1 = " + ", ".join(
+                         f"{c['mean'] - 1:.4f} (d = {c['d']})" for c in big)
+                     + " = (" + ", ".join(f"{c['shift_ratio']:.2f}" for c in big) + ") x log(n)/(2d): the threshold "
+                     "tends to the paper's 1 as d / log n grows (a public summary of the paper reports sharp "
+                     "transitions in large dimension and a middle phase at intermediate ones). The annealed crossing "
+                     "gamma log n = log(n-1) + log M_d(gamma log n) (derived here, not the paper's) agrees with every "
+                     f"cell: {fam_ok} ({len(fam)} cells, Bonferroni: t-intervals at level 1 - {FWER:g}/{len(fam)}, a "
+                     f"false disagreement <= {FWER:.0%}, plus the closed form's Jensen-gap resolution"
+                     + (f"; needed at {via_term}" if via_term else "; no cell needs it") + ")"))
     # part 2b: the free query
     j = [i for i, g in enumerate(s["gammas"]) if g >= 1.0]
     neff_free = np.asarray(d["q_neff_free"]).mean(axis=-1)        # (L, G)
@@ -198,12 +251,15 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
                        f"max |err| {r['particles_max_err']:.1e}",
                        "consistency check: " + ("passed" if r["exponent_ok"] and r["exponent_converges"]
                                                 and r["particles_ok"] else "FAILED")])
-    for r in q:
-        claims.append([f"self row, n = {r['n']:.0e}: gamma* = annealed crossing (closed form with M_d)",
-                       f"{r['gamma_star_mean']:.6f} +- {r['gamma_star_half95']:.1e} (95% t, {s['seeds'] - 1} df) vs "
-                       f"{r['gamma_star_annealed']:.6f} (annealed resolution {r['annealed_resolution']:.1e}); "
+    for c, r in zip(fam, meta["cells"]):
+        claims.append([f"self row, d = {c['d']}, n = {c['n']:.0e}: gamma* = annealed crossing (closed form with M_d, "
+                       "derived here)",
+                       f"{c['mean']:.6f} +- {c['half']:.1e} (Bonferroni t over {len(fam)} cells, {s['seeds'] - 1} dof) "
+                       f"vs {c['annealed']:.6f}: |diff| {c['dev']:.1e}, resolution {c['resolution']:.1e}; gamma* - 1 "
+                       f"= {c['shift_ratio']:.3f} x log(n)/(2d); largest cosine ~ {r['max_cosine_typical']:.2f}; "
                        f"10-90 width of 1/(1+n^(1-gamma)): {r['width_10_90']:.3f}",
-                       "agrees" if r["annealed_agrees"] else "disagrees"])
+                       ("agrees" + ("" if c["ok_without_term"] else " (only with the resolution term)")) if c["ok"]
+                       else "disagrees"])
     claims.append([f"explicit tokens (uniform_sphere, n = {tok['n']}) = sampled exact score law",
                    f"gamma* {tok['tokens_mean']:.5f} +- {tok['tokens_half95']:.1e} vs {tok['beta_mean']:.5f} +- "
                    f"{tok['beta_half95']:.1e}", "agrees" if tok["agree"] else "disagrees"])
@@ -213,7 +269,8 @@ def report(data_dir: Path, out_dir: Path | None = None) -> Path:
                          for g in (0.5, 1.0, 1.5) if g in gi)
     intro = f"""
 Claim (Chen, Lin, Polyanskiy, Rigollet, arXiv 2510.05554, "Critical attention scaling in long-context transformers";
-read through its abstract and public summaries, the theorem statements themselves were not available to this study):
+read through its abstract and public summaries, the theorem statements themselves were not available to this study,
+so no verdict below asserts that its hypotheses are insufficient):
 with attention scores `beta_n <y_i, y_j>` (pre-LN, `y = x/|x|`, `Q = K = V = I`) on `n` tokens of pairwise cosine
 `rho`, the scaling `beta_n = gamma log n` has a phase transition at `gamma = 1/(1-rho)`: "insufficient scaling
 collapses all tokens to a single direction, while excessive scaling reduces attention to identity"; at the critical
@@ -237,7 +294,8 @@ rule="pre_ln")` on `mf.initial.equiangular(n, n, rho)`, n = {s['n_particles']}) 
 layer that differs from the formula would be refused.  (2) One attention row against keys uniform on
 S^{s['d_query'] - 1} (the exact law of one score, Beta-distributed, sampled up to n = {s['ns_query'][-1]:.0e};
 explicit tokens at n = {tok['n']}), {s['seeds']} seeds, Student-t 95 % intervals ({s['seeds'] - 1} df); per seed the
-exact `gamma*` where the self-weight crosses 1/2 (monotone in gamma: brentq).
+exact `gamma*` where the self-weight crosses 1/2 (monotone in gamma: brentq); the same for d in {s['d_values']}
+at every n, each (n, d) cell against the annealed crossing as one Bonferroni family.
 """
     notes = f"""
 * Effective number of keys `1/sum p^2` of the self-attention row (mean over seeds, n = {', '.join(f'{r["n"]:.0e}' for r in q)}):
@@ -245,15 +303,24 @@ exact `gamma*` where the self-weight crosses 1/2 (monotone in gamma: brentq).
   `gamma = 1` it stays near 4 (self-weight 1/2, the rest spread thin: `1/(1/2)^2`), slightly above because of the
   finite-d shift.
 * The finite-d shift: the sum over the other keys is `(n-1) M_d(beta)` with `log M_d(beta) ~ beta^2/(2d)`, so the
-  crossing solves `gamma log n = log(n-1) + log M_d(gamma log n)`: `gamma* ~ 1 + log(n)/(2d)`.  The paper's
-  threshold is the `d >> log n` limit; at fixed d and n -> inf it drifts (sharpened hypothesis).
+  crossing solves `gamma log n = log(n-1) + log M_d(gamma log n)`: `gamma* ~ 1 + log(n)/(2d)`, tending to 1 as
+  `d / log n` grows (measured for d = {', '.join(str(x) for x in s['d_values'])}).  At fixed d and n -> inf it drifts:
+  random keys at fixed d are not an (almost-)simplex configuration in that limit, so the row is outside the
+  hypotheses; whether some d(n) puts random keys inside the paper's Assumption 2 is not decided here (its statement
+  was not read).
 * A query that is not a key (the literal "fixed query against n uniform keys") has no distinguished key: at
   `beta = gamma log n` the weights spread over a fraction of all n keys for every gamma on the grid; selectivity
   there needs a different scale (the nearest keys, `beta ~ n^(2/(d-1))` in fixed d), outside this paper's model.
 * The annealed curves replace sums by expectations; their resolution (the Jensen gap over the slope of the crossing
   equation, printed per n) is added to the t-interval when comparing `gamma*`.  `M_d` is computed by quadrature
   of `e^(beta t) (1-t^2)^((d-3)/2)` (Bessel functions of order d/2 - 1 underflow at d = {s['d_query']}).
-* Mode: {"QUICK" if meta['quick'] else "FULL"}; seeds 1000 i + k (n index i, seed k), explicit tokens 5000 + k.
+* Mode: {"QUICK" if meta['quick'] else "FULL"}; fresh seeds (issue 33): scores 1 000 000 + 100 000 j + 1000 i + k
+  (d index j, n index i, seed k), explicit tokens 2 000 000 + k, their sampled twin 3 000 000 + k (before: 1000 i + k,
+  5000 + k, 7000 + k).
+
+## Changes after referee (issue 33)
+
+{changes_table(fam_ok, via_term, s['d_values'])}
 """
     return write_report(out / "report.md", "Critical attention scaling at long context (beta = gamma log n)",
                         intro, claims,

@@ -28,9 +28,15 @@ seed the exact ``gamma*`` where the self-weight crosses 1/2 (it increases with `
 brentq), the self-weight, the effective number of keys ``1 / sum p^2`` and ``exp(entropy)`` on a ``gamma`` grid,
 against the annealed closed form (sums replaced by ``(n-1) M_d(beta)``, ``M_d(beta) = E e^{beta t}``).  (b) *A
 query that is not a key*: no key is distinguished; ``1 / sum p^2`` against the annealed ``n M_d(beta)^2 / M_d(2 beta)``.
+(c) *The dimension varied*: ``gamma*`` of the self row for every ``d`` in ``d_values`` and every ``n``, against the
+annealed crossing ``gamma log n = log(n-1) + log M_d(gamma log n)`` (``gamma* ~ 1 + log(n)/(2d)``): the threshold
+approaches the paper's ``1/(1-rho) = 1`` as ``d / log n`` grows.
+
+Seeds: part 2 was drawn afresh after the referee of issue 33 (``SEED_*`` below; before: ``1000 i + k``,
+``5000 + k``, ``7000 + k``), because its test was changed after the earlier data had been seen.
 
 Run from the repo root: ``python -m studies.long_context.run [--quick]``.  Measured on the shared 2-core machine
-(``OPENBLAS_NUM_THREADS=1``, nice): quick ~15 s, full ~70 s wall.
+(``OPENBLAS_NUM_THREADS=1``, nice): quick ~20 s, full ~2 min wall.
 """
 
 from __future__ import annotations
@@ -53,6 +59,9 @@ KAPPAS = (0.5, 0.75, 1.0, 1.25, 1.5)       # gamma (1 - rho); 1 is the paper's c
 ALPHAS = (0.0, 1.0)                        # residual weight: 0 = attention output alone, 1 = pre-LN layer dt = 1
 EXPONENT_TOL = 0.02    # extrapolated exponent vs derived (the next corrections after n^{-q} are O(n^{-2q}))
 PARTICLE_TOL = 1e-12   # library particles vs the scalar map (round-off of n-term sums)
+# fresh seeds of part 2 (issue 33): scores of cell (d index j, n index i), seed k at SEED_SCORES + 100000 j + 1000 i + k;
+# explicit tokens SEED_TOKENS + k and their sampled-law twin SEED_TWIN + k (all above every seed used before, < 8000)
+SEED_SCORES, SEED_TOKENS, SEED_TWIN = 1_000_000, 2_000_000, 3_000_000
 
 
 @dataclass(frozen=True)
@@ -63,17 +72,18 @@ class Settings:
     n_points: int
     n_particles: tuple         # part 1: library particles, d = n
     ns_query: tuple            # part 2: context lengths
-    d_query: int               # part 2: dimension of the sphere S^{d-1}
+    d_query: int               # part 2: dimension of the sphere S^{d-1} (rows (a), (b))
+    d_values: tuple            # part 2 (c): the dimensions of the gamma* family (d_query among them)
     gammas: tuple              # part 2: grid of gamma for the curves
     seeds: int                 # part 2 (>= 10)
     n_tokens: int              # part 2: explicit tokens (uniform_sphere) at this n, same seeds
 
 
 QUICK = Settings(n_max=10**4, n_points=17, n_particles=(8, 32), ns_query=(10**2, 10**3, 10**4), d_query=256,
-                 gammas=(0.5, 0.75, 1.0, 1.25, 1.5, 2.0), seeds=10, n_tokens=500)
+                 d_values=(64, 256, 1024), gammas=(0.5, 0.75, 1.0, 1.25, 1.5, 2.0), seeds=10, n_tokens=500)
 FULL = Settings(n_max=10**6, n_points=41, n_particles=(8, 32, 128, 512), ns_query=(10**2, 10**3, 10**4, 10**5, 10**6),
-                d_query=512, gammas=(0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0), seeds=20,
-                n_tokens=2000)
+                d_query=512, d_values=(64, 512, 4096),
+                gammas=(0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0), seeds=20, n_tokens=2000)
 
 
 # ------------------------------------------------------------------------------------ part 1
@@ -216,41 +226,48 @@ def part2(s):
     d, G, S = s.d_query, np.array(s.gammas), s.seeds
     L = len(s.ns_query)
     self_w, neff, expH = (np.empty((L, len(G), S)) for _ in range(3))
-    neff_free, gstar = np.empty((L, len(G), S)), np.empty((L, S))
-    for i, n in enumerate(s.ns_query):
-        for k in range(S):
-            t = sample_scores(n, d, seed=1000 * i + k)
-            others = t[: n - 1]                             # self row: n - 1 other keys + the query itself
-            gstar[i, k] = gamma_star(others, n)
-            for j, gam in enumerate(G):
-                beta = gam * np.log(n)
-                self_w[i, j, k], neff[i, j, k], expH[i, j, k] = row_stats(others, beta, 1.0)
-                neff_free[i, j, k] = row_stats(t, beta, None)[1]
+    neff_free = np.empty((L, len(G), S))
+    cells = []
+    for j, dd in enumerate(s.d_values):
+        for i, n in enumerate(s.ns_query):
+            g = np.empty(S)
+            for k in range(S):
+                t = sample_scores(n, dd, seed=SEED_SCORES + 100_000 * j + 1000 * i + k)
+                others = t[: n - 1]                         # self row: n - 1 other keys + the query itself
+                g[k] = gamma_star(others, n)
+                if dd != d:
+                    continue
+                for jj, gam in enumerate(G):
+                    beta = gam * np.log(n)
+                    self_w[i, jj, k], neff[i, jj, k], expH[i, jj, k] = row_stats(others, beta, 1.0)
+                    neff_free[i, jj, k] = row_stats(t, beta, None)[1]
+            ann = annealed_gamma_star(n, dd)
+            m, h = mean_ci(g)
+            # the annealed value's own approximation error (Jensen gap over the crossing's slope), computed from the
+            # closed form alone, before any sample
+            cells.append({"n": int(n), "d": int(dd), "gamma_star": g.tolist(), "gamma_star_mean": float(m),
+                          "gamma_star_half95": float(h), "gamma_star_annealed": ann,
+                          "annealed_resolution": annealed_resolution(n, dd, ann),
+                          "finite_d_shift": float(np.log(n) / (2 * dd)),
+                          "max_cosine_typical": float(np.sqrt(2 * np.log(n) / dd)),
+                          "width_10_90": float(2 * np.log(9.0) / np.log(n))})
     ann = np.array([[annealed_self(g, n, d) for g in G] for n in s.ns_query])            # (L, G, 3)
-    gstar_ann = np.array([annealed_gamma_star(n, d) for n in s.ns_query])
+    rows = [c for c in cells if c["d"] == d]
+    gstar = np.array([c["gamma_star"] for c in rows])
     # explicit tokens at n_tokens: the same statistics from mf.initial.uniform_sphere (query = token 0)
     tok_gstar = []
     for k in range(S):
-        X = mf.initial.uniform_sphere(s.n_tokens, d, seed=5000 + k)
+        X = mf.initial.uniform_sphere(s.n_tokens, d, seed=SEED_TOKENS + k)
         tok_gstar.append(gamma_star(X[1:] @ X[0], s.n_tokens))
-    beta_gstar = [gamma_star(sample_scores(s.n_tokens - 1, d, seed=7000 + k), s.n_tokens) for k in range(S)]
-    gm, gh = mean_ci(gstar, axis=1)
-    rows = []
-    for i, n in enumerate(s.ns_query):
-        res = annealed_resolution(n, d, gstar_ann[i])
-        rows.append({"n": int(n), "gamma_star_mean": float(gm[i]), "gamma_star_half95": float(gh[i]),
-                     "gamma_star_annealed": float(gstar_ann[i]), "finite_d_shift": float(np.log(n) / (2 * d)),
-                     "annealed_resolution": res,
-                     "annealed_in_interval": bool(abs(gm[i] - gstar_ann[i]) <= gh[i]),
-                     "annealed_agrees": bool(abs(gm[i] - gstar_ann[i]) <= gh[i] + res),
-                     "width_10_90": float(2 * np.log(9.0) / np.log(n))})
+    beta_gstar = [gamma_star(sample_scores(s.n_tokens - 1, d, seed=SEED_TWIN + k), s.n_tokens) for k in range(S)]
     tm, th = mean_ci(np.array(tok_gstar))
     bm, bh = mean_ci(np.array(beta_gstar))
     arrays = {"q_ns": np.array(s.ns_query), "q_gammas": G, "q_self": self_w, "q_neff": neff, "q_exp_entropy": expH,
-              "q_neff_free": neff_free, "q_gamma_star": gstar, "q_annealed": ann, "q_gamma_star_annealed": gstar_ann}
+              "q_neff_free": neff_free, "q_gamma_star": gstar, "q_annealed": ann,
+              "q_gamma_star_annealed": np.array([c["gamma_star_annealed"] for c in rows])}
     tokens = {"n": s.n_tokens, "tokens_mean": float(tm), "tokens_half95": float(th), "beta_mean": float(bm),
               "beta_half95": float(bh), "agree": bool(abs(tm - bm) <= np.hypot(th, bh))}
-    return rows, tokens, arrays
+    return rows, cells, tokens, arrays
 
 
 def run(out_dir: Path, quick: bool = False) -> dict:
@@ -258,11 +275,11 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     s = QUICK if quick else FULL
     rows1, arrays = part1(s)
-    rows2, tokens, arrays2 = part2(s)
+    rows2, cells, tokens, arrays2 = part2(s)
     arrays.update(arrays2)
     np.savez_compressed(out_dir / "data.npz", **arrays)
     meta = {"quick": quick, "settings": s.__dict__, "rhos": RHOS, "kappas": KAPPAS, "alphas": ALPHAS,
-            "exponent_tol": EXPONENT_TOL, "particle_tol": PARTICLE_TOL, "layer": rows1, "query": rows2,
+            "exponent_tol": EXPONENT_TOL, "particle_tol": PARTICLE_TOL, "layer": rows1, "query": rows2, "cells": cells,
             "tokens_check": tokens}
     save_json(out_dir / "data.json", meta)
     crit = [r for r in rows1 if r["kappa"] == 1.0 and r["alpha"] == 0.0]

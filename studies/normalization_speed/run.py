@@ -8,8 +8,13 @@ growing residual radius ``r ~ t`` slows the directions down (``x' = P_x u / r``)
 Setting (the papers' hypotheses): continuous-time limits of the rules of
 :mod:`meanfield.models.step_rules` (:func:`~meanfield.models.step_rules.limit_rhs`), one head
 ``Q = K = V = I`` (``M = V = I``), exp kernel, softmax normalization, ``beta = 1``, on the sphere,
-radial rules started at radius 1.  ``rho(t)`` is the mean pairwise cosine of the directions and
-``q = 1 - rho`` is computed without cancellation as ``n/(n-1) * mean_i |x_i - xbar|^2``.
+radial rules started at radius 1.  **Head scale** (issue 33): at ``M = V = I`` post-LN's rate ``2 K``
+(``K = lambda``, :func:`meanfield.analysis.normalization.asymptotic_law`) equals nGPT's ``2``, so the rules are
+also run with ``M = V = lambda I``, ``lambda`` in ``LAMBDAS = (0.5, 1, 2)``: there post-LN's ``2 lambda`` and
+nGPT's ``2`` differ, and each rule's fit must also *reject* the other rule's value (the separation test; for the
+power laws the exponent a wrong radius growth would give, :data:`ALTERNATIVES`).
+The discrete layers (a different model: the claim is about continuous time) are run at ``lambda = 1`` only.
+``rho(t)`` is the mean pairwise cosine of the directions and ``q = 1 - rho`` is computed without cancellation as ``n/(n-1) * mean_i |x_i - xbar|^2``.
 
 * **Equiangular start** (``n = d`` tokens, ``rho(0) = RHO0``): deterministic; the particles (the
   library's batched sums, dopri5 at tight tolerances) are compared with the reduced ODE of
@@ -21,9 +26,9 @@ where the adaptive steps' absolute tolerance would start to dominate ``q``) the 
 ``-d log q / dt`` (exponential) or the local exponent ``-d log q / d log t`` (power) between consecutive
 samples is regressed on a polynomial of degree ``ORDER`` = 2 in its correction variable and the intercept is
 the fitted rate/exponent.  The corrections, also for a random start: exponential laws, ``q``: every deviation
-``e_i = x_i - xbar`` obeys ``e_i' = -e_i (1 + O(q))`` (softmax weights ``1/n + O(|x_i - x_j|^2)``), so its shape
-freezes and the local rate is ``2 + a q + b q^2 + ...``; power laws, ``1/t``: token ``i``'s radius is
-``r_i = t + c_i + O(1/t)`` and ``q = sum_i w_i / r_i^2 (1 + O(1/t^2))``, so the local exponent is
+``e_i = x_i - xbar`` obeys ``e_i' = -mu e_i (1 + O(q))`` (``mu = K`` post-LN, 1 nGPT; softmax weights
+``1/n + O(|x_i - x_j|^2)``), so its shape freezes and the local rate is ``k + a q + b q^2 + ...``; power laws, ``1/t``:
+token ``i``'s radius is ``r_i = K t + c_i + O(1/t)`` (pre-LN; ``t + c_i`` peri-LN) and ``q = sum_i w_i / r_i^2 (1 + O(1/t^2))``, so the local exponent is
 ``2 - 2 c_w / t + b / t^2 + ...`` (``c_w`` a weighted mean of the ``c_i``).  The plain least-squares slope of
 ``log q`` on the window is reported beside it.
 
@@ -33,17 +38,23 @@ the last included one makes, ``|fit(ORDER) - fit(ORDER - 1)|`` (mean over seeds)
 in a small variable on the window (``q <= 1e-4`` resp. ``1/t <~ 1e-2``), so what the next terms leave is smaller
 than what the last one removed (checked on the reduced ODE: 1.8e-5 removed, 1.3e-7 left, pre-LN quick); (ii) *integration* -- dopri5 steps land on every
 sample, so each step ``h`` is at most the sample spacing, and on the linear decay near the cluster a step
-multiplies a deviation of rate ``lambda`` by ``R(-lambda h)`` (``R`` the scheme's stability function,
-``R(z) = e^z + z^6/3600 + O(z^7)``) instead of ``e^{-lambda h}``: the fitted value is low by at most
-``k (1 + log R(-x) / x)`` with ``x = lambda h_max`` (``lambda = k/2``, ``h_max`` the time spacing, for the
+multiplies a deviation of rate ``mu`` by ``R(-mu h)`` (``R`` the scheme's stability function,
+``R(z) = e^z + z^6/3600 + O(z^7)``) instead of ``e^{-mu h}``: the fitted value is low by at most
+``k (1 + log R(-x) / x)`` with ``x = mu h_max`` (``mu = k/2``, ``h_max`` the time spacing, for the
 exponential laws; ``x = max dt / t`` for the power laws, deviation rate ``1/r ~ 1/t``).  The discrete layers
-have no integrator: (i) only.  (iii) *round-off* of ``q`` at the window's end (:func:`roundoff_bound`).  A run (equiangular) or the Student-t 95 % interval over seeds (random starts;
-``seeds - 1`` degrees of freedom) is accepted when it meets the prediction band
+have no integrator: (i) only.  (iii) *round-off* of ``q`` at the window's end (:func:`roundoff_bound`).  A run (equiangular) or the Student-t interval over seeds (random starts;
+fitted seeds - 1 degrees of freedom, level below) is accepted when it meets the prediction band
 ``[k - integration - truncation - round-off, k + truncation + round-off]``.
 
+**Family** (issue 33): the random-start t intervals of the study (``len(LAMBDAS) x 4`` continuum rules plus the
+4 layer rules) are one family judged at family-wise rate ``FWER`` = 5 % (Bonferroni: each interval at level
+``1 - FWER / FAMILY``, ``seeds - 1`` degrees of freedom); the random starts are fresh seeds
+(``SEED_BASE + 1000 i + k`` for the ``i``-th lambda, ``+ 500`` in quick mode; issue 24's run used seeds
+``0 .. seeds - 1``).
+
 Run from the repo root: ``python -m studies.normalization_speed.run [--quick]``.  Measured on the shared
-2-core machine: quick 15 s wall, full 47 s wall when idle, 285 s under a load average of ~15 (30 seeds,
-4 rules, continuum and dt = 0.1 layers).
+2-core machine (issue 33 version: 3 head scales, 30 seeds each, 4 rules, continuum and dt = 0.1 layers): quick
+21 s wall, full 64 s wall under a load average of ~2.5 (``OPENBLAS_NUM_THREADS=1``).
 """
 
 from __future__ import annotations
@@ -64,7 +75,12 @@ from studies._common import main, mean_ci, save_json
 
 RULES = ("post_ln", "ngpt", "pre_ln", "peri_ln")
 BETA = 1.0
-LAMBDAS = (1.0,)
+LAMBDAS = (0.5, 1.0, 2.0)  # head scales M = V = lambda I (issue 33: lambda != 1 separates post-LN's 2 lambda from nGPT's 2)
+LAYER_LAMBDA = 1.0        # the discrete layers (outside the continuous-time hypotheses) at M = V = I only
+SEED_BASE = 33_000        # fresh random starts (issue 33): seed SEED_BASE + 1000 i + k for LAMBDAS[i]; issue 24 used 0..seeds-1
+FWER = 0.05               # family-wise error rate of the random-start t intervals (Bonferroni over FAMILY intervals)
+FAMILY = len(LAMBDAS) * 4 + 4
+LEVEL = 1 - FWER / FAMILY
 RHO0 = 0.0                # equiangular start: orthonormal tokens
 Q_ON = 1e-4               # window start: 1 - rho below this (the cluster's neighbourhood)
 Q_OFF = 1e-13             # exponential laws: window end (|x_i - xbar| ~ 3e-7, still 1e6 x the absolute tolerance)
@@ -82,7 +98,7 @@ class Settings:
     n_rand: int           # random starts: tokens on S^2
     d_rand: int
     seeds: int            # random starts (>= 10)
-    t_exp: float          # horizon of the exponential-law rules (post-LN, nGPT)
+    t_exp: float          # horizon of the exponential-law rules at rate 2 (rate k: t_exp * 2 / k)
     t_pow: float          # horizon of the power-law rules (pre-LN, peri-LN)
     samples: int          # recorded times per run (linear grid for exp, geometric from 1 for power)
     dt: float             # discrete layers: step of every rule
@@ -113,15 +129,31 @@ def gap(X):
     return n / (n - 1) * np.sum((x - x.mean(axis=1, keepdims=True)) ** 2, axis=(1, 2)) / n
 
 
-def times(rule, s):
+def times(rule, s, k=2.0):
+    """Sample times: geometric from 1 to ``t_pow`` (power laws, every head scale); linear to ``t_exp * 2 / k`` for an
+    exponential law of rate ``k`` (the same decades of ``1 - rho``, ending near 1e-22 where deviations are still 1e5
+    times the round-off of the coordinates, and the same ``k h`` per spacing, hence the same integration bound, at every
+    head scale).  A start that is slower to reach the cluster (metastable clusters at ``beta lambda = 2``) may not
+    reach the window: it is counted and left out (fewer than 10 fitted seeds: outside the hypotheses)."""
     if rule in RADIAL_RULES:
         return np.geomspace(1.0, s.t_pow, s.samples)
-    return np.linspace(0.0, s.t_exp, s.samples)[1:]
+    return np.linspace(0.0, s.t_exp * 2.0 / k, s.samples)[1:]
 
 
-def simulate(rule, X0, t):
-    """``1 - rho`` (T, B) at times ``t`` of the continuous-time limit of ``rule`` from tokens ``X0``."""
-    system = BatchedSystem(mf.scalar_heads(list(LAMBDAS), X0.shape[-1], BETA, normalization="softmax"))
+def seeds_of(s, i, quick):
+    """Seeds of the random starts of the ``i``-th head scale: ``SEED_BASE + 1000 i + k`` (full) and ``+ 500`` (quick),
+    so the full run is on seeds that no quick run has shown (issue 33: fresh seeds)."""
+    return [SEED_BASE + 1000 * i + (500 if quick else 0) + k for k in range(s.seeds)]
+
+
+def random_starts(s, i, quick=False):
+    """The random starts of the ``i``-th head scale (:func:`seeds_of`), shape (seeds, n, d)."""
+    return np.stack([mf.initial.uniform_sphere(s.n_rand, s.d_rand, seed=seed) for seed in seeds_of(s, i, quick)])
+
+
+def simulate(rule, X0, t, lam=1.0):
+    """``1 - rho`` (T, B) at times ``t`` of the continuous-time limit of ``rule`` (head ``M = V = lam I``) from ``X0``."""
+    system = BatchedSystem(mf.scalar_heads([lam], X0.shape[-1], BETA, normalization="softmax"))
     traj = integrate(limit_rhs(system, rule), X0, (0.0, float(t[-1])), method=METHOD,
                      step=StepControl(dt=1e-2, rtol=RTOL, atol=ATOL),
                      save=SaveAt(t_eval=np.r_[0.0, t], states=False, observe=lambda _t, y: {"q": gap(y)}),
@@ -133,7 +165,7 @@ def simulate(rule, X0, t):
 
 def simulate_layers(rule, X0, s):
     """``(t, 1 - rho)`` of the discrete layers of ``rule`` (step ``s.dt``) from tokens ``X0``."""
-    system = BatchedSystem(mf.scalar_heads(list(LAMBDAS), X0.shape[-1], BETA, normalization="softmax"))
+    system = BatchedSystem(mf.scalar_heads([LAYER_LAMBDA], X0.shape[-1], BETA, normalization="softmax"))
     radial = rule in RADIAL_RULES
     traj = iterate(system, X0, s.dt, s.layers_pow if radial else s.layers_exp, rule,
                    observe=lambda _t, x: {"q": gap(x)}, every=s.every_pow if radial else 1, save_states=False)
@@ -206,79 +238,122 @@ def competing(t, q, law):
     return float(-(np.log(q[-1]) - np.log(q[-2])) / (x[1] - x[0]))
 
 
+ALTERNATIVES = {"post_ln": "nGPT's rate 2 (the update normalized)", "ngpt": "post-LN's rate 2K (the update not normalized)",
+                "pre_ln": "exponent 2K (a radius growing like t, not K t)",
+                "peri_ln": "exponent 2/K (a radius growing like K t, not t)"}
+
+
+def alternative(rule, lam):
+    """The value the separation test must reject at head scale ``lam`` (:data:`ALTERNATIVES`): the other exponential
+    rule's rate (post-LN ``2 K`` against nGPT ``2``, ``K = lam``), or the exponent a wrong radius growth would give
+    (pre-LN ``2 K``, peri-LN ``2 / K``); ``None`` where it equals the prediction (``lam = 1``)."""
+    K = float(lam)           # softmax, one head M = V = lam I: K = lam (meanfield.analysis.normalization)
+    alt = {"post_ln": 2.0, "ngpt": 2.0 * K, "pre_ln": 2.0 * K, "peri_ln": 2.0 / K}[rule]
+    return None if np.isclose(alt, nz.asymptotic_law(rule, [lam], BETA, 2)[1]) else float(alt)
+
+
+def continuum(rule, lam, X_eq, X_rand, s):
+    """Equiangular and random-start runs of the continuous-time limit of ``rule`` at head scale ``lam``:
+    ``(results, arrays)``."""
+    law, k = nz.asymptotic_law(rule, [lam], BETA, s.n_eq)
+    t = times(rule, s, k)
+    q_eq = simulate(rule, X_eq, t, lam)[:, 0]
+    q_ode, r_ode = nz.solve_equiangular_rule(RHO0, rule, [lam], BETA, s.n_eq, t)
+    q_rand = simulate(rule, X_rand, t, lam)
+    seeds = X_rand.shape[0]
+    fits = np.array([fit_law(t, q_rand[:, b], law) for b in range(seeds)])
+    ok = np.isfinite(fits[:, 0])
+    ext_mean, ext_half = mean_ci(fits[ok, 0], level=LEVEL) if ok.sum() >= 2 else (np.nan, np.nan)
+    plain_mean, plain_half = mean_ci(fits[ok, 1], level=LEVEL) if ok.sum() >= 2 else (np.nan, np.nan)
+    lead = np.array([fit_law(t, q_rand[:, b], law, 1)[0] for b in range(seeds)])
+    trunc = float(np.mean([truncation_bound(t, q_rand[:, b], law) for b in np.flatnonzero(ok)])) if ok.any() else np.nan
+    integ = integration_bound(t, law, k)
+    rnd = float(np.nanmax([roundoff_bound(t, q_rand[:, b], law, X_rand.shape[-1]) for b in range(seeds)]))
+    eq_fit, ode_fit = fit_law(t, q_eq, law), fit_law(t, q_ode, law)
+    eq_trunc = truncation_bound(t, q_eq, law)
+    eq_rnd = roundoff_bound(t, q_eq, law, s.n_eq)
+    alt = alternative(rule, lam)
+    res = {
+        "lambda": lam, "law": law, "predicted": k, "alternative": alt, "t_end": float(t[-1]),
+        "eq_max_rel_err_vs_ode": float(np.max(np.abs(q_eq / q_ode - 1))),
+        "eq_fit": eq_fit[0], "eq_plain": eq_fit[1], "eq_points": eq_fit[2],
+        "eq_fit_leading_only": fit_law(t, q_eq, law, 1)[0], "eq_truncation_bound": eq_trunc,
+        "ode_fit": ode_fit[0], "ode_plain": ode_fit[1],
+        "eq_competing_at_end": competing(t, q_eq, law),
+        "integration_bound": integ,
+        "eq_roundoff_bound": eq_rnd, "rand_roundoff_bound": rnd,
+        "eq_accepted": accepted(eq_fit[0], 0.0, k, eq_trunc, integ, eq_rnd),
+        "eq_alt_accepted": None if alt is None else accepted(eq_fit[0], 0.0, alt, eq_trunc, integ, eq_rnd),
+        "rand_seeds": seeds, "rand_fitted_seeds": int(ok.sum()),
+        "rand_fit_mean": ext_mean, "rand_fit_half": ext_half,
+        "rand_fit_leading_only_mean": float(np.mean(lead[ok])) if ok.any() else np.nan,
+        "rand_truncation_bound": trunc,
+        "rand_t_interval_contains_prediction": bool(abs(ext_mean - k) <= ext_half),
+        "rand_accepted": accepted(ext_mean, ext_half, k, trunc, integ, rnd),
+        "rand_alt_accepted": None if alt is None else accepted(ext_mean, ext_half, alt, trunc, integ, rnd),
+        "rand_plain_mean": plain_mean, "rand_plain_half": plain_half,
+        "rand_min_points": int(fits[:, 2].min()),
+        "rand_fitted": [bool(v) for v in ok],
+        "rand_competing_at_end": [competing(t, q_rand[:, b], law) for b in range(seeds)],
+        "rand_q_end": [float(v) for v in q_rand[-1]]}
+    tag = f"{rule}_lam{lam:g}"
+    arrays = {f"{tag}_t": t, f"{tag}_q_eq": q_eq, f"{tag}_q_ode": q_ode, f"{tag}_r_ode": r_ode,
+              f"{tag}_q_rand": q_rand, f"{tag}_fits_rand": fits}
+    return res, arrays
+
+
+def layers(rule, X_eq, X_rand, s):
+    """The discrete layers (step ``s.dt``, head ``M = V = LAYER_LAMBDA I``): ``(results, arrays)``."""
+    k_cont = nz.asymptotic_law(rule, [LAYER_LAMBDA], BETA, s.n_eq)[1]
+    dlaw, dk = discrete_law(rule, s.dt)
+    td, qd_eq = simulate_layers(rule, X_eq, s)
+    _, qd_rand = simulate_layers(rule, X_rand, s)
+    seeds = X_rand.shape[0]
+    dfits = np.array([fit_law(td, qd_rand[:, b], dlaw) for b in range(seeds)])
+    dok = np.isfinite(dfits[:, 0])
+    dm, dh = mean_ci(dfits[dok, 0], level=LEVEL) if dok.sum() >= 2 else (np.nan, np.nan)
+    dtr = float(np.mean([truncation_bound(td, qd_rand[:, b], dlaw) for b in np.flatnonzero(dok)])) if dok.any() else np.nan
+    deq = fit_law(td, qd_eq[:, 0], dlaw)
+    deq_tr = truncation_bound(td, qd_eq[:, 0], dlaw)
+    deq_rnd = roundoff_bound(td, qd_eq[:, 0], dlaw, s.n_eq)
+    drnd = float(np.nanmax([roundoff_bound(td, qd_rand[:, b], dlaw, X_rand.shape[-1]) for b in range(seeds)]))
+    res = {
+        "lambda": LAYER_LAMBDA, "law": dlaw, "predicted": float(dk), "continuum_predicted": float(k_cont),
+        "eq_fit": deq[0], "eq_points": deq[2], "eq_truncation_bound": deq_tr,
+        "eq_roundoff_bound": deq_rnd, "rand_roundoff_bound": drnd,
+        "eq_accepted": accepted(deq[0], 0.0, dk, deq_tr, 0.0, deq_rnd),
+        "rand_seeds": seeds, "rand_fitted_seeds": int(dok.sum()), "rand_fit_mean": dm, "rand_fit_half": dh,
+        "rand_truncation_bound": dtr,
+        "rand_t_interval_contains_prediction": bool(abs(dm - dk) <= dh),
+        "rand_accepted": accepted(dm, dh, dk, dtr, 0.0, drnd),
+        "continuum_prediction_accepted": accepted(dm, dh, k_cont, dtr, 0.0, drnd)}
+    return res, {f"{rule}_layers_t": td, f"{rule}_layers_q_eq": qd_eq[:, 0], f"{rule}_layers_q_rand": qd_rand}
+
+
 def run(out_dir: Path, quick: bool = False) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     s = QUICK if quick else FULL
-    arrays, results = {}, {}
+    arrays, results = {}, {rule: {"scales": {}} for rule in RULES}
     X_eq = mf.initial.equiangular(s.n_eq, s.n_eq, RHO0, seed=0)[None]
-    X_rand = np.stack([mf.initial.uniform_sphere(s.n_rand, s.d_rand, seed=k) for k in range(s.seeds)])
+    starts = {lam: random_starts(s, i, quick) for i, lam in enumerate(LAMBDAS)}
     for rule in RULES:
-        law, k = nz.asymptotic_law(rule, LAMBDAS, BETA, s.n_eq)
-        t = times(rule, s)
-        q_eq = simulate(rule, X_eq, t)[:, 0]
-        q_ode, r_ode = nz.solve_equiangular_rule(RHO0, rule, LAMBDAS, BETA, s.n_eq, t)
-        q_rand = simulate(rule, X_rand, t)
-        fits = np.array([fit_law(t, q_rand[:, b], law) for b in range(s.seeds)])
-        ok = np.isfinite(fits[:, 0])
-        ext_mean, ext_half = mean_ci(fits[ok, 0]) if ok.sum() >= 2 else (np.nan, np.nan)
-        plain_mean, plain_half = mean_ci(fits[ok, 1]) if ok.sum() >= 2 else (np.nan, np.nan)
-        lead = np.array([fit_law(t, q_rand[:, b], law, 1)[0] for b in range(s.seeds)])
-        trunc = float(np.mean([truncation_bound(t, q_rand[:, b], law) for b in np.flatnonzero(ok)])) if ok.any() else np.nan
-        integ = integration_bound(t, law, k)
-        rnd = float(np.nanmax([roundoff_bound(t, q_rand[:, b], law, s.d_rand) for b in range(s.seeds)]))
-        eq_fit, ode_fit = fit_law(t, q_eq, law), fit_law(t, q_ode, law)
-        eq_trunc = truncation_bound(t, q_eq, law)
-        eq_rnd = roundoff_bound(t, q_eq, law, s.n_eq)
-        arrays.update({f"{rule}_t": t, f"{rule}_q_eq": q_eq, f"{rule}_q_ode": q_ode, f"{rule}_r_ode": r_ode,
-                       f"{rule}_q_rand": q_rand, f"{rule}_fits_rand": fits})
-        results[rule] = {
-            "law": law, "predicted": k,
-            "eq_max_rel_err_vs_ode": float(np.max(np.abs(q_eq / q_ode - 1))),
-            "eq_fit": eq_fit[0], "eq_plain": eq_fit[1], "eq_points": eq_fit[2],
-            "eq_fit_leading_only": fit_law(t, q_eq, law, 1)[0], "eq_truncation_bound": eq_trunc,
-            "ode_fit": ode_fit[0], "ode_plain": ode_fit[1],
-            "eq_competing_at_end": competing(t, q_eq, law),
-            "integration_bound": integ,
-            "eq_roundoff_bound": eq_rnd, "rand_roundoff_bound": rnd,
-            "eq_accepted": accepted(eq_fit[0], 0.0, k, eq_trunc, integ, eq_rnd),
-            "rand_fitted_seeds": int(ok.sum()),
-            "rand_fit_mean": ext_mean, "rand_fit_half95": ext_half,
-            "rand_fit_leading_only_mean": float(np.mean(lead[ok])) if ok.any() else np.nan,
-            "rand_truncation_bound": trunc,
-            "rand_t_interval_contains_prediction": bool(abs(ext_mean - k) <= ext_half),
-            "rand_accepted": accepted(ext_mean, ext_half, k, trunc, integ, rnd),
-            "rand_plain_mean": plain_mean, "rand_plain_half95": plain_half,
-            "rand_min_points": int(fits[:, 2].min()),
-            "rand_competing_at_end": [competing(t, q_rand[:, b], law) for b in range(s.seeds)],
-            "rand_q_end": [float(v) for v in q_rand[-1]]}
-        dlaw, dk = discrete_law(rule, s.dt)
-        td, qd_eq = simulate_layers(rule, X_eq, s)
-        _, qd_rand = simulate_layers(rule, X_rand, s)
-        dfits = np.array([fit_law(td, qd_rand[:, b], dlaw) for b in range(s.seeds)])
-        dok = np.isfinite(dfits[:, 0])
-        dm, dh = mean_ci(dfits[dok, 0]) if dok.sum() >= 2 else (np.nan, np.nan)
-        dtr = float(np.mean([truncation_bound(td, qd_rand[:, b], dlaw) for b in np.flatnonzero(dok)])) if dok.any() else np.nan
-        deq = fit_law(td, qd_eq[:, 0], dlaw)
-        deq_tr = truncation_bound(td, qd_eq[:, 0], dlaw)
-        deq_rnd = roundoff_bound(td, qd_eq[:, 0], dlaw, s.n_eq)
-        drnd = float(np.nanmax([roundoff_bound(td, qd_rand[:, b], dlaw, s.d_rand) for b in range(s.seeds)]))
-        arrays.update({f"{rule}_layers_t": td, f"{rule}_layers_q_eq": qd_eq[:, 0], f"{rule}_layers_q_rand": qd_rand})
-        results[rule]["layers"] = {
-            "law": dlaw, "predicted": float(dk), "eq_fit": deq[0], "eq_points": deq[2], "eq_truncation_bound": deq_tr,
-            "eq_roundoff_bound": deq_rnd, "rand_roundoff_bound": drnd,
-            "eq_accepted": accepted(deq[0], 0.0, dk, deq_tr, 0.0, deq_rnd),
-            "rand_fitted_seeds": int(dok.sum()), "rand_fit_mean": dm, "rand_fit_half95": dh,
-            "rand_truncation_bound": dtr,
-            "rand_t_interval_contains_prediction": bool(abs(dm - dk) <= dh),
-            "rand_accepted": accepted(dm, dh, dk, dtr, 0.0, drnd),
-            "continuum_prediction_accepted": accepted(dm, dh, k, dtr, 0.0, drnd)}
+        for lam in LAMBDAS:
+            res, arr = continuum(rule, lam, X_eq, starts[lam], s)
+            results[rule]["scales"][f"{lam:g}"] = res
+            arrays.update(arr)
+        res, arr = layers(rule, X_eq, starts[LAYER_LAMBDA], s)
+        results[rule]["layers"] = res
+        arrays.update(arr)
     np.savez_compressed(out_dir / "data.npz", **arrays)
-    meta = {"quick": quick, "rules": RULES, "beta": BETA, "lambdas": LAMBDAS, "rho0": RHO0, "q_on": Q_ON,
-            "q_off": Q_OFF, "order": ORDER, "method": METHOD, "eq_ode_tol": EQ_ODE_TOL, "rtol": RTOL, "atol": ATOL, "settings": s.__dict__, "results": results}
+    meta = {"quick": quick, "rules": RULES, "beta": BETA, "lambdas": LAMBDAS, "layer_lambda": LAYER_LAMBDA,
+            "seed_base": SEED_BASE, "seeds": {f"{lam:g}": seeds_of(s, i, quick) for i, lam in enumerate(LAMBDAS)}, "fwer": FWER, "family": FAMILY, "level": LEVEL, "rho0": RHO0, "q_on": Q_ON,
+            "q_off": Q_OFF, "order": ORDER, "method": METHOD, "eq_ode_tol": EQ_ODE_TOL, "rtol": RTOL, "atol": ATOL,
+            "settings": s.__dict__, "results": results}
     save_json(out_dir / "data.json", meta)
-    return {rule: {k: results[rule][k] for k in ("law", "predicted", "eq_max_rel_err_vs_ode", "eq_fit",
-                                                  "rand_fit_mean", "rand_fit_half95")} for rule in RULES}
+    keys = ("law", "predicted", "alternative", "eq_max_rel_err_vs_ode", "eq_fit", "rand_fit_mean", "rand_fit_half")
+    return {rule: {f"{lam:g}": {k: results[rule]["scales"][f"{lam:g}"][k] for k in keys} for lam in LAMBDAS}
+            for rule in RULES}
 
 
 if __name__ == "__main__":
