@@ -215,3 +215,22 @@ class TestJob:
             again = job.equilibria_job(cfg, out, progress=False)["dataset"]
         for name in res["dataset"].data_vars:
             np.testing.assert_array_equal(again[name].values, res["dataset"][name].values, err_msg=name)
+
+
+def test_zonal_heads_give_the_same_equation_and_a_nonsymmetric_m_no_free_energy():
+    """GibbsProblem with zonal mean heads: F is the Gibbs map's residual (its diagonal potential acts alike on the
+    cos and sin coordinates; a review found the sin ones zeroed).  A non-symmetric M (V = M / 2) is still a
+    gradient head (X = c grad N), so its Gibbs states are stationary, but P is not symmetric and there is no free
+    energy: ``symmetric`` says so (the job writes G as NaN)."""
+    import meanfield as mf
+    from meanfield.core.sphere import to_real_basis
+
+    zonal = ss.GibbsProblem(ContinuumPDE(mf.scalar_heads([1.0], 3, 2.0), lmax=16))
+    rng = np.random.default_rng(5)
+    u = 1e-2 * rng.standard_normal(zonal.size)
+    rho = zonal.coefficients(u)
+    want = u - to_real_basis(ss.gibbs_map(zonal.pde, rho, 0.5), 16)[1:]
+    assert np.abs(zonal.F(u, 0.5) - want).max() < 1e-13 and zonal.symmetric
+    M = np.array([[2.0, 1.5, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 0.5]])
+    skew = ss.GibbsProblem(ContinuumPDE((Head(M, M / 2, beta=1.0),), lmax=16))
+    assert not skew.symmetric and ss.GibbsProblem(ContinuumPDE(PAPER, lmax=16)).symmetric

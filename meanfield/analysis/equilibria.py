@@ -41,13 +41,13 @@ __all__ = ["StationaryState", "potential", "self_consistency_residual", "solve_s
            "branch_state", "branch_states", "degree_one_state", "has_free_energy", "normalizations_have_free_energy", "noise_problem", "beta_problem", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL", "ROUNDOFF"]
 
 RESOLUTION_TOL = 1e-10
+"""Largest :func:`resolution_error` of a state counted as resolved (the classification reports 6 significant
+digits; states enter it through ``nu``, which is first order in the potential's error)."""
 ROUNDOFF = 1e-13
 """Errors of the potential below this fraction of its largest coefficient (``l = 0`` included) are round-off, not
 truncation: :func:`resolution_error` counts them as 0, so that the uniform state (whose ``l >= 1`` potential is
 itself round-off) and states within round-off of it are resolved at any ``lmax`` (a state with structure of
 relative size ``a`` is measured as before while its errors exceed ``1e-13 / a`` of that structure)."""
-"""Largest :func:`resolution_error` of a state counted as resolved (the classification reports 6 significant
-digits; states enter it through ``nu``, which is first order in the potential's error)."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +242,9 @@ def resolution_error(pde, b, nu) -> float:
       largest entry (``Phi`` is what the state depends on: ``f = exp(Phi / nu) / Z`` is exact pointwise);
     * the quadrature error of the projection ``b = P[f]``: the potential coefficients ``m_h P[f]`` with the
       model's nodes against twice as many, relative to the largest.
+
+    Either error below :data:`ROUNDOFF` times the potential's largest coefficient (``l = 0`` included) counts as 0:
+    round-off, not truncation (the uniform state is resolved at any ``lmax``).
 
     ``b`` (lmax+1,) and ``nu > 0`` as for :func:`self_consistency_residual`.
     """

@@ -136,6 +136,10 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
         if nus.size < len(grid):
             out["march_message"] = f"the march stopped at r = {out['r_checked']:.4g}: {states[-1].message}"
         return out
+    if nu2 < 0 and nus.size == 0:
+        raise RuntimeError(f"classify_transition: the degree-1 branch is supercritical at nu_# (nu_2 = {nu2:.3g}) but "
+                           f"its march failed at the first state, so no state above nu_# could be ruled out: "
+                           f"{states[0].message if states else 'no state'}")
     # else a fold: subcritical at nu_# (nu_2 > 0), or supercritical there but rising above nu_# further out
     if nus.size < 3 or int(np.argmax(nus)) in (0, nus.size - 1):
         last = states[-1]

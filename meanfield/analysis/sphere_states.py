@@ -255,7 +255,9 @@ def _complex(v):
 
 def sphere_resolution_error(pde, rho_lm, nu) -> float:
     """The potential's truncation (its top third of degrees relative to its largest, as for the axisymmetric
-    solver) and the quadrature error of ``G`` (the model's grid against one twice as fine), the larger."""
+    solver) and the quadrature error of ``G`` (the model's grid against one twice as fine), the larger; either
+    below :data:`meanfield.analysis.equilibria.ROUNDOFF` times the potential's largest coefficient (``l = 0``
+    included) counts as 0 (round-off: the uniform state is resolved at any ``lmax``)."""
     pde = _check(pde)
     nu = validate.real("nu", nu, positive=True)
     g = pde.grid
@@ -381,9 +383,11 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
             break
         if j is not None:
             if not nu + step[j] > 0:               # the held amplitude asks for no noise at all: no such state
-                failure, res = (f"the held coefficient {mode} = {rho[k].real if part == 're' else rho[k].imag:.6g} "
-                                f"drove nu to {nu + step[j]:.3g} <= 0 (no stationary state with noise holds this "
-                                f"amplitude; |rho_lm| of a density is at most {np.sqrt((2 * g.l_index[k] + 1) / (4 * np.pi)):.4g})"), np.inf
+                failure, res = (f"a Newton step with the held coefficient {mode} = "
+                                f"{rho[k].real if part == 're' else rho[k].imag:.6g} drove nu to {nu + step[j]:.3g} "
+                                f"<= 0 (the amplitude may exceed what any stationary state with noise holds: |rho_lm| "
+                                f"of a density is at most {np.sqrt((2 * g.l_index[k] + 1) / (4 * np.pi)):.4g}; or "
+                                f"start nearer the branch)"), np.inf
                 break
             nu = nu + step[j]
             step[j] = 0.0
@@ -460,8 +464,12 @@ class GibbsProblem:
         if ops.general is not None:
             self._P = to_real_basis(ops.general_potential(E), L).T
         else:
-            self._P = np.diag(to_real_basis(ops.linear.astype(np.complex128), L))
+            lin = ops.linear                                   # per-(l, m) multipliers, real: cos and sin alike
+            self._P = np.diag(np.r_[lin, lin[L + 1:]])
         self._SP = self._S @ self._P
+        self.symmetric = bool(np.abs(self._P - self._P.T).max() <= 1e-12 * max(np.abs(self._P).max(), 1e-300))
+        """Whether the potential's matrix is symmetric (``M_h`` symmetric): only then are the Gibbs states the
+        critical points of ``G = 1/2 <rho, P rho> - nu int rho log rho`` (the flow's free energy, MODEL.md 7)."""
         self.size = N - 1
         self.r0 = 1.0 / np.sqrt(4 * np.pi)
 

@@ -24,7 +24,7 @@ The only module of :mod:`meanfield` that imports POT (``ot``).  Numpy arrays in,
 A node-based W2 carries the node measure's own distance to the continuous density (the "grid
 floor", ``DEPENDENCIES.md``): :func:`w2_particles_density` reports it in ``info["grid_floor"]``.
 The kernel distance (MMD) is :mod:`meanfield.analysis.mmd` (it needs no POT).  Inputs are checked
-by :mod:`meanfield.core.validate` (unit vectors, weights summing to 1 to ``validate.MASS_TOL``) and
+by :mod:`meanfield.core.validate` (unit vectors, weights summing to 1 to ``validate.WEIGHTS_TOL``) and
 :func:`meanfield.core.densities.check_density`.
 """
 
@@ -233,7 +233,7 @@ def w2_distance(X, Y, a=None, b=None, *, metric="geodesic", method="auto", reg=N
         Unit vectors (``| |x|^2 - 1 | <= 1e-8``; never renormalized here).
     a : array_like, shape (n,), optional
     b : array_like, shape (m,), optional
-        Nonnegative weights summing to 1 (to ``validate.MASS_TOL``); ``None`` means uniform.
+        Nonnegative weights summing to 1 (to ``validate.WEIGHTS_TOL``); ``None`` means uniform.
     metric : {"geodesic", "chordal"}
     method : {"auto", "exact", "sinkhorn", "sliced"}
         (``"semidiscrete"`` needs a density: see :func:`w2_particles_field`.)

@@ -129,7 +129,7 @@ def vmf_mixture_density(grid, mus, kappas, weights=None, floor=0.0):
     """Coefficients (nalm,) of ``(1 - floor) sum_k w_k vMF(mu_k, kappa_k) + floor / (4 pi)``.
 
     ``mus`` (K, 3) unit vectors; ``kappas`` scalar or (K,); ``weights`` (K,) nonnegative summing to
-    1 (to ``validate.MASS_TOL``), default equal; ``floor`` in [0, 1].
+    1 (to ``validate.WEIGHTS_TOL``), default equal; ``floor`` in [0, 1].
     """
     M = validate.unit_vectors("mus", mus, 3, min_rows=1)
     K, ks = M.shape[0], np.broadcast_to(kappas, M.shape[:1]) if np.ndim(kappas) == 0 else np.asarray(kappas)
@@ -155,7 +155,7 @@ def density_from_particles(grid, X, w=None, kappa=None):
     r"""Coefficients (nalm,) of the kernel density estimate ``sum_j w_j vMF(x_j, kappa)``.
 
     ``rho_lm = a_l(kappa) sum_j w_j conj(Y_lm(x_j))`` (exact to ducc0's ``epsilon = 1e-13``) for
-    unit vectors ``X`` (n, 3) and weights ``w`` (n,) >= 0 summing to 1 (to ``validate.MASS_TOL``; default 1/n).
+    unit vectors ``X`` (n, 3) and weights ``w`` (n,) >= 0 summing to 1 (to ``validate.WEIGHTS_TOL``; default 1/n).
     ``kappa`` defaults to :func:`default_kde_kappa` ``(lmax)``; ``kappa = np.inf`` gives the truncated
     empirical measure, which is *not* a nonnegative density (Gibbs oscillations).
     """

@@ -67,7 +67,9 @@ def check_general(config) -> ss.GibbsProblem:
     (:mod:`meanfield.core.cost`)."""
     pde = general_model(config)
     g = pde.grid
-    branches = 1 + 2 * len(config.continuation.sides)          # the primary, and two branch points' switches
+    # the primary and the switches at two branch points (every located one is switched: a primary with more runs
+    # longer than this estimate; the march's own max_points still bounds each branch)
+    branches = 1 + 2 * len(config.continuation.sides)
     est = ss.gibbs_problem_cost(g.lmax, g.nlat * g.nlon, jacobians=JACOBIANS_PER_POINT * _points(config) * branches)
     cost.guard(f"meanfield equilibria with general heads (lmax = {g.lmax}, about {_points(config)} points per branch, "
                f"{branches} branches)", bytes=est.bytes, seconds=est.seconds, detail=est.detail,
@@ -95,13 +97,16 @@ def _orient(phi):
 
 def _state(prob, u, nu):
     """First moment (3,), second-moment eigenvalues (3,), free energy and ``int rho log rho`` of the Gibbs state of
-    ``u`` (the state itself at a stationary point; positive on the nodes, where a truncated expansion need not be)."""
+    ``u`` (the state itself at a stationary point; positive on the nodes, where a truncated expansion need not be).
+    The free energy is NaN for a non-symmetric ``M_h`` (``P`` not symmetric: the Gibbs states are stationary, but
+    not the critical points of ``G``)."""
     f, phi = prob._gibbs(u, nu)
     wf = prob._w * f
     x = prob.grid.nodes.reshape(-1, 3)
     r = np.r_[prob.r0, u]
     f_log_f = float(wf @ np.log(np.maximum(f, np.finfo(float).tiny)))
-    return wf @ x, np.linalg.eigvalsh(x.T @ (wf[:, None] * x)), 0.5 * float(r @ prob._P @ r) - nu * f_log_f, f_log_f
+    G = 0.5 * float(r @ prob._P @ r) - nu * f_log_f if prob.symmetric else float("nan")
+    return wf @ x, np.linalg.eigvalsh(x.T @ (wf[:, None] * x)), G, f_log_f
 
 
 def _point(prob, u, nu, k):
@@ -191,8 +196,8 @@ _DESCRIPTIONS = {
     "first_moment": "int x rho (the state's mean direction)",
     "second_moment": "eigenvalues of int x x^T rho, increasing (sum 1; one near 1: concentrated on an axis, two "
                      "near 1/2: on a plane)",
-    "free_energy": "G = 1/2 <rho, Phi[rho]> - nu int rho log rho (the flow ascends G)",
-    "entropy": "-int rho log rho (dG/dnu along a branch, the envelope identity)",
+    "free_energy": "G = 1/2 <rho, Phi[rho]> - nu int rho log rho (the flow ascends G; NaN for a non-symmetric M_h)",
+    "entropy": "-int rho log rho (dG/dnu along a branch, the envelope identity, where G exists)",
     "stable": "1: every eigenvalue on the full sphere < 0 but the rotation modes; 0: not; -1: no point",
     "eigenvalue_real": "real part of the leading eigenvalues of the PDE linearized on the full sphere",
     "eigenvalue_imag": "imaginary part of the leading eigenvalues",
@@ -266,6 +271,9 @@ def general_dataset(config, records, elapsed_s=float("nan")) -> xr.Dataset:
                           "modes of the heads' symmetries left out", "elapsed_s": elapsed_s,
              "classification_message": "the transition's classification (classify_transition) is made for zonal "
                                        "heads; with general heads the uniform density is not stationary",
+             "free_energy_message": ("G = 1/2 <rho, Phi> - nu int rho log rho, ascended by the flow" if prob.symmetric
+                                     else "NaN: a non-symmetric M_h has no free energy G (its Gibbs states are "
+                                          "stationary, not the critical points of G)"),
              "title": "meanfield equilibria: branches of stationary states of the noisy mean-field PDE, general heads"}
     ds = xr.Dataset(variables, coords={"branch": np.arange(B), "point": np.arange(P), "xyz": ["x", "y", "z"],
                                        "axis": ["lowest", "middle", "highest"], "coefficient": np.arange(nc),

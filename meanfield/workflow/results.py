@@ -331,7 +331,8 @@ def check_run_layout(where, ds):
 
 
 def load(path) -> xr.Dataset:
-    """Read a results file into memory; a missing file or an unknown schema version raises ``ValueError``."""
+    """Read a results file into memory; a missing file, an unknown schema version or another layout of its
+    variables (:func:`check_run_layout`) raises ``ValueError`` naming what is wrong."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"results file {str(path)!r} does not exist")

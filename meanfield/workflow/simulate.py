@@ -113,7 +113,8 @@ def check_particle_run(system: ParticleSystem, n, t_final, *, t_eval=None, metho
     times = _times(t_final, t_eval)
     per_token = RUN_BYTES_PER_TOKEN + 8.0 * system.d * (np.size(times) + system.n_heads)
     guard(f"solve_particles with n = {n} tokens in d = {system.d}, {np.size(times)} saved times",
-          bytes=float(n) * per_token, fix="fewer tokens or fewer saved times (save=SaveAt(t_eval=...))",
+          bytes=float(n) * per_token, fix="fewer tokens or fewer saved times (save=SaveAt(t_eval=...); in a config: particles.n, "
+              "integrator.n_frames)",
           detail=f"{per_token:.0f} bytes per token: the integrator's stages and sums, "
                  f"{np.size(times)} saved frames of (n, {system.d}) float64")
     stochastic = method is not None and as_stepper(method).stochastic
