@@ -236,3 +236,17 @@ def test_zonal_heads_give_the_same_equation_and_a_nonsymmetric_m_no_free_energy(
     M = np.array([[2.0, 1.5, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 0.5]])
     skew = ss.GibbsProblem(ContinuumPDE((Head(M, M / 2, beta=1.0),), lmax=16))
     assert not skew.symmetric and ss.GibbsProblem(ContinuumPDE(PAPER, lmax=16)).symmetric
+
+
+def test_a_failed_start_is_a_status_and_the_job_refuses_by_name(tmp_path, monkeypatch):
+    """GibbsProblem.solve returns its residual (a Newton cut short is not converged: the caller sees it), and a job
+    whose first state does not converge stops before anything is continued, naming continuation.nu_range."""
+    from meanfield.workflow import equilibria_job as job
+
+    prob = ss.GibbsProblem(ContinuumPDE(PAPER, lmax=16))
+    u, res, it = prob.solve(np.zeros(prob.size), 0.3, maxiter=1)
+    assert it == 1 and res > 1e-8                   # one Newton step from uniform at nu = 0.3 is far from the state
+    monkeypatch.setattr(ss.GibbsProblem, "solve", lambda self, u0, nu, **k: (u0, 1.0, 50))
+    with pytest.raises(ValueError, match=r"continuation.nu_range: Newton from the uniform density .* did not converge "
+                                         r"\(residual 1 after 50 steps\)"):
+        job.equilibria_job(EquilibriaConfig.from_dict(_config()), tmp_path / "j", progress=False)
