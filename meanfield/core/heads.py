@@ -68,6 +68,18 @@ class Head:
     kernel_params : dict, optional
         The kernel's own parameters (e.g. ``{"bias": -1.0}`` for ``"sigmoid"``), validated by the
         kernel class; stored with the defaults filled in, as a read-only mapping.
+    factors : tuple of four arrays, optional
+        Low-rank factors ``(A, B, C, D)`` with ``M = A B^T`` (A, B of shape (d, r)) and ``V = C D^T``
+        (C, D of shape (d, p)); usually given through :meth:`from_factors`.  When present the direct sums
+        form the scores as ``(X A)(Y B)^T`` and the values as ``((Y D) C^T)``: ``O(n^2 r)`` work instead of
+        ``O(n^2 d)``.  ``M`` and ``V`` must equal the products to rounding (checked).
+
+    Raises
+    ------
+    ValueError
+        A matrix that is not real, square, finite, or of a shape that matches the other; a ``beta`` that
+        is not a positive number; an unknown kernel or normalization (the allowed names listed); factors
+        of the wrong shapes or whose products are not ``M`` and ``V``.
     """
 
     M: np.ndarray
@@ -76,6 +88,7 @@ class Head:
     kernel: str = "exp"
     normalization: str = "mean"
     kernel_params: dict | None = None
+    factors: tuple | None = None
     scalar: float | None = field(init=False, default=None)
 
     def __post_init__(self):
@@ -90,10 +103,44 @@ class Head:
         object.__setattr__(self, "M", M)
         object.__setattr__(self, "V", V)
         object.__setattr__(self, "beta", beta)
+        object.__setattr__(self, "factors", None if self.factors is None else _check_factors(self.factors, M, V))
         lam = M[0, 0]
         d = M.shape[0]
         is_scalar = np.array_equal(M, lam * np.eye(d)) and np.array_equal(V, M)
         object.__setattr__(self, "scalar", float(lam) if is_scalar else None)
+
+    @classmethod
+    def from_factors(cls, A, B, C, D, beta=1.0, kernel="exp", normalization="mean", kernel_params=None) -> "Head":
+        """A head given by low-rank factors: ``M = A B^T``, ``V = C D^T``.
+
+        Parameters
+        ----------
+        A, B : array_like, shape (d, r)
+            Score factors (a transformer head: ``A = W_Q^T / sqrt(d_head)``, ``B = W_K^T``, so that the score
+            ``<x, M y> = <W_Q x, W_K y> / sqrt(d_head)``).
+        C, D : array_like, shape (d, p)
+            Value factors (a transformer head: ``C = W_O``, ``D = W_V^T``).
+        beta, kernel, normalization, kernel_params
+            As for :class:`Head`.
+
+        Returns
+        -------
+        Head
+            With ``M``, ``V`` the dense products and ``factors = (A, B, C, D)`` (read-only copies).
+
+        Raises
+        ------
+        ValueError
+            Factors that are not real finite 2-d arrays with ``d >= 2`` rows, ``A``/``B`` or ``C``/``D`` of
+            different shapes, or rows that differ between the score and value factors.
+        """
+        F = _factor_arrays((A, B, C, D))
+        return cls(F[0] @ F[1].T, F[2] @ F[3].T, beta, kernel, normalization, kernel_params, factors=F)
+
+    @property
+    def rank(self) -> tuple[int, int] | None:
+        """``(r, p)``: the inner sizes of the score and value factors; None for a dense head."""
+        return None if self.factors is None else (self.factors[0].shape[1], self.factors[2].shape[1])
 
     @property
     def dim(self) -> int:
@@ -117,6 +164,8 @@ class Head:
                "kernel": self.kernel, "normalization": self.normalization}
         if self.kernel_params:
             out["kernel_params"] = dict(self.kernel_params)
+        if self.factors is not None:
+            out["factors"] = [F.tolist() for F in self.factors]
         return out
 
     @classmethod
@@ -124,15 +173,69 @@ class Head:
         return cls(**d)
 
     def replace(self, **changes) -> "Head":
-        """A copy with some fields changed (validated again)."""
+        """A copy with some fields changed (validated again).
+
+        Changing ``M`` or ``V`` of a factored head drops its factors (they would no longer multiply to the new
+        matrices); changing ``factors`` sets ``M`` and ``V`` to their products.
+        """
         kw = self.to_dict()
         if "kernel" in changes and "kernel_params" not in changes:
             kw.pop("kernel_params", None)            # parameters belong to the old kernel
-        unknown = set(changes) - set(kw) - {"kernel_params"}
+        allowed = set(kw) | {"kernel_params", "factors"}
+        unknown = set(changes) - allowed
         if unknown:
-            raise ValueError(f"unknown Head fields {sorted(unknown)}; allowed {sorted(set(kw) | {'kernel_params'})}")
+            raise ValueError(f"unknown Head fields {sorted(unknown)}; allowed {sorted(allowed)}")
+        if "M" in changes or "V" in changes:
+            if "factors" in changes and changes["factors"] is not None:
+                raise ValueError("replace: give either M / V or factors, not both; received both")
+            kw.pop("factors", None)
         kw.update(changes)
+        if kw.get("factors") is not None:
+            F = _factor_arrays(kw["factors"])
+            kw.update(M=F[0] @ F[1].T, V=F[2] @ F[3].T, factors=F)
         return Head(**kw)
+
+
+def _factor_arrays(factors):
+    """The four factors ``(A, B, C, D)`` as read-only float arrays, shapes checked (named errors)."""
+    if factors is None or isinstance(factors, (str, bytes)) or len(factors) != 4:
+        raise ValueError(f"factors must be four arrays (A, B, C, D) with M = A B^T and V = C D^T; received {factors!r}")
+    out = []
+    for name, F in zip("ABCD", factors):
+        if not isinstance(F, (str, bytes)) and np.iscomplexobj(F):
+            raise ValueError(f"factor {name} must be a real 2-d array; received complex values")
+        try:
+            F = None if isinstance(F, (str, bytes)) else np.array(F, dtype=float, copy=True)
+        except (TypeError, ValueError, OverflowError):
+            F = None
+        if F is None or F.ndim != 2 or F.shape[0] < 2 or F.shape[1] < 1:
+            raise ValueError(f"factor {name} must be a real 2-d array of shape (d, r) with d >= 2, r >= 1; received "
+                             f"{factors[ord(name) - 65]!r:.200}")
+        if not np.all(np.isfinite(F)):
+            raise ValueError(f"factor {name} must have finite entries; received an array containing NaN or inf")
+        F.setflags(write=False)
+        out.append(F)
+    A, B, C, D = out
+    if A.shape != B.shape or C.shape != D.shape or A.shape[0] != C.shape[0]:
+        raise ValueError(f"factors must have shapes A, B (d, r) and C, D (d, p) with one d; received A {A.shape}, "
+                         f"B {B.shape}, C {C.shape}, D {D.shape}")
+    return tuple(out)
+
+
+def _check_factors(factors, M, V):
+    """Factors of ``M`` and ``V``: shapes checked, and the products equal to the matrices to rounding."""
+    A, B, C, D = F = _factor_arrays(factors)
+    if A.shape[0] != M.shape[0]:
+        raise ValueError(f"factors must have d = {M.shape[0]} rows (the matrices' size); received {A.shape[0]}")
+    for name, X, P, Q in (("M", M, A, B), ("V", V, C, D)):
+        # rounding of a product of inner size r: a few r eps |P||Q| (entrywise bound); 1e3 eps leaves room for
+        # the products a BLAS of another blocking computes, and is far below any factor error that matters
+        bound = 1e3 * np.finfo(float).eps * (np.abs(P) @ np.abs(Q).T).max()
+        off = np.abs(X - P @ Q.T).max()
+        if not off <= bound:
+            raise ValueError(f"factors do not multiply to {name}: max |{name} - {'AB' if name == 'M' else 'CD'}^T| = "
+                             f"{off:.3g}, allowed {bound:.3g}")
+    return F
 
 
 def check_exp_range(heads):
