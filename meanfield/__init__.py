@@ -61,6 +61,8 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       semidiscrete      W2 between particles and a continuous density: Laguerre cells on S^2, damped Newton
       ensembles         measures over a batch of systems (one-cluster fraction, pair density, Gram rank)
       axisymmetric      hooks for the circle/axisymmetric PDEs; exact 1-D W2 of the angle marginal
+      head_measures     the paper's hypotheses measured on heads: orthogonality delta, alignment, symmetry, effective beta,
+                        along trajectories
     workflow/   runs, files and the command line
       simulate          solve_particles / solve_continuum: integrator + observe hooks
       solve             solve(model, start, t_final): the one entry point, the solver chosen by the model's protocol

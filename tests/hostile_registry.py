@@ -345,7 +345,8 @@ ISSUE_MODULES = ("meanfield.models.step_rules", "meanfield.core.schedules", "mea
                  "meanfield.analysis.phase_transition")
 MORE_MODULES = ("meanfield.analysis.normalization", "meanfield.analysis.stability", "meanfield.analysis.continuation",
                 "meanfield.analysis.sphere_states", "meanfield.workflow.preflight",
-                "meanfield.workflow.view", "meanfield.analysis.cluster_tracking")   # entries in hostile_cases_more
+                "meanfield.workflow.view", "meanfield.analysis.cluster_tracking",   # entries in hostile_cases_more
+                "meanfield.analysis.head_measures")                                # in hostile_cases_head_measures
 LAYERS = ("core", "models", "analysis", "workflow")
 PROTOCOL_MODELS = {"ParticleSystem": ("velocity", "rhs", "energy"), "BatchedSystem": ("velocity", "rhs", "field"),
                    "ContinuumPDE": ("velocity", "rhs", "energies"), "CirclePDE": ("velocity", "rhs", "energies"),
@@ -500,3 +501,4 @@ def surface():
 import hostile_cases_core  # noqa: E402,F401,I001
 import hostile_cases_analysis  # noqa: E402,F401,I001
 import hostile_cases_more  # noqa: E402,F401,I001
+import hostile_cases_head_measures  # noqa: E402,F401,I001
