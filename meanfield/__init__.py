@@ -44,6 +44,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       axisymmetric      AxisymmetricPDE: the PDE on S^{d-1} (any d) for axisymmetric data, Gegenbauer basis
       batched           BatchedSystem: B particle systems at once (shared or per-system heads, causal masks)
       step_rules        the transformer's discrete updates (post-LN, nGPT, pre-LN, peri-LN) and their limits
+      encoder           a trained transformer's weights (EncoderWeights): its factored heads, bias report, numpy forward pass
     analysis/   what is measured on the models
       diagnostics       particle diagnostics (energy rates, radial shadows, Condition 8, entropies) and observer
       clustering        clustering measures of tokens (min / mean inner product, clusters; KD-tree path)
@@ -79,6 +80,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       results           NetCDF datasets with config, schema and package version
       plotting          figures and animations (the only matplotlib user)
       view              meanfield view: one self-contained interactive HTML page of a result (the only plotly user)
+      pretrained        the only safetensors / tokenizers user: BERT / GPT-2 checkpoints -> EncoderWeights, tokenize
       tasks             a generic resumable task farm on dask.distributed (index, one file per task)
       sweep             parameter sweeps of the main job (run_tasks over configs)
       phase_diagram     beta x t phase diagrams of ensembles (dataset, figure, CLI)

@@ -22,7 +22,8 @@ ROOT = pathlib.Path(meanfield.__file__).parent
 LAYERS = ("core", "models", "analysis", "workflow")
 # heavy or optional dependencies and the one module allowed to import each (STYLE.md)
 OWNERS = {"ducc0": "core/sphere.py", "pyshtools": "core/sphere.py", "ot": "analysis/transport.py",
-          "matplotlib": "workflow/plotting.py", "pyamg": "analysis/semidiscrete.py", "plotly": "workflow/view.py"}
+          "matplotlib": "workflow/plotting.py", "pyamg": "analysis/semidiscrete.py", "plotly": "workflow/view.py",
+          "safetensors": "workflow/pretrained.py", "tokenizers": "workflow/pretrained.py"}
 
 
 def _modules():
