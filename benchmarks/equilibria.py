@@ -57,7 +57,7 @@ def _cluster_start(lmax):
 def newton_vs_time_stepping(lmax, t_max):
     pde, rho0, nu = _cluster_start(lmax)
     t0 = time.perf_counter()
-    st = ss.solve_sphere_state(pde, rho0, nu)
+    st = ss.solve_sphere_state(eq.at_noise(pde, nu), rho0)
     t_newton = time.perf_counter() - t0
     y = pde.state(pde.grid._alm(rho0))
     t0 = time.perf_counter()
@@ -74,7 +74,7 @@ def newton_vs_time_stepping(lmax, t_max):
     res = []
     for row in traj.y:
         rho = pde.coefficients(row)
-        res.append(float(np.abs(rho - ss.gibbs_map(pde, rho, nu)).max() / np.abs(rho).max()))
+        res.append(float(np.abs(rho - ss.gibbs_map(eq.at_noise(pde, nu), rho)).max() / np.abs(rho).max()))
     res = np.array(res)
     reached = np.nonzero(res <= max(st.residual, 1e-10))[0]
     if reached.size:
@@ -100,7 +100,7 @@ def sphere_branch_time(lmax=31, points=200):
     s0 = eq.degree_one_state(ax, 0.05)
     amps = np.linspace(0.05, 1.6, points)
     t0 = time.perf_counter()
-    br = ss.sphere_branch(pde, amps / np.sqrt(4 * np.pi), ax.to_sphere_coefficients(s0.b, pde.grid), s0.nu)
+    br = ss.sphere_branch(eq.at_noise(pde, s0.nu), amps / np.sqrt(4 * np.pi), ax.to_sphere_coefficients(s0.b, pde.grid))
     el = time.perf_counter() - t0
     ref = [eq.degree_one_state(ax, a).nu for a in amps[::20]]
     err = max(abs(s.nu - r) / r for s, r in zip(br[::20], ref))
@@ -145,7 +145,7 @@ def uniform_spectrum_rows(lmax=31, beta=6.0, nu=0.5, k=12):
     pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta), lmax=lmax)
     uni = np.zeros(pde.grid.nalm, complex)
     uni[0] = 1 / np.sqrt(4 * np.pi)
-    vals, _ = ss.sphere_spectrum(pde, uni, nu, k=k)
+    vals, _ = ss.sphere_spectrum(eq.at_noise(pde, nu), uni, k=k)
     sigma = {ell: growth_rate(ell, [1.0], beta, "mean", nu) for ell in range(1, lmax + 1)}
     rows = []
     for v in np.unique(np.round(vals.real, 9))[::-1]:

@@ -23,12 +23,12 @@ from meanfield.workflow.plotting import bifurcation_figure
 print(pt.beta_star_bessel(3), pt.beta_star_continuation(3))      # 1.816154525..., the same to 1e-10
 pde = pt.phase_transition_model(3, 2 * pt.beta_star_bessel(3), lmax=32)
 out = pt.classify_transition(pde)                                  # discontinuous: nu_# < nu_global < nu_fold
-print(out["transition"], out["nu_sharp"], out["nu_global"], out["nu_fold"])
+print(out)                                                         # Transition(discontinuous, nu_sharp=..., ...)
 
 # %%
 # One stationary state, its spectrum, and the uniform branch's branch points
 s = eq.degree_one_state(pde, 1.5)                                  # a clustered state on the upper branch
-print(s.message, s.nu, eq.linear_spectrum(pde, s.b, s.nu)[:2])     # stable: leading eigenvalues < 0
+print(s.message, s.nu, eq.linear_spectrum(pde, s)[:2])             # at the state's nu; stable: leading < 0
 F, J = eq.noise_problem(pde)                                       # the uniform branch and its branch points
 br = ct.continue_branch(F, J, np.zeros(pde.lmax), 1.5, ds=0.05, ds_max=0.05, p_range=(0.5, 1.5), direction=-1)
 print([(p.kind, round(p.p, 8)) for p in br.branch_points])         # nu_l = m_l / beta

@@ -115,14 +115,25 @@ entry("core.axisymmetric.sample_axisymmetric", _cax.sample_axisymmetric,
            "axis": [np.zeros(4), np.ones(4), np.ones(3) / np.sqrt(3), [NAN, 0, 0, 1], "axis"]},
       huge={"n": [HUGE, 10**10], "d": [HUGE, 10**10], "n_grid": [HUGE]})
 
+@functools.cache
+def AXI0():
+    """AXI at nu = 0: no Gibbs state (the functions that need nu > 0 refuse it, naming nu)."""
+    return _eq.at_noise(AXI(), 0.0)
+
+
 # --------------------------------------------------------------------------------- equilibria, transition
 entry("equilibria.potential", _eq.potential, lambda: dict(pde=AXI(), b=B_AXI()), bad={"b": lambda b: array(b["b"])})
+entry("equilibria.at_noise", _eq.at_noise, lambda: dict(pde=AXI(), nu=0.7),
+      bad={"pde": [None, "pde", mf.AxisymmetricPDE], "nu": real_nonneg()})
 entry("equilibria.self_consistency_residual", _eq.self_consistency_residual,
-      lambda: dict(pde=AXI(), b=B_AXI(), nu=0.5), bad={"b": lambda b: array(b["b"]), "nu": real_pos()})
-entry("equilibria.solve_stationary", _eq.solve_stationary, lambda: dict(pde=AXI(), b0=B_AXI(), nu=0.5, maxiter=5),
-      bad={"b0": lambda b: array(b["b0"]), "nu": real_pos(), "tol": real_pos(), "maxiter": int_pos(1)})
-entry("equilibria.free_energy_gap", _eq.free_energy_gap, lambda: dict(pde=AXI(), b=B_AXI(), nu=0.5),
-      bad={"b": lambda b: array(b["b"]), "nu": real_pos()})
+      lambda: dict(pde=AXI(), state=B_AXI()), bad={"state": lambda b: array(b["state"]), "pde": [None, "pde", AXI0()]},
+      names={"state": ("b",), "pde": ("pde", "nu")})
+entry("equilibria.solve_stationary", _eq.solve_stationary, lambda: dict(pde=AXI(), b0=B_AXI(), maxiter=5),
+      bad={"b0": lambda b: array(b["b0"]), "pde": [None, "pde", AXI0()], "tol": real_pos(), "maxiter": int_pos(1)},
+      names={"pde": ("pde", "nu")})
+entry("equilibria.free_energy_gap", _eq.free_energy_gap, lambda: dict(pde=AXI(), state=B_AXI()),
+      bad={"state": lambda b: array(b["state"]), "pde": [None, "pde", AXI0()]},
+      names={"state": ("b",), "pde": ("pde", "nu")})
 entry("equilibria.branch_state", _eq.branch_state, lambda: dict(pde=AXI(), amplitude=0.05, degree=1, maxiter=10),
       bad={"amplitude": real_finite(), "degree": int_pos(1), "tol": real_pos(), "maxiter": int_pos(1)})
 entry("equilibria.degree_one_state", _eq.degree_one_state, lambda: dict(pde=AXI(), amplitude=0.05, maxiter=10),
@@ -133,12 +144,14 @@ entry("equilibria.has_free_energy", _eq.has_free_energy, lambda: dict(pde=AXI())
 entry("equilibria.normalizations_have_free_energy", _eq.normalizations_have_free_energy,
       lambda: dict(names=["mean"]), bad={"names": [None, ["bogus"], [3], "x"]}, names={"names": ("normalization",)})
 entry("equilibria.noise_problem", _eq.noise_problem, lambda: dict(pde=AXI()))
-entry("equilibria.beta_problem", _eq.beta_problem, lambda: dict(pde=AXI(), nu=0.5), bad={"nu": real_pos()})
-entry("equilibria.resolution_error", _eq.resolution_error, lambda: dict(pde=AXI(), b=B_AXI(), nu=0.5),
-      bad={"b": lambda b: array(b["b"]), "nu": real_pos()})
+entry("equilibria.beta_problem", _eq.beta_problem, lambda: dict(pde=AXI()), bad={"pde": [None, "pde", AXI0()]},
+      names={"pde": ("pde", "nu")})
+entry("equilibria.resolution_error", _eq.resolution_error, lambda: dict(pde=AXI(), state=B_AXI()),
+      bad={"state": lambda b: array(b["state"]), "pde": [None, "pde", AXI0()]},
+      names={"state": ("b",), "pde": ("pde", "nu")})
 entry("equilibria.nu_sharp", _eq.nu_sharp, lambda: dict(pde=AXI(), degree=1), bad={"degree": int_pos(1, 99)})
-entry("equilibria.linear_spectrum", _eq.linear_spectrum, lambda: dict(pde=AXI(), b=AXI().uniform(), nu=0.5),
-      bad={"b": lambda b: array(b["b"]), "nu": real_nonneg()})     # nu = 0: the noiseless linearization (documented)
+entry("equilibria.linear_spectrum", _eq.linear_spectrum, lambda: dict(pde=AXI(), state=AXI().uniform()),
+      bad={"state": lambda b: array(b["state"])}, names={"state": ("b",)})   # pde.nu = 0: the noiseless one
 entry("phase_transition.branch_curvature", _pt.branch_curvature, lambda: dict(pde=AXI(), eps=0.01),
       bad={"eps": real_pos(1e-7, 5e-4)})    # below CURVATURE_EPS_MIN: round-off / eps^2
 entry("phase_transition.classify_transition", _pt.classify_transition,
@@ -225,7 +238,10 @@ def cli(argv_of):
 
         err, out = io.StringIO(), io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-            rc = main(argv_of(**kw))
+            try:
+                rc = main(argv_of(**kw))
+            except SystemExit as e:         # argparse's own refusals (a bad option value): exit 2 with a usage line
+                rc = e.code
         text = err.getvalue()
         if rc == 2 and "Traceback" not in text and text.strip():
             raise ValueError(text)
@@ -255,3 +271,37 @@ entry("cli.phase_diagram", cli(lambda text, out: ["phase-diagram", _toml_file(te
                    out=__import__("tempfile").mkdtemp()),
       bad={"text": ["beta_range = 5\n", "betas = [1.0]\nbeta_range = [1.0, 2.0, 3]\n", "n = 'x'\n"]},
       names={"text": ("betas", "beta_range", "n")}, traced=False)
+
+# the commands issue 33's probe drove from the shell: theory phase-transition (the dimension's guard), equilibria
+# (config keys, the cost estimate of a large lmax on the sphere or a long march), view (files of the wrong layout)
+entry("cli.theory_phase_transition", cli(lambda d, beta: ["theory", "phase-transition", "--d", d]
+                                         + ([] if beta is None else ["--beta", beta])),
+      lambda: dict(d="3", beta=None),
+      bad={"d": ["1", "x", "2.5", "nan", ""], "beta": ["nan", "-1", "0", "inf", "x"]},
+      huge={"d": ["20000", "1000000"]}, names={"d": ("--d", "d="), "beta": ("--beta",)})
+_EQ_TOML = ('[[heads]]\nlam = 1.0\nbeta = 1.0\n[geometry]\nd = 3\nlmax = 12\n[continuation]\nnu_range = [0.3, 0.45]\n'
+            'max_points = 12\n[outputs]\nfigures = false\n')
+entry("cli.equilibria", cli(lambda text, out: ["equilibria", _toml_file(text), "--out", out, "-q", "--force"]),
+      lambda: dict(text=_EQ_TOML, out=__import__("tempfile").mkdtemp()),
+      bad={"text": lambda b: [b["text"].replace("lmax = 12", "lmax = -3"), b["text"].replace("lmax = 12", 'lmax = "x"'),
+                              b["text"].replace("nu_range = [0.3, 0.45]", "nu_range = [0.8, 1.0]"),
+                              b["text"].replace("nu_range = [0.3, 0.45]", "nu_range = [0.45, 0.3]"),
+                              b["text"] + "[bogus]\nx = 1\n", b["text"].replace("d = 3", 'd = "plane"'),
+                              b["text"].replace("= 1.0\nbeta", "= nan\nbeta"), "= =\n"]},
+      huge={"text": lambda b: [b["text"].replace("lmax = 12", "lmax = 512").replace("d = 3", 'd = "sphere"'),
+                               b["text"].replace("lmax = 12", "lmax = 512").replace("max_points = 12",
+                                                                                    "max_points = 100000")
+                               .replace("nu_range = [0.3, 0.45]", "nu_range = [0.3, 40.0]")]},
+      names={"text": ("lmax", "nu_range", "bogus", "heads", "TOML", "toml", "lam", "parameter", "continuation")},
+      traced=False)
+
+
+def _view_argv(path, out):
+    from hostile_cases_more import RUN_FILE
+
+    return ["view", RUN_FILE()[0] if path is None else str(RUN_FILE()[1] / path), "--out", out, "-q"]
+
+
+entry("cli.view", cli(_view_argv), lambda: dict(path=None, out=str(__import__("tempfile").mkdtemp()) + "/page.html"),
+      bad={"path": ["missing.nc", "notes.nc", "other.nc", "transposed.nc", "nan_time.nc"]},
+      huge={"path": ["huge.nc"]}, names={"path": ("path", "file", "meanfield result", ".nc")}, traced=False)

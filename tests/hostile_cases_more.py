@@ -31,6 +31,7 @@ from hostile_registry import (  # noqa: F401
 import meanfield as mf
 from meanfield.analysis import cluster_tracking as _tk
 from meanfield.analysis import continuation as _ct
+from meanfield.analysis import equilibria as _eq
 from meanfield.analysis import normalization as _no
 from meanfield.analysis import sphere_states as _ss
 from meanfield.analysis import stability as _sb
@@ -150,6 +151,12 @@ def SPDE():
 
 
 @functools.cache
+def SPDE_NU():
+    """SPDE at nu = 0.5 (the Gibbs functions take the noise from the model)."""
+    return _eq.at_noise(SPDE(), 0.5)
+
+
+@functools.cache
 def S_RHO():
     """A mass-1 state near a degree-1 cluster on SPDE's grid."""
     g = SPDE().grid
@@ -167,8 +174,9 @@ def _pde_bad():
 
 _PDE_BAD = lambda b: _pde_bad()                                                      # noqa: E731
 _RHO_LM = lambda b: array(S_RHO(), complex_ok=True)                                  # noqa: E731
-entry("sphere_states.gibbs_map", _ss.gibbs_map, lambda: dict(pde=SPDE(), rho_lm=S_RHO(), nu=0.5),
-      bad={"pde": _PDE_BAD, "rho_lm": _RHO_LM, "nu": real_pos()})
+_PDE_BAD_NU = lambda b: _pde_bad() + [SPDE()]                                       # noqa: E731  (nu = 0)
+entry("sphere_states.gibbs_map", _ss.gibbs_map, lambda: dict(pde=SPDE_NU(), state=S_RHO()),
+      bad={"pde": _PDE_BAD_NU, "state": _RHO_LM}, names={"state": ("rho_lm",), "pde": ("pde", "nu")})
 entry("sphere_states.GibbsProblem", _ss.GibbsProblem, lambda: dict(pde=SPDE()),
       bad={"pde": lambda b: _pde_bad() + [mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 2.0, normalization="softmax"),
                                                            lmax=8)]})
@@ -178,25 +186,26 @@ entry("sphere_states.symmetry_axes", _ss.symmetry_axes, lambda: dict(pde=SPDE())
 entry("sphere_states.rotation_generators", _ss.rotation_generators, lambda: dict(grid=SPDE().grid, rho_lm=S_RHO()),
       bad={"grid": [None, "grid"], "rho_lm": _RHO_LM})
 entry("sphere_states.sphere_resolution_error", _ss.sphere_resolution_error,
-      lambda: dict(pde=SPDE(), rho_lm=S_RHO(), nu=0.5), bad={"pde": _PDE_BAD, "rho_lm": _RHO_LM, "nu": real_pos()})
+      lambda: dict(pde=SPDE_NU(), state=S_RHO()), bad={"pde": _PDE_BAD_NU, "state": _RHO_LM},
+      names={"state": ("rho_lm",), "pde": ("pde", "nu")})
 entry("sphere_states.solve_sphere_state", _ss.solve_sphere_state,
-      lambda: dict(pde=SPDE(), rho_lm0=S_RHO(), nu=0.5, maxiter=3),
-      bad={"pde": _PDE_BAD, "rho_lm0": lambda b: array(S_RHO(), complex_ok=True, extra=(2.0 * S_RHO(),)),
-           "nu": real_pos(), "tol": real_pos(), "maxiter": int_pos(1), "phase": flag(),
+      lambda: dict(pde=SPDE_NU(), rho_lm0=S_RHO(), maxiter=3),
+      bad={"pde": _PDE_BAD_NU, "rho_lm0": lambda b: array(S_RHO(), complex_ok=True, extra=(2.0 * S_RHO(),)),
+           "tol": real_pos(), "maxiter": int_pos(1), "phase": flag(),
            "krylov_maxiter": int_pos(1), "amplitude": real_finite(),
            "mode": [None, "m", (0, 0, "re"), (1, 2, "re"), (1, 0, "bogus"), (1, 0, "im"), (99, 0, "re")]},
-      names={"mode": ("mode", "amplitude")}, finite=False)
-entry("sphere_states.sphere_spectrum", _ss.sphere_spectrum, lambda: dict(pde=SPDE(), rho_lm=S_RHO(), nu=0.5, k=3),
-      bad={"pde": _PDE_BAD, "rho_lm": _RHO_LM, "nu": real_nonneg(), "k": int_pos(1), "h": real_pos()},
-      huge={"k": [HUGE]})
+      names={"mode": ("mode", "amplitude"), "pde": ("pde", "nu")}, finite=False)
+entry("sphere_states.sphere_spectrum", _ss.sphere_spectrum, lambda: dict(pde=SPDE_NU(), state=S_RHO(), k=3),
+      bad={"pde": _PDE_BAD, "state": _RHO_LM, "k": int_pos(1), "h": real_pos()},
+      names={"state": ("rho_lm",)}, huge={"k": [HUGE]})
 entry("sphere_states.sphere_block_spectrum", _ss.sphere_block_spectrum,
-      lambda: dict(pde=SPDE(), rho_lm=SPDE().grid.analysis(np.full(SPDE().grid.shape, 1 / (4 * np.pi))), nu=0.5, m=1),
-      bad={"pde": _PDE_BAD, "rho_lm": _RHO_LM, "nu": real_nonneg(), "m": int_pos(0, 99), "h": real_pos()})
+      lambda: dict(pde=SPDE_NU(), state=SPDE().grid.analysis(np.full(SPDE().grid.shape, 1 / (4 * np.pi))), m=1),
+      bad={"pde": _PDE_BAD, "state": _RHO_LM, "m": int_pos(0, 99), "h": real_pos()}, names={"state": ("rho_lm",)})
 entry("sphere_states.sphere_branch", _ss.sphere_branch,
-      lambda: dict(pde=SPDE(), amplitudes=[0.1], start=S_RHO(), nu_start=0.5, maxiter=3),
-      bad={"pde": _PDE_BAD, "amplitudes": [None, "a", [NAN], [1j]], "start": _RHO_LM, "nu_start": real_pos(),
+      lambda: dict(pde=SPDE_NU(), amplitudes=[0.1], start=S_RHO(), maxiter=3),
+      bad={"pde": _PDE_BAD_NU, "amplitudes": [None, "a", [NAN], [1j]], "start": _RHO_LM,
            "tol": real_pos(), "maxiter": int_pos(1), "mode": [None, "m", (0, 0, "re"), (1, 0, "bogus")]},
-      names={"amplitudes": ("amplitude",), "start": ("rho_lm0",), "nu_start": ("nu",), "mode": ("mode",)},
+      names={"amplitudes": ("amplitude",), "start": ("rho_lm0",), "mode": ("mode",), "pde": ("pde", "nu")},
       finite=False)
 
 
@@ -311,3 +320,21 @@ def _PEAK_RHO():
     from hostile_registry import RHO
 
     return RHO()
+
+
+# --------------------------------------------------------------------------------- factored heads (issue 34)
+def _FACTORS():
+    """Score and value factors of one (d = 3, r = p = 2) head: A, B, C, D of shape (3, 2)."""
+    rng = np.random.default_rng(34)
+    return {k: rng.standard_normal((3, 2)) for k in "ABCD"}
+
+
+def _factor_bad(name):
+    """Bad factors: the array kinds, a row count d < 2, and a shape that disagrees with its partner (A/B, C/D)."""
+    return lambda b: array(b[name], extra=(b[name][:1], b[name][:, :1], np.ones((4, 2))))
+
+
+entry("Head.from_factors", mf.Head.from_factors,
+      lambda: dict(**_FACTORS(), beta=1.0, kernel="exp", normalization="softmax"),
+      bad={**{k: _factor_bad(k) for k in "ABCD"}, "beta": real_pos(), "kernel": choice(), "normalization": choice(),
+           "kernel_params": [{"bias": 1.0}, "bias", [1.0]]})

@@ -378,6 +378,7 @@ EXEMPT = {
     "transport.TransportResult": "a result object returned by the W2 functions, not built by users",
     "semidiscrete.LaguerreSolution": "a result object returned by solve_semidiscrete, not built by users",
     "equilibria.StationaryState": "a result object returned by the stationary solvers, not built by users",
+    "phase_transition.Transition": "a result object returned by classify_transition / phase_transition, not built by users",
     "continuation.Branch": "a result object returned by continue_branch / switch_branch, not built by users",
     "continuation.SpecialPoint": "a fold or branch point found by continue_branch; switch_branch's point is fuzzed",
     "sphere_states.SphereState": "a result object returned by solve_sphere_state / sphere_branch, not built by users",

@@ -369,6 +369,7 @@ def test_stationary_states_of_general_gradient_heads():
     whose velocity is not a gradient are refused by name."""
     from dataclasses import replace
 
+    from meanfield.analysis import equilibria as eq
     from meanfield.analysis import sphere_states as ss
 
     pde = mf.ContinuumPDE([Head(P_XY, P_XY), Head(P_Z, P_Z)], 32)
@@ -380,13 +381,13 @@ def test_stationary_states_of_general_gradient_heads():
     mu = np.array([[0.6, 0.3, 0.74]]) / np.linalg.norm([0.6, 0.3, 0.74])
     spectra = []
     for start, removed in ((np.array([[0.0, 0.0, 1.0]]), 0), (mu, 1)):
-        st = ss.solve_sphere_state(pde, vmf_mixture_density(g, start, 3.0, floor=0.3), 0.15)
+        st = ss.solve_sphere_state(eq.at_noise(pde, 0.15), vmf_mixture_density(g, start, 3.0, floor=0.3))
         assert st.success and st.removed == removed, st.message
         tend = replace(pde, nu=0.15).tendency(st.rho_lm)
         # the Gibbs fixed point is the PDE's stationary state to the kernel's truncation and Newton tolerance
         # (measured 2e-9 and 5e-14 against coefficients of size ~0.3)
         assert np.abs(tend).max() <= 1e-7
-        spectra.append(ss.sphere_spectrum(pde, st.rho_lm, 0.15, k=3))
+        spectra.append(ss.sphere_spectrum(eq.at_noise(pde, 0.15), st.rho_lm, k=3))
     (v0, r0), (v1, r1) = spectra
     # the cluster at the pole: stable (measured -0.91, -1.02, -1.02), no neutral mode (x, y rotations are no symmetry)
     assert v0.real.max() < -0.5 and np.all(r0 < 1e-6)
@@ -394,9 +395,8 @@ def test_stationary_states_of_general_gradient_heads():
     k = int(np.argmin(np.abs(v1)))
     assert abs(v1[k]) < 1e-6 and r1[k] > 0.99
     with pytest.raises(ValueError, match="not a gradient.*V = c M"):
-        ss.solve_sphere_state(mf.ContinuumPDE([Head(P_XY, P_XY + 0.5 * np.eye(3)[[1, 0, 2]])], 16),
-                              vmf_mixture_density(mf.ContinuumPDE([Head(P_XY, P_XY)], 16).grid, start, 3.0, floor=0.3),
-                              0.15)
+        ss.solve_sphere_state(eq.at_noise(mf.ContinuumPDE([Head(P_XY, P_XY + 0.5 * np.eye(3)[[1, 0, 2]])], 16),
+                                          0.15), vmf_mixture_density(mf.ContinuumPDE([Head(P_XY, P_XY)], 16).grid, start, 3.0, floor=0.3))
 
 
 def test_batched_systems_sum_general_heads_spectrally():

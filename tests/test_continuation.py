@@ -73,8 +73,8 @@ def test_noise_continuation_through_the_fold_matches_the_amplitude_solver(model)
     br = ct.continue_branch(F, J, s.b[1:], s.nu, ds=0.02, ds_max=0.05, p_range=(0.5, 2.0), max_steps=300)
     (fold,) = br.folds
     ref = pt.classify_transition(model)
-    assert fold.p == pytest.approx(ref["nu_fold"], rel=1e-12)
-    assert fold.u[0] == pytest.approx(ref["b1_fold"], rel=1e-5)        # b_1 is flat in nu at the fold: sqrt(tol)
+    assert fold.p == pytest.approx(ref.nu_fold, rel=1e-12)
+    assert fold.u[0] == pytest.approx(ref.b1_fold, rel=1e-5)        # b_1 is flat in nu at the fold: sqrt(tol)
     # points of the arclength branch are states of the amplitude-parametrized one
     for k in (5, len(br.p) // 2, len(br.p) - 1):
         again = eq.degree_one_state(model, br.u[k][0])
@@ -98,7 +98,7 @@ def test_uniform_branch_points_are_the_zeros_of_sigma_l_and_switching_finds_the_
                                  p_range=(0.3, 2.0), max_steps=300,
                                  stop=lambda u, p: "point mass" if u[0] > 0.98 * np.sqrt(3) else None)
     assert clustered.status == 2
-    assert [f.p for f in clustered.folds] == pytest.approx([pt.classify_transition(model)["nu_fold"]], rel=1e-12)
+    assert [f.p for f in clustered.folds] == pytest.approx([pt.classify_transition(model).nu_fold], rel=1e-12)
 
 
 def test_beta_continuation_at_fixed_noise():
@@ -106,7 +106,7 @@ def test_beta_continuation_at_fixed_noise():
     # (lmax 32: the branch reaches beta ~ 4.6, where 24 degrees truncate the kernel at 4e-9)
     model = pt.phase_transition_model(3, 2 * pt.beta_star_bessel(3), lmax=32)
     nu = 1.1
-    Fb, Jb = eq.beta_problem(model, nu)
+    Fb, Jb = eq.beta_problem(eq.at_noise(model, nu))
     # start: at beta = 2 beta_* the state with this nu lies on the upper branch (nu_global < 1.1 < nu_fold)
     amp = [a for a in np.linspace(1.25, 1.7, 50) if eq.degree_one_state(model, a).nu > nu][-1]
     from scipy.optimize import brentq
@@ -122,7 +122,7 @@ def test_beta_continuation_at_fixed_noise():
     assert fold.u[0] > 0 and br.folds[-1].p == pytest.approx(fold.p, rel=1e-10)
     # F_beta by central differences (step 1e-6 beta): the fold's beta to ~1e-9; nu_fold(beta) recomputed
     ref = pt.classify_transition(pt.phase_transition_model(3, fold.p, lmax=32))
-    assert ref["nu_fold"] == pytest.approx(nu, rel=1e-8)
+    assert ref.nu_fold == pytest.approx(nu, rel=1e-8)
     (bp,) = br.branch_points                   # where sigma_1 of uniform vanishes at this nu: nu_#(beta) = nu
     assert abs(bp.u[0]) < 1e-4 and eq.nu_sharp(pt.phase_transition_model(3, bp.p, lmax=32)) == pytest.approx(nu, rel=1e-7)
 

@@ -46,15 +46,15 @@ def test_beta_star_tends_to_one_in_high_dimension():
 @pytest.mark.parametrize("d", (2, 3, 8))
 def test_dichotomy_at_beta_star(d, factor, kind):
     out = pt.phase_transition(d, factor * pt.beta_star_bessel(d))
-    assert out["transition"] == kind
+    assert out.transition == kind
     if kind == "discontinuous":
         # nu_# < nu_global < nu_fold (MODEL.md 7): the window of hysteresis and metastability
-        assert out["nu_sharp"] < out["nu_global"] < out["nu_fold"]
+        assert out.nu_sharp < out.nu_global < out.nu_fold
     else:
         # supercritical: the branch's states lie below nu_# and beat uniform (G larger) all the way out
         pde = pt.phase_transition_model(d, factor * pt.beta_star_bessel(d))
         for s in eq.branch_states(pde, np.sqrt(d) * np.array([0.05, 0.3, 0.6])):
-            assert s.success and s.nu < out["nu_sharp"] and eq.free_energy_gap(pde, s.b, s.nu) > 0
+            assert s.success and s.nu < out.nu_sharp and eq.free_energy_gap(pde, s) > 0
 
 
 def _circle_branch_independent(beta, n=64):
@@ -110,12 +110,12 @@ def test_circle_fold_and_maxwell_point_against_an_independent_grid_solver():
     a, nu, g = rows.T
     k = int(np.argmax(nu))
     c = np.polyfit(a[k - 1:k + 2], nu[k - 1:k + 2], 2)
-    assert out["nu_fold"] == pytest.approx(np.polyval(c, -c[1] / (2 * c[0])), rel=1e-6)
+    assert out.nu_fold == pytest.approx(np.polyval(c, -c[1] / (2 * c[0])), rel=1e-6)
     j = int(np.nonzero((a > a[k]) & (g > 0))[0][0])
     a_m = a[j - 1] - g[j - 1] * (a[j] - a[j - 1]) / (g[j] - g[j - 1])
-    assert out["nu_global"] == pytest.approx(np.interp(a_m, a[j - 1:j + 1], nu[j - 1:j + 1]), rel=1e-4)
+    assert out.nu_global == pytest.approx(np.interp(a_m, a[j - 1:j + 1], nu[j - 1:j + 1]), rel=1e-4)
     # order parameter |<x>| = a (cos amplitude of f = 1 + 2 a cos) = b_1 / sqrt(2)
-    assert out["b1_fold"] / np.sqrt(2) == pytest.approx(a[k], abs=0.006)
+    assert out.b1_fold / np.sqrt(2) == pytest.approx(a[k], abs=0.006)
 
 
 @pytest.mark.parametrize("d, normalization", [(3, "mean"), (8, "mean"), (3, "softmax"), (2, "mean"), (3, "sinkhorn"),
@@ -126,7 +126,7 @@ def test_spectrum_at_uniform_is_sigma_l(d, normalization):
     # closed forms of MODEL.md section 3 and the Sinkhorn rates of analysis/stability (derived independently)
     beta, nu = 2.5, 0.3
     pde = pt.phase_transition_model(d, beta, normalization, lmax=24)
-    ev = eq.linear_spectrum(pde, pde.uniform(), nu)
+    ev = eq.linear_spectrum(eq.at_noise(pde, nu), pde.uniform())
     sigma = np.sort([growth_rate(ell, [1.0], beta, normalization, nu, d=d) for ell in range(1, 25)])[::-1]
     assert np.abs(ev.imag).max() <= 1e-8 * np.abs(sigma).max()
     np.testing.assert_allclose(ev.real, sigma, rtol=0, atol=1e-8 * np.abs(sigma).max())
@@ -137,14 +137,14 @@ def test_stability_along_a_subcritical_branch():
     # the upper branch none; at the fold the leading eigenvalue crosses 0
     pde = pt.phase_transition_model(3, 2 * pt.beta_star_bessel(3), lmax=48)
     out = pt.classify_transition(pde)
-    lower = eq.degree_one_state(pde, 0.5 * out["b1_fold"])
-    upper = eq.degree_one_state(pde, 0.5 * (out["b1_fold"] + out["b1_global"]))
-    fold = eq.degree_one_state(pde, out["b1_fold"])
+    lower = eq.degree_one_state(pde, 0.5 * out.b1_fold)
+    upper = eq.degree_one_state(pde, 0.5 * (out.b1_fold + out.b1_global))
+    fold = eq.degree_one_state(pde, out.b1_fold)
     for s in (lower, upper, fold):
         assert s.success, s.message
-    ev_lower = eq.linear_spectrum(pde, lower.b, lower.nu).real
-    ev_upper = eq.linear_spectrum(pde, upper.b, upper.nu).real
-    ev_fold = eq.linear_spectrum(pde, fold.b, fold.nu).real
+    ev_lower = eq.linear_spectrum(pde, lower).real
+    ev_upper = eq.linear_spectrum(pde, upper).real
+    ev_fold = eq.linear_spectrum(pde, fold).real
     assert ev_lower[0] > 0.05 and ev_lower[1] < 0
     assert ev_upper[0] < -0.05
     # the fold is located to ~1e-10 in b_1 (Brent on nu(b_1)); the eigenvalue there is O(that) times |d ev / d b_1|
@@ -162,27 +162,27 @@ def test_stationary_states_are_zeros_of_the_models_tendency():
         model = replace(pde, nu=s.nu)
         transport = np.abs(replace(pde, nu=0.0).tendency(s.b)).max()
         assert np.abs(model.tendency(s.b)).max() <= 1e-9 * transport
-        again = eq.solve_stationary(pde, s.b + 1e-3 * np.r_[0, np.ones(48) / np.arange(1, 49) ** 2], s.nu)
+        again = eq.solve_stationary(eq.at_noise(pde, s.nu), s.b + 1e-3 * np.r_[0, np.ones(48) / np.arange(1, 49) ** 2])
         assert again.success and np.abs(again.b - s.b).max() <= 1e-10 * np.abs(s.b).max()
 
 
 def test_free_energy_gap_vanishes_at_uniform_and_at_the_maxwell_point():
     pde = pt.phase_transition_model(3, 2 * pt.beta_star_bessel(3), lmax=48)
-    assert eq.free_energy_gap(pde, pde.uniform(), 1.1) == pytest.approx(0.0, abs=1e-15)
+    assert eq.free_energy_gap(eq.at_noise(pde, 1.1), pde.uniform()) == pytest.approx(0.0, abs=1e-15)
     out = pt.classify_transition(pde)
-    s = eq.degree_one_state(pde, out["b1_global"])
-    assert s.nu == pytest.approx(out["nu_global"], rel=1e-12)
+    s = eq.degree_one_state(pde, out.b1_global)
+    assert s.nu == pytest.approx(out.nu_global, rel=1e-12)
     # brentq stops at xtol 1e-13 in b_1; dG/db_1 is O(1) there
-    assert abs(eq.free_energy_gap(pde, s.b, s.nu)) < 1e-11
+    assert abs(eq.free_energy_gap(pde, s)) < 1e-11
     small = eq.degree_one_state(pde, 0.1)          # the lower branch near uniform: uniform wins
-    assert eq.free_energy_gap(pde, small.b, small.nu) < 0
+    assert eq.free_energy_gap(pde, small) < 0
 
 
 def test_failures_return_a_status_with_the_residual():
     pde = pt.phase_transition_model(3, 2 * pt.beta_star_bessel(3), lmax=48)
     far = pde.uniform()
     far[1] = 1.6
-    s = eq.solve_stationary(pde, far, 1.2, maxiter=1)
+    s = eq.solve_stationary(eq.at_noise(pde, 1.2), far, maxiter=1)
     # one damped Newton step from b_1 = 1.6 at nu = 1.2 leaves a residual of order 1e-2 (far above any tolerance)
     assert s.status == 1 and not s.success and s.residual > 1e-6
     assert re.search(r"did not converge: residual [0-9.e+-]+ > tol = 1e-11 after 1 iterations", s.message)
@@ -193,12 +193,12 @@ def test_failures_return_a_status_with_the_residual():
     with pytest.raises(ValueError, match=r"amplitude must lie in \(-1.73205, 1.73205\) without 0 for degree 1"):
         eq.degree_one_state(pde, 2.0)
     with pytest.raises(ValueError, match="b0 must have mass"):
-        eq.solve_stationary(pde, 2 * pde.uniform(), 1.0)
+        eq.solve_stationary(eq.at_noise(pde, 1.0), 2 * pde.uniform())
     with pytest.raises(ValueError, match="pde must be an AxisymmetricPDE"):
-        eq.self_consistency_residual(object(), far, 1.0)
+        eq.self_consistency_residual(object(), far)
     with pytest.raises(ValueError, match="softmax has no free energy"):
         sm = pt.phase_transition_model(3, 2.0, "softmax")
-        eq.free_energy_gap(sm, sm.uniform(), 1.0)
+        eq.free_energy_gap(eq.at_noise(sm, 1.0), sm.uniform())
     with pytest.raises(ValueError, match="no two successive degrees"), pytest.warns(AxisymmetricResolutionWarning):
         pt.phase_transition(3, 8.0, lmax=10)
 
@@ -216,7 +216,7 @@ def test_cli_prints_the_classification_to_six_digits():
     ref = pt.phase_transition(3, beta)
     for key in ("nu_sharp", "nu_fold", "nu_global"):
         assert len(values[key].replace(".", "").lstrip("0")) >= 6           # at least 6 significant digits
-        assert float(values[key]) == pytest.approx(ref[key], rel=1e-10)
+        assert float(values[key]) == pytest.approx(getattr(ref, key), rel=1e-10)
     assert values["transition"] == "discontinuous"
     r = _cli("--d", "4")
     values = dict(re.findall(r"^(\w+) = (\S+)", r.stdout, flags=re.M))
@@ -287,12 +287,12 @@ def test_sinkhorn_transition_is_continuous_where_mean_is_discontinuous():
     # beta = 2 beta_*^(3): the mean head's transition is discontinuous; under Sinkhorn attention the branch
     # curvature is negative (supercritical) and the clustered branch below nu_# beats uniform (G has a maximum there)
     beta = 2 * pt.beta_star_bessel(3)
-    assert pt.phase_transition(3, beta)["transition"] == "discontinuous"
+    assert pt.phase_transition(3, beta).transition == "discontinuous"
     out = pt.phase_transition(3, beta, "sinkhorn")
-    assert out["transition"] == "continuous" and out["nu_2"] < 0
+    assert out.transition == "continuous" and out.nu_2 < 0
     pde = pt.phase_transition_model(3, beta, "sinkhorn", lmax=48)
     s = eq.degree_one_state(pde, 0.5)
-    assert s.nu < out["nu_sharp"] and eq.free_energy_gap(pde, s.b, s.nu) > 0
+    assert s.nu < out.nu_sharp and eq.free_energy_gap(pde, s) > 0
 
 
 def test_a_sinkhorn_scaling_that_does_not_converge_is_a_newton_failure():
@@ -302,7 +302,7 @@ def test_a_sinkhorn_scaling_that_does_not_converge_is_a_newton_failure():
     pde = replace(pt.phase_transition_model(3, 6.0, "sinkhorn", lmax=24), sinkhorn_maxiter=1)
     b = pde.uniform()
     b[1] = 0.3
-    s = eq.solve_stationary(pde, b, 0.07)
+    s = eq.solve_stationary(eq.at_noise(pde, 0.07), b)
     assert s.status == 1 and "Sinkhorn head" in s.message and "did not converge" in s.message
 
 
@@ -329,13 +329,13 @@ def test_the_uniform_state_is_resolved_at_any_lmax(lmax):
     from meanfield import AxisymmetricPDE, scalar_heads
 
     pde = AxisymmetricPDE(scalar_heads([1.0], 3, 2.0), 3, lmax)
-    s = eq.solve_stationary(pde, pde.uniform(), 2.0)
+    s = eq.solve_stationary(eq.at_noise(pde, 2.0), pde.uniform())
     assert s.status == 0, s.message
     noisy = pde.uniform() + np.r_[0.0, np.full(lmax, 1e-17)]
-    assert eq.resolution_error(pde, noisy, 2.0) == 0.0
+    assert eq.resolution_error(eq.at_noise(pde, 2.0), noisy) == 0.0
     sharp = AxisymmetricPDE(scalar_heads([1.0], 3, 2.0), 3, 12)
     b = sharp.basis(np.array([1.0]))[:, 0] * 0.9 ** np.arange(13)       # a cluster, b_l = Q_l(1) 0.9^l
-    assert eq.resolution_error(sharp, b / b[0], 0.1) > 1e3 * eq.RESOLUTION_TOL
+    assert eq.resolution_error(eq.at_noise(sharp, 0.1), b / b[0]) > 1e3 * eq.RESOLUTION_TOL
 
 
 def test_branch_curvature_refuses_amplitudes_below_its_roundoff():
@@ -353,11 +353,11 @@ def test_classification_follows_the_branch_not_the_curvature_alone(monkeypatch):
     forced negative on a discontinuous model (beta = 2 beta_*), the march still finds the states above nu_# and
     the fold (1.2482521831, as unforced); a genuinely continuous model (beta = 1) reports how far it looked."""
     cont = pt.classify_transition(pt.phase_transition_model(3, 1.0, lmax=32))
-    assert cont["transition"] == "continuous" and cont["r_checked"] > 0.99
-    assert cont["branch_nu_max"] <= cont["nu_sharp"] and cont["nu_fold"] == cont["nu_sharp"]
+    assert cont.transition == "continuous" and cont.r_checked > 0.99
+    assert cont.branch_nu_max <= cont.nu_sharp and cont.nu_fold == cont.nu_sharp
     model = pt.phase_transition_model(3, 2 * pt.beta_star_bessel(3), lmax=32)
     honest = pt.classify_transition(model)
     monkeypatch.setattr(pt, "branch_curvature", lambda pde, eps=1e-2: -1.0)
     forced = pt.classify_transition(model)
-    assert forced["transition"] == "discontinuous" and forced["branch_nu_max"] > forced["nu_sharp"]
-    assert abs(forced["nu_fold"] - honest["nu_fold"]) < 1e-9
+    assert forced.transition == "discontinuous" and forced.branch_nu_max > forced.nu_sharp
+    assert abs(forced.nu_fold - honest.nu_fold) < 1e-9

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from meanfield import ContinuumPDE
+from meanfield.analysis import equilibria as eq
 from meanfield.analysis import sphere_states as ss
 from meanfield.core import cost
 from meanfield.core.heads import Head
@@ -33,7 +34,7 @@ def test_residual_is_the_gibbs_map_of_solve_sphere_state(prob):
     u, res, _ = prob.solve(np.zeros(prob.size), 0.8)
     assert res <= 1e-12
     rho = prob.coefficients(u)
-    assert np.abs(ss.gibbs_map(prob.pde, rho, 0.8) - rho).max() < 1e-13
+    assert np.abs(ss.gibbs_map(eq.at_noise(prob.pde, 0.8), rho) - rho).max() < 1e-13
     np.testing.assert_allclose(prob.coordinates(rho), u, atol=1e-15)
 
 
@@ -60,7 +61,7 @@ def test_stability_from_the_pde_spectrum_agrees_with_the_free_energy_hessian(pro
     of 0.2 and more in both)."""
     for nu, stable in ((0.8, True), (0.3, False)):
         u = prob.solve(np.zeros(prob.size), nu)[0]
-        vals, rot = ss.sphere_spectrum(prob.pde, prob.coefficients(u), nu, k=4)
+        vals, rot = ss.sphere_spectrum(eq.at_noise(prob.pde, nu), prob.coefficients(u), k=4)
         low = np.linalg.eigvals(prob.jacobian(u, nu)[0]).real.min()
         assert (vals.real.max() < 0) == stable == (low > 0), (nu, vals, low)
         assert abs(vals.real.max()) > 0.05 and abs(low) > 0.05
@@ -157,7 +158,7 @@ class TestJob:
         prob = ss.GibbsProblem(ContinuumPDE(PAPER, lmax=20))
         for s in ds.special.values:
             u = ds.special_coefficients.values[s, 1:]
-            vals, rot = ss.sphere_spectrum(prob.pde, prob.coefficients(u), float(ds.special_parameter[s]), k=6)
+            vals, rot = ss.sphere_spectrum(eq.at_noise(prob.pde, float(ds.special_parameter[s])), prob.coefficients(u), k=6)
             assert np.abs(vals[rot < 0.5]).min() < 1e-6, (str(ds.special_kind.values[s]), vals)
 
     def test_the_mirror_image_is_stationary_and_the_branch_clusters_on_the_axis_head(self, run):
@@ -231,7 +232,7 @@ def test_zonal_heads_give_the_same_equation_and_a_nonsymmetric_m_no_free_energy(
     rng = np.random.default_rng(5)
     u = 1e-2 * rng.standard_normal(zonal.size)
     rho = zonal.coefficients(u)
-    want = u - to_real_basis(ss.gibbs_map(zonal.pde, rho, 0.5), 16)[1:]
+    want = u - to_real_basis(ss.gibbs_map(eq.at_noise(zonal.pde, 0.5), rho), 16)[1:]
     assert np.abs(zonal.F(u, 0.5) - want).max() < 1e-13 and zonal.symmetric
     M = np.array([[2.0, 1.5, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 0.5]])
     skew = ss.GibbsProblem(ContinuumPDE((Head(M, M / 2, beta=1.0),), lmax=16))

@@ -52,7 +52,7 @@ def test_job_writes_dataset_and_figure(small):
     # relative to max |b|, which stays below 10 here) and its order parameter is |b_1| / sqrt(3)
     pde = branches.build_model(EquilibriaConfig.from_dict(SMALL))
     b, nu = ds.coefficients.values[1, :n], ds.nu.values[1, :n]
-    res_max = max(np.abs(eq.self_consistency_residual(pde, bk, nk)).max() for bk, nk in zip(b, nu))
+    res_max = max(np.abs(eq.self_consistency_residual(eq.at_noise(pde, nk), bk)).max() for bk, nk in zip(b, nu))
     assert res_max <= 1e-10
     np.testing.assert_allclose(ds.order_parameter.values[1, :n], np.abs(b[:, 1]) / np.sqrt(3), rtol=0, atol=0)
     # the amplitude |b_l| / Q_l(1) of a degree-1 branch is the order parameter (Q_1(1) = sqrt(3) from the basis:
@@ -78,9 +78,9 @@ def test_fold_and_maxwell_point_equal_classify_transition(small):
     maxwell = float(ds.special_parameter.values[kinds.index("maxwell")])
     # the same fold by Brent on t_p(s) (continuation, tol_s 1e-10 in arclength; nu is quadratic there) and by
     # Brent on nu(b_1): 1e-10 relative is loose; the Maxwell point by Brent on the amplitude (xtol 1e-13) in both
-    assert fold == pytest.approx(ref["nu_fold"], rel=1e-10)
-    assert maxwell == pytest.approx(ref["nu_global"], rel=1e-10)
-    assert ds.attrs["transition"] == "discontinuous" and ds.attrs["nu_fold"] == ref["nu_fold"]
+    assert fold == pytest.approx(ref.nu_fold, rel=1e-10)
+    assert maxwell == pytest.approx(ref.nu_global, rel=1e-10)
+    assert ds.attrs["transition"] == "discontinuous" and ds.attrs["nu_fold"] == ref.nu_fold
     # G of the clustered state equals G of uniform there (the free-energy gap is round-off, ~1e-15)
     assert abs(float(ds.special_free_energy_gap.values[kinds.index("maxwell")])) <= 1e-12
 
@@ -188,8 +188,8 @@ def test_transition_map_through_run_tasks_equals_phase_transition(tmp_path):
             ref = pt.phase_transition(d, ratio * pt.beta_star_bessel(d), "mean", 24)
             for k in ("nu_sharp", "nu_fold", "nu_global"):
                 # the same deterministic computation on a worker: equal to round-off (the pickled floats exactly)
-                assert ds[k].values[i, j] == ref[k]
-            assert ds.discontinuous.values[i, j] == (ref["transition"] == "discontinuous")
+                assert ds[k].values[i, j] == getattr(ref, k)
+            assert ds.discontinuous.values[i, j] == (ref.transition == "discontinuous")
     assert list(ds.discontinuous.values[:, 0]) == [0, 0] and list(ds.discontinuous.values[:, 1]) == [1, 1]
     np.testing.assert_array_equal(again.nu_fold.values, ds.nu_fold.values)
     from meanfield.workflow.plotting import transition_map_figure
@@ -281,7 +281,7 @@ def test_continuation_in_beta_at_fixed_noise():
     fold = float(ds.special_parameter.values[kinds.index("fold")])
     assert eq.nu_sharp(pt.phase_transition_model(3, bp, lmax=24)) == pytest.approx(1.1, rel=1e-7)
     ref = pt.classify_transition(pt.phase_transition_model(3, fold, lmax=24))
-    assert ref["nu_fold"] == pytest.approx(1.1, rel=1e-8)
+    assert ref.nu_fold == pytest.approx(1.1, rel=1e-8)
     np.testing.assert_array_equal(ds.nu.values[np.isfinite(ds.parameter.values)], 1.1)
 
 

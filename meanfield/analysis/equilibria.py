@@ -37,7 +37,7 @@ from ..core.kernels import NORMALIZATIONS
 from ..core.sinkhorn import SinkhornError, solve_scaling
 from ..models.axisymmetric import AxisymmetricPDE
 
-__all__ = ["StationaryState", "potential", "self_consistency_residual", "solve_stationary", "free_energy_gap",
+__all__ = ["StationaryState", "at_noise", "potential", "self_consistency_residual", "solve_stationary", "free_energy_gap",
            "branch_state", "branch_states", "degree_one_state", "has_free_energy", "normalizations_have_free_energy", "noise_problem", "beta_problem", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL", "ROUNDOFF"]
 
 RESOLUTION_TOL = 1e-10
@@ -73,6 +73,55 @@ def _check_model(pde):
     if not isinstance(pde, AxisymmetricPDE):
         raise ValueError(f"pde must be an AxisymmetricPDE; received {type(pde).__name__}")
     return pde
+
+
+def at_noise(pde, nu):
+    """The model ``pde`` at noise ``nu``: the one place where a state's or a branch's noise becomes a model's.
+
+    A stationary state is a pair (coefficients, ``nu``); the functions of this module and of
+    :mod:`meanfield.analysis.sphere_states` that analyse bare coefficients take the noise from the model, so a
+    caller holding coefficients at another noise builds the model there with this function, in the open.
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE or ContinuumPDE
+        The model (any model whose ``nu`` is a dataclass field).
+    nu : float
+        Noise ``nu >= 0``.
+
+    Returns
+    -------
+    model
+        ``pde`` itself when its ``nu`` equals ``nu``, else ``dataclasses.replace(pde, nu=nu)`` (the same heads
+        and discretization; nothing else changes).
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` is not a dataclass model with a ``nu`` field, or ``nu`` is not a finite number ``>= 0``.
+    """
+    from dataclasses import fields, is_dataclass
+
+    if isinstance(pde, type) or not is_dataclass(pde) or "nu" not in {f.name for f in fields(pde)}:
+        raise ValueError(f"pde must be a model with a noise field nu (AxisymmetricPDE, ContinuumPDE); received "
+                         f"{type(pde).__name__}")
+    nu = validate.real("nu", nu, 0.0)
+    return pde if pde.nu == nu else replace(pde, nu=nu)
+
+
+def _coefficients_and_noise(pde, state, positive=True):
+    """``(b, nu)`` of ``state``: a :class:`StationaryState` gives its own ``b`` and ``nu``; coefficients ``b``
+    (lmax+1,) take the model's ``nu`` (``> 0`` when ``positive``: the Gibbs map divides by it)."""
+    if isinstance(state, StationaryState):
+        b, nu, where = state.b, state.nu, "the state's nu"
+    else:
+        b, nu, where = state, pde.nu, "the model's nu (pde.nu; a state at another noise: pass the StationaryState, " \
+                                      "or the model at_noise(pde, nu))"
+    b = validate.real_array("b", b, (pde.lmax + 1,))
+    nu = validate.real("nu", nu, 0.0)
+    if positive and not nu > 0:
+        raise ValueError(f"nu must be positive (the Gibbs state exp(Phi / nu) / Z); received {where} = {nu!r}")
+    return b, nu
 
 
 @lru_cache(maxsize=16)
@@ -156,11 +205,28 @@ def _gibbs(pde, b, nu):
     return Qw @ f, db, dnu
 
 
-def self_consistency_residual(pde, b, nu):
-    """``F(b) = b - P[exp(Phi[b] / nu) / Z]`` (lmax+1,): zero at a stationary state (``F_0 = 0`` always)."""
+def self_consistency_residual(pde, state):
+    """``F(b) = b - P[exp(Phi[b] / nu) / Z]`` (lmax+1,): zero at a stationary state (``F_0 = 0`` always).
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model (its kernels; its ``nu`` for bare coefficients).
+    state : StationaryState or array_like
+        A state (its ``b`` and its ``nu``), or coefficients ``b`` (lmax+1,) at the model's ``nu``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The residual (lmax+1,).
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` is not an :class:`AxisymmetricPDE`, ``b`` has the wrong shape or ``nu`` is not positive.
+    """
     pde = _check_model(pde)
-    b = validate.real_array("b", b, (pde.lmax + 1,))
-    nu = validate.real("nu", nu, positive=True)
+    b, nu = _coefficients_and_noise(pde, state)
     return b - _gibbs(pde, b, nu)[0]
 
 
@@ -235,7 +301,7 @@ def _check_nodes(pde):
     return w / w.sum(), pde.basis(t)
 
 
-def resolution_error(pde, b, nu) -> float:
+def resolution_error(pde, state) -> float:
     """How far the model's discretization is from resolving the Gibbs state of ``b``: the larger of
 
     * the potential's truncation, ``max_h |m_h b|`` over the top third of the degrees relative to its
@@ -246,11 +312,30 @@ def resolution_error(pde, b, nu) -> float:
     Either error below :data:`ROUNDOFF` times the potential's largest coefficient (``l = 0`` included) counts as 0:
     round-off, not truncation (the uniform state is resolved at any ``lmax``).
 
-    ``b`` (lmax+1,) and ``nu > 0`` as for :func:`self_consistency_residual`.
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model.
+    state : StationaryState or array_like
+        A state (its ``b`` and ``nu``), or coefficients ``b`` (lmax+1,) at the model's ``nu > 0``.
+
+    Returns
+    -------
+    float
+        The relative error (0 when resolved to round-off).
+
+    Raises
+    ------
+    ValueError
+        As :func:`self_consistency_residual`.
     """
     pde = _check_model(pde)
-    b = validate.real_array("b", b, (pde.lmax + 1,))
-    nu = validate.real("nu", nu, positive=True)
+    b, nu = _coefficients_and_noise(pde, state)
+    return _resolution_error(pde, b, nu)
+
+
+def _resolution_error(pde, b, nu):
+    """:func:`resolution_error` of checked coefficients ``b`` at noise ``nu`` (the solvers' own check)."""
     kinds = [NORMALIZATIONS[h.normalization].uses_normalizer for h in pde.heads]
     mults = [m["normalizer"] if normalized else m["potential"] for m, normalized in zip(pde.multipliers, kinds)]
     scale = [np.abs(m * b)[1:] for m in mults]
@@ -277,25 +362,48 @@ def _state(pde, b, nu, ok, res, it, tol):
     if not ok:
         return StationaryState(b, nu, 1, f"Newton did not converge: residual {res:.3g} > tol = {tol:g} after {it} "
                                          f"iterations", res, it, float("nan"))
-    err = resolution_error(pde, b, nu)
+    err = _resolution_error(pde, b, nu)
     if err > RESOLUTION_TOL:
         return StationaryState(b, nu, 2, f"state not resolved at lmax = {pde.lmax}: resolution error {err:.2e} > "
                                          f"{RESOLUTION_TOL:g} (use a larger lmax)", res, it, err)
     return StationaryState(b, nu, 0, f"converged in {it} Newton iterations, residual {res:.2e}", res, it, err)
 
 
-def solve_stationary(pde, b0, nu, *, tol=1e-11, maxiter=50) -> StationaryState:
-    """A stationary state at noise ``nu`` by Newton from the coefficients ``b0`` (mass 1).
+def solve_stationary(pde, b0, *, tol=1e-11, maxiter=50) -> StationaryState:
+    """A stationary state of ``pde`` at its own noise ``pde.nu`` by Newton from the coefficients ``b0`` (mass 1).
 
     ``tol`` bounds the max-norm of the self-consistency residual relative to ``max(1, max |b|)`` (the
     coefficients of a concentrated state grow like ``Q_l(1)``); once below it one more Newton step is taken
-    (quadratic convergence: the result sits at round-off, about 1e-15 times ``lmax`` times ``max |b|``).  The state is not returned as converged unless the model resolves it.
+    (quadratic convergence: the result sits at round-off, about 1e-15 times ``lmax`` times ``max |b|``).  The
+    state is not returned as converged unless the model resolves it.
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model; the state is sought at its ``nu > 0`` (another noise: :func:`at_noise`).
+    b0 : array_like
+        The start (lmax+1,), ``b0[0] = 1``.
+    tol : float
+        Residual tolerance (above).
+    maxiter : int
+        Newton iterations at most.
+
+    Returns
+    -------
+    StationaryState
+        The state (``status`` 0 converged, 1 not converged, 2 not resolved).
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` is not an :class:`AxisymmetricPDE` or its ``nu`` is 0, ``b0`` has the wrong shape or mass, or
+        ``tol`` / ``maxiter`` are out of range.
     """
     pde = _check_model(pde)
     b0 = validate.real_array("b0", b0, (pde.lmax + 1,))
     if abs(b0[0] - 1.0) > 1e-12:
         raise ValueError(f"b0 must have mass b0[0] = 1 (within 1e-12); received {b0[0]!r}")
-    nu = validate.real("nu", nu, positive=True)
+    _, nu = _coefficients_and_noise(pde, b0)
     tol = validate.real("tol", tol, positive=True)
     maxiter = validate.integer("maxiter", maxiter, 1)
     return _solve(pde, b0.copy(), nu, None, tol, maxiter)
@@ -317,7 +425,7 @@ def has_free_energy(pde) -> bool:
     return normalizations_have_free_energy(h.normalization for h in _check_model(pde).heads)
 
 
-def free_energy_gap(pde, b, nu) -> float:
+def free_energy_gap(pde, state) -> float:
     """``G[f] - G[uniform]`` with ``G = E - nu int rho log rho`` (mean heads: ``E``; Sinkhorn heads: ``E_S``;
     the flow ascends ``G``), for the Gibbs state ``f = exp(Phi[b] / nu) / Z`` of ``b`` (at a stationary state,
     the state itself).
@@ -325,12 +433,28 @@ def free_energy_gap(pde, b, nu) -> float:
     In the model's normalization: ``E[b] - E[1] - nu int f log f dsigma`` with ``E`` of
     :meth:`AxisymmetricPDE.energies` and ``int f log f = <f Phi> / nu - log Z`` on the nodes (exact
     pointwise, where the truncated expansion ``b . Q`` of a concentrated state would not stay positive).
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model (mean or Sinkhorn heads).
+    state : StationaryState or array_like
+        A state (its ``b`` and ``nu``), or coefficients ``b`` (lmax+1,) at the model's ``nu > 0``.
+
+    Returns
+    -------
+    float
+        ``G[f] - G[1]``.
+
+    Raises
+    ------
+    ValueError
+        For softmax heads (no free energy), or as :func:`self_consistency_residual`.
     """
     if not has_free_energy(pde):
         raise ValueError("free_energy_gap needs heads with mean or Sinkhorn normalization (softmax has no free "
                          "energy: decide stability by the spectrum)")
-    b = validate.real_array("b", b, (pde.lmax + 1,))
-    nu = validate.real("nu", nu, positive=True)
+    b, nu = _coefficients_and_noise(pde, state)
     w = pde.weights
     phi = _potential(pde, b)[0]
     top = phi.max()
@@ -353,19 +477,65 @@ def nu_sharp(pde, degree=1) -> float:
     return float((pde.weights * Q[degree]) @ dphi[:, degree])
 
 
-def degree_one_state(pde, amplitude, *, start=None, nu_start=None, tol=1e-11, maxiter=50) -> StationaryState:
-    """:func:`branch_state` of degree 1: ``b_1 = amplitude`` in ``(0, sqrt(d))`` (``b_1 = sqrt(d) |<x>|``)."""
-    return branch_state(pde, amplitude, 1, start=start, nu_start=nu_start, tol=tol, maxiter=maxiter)
+def degree_one_state(pde, amplitude, *, start=None, tol=1e-11, maxiter=50) -> StationaryState:
+    """:func:`branch_state` of degree 1: ``b_1 = amplitude`` in ``(0, sqrt(d))`` (``b_1 = sqrt(d) |<x>|``).
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model.
+    amplitude : float
+        ``b_1``.
+    start : StationaryState or array_like, optional
+        As for :func:`branch_state`.
+    tol, maxiter
+        As for :func:`solve_stationary`.
+
+    Returns
+    -------
+    StationaryState
+        The state, its ``nu`` solved for.
+
+    Raises
+    ------
+    ValueError
+        As :func:`branch_state`.
+    """
+    return branch_state(pde, amplitude, 1, start=start, tol=tol, maxiter=maxiter)
 
 
-def branch_state(pde, amplitude, degree=1, *, start=None, nu_start=None, tol=1e-11, maxiter=50) -> StationaryState:
+def branch_state(pde, amplitude, degree=1, *, start=None, tol=1e-11, maxiter=50) -> StationaryState:
     """The state of the branch leaving uniform at degree ``degree`` with ``b_degree = amplitude``; ``nu`` is
-    solved for.  Degree 1: one cluster; degree ``l``: the axisymmetric pattern of ``Q_l`` (degree 2 with
-    ``amplitude > 0``: two antipodal clusters; ``< 0``: a band around the equator).
+    solved for (the model's own ``nu`` is not used but as a start, below).  Degree 1: one cluster; degree ``l``:
+    the axisymmetric pattern of ``Q_l`` (degree 2 with ``amplitude > 0``: two antipodal clusters; ``< 0``: a band
+    around the equator).
 
-    ``start`` / ``nu_start``: a nearby state of the branch and its ``nu``.  Without them the branch is followed
-    from the uniform state in at most 40 warm-started solves (Newton from uniform plus a large amplitude alone
-    may not find the branch).  ``|amplitude| < Q_l(1)`` (the value at a point mass; ``sqrt(d)`` for degree 1).
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model.
+    amplitude : float
+        ``b_degree``, ``0 < |amplitude| < Q_l(1)`` (the value at a point mass; ``sqrt(d)`` for degree 1).
+    degree : int
+        The branch's degree ``l`` (``1 <= l <= lmax``).
+    start : StationaryState or array_like, optional
+        A nearby state of the branch: a :class:`StationaryState` (its ``b`` and its ``nu`` start Newton), or
+        coefficients (lmax+1,) with mass 1 whose noise is the model's ``nu`` (``nu_l`` of :func:`nu_sharp` when
+        the model's is 0).  Without it the branch is followed from the uniform state in at most 40
+        warm-started solves (Newton from uniform plus a large amplitude alone may not find the branch).
+    tol, maxiter
+        As for :func:`solve_stationary`.
+
+    Returns
+    -------
+    StationaryState
+        The state, its ``nu`` solved for.
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` is not an :class:`AxisymmetricPDE`, ``degree`` or ``amplitude`` is out of range, or ``start``
+        has the wrong shape or mass.
     """
     pde = _check_model(pde)
     degree = validate.integer("degree", degree, 1, pde.lmax)
@@ -382,29 +552,50 @@ def branch_state(pde, amplitude, degree=1, *, start=None, nu_start=None, tol=1e-
             return branch_states(pde, np.linspace(amplitude / steps, amplitude, steps), degree)[-1]
         b, nu = pde.uniform(), nu_sharp(pde, degree)
     else:
-        b = validate.real_array("start", start, (pde.lmax + 1,)).copy()
+        if isinstance(start, StationaryState):
+            b, nu = start.b, start.nu
+        else:
+            b, nu = start, (pde.nu if pde.nu > 0 else nu_sharp(pde, degree))
+        b = validate.real_array("start", b, (pde.lmax + 1,)).copy()
         if abs(b[0] - 1.0) > 1e-12:
             raise ValueError(f"start must have mass start[0] = 1 (within 1e-12); received {b[0]!r}")
-        nu = nu_sharp(pde, degree) if nu_start is None else validate.real("nu_start", nu_start, positive=True)
+        nu = validate.real("start.nu", nu, positive=True)
     b[degree] = amplitude
     return _solve(pde, b, nu, degree, tol, maxiter)
 
 
-def linear_spectrum(pde, b, nu) -> np.ndarray:
-    """Eigenvalues of the model's linearized PDE at the state ``b`` and noise ``nu`` (the axisymmetric block),
-    sorted by decreasing real part; the conserved mass (degree 0) is removed.  ``nu >= 0`` (``0``: the
-    noiseless PDE).
+def linear_spectrum(pde, state) -> np.ndarray:
+    """Eigenvalues of the model's linearized PDE at a state (the axisymmetric block), sorted by decreasing real
+    part; the conserved mass (degree 0) is removed.
 
     The Jacobian of :meth:`AxisymmetricPDE.tendency` is formed column by column by central differences
     (exact up to round-off for mean heads, whose tendency is quadratic in ``b``).  At the uniform state the
     eigenvalues are the growth rates ``sigma_l``, ``l = 1..lmax``.  Perturbations that break the axial
     symmetry (azimuthal order ``m >= 1``, among them the neutral rotation of a clustered state) are not in
     this block.
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model.
+    state : StationaryState or array_like
+        A :class:`StationaryState`: the PDE at the state's own noise, ``at_noise(pde, state.nu)``
+        (:func:`at_noise`); or coefficients ``b`` (lmax+1,): the PDE ``pde`` as given, at its ``nu >= 0``
+        (``0``: the noiseless PDE's linearization).
+
+    Returns
+    -------
+    numpy.ndarray
+        The ``lmax`` eigenvalues (complex).
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` is not an :class:`AxisymmetricPDE` or ``b`` has the wrong shape.
     """
     pde = _check_model(pde)
-    b = validate.real_array("b", b, (pde.lmax + 1,))
-    nu = validate.real("nu", nu, 0.0)          # 0: the noiseless PDE's linearization
-    model = replace(pde, nu=nu)
+    b, nu = _coefficients_and_noise(pde, state, positive=False)
+    model = at_noise(pde, nu)
     h = 1e-5
     J = np.empty((pde.lmax, pde.lmax))
     for j in range(1, pde.lmax + 1):
@@ -417,37 +608,77 @@ def linear_spectrum(pde, b, nu) -> np.ndarray:
 
 def branch_states(pde, grid, degree=1):
     """States along the degree-``degree`` branch at the amplitudes ``grid`` (increasing in size, of one sign),
-    each warm-started from the last; a step whose solve fails is retried through intermediate amplitudes (up to
-    five halvings).  A list of :class:`StationaryState` at the amplitudes of ``grid``, ending at the first
-    failure."""
+    each warm-started from the last (from the uniform state at ``nu_l`` first); a step whose solve fails is
+    retried through intermediate amplitudes (up to five halvings).
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model.
+    grid : array_like
+        Amplitudes ``b_degree``, of one sign, increasing in size.
+    degree : int
+        The branch's degree.
+
+    Returns
+    -------
+    list of StationaryState
+        The states at the amplitudes of ``grid``, ending at the first failure.
+
+    Raises
+    ------
+    ValueError
+        If ``grid`` is empty, of both signs or not increasing in size, or as :func:`branch_state`.
+    """
     grid = validate.real_array("grid", grid).reshape(-1)
     if grid.size == 0 or not (np.all(grid > 0) or np.all(grid < 0)) or np.any(np.diff(np.abs(grid)) <= 0):
         raise ValueError(f"grid must be amplitudes of one sign, increasing in size; received {grid.tolist()[:6]}"
                          f"{' ...' if grid.size > 6 else ''}")
     out = []
-    start, nu0, a0 = pde.uniform(), nu_sharp(pde, degree), 0.0
+    start = StationaryState(pde.uniform(), nu_sharp(pde, degree), 0, f"the uniform state at nu_{degree}", 0.0, 0, 0.0)
+    a0 = 0.0
     for a in grid:
-        s = branch_state(pde, a, degree, start=start, nu_start=nu0)
+        s = branch_state(pde, a, degree, start=start)
         halvings = 0
         while not s.success and (s.status == 1 or s.residual == np.inf) and halvings < 5:   # smaller steps
             halvings += 1
             mids = a0 + (a - a0) * np.arange(1, 2 ** halvings + 1) / 2 ** halvings
-            b, n = start, nu0
+            last = start
             for m in mids:
-                s = branch_state(pde, m, degree, start=b, nu_start=n)
+                s = branch_state(pde, m, degree, start=last)
                 if not s.success:
                     break
-                b, n = s.b, s.nu
+                last = s
         out.append(s)
         if not s.success:
             break
-        start, nu0, a0 = s.b, s.nu, a
+        start, a0 = s, a
     return out
 
 
 def noise_problem(pde):
     """The self-consistency equation as ``F(u, nu) = 0`` for :func:`meanfield.analysis.continuation.continue_branch`
-    (``u = b[1:]``, ``b_0 = 1``), with its exact Jacobian ``(F_u, F_nu)``."""
+    (``u = b[1:]``, ``b_0 = 1``), with its exact Jacobian ``(F_u, F_nu)``.
+
+    The continuation parameter is the noise: ``F(u, nu)`` is the self-consistency residual of the model at that
+    noise, ``at_noise(pde, nu)`` (:func:`at_noise`; its kernels do not depend on ``nu``, so the model is not
+    rebuilt per evaluation), and ``pde``'s own ``nu`` is not used.
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model (its heads and discretization).
+
+    Returns
+    -------
+    (F, jacobian)
+        ``F(u, nu) -> (lmax,)`` and ``jacobian(u, nu) -> (F_u (lmax, lmax), F_nu (lmax,))``.
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` is not an :class:`AxisymmetricPDE`.
+    """
     pde = _check_model(pde)
 
     def full(u):
@@ -464,11 +695,27 @@ def noise_problem(pde):
     return F, jacobian
 
 
-def beta_problem(pde, nu):
-    """The self-consistency equation at fixed ``nu`` as ``F(u, beta) = 0``: every head's ``beta`` is set to the
-    parameter (the model is rebuilt, so ``F_beta`` is a central difference, step ``1e-6 beta``)."""
+def beta_problem(pde):
+    """The self-consistency equation at the model's noise ``pde.nu`` as ``F(u, beta) = 0``: every head's ``beta``
+    is set to the parameter (the model is rebuilt, so ``F_beta`` is a central difference, step ``1e-6 beta``).
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model; its ``nu > 0`` is the noise of every state (another noise: :func:`at_noise`).
+
+    Returns
+    -------
+    (F, jacobian)
+        ``F(u, beta) -> (lmax,)`` and ``jacobian(u, beta) -> (F_u, F_beta)``.
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` is not an :class:`AxisymmetricPDE` or its ``nu`` is 0.
+    """
     pde = _check_model(pde)
-    nu = validate.real("nu", nu, positive=True)
+    nu = validate.real("pde.nu", pde.nu, positive=True)
     models = {}
 
     def model(beta):

@@ -16,6 +16,9 @@ amplitude ``b_1`` (:func:`meanfield.analysis.equilibria.branch_state`): ``nu`` i
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, fields, replace
+
 import numpy as np
 from scipy import optimize
 
@@ -25,9 +28,66 @@ from ..core.kernels import NORMALIZATIONS
 from ..models.axisymmetric import AxisymmetricPDE
 from .equilibria import _check_model, branch_states, degree_one_state, free_energy_gap, has_free_energy, nu_sharp
 
-__all__ = ["branch_curvature", "classify_transition", "beta_star_bessel", "beta_star_continuation",
+__all__ = ["Transition", "branch_curvature", "classify_transition", "beta_star_bessel", "beta_star_continuation",
            "phase_transition_model", "phase_transition", "LMAX_LADDER", "CURVATURE_EPS_MIN",
            "MARCH_NU_TOL"]
+
+
+@dataclass(frozen=True)
+class Transition:
+    """The classification of the degree-1 transition of a model (:func:`classify_transition`,
+    :func:`phase_transition`).  ``to_dict()`` gives the plain record for datasets and JSON (the fields that were
+    not determined left out)."""
+
+    transition: str
+    """``"continuous"`` or ``"discontinuous"``."""
+    nu_sharp: float
+    """``nu_#``: where ``sigma_1`` of the uniform state vanishes and the degree-1 branch leaves it."""
+    nu_2: float
+    """The branch curvature in ``nu = nu_# + nu_2 b_1^2 + O(b_1^4)`` (:func:`branch_curvature`)."""
+    nu_fold: float
+    """The largest ``nu`` along the branch (its fold; ``nu_#`` for a continuous transition)."""
+    nu_global: float
+    """The Maxwell point: ``G`` of the stable clustered branch equals ``G`` of uniform (``nu_#`` for a continuous
+    transition; NaN without a free energy, softmax)."""
+    b1_fold: float
+    """The amplitude ``b_1`` at the fold (0 for a continuous transition)."""
+    r_checked: float
+    """How far the branch was marched, in the order parameter ``r = b_1 / sqrt(d)``."""
+    branch_nu_max: float
+    """The largest ``nu`` of the marched states."""
+    b1_global: float = math.nan
+    """The amplitude ``b_1`` at the Maxwell point (NaN where there is none: continuous, or no free energy)."""
+    march_message: str = ""
+    """Why the march stopped before ``r_max`` (empty when it did not)."""
+    lmax: int | None = None
+    """The degree of the result, when its discretization was checked (:func:`phase_transition`)."""
+    discretization_change: float | None = None
+    """The relative change of ``nu_#``, ``nu_fold``, ``nu_global`` from the previous degree of the ladder
+    (:func:`phase_transition`)."""
+
+    def to_dict(self) -> dict:
+        """The classification as a dict of plain numbers and strings (for a dataset's attributes, a JSON file).
+
+        Returns
+        -------
+        dict
+            Every field, but ``b1_global`` when NaN, ``march_message`` when empty and ``lmax`` /
+            ``discretization_change`` when None (fields that do not apply are left out).
+        """
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is None or (f.name == "march_message" and not v) or (f.name == "b1_global" and math.isnan(v)):
+                continue
+            out[f.name] = v
+        return out
+
+    def __repr__(self) -> str:
+        more = (f", nu_global={self.nu_global:.10g}" + (f", lmax={self.lmax}" if self.lmax is not None else "")
+                + (f", march_message={self.march_message!r}" if self.march_message else ""))
+        return (f"Transition({self.transition}, nu_sharp={self.nu_sharp:.10g}, nu_fold={self.nu_fold:.10g}"
+                f"{more}, nu_2={self.nu_2:.6g})")
 
 
 CURVATURE_EPS_MIN = 1e-3
@@ -50,7 +110,7 @@ def branch_curvature(pde, eps=1e-2) -> float:
                              f"point mass)")
     n0 = nu_sharp(pde)
     s1 = degree_one_state(pde, eps)
-    s2 = degree_one_state(pde, 2 * eps, start=s1.b, nu_start=s1.nu)
+    s2 = degree_one_state(pde, 2 * eps, start=s1)
     for s in (s1, s2):
         if not s.success:
             raise RuntimeError(f"branch_curvature: {s.message}")
@@ -95,14 +155,12 @@ def estimate_march(lmax, n_steps) -> cost.Cost:
                      f"{n_steps} branch solves x {per_state:.2g} s")
 
 
-def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
+def classify_transition(pde, *, r_max=0.999, n_steps=90) -> Transition:
     """Transition type and critical noises of the degree-1 branch of ``pde`` (one or more zonal heads).
 
-    Returns a dict: ``nu_sharp``; ``nu_2`` (the branch curvature); ``r_checked`` (how far the branch was
-    marched, in the order parameter) and ``branch_nu_max`` (the largest ``nu`` on it); ``transition``; for a
-    discontinuous transition ``nu_fold`` (the largest ``nu`` along the branch, by Brent's method on
-    ``nu(b_1)``), ``b1_fold``, and with mean normalization ``nu_global`` (the ``nu`` where ``G`` of the stable
-    branch, ``b_1 > b1_fold``, equals ``G`` of uniform).
+    For a discontinuous transition ``nu_fold`` is the largest ``nu`` along the branch (Brent's method on
+    ``nu(b_1)``) and, with a free energy, ``nu_global`` the ``nu`` where ``G`` of the stable branch
+    (``b_1 > b1_fold``) equals ``G`` of uniform.
 
     The decision follows the branch, not the curvature alone: the degree-1 branch is always marched in the order
     parameter ``r = b_1 / sqrt(d)`` up to ``r_max`` in ``n_steps`` warm-started solves (:func:`_amplitudes`; their
@@ -113,6 +171,28 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
     says so in ``march_message``.  Otherwise ``"discontinuous"``, with the fold located.  Without a free energy
     (softmax) ``nu_global`` is NaN.  A march that stops (not resolved or not converged) before the fold or the
     Maxwell point is bracketed raises ``RuntimeError`` with the solver's message.
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model (its ``nu`` is not used: every state's noise is solved for).
+    r_max : float
+        How far to march, in ``r``, ``0 < r_max < 1``.
+    n_steps : int
+        Warm-started solves of the march (at least 6).
+
+    Returns
+    -------
+    Transition
+        The classification.
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` is not an :class:`AxisymmetricPDE`, ``r_max`` or ``n_steps`` is out of range, or the march
+        costs too much.
+    RuntimeError
+        When the march stops before the fold or the Maxwell point is bracketed.
     """
     pde = _check_model(pde)
     r_max = validate.real("r_max", r_max, 0.0, 1.0, lo_open=True, hi_open=True)
@@ -135,7 +215,7 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
                    branch_nu_max=float(nus.max()))
         if nus.size < len(grid):
             out["march_message"] = f"the march stopped at r = {out['r_checked']:.4g}: {states[-1].message}"
-        return out
+        return Transition(**out)
     if nu2 < 0 and nus.size == 0:
         raise RuntimeError(f"classify_transition: the degree-1 branch is supercritical at nu_# (nu_2 = {nu2:.3g}) but "
                            f"its march failed at the first state, so no state above nu_# could be ruled out: "
@@ -151,7 +231,7 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
     def state_at(a):
         if a not in cache:
             j = int(np.argmin(np.abs(grid[:nus.size] - a)))
-            s = degree_one_state(pde, a, start=states[j].b, nu_start=states[j].nu)
+            s = degree_one_state(pde, a, start=states[j])
             if not s.success:
                 raise RuntimeError(f"classify_transition: {s.message}")
             cache[a] = s
@@ -161,19 +241,18 @@ def classify_transition(pde, *, r_max=0.999, n_steps=90) -> dict:
                                    method="brent", tol=1e-10)
     out.update(transition="discontinuous", nu_fold=float(-opt.fun), b1_fold=float(opt.x), branch_nu_max=float(nus.max()))
     if has_G:
-        gaps = np.array([free_energy_gap(pde, s.b, s.nu) for s in states[:nus.size]])
+        gaps = np.array([free_energy_gap(pde, s) for s in states[:nus.size]])
         upper = np.nonzero((grid[:nus.size] > opt.x) & (gaps > 0))[0]
         if upper.size == 0:
             raise RuntimeError(f"classify_transition: G of the clustered branch stays below G of uniform up to "
                                f"b_1 = {grid[nus.size - 1]:.4g}: the Maxwell point was not bracketed")
         j = int(upper[0])
         lo = max(float(opt.x), grid[j - 1])
-        a = optimize.brentq(lambda a: free_energy_gap(pde, state_at(a).b, state_at(a).nu), lo, grid[j],
-                            xtol=1e-13, rtol=1e-13)
+        a = optimize.brentq(lambda a: free_energy_gap(pde, state_at(a)), lo, grid[j], xtol=1e-13, rtol=1e-13)
         out.update(nu_global=float(state_at(a).nu), b1_global=float(a))
     else:
         out.update(nu_global=float("nan"))
-    return out
+    return Transition(**out)
 
 
 def _bessel_ratio(order, x, terms=400):
@@ -227,12 +306,35 @@ LMAX_LADDER = (48, 64, 96, 128, 192)
 """Degrees tried by :func:`phase_transition` until two successive ones agree (the discretization check)."""
 
 
-def phase_transition(d, beta, normalization="mean", lmax=None, rtol=1e-9) -> dict:
+def phase_transition(d, beta, normalization="mean", lmax=None, rtol=1e-9) -> Transition:
     """:func:`classify_transition` of one zonal exp head of strength 1 on ``S^{d-1}`` at ``beta``, with its
     discretization checked: with ``lmax`` None, successive degrees of :data:`LMAX_LADDER` until ``nu_#``,
-    ``nu_fold`` and ``nu_global`` of two successive ones agree to ``rtol`` (the result of the larger, its
-    ``lmax`` and the change reported as ``lmax`` and ``discretization_change``); with ``lmax`` given, that
-    degree and the next of the ladder above it.  ``ValueError`` if no degree of the ladder resolves it.
+    ``nu_fold`` and ``nu_global`` of two successive ones agree to ``rtol``; with ``lmax`` given, that degree and
+    the next of the ladder above it.
+
+    Parameters
+    ----------
+    d : int
+        Dimension of the ambient space (``S^{d-1}``), ``d >= 2``.
+    beta : float
+        The head's ``beta > 0``.
+    normalization : str
+        A name of :data:`meanfield.core.kernels.NORMALIZATIONS`.
+    lmax : int, optional
+        The first degree (at least 8); None: the ladder from its start.
+    rtol : float
+        Agreement of two successive degrees.
+
+    Returns
+    -------
+    Transition
+        The result of the larger of the two agreeing degrees, with its ``lmax`` and the
+        ``discretization_change`` from the previous one.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range, or no two successive degrees of the ladder agree.
     """
     d = validate.integer("d", d, 2)
     beta = validate.real("beta", beta, positive=True)
@@ -244,6 +346,7 @@ def phase_transition(d, beta, normalization="mean", lmax=None, rtol=1e-9) -> dic
         lmax = validate.integer("lmax", lmax, 8)
         ladder = (lmax,) + (tuple(L for L in LMAX_LADDER if L > lmax)[:1] or (lmax + 16,))
     keys = ("nu_sharp", "nu_fold", "nu_global")
+    value = getattr
     prev, errors = None, []
     for L in ladder:
         try:
@@ -253,9 +356,10 @@ def phase_transition(d, beta, normalization="mean", lmax=None, rtol=1e-9) -> dic
             prev = None
             continue
         if prev is not None:
-            change = max(abs(res[k] - prev[k]) / abs(res[k]) for k in keys if np.isfinite(res[k]))
+            change = max(abs(value(res, k) - value(prev, k)) / abs(value(res, k)) for k in keys
+                         if np.isfinite(value(res, k)))
             if change <= rtol:
-                return {**res, "lmax": L, "discretization_change": change}
+                return replace(res, lmax=L, discretization_change=change)
         prev = res
     raise ValueError(f"phase_transition(d = {d}, beta = {beta:g}): no two successive degrees of {ladder} agree "
                      f"to rtol = {rtol:g}; " + ("; ".join(errors) if errors else "the values still change"))

@@ -39,7 +39,7 @@ from ..core.kernels import NORMALIZATIONS
 from ..core.sinkhorn import solve_scaling
 from ..core.sphere import SphereGrid, from_real_basis, resize_coefficients, to_real_basis
 from ..models.continuum import ContinuumPDE
-from .equilibria import ROUNDOFF
+from .equilibria import ROUNDOFF, at_noise
 
 __all__ = ["SphereState", "GibbsProblem", "gibbs_problem_cost", "SECONDS_PER_FLOP", "gibbs_map", "rotation_generators", "symmetry_axes", "solve_sphere_state", "sphere_spectrum",
            "sphere_resolution_error", "sphere_branch", "sphere_block_spectrum", "SPHERE_RESOLUTION_TOL"]
@@ -72,6 +72,20 @@ class SphereState:
     @property
     def success(self) -> bool:
         return self.status == 0
+
+
+def _state_and_noise(pde, state, positive=True):
+    """``(rho_lm, nu)`` of ``state``: a :class:`SphereState` gives its own ``rho_lm`` and ``nu``; coefficients take the
+    model's ``nu`` (``> 0`` when ``positive``: the Gibbs map divides by it).  The coefficients are not checked here."""
+    if isinstance(state, SphereState):
+        rho, nu, where = state.rho_lm, state.nu, "the state's nu"
+    else:
+        rho, nu, where = state, pde.nu, ("the model's nu (pde.nu; a state at another noise: pass the SphereState, or "
+                                         "the model at_noise(pde, nu))")
+    nu = validate.real("nu", nu, 0.0)
+    if positive and not nu > 0:
+        raise ValueError(f"nu must be positive (the Gibbs state exp(Phi / nu) / Z); received {where} = {nu!r}")
+    return rho, nu
 
 
 def _check(pde):
@@ -221,10 +235,28 @@ class _Ops:
         return (f, Z, phi) if with_phi else (f, Z)
 
 
-def gibbs_map(pde, rho_lm, nu):
-    """``G(rho)``: the coefficients of ``exp(Phi[rho] / nu) / Z`` (nalm,) on the model's grid."""
+def gibbs_map(pde, state):
+    """``G(rho)``: the coefficients of ``exp(Phi[rho] / nu) / Z`` (nalm,) on the model's grid.
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+        The model (a spectral path whose velocity is a gradient).
+    state : SphereState or array_like
+        A state (its ``rho_lm`` and ``nu``), or coefficients ``rho_lm`` (nalm,) at the model's ``nu > 0``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``G(rho)`` (nalm,), complex.
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` has no potential, the coefficients are not the grid's, or ``nu`` is not positive.
+    """
     pde = _check(pde)
-    nu = validate.real("nu", nu, positive=True)
+    rho_lm, nu = _state_and_noise(pde, state)
     ops = _Ops(pde, pde.grid)
     return pde.grid.analysis(ops.gibbs(_coeffs(pde.grid, rho_lm, "rho_lm"), nu)[0])
 
@@ -253,13 +285,36 @@ def _complex(v):
     return v[:n] + 1j * v[n:]
 
 
-def sphere_resolution_error(pde, rho_lm, nu) -> float:
+def sphere_resolution_error(pde, state) -> float:
     """The potential's truncation (its top third of degrees relative to its largest, as for the axisymmetric
     solver) and the quadrature error of ``G`` (the model's grid against one twice as fine), the larger; either
     below :data:`meanfield.analysis.equilibria.ROUNDOFF` times the potential's largest coefficient (``l = 0``
-    included) counts as 0 (round-off: the uniform state is resolved at any ``lmax``)."""
+    included) counts as 0 (round-off: the uniform state is resolved at any ``lmax``).
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+        The model.
+    state : SphereState or array_like
+        A state (its ``rho_lm`` and ``nu``), or coefficients ``rho_lm`` (nalm,) at the model's ``nu > 0``.
+
+    Returns
+    -------
+    float
+        The relative error.
+
+    Raises
+    ------
+    ValueError
+        As :func:`gibbs_map`.
+    """
     pde = _check(pde)
-    nu = validate.real("nu", nu, positive=True)
+    rho_lm, nu = _state_and_noise(pde, state)
+    return _resolution_error(pde, rho_lm, nu)
+
+
+def _resolution_error(pde, rho_lm, nu):
+    """:func:`sphere_resolution_error` at noise ``nu`` (the solver's own check)."""
     g = pde.grid
     rho_lm = _coeffs(g, rho_lm, "rho_lm")
     ops = _Ops(pde, g)
@@ -297,9 +352,10 @@ def _orbit_basis(grid, rho, rtol, axes=None):
     return Vt[keep]
 
 
-def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, krylov_maxiter=200,
+def solve_sphere_state(pde, rho_lm0, *, tol=1e-10, maxiter=30, phase=True, krylov_maxiter=200,
                        amplitude=None, mode=(1, 0, "re")) -> SphereState:
-    """A stationary state of ``pde`` at noise ``nu`` by Newton-Krylov from the coefficients ``rho_lm0``.
+    """A stationary state of ``pde`` at its own noise ``pde.nu`` by Newton-Krylov from the coefficients ``rho_lm0``
+    (another noise: the model :func:`~meanfield.analysis.equilibria.at_noise`).
 
     ``tol``: the residual ``max |rho - G(rho)|`` relative to ``max |rho_lm|``.  ``phase``: fix the rotation by
     phase conditions (module docstring); False solves the singular system as it is.
@@ -308,14 +364,39 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
     (``nu`` is then the start): the branch of :func:`sphere_branch`.  ``mode = (l, m, part)`` names the held
     coefficient instead: the real (``"re"``) or imaginary (``"im"``) part of ``rho_lm``, ``0 <= m <= l``
     (e.g. ``(3, 2, "im")``, the ``xyz`` pattern of the tetrahedral branch from the degree-3 bifurcation).
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+        The model; its ``nu > 0`` is the state's noise (with ``amplitude``: the start of the solved ``nu``).
+    rho_lm0 : array_like or SphereState
+        The start (nalm,), mass 1; a :class:`SphereState` gives its coefficients (and, with ``amplitude``, its
+        ``nu`` as the start of the solved one).
+    tol, maxiter, phase, krylov_maxiter, amplitude, mode
+        As above.
+
+    Returns
+    -------
+    SphereState
+        The state (``status`` 0 converged, 1 not converged, 2 not resolved).
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` has no potential, its ``nu`` is 0, ``rho_lm0`` is not the grid's or has another mass, or an
+        option is out of range.
     """
     pde = _check(pde)
+    if isinstance(rho_lm0, SphereState) and amplitude is not None:     # nu is solved for: the start's own
+        rho_lm0, nu = _state_and_noise(pde, rho_lm0)
+    else:                                                               # the model's nu
+        rho_lm0 = rho_lm0.rho_lm if isinstance(rho_lm0, SphereState) else rho_lm0
+        nu = _state_and_noise(pde, rho_lm0)[1]
     g = pde.grid
     rho = np.array(_coeffs(g, rho_lm0, "rho_lm0"), dtype=np.complex128)
     mass = g.integrate(g.synthesis(rho))
     if abs(mass - 1.0) > 1e-10:
         raise ValueError(f"rho_lm0 must have mass 1 (within 1e-10); received mass {mass!r}")
-    nu = validate.real("nu", nu, positive=True)
     tol = validate.real("tol", tol, positive=True)
     maxiter = validate.integer("maxiter", maxiter, 1)
     phase = validate.boolean("phase", phase)
@@ -396,7 +477,7 @@ def solve_sphere_state(pde, rho_lm0, nu, *, tol=1e-10, maxiter=30, phase=True, k
     if failure is not None:
         return SphereState(rho, nu, 1, f"Newton-Krylov stopped after {it} Newton steps: {failure}", res, it, krylov,
                            products, 0, float("nan"))
-    err = sphere_resolution_error(pde, rho, nu)
+    err = _resolution_error(pde, rho, nu)
     removed = len(_orbit_basis(g, rho, 1e-6, axes)) if phase else 0
     common = dict(residual=res, newton=it, krylov=krylov, products=products, removed=removed, resolution=err)
     if res > tol:
@@ -521,18 +602,40 @@ class GibbsProblem:
         return u, res, it
 
 
-def sphere_spectrum(pde, rho_lm, nu, k=10, *, h=1e-6):
-    """The ``k`` eigenvalues of largest real part of the PDE (with noise ``nu``) linearized at ``rho_lm``, and
-    how much of each eigenvector lies along the rotation orbit ``L_k rho`` (1: a neutral rotation mode).
+def sphere_spectrum(pde, state, k=10, *, h=1e-6):
+    """The ``k`` eigenvalues of largest real part of the PDE linearized at a state, and how much of each
+    eigenvector lies along the rotation orbit ``L_k rho`` (1: a neutral rotation mode).
 
     ARPACK (``scipy.sparse.linalg.eigs``, ``which="LR"``) on the Jacobian of :meth:`ContinuumPDE.tendency`
     applied by central differences (step ``h`` relative to ``max |rho_lm|``; exact to round-off for mean heads,
-    whose tendency is quadratic) on the mass-free coefficients.  Returns ``(eigenvalues (k,), rotation (k,))``.
+    whose tendency is quadratic) on the mass-free coefficients.
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+        The model.
+    state : SphereState or array_like
+        A :class:`SphereState`: the PDE at the state's own noise, ``at_noise(pde, state.nu)``
+        (:func:`meanfield.analysis.equilibria.at_noise`); or coefficients ``rho_lm`` (nalm,): the PDE ``pde`` as
+        given, at its ``nu >= 0``.
+    k : int
+        Eigenvalues wanted, ``1 <= k < 2 nalm - 2``.
+    h : float
+        The difference step, relative to ``max |rho_lm|``.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        The eigenvalues (k,) and their parts along the rotation orbit (k,).
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` has no potential, the coefficients are not the grid's, or ``k`` or ``h`` is out of range.
     """
     pde = _check(pde)
-    from dataclasses import replace
-
-    model = replace(pde, nu=validate.real("nu", nu, 0.0))
+    rho_lm, nu = _state_and_noise(pde, state, positive=False)
+    model = at_noise(pde, nu)
     g = model.grid
     rho = np.array(_coeffs(g, rho_lm, "rho_lm"), dtype=np.complex128)
     k = validate.integer("k", k, 1, 2 * g.nalm - 2)           # ARPACK: k < n - 1 for the (n, n) real operator
@@ -558,7 +661,7 @@ def sphere_spectrum(pde, rho_lm, nu, k=10, *, h=1e-6):
     return vals, rot
 
 
-def sphere_block_spectrum(pde, rho_lm, nu, m, *, h=1e-6):
+def sphere_block_spectrum(pde, state, m, *, h=1e-6):
     """All eigenvalues (sorted by decreasing real part) of the PDE linearized at a state axisymmetric about the
     z axis, in the block of azimuthal order ``m``: perturbations ``sum_l c_l Y_lm`` (degrees ``l >= max(m, 1)``).
 
@@ -568,6 +671,27 @@ def sphere_block_spectrum(pde, rho_lm, nu, m, *, h=1e-6):
     degree, by central differences of :meth:`ContinuumPDE.tendency` (step ``h`` relative to ``max |rho_lm|``).
     The ``m = 1`` block holds the neutral rotation mode of a non-uniform state (eigenvalue 0); the ``m = 0``
     block is the axisymmetric model's spectrum (:func:`meanfield.analysis.equilibria.linear_spectrum`).
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+        The model.
+    state : SphereState or array_like
+        As for :func:`sphere_spectrum` (a state at its own noise, or coefficients at the model's).
+    m : int
+        The azimuthal order, ``0 <= m <= lmax``.
+    h : float
+        The difference step, relative to ``max |rho_lm|``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The block's eigenvalues.
+
+    Raises
+    ------
+    ValueError
+        If the heads or the state are not axisymmetric about z, or an argument is out of range.
     """
     pde = _check(pde)
     if pde.general is not None and not all(is_axial(h.M) and is_axial(h.V) and h.M[0, 1] == 0 and h.V[0, 1] == 0
@@ -575,9 +699,8 @@ def sphere_block_spectrum(pde, rho_lm, nu, m, *, h=1e-6):
         raise ValueError("sphere_block_spectrum needs heads that commute with rotations about z and with the "
                          "reflection y -> -y (the block structure in m): general heads M = V-like diag(p, p, c); "
                          "use sphere_spectrum for other heads")
-    from dataclasses import replace
-
-    model = replace(pde, nu=validate.real("nu", nu, 0.0))
+    rho_lm, nu = _state_and_noise(pde, state, positive=False)
+    model = at_noise(pde, nu)
     g = model.grid
     rho = np.array(_coeffs(g, rho_lm, "rho_lm"), dtype=np.complex128)
     m = validate.integer("m", m, 0, g.lmax)
@@ -610,22 +733,42 @@ def _mode(grid, mode):
     return grid.index(l, m), part
 
 
-def sphere_branch(pde, amplitudes, start, nu_start, *, tol=1e-10, maxiter=30, mode=(1, 0, "re")):
+def sphere_branch(pde, amplitudes, start, *, tol=1e-10, maxiter=30, mode=(1, 0, "re")):
     """States of ``pde`` along a branch parametrized by one coefficient (the amplitudes, in order; by default
     ``rho_10``, else ``mode``, see :func:`solve_sphere_state`), each solve of :func:`solve_sphere_state`
-    (``amplitude=``) warm-started from the last; ``start``: coefficients near the first state (e.g. a degree-1
-    cluster along z, or uniform plus a small degree-3 ``xyz`` pattern), ``nu_start`` its ``nu``.  A list of
-    :class:`SphereState`, ending at the first failure."""
+    (``amplitude=``, ``nu`` solved for) warm-started from the last.
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+        The model.
+    amplitudes : array_like
+        The held coefficient's values, in order.
+    start : SphereState or array_like
+        Near the first state: a :class:`SphereState` (its coefficients and its ``nu``), or coefficients (e.g. a
+        degree-1 cluster along z, or uniform plus a small degree-3 ``xyz`` pattern) at the model's ``nu > 0``.
+    tol, maxiter, mode
+        As for :func:`solve_sphere_state`.
+
+    Returns
+    -------
+    list of SphereState
+        The states, ending at the first failure.
+
+    Raises
+    ------
+    ValueError
+        If ``amplitudes`` is empty or not 1-d, or as :func:`solve_sphere_state`.
+    """
     amplitudes = validate.real_array("amplitudes", amplitudes)
     if amplitudes.ndim != 1 or amplitudes.size == 0:
         raise ValueError(f"amplitudes must be a non-empty 1-d sequence of finite amplitudes; received shape "
                          f"{amplitudes.shape}")
     out = []
-    rho, nu = start, nu_start
     for a in amplitudes:
-        s = solve_sphere_state(pde, rho, nu, tol=tol, maxiter=maxiter, amplitude=a, mode=mode)
+        s = solve_sphere_state(pde, start, tol=tol, maxiter=maxiter, amplitude=a, mode=mode)
         out.append(s)
         if not s.success:
             break
-        rho, nu = s.rho_lm, s.nu
+        start = s
     return out

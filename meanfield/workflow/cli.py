@@ -325,18 +325,18 @@ def _phase_transition(args):
               f"direction at nu_# changes sign)")
         return
     r = equilibria.phase_transition(d, args.beta, normalization, args.lmax)
-    cont = r["transition"] == "continuous"
-    print(f"nu_sharp = {r['nu_sharp']:.12g}  (sigma_1 of the uniform state vanishes)")
-    print(f"nu_fold = {r['nu_fold']:.12g}" + ("  (= nu_sharp: no fold, the branch is supercritical)" if cont else
-                                             "  (the subcritical branch turns)"))
-    if math.isfinite(r["nu_global"]):
-        print(f"nu_global = {r['nu_global']:.12g}" + ("  (= nu_sharp)" if cont else
-                                                     "  (G of the clustered state equals G of uniform)"))
+    cont = r.transition == "continuous"
+    print(f"nu_sharp = {r.nu_sharp:.12g}  (sigma_1 of the uniform state vanishes)")
+    print(f"nu_fold = {r.nu_fold:.12g}" + ("  (= nu_sharp: no fold, the branch is supercritical)" if cont else
+                                           "  (the subcritical branch turns)"))
+    if math.isfinite(r.nu_global):
+        print(f"nu_global = {r.nu_global:.12g}" + ("  (= nu_sharp)" if cont else
+                                                   "  (G of the clustered state equals G of uniform)"))
     else:
         print(f"nu_global = nan  ({normalization} normalization has no free energy)")
-    print(f"transition = {r['transition']}")
-    print(f"# d = {d}, beta = {args.beta:g}, {normalization}; branch curvature nu_2 = {r['nu_2']:.6g}; lmax = "
-          f"{r['lmax']} (relative change from the previous degree {r['discretization_change']:.1e})")
+    print(f"transition = {r.transition}")
+    print(f"# d = {d}, beta = {args.beta:g}, {normalization}; branch curvature nu_2 = {r.nu_2:.6g}; lmax = "
+          f"{r.lmax} (relative change from the previous degree {r.discretization_change:.1e})")
 
 
 def _extend(args, progress):

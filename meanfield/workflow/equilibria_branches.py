@@ -40,11 +40,31 @@ branch point, where the gap vanishes like ``b_l^4``)."""
 
 # ----------------------------------------------------------------------------------------------- the model
 def build_model(config: EquilibriaConfig, beta=None) -> AxisymmetricPDE:
-    """The axisymmetric PDE of ``config`` (every head's beta replaced by ``beta`` when given)."""
+    """The axisymmetric PDE of ``config``.
+
+    Parameters
+    ----------
+    config : EquilibriaConfig
+        The job's config.
+    beta : float, optional
+        Every head's ``beta`` replaced by this one.
+
+    Returns
+    -------
+    AxisymmetricPDE
+        The model; its ``nu`` is ``continuation.nu`` when the branch's parameter is ``beta`` (the noise of every
+        state), and 0 when it is ``nu`` (the parameter: :meth:`Problem.at` gives the model at each point).
+
+    Raises
+    ------
+    ValueError
+        If the heads do not make a model.
+    """
     d = config.geometry.dim
     heads = tuple(scalar_heads([h.lam], d, h.beta if beta is None else beta, h.kernel, h.normalization,
                                h.kernel_params)[0] for h in config.heads)
-    return AxisymmetricPDE(heads, d, config.geometry.lmax)
+    c = config.continuation
+    return AxisymmetricPDE(heads, d, config.geometry.lmax, nu=c.nu if c.parameter == "beta" else 0.0)
 
 
 def config_has_free_energy(config):
@@ -91,7 +111,8 @@ def check_config(config):
 
 
 class Problem:
-    """The continuation problem and the model at a point of the parameter."""
+    """The continuation problem of a config (``F``, ``J``: :func:`~meanfield.analysis.equilibria.noise_problem` or
+    :func:`~meanfield.analysis.equilibria.beta_problem` of ``pde``) and the model at a point of its parameter."""
 
     def __init__(self, config, pde):
         self.config, self.pde = config, pde
@@ -100,23 +121,38 @@ class Problem:
         if c.parameter == "nu":
             self.F, self.J = eq.noise_problem(pde)
         else:
-            self.F, self.J = eq.beta_problem(pde, c.nu)
+            self.F, self.J = eq.beta_problem(pde)
         self._models = {}
         self.progress = False              # per-state bars (the S^2 solves), set by compute_branches
 
-    def at(self, p):
-        """``(model, nu)`` at the parameter ``p``."""
-        if self.parameter == "nu":
-            return self.pde, float(p)
+    def at(self, p) -> AxisymmetricPDE:
+        """The model at the parameter ``p``: the state ``(1, u)`` of a branch point at ``p`` is a state of this model,
+        at its ``nu``.
+
+        Parameters
+        ----------
+        p : float
+            The parameter's value: the noise (``at_noise(pde, p)``, :func:`~meanfield.analysis.equilibria.at_noise`)
+            or every head's ``beta`` (at ``continuation.nu``).
+
+        Returns
+        -------
+        AxisymmetricPDE
+            The model (kept for the next call at the same ``p``).
+        """
         if p not in self._models:
             if len(self._models) > 64:
                 self._models.clear()
-            self._models[p] = replace(self.pde, heads=tuple(h.replace(beta=float(p)) for h in self.pde.heads))
-        return self._models[p], self.config.continuation.nu
+            if self.parameter == "nu":
+                self._models[p] = eq.at_noise(self.pde, float(p))
+            else:
+                self._models[p] = replace(self.pde, heads=tuple(h.replace(beta=float(p)) for h in self.pde.heads))
+        return self._models[p]
 
     def resolved(self, u, p):
-        model, nu = self.at(p)
-        err = eq.resolution_error(model, np.r_[1.0, u], nu)
+        """Why the march stops at ``(u, p)`` (a state the model does not resolve), or None."""
+        model = self.at(p)
+        err = eq.resolution_error(model, np.r_[1.0, u])
         if err > eq.RESOLUTION_TOL:
             return (f"state not resolved at lmax = {model.lmax}: resolution error {err:.2e} > {eq.RESOLUTION_TOL:g} "
                     f"at {self.parameter} = {p:.10g} (use a larger geometry.lmax)")
@@ -128,12 +164,12 @@ def _point_data(prob, u, p):
     """Order parameter, free-energy gap, leading eigenvalues, stability and resolution at one state."""
     config = prob.config
     k = config.continuation.n_eigenvalues
-    model, nu = prob.at(p)
+    model = prob.at(p)
     b = np.r_[1.0, u]
-    ev = eq.linear_spectrum(model, b, nu)[:k]
+    ev = eq.linear_spectrum(model, b)[:k]
     ev = np.pad(ev.astype(complex), (0, k - ev.size), constant_values=np.nan)
-    gap = eq.free_energy_gap(model, b, nu) if config_has_free_energy(config) else np.nan
-    return (abs(b[1]) / np.sqrt(model.d), gap, ev, bool(ev[0].real < 0), eq.resolution_error(model, b, nu))
+    gap = eq.free_energy_gap(model, b) if config_has_free_energy(config) else np.nan
+    return (abs(b[1]) / np.sqrt(model.d), gap, ev, bool(ev[0].real < 0), eq.resolution_error(model, b))
 
 
 def _branch_record(prob, br, degree, side):
@@ -173,15 +209,15 @@ def _add_maxwell(prob, rec):
     for k in range(len(p) - 1):
         if not (abs(gap[k]) > GAP_TOL and abs(gap[k + 1]) > GAP_TOL and gap[k] * gap[k + 1] < 0):
             continue
-        start, nu0 = np.r_[1.0, u[k]], p[k]
+        model, start = prob.at(p[k]), np.r_[1.0, u[k]]      # the branch's state at p[k]: its nu starts Newton
         states = {}
 
         def g(a):
             if a not in states:
-                states[a] = eq.branch_state(pde, a, ell, start=start, nu_start=nu0)
+                states[a] = eq.branch_state(model, a, ell, start=start)
                 if not states[a].success:
                     raise RuntimeError(states[a].message)
-            return eq.free_energy_gap(pde, states[a].b, states[a].nu)
+            return eq.free_energy_gap(pde, states[a])
         try:
             a = optimize.brentq(g, u[k][ell - 1], u[k + 1][ell - 1], xtol=1e-13, rtol=1e-13)
         except RuntimeError as err:

@@ -30,6 +30,7 @@ import xarray as xr
 
 from ..analysis import continuation as ct
 from ..analysis import sphere_states as ss
+from ..analysis.equilibria import at_noise
 from ..core import cost
 from ..models.continuum import ContinuumPDE
 from .equilibria_branches import JACOBIANS_PER_POINT, kept_branch
@@ -112,14 +113,14 @@ def _state(prob, u, nu):
 def _point(prob, u, nu, k):
     """Per state: :func:`_state`, the leading eigenvalues (k,), their rotation parts (k,), stability and resolution
     error."""
-    pde = prob.pde
+    pde = at_noise(prob.pde, nu)               # the model at the branch's parameter, the state's noise
     rho = prob.coefficients(u)
     first, second, G, f_log_f = _state(prob, u, nu)
-    vals, rot = ss.sphere_spectrum(pde, rho, nu, k=k)
+    vals, rot = ss.sphere_spectrum(pde, rho, k=k)
     scale = float(np.abs(vals).max())
     neutral = (rot > 1 - NEUTRAL_TOL) & (np.abs(vals) <= np.sqrt(NEUTRAL_TOL) * scale)
     stable = int(bool(np.all(vals.real[~neutral] < 0)))
-    return first, second, G, f_log_f, vals, rot, stable, ss.sphere_resolution_error(pde, rho, nu)
+    return first, second, G, f_log_f, vals, rot, stable, ss.sphere_resolution_error(pde, rho)
 
 
 def _record(prob, config, br, kind, side, parent_p):
@@ -152,7 +153,7 @@ def general_branches(config, folder=None, progress=None, log=None) -> list[dict]
     lo, hi = c.nu_range
 
     def resolved(u, p):
-        err = ss.sphere_resolution_error(prob.pde, prob.coefficients(u), p)
+        err = ss.sphere_resolution_error(at_noise(prob.pde, p), prob.coefficients(u))
         if err > ss.SPHERE_RESOLUTION_TOL:
             return (f"state not resolved at lmax = {prob.grid.lmax}: resolution error {err:.2e} > "
                     f"{ss.SPHERE_RESOLUTION_TOL:g} at nu = {p:.10g} (use a larger geometry.lmax)")

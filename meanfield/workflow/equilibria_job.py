@@ -146,9 +146,9 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
               for kind, phi in zip(r["special_kind"], r["special_phi"])]
     sp_u = np.array([np.r_[1.0, s[3]] for s in sp]).reshape(len(sp), lmax + 1)
     gaps = []
+    prob = Problem(config, model0)
     for i, kind, p, u in sp:
-        model, nu = Problem(config, model0).at(p)
-        gaps.append(eq.free_energy_gap(model, np.r_[1.0, u], nu) if config_has_free_energy(config) else np.nan)
+        gaps.append(eq.free_energy_gap(prob.at(p), np.r_[1.0, u]) if config_has_free_energy(config) else np.nan)
     variables.update(special_branch=(("special",), np.array([s[0] for s in sp], int)),
                      special_kind=(("special",), np.array([str(s[1]) for s in sp], object)),
                      special_parameter=(("special",), np.array([s[2] for s in sp], float)),
@@ -192,7 +192,7 @@ def _classification(config):
         res = classify_transition(build_model(config))
     except (RuntimeError, ValueError) as err:
         return {"classification_message": f"classify_transition failed: {err}"}
-    return {k: (float(v) if not isinstance(v, str) else v) for k, v in res.items()}
+    return {k: (float(v) if not isinstance(v, str) else v) for k, v in res.to_dict().items()}
 
 
 def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=None, log=None) -> xr.Dataset:

@@ -30,11 +30,27 @@ EXTRA_EIGENVALUES = 3
 
 
 def sphere_model(prob, p) -> ContinuumPDE:
-    """The S^2 model at the parameter ``p`` (the heads of the axisymmetric model there)."""
-    model, _ = prob.at(p)
-    key = ("sphere", tuple(h.beta for h in model.heads))
+    """The S^2 model at the parameter ``p``: the heads and the noise of the axisymmetric model there
+    (:meth:`~meanfield.workflow.equilibria_branches.Problem.at`), spherical harmonics up to its ``lmax``.
+
+    Parameters
+    ----------
+    prob : Problem
+        The job's continuation problem.
+    p : float
+        The parameter's value.
+
+    Returns
+    -------
+    ContinuumPDE
+        The model (kept for the next call at the same heads and noise).
+    """
+    model = prob.at(p)
+    key = ("sphere", tuple(h.beta for h in model.heads), model.nu)
     if key not in prob._models:
-        prob._models[key] = ContinuumPDE(model.heads, lmax=model.lmax)
+        if len(prob._models) > 64:
+            prob._models.clear()
+        prob._models[key] = ContinuumPDE(model.heads, lmax=model.lmax, nu=model.nu)
     return prob._models[key]
 
 
@@ -51,7 +67,7 @@ def add_sphere(prob, rec) -> dict:
            "sphere_l0": np.full((n, lmax + 1), np.nan)}
     if int(rec["degree"]) == 0:                  # uniform: sigma_l in every azimuthal order, no rotation mode
         out["sphere_status"][:] = 0
-        out["sphere_nu"][:] = [prob.at(p)[1] for p in rec["p"]]
+        out["sphere_nu"][:] = [prob.at(p).nu for p in rec["p"]]
         out["sphere_residual"][:] = 0.0
         out["sphere_removed"][:] = 0
         out["sphere_stable"][:] = rec["stable"]
@@ -67,14 +83,14 @@ def add_sphere(prob, rec) -> dict:
     points = tqdm(list(zip(rec["u"], rec["p"])), desc=f"S^2 states (degree {ell})", leave=False,
                   disable=None if prob.progress is None else not prob.progress)
     for i, (u, p) in enumerate(points):
-        ax, nu = prob.at(p)
-        pde = sphere_model(prob, p)
+        ax = prob.at(p)
+        pde = sphere_model(prob, p)                  # at the branch's nu: the state's noise (degree 1: the start)
         g = pde.grid
         rho0 = ax.to_sphere_coefficients(np.r_[1.0, u], pde.grid)
         if ell == 1 and prob.parameter == "nu":
-            st = ss.solve_sphere_state(pde, rho0, nu, amplitude=float(rho0[g.index(1, 0)].real))
+            st = ss.solve_sphere_state(pde, rho0, amplitude=float(rho0[g.index(1, 0)].real))
         else:
-            st = ss.solve_sphere_state(pde, rho0, nu)
+            st = ss.solve_sphere_state(pde, rho0)
         out["sphere_status"][i], out["sphere_nu"][i], out["sphere_residual"][i] = st.status, st.nu, st.residual
         out["sphere_removed"][i] = st.removed
         out["sphere_l0"][i] = [st.rho_lm[g.index(j, 0)].real for j in range(lmax + 1)]
@@ -82,7 +98,7 @@ def add_sphere(prob, rec) -> dict:
             rec = {**rec, "status": st.status,
                    "message": f"the S^2 solve at point {i} ({prob.parameter} = {p:.10g}) failed: {st.message}"}
             break
-        vals, rot = ss.sphere_spectrum(pde, st.rho_lm, st.nu, k=k)
+        vals, rot = ss.sphere_spectrum(pde, st, k=k)
         out["sphere_eig"][i], out["sphere_rotation"][i] = vals, rot
         scale = float(np.abs(vals).max())
         neutral = (rot > 1 - NEUTRAL_TOL) & (np.abs(vals) <= np.sqrt(NEUTRAL_TOL) * scale)

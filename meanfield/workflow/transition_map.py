@@ -121,8 +121,8 @@ the shared 2-core machine at lmax 48 and 64."""
 def map_cell(point: dict, normalization="mean", lmax=None) -> dict:
     """One cell: :func:`phase_transition` at ``point["d"]``, ``point["beta"]`` (what a map task runs)."""
     r = phase_transition(point["d"], point["beta"], normalization, lmax)
-    out = {k: float(r[k]) for k in QUANTITIES}
-    out["discontinuous"] = int(r["transition"] == "discontinuous")
+    out = {k: float(getattr(r, k)) for k in QUANTITIES}
+    out["discontinuous"] = int(r.transition == "discontinuous")
     return out
 
 

@@ -115,15 +115,15 @@ def dichotomy(s: Settings) -> dict:
         types = {}
         for ratio in (0.9, 1.1):
             c = pt.classify_transition(pt.phase_transition_model(d, ratio * bb))
-            types[str(ratio)] = {"transition": c["transition"], "nu_2": c["nu_2"]}
+            types[str(ratio)] = {"transition": c.transition, "nu_2": c.nu_2}
         rows.append(dict(d=d, beta_star_bessel=bb, beta_star_continuation=bc, rel_error=abs(bc / bb - 1),
                          types=types, seconds=time.perf_counter() - t0))
         for ratio in s.window_ratios:
             try:
                 c = pt.phase_transition(d, ratio * bb)
-                windows.append(dict(d=d, ratio=ratio, beta=ratio * bb, ok=True, nu_sharp=c["nu_sharp"],
-                                    nu_fold=c["nu_fold"], nu_global=c["nu_global"], transition=c["transition"],
-                                    lmax=c["lmax"], change=c["discretization_change"]))
+                windows.append(dict(d=d, ratio=ratio, beta=ratio * bb, ok=True, nu_sharp=c.nu_sharp,
+                                    nu_fold=c.nu_fold, nu_global=c.nu_global, transition=c.transition,
+                                    lmax=c.lmax, change=c.discretization_change))
             except ValueError as exc:
                 windows.append(dict(d=d, ratio=ratio, beta=ratio * bb, ok=False, error=str(exc)))
     return {"rows": rows, "windows": windows}
@@ -148,8 +148,8 @@ def window_spectra(beta, lmax=64, n_steps=120) -> dict:
     cls = pt.phase_transition(D_PARTICLES, beta)
     states = [x for x in eq.branch_states(pde, pt._amplitudes(D_PARTICLES, 0.99, n_steps)) if x.success]
     k = int(np.argmax([x.nu for x in states]))
-    upper = [x for x in states[k + 1:] if cls["nu_sharp"] < x.nu < cls["nu_fold"]]
-    lead = [float(eq.linear_spectrum(pde, x.b, x.nu)[0].real) for x in upper]
+    upper = [x for x in states[k + 1:] if cls.nu_sharp < x.nu < cls.nu_fold]
+    lead = [float(eq.linear_spectrum(pde, x)[0].real) for x in upper]
     nus = [float(x.nu) for x in upper]
     sigma_1 = [float(growth_rate(1, [1.0], beta, nu=nu)) for nu in nus]
     return {"nu": nus, "cluster_leading_eigenvalue": lead, "uniform_sigma_1": sigma_1,
@@ -285,9 +285,9 @@ def normalization_scan(s: Settings, normalization: str, d=3) -> dict:
     for beta in s.softmax_betas:
         try:
             c = pt.phase_transition(d, beta, normalization)
-            rows.append(dict(beta=beta, ok=True, nu_sharp=c["nu_sharp"], nu_2=c["nu_2"], transition=c["transition"],
-                             nu_fold=c["nu_fold"], nu_global=c["nu_global"], lmax=c["lmax"],
-                             sigma_1_at_nu_sharp=float(growth_rate(1, [1.0], beta, normalization, c["nu_sharp"], d=d)),
+            rows.append(dict(beta=beta, ok=True, nu_sharp=c.nu_sharp, nu_2=c.nu_2, transition=c.transition,
+                             nu_fold=c.nu_fold, nu_global=c.nu_global, lmax=c.lmax,
+                             sigma_1_at_nu_sharp=float(growth_rate(1, [1.0], beta, normalization, c.nu_sharp, d=d)),
                              sigma_1_scale=float(growth_rate(1, [1.0], beta, normalization, 0.0, d=d))))
         except ValueError as exc:
             rows.append(dict(beta=beta, ok=False, error=str(exc)))
@@ -305,8 +305,8 @@ def two_heads(s: Settings, lambdas=(1.0, -0.3), d=3, lmax=64) -> dict:
     for beta in s.two_head_betas:
         try:
             c = pt.classify_transition(model(beta))
-            rows.append(dict(beta=beta, ok=True, **{k: c[k] for k in ("nu_sharp", "nu_2", "transition", "nu_fold",
-                                                                      "nu_global")}))
+            rows.append(dict(beta=beta, ok=True, **{k: getattr(c, k) for k in ("nu_sharp", "nu_2", "transition",
+                                                                               "nu_fold", "nu_global")}))
         except (RuntimeError, ValueError) as exc:
             rows.append(dict(beta=beta, ok=False, error=str(exc)))
     f = lambda beta: pt.branch_curvature(model(beta))   # noqa: E731
@@ -317,7 +317,7 @@ def two_heads(s: Settings, lambdas=(1.0, -0.3), d=3, lmax=64) -> dict:
     types = {}
     if not isinstance(bstar, str):
         for ratio in (0.9, 1.1):
-            types[str(ratio)] = pt.classify_transition(model(ratio * bstar))["transition"]
+            types[str(ratio)] = pt.classify_transition(model(ratio * bstar)).transition
     return {"lambdas": list(lambdas), "d": d, "rows": rows, "beta_star_continuation": bstar, "types": types,
             "type_flips": types.get("0.9") == "continuous" and types.get("1.1") == "discontinuous",
             "ordering_holds": all(r["nu_sharp"] < r["nu_global"] < r["nu_fold"] for r in rows
@@ -334,10 +334,10 @@ def _to_sphere(ax, b, grid):
 def sphere_check(ax, b, nu, lmax, k=8):
     """Polish the axisymmetric state on the full S^2 and return its leading spectrum with the rotation parts."""
     pde = ContinuumPDE(ax.heads, lmax=lmax, nu=nu)
-    st = ss.solve_sphere_state(pde, _to_sphere(ax, b, pde.grid), nu)
+    st = ss.solve_sphere_state(pde, _to_sphere(ax, b, pde.grid))      # at the model's nu
     if not st.success:
         return dict(ok=False, message=st.message)
-    ev, rot = ss.sphere_spectrum(pde, st.rho_lm, nu, k=k)
+    ev, rot = ss.sphere_spectrum(pde, st.rho_lm, k=k)
     return dict(ok=True, message=st.message, removed=st.removed, eigenvalues_re=ev.real, eigenvalues_im=ev.imag,
                 rotation=rot, newton=st.newton, krylov=st.krylov)
 
@@ -350,14 +350,14 @@ def degree_two(s: Settings, beta, d=3, lmax=64) -> dict:
         st = eq.branch_state(ax, a, 2)
         row = dict(amplitude=a, ok=st.success, message=st.message)
         if st.success:
-            ev = eq.linear_spectrum(ax, st.b, st.nu)
+            ev = eq.linear_spectrum(ax, st)
             row.update(nu=st.nu, axisym_top=ev[:4].real, b1=st.b[1])
             row["sphere"] = sphere_check(ax, st.b, st.nu, s.sphere_lmax)
         out["states"].append(row)
     # the stable degree-1 state at the same beta as the reference (two neutral rotations, the rest negative)
     st1 = eq.degree_one_state(ax, 0.85 * np.sqrt(d))
     if st1.success:
-        up_deg1 = dict(nu=st1.nu, axisym_top=eq.linear_spectrum(ax, st1.b, st1.nu)[:4].real,
+        up_deg1 = dict(nu=st1.nu, axisym_top=eq.linear_spectrum(ax, st1)[:4].real,
                        sphere=sphere_check(ax, st1.b, st1.nu, s.sphere_lmax))
     out["degree_one_reference"] = up_deg1
     return out
@@ -373,7 +373,7 @@ def degree_three(s: Settings, beta, n_amplitudes=50, a_max=0.2) -> dict:
     amps = np.linspace(a_max / n_amplitudes, a_max, n_amplitudes)
     start = uniform + 1j * amps[0] * (np.arange(g.nalm) == g.index(3, 2))
     t0 = time.perf_counter()
-    br = ss.sphere_branch(pde, amps, start, nu3, mode=(3, 2, "im"))
+    br = ss.sphere_branch(eq.at_noise(pde, nu3), amps, start, mode=(3, 2, "im"))
     seconds = time.perf_counter() - t0
     ok = [x for x in br if x.success]
     nus = np.array([x.nu for x in ok])
@@ -391,7 +391,7 @@ def degree_three(s: Settings, beta, n_amplitudes=50, a_max=0.2) -> dict:
                                   ([0, 0, 1], np.pi / 2, True)):
             R = Rotation.from_rotvec(angle * np.asarray(axis) / np.linalg.norm(axis)).as_matrix() @ (np.diag([1.0, 1.0, -1.0]) if flip else np.eye(3))
             sym.append(float(np.abs(pde.density_at(last.rho_lm, P @ R.T) - f0).max() / f0.max()))
-        vals, _ = ss.sphere_spectrum(pde, last.rho_lm, last.nu, k=6)
+        vals, _ = ss.sphere_spectrum(pde, last, k=6)
         out.update(symmetry_errors=sym, at_clusters=pde.density_at(last.rho_lm, -V).tolist(),
                    between=pde.density_at(last.rho_lm, V).tolist(), top_eigenvalues=vals.real.tolist(),
                    fold_index=int(np.argmax(nus)), nu_fold_3_sampled=float(nus.max()),
@@ -412,7 +412,7 @@ def locate_fold(pde, states, amps, mode) -> dict:
 
     def nu_at(a):
         j = int(np.argmin(np.abs(amps - a)))
-        st = ss.solve_sphere_state(pde, states[j].rho_lm, states[j].nu, tol=1e-12, amplitude=a, mode=mode)
+        st = ss.solve_sphere_state(pde, states[j], tol=1e-12, amplitude=a, mode=mode)
         if not st.success:
             raise RuntimeError(st.message)
         return st.nu
@@ -446,13 +446,13 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     t0 = time.perf_counter()
     dtc = dt_check(s, beta, r_up)
     wall["dt_check"] = time.perf_counter() - t0
-    es = escape(s, beta, cls["nu_sharp"], r_up, s.esc_n, s.esc_offsets)
+    es = escape(s, beta, cls.nu_sharp, r_up, s.esc_n, s.esc_offsets)
     for n2, offsets in s.esc_more:
-        es2 = escape(s, beta, cls["nu_sharp"], r_up, n2, offsets)
+        es2 = escape(s, beta, cls.nu_sharp, r_up, n2, offsets)
         es["runs"] += es2["runs"]
         es["seconds"] += es2["seconds"]
     wall["escape"] = es["seconds"]
-    hold = fold_hold(s, beta, cls["nu_fold"], r_up)
+    hold = fold_hold(s, beta, cls.nu_fold, r_up)
     wall["fold_hold"] = hold["seconds"]
     spectra = window_spectra(beta)
     from studies.phase_transitions.scale import hysteresis_scale
@@ -470,7 +470,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         "type_flips_at_beta_star": all(r["types"]["0.9"]["transition"] == "continuous"
                                        and r["types"]["1.1"]["transition"] == "discontinuous" for r in a["rows"]),
         "ordering_holds": all(w["nu_sharp"] < w["nu_global"] < w["nu_fold"] for w in a["windows"] if w["ok"]),
-        "beta": beta, "nu_sharp": cls["nu_sharp"], "nu_fold": cls["nu_fold"], "nu_global": cls["nu_global"],
+        "beta": beta, "nu_sharp": cls.nu_sharp, "nu_fold": cls.nu_fold, "nu_global": cls.nu_global,
         "jump_down": list(jd), "jump_up": list(ju), "n": s.n, "seeds": s.seeds,
         "escaped": {f"n={e['n']},{e['offset']:+g}": int(np.isfinite(e["times"]).sum()) for e in es["runs"]},
         "fold_hold": [(h["offset"], h["r_end"], h["half_branch"]) for h in hold["rows"]],
@@ -480,7 +480,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
                         nu_down=hy["nu_down"], nu_up=hy["nu_up"], r_down=hy["r_down"], r_up=hy["r_up"],
                         jump_down=hy["jump_down"], jump_up=hy["jump_up"])
     save_json(out_dir / "data.json", {"summary": summary, "settings": asdict(s), "dichotomy": a,
-                                      "classification_d3": cls, "escape": es, "dt_check": dtc, "fold_hold": hold,
+                                      "classification_d3": cls.to_dict(), "escape": es, "dt_check": dtc, "fold_hold": hold,
                                       "window_spectra": spectra,
                                       "hysteresis": {k: v for k, v in hy.items() if k.startswith(("ramp", "sec"))},
                                       "beyond": c, "hysteresis_scale": hs})
