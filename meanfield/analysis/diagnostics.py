@@ -23,7 +23,7 @@ import numpy as np
 
 from ..core import validate
 from ..core.kernels import KERNELS, NORMALIZATIONS
-from ..core.sums import entropy_rows, log_attention
+from ..core.sums import entropy_rows, log_attention, score_sides
 from ..models.particles import ParticleSystem, check_weights, project_tangent
 from .clustering import clustering as _clustering
 from .clustering import mean_inner
@@ -146,10 +146,12 @@ def attention_entropy_rate(system: ParticleSystem, X, Xdot=None, w=None):
         if not kern.positive:
             raise ValueError(f"attention_entropy_rate needs kernels with k > 0 (one of "
                              f"{[k for k, v in KERNELS.items() if v.positive]}); head {h} has kernel {head.kernel!r}")
-        Y, Ydot = X @ head.M.T, Xdot @ head.M.T
+        # s = T Y^T: dense T = X, rows of Y (M x_j)^T; factored (M = A B^T) T = X A, Y = X B (O(n^2 r) per product)
+        T, Y, _ = score_sides(head, X, X)
+        Tdot, Ydot, _ = score_sides(head, Xdot, Xdot)
         for sl in system.chunks(n):
-            S = X[sl] @ Y.T
-            Sdot = Xdot[sl] @ Y.T + X[sl] @ Ydot.T
+            S = T[sl] @ Y.T
+            Sdot = Tdot[sl] @ Y.T + T[sl] @ Ydot.T
             P = np.exp(log_attention(head, S, w))
             ell, elldot = kern.log_value(head, S), kern.log_derivative(head, S) * Sdot
             m, md = np.sum(P * ell, axis=1), np.sum(P * elldot, axis=1)

@@ -135,6 +135,7 @@ class Head:
             different shapes, or rows that differ between the score and value factors.
         """
         F = _factor_arrays((A, B, C, D))
+        _matrices_guard(f"Head.from_factors(d={F[0].shape[0]})", F[0].shape[0], 1)     # the dense M and V it forms
         return cls(F[0] @ F[1].T, F[2] @ F[3].T, beta, kernel, normalization, kernel_params, factors=F)
 
     @property

@@ -30,6 +30,13 @@ over all tokens and cannot apply a mask, so ``causal=True`` with it is refused b
 :meth:`BatchedSystem.rhs` and :attr:`BatchedSystem.retraction` plug into the one driver
 :func:`meanfield.core.integrate.integrate` unchanged; :mod:`meanfield.models.step_rules` iterates the
 transformer's own discrete maps (post-LN, pre-LN, peri-LN, nGPT) on the same sums.
+
+Factored heads (:meth:`Head.from_factors <meanfield.core.heads.Head.from_factors>`, ``M = A B^T``, ``V = C D^T``,
+inner sizes ``r, p < d``) are summed through their factors, as in :mod:`meanfield.core.sums`: the scores of a chunk
+as ``(X A)(X B)^T`` (batched products with the stacked factors), the values as the p-vectors ``X D``, lifted by
+``C^T`` after the sum: ``O(n^2 r)`` per system and head.  A head index takes a side factored when that side of
+every system's head is factored with one inner size (per-system heads of mixed ranks, or mixed with dense ones:
+the dense ``M`` and ``V``, the same numbers to rounding).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from ..core.choices import GEOMETRIES
 from ..core.heads import Head, check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
+from ..core.sums import factored_sides
 from .fastsum import spectral_sum, spectral_supported
 from .particles import UNIT_NORM_TOL, check_stage
 
@@ -130,6 +138,23 @@ def _per_system(heads):
     return ref, M, V, False
 
 
+def _factor_stacks(systems, side):
+    """Per head index, the stacked factors of one side (``side`` 0: ``(A, B)`` of ``M``; 1: ``(C, D)`` of ``V``), each
+    of shape (B|1, d, k), when every system's head takes that side factored (:func:`~meanfield.core.sums.factored_sides`)
+    with one inner size ``k``; otherwise None (that side summed with the dense matrices)."""
+    out = []
+    for h in range(len(systems[0])):
+        hs = [s[h] for s in systems]
+        if not all(factored_sides(x)[side] for x in hs) or len({x.factors[2 * side].shape for x in hs}) != 1:
+            out.append(None)
+            continue
+        stacks = tuple(np.stack([x.factors[2 * side + k] for x in hs]) for k in (0, 1))
+        for F in stacks:
+            F.setflags(write=False)
+        out.append(stacks)
+    return tuple(out)
+
+
 @dataclass(frozen=True, eq=False)
 class BatchedSystem:
     """B systems of n tokens, integrated together.
@@ -199,7 +224,9 @@ class BatchedSystem:
                                     sinkhorn_maxiter=self.sinkhorn_maxiter)
         M.setflags(write=False)
         V.setflags(write=False)
+        systems = [ref] if shared else [check_heads(hs) for hs in self.heads]
         object.__setattr__(self, "_ref", ref)
+        object.__setattr__(self, "_factors", (_factor_stacks(systems, 0), _factor_stacks(systems, 1)))
         object.__setattr__(self, "_M", M)
         object.__setattr__(self, "_V", V)
         object.__setattr__(self, "_shared", shared)
@@ -259,7 +286,9 @@ class BatchedSystem:
             for h, head in enumerate(self._ref):
                 Mh = self._M[:, h] if self._shared else self._M[sl, h]
                 Vh = self._V[:, h] if self._shared else self._V[sl, h]
-                sums = _BatchSums(head, X[sl], Mh, Vh, mask)
+                AB, CD = (None if F[h] is None else tuple(G if self._shared else G[sl] for G in F[h])
+                          for F in self._factors)
+                sums = _BatchSums(head, X[sl], Mh, Vh, mask, AB, CD)
                 out[sl, h] = NORMALIZATIONS[head.normalization].force(
                     sums, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter, where=f"heads[{h}]")[0]
         return out
@@ -304,22 +333,56 @@ class BatchedSystem:
 class _BatchSums:
     """One head's sums over a chunk of systems (b, n, d), uniform weights ``1/n``: the ``sums`` object of
     :meth:`~meanfield.core.kernels.Normalization.force` (``fused``: the one-pass mean/softmax sums;
-    ``apply``/``apply_t``/``aggregate`` on (b, n) fields for a solve)."""
+    ``apply``/``apply_t``/``aggregate`` on (b, n) fields for a solve).  ``AB`` = ``(A, B)`` and ``CD`` = ``(C, D)``,
+    stacked factors of shape (b|1, d, k), or None: the scores, the values summed through the factors."""
 
     axis = -1
 
-    def __init__(self, head, X, M, V, mask):
-        self.head, self.X, self.M, self.V, self.mask = head, X, M, V, mask
+    def __init__(self, head, X, M, V, mask, AB=None, CD=None):
+        self.head, self.X, self.M, self.V, self.mask, self.AB, self.CD = head, X, M, V, mask, AB, CD
         self.shape = X.shape[:2]
-        symmetric = np.array_equal(M, np.swapaxes(M, -1, -2))
-        self.apply_t = None if symmetric else self._apply_t
         self._K = None
+
+    @property
+    def apply_t(self):
+        """The transposed application, or None when every ``M`` is exactly symmetric (decided on first use: only
+        a solve reads it)."""
+        if not hasattr(self, "_symmetric"):
+            self._symmetric = np.array_equal(self.M, np.swapaxes(self.M, -1, -2))
+        return None if self._symmetric else self._apply_t
+
+    def _scores(self, rate):
+        """Scaled scores ``rate <x_i, M x_j>``, shape (b, n, n): dense ``X (X rate M^T)^T``, factored ``(X A)(X rate B)^T``."""
+        X = self.X
+        if self.AB is None:
+            Y = X @ (rate * np.swapaxes(self.M, -1, -2))           # rows rate * (M x_j)^T
+            return X @ np.swapaxes(Y, -1, -2)
+        A, B = self.AB
+        return (X @ A) @ np.swapaxes(X @ (rate * B), -1, -2)
+
+    def _values(self):
+        """``(W, C)``: value coordinates of the tokens (dense rows ``(V x_j)^T``; factored ``(D^T x_j)^T``) and the
+        lift of their aggregates (factored: ``@ C^T``; None: none)."""
+        if self.CD is None:
+            return self.X @ np.swapaxes(self.V, -1, -2), None
+        C, D = self.CD
+        return self.X @ D, C
+
+    @staticmethod
+    def _lift(U, C):
+        return U if C is None else U @ np.swapaxes(C, -1, -2)
+
+    def _score_norm(self):
+        """Largest ``|M|_2`` of the chunk: dense an SVD per matrix; factored ``|R_A R_B^T|_2`` (QR of the factors)."""
+        if self.AB is None:
+            return np.linalg.norm(self.M, 2, axis=(-2, -1)).max()
+        RA, RB = (np.linalg.qr(F, mode="r") for F in self.AB)
+        return np.linalg.norm(RA @ np.swapaxes(RB, -1, -2), 2, axis=(-2, -1)).max()
 
     def _kernel(self):
         if self._K is None:                                       # unshifted k (range-checked heads)
             kern, head = KERNELS[self.head.kernel], self.head
-            Y = self.X @ (kern.rate(head) * np.swapaxes(self.M, -1, -2))
-            self._K = kern.scaled(head, self.X @ np.swapaxes(Y, -1, -2))
+            self._K = kern.scaled(head, self._scores(kern.rate(head)))
         return self._K
 
     def _w(self, f):
@@ -333,17 +396,17 @@ class _BatchSums:
         return (np.swapaxes(self._kernel(), -1, -2) @ self._w(f))[..., 0]
 
     def aggregate(self, f):
-        return self._kernel() @ (self._w(f) * (self.X @ np.swapaxes(self.V, -1, -2)))
+        XV, C = self._values()
+        return self._lift(self._kernel() @ (self._w(f) * XV), C)
 
     def fused(self, norm):
-        head, X, M, V, mask = self.head, self.X, self.M, self.V, self.mask
+        head, X, mask = self.head, self.X, self.mask
         kern = KERNELS[head.kernel]
         n = X.shape[1]
-        Y = X @ (kern.rate(head) * np.swapaxes(M, -1, -2))       # rows rate * (M x_j)^T
-        XV = X @ np.swapaxes(V, -1, -2)                           # rows (V x_j)^T
-        S = X @ np.swapaxes(Y, -1, -2)                            # (b, n, n) scaled scores
+        XV, C = self._values()                                    # rows (V x_j)^T (factored: (D^T x_j)^T)
+        S = self._scores(kern.rate(head))                         # (b, n, n) scaled scores
         normalized = norm.uses_normalizer
-        smax = np.linalg.norm(M, 2, axis=(-2, -1)).max() * float(np.max(np.einsum("bnd,bnd->bn", X, X)))
+        smax = self._score_norm() * float(np.max(np.einsum("bnd,bnd->bn", X, X)))
         if normalized and kern.needs_shift(head, smax):               # |s| <= |M|_2 max|x|^2
             kern.log_scaled(head, S, out=S)
             if mask is not None:
@@ -362,5 +425,5 @@ class _BatchSums:
             U /= np.arange(1, n + 1)[:, None]      # mean over the attended tokens j <= i
         else:
             U /= n
-        return U, None                            # no normalizer reported (batched forces are u only)
+        return self._lift(U, C), None             # no normalizer reported (batched forces are u only)
 

@@ -23,7 +23,10 @@ sum_i w_i log a_i`` for symmetric ``M``, where ``a = b``).  The map from kernel 
 :meth:`meanfield.core.kernels.Normalization.force` for every normalization.
 
 Memory is bounded by processing rows of the n x n score matrix in chunks of about
-``chunk_bytes`` bytes, so n = 20 000 with 4 heads needs a few MiB of work space.  For zonal
+``chunk_bytes`` bytes, so n = 20 000 with 4 heads needs a few MiB of work space.  Factored heads
+(:meth:`Head.from_factors <meanfield.core.heads.Head.from_factors>`, ``M = A B^T``, ``V = C D^T`` of inner sizes
+``r, p < d``) are summed through their factors (:func:`meanfield.core.sums.score_sides`): ``O(n^2 r)`` per head
+instead of ``O(n^2 d)``, velocities, energies and their gradients alike.  For zonal
 heads on S^2 the sums can instead be evaluated spectrally in O(n + lmax^2 log lmax)
 (:mod:`meanfield.models.fastsum`, field ``summation``), with the same semantics to ``tolerance``.
 """
@@ -41,7 +44,7 @@ from ..core.cost import SECONDS_PER_PAIR, STEP_OVERHEAD_S, guard
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult
-from ..core.sums import DirectSums, LastScalings, pair_sum, row_chunks
+from ..core.sums import DirectSums, LastScalings, lift_values, pair_sum, row_chunks, score_sides
 from .fastsum import spectral_sum, spectral_supported
 from .generalsum import GeneralSpectralSum
 
@@ -517,11 +520,16 @@ class ParticleSystem:
                                  f"k = exp(beta s) (one of {[k for k, v in KERNELS.items() if v.log_linear]}: E_S is "
                                  f"an entropic transport cost); received kernel {head.kernel!r}")
             ra, rb = (np.ones(n), np.ones(n)) if res is None else (res.a, res.b)
-            Y, YT = X @ head.M.T, X @ head.M      # rows (M x_j)^T and (M^T x_j)^T
+            # s_ij = <T_i, Y_j> and s_ji = <TT_i, YT_j>; dense: T = TT = X, rows of Y, YT (M x_j)^T, (M^T x_j)^T;
+            # factored (M = A B^T): T, Y = X A, X B and TT, YT = X B, X A, the sums over j of k Y_j (k YT_j) lifted to
+            # R^d by A (by B) once (L, LT; None: dense, no lift)
+            T, Y, L = score_sides(head, X, X)
+            TT, YT, LT = score_sides(head, X, X, transpose=True)
             for sl in self.chunks(n):
-                K1 = kernel(head, X[sl] @ Y.T) * (w * rb)      # k(s_ij) (times b_j)
-                K2 = kernel(head, X[sl] @ YT.T) * (w * ra)     # k(s_ji) (times a_j)
-                G[h, sl] = 0.5 * w[sl, None] * (ra[sl, None] * (K1 @ Y) + rb[sl, None] * (K2 @ YT))
+                K1 = kernel(head, T[sl] @ Y.T) * (w * rb)      # k(s_ij) (times b_j)
+                K2 = kernel(head, TT[sl] @ YT.T) * (w * ra)    # k(s_ji) (times a_j)
+                G[h, sl] = 0.5 * w[sl, None] * (ra[sl, None] * lift_values(K1 @ Y, L)
+                                                + rb[sl, None] * lift_values(K2 @ YT, LT))
         return G
 
     def energy_rates(self, X, Xdot=None, w=None):
