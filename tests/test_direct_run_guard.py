@@ -7,6 +7,7 @@ import pytest
 import meanfield as mf
 from meanfield.core.integrate import estimate_nfev, integrate
 from meanfield.core.options import SaveAt, StepControl
+from meanfield.models import particles
 from meanfield.models.particles import DIRECT_PAIR_RATE, DIRECT_RUN_LIMIT_S
 from meanfield.workflow.paired import ParticleSettings, PDESettings
 
@@ -54,11 +55,31 @@ def test_check_direct_run_estimate_and_refusal():
         system.check_direct_run(1000, 100, limit_s=-1.0)
 
 
-def test_spectral_right_hand_sides_are_not_counted():
+def test_spectral_right_hand_sides_are_counted_at_their_own_rate():
+    # issue 33: a spectral run was estimated by its step overhead alone; its O(n) sums count now
     spectral = mf.ParticleSystem(mf.scalar_heads([1.0, -0.5], 3, beta=2.0))      # auto: spectral from 2000 on
-    assert spectral.check_direct_run(10**6, 10**6, limit_s=1e-9)["passes"] == 0
+    cost = spectral.check_direct_run(10**4, 10**3, limit_s=float("inf"))
+    assert cost["passes"] == 0                                                    # no direct O(n^2) pass
+    # 10^3 evaluations x 10^4 tokens x SPECTRAL_SECONDS_PER_TOKEN: exact arithmetic (one product)
+    assert cost["spectral_s"] == pytest.approx(1e7 * particles.SPECTRAL_SECONDS_PER_TOKEN, rel=1e-15)
+    with pytest.raises(ValueError, match="spectral right-hand sides"):
+        spectral.check_direct_run(10**6, 10**6, limit_s=1.0)
     with pytest.raises(ValueError, match="observer records"):                   # its direct records are
         spectral.check_direct_run(10**6, 10**6, records=11, record_passes=1, limit_s=1e-9)
+
+
+def test_wide_heads_cost_more_per_pair():
+    # a head-pair of width d > PAIR_WIDTH costs d / PAIR_WIDTH times the base rate (measured 37-41 ns at d = 384 on
+    # one core; the estimate, 60 ns, stays above it); at d = 3 the rate is SECONDS_PER_PAIR exactly
+    from meanfield.core import cost as cost_mod
+    wide = mf.ParticleSystem(mf.scalar_heads([1.0], 384, beta=1.0))
+    narrow = mf.ParticleSystem(mf.scalar_heads([1.0], 3, beta=1.0), summation="direct")
+    assert wide.direct_cost(1000)["seconds"] == pytest.approx(1e6 * cost_mod.SECONDS_PER_PAIR * 384 / 64, rel=1e-15)
+    assert narrow.direct_cost(1000)["seconds"] == pytest.approx(1e6 * cost_mod.SECONDS_PER_PAIR, rel=1e-15)
+    r = np.random.default_rng(0)
+    A, B, C, D = (r.standard_normal((384, 32)) for _ in range(4))
+    factored = mf.ParticleSystem([mf.Head.from_factors(A, B, C, D, normalization="softmax")])
+    assert factored.direct_cost(1000)["seconds"] == pytest.approx(1e6 * cost_mod.SECONDS_PER_PAIR, rel=1e-15)
 
 
 def test_heads_without_spectral_path_say_so():
@@ -80,7 +101,9 @@ def test_solve_particles_refuses_a_long_direct_run_up_front():
 
 def test_default_observer_is_spectral_with_any_weights(monkeypatch):
     """The default solve_particles beyond SPECTRAL_MIN_N records with O(n) sums only, whatever the weights:
-    every direct pairwise sum raises here, and a direct_limit_s of 1e-9 s refuses any counted direct pass."""
+    every direct pairwise sum raises here, and a direct_limit_s of 0.05 s refuses any counted direct pass (one pass:
+    2 heads x 2500^2 pairs = 0.125 s) while it admits the run's spectral sums (counted since issue 33: about 8
+    evaluations x 2500 tokens x SPECTRAL_SECONDS_PER_TOKEN = 0.01 s, plus one step's overhead)."""
     from meanfield.analysis import diagnostics
     from meanfield.models import particles
     from meanfield.models.particles import SPECTRAL_MIN_N
@@ -97,7 +120,7 @@ def test_default_observer_is_spectral_with_any_weights(monkeypatch):
     ramp = np.linspace(0.5, 1.5, n)
     for w in (None, np.full(n, 1.0 / n), ramp / ramp.sum()):
         assert diagnostics.observer_passes(system, n, w) == 0
-        tr = mf.solve_particles(system, X0, 0.02, save=SaveAt(t_eval=[0.0, 0.02]), w=w, direct_limit_s=1e-9,
+        tr = mf.solve_particles(system, X0, 0.02, save=SaveAt(t_eval=[0.0, 0.02]), w=w, direct_limit_s=0.05,
                                 progress=False)
         assert tr.status == 0 and tr.observables["entropy"].shape == tr.observables["relative_entropy"].shape == (2, 2)
     direct_system = mf.ParticleSystem(system.heads, summation="direct")

@@ -29,7 +29,8 @@ import math
 from dataclasses import dataclass
 
 __all__ = ["Cost", "guard", "limits", "current_limits", "memory_text", "time_text", "MEMORY_LIMIT_BYTES",
-           "TIME_LIMIT_S", "STEP_OVERHEAD_S", "SECONDS_PER_PAIR"]
+           "TIME_LIMIT_S", "STEP_OVERHEAD_S", "SECONDS_PER_PAIR",
+           "PAIR_WIDTH", "pair_seconds"]
 
 MEMORY_LIMIT_BYTES = 4 * 2**30
 """Default memory limit (4 GiB) of one guarded call's estimated peak: a 24 GiB machine survives it with
@@ -51,7 +52,32 @@ core of the 2-core reference machine (benchmarks/RESULTS.md: 2.0 s for n = 10^4 
 softmax heads 0.9e-8 to 1.3e-8 s at n = 2000), a conservative figure (DEPENDENCIES.md: 0.7-1.0 G head-pairs/s
 for the bare kernel loop)."""
 
+PAIR_WIDTH = 64
+"""Width (the inner size of a head's score and value products: ``d`` for a dense head, the rank for a factored one)
+up to which :data:`SECONDS_PER_PAIR` covers a head-pair; wider heads cost proportionally more
+(:func:`pair_seconds`).  Measured (one thread, one softmax or mean head, n = 2048, shared machine): 2.4-2.8 ns a pair
+at d = 3, 7-8 ns at d = 64, 13-15 ns at d = 128, 37-41 ns at d = 384: past d ~ 50 the two width-d products
+dominate the kernel's exponential.  The rate 1e-8 s a pair at width 64, rising as ``width / 64``, keeps every
+measured case under its estimate (d = 384: 6e-8 s against 4e-8 s measured)."""
+
 _LIMITS = contextvars.ContextVar("meanfield_cost_limits", default=(float(MEMORY_LIMIT_BYTES), TIME_LIMIT_S))
+
+
+def pair_seconds(width=3) -> float:
+    """Seconds per head-pair of a direct kernel sum whose score and value products have inner size ``width``:
+    ``SECONDS_PER_PAIR * max(1, width / PAIR_WIDTH)`` (:data:`PAIR_WIDTH`); the rate of every direct-sum estimate.
+
+    Parameters
+    ----------
+    width : float
+        ``d`` for a dense head, the mean of a factored head's score and value ranks.
+
+    Returns
+    -------
+    float
+        Seconds per head-pair.
+    """
+    return SECONDS_PER_PAIR * max(1.0, float(width) / PAIR_WIDTH)
 
 
 def current_limits() -> tuple[float, float]:

@@ -106,7 +106,9 @@ def estimate_batched(B, n, d, n_heads, *, causal=False, solved=0, chunk_bytes=8 
     block = 8.0 * min(per, B) * n * n
     mem = block * (2.0 if solved else 1.0) + (9.0 * n * n if causal else 0.0) + 8.0 * B * n_heads * n * d * 2
     weight = (n_heads - solved) + BATCHED_SOLVE_FACTOR * solved
-    secs = float(B) * weight * n * n * cost.SECONDS_PER_PAIR * (BATCHED_CAUSAL_FACTOR if causal else 1.0)
+    # width d: the dense score and value products (cost.pair_seconds; a factored head's rank is narrower, and the
+    # estimate stays an upper bound for it)
+    secs = float(B) * weight * n * n * cost.pair_seconds(d) * (BATCHED_CAUSAL_FACTOR if causal else 1.0)
     mask = ", causal mask" if causal else ""
     return cost.Cost(f"BatchedSystem direct sums over X of shape ({B}, {n}, {d})", mem, secs,
                      f"{n_heads} head(s), (b, n, n) float64 score blocks of b = {min(per, B)} system(s){mask}")

@@ -40,7 +40,7 @@ import numpy as np
 from ..core import validate
 from ..core.bispherical import ACCURACY_LOSS
 from ..core.choices import GEOMETRIES, SUMMATIONS
-from ..core.cost import SECONDS_PER_PAIR, STEP_OVERHEAD_S, guard
+from ..core.cost import SECONDS_PER_PAIR, STEP_OVERHEAD_S, guard, pair_seconds
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult
@@ -65,14 +65,27 @@ SOLVE_PASSES = 45
 estimates of :meth:`ParticleSystem.direct_cost`: a cold symmetric solve to 1e-12 halves the error per
 kernel application (about log2(1e12) + a few)."""
 
+SPECTRAL_SECONDS_PER_TOKEN = 5e-7
+"""Seconds per token and right-hand-side evaluation of a run whose sums are spectral (O(n)), in the run estimates
+of :meth:`ParticleSystem.check_direct_run`: the spectral sums plus the driver's stage arithmetic, retraction and
+noise per token.  Measured (one thread, n = 10^4 and 10^5, one zonal or two general heads, rk4 or noisy
+geodesic_strang): 210-330 ns; 5e-7 keeps the estimate above the measurement (issue 33: a spectral run estimated
+by its step overhead alone started although its steps over 10^5 tokens took hours)."""
+
 DIRECT_RUN_LIMIT_S = 3600.0
 """A whole run (:func:`meanfield.solve_particles`) whose direct O(n^2) sums, right-hand sides plus observer
 records, are estimated (:meth:`ParticleSystem.check_direct_run`, at :data:`DIRECT_PAIR_RATE`) to take
 longer than this is refused up front, before its first evaluation: :data:`DIRECT_TIME_LIMIT_S` bounds one
 evaluation, this bounds their number times their cost.  ``solve_particles(direct_limit_s=...)`` moves it."""
 
-__all__ = ["SPECTRAL_MIN_N", "DIRECT_PAIR_RATE", "DIRECT_TIME_LIMIT_S",
+__all__ = ["SPECTRAL_MIN_N", "DIRECT_PAIR_RATE", "DIRECT_TIME_LIMIT_S", "SPECTRAL_SECONDS_PER_TOKEN",
            "DIRECT_RUN_LIMIT_S", "ParticleSystem", "check_tokens", "check_weights", "project_tangent", "retract_sphere"]
+
+
+def _width(head):
+    """The inner size of a head's score and value products in the direct sums: d, or a factored head's ranks."""
+    r = head.rank
+    return float(head.dim) if r is None else 0.5 * (min(r[0], head.dim) + min(r[1], head.dim))
 
 
 def project_tangent(X, V):
@@ -272,9 +285,12 @@ class ParticleSystem:
             four blocks of ``chunk_bytes`` plus the (H, n, d) results; the score matrix is never formed).
         """
         n = validate.integer("n", n, 0)
-        per_head = sum(1 if NORMALIZATIONS[h.normalization].row_local else SOLVE_PASSES for h in self.heads)
-        pairs = float(passes) * per_head * float(n) ** 2
-        return {"pairs": pairs, "seconds": pairs / DIRECT_PAIR_RATE,
+        counts = [1 if NORMALIZATIONS[h.normalization].row_local else SOLVE_PASSES for h in self.heads]
+        pairs = float(passes) * sum(counts) * float(n) ** 2
+        # a head-pair costs more past PAIR_WIDTH (the score and value products of inner size d, or a factored
+        # head's ranks): cost.pair_seconds; at d <= 64 this is pairs / DIRECT_PAIR_RATE exactly
+        seconds = float(passes) * float(n) ** 2 * sum(c * pair_seconds(_width(h)) for c, h in zip(counts, self.heads))
+        return {"pairs": pairs, "seconds": seconds,
                 "bytes": 4 * self.chunk_bytes + 8 * self.n_heads * n * self.d}
 
     def check_direct(self, n, what, passes=1, argument="summation='spectral' (or 'auto')"):
@@ -328,23 +344,33 @@ class ParticleSystem:
         :func:`meanfield.core.cost.guard`).
         """
         limit_s = validate.real("direct_limit_s", limit_s, positive=True, finite=False)
-        passes = (0 if self.uses_spectral(n) else int(evaluations)) + int(records) * int(record_passes)
+        spectral_n = self.uses_spectral(n)
+        passes = (0 if spectral_n else int(evaluations)) + int(records) * int(record_passes)
         cost = dict(self.direct_cost(n, passes), passes=passes)
         overhead = int(steps) * STEP_OVERHEAD_S
-        cost.update(overhead_s=overhead, seconds=cost["seconds"] + overhead)
+        # the spectral sums are O(n) per evaluation, not free: SPECTRAL_SECONDS_PER_TOKEN a token and evaluation
+        spectral_s = float(evaluations) * n * SPECTRAL_SECONDS_PER_TOKEN if spectral_n else 0.0
+        cost.update(overhead_s=overhead, spectral_s=spectral_s, seconds=cost["seconds"] + overhead + spectral_s)
         if cost["seconds"] > limit_s:
             spectral = self.spectral is not None or spectral_supported(self.heads, self.geometry) is None
-            fix = ("summation='spectral' (or 'auto', the spectral sums from n = SPECTRAL_MIN_N on), fewer tokens"
+            fix = ("fewer tokens" if spectral_n else
+                   "summation='spectral' (or 'auto', the spectral sums from n = SPECTRAL_MIN_N on), fewer tokens"
                    if spectral else "fewer tokens (these heads have no spectral path: d = 3 on the sphere only)")
             at_least = "at least " if lower_bound else ""
             steps_text = (f" + {int(steps)} steps x {STEP_OVERHEAD_S:.2g} s of per-step overhead (STEP_OVERHEAD_S)"
                           if steps else "")
+            width = max(_width(h) for h in self.heads)
+            rate = (f"{DIRECT_PAIR_RATE:.0e} head-pairs/s" if pair_seconds(width) == SECONDS_PER_PAIR else
+                    f"{1 / pair_seconds(width):.1e} head-pairs/s (products of width {width:g}: cost.pair_seconds)")
+            spectral_text = (f" + {int(evaluations)} spectral right-hand sides x {n} tokens x "
+                             f"{SPECTRAL_SECONDS_PER_TOKEN:.0e} s (SPECTRAL_SECONDS_PER_TOKEN)" if spectral_s else "")
             guard(f"{what} ({at_least}{passes} direct O(n^2) passes over n = {n} tokens and {self.n_heads} heads "
-                  f"({int(evaluations) if not self.uses_spectral(n) else 0} right-hand sides{how} + {int(records)} "
+                  f"({int(evaluations) if not spectral_n else 0} right-hand sides{how} + {int(records)} "
                   f"observer records x {int(record_passes)} passes) = {cost['pairs']:.2e} head-pairs at "
-                  f"{DIRECT_PAIR_RATE:.0e} head-pairs/s{steps_text})", seconds=cost["seconds"], limit_s=limit_s,
+                  f"{rate}{spectral_text}{steps_text})", seconds=cost["seconds"], limit_s=limit_s,
                   limit_bytes=float("inf"), limit_name_s="direct_limit_s",
-                  detail=f"{at_least}{cost['seconds'] - overhead:.0f} s of sums + {overhead:.0f} s of steps",
+                  detail=f"{at_least}{cost['seconds'] - overhead - spectral_s:.0f} s of direct sums + "
+                         f"{spectral_s:.0f} s of spectral sums + {overhead:.0f} s of steps",
                   fix=(f"a larger dt (fewer steps), {fix}, fewer records (observe=False)" if 2 * overhead > cost["seconds"]
                        else f"{fix}, a larger dt or fewer steps, fewer records (observe=False)"),
                   lift="pass direct_limit_s=<seconds> (default DIRECT_RUN_LIMIT_S; inf: no limit) to run it anyway")

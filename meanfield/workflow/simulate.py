@@ -131,12 +131,12 @@ def check_particle_run(system: ParticleSystem, n, t_final, *, t_eval=None, metho
         return method
     method = "dopri5" if method is None else method
     est = estimate_nfev(method, (0.0, float(t_final)), dt=dt, t_eval=times, adaptive=adaptive)
-    if not (system.uses_spectral(n) and record_passes == 0) or not est["lower_bound"]:   # fixed steps: overhead
-        name = getattr(method, "name", method)
-        system.check_direct_run(n, est["nfev"], np.size(times), record_passes, lower_bound=est["lower_bound"],
-                                limit_s=direct_limit_s, steps=est["steps"],
-                                how=f" ({'at least one step per output interval, ' if est['lower_bound'] else ''}"
-                                    f"{est['steps']} steps of {name})")
+    # every run is estimated: direct sums, spectral sums (O(n) a token and evaluation) and the steps' overhead
+    name = getattr(method, "name", method)
+    system.check_direct_run(n, est["nfev"], np.size(times), record_passes, lower_bound=est["lower_bound"],
+                            limit_s=direct_limit_s, steps=est["steps"],
+                            how=f" ({'at least one step per output interval, ' if est['lower_bound'] else ''}"
+                                f"{est['steps']} steps of {name})")
     return method
 
 
