@@ -171,7 +171,7 @@ def main():
         "of issue 26 are 10-10^6 times over); '-' where an entry point's guard estimates only one of the two. "
         "The tree clustering's estimate is the worst case before counting (every cell pair a candidate); here "
         "every pair is one (threshold 0 in d = 200).", "",
-        "Reading (written with the run of 2026-12-01, load 8 on 2 cores): " + NOTE, "",
+        NOTE, "",
         table(("entry point", "case", "estimate MiB", "traced MiB", "RSS growth MiB", "memory ratio", "estimate s",
                "measured s", "time ratio"), rows), ""])
     (root / "benchmarks" / "RESULTS_cost_guard.md").write_text(md)
