@@ -76,3 +76,15 @@ def test_figure_states_the_thresholds():
     assert "pair density (> 0.99)" in labels                      # the colour bar of the pair density
     with pytest.raises(ValueError, match=r"^pair_threshold must be"):
         phase_diagram_figure(ds, pair_threshold=1.5)
+
+
+def test_cli_executor_and_one_meaning_of_scheduler(tmp_path, capsys):
+    """--scheduler is an existing dask scheduler's ADDRESS in every command (issue 32); the phase diagram's local
+    dask executors are --executor, and --scheduler there is refused by name (exit 2, no traceback)."""
+    cfg = tmp_path / "pd.toml"
+    cfg.write_text("[phase_diagram]\nbetas = [1.0]\nt_final = 0.2\nbatch = 2\nn = 4\nrecord_every = 1\n")
+    assert main(["phase-diagram", str(cfg), "--out", str(tmp_path / "a"), "--no-progress", "--executor", "threads"]) == 0
+    assert (tmp_path / "a" / "phase_diagram.nc").exists()
+    assert main(["phase-diagram", str(cfg), "--out", str(tmp_path / "b"), "--scheduler", "threads"]) == 2
+    err = capsys.readouterr().err
+    assert "--executor" in err and "ADDRESS" in err and "Traceback" not in err

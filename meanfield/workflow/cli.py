@@ -488,8 +488,10 @@ def build_parser():
     ph = sub.add_parser("phase-diagram", help="beta x t phase diagram of batched token systems (NetCDF + figure)")
     ph.add_argument("config", help="TOML file with a [phase_diagram] table (see meanfield.workflow.phase_diagram)")
     ph.add_argument("--out", default="phase-diagram-output", help="output folder")
-    ph.add_argument("--scheduler", default=None, choices=["threads", "processes", "synchronous"],
-                    help="run the beta cells as dask tasks")
+    ph.add_argument("--executor", default=None, choices=["threads", "processes", "synchronous"],
+                    help="run the beta cells as dask tasks on this local executor (--scheduler means a dask "
+                         "scheduler's ADDRESS in every command: sweep, equilibria --map)")
+    ph.add_argument("--scheduler", default=None, metavar="ADDRESS", help=argparse.SUPPRESS)
     ph.add_argument("--no-progress", action="store_true", help="no progress bar")
     ph.set_defaults(func=_phase_diagram)
     e = sub.add_parser("equilibria", parents=[common],
@@ -562,7 +564,11 @@ def _transition_map(args):
 def _phase_diagram(args):
     from .phase_diagram import run_phase_diagram
 
-    paths = run_phase_diagram(args.config, args.out, scheduler=args.scheduler,
+    if args.scheduler is not None:
+        raise ValueError(f"meanfield phase-diagram runs its cells locally: --scheduler (an existing dask scheduler's "
+                         f"ADDRESS in sweep and equilibria --map) is not supported here; use --executor threads, "
+                         f"processes or synchronous; received --scheduler {args.scheduler}")
+    paths = run_phase_diagram(args.config, args.out, scheduler=args.executor,
                               progress=False if args.no_progress else None)
     print(f"wrote {', '.join(str(p) for p in paths)}")
     return 0
