@@ -339,15 +339,6 @@ def align_times(t_eval, t_recorded, tol=1e-9):
     return np.array(rows, dtype=int), np.array(cols, dtype=int)
 
 
-def _settings(name, value, cls):
-    """``value`` if it is a ``cls``, ``cls()`` for None, else a ValueError naming ``name``."""
-    if value is None:
-        return cls()
-    if not isinstance(value, cls):
-        raise ValueError(f"{name} must be None or a {cls.__name__}(...); received {value!r}")
-    return value
-
-
 def _phase(checkpoints, phase, every, solve, *args, **kw):
     """One integration phase, checkpointed and resumable when ``checkpoints`` is given."""
     if checkpoints is None:
@@ -411,9 +402,9 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=N
     PairedResult
     """
     validate.integer("n_particles", n_particles, 2)
-    ps = _settings("particles", particles, ParticleSettings)
-    qs = _settings("pde", pde, PDESettings)
-    ts = _settings("transport", transport, TransportSettings)
+    ps = option("particles", particles, ParticleSettings)
+    qs = option("pde", pde, PDESettings)
+    ts = option("transport", transport, TransportSettings)
     sampling, particle_sums, spectral_tol, particle_method = ps.sampling, ps.sums, ps.spectral_tol, ps.method
     particle_step = option("particles.step", ps.step, StepControl).with_defaults(1e-8, 1e-10)
     lmax, pde_method, monitor, tail_tol, negative_tol = qs.lmax, qs.method, qs.monitor, qs.tail_tol, qs.negative_tol
