@@ -181,10 +181,11 @@ def run(quick=False, out=None):
              f"The bound ``|M|_2`` that decides whether softmax rows are shifted is computed once per head and kept "
              f"(an SVD of M for a dense head, the QR factors of A and B for a factored one).  The exponentials, the "
              f"same on both sides, are {exp_share:.0%} of the factored velocity at n = {p['profile_n']}; its "
-             f"projections ``X A``, ``X B``, ``X D`` ({projections:.0%}) are 36 products of inner size r = "
-             f"{p['r']}, at a lower BLAS rate than the dense side's wide products: at n = 512 the ratio misses the 5x "
-             f"target, at n = 2048 (where the n^2 products dominate) it is reached.  One product of X with all the "
-             f"heads' stacked factors would remove most of the per-head overhead (not done yet).  Profile parts are "
+             f"projections (timed here as three products of inner size r = {p['r']} per head, {projections:.0%}) run "
+             f"in the velocity as one product ``X [A | B | D]`` per head (core.sums._fused_sides, about 20 % off the "
+             f"factored velocity).  What is left is the per-head overhead and the narrow products' lower BLAS rate: "
+             f"at n = 512 the ratio stays below the 5x target, at n = 2048 (where the n^2 products dominate) it "
+             f"passes it.  Profile parts are "
              f"timed alone on precomputed inputs (best of {p['repeats']}), so they need not add up exactly to the "
              f"whole.")
     total = time.perf_counter() - start

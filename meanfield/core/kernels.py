@@ -21,6 +21,11 @@ one class and one registry entry here; no other module compares kernel or normal
 
 Scores are handled *scaled*: ``T = rate * s`` with ``rate = beta`` (exp, sigmoid) or 1 (relu), so
 the chunked sums of :mod:`meanfield.core.sums` fold ``beta`` into the sources once.
+
+The pointwise methods (``scaled``, ``log_scaled``, ``antiderivative_scaled``, ``value``, ``log_value``, ...) and the
+normalizations' ``combine`` and ``force`` take numpy arrays (exactly the numpy operations, ``out`` honoured) or
+other array API arrays (torch tensors, :mod:`meanfield.core.backends`: the same formulas in their namespace, a new
+array returned, ``out`` ignored): callers use the returned array.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 from scipy.special import expit, log_expit, spherical_in
 
-from . import validate
+from . import backends, validate
 from .funk_hecke import funk_hecke_multipliers, funk_hecke_normalized
 from .sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult, solve_scaling
 
@@ -220,17 +225,17 @@ class Kernel:
 
     def value(self, head, s):
         """``k(s)``."""
-        return self.scaled(head, self.rate(head) * np.asarray(s, dtype=float))
+        return self.scaled(head, self.rate(head) * _floats(s))
 
     def antiderivative(self, head, s):
         """``K(s)`` with ``K' = k`` (the energy density)."""
-        return self.antiderivative_scaled(head, self.rate(head) * np.asarray(s, dtype=float)) \
+        return self.antiderivative_scaled(head, self.rate(head) * _floats(s)) \
             / self.antiderivative_divisor(head)
 
     def log_value(self, head, s):
         """``log k(s)`` (``-inf`` where ``k = 0``)."""
         with np.errstate(divide="ignore"):
-            return self.log_scaled(head, self.rate(head) * np.asarray(s, dtype=float))
+            return self.log_scaled(head, self.rate(head) * _floats(s))
 
     def log_derivative(self, head, s):
         """``(log k)'(s) = k'(s) / k(s)`` (kernels with ``k > 0``)."""
@@ -322,9 +327,12 @@ class ExpKernel(Kernel):
                                                     "growth_rate"})
 
     def scaled(self, head, T, out=None):
-        return np.exp(T, out=out)
+        xp = backends.foreign(T)
+        return np.exp(T, out=out) if xp is None else xp.exp(T)
 
     def log_scaled(self, head, T, out=None):
+        if backends.foreign(T) is not None:
+            return T if out is T else T + 0.0        # log k = T (a copy unless in place)
         if out is None:
             return np.array(T, dtype=float)
         if out is not T:
@@ -332,7 +340,8 @@ class ExpKernel(Kernel):
         return out
 
     def antiderivative_scaled(self, head, T, out=None):
-        return np.exp(T, out=out)
+        xp = backends.foreign(T)
+        return np.exp(T, out=out) if xp is None else xp.exp(T)
 
     def log_derivative(self, head, s):
         return np.full(np.shape(s), head.beta)
@@ -376,13 +385,20 @@ class ReluKernel(Kernel):
         return 1.0
 
     def scaled(self, head, T, out=None):
-        return np.maximum(T, 0.0, out=out)
+        xp = backends.foreign(T)
+        return np.maximum(T, 0.0, out=out) if xp is None else xp.clip(T, min=0.0)
 
     def log_scaled(self, head, T, out=None):
+        xp = backends.foreign(T)
+        if xp is not None:
+            return xp.log(xp.clip(T, min=0.0))
         with np.errstate(divide="ignore"):
             return np.log(np.maximum(T, 0.0, out=out), out=out)
 
     def antiderivative_scaled(self, head, T, out=None):
+        xp = backends.foreign(T)
+        if xp is not None:
+            return xp.clip(T, min=0.0) ** 2 * 0.5
         out = np.maximum(T, 0.0, out=out)
         out **= 2
         out *= 0.5
@@ -392,10 +408,12 @@ class ReluKernel(Kernel):
         return 1.0
 
     def value(self, head, s):
-        return np.maximum(s, 0.0)
+        xp = backends.foreign(s)
+        return np.maximum(s, 0.0) if xp is None else xp.clip(s, min=0.0)
 
     def antiderivative(self, head, s):
-        return 0.5 * np.maximum(s, 0.0) ** 2
+        xp = backends.foreign(s)
+        return 0.5 * (np.maximum(s, 0.0) if xp is None else xp.clip(s, min=0.0)) ** 2
 
     def multipliers(self, head, lmax):
         r"""``c[K] = c[relu(s)^2 / 2]``, ``c[k] = c[relu(s)]``, ``c[k s] = 2 c[K]`` (exact quadrature)."""
@@ -425,17 +443,27 @@ class SigmoidKernel(Kernel):
         return T + head.kernel_params["bias"]
 
     def scaled(self, head, T, out=None):
+        if backends.foreign(T) is not None:
+            return backends.expit(self._x(head, T))
         return expit(self._x(head, T), out=out)
 
     def log_scaled(self, head, T, out=None):
+        if backends.foreign(T) is not None:
+            return backends.log_expit(self._x(head, T))
         return log_expit(self._x(head, T), out=out)
 
     def antiderivative_scaled(self, head, T, out=None):
         x = self._x(head, T)                           # softplus(x) = max(x, 0) + log1p(exp(-|x|))
+        xp = backends.foreign(T)
+        if xp is not None:
+            return xp.clip(x, min=0.0) + xp.log1p(xp.exp(-xp.abs(x)))
         return np.add(np.maximum(x, 0.0), np.log1p(np.exp(-np.abs(x))), out=out)
 
     def log_derivative(self, head, s):
-        return head.beta * expit(-self._x(head, head.beta * np.asarray(s, dtype=float)))
+        s = _floats(s)
+        if backends.foreign(s) is not None:
+            return head.beta * backends.expit(-self._x(head, head.beta * s))
+        return head.beta * expit(-self._x(head, head.beta * s))
 
     def needs_shift(self, head, smax):
         return head.beta * smax + abs(head.kernel_params["bias"]) > SHIFT_LIMIT
@@ -474,9 +502,14 @@ class HeadForce(NamedTuple):
     scaling: SinkhornResult | None
 
 
+def _floats(s):
+    """``s`` as float64 numpy values, or itself when it is another library's array (a torch tensor)."""
+    return np.asarray(s, dtype=float) if backends.foreign(s) is None else s
+
+
 def _safe(Z):
     """Divisor with ``u = 0`` where ``Z <= 0`` (no attention mass)."""
-    return np.where(Z > 0, Z, np.inf)
+    return (backends.foreign(Z) or np).where(Z > 0, Z, np.inf)
 
 
 @dataclass(frozen=True)
@@ -580,7 +613,7 @@ class MeanNormalization(Normalization):
         return U
 
     def normalizer(self, Z):
-        return np.ones_like(Z)
+        return (backends.foreign(Z) or np).ones_like(Z)
 
 
 @dataclass(frozen=True)
@@ -594,7 +627,7 @@ class SoftmaxNormalization(Normalization):
 
     def combine(self, U, Z, axis=-1):
         with np.errstate(invalid="ignore", divide="ignore"):
-            U /= np.expand_dims(_safe(Z), axis)
+            U /= (backends.foreign(U) or np).expand_dims(_safe(Z), axis=axis)
         return U
 
     def normalizer(self, Z):
@@ -653,11 +686,23 @@ class SinkhornNormalization(Normalization):
     def force(self, sums, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", known=None):
         """``u = a U[b]`` with the scalings of :meth:`scalings` (``tol``, ``maxiter``, ``where`` passed on;
         ``known``, the scalings of the same sums, skips the solve); ``N = 1 / a``; ``scaling`` the
-        :class:`~meanfield.core.sinkhorn.SinkhornResult`."""
-        res = known if known is not None else self.scalings(sums.apply, sums.shape, apply_t=sums.apply_t, tol=tol,
-                                                            maxiter=maxiter, where=where)
+        :class:`~meanfield.core.sinkhorn.SinkhornResult`.
+
+        The solve runs in numpy float64 whatever the backend of ``sums`` (its vectors are of the size of the tokens;
+        the kernel applications, the O(n^2) work, run on the backend; conversion at their boundary:
+        :func:`~meanfield.core.backends.numpy_maps`); ``u`` is in the namespace of ``sums``, ``N`` and the scalings
+        are numpy."""
+        if known is not None:
+            res = known
+        else:
+            apply, apply_t = backends.numpy_maps(sums.apply, sums.apply_t)
+            res = self.scalings(apply, sums.shape, apply_t=apply_t, tol=tol, maxiter=maxiter, where=where)
         u = sums.aggregate(res.b)
-        u *= np.expand_dims(res.a, sums.axis)
+        xp = backends.foreign(u)
+        if xp is None:
+            u *= np.expand_dims(res.a, sums.axis)
+        else:
+            u = u * xp.expand_dims(backends.like(res.a, u), axis=sums.axis)
         return u, 1.0 / res.a, res
 
     def energy(self, head, sums, scaling, w):
@@ -671,7 +716,7 @@ class SinkhornNormalization(Normalization):
         and ``V = M`` (flat and spherical dynamics).
         """
         a, b = scaling.a, scaling.b
-        total = np.sum(w * (np.log(a) + np.log(b) - a * sums.apply(b))) + 1.0      # any field shape of w
+        total = np.sum(w * (np.log(a) + np.log(b) - a * backends.to_numpy(sums.apply(b)))) + 1.0   # any shape of w
         return -0.5 * float(total) / head.beta
 
 

@@ -1,4 +1,4 @@
-"""Chunked kernel sums shared by the particle system and the continuum quadrature path (numpy only).
+"""Chunked kernel sums shared by the particle system and the continuum quadrature path (numpy, torch).
 
 For one head and target points ``x_i``, source points ``y_j`` with weights ``w_j``:
 
@@ -13,12 +13,21 @@ of inner sizes ``r, p < d``) are summed through their factors: every sum forms i
 sides of :func:`score_sides` (dense: ``X`` and ``Y M^T``; factored: ``X A`` and ``Y B``) and its values from
 :func:`value_sides` (dense: ``Y V^T``; factored: the p-vectors ``Y D``, lifted by ``C^T`` once at the end), so
 the pairwise work is ``O(n^2 r)`` instead of ``O(n^2 d)``.  Dense heads take exactly the operations they always did.
+
+Every sum is written once over the Python array API (:mod:`meanfield.core.backends`): numpy arrays in give numpy
+arrays out, by exactly the numpy operations of the numpy-only code (in place where it was, bit for bit); torch tensors
+(CPU or CUDA, float64 or float32) in give torch tensors out, the head's matrices converted once per device
+(:func:`meanfield.core.backends.like`).  Points and weights share one namespace, device and dtype; a numpy scalar field
+``f`` given to :class:`DirectSums` (the Sinkhorn solve's vectors) is converted to the points' backend.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from . import backends
 from .kernels import KERNELS, NORMALIZATIONS, score_norm
 
 __all__ = ["row_chunks", "aggregate", "DirectSums", "LastScalings", "KERNEL_CACHE_BYTES", "pair_sum", "log_attention",
@@ -27,6 +36,26 @@ __all__ = ["row_chunks", "aggregate", "DirectSums", "LastScalings", "KERNEL_CACH
 KERNEL_CACHE_BYTES = 32 * 2**20
 """A solve over the tokens (Sinkhorn) keeps the kernel matrix of a head for its repeated applications when it
 takes at most this many bytes (n <= 2048); beyond, every application recomputes it chunk by chunk."""
+
+
+def _new(xp, fill, shape, ref):
+    """A new array of ``shape`` with ``ref``'s dtype (and device): ``fill`` is ``"empty"`` or ``"ones"``."""
+    if xp is np:
+        return (np.empty if fill == "empty" else np.ones)(shape, dtype=ref.dtype)
+    return getattr(xp, fill)(shape, dtype=ref.dtype, device=ref.device)
+
+
+def _matmul_into(xp, A, B, out, sl):
+    """``out[sl] = A @ B`` (numpy: written in place by ``np.matmul(..., out=)``)."""
+    if xp is np:
+        np.matmul(A, B, out=out[sl])
+    else:
+        out[sl] = A @ B
+
+
+def _exp_inplace(xp, K):
+    """``exp(K)``, in place for numpy."""
+    return np.exp(K, out=K) if xp is np else xp.exp(K)
 
 
 def row_chunks(n_rows, n_cols, chunk_bytes):
@@ -83,8 +112,9 @@ def score_sides(head, targets, sources, transpose=False):
         Never for validated inputs (shapes come from the models' checks).
     """
     if not factored_sides(head)[0]:
-        return targets, sources @ (head.M if transpose else head.M.T), None
-    A, B = head.factors[:2]
+        M = head.M if transpose else head.M.T
+        return targets, sources @ backends.like(M, sources, head, "M" if transpose else "M.T"), None
+    A, B = (backends.like(F, targets, head, name) for F, name in zip(head.factors[:2], "AB"))
     if transpose:
         A, B = B, A
     return targets @ A, sources @ B, A
@@ -112,8 +142,9 @@ def value_sides(head, sources):
         Never for validated inputs.
     """
     if not factored_sides(head)[1]:
-        return sources @ head.V.T, None
-    return sources @ head.factors[3], head.factors[2]
+        return sources @ backends.like(head.V.T, sources, head, "V.T"), None
+    return sources @ backends.like(head.factors[3], sources, head, "D"), backends.like(head.factors[2], sources, head,
+                                                                                       "C")
 
 
 def lift_values(U, C):
@@ -137,15 +168,39 @@ def lift_values(U, C):
     return U if C is None else U @ C.T
 
 
+def _fused_sides(head, X):
+    """``X A``, ``X B``, ``X D`` and ``C`` of a factored head whose targets are its sources, from one product with
+    the concatenated factors ``[A | B | D]`` (kept on the head): 36 products of inner size r per 12 heads cost
+    about a quarter of a velocity at d = 384, r = 32, n = 512, one wide product about half of that
+    (benchmarks/factored_heads.py).  Equal to the three products up to rounding (the same dot products in another
+    blocking)."""
+    cached = head.__dict__.get("_fused_factors")
+    if cached is None:
+        A, B, C, D = head.factors
+        cached = (np.ascontiguousarray(np.concatenate([A, B, D], axis=1)), A.shape[1], D.shape[1])
+        object.__setattr__(head, "_fused_factors", cached)
+    ABD, r, p = cached
+    P = X @ ABD
+    return P[:, :r], P[:, r:2 * r], P[:, 2 * r:], head.factors[2]
+
+
 def _max_score(head, *points):
     """Bound on ``|s| = |<x, M y>|`` for these points: ``|M|_2 max|x| max|y|``."""
     bound = score_norm(head)
     last = factor = None
     for P in points:
         if P is not last:            # targets that are the sources: one pass over them
-            last, factor = P, (np.sqrt(np.einsum("ij,ij->i", P, P).max()) if P.size else 0.0)
+            last, factor = P, _largest_norm(P)
         bound *= factor
     return bound
+
+
+def _largest_norm(P):
+    """``max_i |p_i|`` of the rows of ``P`` (0 for no rows), a Python float for other namespaces."""
+    xp = backends.foreign(P)
+    if xp is None:
+        return np.sqrt(np.einsum("ij,ij->i", P, P).max()) if P.size else 0.0
+    return float(xp.sqrt(xp.max(xp.sum(P * P, axis=1)))) if P.shape[0] * P.shape[1] else 0.0
 
 
 def aggregate(head, targets, sources, w, chunk_bytes):
@@ -157,36 +212,44 @@ def aggregate(head, targets, sources, w, chunk_bytes):
     (:meth:`Kernel.needs_shift`), so nothing overflows.  Per chunk the work is two matrix products and
     one in-place kernel evaluation (the kernel's rate, ``beta``, is folded into the sources, ``w``
     into the values); a factored head forms them from its r- and p-vectors (:func:`score_sides`,
-    :func:`value_sides`) and lifts the aggregate by ``C^T`` once.
+    :func:`value_sides`) and lifts the aggregate by ``C^T`` once.  Arrays of any backend (one namespace, device and
+    dtype for ``targets``, ``sources`` and ``w``), results in it.
     """
+    xp = backends.namespace(targets, sources, w)
     kern, norm = KERNELS[head.kernel], NORMALIZATIONS[head.normalization]
-    T, Y, _ = score_sides(head, targets, sources)      # dense: T = targets, row j of Y: (M y_j)^T
-    YV, C = value_sides(head, sources)                 # dense: row j: (V y_j)^T; factored: (D^T y_j)^T
+    if targets is sources and isinstance(sources, np.ndarray) and sources.dtype == np.float64 \
+            and all(factored_sides(head)):
+        T, Y, YV, C = _fused_sides(head, sources)      # one product X [A | B | D] instead of three narrow ones
+    else:
+        T, Y, _ = score_sides(head, targets, sources)  # dense: T = targets, row j of Y: (M y_j)^T
+        YV, C = value_sides(head, sources)             # dense: row j: (V y_j)^T; factored: (D^T y_j)^T
     normalized = norm.uses_normalizer
     shifted = norm.shifts_rows and kern.needs_shift(head, _max_score(head, targets, sources))
     weighted = w > 0
-    all_weighted = bool(weighted.all())
+    all_weighted = bool(xp.all(weighted))
     Y = kern.rate(head) * Y
     d = YV.shape[1]                                    # the value coordinates (d, or p of a factored head)
-    wYV = w[:, None] * (np.column_stack([YV, np.ones(len(w))]) if normalized else YV)   # last column: Z
-    UZ = np.empty((targets.shape[0], wYV.shape[1]))
-    N = np.ones(targets.shape[0])
+    if normalized:                                     # last column: Z
+        YV = xp.concat([YV, _new(xp, "ones", (YV.shape[0], 1), YV)], axis=1)
+    wYV = w[:, None] * YV
+    UZ = _new(xp, "empty", (targets.shape[0], wYV.shape[1]), wYV)
+    N = _new(xp, "ones", (targets.shape[0],), wYV)
     for sl in row_chunks(targets.shape[0], sources.shape[0], chunk_bytes):
         K = T[sl] @ Y.T
         if shifted:                  # largest log k among sources that carry weight (w_j > 0)
-            kern.log_scaled(head, K, out=K)
+            K = kern.log_scaled(head, K, out=K)
             if not all_weighted:
-                K[:, ~weighted] = -np.inf          # weightless sources add nothing (and must not overflow)
-            shift = K.max(axis=1)
+                K[:, ~weighted] = -math.inf          # weightless sources add nothing (and must not overflow)
+            shift = xp.max(K, axis=1)
             K -= shift[:, None]
-            np.exp(K, out=K)
+            K = _exp_inplace(xp, K)
         else:
-            kern.scaled(head, K, out=K)
-        np.matmul(K, wYV, out=UZ[sl])
+            K = kern.scaled(head, K, out=K)
+        _matmul_into(xp, K, wYV, UZ, sl)
         if normalized:
             Z = UZ[sl, d]
             norm.combine(UZ[sl, :d], Z)
-            N[sl] = Z * np.exp(shift) if shifted else Z
+            N[sl] = Z * xp.exp(shift) if shifted else Z
     return lift_values(UZ[:, :d] if normalized else UZ, C), N
 
 
@@ -198,7 +261,7 @@ class DirectSums:
     non-row-local normalization (Sinkhorn; targets are the sources) uses ``apply(f) = sum_j w_j k_ij f_j``,
     ``apply_t`` (``sum_i w_i k_ij f_i``; None when ``M`` is exactly symmetric) and
     ``aggregate(f) = sum_j w_j f_j k_ij V y_j``.  The kernel matrix is kept between applications when it
-    fits in :data:`KERNEL_CACHE_BYTES`.
+    fits in :data:`KERNEL_CACHE_BYTES`.  Points of any backend; results in it (a numpy ``f`` is converted in).
     """
 
     axis = -1
@@ -239,10 +302,11 @@ class DirectSums:
             yield sl, kern.scaled(head, T[sl] @ Y.T)
 
     def _sum(self, f, transpose):
-        wf = self.w if f is None else self.w * f
-        out = np.empty(self.shape)
+        xp = backends.namespace(self.w)
+        wf = self.w if f is None else self.w * backends.like(f, self.w)
+        out = _new(xp, "empty", self.shape, wf)
         for sl, K in self._blocks(transpose):
-            np.matmul(K, wf, out=out[sl])
+            _matmul_into(xp, K, wf, out, sl)
         return out
 
     def apply(self, f):
@@ -252,11 +316,12 @@ class DirectSums:
         return self._sum(f, True)
 
     def aggregate(self, f):
+        xp = backends.namespace(self.w)
         YV, C = value_sides(self.head, self.sources)
-        wYV = (self.w if f is None else self.w * f)[:, None] * YV
-        out = np.empty(self.shape + (wYV.shape[1],))
+        wYV = (self.w if f is None else self.w * backends.like(f, self.w))[:, None] * YV
+        out = _new(xp, "empty", self.shape + (wYV.shape[1],), wYV)
         for sl, K in self._blocks(False):
-            np.matmul(K, wYV, out=out[sl])
+            _matmul_into(xp, K, wYV, out, sl)
         return lift_values(out, C)
 
 
@@ -288,25 +353,29 @@ class LastScalings:
 
 
 def pair_sum(head, X, w, chunk_bytes):
-    """Energy of one head, ``1/2 sum_ij w_i w_j K(<x_i, M x_j>)``."""
+    """Energy of one head, ``1/2 sum_ij w_i w_j K(<x_i, M x_j>)`` (a float: a numpy float64 for numpy points, a
+    Python float for the others, summed in their dtype)."""
     kern = KERNELS[head.kernel]
     T, S, _ = score_sides(head, X, X)
     Y = kern.rate(head) * S
     total = 0.0
     for sl in row_chunks(X.shape[0], X.shape[0], chunk_bytes):
         K = T[sl] @ Y.T
-        kern.antiderivative_scaled(head, K, out=K)
+        K = kern.antiderivative_scaled(head, K, out=K)
         total += w[sl] @ (K @ w)
+    if backends.foreign(X) is not None:
+        total = float(total)
     return 0.5 * total / kern.antiderivative_divisor(head)
 
 
 def log_attention(head, S, w):
     """Row log-probabilities ``log p_ij`` with ``p_ij ∝ w_j k(s_ij)`` (log-sum-exp: stable for any kernel)."""
+    xp = backends.namespace(S, w)
     with np.errstate(divide="ignore"):
-        L = KERNELS[head.kernel].log_value(head, S) + np.log(w)
-    Lmax = L.max(axis=1, keepdims=True)
+        L = KERNELS[head.kernel].log_value(head, S) + xp.log(w)
+    Lmax = xp.max(L, axis=1, keepdims=True)
     with np.errstate(invalid="ignore"):
-        L = L - Lmax - np.log(np.exp(L - Lmax).sum(axis=1, keepdims=True))
+        L = L - Lmax - xp.log(xp.sum(xp.exp(L - Lmax), axis=1, keepdims=True))
     return L
 
 
@@ -316,17 +385,19 @@ def entropy_rows(head, targets, sources, w, chunk_bytes, relative=False, scale=N
     ``p_ij ∝ w_j k(<x_i, M y_j>)`` (``∝ w_j scale_j k(...)`` with ``scale``: the rows of a Sinkhorn head,
     ``scale = b``, whose normalizer is ``1 / a_i``); Shannon ``-sum_j p_ij log p_ij`` or, with ``relative=True``,
     ``-sum_j p_ij log(p_ij / w_j)`` (the discrete continuum entropy, <= 0).  A row without
-    attention mass (a vanishing kernel such as ReLU, every weighted k = 0) has no distribution: NaN.
+    attention mass (a vanishing kernel such as ReLU, every weighted k = 0) has no distribution: NaN.  Arrays of any
+    backend (a numpy ``scale`` is converted to it), the result in it.
     """
+    xp = backends.namespace(targets, sources, w)
     T, Y, _ = score_sides(head, targets, sources)
-    out = np.empty(targets.shape[0])
-    pw = w if scale is None else w * scale
+    out = _new(xp, "empty", (targets.shape[0],), w)
+    pw = w if scale is None else w * backends.like(scale, w)
     with np.errstate(divide="ignore"):
-        logw = np.log(w) if relative else 0.0
+        logw = xp.log(w) if relative else 0.0
     for sl in row_chunks(targets.shape[0], sources.shape[0], chunk_bytes):
         L = log_attention(head, T[sl] @ Y.T, pw)
-        P = np.exp(L)
+        P = xp.exp(L)
         with np.errstate(invalid="ignore"):      # 0 * (-inf) where p = 0 (ReLU): discarded by where
-            out[sl] = -np.sum(np.where(P > 0, P * (L - logw), 0.0), axis=1)
-        out[sl][~np.any(P > 0, axis=1)] = np.nan   # no attention mass (k = 0 on every weighted source): undefined
+            out[sl] = -xp.sum(xp.where(P > 0, P * (L - logw), 0.0), axis=1)
+        out[sl][~xp.any(P > 0, axis=1)] = math.nan   # no attention mass (k = 0 on every weighted source): undefined
     return out

@@ -37,6 +37,10 @@ as ``(X A)(X B)^T`` (batched products with the stacked factors), the values as t
 ``C^T`` after the sum: ``O(n^2 r)`` per system and head.  A head index takes a side factored when that side of
 every system's head is factored with one inner size (per-system heads of mixed ranks, or mixed with dense ones:
 the dense ``M`` and ``V``, the same numbers to rounding).
+
+The direct sums run on the backend of the fields ``backend``, ``device`` and ``dtype`` (numpy by default; torch on the
+CPU or CUDA, :mod:`meanfield.core.backends`): the stacked head matrices are converted once, the tokens at each call,
+the forces back to float64 numpy (the state stays numpy at the driver); a Sinkhorn solve's vectors stay numpy.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import cost, validate
+from ..core import backends, cost, validate
 from ..core.choices import GEOMETRIES
 from ..core.heads import Head, check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
@@ -179,6 +183,14 @@ class BatchedSystem:
     sinkhorn_tol, sinkhorn_maxiter :
         Marginal tolerance and iteration cap of the scalings of Sinkhorn heads (as for
         :class:`~meanfield.models.particles.ParticleSystem`; cold start at every call).
+    backend, device, dtype :
+        Where the direct sums run (as for :class:`~meanfield.models.particles.ParticleSystem`: ``"numpy"`` or
+        ``"torch"``, None / ``"cpu"`` / ``"cuda"``, ``"float64"`` or ``"float32"``); results are float64 numpy arrays.
+
+    Raises
+    ------
+    ValueError
+        A field out of its domain (named, with the allowed values); ``BackendError`` when torch or the GPU is missing.
     """
 
     heads: tuple
@@ -189,9 +201,13 @@ class BatchedSystem:
     tolerance: float = 1e-10
     sinkhorn_tol: float = SINKHORN_TOL
     sinkhorn_maxiter: int = SINKHORN_MAXITER
+    backend: str = "numpy"
+    device: str | None = None
+    dtype: str = "float64"
 
     def __post_init__(self):
         ref, M, V, shared = _per_system(self.heads)
+        on = backends.get_backend(self.backend, self.device, self.dtype)
         validate.choice("geometry", self.geometry, GEOMETRIES)
         validate.boolean("causal", self.causal)
         validate.choice("summation", self.summation, BATCHED_SUMMATIONS)
@@ -201,6 +217,7 @@ class BatchedSystem:
                                                                hi_open=True, what="a number in (0, 1)"))
         object.__setattr__(self, "sinkhorn_maxiter", validate.integer("sinkhorn_maxiter", self.sinkhorn_maxiter, 1))
         solved = [h for h, head in enumerate(ref) if not NORMALIZATIONS[head.normalization].row_local]
+        backends.check_sinkhorn_tol(on, self.sinkhorn_tol, bool(solved))
         if self.causal and solved:
             raise ValueError(f"causal must be False with heads of normalization 'sinkhorn' (heads[{solved[0]}]): a "
                              f"doubly stochastic scaling of a causal (lower-triangular) kernel has no positive "
@@ -235,6 +252,10 @@ class BatchedSystem:
         object.__setattr__(self, "_spectral", spectral)
         object.__setattr__(self, "_masks", {})
         object.__setattr__(self, "_solved", tuple(solved))
+        object.__setattr__(self, "_backend", on)
+        factors = tuple(tuple(None if F is None else tuple(on.asarray(G) for G in F) for F in side)
+                        for side in self._factors)           # the stacks on the backend, converted once
+        object.__setattr__(self, "_on", (on.asarray(M), on.asarray(V), factors))
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -259,10 +280,15 @@ class BatchedSystem:
         """Validated batch of tokens (B, n, d); B must match per-system heads."""
         return check_batch(name, X, self.d, None, self.batch, self.geometry)
 
-    def _mask(self, n):
+    def _mask(self, n, ref=None):
+        """The causal mask (n, n), True where ``j > i`` (masked out); on the backend of ``ref`` when given."""
         if n not in self._masks:
             self._masks[n] = np.triu(np.ones((n, n), dtype=bool), 1)     # True where j > i: masked out
-        return self._masks[n]
+        if ref is None or isinstance(ref, np.ndarray):
+            return self._masks[n]
+        if (n, "on") not in self._masks:
+            self._masks[n, "on"] = backends.namespace(ref).asarray(self._masks[n], device=ref.device)
+        return self._masks[n, "on"]
 
     # ------------------------------------------------------------------ sums
     def forces(self, X, *, checked=False):
@@ -282,17 +308,27 @@ class BatchedSystem:
             out.fill(np.nan)
             return out
         per = max(1, int(self.chunk_bytes // (8 * n * n)))
-        mask = self._mask(n) if self.causal else None
-        for start in range(0, B, per):
-            sl = slice(start, min(start + per, B))
-            for h, head in enumerate(self._ref):
-                Mh = self._M[:, h] if self._shared else self._M[sl, h]
-                Vh = self._V[:, h] if self._shared else self._V[sl, h]
-                AB, CD = (None if F[h] is None else tuple(G if self._shared else G[sl] for G in F[h])
-                          for F in self._factors)
-                sums = _BatchSums(head, X[sl], Mh, Vh, mask, AB, CD)
-                out[sl, h] = NORMALIZATIONS[head.normalization].force(
-                    sums, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter, where=f"heads[{h}]")[0]
+        Xb = self._backend.asarray(X)
+        mask = self._mask(n, Xb) if self.causal else None
+        Mon, Von, factors = self._on
+
+        def pick(A, sl, h):
+            return A[:, h] if self._shared else A[sl, h]
+
+        with self._backend.guard("BatchedSystem.forces (direct sums)"):
+            for start in range(0, B, per):
+                sl = slice(start, min(start + per, B))
+                for h, head in enumerate(self._ref):
+                    AB, CD = (None if F[h] is None else tuple(G if self._shared else G[sl] for G in F[h])
+                              for F in factors)
+                    host = None
+                    if not self._backend.reference:      # norms and symmetry from the numpy stacks
+                        hAB = self._factors[0][h]
+                        host = (pick(self._M, sl, h), None if hAB is None else
+                                tuple(G if self._shared else G[sl] for G in hAB))
+                    sums = _BatchSums(head, Xb[sl], pick(Mon, sl, h), pick(Von, sl, h), mask, AB, CD, host)
+                    out[sl, h] = backends.to_numpy(NORMALIZATIONS[head.normalization].force(
+                        sums, tol=self.sinkhorn_tol, maxiter=self.sinkhorn_maxiter, where=f"heads[{h}]")[0])
         return out
 
     def velocity(self, X):
@@ -332,16 +368,26 @@ class BatchedSystem:
                              f"shape {y.shape}")
         return self._velocity(y)
 
+
+def _mT(A):
+    """The matrix transpose over the last two axes (a view): ``np.swapaxes`` for numpy, ``.mT`` for the others."""
+    return np.swapaxes(A, -1, -2) if isinstance(A, np.ndarray) else A.mT
+
+
 class _BatchSums:
     """One head's sums over a chunk of systems (b, n, d), uniform weights ``1/n``: the ``sums`` object of
     :meth:`~meanfield.core.kernels.Normalization.force` (``fused``: the one-pass mean/softmax sums;
     ``apply``/``apply_t``/``aggregate`` on (b, n) fields for a solve).  ``AB`` = ``(A, B)`` and ``CD`` = ``(C, D)``,
-    stacked factors of shape (b|1, d, k), or None: the scores, the values summed through the factors."""
+    stacked factors of shape (b|1, d, k), or None: the scores, the values summed through the factors.  Arrays of any
+    backend (one namespace); ``host`` = ``(M, AB)`` as numpy arrays for the norm and symmetry checks of another backend
+    (None: ``M`` and ``AB`` are numpy)."""
 
     axis = -1
 
-    def __init__(self, head, X, M, V, mask, AB=None, CD=None):
+    def __init__(self, head, X, M, V, mask, AB=None, CD=None, host=None):
         self.head, self.X, self.M, self.V, self.mask, self.AB, self.CD = head, X, M, V, mask, AB, CD
+        self.host = (M, AB) if host is None else host
+        self.xp = backends.namespace(X)
         self.shape = X.shape[:2]
         self._K = None
 
@@ -350,35 +396,37 @@ class _BatchSums:
         """The transposed application, or None when every ``M`` is exactly symmetric (decided on first use: only
         a solve reads it)."""
         if not hasattr(self, "_symmetric"):
-            self._symmetric = np.array_equal(self.M, np.swapaxes(self.M, -1, -2))
+            M = self.host[0]
+            self._symmetric = np.array_equal(M, np.swapaxes(M, -1, -2))
         return None if self._symmetric else self._apply_t
 
     def _scores(self, rate):
         """Scaled scores ``rate <x_i, M x_j>``, shape (b, n, n): dense ``X (X rate M^T)^T``, factored ``(X A)(X rate B)^T``."""
         X = self.X
         if self.AB is None:
-            Y = X @ (rate * np.swapaxes(self.M, -1, -2))           # rows rate * (M x_j)^T
-            return X @ np.swapaxes(Y, -1, -2)
+            Y = X @ (rate * _mT(self.M))           # rows rate * (M x_j)^T
+            return X @ _mT(Y)
         A, B = self.AB
-        return (X @ A) @ np.swapaxes(X @ (rate * B), -1, -2)
+        return (X @ A) @ _mT(X @ (rate * B))
 
     def _values(self):
         """``(W, C)``: value coordinates of the tokens (dense rows ``(V x_j)^T``; factored ``(D^T x_j)^T``) and the
         lift of their aggregates (factored: ``@ C^T``; None: none)."""
         if self.CD is None:
-            return self.X @ np.swapaxes(self.V, -1, -2), None
+            return self.X @ _mT(self.V), None
         C, D = self.CD
         return self.X @ D, C
 
     @staticmethod
     def _lift(U, C):
-        return U if C is None else U @ np.swapaxes(C, -1, -2)
+        return U if C is None else U @ _mT(C)
 
     def _score_norm(self):
         """Largest ``|M|_2`` of the chunk: dense an SVD per matrix; factored ``|R_A R_B^T|_2`` (QR of the factors)."""
-        if self.AB is None:
-            return np.linalg.norm(self.M, 2, axis=(-2, -1)).max()
-        RA, RB = (np.linalg.qr(F, mode="r") for F in self.AB)
+        M, AB = self.host
+        if AB is None:
+            return np.linalg.norm(M, 2, axis=(-2, -1)).max()
+        RA, RB = (np.linalg.qr(F, mode="r") for F in AB)
         return np.linalg.norm(RA @ np.swapaxes(RB, -1, -2), 2, axis=(-2, -1)).max()
 
     def _kernel(self):
@@ -389,42 +437,46 @@ class _BatchSums:
 
     def _w(self, f):
         """Sources ``f / n`` (``f = None``: 1), shape (b, n, 1)."""
-        return (np.ones(self.shape) if f is None else f)[..., None] / self.shape[1]
+        if self.xp is np:
+            return (np.ones(self.shape) if f is None else f)[..., None] / self.shape[1]
+        f = self.xp.ones(self.shape, dtype=self.X.dtype, device=self.X.device) if f is None else backends.like(f, self.X)
+        return f[..., None] / self.shape[1]
 
     def apply(self, f):
         return (self._kernel() @ self._w(f))[..., 0]
 
     def _apply_t(self, f):
-        return (np.swapaxes(self._kernel(), -1, -2) @ self._w(f))[..., 0]
+        return (_mT(self._kernel()) @ self._w(f))[..., 0]
 
     def aggregate(self, f):
         XV, C = self._values()
         return self._lift(self._kernel() @ (self._w(f) * XV), C)
 
     def fused(self, norm):
-        head, X, mask = self.head, self.X, self.mask
+        head, X, mask, xp = self.head, self.X, self.mask, self.xp
         kern = KERNELS[head.kernel]
         n = X.shape[1]
         XV, C = self._values()                                    # rows (V x_j)^T (factored: (D^T x_j)^T)
         S = self._scores(kern.rate(head))                         # (b, n, n) scaled scores
         normalized = norm.uses_normalizer
-        smax = self._score_norm() * float(np.max(np.einsum("bnd,bnd->bn", X, X)))
+        sq = np.einsum("bnd,bnd->bn", X, X) if xp is np else xp.sum(X * X, axis=-1)
+        smax = self._score_norm() * float(xp.max(sq))
         if normalized and kern.needs_shift(head, smax):               # |s| <= |M|_2 max|x|^2
-            kern.log_scaled(head, S, out=S)
+            S = kern.log_scaled(head, S, out=S)
             if mask is not None:
                 S[:, mask] = -np.inf
-            S -= S.max(axis=-1, keepdims=True)
-            np.exp(S, out=S)
+            S -= xp.max(S, axis=-1, keepdims=True)
+            S = np.exp(S, out=S) if xp is np else xp.exp(S)
         else:
-            kern.scaled(head, S, out=S)
+            S = kern.scaled(head, S, out=S)
             if mask is not None:
                 S[:, mask] = 0.0
         U = S @ XV
         if normalized:
-            Z = S.sum(axis=-1)
-            norm.combine(U, Z)
+            Z = xp.sum(S, axis=-1)
+            U = norm.combine(U, Z)
         elif mask is not None:
-            U /= np.arange(1, n + 1)[:, None]      # mean over the attended tokens j <= i
+            U /= (np.arange(1, n + 1) if xp is np else xp.arange(1, n + 1, dtype=U.dtype, device=U.device))[:, None]
         else:
             U /= n
         return self._lift(U, C), None             # no normalizer reported (batched forces are u only)

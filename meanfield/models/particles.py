@@ -29,6 +29,12 @@ Memory is bounded by processing rows of the n x n score matrix in chunks of abou
 instead of ``O(n^2 d)``, velocities, energies and their gradients alike.  For zonal
 heads on S^2 the sums can instead be evaluated spectrally in O(n + lmax^2 log lmax)
 (:mod:`meanfield.models.fastsum`, field ``summation``), with the same semantics to ``tolerance``.
+
+The direct sums run on the backend of the fields ``backend``, ``device`` and ``dtype`` (numpy by default; torch on the
+CPU or a CUDA device: :mod:`meanfield.core.backends`).  The state stays a float64 numpy array at the driver and in
+every result: tokens are converted to the backend at the model's boundary and the forces, velocities and energies
+back (measured in ``benchmarks/RESULTS_gpu.md``: the conversion costs nothing on the CPU).  The spectral paths and
+:meth:`ParticleSystem.energy_gradients` stay numpy float64.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import validate
+from ..core import backends, validate
 from ..core.bispherical import ACCURACY_LOSS
 from ..core.choices import GEOMETRIES, SUMMATIONS
 from ..core.cost import SECONDS_PER_PAIR, STEP_OVERHEAD_S, guard, pair_seconds
@@ -180,6 +186,20 @@ class ParticleSystem:
         (``max_i |a_i sum_j k_ij b_j w_j - 1|``, :func:`meanfield.core.sinkhorn.solve_scaling`), in (0, 1).
     sinkhorn_maxiter : int
         Iteration cap of that solve; beyond it ``SinkhornError`` names the head and the error reached.
+    backend : {"numpy", "torch"}
+        Array library of the direct sums (:mod:`meanfield.core.backends`; torch is imported only when asked for).
+        Inputs and results are numpy float64 arrays whatever the backend.
+    device : {None, "cpu", "cuda"}
+        Device of the direct sums (None: the CPU; ``"cuda"`` needs ``backend="torch"`` and a GPU).
+    dtype : {"float64", "float32"}
+        Precision of the direct sums (float32 only on request: about 1e-6 relative error on velocities,
+        ``benchmarks/RESULTS_gpu.md``); the Sinkhorn solve's vectors stay float64.
+
+    Raises
+    ------
+    ValueError
+        A field out of its domain (named, with the allowed values); ``BackendError`` (a ``ValueError``) when torch is
+        not installed or ``device="cuda"`` finds no GPU.
 
     Notes
     -----
@@ -200,9 +220,13 @@ class ParticleSystem:
     lmax: int | None = None
     sinkhorn_tol: float = SINKHORN_TOL
     sinkhorn_maxiter: int = SINKHORN_MAXITER
+    backend: str = "numpy"
+    device: str | None = None
+    dtype: str = "float64"
 
     def __post_init__(self):
         object.__setattr__(self, "heads", check_heads(self.heads))
+        object.__setattr__(self, "_backend", backends.get_backend(self.backend, self.device, self.dtype))
         object.__setattr__(self, "nu", validate.real("nu", self.nu, 0.0))
         validate.choice("geometry", self.geometry, GEOMETRIES)
         validate.integer("chunk_bytes", self.chunk_bytes, 1, what="a positive integer")
@@ -215,6 +239,8 @@ class ParticleSystem:
         object.__setattr__(self, "sinkhorn_tol", validate.real("sinkhorn_tol", self.sinkhorn_tol, 0, 1, lo_open=True,
                                                                hi_open=True, what="a number in (0, 1)"))
         object.__setattr__(self, "sinkhorn_maxiter", validate.integer("sinkhorn_maxiter", self.sinkhorn_maxiter, 1))
+        backends.check_sinkhorn_tol(self._backend, self.sinkhorn_tol,
+                                    not all(NORMALIZATIONS[h.normalization].row_local for h in self.heads))
         solve = {"sinkhorn_tol": self.sinkhorn_tol, "sinkhorn_maxiter": self.sinkhorn_maxiter}
         spectral = None
         if self.lmax is not None:
@@ -403,16 +429,37 @@ class ParticleSystem:
             X, w = self.check(X, w)
         if self.uses_spectral(X.shape[0]):
             return self._spectral.forces(X, w, scalings=True)
+        out = self._direct_forces(X, w)
+        to_numpy = backends.to_numpy
+        return np.stack([to_numpy(o[0]) for o in out]), np.stack([to_numpy(o[1]) for o in out]), [o[2] for o in out]
+
+    def _direct_forces(self, X, w):
+        """Per head ``(u, N, scaling)`` of the direct sums, ``u`` and ``N`` on the backend."""
         self.check_direct(X.shape[0], "ParticleSystem.forces / velocity (summation='direct' here)")
-        sums, known = self._direct(X, w)
-        out = [NORMALIZATIONS[head.normalization].force(s, known=r, **self._solve(i))
-               for i, (head, s, r) in enumerate(zip(self.heads, sums, known))]
-        return np.stack([o[0] for o in out]), np.stack([o[1] for o in out]), [o[2] for o in out]
+        with self._backend.guard("ParticleSystem.forces (direct sums)"):
+            sums, known = self._direct(X, w)
+            return [NORMALIZATIONS[head.normalization].force(s, known=r, **self._solve(i))
+                    for i, (head, s, r) in enumerate(zip(self.heads, sums, known))]
+
+    def on_backend(self, X, w):
+        """``(X, w)`` (validated numpy arrays) converted to the system's backend: themselves for numpy float64.
+
+        Parameters
+        ----------
+        X : ndarray, shape (n, d)
+        w : ndarray, shape (n,)
+
+        Returns
+        -------
+        tuple of two arrays of the backend
+        """
+        return self._backend.asarray(X), self._backend.asarray(w)
 
     def _direct(self, X, w):
         """Per head the :class:`~meanfield.core.sums.DirectSums` of validated ``(X, w)`` and its Sinkhorn scaling
         (None for row-local heads), from the last-state cache or solved (and kept)."""
-        sums = [DirectSums(head, X, X, w, self.chunk_bytes) for head in self.heads]
+        Xb, wb = self.on_backend(X, w)
+        sums = [DirectSums(head, Xb, Xb, wb, self.chunk_bytes) for head in self.heads]
         norms = [NORMALIZATIONS[head.normalization] for head in self.heads]
         if all(norm.row_local for norm in norms):
             return sums, [None] * self.n_heads
@@ -422,14 +469,18 @@ class ParticleSystem:
         key = ("direct", X.shape, X.tobytes(), w.tobytes())
         known = self._last.get(key)
         if known is None:
-            known = [None if norm.row_local else norm.scalings(s.apply, s.shape, apply_t=s.apply_t, **self._solve(i))
-                     for i, (norm, s) in enumerate(zip(norms, sums))]
+            known = [None if norm.row_local else self._scalings(i, norm, s) for i, (norm, s) in enumerate(zip(norms, sums))]
             for res in known:
                 if res is not None:                          # shared by every call at this state
                     res.a.setflags(write=False)
                     res.b.setflags(write=False)
             self._last.put(key, known)
         return sums, known
+
+    def _scalings(self, i, norm, sums):
+        """The Sinkhorn solve of head ``i`` (numpy float64 vectors; the kernel applications on the backend)."""
+        apply, apply_t = backends.numpy_maps(sums.apply, sums.apply_t)
+        return norm.scalings(apply, sums.shape, apply_t=apply_t, **self._solve(i))
 
     def sinkhorn_scalings(self, X, w=None, *, direct=False):
         """The Sinkhorn scalings of each head at these tokens: a list over heads of
@@ -475,8 +526,15 @@ class ParticleSystem:
     def _velocity(self, X, w):
         if self.uses_spectral(X.shape[0]):
             return self._spectral.velocity(X, w)       # already tangent (evaluated at x / |x|)
-        U, _ = self.forces(X, w, checked=True)
-        v = U.sum(axis=0)
+        if self._backend.reference:
+            U, _ = self.forces(X, w, checked=True)
+            v = U.sum(axis=0)
+        else:                                          # heads summed on the device: one (n, d) array comes back
+            u = [o[0] for o in self._direct_forces(X, w)]
+            v = u[0]
+            for x in u[1:]:                            # in place: no (H, n, d) stack on the device
+                v += x
+            v = backends.to_numpy(v)
         return project_tangent(X, v) if self.geometry == "sphere" else v
 
     def rhs(self, t, y):
@@ -512,12 +570,14 @@ class ParticleSystem:
             return self._spectral.energies(X, w)
         self.check_direct(X.shape[0], "ParticleSystem.energies (summation='direct' here)")
         out = np.empty(self.n_heads)
-        sums, known = self._direct(X, w)
-        for i, head in enumerate(self.heads):
-            if known[i] is None:
-                out[i] = pair_sum(head, X, w, self.chunk_bytes)
-            else:
-                out[i] = NORMALIZATIONS[head.normalization].energy(head, sums[i], known[i], w)
+        with self._backend.guard("ParticleSystem.energies (direct sums)"):
+            sums, known = self._direct(X, w)
+            Xb, wb = sums[0].sources, sums[0].w                  # the tokens on the backend
+            for i, head in enumerate(self.heads):
+                if known[i] is None:
+                    out[i] = pair_sum(head, Xb, wb, self.chunk_bytes)
+                else:
+                    out[i] = NORMALIZATIONS[head.normalization].energy(head, sums[i], known[i], w)
         return out
 
     def energy(self, X, w=None):
