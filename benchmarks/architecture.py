@@ -217,7 +217,9 @@ def module_aliases(modules: dict | None = None) -> list:
     ``meanfield.<layer>.<stem>`` without being a file of its own.  Read from the root package's
     source: a string-to-string dict whose values are module paths of the tree (the 0.1
     ``MODULES`` table behind an import hook or a module-level ``__getattr__``), and the names a
-    module-level ``__getattr__`` of any module answers (``funk_hecke.zonal_multipliers``)."""
+    module-level ``__getattr__`` of any module answers (``funk_hecke.zonal_multipliers``).  A ``__getattr__`` that
+    returns nothing (only raises, e.g. an ``AttributeError`` naming the replacement of a renamed name) answers no
+    name and is not counted."""
     modules = module_files() if modules is None else modules
     tree = ast.parse(modules[PACKAGE].read_text())
     out = []
@@ -229,7 +231,9 @@ def module_aliases(modules: dict | None = None) -> list:
                     out.append((f"{PACKAGE}.{k.value}", f"{PACKAGE}.{v.value}"))
     for name, path in modules.items():                  # a module-level __getattr__ answering names
         for fn in ast.parse(path.read_text()).body:
-            if isinstance(fn, ast.FunctionDef) and fn.name == "__getattr__":
+            answers = isinstance(fn, ast.FunctionDef) and fn.name == "__getattr__" and any(
+                isinstance(r, ast.Return) and r.value is not None for r in ast.walk(fn))
+            if answers:
                 for c in ast.walk(fn):
                     if isinstance(c, ast.Compare):
                         out += [(f"{name}.{k.value}", f"{name}.__getattr__") for k in ast.walk(c)

@@ -111,7 +111,7 @@ def sphere_branch_time(lmax=31, points=200):
 def axisymmetric_d64():
     beta = 2 * pt.beta_star_bessel(64)
     t0 = time.perf_counter()
-    out = pt.phase_transition(64, beta)
+    out = pt.phase_transition(64, beta).to_dict()          # a typed Transition since issue 32
     t_class = time.perf_counter() - t0
     pde = pt.phase_transition_model(64, beta, lmax=out["lmax"])
     t0 = time.perf_counter()
@@ -135,7 +135,7 @@ def critical_rows():
     rows = []
     for d in (2, 3):
         beta = 2 * pt.beta_star_bessel(d)
-        r = pt.phase_transition(d, beta)
+        r = pt.phase_transition(d, beta).to_dict()
         rows.append((d, f"{beta:.10f}", f"{r['nu_sharp']:.10f}", f"{r['nu_fold']:.10f}", f"{r['nu_global']:.10f}",
                      r["transition"], r["lmax"]))
     return rows

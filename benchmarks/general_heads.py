@@ -196,7 +196,7 @@ def bench_continuum(p):
             b = resize_coefficients(rho, lmax, op.lmax)
             drho = A.tendency(rho)
             dE = sum(g.inner(resize_coefficients(op.apply(i, "potential", b), op.lmax, lmax), drho) for i in range(2))
-            diss = fd.dissipation(A, rho)
+            diss = fd.field_dissipation(A, rho)
             ident = f"{abs(dE - diss) / diss:.1e}"
             out["identity"] = abs(dE - diss) / diss
         out[name] = err

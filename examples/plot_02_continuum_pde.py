@@ -35,7 +35,7 @@ sol = mf.solve_continuum(pde, rho0, t_final=T_FINAL, progress=False)
 obs = sol.observables
 print(sol.message, obs["energy"][-1] >= obs["energy"][0], abs(obs["mass"][-1] - 1) < 1e-12)
 rho_end = pde.coefficients(sol.y_final)                          # coefficients at the end
-print(mf.field_diagnostics.spectral_tail(pde, rho_end) < 1e-3)   # still resolved
+print(mf.field_diagnostics.field_spectral_tail(pde, rho_end) < 1e-3)   # still resolved
 
 # %%
 # The resolution monitor

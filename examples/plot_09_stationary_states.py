@@ -14,7 +14,7 @@ import numpy as np
 from meanfield.analysis import continuation as ct
 from meanfield.analysis import equilibria as eq
 from meanfield.analysis import phase_transition as pt
-from meanfield.workflow.equilibria_job import equilibria, summary
+from meanfield.workflow.equilibria_job import equilibria, equilibria_summary
 from meanfield.workflow.plotting import bifurcation_figure
 
 # %%
@@ -37,5 +37,5 @@ print([(p.kind, round(p.p, 8)) for p in br.branch_points])         # nu_l = m_l 
 # The bifurcation diagram of the built-in configuration (``meanfield equilibria`` without a config file:
 # one mean exp head at ``beta = 2 beta_*^(3)`` on S^2, the degree-1 branch through its fold)
 ds = equilibria(progress=False)
-print(summary(ds))
+print(equilibria_summary(ds))
 fig = bifurcation_figure(ds)

@@ -14,7 +14,7 @@ import meanfield as mf
 from meanfield.workflow import plotting, results, view
 from meanfield.workflow.config import ConfigError, RunConfig
 from meanfield.workflow.extend import extend
-from meanfield.workflow.run import run, summary
+from meanfield.workflow.run import run, run_summary
 
 # %%
 # Configs
@@ -33,7 +33,7 @@ except ConfigError as err:
 cfg = RunConfig.from_dict({"pde": {"lmax": 15}, "particles": {"n": 200},
                            "integrator": {"t_final": 0.5, "n_frames": 6}})
 ds = run(cfg, progress=False)                                    # an xarray Dataset
-print(summary(ds))
+print(run_summary(ds))
 out = Path(tempfile.mkdtemp(prefix="meanfield-guide-"))
 path = results.save(ds, out / "result.nc")                       # atomic NetCDF write
 again = results.load(path)

@@ -12,6 +12,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       heads             Head(M, V, beta, kernel, normalization) and presets
       kernels           KERNELS and NORMALIZATIONS: registries of what a head's kernel / normalization means
       sums              chunked kernel sums shared by particles and the continuum quadrature path
+      backends          where the direct sums run (numpy, torch on CPU/CUDA): the only torch / array_api_compat user
       sinkhorn          the Sinkhorn scaling solve of doubly stochastic (Sinkhorn) attention
       funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2 (and on S^{d-1}, Gegenbauer basis)
       zonal             ZonalOperator (zonal heads in spherical harmonics) and required_lmax

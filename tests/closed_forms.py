@@ -509,7 +509,7 @@ def _energy_identity_semidiscrete():
     rho_lm = vmf_mixture_density(g, [[0, 0, 1.0], [1.0, 0, 0]], [3.0, 2.0], floor=0.3)
     # E = 1/2 <rho, A rho> with A symmetric: dE = <A rho, d rho> = sum_h <N_h, d rho>
     N_total = sum(pde.fields(rho_lm)["N_lm"])
-    return g.inner(N_total, pde.tendency(rho_lm)), fd.dissipation(pde, rho_lm)
+    return g.inner(N_total, pde.tendency(rho_lm)), fd.field_dissipation(pde, rho_lm)
 
 
 case("continuum energy identity dE/dt = int |X|^2 rho (semi-discrete, nu = 0)", "3 energy identity",
@@ -581,7 +581,7 @@ def _entropy_on_nodes():
     W = (g.synthesis(rho_lm) * g.weights).reshape(-1)
     W = W / W.sum()
     H = diagnostics.attention_entropy(mf.ParticleSystem(heads), g.nodes.reshape(-1, 3), W, relative=True)
-    return fd.attention_entropy(pde, rho_lm), H @ W
+    return fd.field_attention_entropy(pde, rho_lm), H @ W
 
 
 case("continuum attention entropy (spectral) = particle relative entropy on the quadrature nodes",

@@ -93,8 +93,8 @@ entry("clustering.clustering", _cl.clustering, lambda: dict(X=X3(), threshold=0.
 entry("clustering.mean_inner", _cl.mean_inner, lambda: dict(X=X3()), bad={"X": lambda b: tokens(X3())})
 
 # --------------------------------------------------------------------------------- axisymmetric analysis
-entry("axisymmetric.observer", _ax.observer, lambda: dict(pde=AXI()))
-entry("axisymmetric.resolution_monitor", _ax.resolution_monitor, lambda: dict(pde=AXI()),
+entry("axisymmetric.reduced_observer", _ax.reduced_observer, lambda: dict(pde=AXI()))
+entry("axisymmetric.reduced_resolution_monitor", _ax.reduced_resolution_monitor, lambda: dict(pde=AXI()),
       bad={"tail_tol": _types(NAN, 0.0, -1.0), "negative_tol": _types(NAN, 0.0, -1.0)})
 entry("axisymmetric.w2_marginal", _ax.w2_marginal,
       lambda: dict(X=mf.initial.uniform_sphere(50, 4, seed=0), profile=lambda t: np.ones_like(t), axis=None, cost="angle"),

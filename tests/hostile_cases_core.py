@@ -193,7 +193,8 @@ entry("densities.density_from_particles", mf.densities.density_from_particles,
            "kappa": Bad(_types(NAN, -INF, 0.0, -1.0),
                         lambda: _st().sampled_from([NAN, -INF]) | _st().floats(max_value=0.0, allow_nan=False))},
       edge={"kappa": [INF]})
-entry("densities.negative_mass", mf.densities.negative_mass, lambda: dict(grid=GRID(), rho_lm=RHO()),
+entry("densities.oversampled_negative_mass", mf.densities.oversampled_negative_mass,
+      lambda: dict(grid=GRID(), rho_lm=RHO()),
       bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True), "oversample": int_pos(1)},
       huge={"oversample": [HUGE]})
 entry("densities.sample_particles", mf.densities.sample_particles,
@@ -266,7 +267,7 @@ entry("step_rules.iterate", _sr.iterate, lambda: dict(system=BS(), X0=XB(), dt=0
       bad={"X0": lambda b: [None, "X", _poke(XB(), NAN), XB()[..., :-1], 2.0 * XB()], "dt": real_pos(),
            "n_steps": int_pos(0), "rule": choice(), "every": int_pos(1), "save_states": flag()},
       huge={"n_steps": [HUGE]}, edge={"n_steps": [0]})      # 0 layers: documented, the start alone
-if hasattr(_sr, "check_state"):      # added by the contract branch (issue 26); unvalidated rule: hostile_xfail
+if hasattr(_sr, "check_state"):      # added by the contract branch (issue 26)
     entry("step_rules.check_state", _sr.check_state, lambda: dict(system=BS(), y=XB(), rule="post_ln"),
           bad={"y": lambda b: [None, "y", XB().astype(complex) * (1 + 1j), _poke(XB(), NAN), XB()[..., :-1],
                                2.0 * XB()], "rule": choice()})
@@ -286,17 +287,17 @@ entry("diagnostics.observer_passes", mf.diagnostics.observer_passes, lambda: dic
       bad={"n": int_pos(1)})
 
 # --------------------------------------------------------------------------------- field diagnostics
-for _n in ("mass", "negative_mass", "spectral_tail", "concentration", "boltzmann_entropy", "attention_entropy",
-           "dissipation", "free_energy_dissipation"):
+for _n in ("mass", "field_negative_mass", "field_spectral_tail", "concentration", "boltzmann_entropy",
+           "field_attention_entropy", "field_dissipation", "free_energy_dissipation"):
     entry(f"field_diagnostics.{_n}", getattr(mf.field_diagnostics, _n), lambda: dict(pde=CPDE(), rho_lm=RHO()),
           bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True)})
-for _n in ("head_forces", "radial_shadows", "radial_dominance", "energy_rate_terms"):
+for _n in ("head_forces", "field_radial_shadows", "field_radial_dominance", "field_energy_rate_terms"):
     entry(f"field_diagnostics.{_n}", getattr(mf.field_diagnostics, _n), lambda: dict(pde=CPDE(), rho_lm=RHO()),
           bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True),
                **({} if _n == "head_forces" else {"forces": ["f", np.zeros((1, 2, 3, 3)), [[1.0]]]})})
-entry("field_diagnostics.observer", mf.field_diagnostics.observer, lambda: dict(pde=CPDE(), entropy=True),
+entry("field_diagnostics.field_observer", mf.field_diagnostics.field_observer, lambda: dict(pde=CPDE(), entropy=True),
       bad={"entropy": flag()})
-entry("field_diagnostics.resolution_monitor", mf.field_diagnostics.resolution_monitor,
+entry("field_diagnostics.field_resolution_monitor", mf.field_diagnostics.field_resolution_monitor,
       lambda: dict(pde=CPDE(), tail_tol=1e-3, negative_tol=1e-4),
       bad={"tail_tol": _types(NAN, 0.0, -1.0), "negative_tol": _types(NAN, 0.0, -1.0)})
 

@@ -356,7 +356,7 @@ SHORT = {"meanfield.models.step_rules": "step_rules", "meanfield.core.schedules"
 
 NO_BAD = {
     "densities.uniform_density": "its only input is a grid object (objects are fuzzed through their values)",
-    "axisymmetric.observer": "its only input is a model object",
+    "axisymmetric.reduced_observer": "its only input is a model object",
     "equilibria.has_free_energy": "its only input is a model object",
     "equilibria.noise_problem": "its only input is a model object",
     "semidiscrete.geodesic_bracket": "its only input is a LaguerreSolution returned by solve_semidiscrete",
@@ -377,11 +377,11 @@ EXEMPT = {
     "theory": "a module: its callables are entries theory.*",
     "transport.TransportResult": "a result object returned by the W2 functions, not built by users",
     "semidiscrete.LaguerreSolution": "a result object returned by solve_semidiscrete, not built by users",
-    "equilibria.StationaryState": "a result object returned by the stationary solvers, not built by users",
+    "equilibria.StationaryState": "a result object returned by the stationary solvers (axisymmetric and S^2: the one "
+                                  "stationary-state type), not built by users",
     "phase_transition.Transition": "a result object returned by classify_transition / phase_transition, not built by users",
     "continuation.Branch": "a result object returned by continue_branch / switch_branch, not built by users",
     "continuation.SpecialPoint": "a fold or branch point found by continue_branch; switch_branch's point is fuzzed",
-    "sphere_states.SphereState": "a result object returned by solve_sphere_state / sphere_branch, not built by users",
     "cluster_tracking.ClusterTrack": "a result object returned by the track_* functions, not built by users",
     "cluster_tracking.MergeEvent": "a record inside ClusterTrack.merges, not built by users",
 }
@@ -409,7 +409,7 @@ MODULES_NOT_FUZZED = {
     "meanfield.core.model": "structural protocols (typing.Protocol classes), no input",
     "meanfield.core.options": _TOP + " (StepControl, SaveAt, Checkpointing)",
     "meanfield.core.resolution": "the resolution monitor, covered through field_diagnostics and "
-                                 "axisymmetric.resolution_monitor entries",
+                                 "axisymmetric.reduced_resolution_monitor entries",
     "meanfield.core.sde": _TOP + " (Noise); its steppers are built by integrate from Noise",
     "meanfield.core.sinkhorn": "the Sinkhorn scaling solve under the models' velocity with Sinkhorn heads (the "
                                "normalization is fuzzed through Head); solve_scaling has its entry "
@@ -417,6 +417,8 @@ MODULES_NOT_FUZZED = {
     "meanfield.core.sphere": _TOP + " (SphereGrid); its conversions are called on the grid's own arrays",
     "meanfield.core.steppers": "steppers built by integrate from method names (fuzzed through integrate)",
     "meanfield.core.sums": "chunked kernel sums under ParticleSystem / BatchedSystem velocity (fuzzed)",
+    "meanfield.core.backends": "backend plumbing chosen through ParticleSystem / BatchedSystem(backend=, device=, "
+                               "dtype=) (validated by get_backend; bad values tested in tests/test_backends.py)",
     "meanfield.core.tableaux": "Butcher tableaux of SCHEMES, chosen by name through integrate(method=...)",
     "meanfield.core.validate": "the validators every entry of the suite calls; tested by test_validate.py",
     "meanfield.core.zonal": _TOP + " (required_lmax); ZonalOperator is built by the models",

@@ -10,7 +10,7 @@ import pytest
 
 import meanfield as mf
 from meanfield.analysis import stability
-from meanfield.analysis.axisymmetric import observer, resolution_monitor, w2_marginal, w2_marginal_samples
+from meanfield.analysis.axisymmetric import reduced_observer, reduced_resolution_monitor, w2_marginal, w2_marginal_samples
 from meanfield.core.axisymmetric import sample_axisymmetric
 from meanfield.core.funk_hecke import funk_hecke_normalized, gegenbauer_normalized
 from meanfield.core.heads import Head, scalar_heads
@@ -231,7 +231,7 @@ def test_circle_general_heads_run_and_conserve_mass():
     c = pde.project(lambda th: np.exp(0.5 * np.cos(th - 0.3)))
     c = c / c[0].real
     tr = mf.integrate(pde.rhs, pde.state(c), (0, 0.2), method="rk4", step=StepControl(dt=0.005),
-                      save=SaveAt(observe=observer(pde)), event=resolution_monitor(pde))
+                      save=SaveAt(observe=reduced_observer(pde)), event=reduced_resolution_monitor(pde))
     assert tr.status == 0
     # mass is the k = 0 mode, whose tendency is exactly 0: only round-off accumulates
     assert np.abs(np.array(tr.observables["mass"]) - 1).max() <= 1e-13
@@ -242,13 +242,13 @@ def test_driver_hooks_and_resume_bit_identical():
     pde = AxisymmetricPDE(scalar_heads([1.0], 16, beta=4.0, normalization="softmax"), 16, 24, nu=0.01)
     y0 = pde.state(_start(pde))
     t_eval = np.linspace(0, 1, 11)
-    full = mf.integrate(pde.rhs, y0, (0, 1), save=SaveAt(t_eval=t_eval, observe=observer(pde)), method="dopri5",
-                        event=resolution_monitor(pde))
+    full = mf.integrate(pde.rhs, y0, (0, 1), save=SaveAt(t_eval=t_eval, observe=reduced_observer(pde)), method="dopri5",
+                        event=reduced_resolution_monitor(pde))
     assert full.status == 0
     saved = []
-    mf.integrate(pde.rhs, y0, (0, 1), save=SaveAt(t_eval=t_eval, observe=observer(pde)),
+    mf.integrate(pde.rhs, y0, (0, 1), save=SaveAt(t_eval=t_eval, observe=reduced_observer(pde)),
                  checkpointing=Checkpointing(save=saved.append, every=0.3), method="dopri5")
-    resumed = mf.integrate(pde.rhs, y0, (0, 1), save=SaveAt(t_eval=t_eval, observe=observer(pde)),
+    resumed = mf.integrate(pde.rhs, y0, (0, 1), save=SaveAt(t_eval=t_eval, observe=reduced_observer(pde)),
                            checkpointing=Checkpointing(resume=saved[0]), method="dopri5")
     # a resumed run replays the same steps: bit-identical
     assert np.array_equal(resumed.y[-1], full.y[-1])
@@ -496,13 +496,13 @@ def test_boltzmann_entropy_has_one_meaning_on_every_model():
 
     cont = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 1.0), lmax=8)
     g = cont.grid
-    s2 = fd.observer(cont)(0.0, cont.state(g.analysis(np.full(g.shape, 1 / (4 * np.pi)))))["boltzmann_entropy"]
+    s2 = fd.field_observer(cont)(0.0, cont.state(g.analysis(np.full(g.shape, 1 / (4 * np.pi)))))["boltzmann_entropy"]
     axi = mf.AxisymmetricPDE(mf.scalar_heads([1.0], 3, 1.0), 3, 8)
-    s2_axi = ax_obs.observer(axi)(0.0, axi.state(axi.uniform()))["boltzmann_entropy"]
+    s2_axi = ax_obs.reduced_observer(axi)(0.0, axi.state(axi.uniform()))["boltzmann_entropy"]
     circ = mf.CirclePDE(mf.scalar_heads([1.0], 2, 1.0), kmax=8)
-    s1 = ax_obs.observer(circ)(0.0, circ.state(circ.uniform()))["boltzmann_entropy"]
+    s1 = ax_obs.reduced_observer(circ)(0.0, circ.state(circ.uniform()))["boltzmann_entropy"]
     assert abs(s2 - np.log(4 * np.pi)) < 1e-12 and abs(s2_axi - np.log(4 * np.pi)) < 1e-12
     assert abs(s1 - np.log(2 * np.pi)) < 1e-12
     ax5 = mf.AxisymmetricPDE(mf.scalar_heads([1.0], 5, 1.0), 5, 8)            # |S^4| = 8 pi^2 / 3
-    assert abs(ax_obs.observer(ax5)(0.0, ax5.state(ax5.uniform()))["boltzmann_entropy"]
+    assert abs(ax_obs.reduced_observer(ax5)(0.0, ax5.state(ax5.uniform()))["boltzmann_entropy"]
                - np.log(8 * np.pi ** 2 / 3)) < 1e-12

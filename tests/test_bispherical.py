@@ -263,7 +263,7 @@ def test_continuum_operator_path_matches_quadrature(rng, which):
     assert rel(ra, rb) <= 1e-12
     assert ra[0] == 0.0
     assert rel(A.energies(rho), B.energies(rho)) <= 1e-12
-    assert rel(fd.attention_entropy(A, rho), fd.attention_entropy(B, rho)) <= 1e-12
+    assert rel(fd.field_attention_entropy(A, rho), fd.field_attention_entropy(B, rho)) <= 1e-12
 
 
 def test_continuum_energy_identity_to_round_off():
@@ -277,7 +277,7 @@ def test_continuum_energy_identity_to_round_off():
     from meanfield.core.sphere import resize_coefficients
     b = resize_coefficients(rho, 15, op.lmax)
     dE = sum(g.inner(resize_coefficients(op.apply(i, "potential", b), op.lmax, 15), drho) for i in range(2))
-    diss = fd.dissipation(pde, rho)
+    diss = fd.field_dissipation(pde, rho)
     assert abs(dE - diss) <= 1e-13 * diss           # round-off of sums of ~10^3 terms of size diss
 
 
@@ -291,7 +291,7 @@ def test_continuum_sinkhorn_general_heads():
     assert all(r.error <= pde.sinkhorn_tol for r in pde.scalings(rho))
     d, h = pde.tendency(rho), 1e-4
     dE = (pde.energies(rho + h * d).sum() - pde.energies(rho - h * d).sum()) / (2 * h)
-    assert dE == pytest.approx(fd.dissipation(pde, rho), rel=1e-8)
+    assert dE == pytest.approx(fd.field_dissipation(pde, rho), rel=1e-8)
     R = np.random.default_rng(0).standard_normal((3, 3))             # non-symmetric M: two scalings a != b
     s = mf.ContinuumPDE([Head(R, np.eye(3), normalization="sinkhorn")], 23).scalings(rho)[0]
     assert s.error <= 1e-12 and np.abs(s.a - s.b).max() > 0.1
@@ -339,10 +339,10 @@ def test_continuum_rate_terms_and_shadows():
     heads = [Head(2 * P_XY, 2 * P_XY), Head(2 * P_Z, 2 * P_Z)]
     A, B = mf.ContinuumPDE(heads, 15), mf.ContinuumPDE(heads, 15, method="quadrature")
     rho = vmf_mixture_density(A.grid, np.array([[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]]), 5.0, [0.6, 0.4], floor=0.2)
-    C = fd.energy_rate_terms(A, rho)
+    C = fd.field_energy_rate_terms(A, rho)
     # the two paths: the kernel truncated at L_K (kernel_tol 1e-10 by default) against exact node sums
-    assert rel(C, fd.energy_rate_terms(B, rho)) <= 1e-10
-    r = fd.radial_shadows(A, rho)
+    assert rel(C, fd.field_energy_rate_terms(B, rho)) <= 1e-10
+    r = fd.field_radial_shadows(A, rho)
     w = A.grid.synthesis(rho) * A.grid.weights
     # <u^1, u^2> = 0 exactly (orthogonal ranges): the cross term is the shadows' product (round-off)
     assert abs(C[0, 1] + np.sum(w * r["a"][0] * r["a"][1])) <= 1e-13 * abs(C[0, 1])
@@ -352,7 +352,7 @@ def test_continuum_rate_terms_and_shadows():
     drho = A.tendency(rho)
     dE = [A.grid.inner(resize_coefficients(op.apply(i, "potential", b), op.lmax, 15), drho) for i in range(2)]
     np.testing.assert_allclose(C.sum(axis=1), dE, rtol=1e-12)      # round-off of grid sums
-    cond = fd.radial_dominance(A, rho)
+    cond = fd.field_radial_dominance(A, rho)
     # for orthogonal value-aligned heads the exact reading's margin is the pointwise per-head rate density
     # |P u^h|^2 + sum_h' <P u^h, P u^h'> (the shadows' product is the cross term): checked against the forces directly
     U = fd.head_forces(A, rho)

@@ -125,7 +125,7 @@ def test_attention_entropy_spectral_vs_quadrature():
     heads = scalar_heads([1.0, 0.5], 3, beta=2.0)
     spec, quad = ContinuumPDE(heads, lmax=20), ContinuumPDE(heads, lmax=20, method="quadrature")
     rho_lm = vmf_mixture_density(spec.grid, [[0, 0, 1.0], [1.0, 0, 0]], [3.0, 2.0], floor=0.3)
-    Hs, Hq = fd.attention_entropy(spec, rho_lm), fd.attention_entropy(quad, rho_lm)
+    Hs, Hq = fd.field_attention_entropy(spec, rho_lm), fd.field_attention_entropy(quad, rho_lm)
     # log of band-limited Z on a grid exact to degree 3 lmax: spectral accuracy, ~1e-12
     np.testing.assert_allclose(Hs, Hq, rtol=1e-10)
     assert np.all(Hs < 0)
@@ -133,7 +133,7 @@ def test_attention_entropy_spectral_vs_quadrature():
     a = np.array([2.0, 1.0])
     from scipy.special import spherical_in
     exact = np.log(spherical_in(0, a)) - a * spherical_in(1, a) / spherical_in(0, a)
-    np.testing.assert_allclose(fd.attention_entropy(spec, uniform_density(spec.grid)), exact, rtol=1e-12)
+    np.testing.assert_allclose(fd.field_attention_entropy(spec, uniform_density(spec.grid)), exact, rtol=1e-12)
 
 
 def general_heads(seed=7):
@@ -181,7 +181,7 @@ def test_softmax_normalizer_guard_and_input_checks():
     assert f["D"].min() < 0                                  # the truncated Z goes negative somewhere
     speed = np.sqrt((f["X"] ** 2).sum(axis=0))
     assert np.all(speed[f["D"][0] <= 0] == 0) and np.isfinite(speed).all()
-    assert fd.observer(pde)(0.0, pde.state(rho))["min_normalizer"] == pytest.approx(f["D"].min(), rel=1e-12)
+    assert fd.field_observer(pde)(0.0, pde.state(rho))["min_normalizer"] == pytest.approx(f["D"].min(), rel=1e-12)
     for kw, match in [(dict(nu=True), "nu must be"), (dict(nu="0.1"), "nu must be"),
                       (dict(kernel_tol=float("nan")), "kernel_tol must be"), (dict(chunk_bytes=-5), "chunk_bytes")]:
         with pytest.raises(ValueError, match=match):

@@ -115,6 +115,33 @@ def test_resume_after_an_interruption_gives_identical_arrays(small, tmp_path, mo
         np.testing.assert_array_equal(again[name].values, res["dataset"][name].values, err_msg=name)
 
 
+def test_branch_record_round_trips_through_npz(tmp_path):
+    """A branch is a typed frozen record (issue 32): to_npz / from_npz give back every field, its scalars as int,
+    str and float, the fields of another job kind None; a file that is no record is refused by name."""
+    n, lmax = 3, 4
+    rec = branches.BranchRecord(
+        u=np.arange(n * lmax, dtype=float).reshape(n, lmax), p=np.linspace(1, 2, n), t_p=np.ones(n), degree=1,
+        side=-1, status=2, message="not resolved", n_newton=7, eig=np.ones((n, 2)) * (1 - 2j),
+        stable=np.array([True, False, True]), resolution=np.full(n, 1e-12),
+        special_kind=np.array(["fold", "maxwell"], dtype="<U16"), special_p=np.array([1.2, 1.5]),
+        special_u=np.zeros((2, lmax)), special_phi=np.full((2, lmax), np.nan), special_index=np.array([1, 2]),
+        order=np.full(n, 0.5), gap=np.full(n, -1e-3))
+    rec.to_npz(tmp_path / "b.npz")
+    back = branches.BranchRecord.from_npz(tmp_path / "b.npz")
+    assert not list(tmp_path.glob(".*.tmp")) and back.n_points == n and back.kind is None and back.sphere_eig is None
+    assert (type(back.degree), type(back.status), type(back.message)) == (int, int, str)
+    for f in ("u", "p", "eig", "stable", "special_kind", "special_phi", "special_index", "order", "gap"):
+        np.testing.assert_array_equal(getattr(back, f), getattr(rec, f), err_msg=f)
+        assert getattr(back, f).dtype == getattr(rec, f).dtype, f
+    assert (back.degree, back.side, back.status, back.message, back.n_newton) == (1, -1, 2, "not resolved", 7)
+    np.savez(tmp_path / "other.npz", u=np.zeros(2), velocity=np.ones(2))
+    with pytest.raises(ValueError, match="not a branch record: unknown fields"):
+        branches.BranchRecord.from_npz(tmp_path / "other.npz")
+    np.savez(tmp_path / "short.npz", u=np.zeros(2))
+    with pytest.raises(ValueError, match="not a branch record"):
+        branches.BranchRecord.from_npz(tmp_path / "short.npz")
+
+
 def test_force_and_refusals(small, tmp_path, capsys):
     out, _ = small
     cfg_file = tmp_path / "small.toml"

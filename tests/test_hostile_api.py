@@ -16,14 +16,13 @@ callables, the issue's entry points and the protocol models' main methods):
 Every call runs under :func:`guarded`: a time budget (``signal.setitimer``: a refusal must be immediate,
 :data:`REFUSAL_S`), an address-space cap (``RLIMIT_AS``, so that an attempted huge allocation is a
 ``MemoryError`` here instead of the machine swapping) and ``tracemalloc``'s peak below :data:`PEAK_CAP`.
-Cases still failing on main are marked ``xfail(strict=True)`` in :data:`XFAIL` with the helper whose
-fix makes them pass: an XPASS is a failure, so the mark is removed when the fix merges.
+No case is marked as expected to fail (the strict xfails of issue 26's round are all fixed; their empty tables
+were removed in 0.3): a failing case fails the suite.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import resource
 import signal
 import tracemalloc
@@ -124,26 +123,15 @@ def refused(name, arg, value, budget_s=REFUSAL_S):
     assert stats["peak"] < PEAK_CAP, f"{case}: refused after allocating {stats['peak'] / 2**30:.2f} GiB"
 
 
-# ----------------------------------------------------------------------------- cases still failing on main
-# hostile_xfail.XFAIL: (entry, argument, kind) -> (helper whose fix makes it pass, first failure); kind is
-# bad | huge | gen | heavy | edge.  HOSTILE_NO_XFAIL=1 runs without the marks; benchmarks/hostile_xfail_table.py
-# prunes the rows that XPASS after a fix, or regenerates the table.
-XFAIL = {} if os.environ.get("HOSTILE_NO_XFAIL") else {**__import__("hostile_xfail").XFAIL,
-                                                       **__import__("hostile_xfail_more").XFAIL}
-
-
+# ----------------------------------------------------------------------------- the cases
 def _params(kind):
     """pytest params of ``kind`` (bad, huge, edge, gen, heavy: the slow profile of gen, which draws more and
-    fails where gen fails, and more) with their strict xfail marks."""
+    fails where gen fails, and more)."""
     out = []
     for name, arg in R.cases("bad" if kind in ("gen", "heavy") else kind):
         if kind in ("gen", "heavy") and R.bad_values(R.REGISTRY[name], arg, "bad").strategy is None:
             continue
-        owner, first = XFAIL.get((name, arg, kind), XFAIL.get((name, arg, "gen"), (None, None)) if kind == "heavy"
-                                 else (None, None))
-        fix = "open (no helper of this round owns it)" if owner == "open" else f"fixed by {owner}"
-        marks = [pytest.mark.xfail(strict=True, reason=f"issue 26: {first}; {fix}")] if owner else []
-        out.append(pytest.param(name, arg, marks=marks, id=f"{name}-{arg}"))
+        out.append(pytest.param(name, arg, id=f"{name}-{arg}"))
     return out
 
 

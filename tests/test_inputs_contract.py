@@ -252,9 +252,9 @@ def test_pde_states_refuse_complex_or_non_numeric_values():
 
 
 def test_axisymmetric_observers_refuse_an_object_that_is_no_pde():
-    from meanfield.analysis.axisymmetric import observer, resolution_monitor
+    from meanfield.analysis.axisymmetric import reduced_observer, reduced_resolution_monitor
 
-    for call in (lambda: observer(None), lambda: resolution_monitor("pde")):
+    for call in (lambda: reduced_observer(None), lambda: reduced_resolution_monitor("pde")):
         with pytest.raises(ValueError, match=r"^pde must be an AxisymmetricPDE or CirclePDE"):
             call()
 

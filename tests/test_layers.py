@@ -23,7 +23,8 @@ LAYERS = ("core", "models", "analysis", "workflow")
 # heavy or optional dependencies and the one module allowed to import each (STYLE.md)
 OWNERS = {"ducc0": "core/sphere.py", "pyshtools": "core/sphere.py", "ot": "analysis/transport.py",
           "matplotlib": "workflow/plotting.py", "pyamg": "analysis/semidiscrete.py", "plotly": "workflow/view.py",
-          "safetensors": "workflow/pretrained.py", "tokenizers": "workflow/pretrained.py"}
+          "safetensors": "workflow/pretrained.py", "tokenizers": "workflow/pretrained.py",
+          "torch": "core/backends.py", "array_api_compat": "core/backends.py"}
 
 
 def _modules():
@@ -152,6 +153,11 @@ def test_the_architecture_script_counts_no_cycle_and_no_second_home(tmp_path):
     modules = architecture.module_files(pkg)
     assert architecture.import_cycles(modules) == [["meanfield.core.a", "meanfield.core.b"]]
     assert architecture.reexports(modules) == [("meanfield.core.b", "f", "meanfield.core.a")]
+    # a module-level __getattr__ that answers a name is a second name; one that only refuses it is not
+    (pkg / "core" / "c.py").write_text("def __getattr__(name):\n    if name == 'old':\n        return 1\n")
+    (pkg / "core" / "d.py").write_text("def __getattr__(name):\n    if name == 'old':\n        raise AttributeError\n")
+    modules = architecture.module_files(pkg)
+    assert architecture.module_aliases(modules) == [("meanfield.core.c.old", "meanfield.core.c.__getattr__")]
 
 
 def _sources():
@@ -215,33 +221,41 @@ def test_the_package_map_names_every_module():
     assert listed == {(p.parent.name, p.stem) for p in _modules() if p.stem != "__init__"}
 
 
-# Public names still defined in two modules, each with the reason it is not yet one home (issue 32: the protocol
-# step gives each model its observer, monitor and measures; until then these are parallel forms of one concept).
-# The list may only shrink: a new same-named definition fails the test below.
-SAME_NAMED_PENDING = {
-    "attention_entropy": "particle (diagnostics) and continuum (field_diagnostics) forms",
-    "dissipation": "particle and continuum forms",
-    "energy_rate_terms": "particle and continuum forms",
-    "radial_dominance": "particle and continuum forms",
-    "radial_shadows": "particle and continuum forms",
-    "negative_mass": "a density's (core.densities), the resolution rule (core.resolution), the continuum's diagnostic",
-    "observer": "the particle, continuum and reduced models' hooks (the protocol's observer, issue 32)",
-    "resolution_monitor": "the continuum and reduced models' monitors and the rule (the protocol's monitor)",
-    "spectral_tail": "the resolution rule and the continuum's diagnostic",
-    "summary": "the run's and the equilibria job's one-line summaries (one job shape, issue 32)",
-    "to_dataset": "the run's and the equilibria job's datasets (one job shape, issue 32)",
-}
+# Public names still defined in two modules, each with the reason it is not yet one home.  Empty since issue 32
+# item 4: the continuum forms carry ``field_`` (field_diagnostics), the reduced models' hooks ``reduced_``
+# (analysis.axisymmetric), the density check ``oversampled_negative_mass``, the jobs' datasets and summaries name their
+# job (run_dataset / run_summary, equilibria_dataset / equilibria_summary).  The set may only shrink (it is empty):
+# a new same-named definition fails the test below.
+SAME_NAMED_PENDING: dict[str, str] = {}
 
 
 def test_one_home_and_one_meaning_per_public_name():
     """benchmarks/architecture.same_named: public names defined at module level in two or more modules.  Fixed
     in this round: RESOLUTION_TOL (sphere_states' is SPHERE_RESOLUTION_TOL), describe (plotting's is title_line),
-    has_free_energy (the config's is config_has_free_energy), GEOMETRIES (one, in core.choices); the rest is
-    listed with its reason and may only shrink."""
+    has_free_energy (the config's is config_has_free_energy), GEOMETRIES (one, in core.choices); then (issue 32
+    item 4) the eleven parallel forms: 0 left."""
     same = architecture.same_named()
-    assert set(same) <= set(SAME_NAMED_PENDING), sorted(set(same) - set(SAME_NAMED_PENDING))
-    for gone in ("RESOLUTION_TOL", "describe", "has_free_energy", "GEOMETRIES", "JACOBIANS_PER_POINT"):
+    assert set(same) <= set(SAME_NAMED_PENDING), {n: same[n] for n in sorted(set(same) - set(SAME_NAMED_PENDING))}
+    for gone in ("RESOLUTION_TOL", "describe", "has_free_energy", "GEOMETRIES", "JACOBIANS_PER_POINT",
+                 "attention_entropy", "dissipation", "energy_rate_terms", "radial_dominance", "radial_shadows",
+                 "negative_mass", "spectral_tail", "observer", "resolution_monitor", "summary", "to_dataset"):
         assert gone not in same
+
+
+def test_the_names_of_0_2_name_their_replacement():
+    """A renamed public name (one name, one meaning) raises an AttributeError that names the new one."""
+    for module, old, new in (("meanfield.analysis.field_diagnostics", "dissipation", "field_dissipation"),
+                             ("meanfield.analysis.field_diagnostics", "observer", "field_observer"),
+                             ("meanfield.analysis.axisymmetric", "resolution_monitor", "reduced_resolution_monitor"),
+                             ("meanfield.core.densities", "negative_mass", "oversampled_negative_mass"),
+                             ("meanfield.workflow.run", "summary", "run_summary"),
+                             ("meanfield.workflow.equilibria_job", "to_dataset", "equilibria_dataset")):
+        mod = importlib.import_module(module)
+        assert callable(getattr(mod, new))
+        with pytest.raises(AttributeError, match=new):
+            getattr(mod, old)
+        with pytest.raises(AttributeError, match="has no attribute"):
+            getattr(mod, "no_such_name")
 
 
 def test_no_kernel_or_normalization_name_is_compared_outside_the_registry():

@@ -27,9 +27,9 @@ def _pdes():
     sphere = mf.ContinuumPDE(heads, lmax=12, kernel_tol=1e-6)
     axi = mf.AxisymmetricPDE(heads, 3, 12)
     circ = mf.CirclePDE(mf.scalar_heads([1.0], 2, beta=2.0), 12)
-    return [(sphere, sphere.state(vmf_density(sphere.grid, [0, 0, 1.0], 30.0)), fd.resolution_monitor),
-            (axi, axi.state(axi.project_profile(lambda t: np.exp(30 * t))), ax_hooks.resolution_monitor),
-            (circ, circ.state(circ.project(lambda th: np.exp(30 * np.cos(th)))), ax_hooks.resolution_monitor)]
+    return [(sphere, sphere.state(vmf_density(sphere.grid, [0, 0, 1.0], 30.0)), fd.field_resolution_monitor),
+            (axi, axi.state(axi.project_profile(lambda t: np.exp(30 * t))), ax_hooks.reduced_resolution_monitor),
+            (circ, circ.state(circ.project(lambda th: np.exp(30 * np.cos(th)))), ax_hooks.reduced_resolution_monitor)]
 
 
 @pytest.mark.parametrize("k", [0, 1, 2], ids=["sphere", "axisymmetric", "circle"])
@@ -48,7 +48,7 @@ def test_one_monitor_rule_for_every_pde(k):
 def test_continuum_observers_share_keys():
     sphere, y, _ = _pdes()[0]
     axi, yb, _ = _pdes()[1]
-    rec_s, rec_a = fd.observer(sphere)(0.0, y), ax_hooks.observer(axi)(0.0, yb)
+    rec_s, rec_a = fd.field_observer(sphere)(0.0, y), ax_hooks.reduced_observer(axi)(0.0, yb)
     # the reduced PDEs record a subset of the S^2 PDE's keys, each with the same meaning
     assert set(rec_a) == {"mass", "energy", "energy_head", "boltzmann_entropy", "negative_mass", "spectral_tail"}
     assert set(rec_a) <= set(rec_s) and "relative_entropy" in rec_s and "entropy" not in rec_s

@@ -1,5 +1,5 @@
-"""The main job's dataset (meanfield.workflow.run): run() is paired_run converted by to_dataset, and
-to_dataset refuses a result made from another config.  Moved unchanged from test_engine.py (0.2.0:
+"""The main job's dataset (meanfield.workflow.run): run() is paired_run converted by run_dataset, and
+run_dataset refuses a result made from another config.  Moved unchanged from test_engine.py (0.2.0:
 test files named after what they test)."""
 
 import numpy as np
@@ -39,4 +39,4 @@ def test_to_dataset_refuses_a_result_of_another_config():
     config = RunConfig.from_dict({"pde": {"lmax": 15}, "particles": {"n": 31}})
     with pytest.raises(ValueError, match=r"made from config \(lmax, n_particles, heads\) = \(15, 31, 2\); "
                                          r"received a run with \(15, 30, 2\)"):
-        run_module.to_dataset(res, config)
+        run_module.run_dataset(res, config)

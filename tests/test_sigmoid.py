@@ -79,7 +79,7 @@ def test_general_heads_quadrature_path_equals_particles():
     v_particles = ParticleSystem(heads, summation="direct").velocity(g.nodes.reshape(-1, 3), W / W.sum())
     # the same sums in another order: round-off relative to the largest velocity
     np.testing.assert_allclose(pde.velocity(rho_lm).reshape(-1, 3), v_particles, atol=1e-12 * np.abs(v_particles).max())
-    assert np.isfinite(fd.attention_entropy(pde, rho_lm)).all()
+    assert np.isfinite(fd.field_attention_entropy(pde, rho_lm)).all()
 
 
 @pytest.mark.parametrize("d", [3, 5])
@@ -106,7 +106,7 @@ def test_pde_energy_identity_semidiscrete():
     rho_lm = vmf_mixture_density(g, [[0, 0, 1.0], [1.0, 0, 0]], [3.0, 2.0], floor=0.3)
     dEdt = g.inner(sum(pde.fields(rho_lm)["N_lm"]), pde.tendency(rho_lm))
     # exact quadratures on the dealiased grid: round-off, relative 1e-12
-    assert dEdt == pytest.approx(fd.dissipation(pde, rho_lm), rel=1e-12)
+    assert dEdt == pytest.approx(fd.field_dissipation(pde, rho_lm), rel=1e-12)
 
 
 def test_attention_entropies():
@@ -115,7 +115,7 @@ def test_attention_entropies():
     heads = sig_heads([1.0, 0.5], 2.0)
     spec, quad = ContinuumPDE(heads, lmax=20), ContinuumPDE(heads, lmax=20, method="quadrature")
     rho_lm = vmf_mixture_density(spec.grid, [[0, 0, 1.0], [1.0, 0, 0]], [3.0, 2.0], floor=0.3)
-    Hs, Hq = fd.attention_entropy(spec, rho_lm), fd.attention_entropy(quad, rho_lm)
+    Hs, Hq = fd.field_attention_entropy(spec, rho_lm), fd.field_attention_entropy(quad, rho_lm)
     # log of a band-limited Z on a grid exact to degree 3 lmax: spectral accuracy (~1e-12)
     np.testing.assert_allclose(Hs, Hq, rtol=1e-10)
     assert np.all(Hs < 0)

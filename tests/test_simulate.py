@@ -126,7 +126,7 @@ def test_solve_continuum_times_and_observe():
     assert obs["relative_entropy"].shape == (3, 2) and obs["energy_head"].shape == (3, 2)
     for k, y in enumerate(tr.y):
         # the hook evaluates the same functions on the same recorded states: identical floats
-        assert obs["spectral_tail"][k] == field_diagnostics.spectral_tail(pde, pde.coefficients(y))
+        assert obs["spectral_tail"][k] == field_diagnostics.field_spectral_tail(pde, pde.coefficients(y))
     # mass: degree-0 coefficient of a divergence is exactly zero, so only round-off (1e-14)
     np.testing.assert_allclose(obs["mass"], 1.0, rtol=0, atol=1e-14)
     default = mf.solve_continuum(pde, rho0, 0.1, save=SaveAt(observe=False))
@@ -164,7 +164,7 @@ def test_monitor_stops_during_a_run():
     """A collapsing density stops once the tail exceeds tail_tol, with the time in the message."""
     pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta=4.0), lmax=12, kernel_tol=1e-6)
     rho0 = vmf_density(pde.grid, [0, 0, 1.0], 4.0)
-    tol = 2.0 * field_diagnostics.spectral_tail(pde, rho0)         # concentration doubles the tail
+    tol = 2.0 * field_diagnostics.field_spectral_tail(pde, rho0)         # concentration doubles the tail
     tr = mf.solve_continuum(pde, rho0, 5.0, tail_tol=tol)
     assert tr.status == 1 and 0 < tr.t_final < 5.0 and tr.t[-1] == tr.t_final
     assert f"event at t = {tr.t_final}" in tr.message and "spectral tail" in tr.message

@@ -9,7 +9,7 @@ import pytest
 import meanfield as mf
 from meanfield.analysis import field_diagnostics as fd
 from meanfield.analysis import stability
-from meanfield.analysis.axisymmetric import observer as axi_observer
+from meanfield.analysis.axisymmetric import reduced_observer as axi_observer
 from meanfield.core.densities import uniform_density, vmf_mixture_density
 from meanfield.core.integrate import integrate
 from meanfield.core.kernels import NORMALIZATIONS
@@ -114,7 +114,7 @@ def test_energy_identity_sphere():
     y = pde.state(rho_lm)
     F, h = pde.rhs(0.0, y), 1e-5
     dE = (pde.energies(pde.coefficients(y + h * F)).sum() - pde.energies(pde.coefficients(y - h * F)).sum()) / (2 * h)
-    D = fd.dissipation(pde, rho_lm)
+    D = fd.field_dissipation(pde, rho_lm)
     # O(h^2) ~ 1e-10 relative; round-off eps |E| / h ~ 1e-11 absolute; scalings at 1e-14: 1e-9 absolute
     # (measured 2e-10 relative)
     assert dE == pytest.approx(D, rel=1e-8, abs=1e-11)
@@ -176,7 +176,7 @@ def test_rhs_bit_identical_with_and_without_cache():
 
 def test_observers_record_sinkhorn_runs():
     pde = _sphere(lmax=16)
-    rec = fd.observer(pde)(0.0, pde.state(_rho(pde)))
+    rec = fd.field_observer(pde)(0.0, pde.state(_rho(pde)))
     assert np.all(np.isfinite(rec["energy_head"])) and rec["min_normalizer"] > 0
     assert rec["dissipation"] > 0
     for d in (2, 4):
@@ -264,7 +264,7 @@ def test_attention_entropy_of_the_doubly_stochastic_attention():
         assert np.all(H_dense <= 1e-12)                                       # -KL(p | rho) <= 0
         # exact GL quadrature of band-limited sums, scalings at 1e-14: round-off (measured 1.6e-14)
         assert np.abs(H[h] - H_dense).max() <= 1e-12 * np.abs(H_dense).max()
-    rec = fd.attention_entropy(pde, rho_lm)
+    rec = fd.field_attention_entropy(pde, rho_lm)
     assert rec == pytest.approx([g.integrate(g.synthesis(rho_lm) * Hh.reshape(g.shape)) for Hh in H], rel=1e-14)
     mean = mf.ContinuumPDE(mf.scalar_heads(LAMBDAS, 3, beta=BETA), lmax=16)
     Z = [g.synthesis(g.multiply_degree(rho_lm, m["normalizer"])) for m in mean.operator.multipliers]
@@ -290,12 +290,12 @@ def test_resume_from_checkpoint_is_bit_for_bit():
     y0 = pde.state(_rho(pde))
     times = np.linspace(0, 0.2, 5)
     kw = dict(method="dopri5", step=StepControl(rtol=1e-8, atol=1e-10),
-              save=SaveAt(t_eval=times, observe=fd.observer(pde, entropy=True)))
+              save=SaveAt(t_eval=times, observe=fd.field_observer(pde, entropy=True)))
     full = integrate(pde.rhs, y0, (0.0, 0.2), **kw)
     saved = []
     integrate(pde.rhs, y0, (0.0, 0.2), checkpointing=Checkpointing(save=saved.append, every=0.05), **kw)
     fresh = _sphere(lmax=12, nu=0.1, sinkhorn_tol=1e-12, kernel_tol=1e-8)
-    kw["save"] = SaveAt(t_eval=times, observe=fd.observer(fresh, entropy=True))
+    kw["save"] = SaveAt(t_eval=times, observe=fd.field_observer(fresh, entropy=True))
     resumed = integrate(fresh.rhs, y0, (0.0, 0.2), checkpointing=Checkpointing(resume=saved[1]), **kw)
     # same step sequence, same arithmetic: identical floats (tolerance 0)
     np.testing.assert_array_equal(resumed.y, full.y)

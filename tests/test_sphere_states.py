@@ -64,6 +64,29 @@ def test_the_uniform_state_is_a_solution_with_no_rotation_mode(setting):
     assert st.success and st.newton == 0 and st.removed == 0
 
 
+def test_one_stationary_state_type_on_both_geometries(setting):
+    """Issue 32: the axisymmetric and the S^2 solvers return one type, StationaryState, told apart by its basis;
+    a state of the other geometry is refused by name, and b / rho_lm read the coefficients of their own basis."""
+    ax, pde = setting
+    s = eq.degree_one_state(ax, 1.5)
+    uni = np.zeros(pde.grid.nalm, complex)
+    uni[0] = 1 / np.sqrt(4 * np.pi)
+    st = ss.solve_sphere_state(eq.at_noise(pde, 1.3), uni)
+    assert type(s) is type(st) is eq.StationaryState
+    assert (s.basis, st.basis) == ("gegenbauer", "spherical_harmonics") and (s.krylov, s.removed) == (0, 0)
+    assert s.b is s.coefficients and st.rho_lm is st.coefficients
+    with pytest.raises(AttributeError, match="^b: .* are rho_lm"):
+        st.b
+    with pytest.raises(AttributeError, match="^rho_lm: .* are b "):
+        s.rho_lm
+    with pytest.raises(ValueError, match="basis 'spherical_harmonics'.*'gegenbauer'"):
+        ss.sphere_resolution_error(pde, s)
+    with pytest.raises(ValueError, match="basis 'gegenbauer'.*'spherical_harmonics'"):
+        eq.linear_spectrum(ax, st)
+    with pytest.raises(ValueError, match="basis"):
+        eq.StationaryState(s.b, 1.0, 0, "", 0.0, 0, 0.0, basis="legendre")
+
+
 def test_spectrum_at_uniform_is_sigma_l_and_at_a_cluster_has_two_neutral_rotation_modes(setting):
     # ARPACK on central differences of the model's tendency (exact to round-off for mean heads): 1e-8 relative.
     # At uniform every eigenvalue found is a sigma_l (ARPACK may return fewer copies of a degenerate one).

@@ -499,12 +499,12 @@ def test_workflow_and_diagnostics_refuse_previously_unchecked_arguments(tmp_path
     refused(phi_functions, [0.5], -1, name="n", echo="-1")                    # an empty list before
     pde = mf.ContinuumPDE(heads, 14)
     rho = uniform_density(pde.grid)
-    refused(field_diagnostics.spectral_tail, pde, rho, fraction=1.5, name="fraction", echo="1.5")
-    refused(field_diagnostics.resolution_monitor, pde, tail_tol=np.nan, name="tail_tol", echo="nan")
-    refused(field_diagnostics.resolution_monitor, pde, negative_tol="0", name="negative_tol", echo="'0'")
-    refused(field_diagnostics.observer, pde, entropy="no", name="entropy", echo="'no'")
+    refused(field_diagnostics.field_spectral_tail, pde, rho, fraction=1.5, name="fraction", echo="1.5")
+    refused(field_diagnostics.field_resolution_monitor, pde, tail_tol=np.nan, name="tail_tol", echo="nan")
+    refused(field_diagnostics.field_resolution_monitor, pde, negative_tol="0", name="negative_tol", echo="'0'")
+    refused(field_diagnostics.field_observer, pde, entropy="no", name="entropy", echo="'no'")
     # an infinite tolerance is allowed (never stop on that criterion): the uniform density is resolved
-    assert field_diagnostics.resolution_monitor(pde, np.inf, np.inf)(0.0, pde.state(rho)) is None
+    assert field_diagnostics.field_resolution_monitor(pde, np.inf, np.inf)(0.0, pde.state(rho)) is None
 
 
 def test_complex_arrays_are_refused_not_cast():

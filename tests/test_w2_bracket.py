@@ -34,7 +34,7 @@ def test_semidiscrete_run_carries_the_bracket(monkeypatch, tmp_path):
     back = results.load(results.save(ds, tmp_path / "sd.nc"))
     for name in NEW:                                           # NetCDF keeps float64 exactly
         np.testing.assert_array_equal(back[name].values, ds[name].values)
-    assert "W2 geodesic bracket" in run_module.summary(ds)
+    assert "W2 geodesic bracket" in run_module.run_summary(ds)
 
 
 def test_node_based_run_has_nan_bracket_and_unchanged_variables(monkeypatch):
@@ -47,7 +47,7 @@ def test_node_based_run_has_nan_bracket_and_unchanged_variables(monkeypatch):
     before = {"X", "rho", "rho_lm_real", "rho_lm_imag", "w2", "w2_negative_mass", "w2_grid_floor"}
     assert before | set(NEW) <= set(ds.data_vars)
     np.testing.assert_array_equal(ds["w2"].values, res.w2)
-    assert "W2 geodesic bracket" not in run_module.summary(ds)
+    assert "W2 geodesic bracket" not in run_module.run_summary(ds)
 
 
 @pytest.mark.parametrize("infos, expected", [(({}, {"geodesic_bracket": (0.1, 0.2)}),

@@ -1,6 +1,6 @@
 r"""Measurements for the axisymmetric and circle PDEs, and particles compared with them through ``t = <x, e>``.
 
-* :func:`observer`, :func:`resolution_monitor`: hooks for :func:`meanfield.core.integrate.integrate` with
+* :func:`reduced_observer`, :func:`reduced_resolution_monitor`: hooks for :func:`meanfield.core.integrate.integrate` with
   :class:`~meanfield.models.axisymmetric.AxisymmetricPDE` or :class:`~meanfield.models.circle.CirclePDE`
   (mass, energies, Boltzmann entropy, negative mass, spectral tail: the S^2 observer's keys).
 * :func:`w2_marginal`: the exact 1-D 2-Wasserstein distance between the law of ``theta = arccos <x_i, e>`` of
@@ -19,7 +19,30 @@ from ..core import cost as _cost
 from ..core import resolution, validate
 from ..core.axisymmetric import angle_quantiles
 
-__all__ = ["observer", "resolution_monitor", "w2_marginal", "w2_marginal_samples", "COSTS"]
+__all__ = ["reduced_observer", "reduced_resolution_monitor", "w2_marginal", "w2_marginal_samples", "COSTS"]
+
+_RENAMED = {"observer": "reduced_observer", "resolution_monitor": "reduced_resolution_monitor"}
+"""The names of 0.2 and their replacements (one public name, one meaning: issue 32)."""
+
+
+def __getattr__(name):
+    """Module attribute fallback: the names of 0.2 (:data:`_RENAMED`) raise an ``AttributeError`` naming their
+    replacement.
+
+    Parameters
+    ----------
+    name : str
+        The attribute looked up.
+
+    Raises
+    ------
+    AttributeError
+        Always (this is called only for names the module does not define).
+    """
+    if name in _RENAMED:
+        raise AttributeError(f"meanfield.analysis.axisymmetric.{name} was renamed {_RENAMED[name]} in 0.3 (the "
+                             f"reduced models' hook; one public name, one meaning)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 COSTS = ("angle", "t")
 """Ground costs of :func:`w2_marginal`: ``|theta - theta'|^2`` or ``|t - t'|^2``."""
@@ -34,13 +57,30 @@ def _check_pde(pde):
     return pde
 
 
-def observer(pde):
+def reduced_observer(pde):
     """An ``observe(t, y)`` hook on an axisymmetric or circle PDE state, with the keys of the PDE on S^2
-    (:func:`meanfield.field_diagnostics.observer`) that these models have: ``mass``, ``energy`` (sum over
+    (:func:`meanfield.field_diagnostics.field_observer`) that these models have: ``mass``, ``energy`` (sum over
     heads), ``energy_head`` (H,), ``boltzmann_entropy`` (``-int rho log rho`` relative to the surface measure,
     the meaning the key has on S^2: ``pde.entropy`` (relative to the normalized measure) plus ``log |S^{d-1}|``, so
     that the uniform state has ``log |S^{d-1}|`` on every model, ``log 4 pi`` on S^2; NaN where ``f <= 0``
-    somewhere), ``negative_mass``, ``spectral_tail``."""
+    somewhere), ``negative_mass``, ``spectral_tail``.
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE or CirclePDE
+        Any model with ``coefficients``, ``energies``, ``mass``, ``entropy``, ``negative_mass`` and
+        ``spectral_tail`` (the :class:`~meanfield.core.model.ReducedDensityModel` protocol).
+
+    Returns
+    -------
+    callable
+        ``observe(t, y) -> dict`` of the keys above.
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` lacks one of those methods (the message names them).
+    """
     _check_pde(pde)
     d = int(getattr(pde, "d", 2))                       # the circle is S^1
     log_area = float(np.log(2.0) + (d / 2) * np.log(np.pi) - gammaln(d / 2))
@@ -64,10 +104,28 @@ def _positive_tolerances(tail_tol, negative_tol):
             validate.real("negative_tol", negative_tol, 0, lo_open=True, finite=False, what=what))
 
 
-def resolution_monitor(pde, tail_tol=1e-3, negative_tol=1e-4):
+def reduced_resolution_monitor(pde, tail_tol=1e-3, negative_tol=1e-4):
     """An ``event(t, y)`` hook stopping the run once the truncation no longer resolves the density
     (spectral tail above ``tail_tol`` or negative mass above ``negative_tol``, each ``> 0`` or ``inf``: never);
-    the message says which (:func:`meanfield.core.resolution.resolution_monitor`, the rule of the PDE on S^2 too)."""
+    the message says which (:func:`meanfield.core.resolution.resolution_monitor`, the rule of the PDE on S^2 too).
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE or CirclePDE
+        A :class:`~meanfield.core.model.ReducedDensityModel`.
+    tail_tol, negative_tol : float
+        Stop once the spectral tail or the negative mass exceeds it (``> 0``, or ``inf``: never).
+
+    Returns
+    -------
+    callable
+        ``event(t, y) -> str | None``: the reason to stop, or None.
+
+    Raises
+    ------
+    ValueError
+        If ``pde`` lacks a protocol method, or a tolerance is not ``> 0`` (NaN, zero, negative, not a number).
+    """
     _check_pde(pde)
     tail_tol, negative_tol = _positive_tolerances(tail_tol, negative_tol)
     return resolution.resolution_monitor(pde.coefficients, pde.spectral_tail, pde.negative_mass, tail_tol,

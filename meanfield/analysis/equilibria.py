@@ -37,7 +37,7 @@ from ..core.kernels import NORMALIZATIONS
 from ..core.sinkhorn import SinkhornError, solve_scaling
 from ..models.axisymmetric import AxisymmetricPDE
 
-__all__ = ["StationaryState", "at_noise", "potential", "self_consistency_residual", "solve_stationary", "free_energy_gap",
+__all__ = ["StationaryState", "STATE_BASES", "at_noise", "potential", "self_consistency_residual", "solve_stationary", "free_energy_gap",
            "branch_state", "branch_states", "degree_one_state", "has_free_energy", "normalizations_have_free_energy", "noise_problem", "beta_problem", "resolution_error", "nu_sharp", "linear_spectrum", "RESOLUTION_TOL", "ROUNDOFF"]
 
 RESOLUTION_TOL = 1e-10
@@ -50,23 +50,126 @@ itself round-off) and states within round-off of it are resolved at any ``lmax``
 relative size ``a`` is measured as before while its errors exceed ``1e-13 / a`` of that structure)."""
 
 
+STATE_BASES = ("gegenbauer", "spherical_harmonics")
+"""The coefficient bases of a :class:`StationaryState`: Gegenbauer ``b`` (lmax+1,) of an
+:class:`~meanfield.models.axisymmetric.AxisymmetricPDE` on ``S^{d-1}`` (this module), or spherical-harmonic
+``rho_lm`` (nalm,) of a :class:`~meanfield.models.continuum.ContinuumPDE` on ``S^2``
+(:mod:`meanfield.analysis.sphere_states`)."""
+
+
 @dataclass(frozen=True)
 class StationaryState:
-    """One solve: the coefficients ``b`` (lmax+1,), ``nu``, ``status`` (0 converged, 1 Newton did not converge,
-    2 not resolved at ``lmax``), ``message``, the final ``residual`` (max norm of the self-consistency
-    residual), Newton ``iterations`` and the state's :func:`resolution_error`."""
+    """One stationary solve, on either geometry (the one stationary-state type: :func:`solve_stationary` and the
+    branch functions here, :func:`~meanfield.analysis.sphere_states.solve_sphere_state` and
+    :func:`~meanfield.analysis.sphere_states.sphere_branch` on S^2).
 
-    b: np.ndarray
+    Parameters
+    ----------
+    coefficients : ndarray
+        The state: Gegenbauer ``b`` (lmax+1,) (``basis="gegenbauer"``) or spherical-harmonic ``rho_lm`` (nalm,)
+        (``basis="spherical_harmonics"``); also :attr:`b` / :attr:`rho_lm`, by basis.
+    nu : float
+        The state's noise (a state is a pair (coefficients, ``nu``)).
+    status : int
+        0 converged, 1 Newton did not converge (or did not start), 2 not resolved at ``lmax``.
+    message : str
+    residual : float
+        The final residual: max norm of the self-consistency residual (axisymmetric), of ``rho - G(rho)`` relative
+        to ``max |rho_lm|`` (S^2).
+    newton : int
+        Newton iterations.
+    resolution : float
+        The state's resolution error (:func:`resolution_error`,
+        :func:`~meanfield.analysis.sphere_states.sphere_resolution_error`).
+    basis : str
+        One of :data:`STATE_BASES`.
+    krylov, products : int
+        Krylov iterations and Jacobian products plus residual evaluations of a Newton-Krylov solve (S^2; 0 for
+        the direct Newton solve of the axisymmetric problem).
+    removed : int
+        Neutral rotation modes removed at the state (S^2: the orbit's dimension, 2 for an axisymmetric state, 3
+        for a generic one, 0 for uniform; 0 in the axisymmetric block, which has none).
+
+    Raises
+    ------
+    ValueError
+        If ``basis`` is not one of :data:`STATE_BASES`.
+    """
+
+    coefficients: np.ndarray
     nu: float
     status: int
     message: str
     residual: float
-    iterations: int
+    newton: int
     resolution: float
+    basis: str = "gegenbauer"
+    krylov: int = 0
+    products: int = 0
+    removed: int = 0
+
+    def __post_init__(self):
+        validate.choice("basis", self.basis, STATE_BASES)
 
     @property
     def success(self) -> bool:
+        """Whether the solve converged to a resolved state (``status == 0``)."""
         return self.status == 0
+
+    def coefficients_in(self, basis) -> np.ndarray:
+        """The coefficients, checked to be in ``basis`` (the basis of the caller's model).
+
+        Parameters
+        ----------
+        basis : str
+            One of :data:`STATE_BASES`.
+
+        Returns
+        -------
+        ndarray
+            :attr:`coefficients`.
+
+        Raises
+        ------
+        ValueError
+            If ``basis`` is not one of :data:`STATE_BASES`, or the state is in the other one (a state of the other
+            geometry's model).
+        """
+        validate.choice("basis", basis, STATE_BASES)
+        if self.basis != basis:
+            model = {"gegenbauer": "an AxisymmetricPDE", "spherical_harmonics": "a ContinuumPDE on S^2"}
+            raise ValueError(f"state must be a state of {model[basis]} (basis {basis!r}); received a state in the "
+                             f"{self.basis!r} basis (of {model[self.basis]}); for d = 3 an axisymmetric state's "
+                             f"sphere coefficients are AxisymmetricPDE.to_sphere_coefficients(b, grid)")
+        return self.coefficients
+
+    @property
+    def b(self) -> np.ndarray:
+        """The Gegenbauer coefficients (lmax+1,) of an axisymmetric state (``basis="gegenbauer"``).
+
+        Raises
+        ------
+        AttributeError
+            For a state on S^2 (its coefficients are :attr:`rho_lm`).
+        """
+        if self.basis != "gegenbauer":
+            raise AttributeError(f"b: the coefficients of a state in the {self.basis} basis are rho_lm (a state of "
+                                 f"a ContinuumPDE on S^2); b is the Gegenbauer coefficients of an axisymmetric state")
+        return self.coefficients
+
+    @property
+    def rho_lm(self) -> np.ndarray:
+        """The spherical-harmonic coefficients (nalm,) of a state on S^2 (``basis="spherical_harmonics"``).
+
+        Raises
+        ------
+        AttributeError
+            For an axisymmetric state (its coefficients are :attr:`b`).
+        """
+        if self.basis != "spherical_harmonics":
+            raise AttributeError(f"rho_lm: the coefficients of a state in the {self.basis} basis are b (a state of "
+                                 f"an AxisymmetricPDE); rho_lm is the spherical-harmonic coefficients of a state on S^2")
+        return self.coefficients
 
 
 def _check_model(pde):
@@ -113,7 +216,7 @@ def _coefficients_and_noise(pde, state, positive=True):
     """``(b, nu)`` of ``state``: a :class:`StationaryState` gives its own ``b`` and ``nu``; coefficients ``b``
     (lmax+1,) take the model's ``nu`` (``> 0`` when ``positive``: the Gibbs map divides by it)."""
     if isinstance(state, StationaryState):
-        b, nu, where = state.b, state.nu, "the state's nu"
+        b, nu, where = state.coefficients_in("gegenbauer"), state.nu, "the state's nu"
     else:
         b, nu, where = state, pde.nu, "the model's nu (pde.nu; a state at another noise: pass the StationaryState, " \
                                       "or the model at_noise(pde, nu))"
@@ -553,7 +656,7 @@ def branch_state(pde, amplitude, degree=1, *, start=None, tol=1e-11, maxiter=50)
         b, nu = pde.uniform(), nu_sharp(pde, degree)
     else:
         if isinstance(start, StationaryState):
-            b, nu = start.b, start.nu
+            b, nu = start.coefficients_in("gegenbauer"), start.nu
         else:
             b, nu = start, (pde.nu if pde.nu > 0 else nu_sharp(pde, degree))
         b = validate.real_array("start", b, (pde.lmax + 1,)).copy()

@@ -24,11 +24,12 @@ saying so.
 
 :func:`sphere_spectrum` gives the leading eigenvalues of the PDE linearized at a state (ARPACK on the
 model's own tendency, matrix-free), with the neutral rotation modes identified.
+
+A state is a :class:`~meanfield.analysis.equilibria.StationaryState` (the one stationary-state type, here in the
+``"spherical_harmonics"`` basis: ``state.rho_lm``, plus the Krylov counts and the removed rotation modes).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, eigs, gmres
@@ -39,9 +40,9 @@ from ..core.kernels import NORMALIZATIONS
 from ..core.sinkhorn import solve_scaling
 from ..core.sphere import SphereGrid, from_real_basis, resize_coefficients, to_real_basis
 from ..models.continuum import ContinuumPDE
-from .equilibria import ROUNDOFF, at_noise
+from .equilibria import ROUNDOFF, StationaryState, at_noise
 
-__all__ = ["SphereState", "GibbsProblem", "gibbs_problem_cost", "SECONDS_PER_FLOP", "gibbs_map", "rotation_generators", "symmetry_axes", "solve_sphere_state", "sphere_spectrum",
+__all__ = ["GibbsProblem", "gibbs_problem_cost", "SECONDS_PER_FLOP", "gibbs_map", "rotation_generators", "symmetry_axes", "solve_sphere_state", "sphere_spectrum",
            "sphere_resolution_error", "sphere_branch", "sphere_block_spectrum", "SPHERE_RESOLUTION_TOL"]
 
 SPHERE_RESOLUTION_TOL = 1e-8
@@ -49,38 +50,14 @@ SPHERE_RESOLUTION_TOL = 1e-8
 solver's is :data:`meanfield.analysis.equilibria.RESOLUTION_TOL`, 1e-10, on its exact Gauss nodes)."""
 
 
-@dataclass(frozen=True)
-class SphereState:
-    """One Newton-Krylov solve: ``rho_lm`` (nalm,), ``nu``, ``status`` (0 converged, 1 not converged, 2 not
-    resolved), ``message``, ``residual`` (max-norm of ``rho - G(rho)`` relative to ``max |rho_lm|``),
-    ``newton`` and ``krylov`` iteration counts, ``products`` (Jacobian products plus residual evaluations:
-    each one synthesis and one analysis), ``removed`` (the number of neutral rotation modes at the state, the
-    orbit's dimension: 2 for an axisymmetric state, 3 for a generic one, 0 for uniform) and ``resolution``
-    (:func:`sphere_resolution_error`)."""
-
-    rho_lm: np.ndarray
-    nu: float
-    status: int
-    message: str
-    residual: float
-    newton: int
-    krylov: int
-    products: int
-    removed: int
-    resolution: float
-
-    @property
-    def success(self) -> bool:
-        return self.status == 0
-
-
 def _state_and_noise(pde, state, positive=True):
-    """``(rho_lm, nu)`` of ``state``: a :class:`SphereState` gives its own ``rho_lm`` and ``nu``; coefficients take the
+    """``(rho_lm, nu)`` of ``state``: a :class:`~meanfield.analysis.equilibria.StationaryState` on S^2 gives its own
+    ``rho_lm`` and ``nu``; coefficients take the
     model's ``nu`` (``> 0`` when ``positive``: the Gibbs map divides by it).  The coefficients are not checked here."""
-    if isinstance(state, SphereState):
-        rho, nu, where = state.rho_lm, state.nu, "the state's nu"
+    if isinstance(state, StationaryState):
+        rho, nu, where = state.coefficients_in("spherical_harmonics"), state.nu, "the state's nu"
     else:
-        rho, nu, where = state, pde.nu, ("the model's nu (pde.nu; a state at another noise: pass the SphereState, or "
+        rho, nu, where = state, pde.nu, ("the model's nu (pde.nu; a state at another noise: pass the StationaryState, or "
                                          "the model at_noise(pde, nu))")
     nu = validate.real("nu", nu, 0.0)
     if positive and not nu > 0:
@@ -242,7 +219,7 @@ def gibbs_map(pde, state):
     ----------
     pde : ContinuumPDE
         The model (a spectral path whose velocity is a gradient).
-    state : SphereState or array_like
+    state : StationaryState or array_like
         A state (its ``rho_lm`` and ``nu``), or coefficients ``rho_lm`` (nalm,) at the model's ``nu > 0``.
 
     Returns
@@ -295,7 +272,7 @@ def sphere_resolution_error(pde, state) -> float:
     ----------
     pde : ContinuumPDE
         The model.
-    state : SphereState or array_like
+    state : StationaryState or array_like
         A state (its ``rho_lm`` and ``nu``), or coefficients ``rho_lm`` (nalm,) at the model's ``nu > 0``.
 
     Returns
@@ -353,7 +330,7 @@ def _orbit_basis(grid, rho, rtol, axes=None):
 
 
 def solve_sphere_state(pde, rho_lm0, *, tol=1e-10, maxiter=30, phase=True, krylov_maxiter=200,
-                       amplitude=None, mode=(1, 0, "re")) -> SphereState:
+                       amplitude=None, mode=(1, 0, "re")) -> StationaryState:
     """A stationary state of ``pde`` at its own noise ``pde.nu`` by Newton-Krylov from the coefficients ``rho_lm0``
     (another noise: the model :func:`~meanfield.analysis.equilibria.at_noise`).
 
@@ -369,15 +346,15 @@ def solve_sphere_state(pde, rho_lm0, *, tol=1e-10, maxiter=30, phase=True, krylo
     ----------
     pde : ContinuumPDE
         The model; its ``nu > 0`` is the state's noise (with ``amplitude``: the start of the solved ``nu``).
-    rho_lm0 : array_like or SphereState
-        The start (nalm,), mass 1; a :class:`SphereState` gives its coefficients (and, with ``amplitude``, its
+    rho_lm0 : array_like or StationaryState
+        The start (nalm,), mass 1; a :class:`~meanfield.analysis.equilibria.StationaryState` gives its coefficients (and, with ``amplitude``, its
         ``nu`` as the start of the solved one).
     tol, maxiter, phase, krylov_maxiter, amplitude, mode
         As above.
 
     Returns
     -------
-    SphereState
+    StationaryState
         The state (``status`` 0 converged, 1 not converged, 2 not resolved).
 
     Raises
@@ -387,10 +364,10 @@ def solve_sphere_state(pde, rho_lm0, *, tol=1e-10, maxiter=30, phase=True, krylo
         option is out of range.
     """
     pde = _check(pde)
-    if isinstance(rho_lm0, SphereState) and amplitude is not None:     # nu is solved for: the start's own
+    if isinstance(rho_lm0, StationaryState) and amplitude is not None:     # nu is solved for: the start's own
         rho_lm0, nu = _state_and_noise(pde, rho_lm0)
     else:                                                               # the model's nu
-        rho_lm0 = rho_lm0.rho_lm if isinstance(rho_lm0, SphereState) else rho_lm0
+        rho_lm0 = rho_lm0.coefficients_in("spherical_harmonics") if isinstance(rho_lm0, StationaryState) else rho_lm0
         nu = _state_and_noise(pde, rho_lm0)[1]
     g = pde.grid
     rho = np.array(_coeffs(g, rho_lm0, "rho_lm0"), dtype=np.complex128)
@@ -475,19 +452,20 @@ def solve_sphere_state(pde, rho_lm0, *, tol=1e-10, maxiter=30, phase=True, krylo
         rho = rho + _complex(step[:n])
         rho[g.m_index == 0] = rho[g.m_index == 0].real        # a real field: m = 0 coefficients are real
     if failure is not None:
-        return SphereState(rho, nu, 1, f"Newton-Krylov stopped after {it} Newton steps: {failure}", res, it, krylov,
-                           products, 0, float("nan"))
+        return StationaryState(rho, nu, 1, f"Newton-Krylov stopped after {it} Newton steps: {failure}", res, it,
+                               float("nan"), "spherical_harmonics", krylov, products, 0)
     err = _resolution_error(pde, rho, nu)
     removed = len(_orbit_basis(g, rho, 1e-6, axes)) if phase else 0
-    common = dict(residual=res, newton=it, krylov=krylov, products=products, removed=removed, resolution=err)
+    common = dict(residual=res, newton=it, krylov=krylov, products=products, removed=removed, resolution=err,
+                  basis="spherical_harmonics")
     if res > tol:
-        return SphereState(rho, nu, 1, f"Newton-Krylov did not converge: residual {res:.3g} > tol = {tol:g} after "
-                                       f"{it} Newton steps ({krylov} Krylov iterations)", **common)
+        return StationaryState(rho, nu, 1, f"Newton-Krylov did not converge: residual {res:.3g} > tol = {tol:g} after "
+                                           f"{it} Newton steps ({krylov} Krylov iterations)", **common)
     if err > SPHERE_RESOLUTION_TOL:
-        return SphereState(rho, nu, 2, f"state not resolved at lmax = {g.lmax}: resolution error {err:.2e} > "
-                                       f"{SPHERE_RESOLUTION_TOL:g} (use a larger lmax)", **common)
-    return SphereState(rho, nu, 0, f"converged in {it} Newton steps, {krylov} Krylov iterations, residual "
-                                   f"{res:.2e}", **common)
+        return StationaryState(rho, nu, 2, f"state not resolved at lmax = {g.lmax}: resolution error {err:.2e} > "
+                                           f"{SPHERE_RESOLUTION_TOL:g} (use a larger lmax)", **common)
+    return StationaryState(rho, nu, 0, f"converged in {it} Newton steps, {krylov} Krylov iterations, residual "
+                                       f"{res:.2e}", **common)
 
 
 SECONDS_PER_FLOP = 1e-10
@@ -614,8 +592,8 @@ def sphere_spectrum(pde, state, k=10, *, h=1e-6):
     ----------
     pde : ContinuumPDE
         The model.
-    state : SphereState or array_like
-        A :class:`SphereState`: the PDE at the state's own noise, ``at_noise(pde, state.nu)``
+    state : StationaryState or array_like
+        A :class:`~meanfield.analysis.equilibria.StationaryState`: the PDE at the state's own noise, ``at_noise(pde, state.nu)``
         (:func:`meanfield.analysis.equilibria.at_noise`); or coefficients ``rho_lm`` (nalm,): the PDE ``pde`` as
         given, at its ``nu >= 0``.
     k : int
@@ -676,7 +654,7 @@ def sphere_block_spectrum(pde, state, m, *, h=1e-6):
     ----------
     pde : ContinuumPDE
         The model.
-    state : SphereState or array_like
+    state : StationaryState or array_like
         As for :func:`sphere_spectrum` (a state at its own noise, or coefficients at the model's).
     m : int
         The azimuthal order, ``0 <= m <= lmax``.
@@ -744,15 +722,15 @@ def sphere_branch(pde, amplitudes, start, *, tol=1e-10, maxiter=30, mode=(1, 0, 
         The model.
     amplitudes : array_like
         The held coefficient's values, in order.
-    start : SphereState or array_like
-        Near the first state: a :class:`SphereState` (its coefficients and its ``nu``), or coefficients (e.g. a
+    start : StationaryState or array_like
+        Near the first state: a :class:`~meanfield.analysis.equilibria.StationaryState` (its coefficients and its ``nu``), or coefficients (e.g. a
         degree-1 cluster along z, or uniform plus a small degree-3 ``xyz`` pattern) at the model's ``nu > 0``.
     tol, maxiter, mode
         As for :func:`solve_sphere_state`.
 
     Returns
     -------
-    list of SphereState
+    list of StationaryState
         The states, ending at the first failure.
 
     Raises

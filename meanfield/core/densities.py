@@ -25,8 +25,28 @@ from .choices import SAMPLING_NEGATIVE_POLICIES, SAMPLINGS
 from .sphere import SphereGrid, estimate_grid
 
 __all__ = ["uniform_density", "perturbed_uniform", "vmf_density", "vmf_mixture_density",
-           "density_from_particles", "negative_mass", "sample_particles", "normalize", "check_density",
+           "density_from_particles", "oversampled_negative_mass", "sample_particles", "normalize", "check_density",
            "vmf_multiplier", "default_kde_kappa"]
+
+
+def __getattr__(name):
+    """Module attribute fallback: ``negative_mass`` of 0.2 raises an ``AttributeError`` naming its replacement.
+
+    Parameters
+    ----------
+    name : str
+        The attribute looked up.
+
+    Raises
+    ------
+    AttributeError
+        Always (this is called only for names the module does not define).
+    """
+    if name == "negative_mass":
+        raise AttributeError("meanfield.densities.negative_mass was renamed oversampled_negative_mass in 0.3 (one "
+                             "public name, one meaning: meanfield.core.resolution.negative_mass is the rule on grid "
+                             "values, meanfield.field_diagnostics.field_negative_mass the PDE's diagnostic)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _Y00 = 1.0 / np.sqrt(4.0 * np.pi)
 
@@ -175,12 +195,33 @@ def _fine(lmax, oversample):
     return SphereGrid(lmax, nlat=oversample * (lmax + 1), nlon=2 * oversample * (lmax + 1))
 
 
-def negative_mass(grid, rho_lm, oversample=2):
+def oversampled_negative_mass(grid, rho_lm, oversample=2):
     """``-int min(rho, 0) dx`` by quadrature on ``SphereGrid(lmax, nlat=oversample (lmax+1),
-    nlon=2 oversample (lmax+1))``; ``rho_lm`` shape (nalm,)."""
+    nlon=2 oversample (lmax+1))`` (finer than the density's own grid: the check before sampling).
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid whose ``lmax`` the coefficients have.
+    rho_lm : array_like, shape (nalm,)
+        Coefficients of the density.
+    oversample : int
+        The quadrature grid's refinement (``>= 1``).
+
+    Returns
+    -------
+    float
+        The negative mass, ``>= 0``.
+
+    Raises
+    ------
+    ValueError
+        If ``oversample`` is not an integer ``>= 1``, ``rho_lm`` is not coefficients of ``grid``'s shape, or the
+        oversampled grid is above the cost guard's limits (:func:`meanfield.core.cost.guard`).
+    """
     oversample = validate.integer("oversample", oversample, 1)
     est = estimate_grid(grid.lmax, oversample * (grid.lmax + 1), 2 * oversample * (grid.lmax + 1))
-    cost.guard(f"negative_mass(oversample={oversample}) on {est.what}", bytes=est.bytes, seconds=est.seconds,
+    cost.guard(f"oversampled_negative_mass(oversample={oversample}) on {est.what}", bytes=est.bytes, seconds=est.seconds,
                detail=est.detail, fix="a smaller oversample")
     fine = _fine(grid.lmax, oversample)
     return 0.0 + resolution.negative_mass(fine.synthesis(_coeffs(grid, rho_lm, "rho_lm")[0]), fine.integrate)
@@ -263,7 +304,7 @@ def sample_particles(grid, rho_lm, n, method="iid", seed=None, negative="raise",
     r"""Draw ``n`` unit vectors (n, 3) distributed according to the density ``rho_lm`` (nalm,).
 
     ``rho_lm`` must have mass 1 (to ``validate.MASS_TOL``; ``normalize=True`` rescales explicitly) and negative mass
-    (:func:`negative_mass`) ``<= 1e-12``, else ValueError; ``negative="clip"`` samples ``max(rho, 0)``
+    (:func:`oversampled_negative_mass`) ``<= 1e-12``, else ValueError; ``negative="clip"`` samples ``max(rho, 0)``
     instead and warns with the clipped mass.  ``seed``: int, None or ``numpy.random.Generator``.
 
     ``method="iid"``: rejection sampling from uniform proposals with bound ``1.2 max rho`` on a 3x
@@ -286,7 +327,7 @@ def sample_particles(grid, rho_lm, n, method="iid", seed=None, negative="raise",
     if normalize:
         rho_lm = _normalize(grid, rho_lm)
     rho_lm = check_density(grid, rho_lm)
-    neg = negative_mass(grid, rho_lm)
+    neg = oversampled_negative_mass(grid, rho_lm)
     clip = neg > 1e-12
     if clip and negative == "raise":
         raise ValueError(f"rho_lm must be a nonnegative density to be sampled; received negative mass "

@@ -1,15 +1,16 @@
 r"""Branches of stationary states for ``meanfield equilibria``: the model of a config, the uniform branch, the
 branches switched at its branch points, and what is measured along them (MODEL.md section 7).
 
-Each branch is a dict of arrays (:func:`compute_branches`), saved as ``<name>.npz`` into the job's partial
-folder as it finishes and taken from there by a rerun; :mod:`meanfield.workflow.equilibria_job` turns the
-records into the dataset and runs the job.
+Each branch is a :class:`BranchRecord` (a frozen record of arrays, :func:`compute_branches`), saved as
+``<name>.npz`` into the job's partial folder as it finishes (:meth:`BranchRecord.to_npz`) and taken from there by a
+rerun (:meth:`BranchRecord.from_npz`); :mod:`meanfield.workflow.equilibria_job` turns the records into the dataset
+and runs the job.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from ..models.axisymmetric import AxisymmetricPDE
 from .equilibria_config import EquilibriaConfig
 
 __all__ = ["build_model", "check_config", "compute_branches", "config_has_free_energy", "degree_of", "Problem",
-           "GAP_TOL", "save_branch", "load_branch", "kept_branch", "estimate_job", "JACOBIANS_PER_POINT",
+           "GAP_TOL", "BranchRecord", "kept_branch", "estimate_job", "JACOBIANS_PER_POINT",
            "SPHERE_SECONDS_PER_STATE"]
 
 JACOBIANS_PER_POINT = 8
@@ -36,6 +37,155 @@ in :func:`estimate_job`)."""
 GAP_TOL = 1e-12
 """Free-energy gaps smaller than this are taken as zero when looking for a Maxwell point (round-off at the
 branch point, where the gap vanishes like ``b_l^4``)."""
+
+
+# ----------------------------------------------------------------------------------------------- the record
+_INTS = ("degree", "side", "status", "n_newton")
+_STRS = ("message", "kind")
+
+
+@dataclass(frozen=True)
+class BranchRecord:
+    """One branch of the equilibria job: what is computed along it and what ``partial/<name>.npz`` holds.
+
+    ``N`` points, ``S`` special points, ``n`` unknowns (``lmax`` Gegenbauer coefficients ``b_1..b_lmax`` on the
+    axisymmetric model; the real spherical-harmonic coordinates on S^2 with general heads), ``k`` eigenvalues.
+    The fields after ``special_index`` belong to one kind of job and are None in the others.
+
+    Parameters
+    ----------
+    u : ndarray, shape (N, n)
+        The branch's states (the continuation's unknowns).
+    p : ndarray, shape (N,)
+        The parameter (``nu`` or ``beta``) at each point.
+    t_p : ndarray, shape (N,)
+        The parameter's component of the unit tangent.
+    degree : int
+        The degree of the critical mode followed (0: the uniform branch; -1: general heads).
+    side : int
+        The sign of the critical mode followed (0: the uniform or primary branch).
+    status : int
+        0 range or budget covered; 1 corrector (or a later solve) failed; 2 not resolved.
+    message : str
+        How the branch ended.
+    n_newton : int
+        Corrector iterations along the branch.
+    eig : ndarray, shape (N, k), complex
+        The leading eigenvalues of the linearization at each point.
+    stable : ndarray, shape (N,)
+        Stability of each point (bool on the axisymmetric model; 1 / 0 on S^2).
+    resolution : ndarray, shape (N,)
+        Resolution error of each state.
+    special_kind, special_p, special_u, special_phi, special_index : ndarray
+        The special points (folds, branch points, Maxwell points): kind (S,), parameter (S,), state (S, n), critical
+        direction (S, n) and index along the branch (S,).
+    order, gap : ndarray, shape (N,), optional
+        Axisymmetric job: order parameter ``|b_1| / sqrt(d)`` and free-energy gap ``G - G_uniform``.
+    sphere_status, sphere_nu, sphere_residual, sphere_removed : ndarray, shape (N,), optional
+        Axisymmetric job with ``geometry.d = "sphere"``: every state solved again on S^2
+        (:func:`meanfield.workflow.equilibria_sphere.add_sphere`).
+    sphere_stable, sphere_eig, sphere_rotation, sphere_l0 : ndarray, optional
+        The same: stability (N,), eigenvalues and their rotation parts (N, k + 3), zonal coefficients (N, lmax + 1).
+    kind : str, optional
+        General heads: ``"primary"`` or ``"switched"``.
+    parent_p : float, optional
+        General heads: ``nu`` of the branch point a switched branch leaves (NaN: the primary).
+    first_moment, second_moment, free_energy, entropy, rotation, special_located : ndarray, optional
+        General heads: the per-point measures of :mod:`meanfield.workflow.equilibria_general`.
+    """
+
+    u: np.ndarray
+    p: np.ndarray
+    t_p: np.ndarray
+    degree: int
+    side: int
+    status: int
+    message: str
+    n_newton: int
+    eig: np.ndarray
+    stable: np.ndarray
+    resolution: np.ndarray
+    special_kind: np.ndarray
+    special_p: np.ndarray
+    special_u: np.ndarray
+    special_phi: np.ndarray
+    special_index: np.ndarray
+    order: np.ndarray | None = None
+    gap: np.ndarray | None = None
+    sphere_status: np.ndarray | None = None
+    sphere_nu: np.ndarray | None = None
+    sphere_residual: np.ndarray | None = None
+    sphere_removed: np.ndarray | None = None
+    sphere_stable: np.ndarray | None = None
+    sphere_eig: np.ndarray | None = None
+    sphere_rotation: np.ndarray | None = None
+    sphere_l0: np.ndarray | None = None
+    kind: str | None = None
+    parent_p: float | None = None
+    first_moment: np.ndarray | None = None
+    second_moment: np.ndarray | None = None
+    free_energy: np.ndarray | None = None
+    entropy: np.ndarray | None = None
+    rotation: np.ndarray | None = None
+    special_located: np.ndarray | None = None
+
+    @property
+    def n_points(self) -> int:
+        """The number of points ``N``."""
+        return len(self.p)
+
+    def to_npz(self, path):
+        """Write the record (its fields that are not None) to ``path`` (.npz) atomically: a temporary file, then a
+        rename.
+
+        Parameters
+        ----------
+        path : pathlib.Path
+            The file to write.
+
+        Raises
+        ------
+        OSError
+            If the folder cannot be written.
+        """
+        tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **{f.name: np.asarray(getattr(self, f.name)) for f in fields(self)
+                            if getattr(self, f.name) is not None})
+        os.replace(tmp, path)
+
+    @classmethod
+    def from_npz(cls, path) -> BranchRecord:
+        """A record written by :meth:`to_npz` (its scalars back as ``int``, ``str`` and ``float``).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+
+        Returns
+        -------
+        BranchRecord
+
+        Raises
+        ------
+        OSError
+            If the file cannot be read.
+        ValueError
+            If it is not a record's npz (unknown or missing fields).
+        """
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+        known = {f.name for f in fields(cls)}
+        if set(arrays) - known:
+            raise ValueError(f"{path} is not a branch record: unknown fields {sorted(set(arrays) - known)}")
+        arrays |= {k: int(arrays[k]) for k in _INTS if k in arrays}
+        arrays |= {k: str(arrays[k]) for k in _STRS if k in arrays}
+        if "parent_p" in arrays:
+            arrays["parent_p"] = float(arrays["parent_p"])
+        try:
+            return cls(**arrays)
+        except TypeError as err:
+            raise ValueError(f"{path} is not a branch record: {err}") from None
 
 
 # ----------------------------------------------------------------------------------------------- the model
@@ -173,22 +323,21 @@ def _point_data(prob, u, p):
 
 
 def _branch_record(prob, br, degree, side):
-    """The arrays of one branch (what ``partial/<name>.npz`` holds)."""
+    """The :class:`BranchRecord` of one branch (what ``partial/<name>.npz`` holds)."""
     lmax = prob.pde.lmax
     rows = [_point_data(prob, u, p) for u, p in zip(br.u, br.p)]
     if degree == 0:             # the uniform state is resolved at any lmax (its u is round-off, ~1e-18)
         rows = [r[:4] + (0.0,) for r in rows]
     sp = br.special
-    rec = {"u": br.u, "p": br.p, "t_p": br.t_p, "degree": degree, "side": side, "status": br.status,
-           "message": br.message, "n_newton": br.n_newton,
-           "order": np.array([r[0] for r in rows]), "gap": np.array([r[1] for r in rows]),
-           "eig": np.array([r[2] for r in rows]), "stable": np.array([r[3] for r in rows]),
-           "resolution": np.array([r[4] for r in rows]),
-           "special_kind": np.array([s.kind for s in sp], dtype="<U16"),
-           "special_p": np.array([s.p for s in sp], dtype=float),
-           "special_u": np.array([s.u for s in sp], dtype=float).reshape(len(sp), lmax),
-           "special_phi": np.array([s.phi for s in sp], dtype=float).reshape(len(sp), lmax),
-           "special_index": np.array([s.index for s in sp], dtype=int)}
+    rec = BranchRecord(u=br.u, p=br.p, t_p=br.t_p, degree=degree, side=side, status=br.status, message=br.message,
+                       n_newton=br.n_newton, order=np.array([r[0] for r in rows]),
+                       gap=np.array([r[1] for r in rows]), eig=np.array([r[2] for r in rows]),
+                       stable=np.array([r[3] for r in rows]), resolution=np.array([r[4] for r in rows]),
+                       special_kind=np.array([s.kind for s in sp], dtype="<U16"),
+                       special_p=np.array([s.p for s in sp], dtype=float),
+                       special_u=np.array([s.u for s in sp], dtype=float).reshape(len(sp), lmax),
+                       special_phi=np.array([s.phi for s in sp], dtype=float).reshape(len(sp), lmax),
+                       special_index=np.array([s.index for s in sp], dtype=int))
     if degree > 0 and prob.parameter == "nu" and config_has_free_energy(prob.config) and br.status != 1:
         rec = _add_maxwell(prob, rec)
     if prob.config.geometry.sphere:
@@ -203,8 +352,8 @@ def _add_maxwell(prob, rec):
     the branch's amplitude ``b_l`` (:func:`~meanfield.analysis.equilibria.branch_state`, warm-started)."""
     from scipy import optimize
 
-    pde, ell = prob.pde, int(rec["degree"])
-    gap, u, p = rec["gap"], rec["u"], rec["p"]
+    pde, ell = prob.pde, rec.degree
+    gap, u, p = rec.gap, rec.u, rec.p
     found = []
     for k in range(len(p) - 1):
         if not (abs(gap[k]) > GAP_TOL and abs(gap[k + 1]) > GAP_TOL and gap[k] * gap[k + 1] < 0):
@@ -221,16 +370,16 @@ def _add_maxwell(prob, rec):
         try:
             a = optimize.brentq(g, u[k][ell - 1], u[k + 1][ell - 1], xtol=1e-13, rtol=1e-13)
         except RuntimeError as err:
-            rec["status"], rec["message"] = 1, f"the Maxwell point between points {k} and {k + 1} failed: {err}"
+            rec = replace(rec, status=1, message=f"the Maxwell point between points {k} and {k + 1} failed: {err}")
             break
         found.append((states[a].b[1:], states[a].nu, k))
     if found:
         n = len(found)
-        rec["special_kind"] = np.append(rec["special_kind"], ["maxwell"] * n).astype("<U16")
-        rec["special_p"] = np.append(rec["special_p"], [f[1] for f in found])
-        rec["special_u"] = np.vstack([rec["special_u"], [f[0] for f in found]])
-        rec["special_phi"] = np.vstack([rec["special_phi"], np.full((n, pde.lmax), np.nan)])
-        rec["special_index"] = np.append(rec["special_index"], [f[2] for f in found]).astype(int)
+        rec = replace(rec, special_kind=np.append(rec.special_kind, ["maxwell"] * n).astype("<U16"),
+                      special_p=np.append(rec.special_p, [f[1] for f in found]),
+                      special_u=np.vstack([rec.special_u, [f[0] for f in found]]),
+                      special_phi=np.vstack([rec.special_phi, np.full((n, pde.lmax), np.nan)]),
+                      special_index=np.append(rec.special_index, [f[2] for f in found]).astype(int))
     return rec
 
 
@@ -262,45 +411,69 @@ def _name(degree, side):
     return "uniform" if degree == 0 else f"degree{degree}_{'plus' if side > 0 else 'minus'}"
 
 
-def save_branch(path, rec):
-    """Write a branch record (a dict of arrays) to ``path`` (.npz) atomically: a temporary file, then a rename."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **{k: np.asarray(v) for k, v in rec.items()})
-    os.replace(tmp, path)
-
-
-def load_branch(path):
-    """A branch record written by :func:`save_branch` (its scalars back as ``int`` and ``str``)."""
-    with np.load(path, allow_pickle=False) as f:
-        rec = {k: f[k] for k in f.files}
-    for k in ("degree", "side", "status", "n_newton"):
-        rec[k] = int(rec[k])
-    rec["message"] = str(rec["message"])
-    return rec
-
-
-def kept_branch(folder, name, make, bar=None, log=None) -> dict:
+def kept_branch(folder, name, make, bar=None, log=None) -> BranchRecord:
     """The branch record ``name``: from ``folder/<name>.npz`` when a run finished it earlier (told to ``log``), else
-    ``make()``, saved there (:func:`save_branch`); ``bar`` (tqdm) advances by one."""
+    ``make()``, saved there (:meth:`BranchRecord.to_npz`); ``bar`` (tqdm) advances by one.
+
+    Parameters
+    ----------
+    folder : pathlib.Path or None
+        The job's partial folder (None: nothing is read or saved).
+    name : str
+        The branch's file stem.
+    make : callable
+        ``make() -> BranchRecord``, called when the folder has no finished record.
+    bar : tqdm, optional
+    log : callable, optional
+        ``log(line)`` told when a record is taken from the folder.
+
+    Returns
+    -------
+    BranchRecord
+
+    Raises
+    ------
+    ValueError
+        If the folder's file is not a branch record.
+    """
     path = None if folder is None else Path(folder) / f"{name}.npz"
     if path is not None and path.is_file():
-        rec = load_branch(path)
+        rec = BranchRecord.from_npz(path)
         if log:
-            log(f"{name}: finished earlier ({len(rec['p'])} points), taken from {path}")
+            log(f"{name}: finished earlier ({rec.n_points} points), taken from {path}")
     else:
         rec = make()
         if path is not None:
-            save_branch(path, rec)
+            rec.to_npz(path)
     if bar is not None:
         bar.update(1)
     return rec
 
 
-def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=None) -> list[dict]:
-    """Every branch of ``config`` as a dict of arrays (uniform first), saving each into ``folder`` as it finishes
-    and taking the ones already there.  ``ValueError`` for a range that never reaches a requested degree's
-    branch point."""
+def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=None) -> list[BranchRecord]:
+    """Every branch of ``config`` as a :class:`BranchRecord` (uniform first), saving each into ``folder`` as it
+    finishes and taking the ones already there.
+
+    Parameters
+    ----------
+    config : EquilibriaConfig
+    folder : pathlib.Path, optional
+        The job's partial folder (None: nothing is saved or taken).
+    progress : bool, optional
+        Progress bars (None: tqdm decides).
+    log : callable, optional
+        ``log(line)`` told of each branch taken from ``folder``.
+
+    Returns
+    -------
+    list of BranchRecord
+
+    Raises
+    ------
+    ValueError
+        If ``config`` is not an :class:`EquilibriaConfig`, is above the cost limits, or its range never reaches a
+        requested degree's branch point.
+    """
     from tqdm import tqdm
 
     if not isinstance(config, EquilibriaConfig):
@@ -318,9 +491,9 @@ def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=N
 
     out = [branch("uniform", lambda: _branch_record(prob, _uniform(prob), 0, 0))]
     uni = out[0]
-    points = [ct.SpecialPoint("branch_point", uni["special_u"][j], float(uni["special_p"][j]), uni["special_phi"][j],
-                              int(uni["special_index"][j]))
-              for j in np.flatnonzero(uni["special_kind"] == "branch_point")]
+    points = [ct.SpecialPoint("branch_point", uni.special_u[j], float(uni.special_p[j]), uni.special_phi[j],
+                              int(uni.special_index[j]))
+              for j in np.flatnonzero(uni.special_kind == "branch_point")]
     for ell, side in wanted:
         at = [bp for bp in points if degree_of(bp.phi) == ell]
         if not at:

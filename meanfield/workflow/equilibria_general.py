@@ -33,19 +33,14 @@ from ..analysis import sphere_states as ss
 from ..analysis.equilibria import at_noise
 from ..core import cost
 from ..models.continuum import ContinuumPDE
-from .equilibria_branches import JACOBIANS_PER_POINT, kept_branch
+from .equilibria_branches import JACOBIANS_PER_POINT, BranchRecord, kept_branch
 from .equilibria_sphere import EXTRA_EIGENVALUES, NEUTRAL_TOL
 
-__all__ = ["is_general", "general_model", "check_general", "general_branches", "general_dataset",
+__all__ = ["general_model", "check_general", "general_branches", "general_dataset",
            "general_summary", "branch_label", "START_TOL"]
 
 START_TOL = 1e-12
 """Largest residual ``max |u - G(u)|`` of the first state (Newton from the uniform density at ``nu_range[1]``)."""
-
-
-def is_general(config) -> bool:
-    """Whether a config holds general heads (``M``, ``V`` given)."""
-    return any(h.M is not None for h in config.heads)
 
 
 def general_model(config) -> ContinuumPDE:
@@ -128,24 +123,43 @@ def _record(prob, config, br, kind, side, parent_p):
     rows = [_point(prob, u, p, k) for u, p in zip(br.u, br.p)]
     sp = br.special
     n = prob.size
-    return {"u": br.u, "p": br.p, "t_p": br.t_p, "degree": -1, "side": side, "status": br.status,
-            "message": br.message, "n_newton": br.n_newton, "kind": kind,
-            "parent_p": np.nan if parent_p is None else parent_p,
-            "first_moment": np.array([r[0] for r in rows]), "second_moment": np.array([r[1] for r in rows]),
-            "free_energy": np.array([r[2] for r in rows]), "entropy": -np.array([r[3] for r in rows]),
-            "eig": np.array([r[4] for r in rows]), "rotation": np.array([r[5] for r in rows]),
-            "stable": np.array([r[6] for r in rows]), "resolution": np.array([r[7] for r in rows]),
-            "special_kind": np.array([s.kind for s in sp], dtype="<U16"),
-            "special_p": np.array([s.p for s in sp], dtype=float),
-            "special_u": np.array([s.u for s in sp], dtype=float).reshape(len(sp), n),
-            "special_phi": np.array([_orient(s.phi) for s in sp], dtype=float).reshape(len(sp), n),
-            "special_located": np.array([s.located for s in sp], dtype=bool),
-            "special_index": np.array([s.index for s in sp], dtype=int)}
+    return BranchRecord(u=br.u, p=br.p, t_p=br.t_p, degree=-1, side=side, status=br.status, message=br.message,
+                        n_newton=br.n_newton, kind=kind, parent_p=np.nan if parent_p is None else parent_p,
+                        first_moment=np.array([r[0] for r in rows]), second_moment=np.array([r[1] for r in rows]),
+                        free_energy=np.array([r[2] for r in rows]), entropy=-np.array([r[3] for r in rows]),
+                        eig=np.array([r[4] for r in rows]), rotation=np.array([r[5] for r in rows]),
+                        stable=np.array([r[6] for r in rows]), resolution=np.array([r[7] for r in rows]),
+                        special_kind=np.array([s.kind for s in sp], dtype="<U16"),
+                        special_p=np.array([s.p for s in sp], dtype=float),
+                        special_u=np.array([s.u for s in sp], dtype=float).reshape(len(sp), n),
+                        special_phi=np.array([_orient(s.phi) for s in sp], dtype=float).reshape(len(sp), n),
+                        special_located=np.array([s.located for s in sp], dtype=bool),
+                        special_index=np.array([s.index for s in sp], dtype=int))
 
 
-def general_branches(config, folder=None, progress=None, log=None) -> list[dict]:
-    """The primary branch and the switched ones (dicts of arrays), each saved into ``folder`` as it finishes and
-    taken from there by a rerun.  ``ValueError`` when the first state cannot be found."""
+def general_branches(config, folder=None, progress=None, log=None) -> list[BranchRecord]:
+    """The primary branch and the switched ones (:class:`~meanfield.workflow.equilibria_branches.BranchRecord`),
+    each saved into ``folder`` as it finishes and taken from there by a rerun.
+
+    Parameters
+    ----------
+    config : EquilibriaConfig
+    folder : pathlib.Path, optional
+        The job's partial folder (None: nothing is saved or taken).
+    progress : bool, optional
+        Progress bars (None: tqdm decides).
+    log : callable, optional
+        ``log(line)`` told of each branch taken from ``folder``.
+
+    Returns
+    -------
+    list of BranchRecord
+
+    Raises
+    ------
+    ValueError
+        If the config is refused (:func:`check_general`) or the first state cannot be found.
+    """
     from tqdm import tqdm
 
     prob = check_general(config)
@@ -177,12 +191,12 @@ def general_branches(config, folder=None, progress=None, log=None) -> list[dict]
 
     out = [branch("primary", primary)]
     first = out[0]
-    points = [j for j in np.flatnonzero(first["special_kind"] == "branch_point") if first["special_located"][j]]
+    points = [j for j in np.flatnonzero(first.special_kind == "branch_point") if first.special_located[j]]
     bar.total = 1 + len(points) * len(c.sides)
     bar.refresh()
     for j in points:
-        bp = ct.SpecialPoint("branch_point", first["special_u"][j], float(first["special_p"][j]),
-                             first["special_phi"][j], int(first["special_index"][j]))
+        bp = ct.SpecialPoint("branch_point", first.special_u[j], float(first.special_p[j]),
+                             first.special_phi[j], int(first.special_index[j]))
         for side in c.sides:
             out.append(branch(f"switched{j}_{'plus' if side > 0 else 'minus'}", lambda bp=bp, side=side: _record(
                 prob, config, ct.switch_branch(prob.F, prob.jacobian, bp, side=side, ds=c.step / 2, **march),
@@ -226,8 +240,8 @@ def general_dataset(config, records, elapsed_s=float("nan")) -> xr.Dataset:
     from .results import SCHEMA_VERSION
 
     prob = ss.GibbsProblem(general_model(config))
-    B, P = len(records), max(len(r["p"]) for r in records)
-    k = records[0]["eig"].shape[1]
+    B, P = len(records), max(r.n_points for r in records)
+    k = records[0].eig.shape[1]
     nc = prob.size + 1
     pad = lambda *shape: np.full((B, P) + shape, np.nan)       # noqa: E731
     par, G, S, order, res = pad(), pad(), pad(), pad(), pad()
@@ -235,15 +249,15 @@ def general_dataset(config, records, elapsed_s=float("nan")) -> xr.Dataset:
     ev = np.full((B, P, k), np.nan + 0j)
     stable = np.full((B, P), -1, np.int8)
     for i, r in enumerate(records):
-        n = len(r["p"])
-        par[i, :n], G[i, :n], S[i, :n], res[i, :n] = r["p"], r["free_energy"], r["entropy"], r["resolution"]
-        first[i, :n], second[i, :n] = r["first_moment"], r["second_moment"]
-        order[i, :n] = np.linalg.norm(r["first_moment"], axis=1)
-        coeffs[i, :n, 0], coeffs[i, :n, 1:] = prob.r0, r["u"]
-        ev[i, :n], rot[i, :n], stable[i, :n] = r["eig"], r["rotation"], r["stable"]
-    bp, sp = ("branch", "point"), [(i, j) for i, r in enumerate(records) for j in range(len(r["special_p"]))]
-    sp_u = np.array([records[i]["special_u"][j] for i, j in sp]).reshape(len(sp), prob.size)
-    states = [_state(prob, u, float(records[i]["special_p"][j])) for (i, j), u in zip(sp, sp_u)]
+        n = r.n_points
+        par[i, :n], G[i, :n], S[i, :n], res[i, :n] = r.p, r.free_energy, r.entropy, r.resolution
+        first[i, :n], second[i, :n] = r.first_moment, r.second_moment
+        order[i, :n] = np.linalg.norm(r.first_moment, axis=1)
+        coeffs[i, :n, 0], coeffs[i, :n, 1:] = prob.r0, r.u
+        ev[i, :n], rot[i, :n], stable[i, :n] = r.eig, r.rotation, r.stable
+    bp, sp = ("branch", "point"), [(i, j) for i, r in enumerate(records) for j in range(len(r.special_p))]
+    sp_u = np.array([records[i].special_u[j] for i, j in sp]).reshape(len(sp), prob.size)
+    states = [_state(prob, u, float(records[i].special_p[j])) for (i, j), u in zip(sp, sp_u)]
     sp_G, sp_order = [s_[2] for s_ in states], [float(np.linalg.norm(s_[0])) for s_ in states]
     variables = {"parameter": (bp, par), "nu": (bp, par.copy()), "order_parameter": (bp, order),
                  "first_moment": (bp + ("xyz",), first), "second_moment": (bp + ("axis",), second),
@@ -251,16 +265,16 @@ def general_dataset(config, records, elapsed_s=float("nan")) -> xr.Dataset:
                  "eigenvalue_real": (bp + ("eigenvalue",), ev.real), "eigenvalue_imag": (bp + ("eigenvalue",), ev.imag),
                  "rotation": (bp + ("eigenvalue",), rot), "resolution_error": (bp, res),
                  "coefficients": (bp + ("coefficient",), coeffs),
-                 "branch_kind": (("branch",), np.array([str(r["kind"]) for r in records], object)),
-                 "branch_side": (("branch",), np.array([int(r["side"]) for r in records])),
-                 "branch_parent_parameter": (("branch",), np.array([float(r["parent_p"]) for r in records])),
-                 "branch_status": (("branch",), np.array([int(r["status"]) for r in records])),
-                 "branch_message": (("branch",), np.array([str(r["message"]) for r in records], object)),
-                 "branch_n_points": (("branch",), np.array([len(r["p"]) for r in records])),
+                 "branch_kind": (("branch",), np.array([str(r.kind) for r in records], object)),
+                 "branch_side": (("branch",), np.array([int(r.side) for r in records])),
+                 "branch_parent_parameter": (("branch",), np.array([float(r.parent_p) for r in records])),
+                 "branch_status": (("branch",), np.array([int(r.status) for r in records])),
+                 "branch_message": (("branch",), np.array([str(r.message) for r in records], object)),
+                 "branch_n_points": (("branch",), np.array([r.n_points for r in records])),
                  "special_branch": (("special",), np.array([i for i, _ in sp], int)),
-                 "special_kind": (("special",), np.array([str(records[i]["special_kind"][j]) for i, j in sp], object)),
-                 "special_parameter": (("special",), np.array([records[i]["special_p"][j] for i, j in sp], float)),
-                 "special_located": (("special",), np.array([bool(records[i]["special_located"][j]) for i, j in sp],
+                 "special_kind": (("special",), np.array([str(records[i].special_kind[j]) for i, j in sp], object)),
+                 "special_parameter": (("special",), np.array([records[i].special_p[j] for i, j in sp], float)),
+                 "special_located": (("special",), np.array([bool(records[i].special_located[j]) for i, j in sp],
                                                             np.int8)),
                  "special_order_parameter": (("special",), np.array(sp_order, float)),
                  "special_free_energy": (("special",), np.array(sp_G, float)),
@@ -285,7 +299,7 @@ def general_dataset(config, records, elapsed_s=float("nan")) -> xr.Dataset:
 
 
 def general_summary(ds) -> list[str]:
-    """The lines of :func:`meanfield.workflow.equilibria_job.summary` for a general-heads dataset."""
+    """The lines of :func:`meanfield.workflow.equilibria_job.equilibria_summary` for a general-heads dataset."""
     lines = []
     for b in ds.branch.values:
         n = int(ds.branch_n_points[b])

@@ -24,7 +24,7 @@ With general heads (``M``, ``V`` given; ``geometry.d = "sphere"``) the branches 
 switches on the full sphere instead (:mod:`meanfield.workflow.equilibria_general`, its own dataset variables,
 ``attrs["heads"] = "general"``); the job's folder, lock and resume are the same.
 
-:func:`equilibria_job` writes the dataset (:func:`to_dataset`, variables listed there) and the bifurcation
+:func:`equilibria_job` writes the dataset (:func:`equilibria_dataset`, variables listed there) and the bifurcation
 figure into a folder.  Each branch is saved to ``DIR/partial/`` as it finishes; a rerun of the same config
 skips the finished branches (the same numbers, bit for bit) and the folder is removed once the dataset is
 written.  A finished result is replaced only with ``force``.
@@ -43,14 +43,45 @@ import xarray as xr
 from ..analysis import equilibria as eq
 from ..analysis.phase_transition import classify_transition
 from ..core import validate
-from .equilibria_branches import Problem, build_model, check_config, compute_branches, config_has_free_energy, degree_of
+from .equilibria_branches import (
+    BranchRecord,
+    Problem,
+    build_model,
+    check_config,
+    compute_branches,
+    config_has_free_energy,
+    degree_of,
+)
 from .equilibria_config import EquilibriaConfig
 from .inputs import parse_json
 from .jobs import FolderLock, remove_stale_temporaries
 
-__all__ = ["to_dataset", "equilibria", "equilibria_job", "load_equilibria",
-           "summary", "failures", "equilibria_config_of", "EquilibriaExists", "EQUILIBRIA_SCHEMA_VERSION",
+__all__ = ["equilibria_dataset", "equilibria", "equilibria_job", "load_equilibria",
+           "equilibria_summary", "failures", "equilibria_config_of", "EquilibriaExists", "EQUILIBRIA_SCHEMA_VERSION",
            "FIGURE_FILE", "PARTIAL"]
+
+
+_RENAMED = {"to_dataset": "equilibria_dataset", "summary": "equilibria_summary"}
+"""The names of 0.2 and their replacements (one public name, one meaning: issue 32)."""
+
+
+def __getattr__(name):
+    """Module attribute fallback: the names of 0.2 (:data:`_RENAMED`) raise an ``AttributeError`` naming their
+    replacement.
+
+    Parameters
+    ----------
+    name : str
+        The attribute looked up.
+
+    Raises
+    ------
+    AttributeError
+        Always (this is called only for names the module does not define).
+    """
+    if name in _RENAMED:
+        raise AttributeError(f"meanfield.workflow.equilibria_job.{name} was renamed {_RENAMED[name]} in 0.3 (the run's are run_dataset and run_summary)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 EQUILIBRIA_SCHEMA_VERSION = 1
 """Layout of the equilibria dataset (attribute ``equilibria_schema_version``; ``kind = "equilibria"``)."""
@@ -91,7 +122,8 @@ _DESCRIPTIONS = {
 }
 
 
-def to_dataset(config: EquilibriaConfig, records: list[dict], classification=None, elapsed_s=float("nan")):
+def equilibria_dataset(config: EquilibriaConfig, records: list[BranchRecord], classification=None,
+                       elapsed_s=float("nan")):
     """The equilibria dataset of :func:`compute_branches`' records.
 
     Dimensions ``branch``, ``point`` (padded with NaN), ``l`` (0..lmax), ``eigenvalue`` and ``special``.
@@ -104,13 +136,29 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
     (special) and ``special_coefficients`` (special, l).  Attributes: ``kind = "equilibria"``, the schema
     versions, ``config`` (JSON), ``parameter``, ``d``, ``lmax``, the classification of the degree-1 transition
     (``nu_sharp``, ``nu_2``, ``transition``, ``nu_fold``, ``b1_fold``, ``nu_global``, ``b1_global``; parameter
-    nu) or ``classification_message``.
+    nu) or ``classification_message``.  (Named ``to_dataset`` in 0.2; the run's is
+    :func:`meanfield.workflow.run.run_dataset`.)
+
+    Parameters
+    ----------
+    config : EquilibriaConfig
+    records : list of BranchRecord
+        The branch records of :func:`~meanfield.workflow.equilibria_branches.compute_branches`, in order.
+    classification : dict, optional
+        Attributes of the degree-1 transition (``Transition.to_dict()`` of
+        :func:`~meanfield.analysis.phase_transition.classify_transition`), or ``classification_message``.
+    elapsed_s : float
+        Wall time of the computation (attribute ``elapsed_s``).
+
+    Returns
+    -------
+    xarray.Dataset
     """
     from .._version import __version__
     from .results import SCHEMA_VERSION
 
     c, lmax, d = config.continuation, config.geometry.lmax, config.geometry.dim
-    B, P, k = len(records), max(len(r["p"]) for r in records), c.n_eigenvalues
+    B, P, k = len(records), max(r.n_points for r in records), c.n_eigenvalues
     model0 = build_model(config)
     top = model0.basis(np.array([1.0]))[:, 0]                   # Q_l(1): |b_l| of a point mass
     data = {name: np.full((B, P), np.nan) for name in ("parameter", "nu", "beta", "order_parameter", "amplitude",
@@ -119,31 +167,30 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
     ev = np.full((B, P, k), np.nan + 0j)
     coeffs = np.full((B, P, lmax + 1), np.nan)
     for i, r in enumerate(records):
-        n = len(r["p"])
-        data["parameter"][i, :n] = r["p"]
-        data["nu"][i, :n] = r["p"] if c.parameter == "nu" else c.nu
-        data["beta"][i, :n] = r["p"] if c.parameter == "beta" else (model0.heads[0].beta if len(
+        n = r.n_points
+        data["parameter"][i, :n] = r.p
+        data["nu"][i, :n] = r.p if c.parameter == "nu" else c.nu
+        data["beta"][i, :n] = r.p if c.parameter == "beta" else (model0.heads[0].beta if len(
             {h.beta for h in config.heads}) == 1 else np.nan)
-        data["order_parameter"][i, :n] = r["order"]
-        data["amplitude"][i, :n] = np.abs(r["u"][:, r["degree"] - 1]) / top[r["degree"]] if r["degree"] else 0.0
-        data["free_energy_gap"][i, :n] = r["gap"]
-        data["resolution_error"][i, :n] = r["resolution"]
-        stable[i, :n] = r["stable"]
-        ev[i, :n] = r["eig"]
+        data["order_parameter"][i, :n] = r.order
+        data["amplitude"][i, :n] = np.abs(r.u[:, r.degree - 1]) / top[r.degree] if r.degree else 0.0
+        data["free_energy_gap"][i, :n] = r.gap
+        data["resolution_error"][i, :n] = r.resolution
+        stable[i, :n] = r.stable
+        ev[i, :n] = r.eig
         coeffs[i, :n, 0] = 1.0
-        coeffs[i, :n, 1:] = r["u"]
+        coeffs[i, :n, 1:] = r.u
     variables = {name: (("branch", "point"), v) for name, v in data.items()}
     variables.update(stable=(("branch", "point"), stable), eigenvalue_real=(("branch", "point", "eigenvalue"), ev.real),
                      eigenvalue_imag=(("branch", "point", "eigenvalue"), ev.imag),
                      coefficients=(("branch", "point", "l"), coeffs))
-    variables.update({f"branch_{k_}": (("branch",), np.array([r[key] for r in records], dtype=dt)) for k_, key, dt in
-                      (("degree", "degree", int), ("side", "side", int), ("status", "status", int),
-                       ("message", "message", object))})
-    variables["branch_n_points"] = (("branch",), np.array([len(r["p"]) for r in records]))
+    variables.update({f"branch_{key}": (("branch",), np.array([getattr(r, key) for r in records], dtype=dt))
+                      for key, dt in (("degree", int), ("side", int), ("status", int), ("message", object))})
+    variables["branch_n_points"] = (("branch",), np.array([r.n_points for r in records]))
     sp = [(i, kind, p, u) for i, r in enumerate(records)
-          for kind, p, u in zip(r["special_kind"], r["special_p"], r["special_u"])]
+          for kind, p, u in zip(r.special_kind, r.special_p, r.special_u)]
     sp_deg = [(degree_of(phi) if kind == "branch_point" else 0) for r in records
-              for kind, phi in zip(r["special_kind"], r["special_phi"])]
+              for kind, phi in zip(r.special_kind, r.special_phi)]
     sp_u = np.array([np.r_[1.0, s[3]] for s in sp]).reshape(len(sp), lmax + 1)
     gaps = []
     prob = Problem(config, model0)
@@ -156,7 +203,7 @@ def to_dataset(config: EquilibriaConfig, records: list[dict], classification=Non
                      special_order_parameter=(("special",), np.abs(sp_u[:, 1]) / np.sqrt(d)),
                      special_amplitude=(("special",), np.array([
                          abs(u[ell]) / top[ell] if ell else 0.0 for u, ell in zip(sp_u, [
-                             deg or int(records[s[0]]["degree"]) for s, deg in zip(sp, sp_deg)])], float)),
+                             deg or records[s[0]].degree for s, deg in zip(sp, sp_deg)])], float)),
                      special_free_energy_gap=(("special",), np.array(gaps, float)),
                      special_coefficients=(("special", "l"), sp_u))
     attrs = {"schema_version": SCHEMA_VERSION, "equilibria_schema_version": EQUILIBRIA_SCHEMA_VERSION,
@@ -212,7 +259,7 @@ def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=Non
         ds.attrs["equilibria_schema_version"] = EQUILIBRIA_SCHEMA_VERSION
         return ds
     records = compute_branches(config, folder, progress, log)
-    return to_dataset(config, records, _classification(config), elapsed_s=time.perf_counter() - started)
+    return equilibria_dataset(config, records, _classification(config), elapsed_s=time.perf_counter() - started)
 
 
 # ----------------------------------------------------------------------------------------------- the job
@@ -260,8 +307,24 @@ def _branch_name(ds, b):
     return _label(int(ds.branch_degree[b]), int(ds.branch_side[b]))
 
 
-def summary(ds: xr.Dataset) -> str:
-    """A few lines describing an equilibria dataset: model, branches, special points, classification."""
+def equilibria_summary(ds: xr.Dataset) -> str:
+    """A few lines describing an equilibria dataset: model, branches, special points, classification (the text
+    ``meanfield equilibria`` prints; named ``summary`` in 0.2, the run's is :func:`meanfield.workflow.run.run_summary`).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        An equilibria dataset (:func:`equilibria`, or one loaded by :func:`load_equilibria`).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    KeyError
+        If ``ds`` lacks a variable or attribute of the equilibria schema.
+    """
     cfg = parse_json(ds.attrs["config"], "the dataset's 'config' attribute")
     par = ds.attrs["parameter"]
     heads = ", ".join(("general M, V" if "M" in h else f"lambda {h.get('lam', 1.0):g}")
@@ -362,4 +425,4 @@ def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-o
 
             bifurcation_figure(ds).savefig(figure, dpi=config.outputs.dpi)
             paths.append(figure)
-    return {"dataset": ds, "paths": paths, "summary": summary(ds), "failures": failures(ds)}
+    return {"dataset": ds, "paths": paths, "summary": equilibria_summary(ds), "failures": failures(ds)}

@@ -15,6 +15,8 @@ status and message (the branch's status and message say so).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..analysis import sphere_states as ss
@@ -54,33 +56,46 @@ def sphere_model(prob, p) -> ContinuumPDE:
     return prob._models[key]
 
 
-def add_sphere(prob, rec) -> dict:
-    """``rec`` (a branch record) with the S^2 arrays: ``sphere_status`` (-1 not solved), ``sphere_nu``,
+def add_sphere(prob, rec):
+    """``rec`` (a :class:`~meanfield.workflow.equilibria_branches.BranchRecord`) with the S^2 arrays: ``sphere_status`` (-1 not solved), ``sphere_nu``,
     ``sphere_residual``, ``sphere_removed`` (neutral modes removed by the phase conditions), ``sphere_stable``,
     ``sphere_eig`` (N, k + 3) and ``sphere_rotation`` (their part along the rotation orbit), ``sphere_l0``
-    (the zonal coefficients ``rho_l0``, N x (lmax+1))."""
-    n, k = len(rec["p"]), prob.config.continuation.n_eigenvalues + EXTRA_EIGENVALUES
+    (the zonal coefficients ``rho_l0``, N x (lmax+1)).
+
+    Parameters
+    ----------
+    prob : Problem
+        The job's continuation problem (:class:`~meanfield.workflow.equilibria_branches.Problem`).
+    rec : BranchRecord
+        An axisymmetric branch.
+
+    Returns
+    -------
+    BranchRecord
+        A new record with the ``sphere_*`` fields (and status 1 or 2 with the message if an S^2 solve failed).
+    """
+    n, k = rec.n_points, prob.config.continuation.n_eigenvalues + EXTRA_EIGENVALUES
     lmax = prob.pde.lmax
     out = {"sphere_status": np.full(n, -1), "sphere_nu": np.full(n, np.nan), "sphere_residual": np.full(n, np.nan),
            "sphere_removed": np.full(n, -1), "sphere_stable": np.full(n, -1),
            "sphere_eig": np.full((n, k), np.nan + 0j), "sphere_rotation": np.full((n, k), np.nan),
            "sphere_l0": np.full((n, lmax + 1), np.nan)}
-    if int(rec["degree"]) == 0:                  # uniform: sigma_l in every azimuthal order, no rotation mode
+    if rec.degree == 0:                          # uniform: sigma_l in every azimuthal order, no rotation mode
         out["sphere_status"][:] = 0
-        out["sphere_nu"][:] = [prob.at(p).nu for p in rec["p"]]
+        out["sphere_nu"][:] = [prob.at(p).nu for p in rec.p]
         out["sphere_residual"][:] = 0.0
         out["sphere_removed"][:] = 0
-        out["sphere_stable"][:] = rec["stable"]
-        m = min(k, rec["eig"].shape[1])
-        out["sphere_eig"][:, :m] = rec["eig"][:, :m]
+        out["sphere_stable"][:] = rec.stable
+        m = min(k, rec.eig.shape[1])
+        out["sphere_eig"][:, :m] = rec.eig[:, :m]
         out["sphere_rotation"][:, :m] = 0.0
         out["sphere_l0"][:, 0] = 1 / np.sqrt(4 * np.pi)
         out["sphere_l0"][:, 1:] = 0.0
-        return {**rec, **out}
+        return replace(rec, **out)
     from tqdm import tqdm
 
-    ell = int(rec["degree"])
-    points = tqdm(list(zip(rec["u"], rec["p"])), desc=f"S^2 states (degree {ell})", leave=False,
+    ell = rec.degree
+    points = tqdm(list(zip(rec.u, rec.p)), desc=f"S^2 states (degree {ell})", leave=False,
                   disable=None if prob.progress is None else not prob.progress)
     for i, (u, p) in enumerate(points):
         ax = prob.at(p)
@@ -95,8 +110,8 @@ def add_sphere(prob, rec) -> dict:
         out["sphere_removed"][i] = st.removed
         out["sphere_l0"][i] = [st.rho_lm[g.index(j, 0)].real for j in range(lmax + 1)]
         if not st.success:
-            rec = {**rec, "status": st.status,
-                   "message": f"the S^2 solve at point {i} ({prob.parameter} = {p:.10g}) failed: {st.message}"}
+            rec = replace(rec, status=st.status,
+                          message=f"the S^2 solve at point {i} ({prob.parameter} = {p:.10g}) failed: {st.message}")
             break
         vals, rot = ss.sphere_spectrum(pde, st, k=k)
         out["sphere_eig"][i], out["sphere_rotation"][i] = vals, rot
@@ -104,7 +119,7 @@ def add_sphere(prob, rec) -> dict:
         neutral = (rot > 1 - NEUTRAL_TOL) & (np.abs(vals) <= np.sqrt(NEUTRAL_TOL) * scale)
         out["sphere_stable"][i] = int(bool(np.all(vals.real[~neutral] < 0)))
     points.close()
-    return {**rec, **out}
+    return replace(rec, **out)
 
 
 _TEXT = {
@@ -122,18 +137,18 @@ _TEXT = {
 
 def sphere_variables(records, P, lmax):
     """The S^2 variables of the dataset (branch, point[, sphere_eigenvalue | l]) and their descriptions."""
-    B, k = len(records), records[0]["sphere_eig"].shape[1]
+    B, k = len(records), records[0].sphere_eig.shape[1]
     pad = {"sphere_status": -1, "sphere_removed": -1, "sphere_stable": -1}
     out = {}
     for key in ("sphere_status", "sphere_nu", "sphere_residual", "sphere_removed", "sphere_stable"):
         a = np.full((B, P), pad.get(key, np.nan), np.int8 if key in pad else float)
         for i, r in enumerate(records):
-            a[i, :len(r["p"])] = r[key]
+            a[i, :r.n_points] = getattr(r, key)
         out[key] = (("branch", "point"), a)
     ev, rot, l0 = np.full((B, P, k), np.nan + 0j), np.full((B, P, k), np.nan), np.full((B, P, lmax + 1), np.nan)
     for i, r in enumerate(records):
-        n = len(r["p"])
-        ev[i, :n], rot[i, :n], l0[i, :n] = r["sphere_eig"], r["sphere_rotation"], r["sphere_l0"]
+        n = r.n_points
+        ev[i, :n], rot[i, :n], l0[i, :n] = r.sphere_eig, r.sphere_rotation, r.sphere_l0
     dims = ("branch", "point", "sphere_eigenvalue")
     out.update(sphere_eigenvalue_real=(dims, ev.real), sphere_eigenvalue_imag=(dims, ev.imag),
                sphere_rotation=(dims, rot), sphere_rho_l0=(("branch", "point", "l"), l0))

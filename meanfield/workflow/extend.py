@@ -36,7 +36,7 @@ from .inputs import parse_json
 from .paired import paired_run
 from .preflight import estimate_cost
 from .results import config_of, density_coefficients
-from .run import build_heads, paired_settings, to_dataset
+from .run import build_heads, paired_settings, run_dataset
 
 __all__ = ["extend", "extended_name"]
 
@@ -65,7 +65,7 @@ def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
     Returns
     -------
     xarray.Dataset
-        The schema of :func:`meanfield.workflow.run.to_dataset` on the joined time axis; its config says
+        The schema of :func:`meanfield.workflow.run.run_dataset` on the joined time axis; its config says
         ``integrator.t_final = t_final`` and ``n_frames`` the joined count, and the attribute
         ``extended_from`` lists the times each extension started from.
 
@@ -117,7 +117,7 @@ def extend(ds: xr.Dataset, t_final, *, progress=None) -> xr.Dataset:
     started = time.perf_counter()
     result = paired_run(build_heads(config), density_coefficients(ds, -1), config.particles.n, t_final - t1, t_new,
                         **settings, progress=progress, X0=ds["X"].values[-1])
-    new = to_dataset(result, leg, elapsed_s=time.perf_counter() - started)
+    new = run_dataset(result, leg, elapsed_s=time.perf_counter() - started)
     new = new.assign_coords(time=new["time"].values + t1).isel(time=slice(1, None))
     for name in new.coords:                       # keep the old coordinates' attributes (CF)
         new[name].attrs = dict(ds[name].attrs)

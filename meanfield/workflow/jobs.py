@@ -30,7 +30,7 @@ from .checkpoint import Checkpointer, RunInterrupted
 from .config import RunConfig, load_config
 from .preflight import estimate_cost, preflight
 from .results import add_provenance, save
-from .run import run, summary
+from .run import run, run_summary
 
 __all__ = ["main_job", "resume_job", "FolderLock", "FolderInUse", "LOCK_NAME", "remove_stale_temporaries",
            "FiguresInterrupted", "ResultExists", "FIGURE_FILES", "AUTO_CHECKPOINT_S"]
@@ -221,4 +221,4 @@ def _finish(config, out, checkpoints, progress):
             raise
         except KeyboardInterrupt:
             raise FiguresInterrupted(paths[0]) from None
-    return {"dataset": ds, "paths": paths, "summary": summary(ds)}
+    return {"dataset": ds, "paths": paths, "summary": run_summary(ds)}

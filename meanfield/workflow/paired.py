@@ -238,7 +238,7 @@ class PairedResult:
     pde_times : ndarray, shape (Tq,)
         Times reached by the PDE; when it stopped early the last one is the stopping time.
     pde : dict of str to ndarray, each of shape (Tq, ...)
-        :func:`meanfield.analysis.field_diagnostics.observer` records (``energy``, ``relative_entropy`` (H,),
+        :func:`meanfield.analysis.field_diagnostics.field_observer` records (``energy``, ``relative_entropy`` (H,),
         ``spectral_tail``, ``negative_mass``, ...).
     pde_coefficients : ndarray, shape (Tq, nalm), complex
         ``rho_lm`` at ``pde_times``.

@@ -268,7 +268,7 @@ def preflight(config: RunConfig, force=False) -> list[str]:
     list of str
         Lines to print: the estimate of time and memory, and the values checked.
     """
-    from ..analysis.field_diagnostics import negative_mass, spectral_tail
+    from ..analysis.field_diagnostics import field_negative_mass, field_spectral_tail
     from ..core.heads import check_exp_range
 
     if not isinstance(config, RunConfig):
@@ -285,7 +285,7 @@ def preflight(config: RunConfig, force=False) -> list[str]:
     grid = SphereGrid(lmax)
     rho_lm0 = initial_density(config, grid)
     probe = SimpleNamespace(grid=grid, lmax=lmax)
-    tail, neg = spectral_tail(probe, rho_lm0), max(0.0, negative_mass(probe, rho_lm0))
+    tail, neg = field_spectral_tail(probe, rho_lm0), max(0.0, field_negative_mass(probe, rho_lm0))
     if tail > config.pde.tail_tol:
         raise ValueError(f"the initial density is not resolved at pde.lmax = {lmax}: its spectral tail {tail:.2e} "
                          f"exceeds pde.tail_tol = {config.pde.tail_tol:g}, so the PDE would stop at t = 0; raise "

@@ -2,7 +2,8 @@
 
 :func:`solve_reduced` is :func:`meanfield.solve_continuum` for :class:`~meanfield.models.circle.CirclePDE` and
 :class:`~meanfield.models.axisymmetric.AxisymmetricPDE`: it checks the start (finite, mass 1), wires
-:func:`meanfield.analysis.axisymmetric.observer` and :func:`~meanfield.analysis.axisymmetric.resolution_monitor`
+:func:`meanfield.analysis.axisymmetric.reduced_observer` and
+:func:`~meanfield.analysis.axisymmetric.reduced_resolution_monitor`
 into :func:`meanfield.core.integrate.integrate` (checkpoints and resume pass through) and returns its
 :class:`~meanfield.core.integrate.Trajectory`; ``Trajectory.y`` holds state vectors, ``pde.coefficients(y)`` the
 coefficients.
@@ -14,8 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..analysis.axisymmetric import observer as reduced_observer
-from ..analysis.axisymmetric import resolution_monitor
+from ..analysis.axisymmetric import reduced_observer, reduced_resolution_monitor
 from ..core import validate
 from ..core.integrate import integrate
 from ..core.methods import as_stepper, method_names
@@ -70,6 +70,6 @@ def solve_reduced(pde, c0, t_final, *, method="dopri5", step=None, save=None, ch
         dt = pde.cfl_dt(pde.coefficients(y0), cfl, stepper)
     t_eval = np.linspace(0.0, t_final, 11) if t_eval is None else t_eval
     hook = reduced_observer(pde) if observe is True else (observe or None)
-    event = resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
+    event = reduced_resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
     return integrate(pde.rhs, y0, (0.0, t_final), method=method, step=replace(sc, dt=dt, cfl=None),
                      save=replace(sv, t_eval=t_eval, observe=hook), checkpointing=checkpointing, event=event, **kw)

@@ -6,7 +6,7 @@ config and hands them to :func:`meanfield.workflow.paired.paired_run`, the one p
 S^2, ``n`` particles sampled from the same density, the particle observer, checkpoints, and at
 every recorded time the 2-Wasserstein distance between the particles and the density, carried by
 the Gauss-Legendre nodes of degree ``lmax``), then converts its
-:class:`~meanfield.workflow.paired.PairedResult` (:func:`to_dataset`).  :func:`summary` is the text the
+:class:`~meanfield.workflow.paired.PairedResult` (:func:`run_dataset`).  :func:`run_summary` is the text the
 command line prints; :mod:`meanfield.workflow.preflight` holds every check made before computing
 and the estimate of time and memory.  Writing the dataset and the figures into a job folder (locking, resume, markers) is
 :mod:`meanfield.workflow.jobs`; continuing a finished run is :mod:`meanfield.workflow.extend`.
@@ -34,8 +34,31 @@ from .inputs import parse_json
 from .paired import PairedResult, ParticleSettings, PDESettings, TransportSettings, align_times, paired_run, transport_grid
 from .results import SCHEMA_VERSION, describe, observables_to_variables
 
-__all__ = ["build_heads", "initial_density", "run", "to_dataset", "summary",
+__all__ = ["build_heads", "initial_density", "run", "run_dataset", "run_summary",
            "SPECTRAL_TOL", "initial_particles", "paired_settings"]
+
+
+_RENAMED = {"to_dataset": "run_dataset", "summary": "run_summary"}
+"""The names of 0.2 and their replacements (one public name, one meaning: issue 32)."""
+
+
+def __getattr__(name):
+    """Module attribute fallback: the names of 0.2 (:data:`_RENAMED`) raise an ``AttributeError`` naming their
+    replacement.
+
+    Parameters
+    ----------
+    name : str
+        The attribute looked up.
+
+    Raises
+    ------
+    AttributeError
+        Always (this is called only for names the module does not define).
+    """
+    if name in _RENAMED:
+        raise AttributeError(f"meanfield.workflow.run.{name} was renamed {_RENAMED[name]} in 0.3 (the equilibria job's are equilibria_dataset and equilibria_summary)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_heads(config: RunConfig) -> tuple[Head, ...]:
@@ -128,7 +151,7 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
         **paired_settings(config), progress=progress, checkpoints=checkpoints,
         checkpoint_every=config.outputs.checkpoint_every if checkpoint_every is None else checkpoint_every,
         **({} if config.particles.positions is None else {"X0": initial_particles(config)}))
-    return to_dataset(result, config, elapsed_s=time.perf_counter() - started)
+    return run_dataset(result, config, elapsed_s=time.perf_counter() - started)
 
 
 def paired_settings(config: RunConfig) -> dict:
@@ -146,12 +169,30 @@ def paired_settings(config: RunConfig) -> dict:
                 seed=config.seed, nu=config.pde.nu)
 
 
-def to_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) -> xr.Dataset:
+def run_dataset(result: PairedResult, config: RunConfig, elapsed_s=float("nan")) -> xr.Dataset:
     """The run dataset (schema of :mod:`meanfield.workflow.results`) of a paired run made from ``config``.
 
     States and observables are placed on the time axis ``result.times`` by
     :func:`~meanfield.workflow.paired.align_times` (NaN where a run did not reach a time); the density is
-    also synthesized on the display grid ``2 (lmax+1) x 4 (lmax+1)``.
+    also synthesized on the display grid ``2 (lmax+1) x 4 (lmax+1)``.  (Named ``to_dataset`` in 0.2; the
+    equilibria job's is :func:`meanfield.workflow.equilibria_job.equilibria_dataset`.)
+
+    Parameters
+    ----------
+    result : PairedResult
+        A paired run made from ``config`` (:func:`meanfield.workflow.paired.paired_run`).
+    config : RunConfig
+    elapsed_s : float
+        Wall time of the run, stored as the attribute ``elapsed_s``.
+
+    Returns
+    -------
+    xarray.Dataset
+
+    Raises
+    ------
+    ValueError
+        If ``result`` was made from another config (its ``lmax``, ``n_particles`` or number of heads differ).
     """
     times, H, lmax = result.times, len(config.heads), config.pde.lmax
     rc = result.config
@@ -210,8 +251,25 @@ def _span(ds, name, k, reduce=None):
     return f"{a[0]:.6g} -> {a[1]:.6g}"
 
 
-def summary(ds: xr.Dataset) -> str:
-    """A few lines describing a run dataset: setup, how far each run got, energies, entropies, W2."""
+def run_summary(ds: xr.Dataset) -> str:
+    """A few lines describing a run dataset: setup, how far each run got, energies, entropies, W2 (the text
+    ``meanfield run`` prints; named ``summary`` in 0.2, the equilibria job's is
+    :func:`meanfield.workflow.equilibria_job.equilibria_summary`).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset (:func:`run`, :func:`run_dataset`, or one loaded from a file).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    KeyError
+        If ``ds`` lacks a variable or attribute of the run schema (``config``, ``pde_energy``, ...).
+    """
     cfg = parse_json(ds.attrs["config"], "the dataset's 'config' attribute")
     heads = ", ".join(("general M, V" if "M" in h else f"lambda {h.get('lam', 1.0):g}")
                       + f" beta {h['beta']:g} {h['kernel']}/{h['normalization']}" for h in cfg["heads"])

@@ -156,14 +156,14 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, method="dopri5", ste
         scheme's own stability reach, see :meth:`ContinuumPDE.cfl_dt`.
     save, checkpointing
         :class:`~meanfield.core.options.SaveAt` (default 11 equispaced times, ``observe=True``: the
-        :func:`meanfield.field_diagnostics.observer` of the PDE) and
+        :func:`meanfield.field_diagnostics.field_observer` of the PDE) and
         :class:`~meanfield.core.options.Checkpointing`.
         Split schemes (``"etdrk4"``, ``"lawson_dopri5"`` with error control, ...) take the
         diffusion ``nu Lap`` as their linear part (:meth:`ContinuumPDE.split`): its stable step
         does not depend on ``nu lmax^2``.
     monitor : bool
         Stop (status 1, with the time and the reason) once the density is no longer resolved:
-        :func:`meanfield.field_diagnostics.resolution_monitor` with ``tail_tol``, ``negative_tol``.
+        :func:`meanfield.field_diagnostics.field_resolution_monitor` with ``tail_tol``, ``negative_tol``.
     progress : bool or None
         tqdm bar labelled ``"PDE"`` (another ``progress_label`` may be passed); None: only on a terminal.
     """
@@ -179,8 +179,8 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, method="dopri5", ste
     fixed = sc.adaptive is False or not stepper.adaptive
     if fixed and dt is None:
         dt = pde.cfl_dt(rho_lm0, 0.5 if sc.cfl is None else sc.cfl, stepper)
-    hook = field_diagnostics.observer(pde) if observe is True else (observe or None)
-    event = field_diagnostics.resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
+    hook = field_diagnostics.field_observer(pde) if observe is True else (observe or None)
+    event = field_diagnostics.field_resolution_monitor(pde, tail_tol, negative_tol) if monitor else None
     rhs = pde.rhs
     if stepper.split:                      # diffusion as the split scheme's linear part (implicit / exact)
         kw["linear"], rhs = pde.split()

@@ -16,7 +16,7 @@ Four parts, all with exp kernels:
    tokens, heads, times and seeds), for mean and softmax normalization and three head families
    (scalar, random symmetric value-aligned, general random ``M``, ``V``).
 4. **continuum**: a zonal two-head softmax PDE on S^2 (:class:`meanfield.ContinuumPDE`,
-   :func:`meanfield.analysis.field_diagnostics.attention_entropy`) against particles sampled from the same
+   :func:`meanfield.analysis.field_diagnostics.field_attention_entropy`) against particles sampled from the same
    initial density (:func:`meanfield.core.densities.sample_particles`), compared as
    ``H_discrete - log n`` (``attention_entropy(..., relative=True)``): sampling error at t = 0
    against n, then both evolved over a short run.

@@ -45,7 +45,7 @@ from scipy import stats
 
 import meanfield as mf
 from meanfield.analysis import stability
-from meanfield.analysis.axisymmetric import resolution_monitor, w2_marginal
+from meanfield.analysis.axisymmetric import reduced_resolution_monitor, w2_marginal
 from meanfield.core.axisymmetric import angle_quantiles, sample_axisymmetric
 from meanfield.core.options import SaveAt, StepControl
 from meanfield.models.axisymmetric import AxisymmetricPDE
@@ -192,7 +192,7 @@ def continuum_limit(d, ns, seeds, times):
     b0 /= b0[0]
     T = times[-1]
     tr = mf.integrate(pde.rhs, pde.state(b0), (0.0, T), step=StepControl(rtol=1e-11, atol=1e-13),
-                      save=SaveAt(t_eval=list(times)), method="dopri5", event=resolution_monitor(pde))
+                      save=SaveAt(t_eval=list(times)), method="dopri5", event=reduced_resolution_monitor(pde))
     if tr.status != 0:
         raise RuntimeError(f"d = {d}: PDE not resolved up to T = {T}: {tr.message}")
     dens = [lambda t, y=y: np.maximum(pde.evaluate(y, t), 0.0) for y in tr.y]

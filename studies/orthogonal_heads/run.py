@@ -118,8 +118,8 @@ def head_terms_particles(system, X):
 
 def head_terms_field(pde, rho_lm):
     U = fd.head_forces(pde, rho_lm)
-    C = fd.energy_rate_terms(pde, rho_lm, forces=U)
-    cond = fd.radial_dominance(pde, rho_lm, forces=U)["exact"]
+    C = fd.field_energy_rate_terms(pde, rho_lm, forces=U)
+    cond = fd.field_radial_dominance(pde, rho_lm, forces=U)["exact"]
     g = pde.grid
     w = g.synthesis(rho_lm) * g.weights
     return pde.energies(rho_lm), C, np.einsum("ij,hij->h", w, cond) / w.sum()
