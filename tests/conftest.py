@@ -23,7 +23,8 @@ def random_tokens(rng, n, d):
 # The marked tier (``-m extended``): the studies' quick modes, the benchmarks' quick modes and the doc
 # snippets. They test research scripts and documents, not the library, and take most of the suite's time:
 # the default ``pytest`` runs the library tier only; README's test command (= .ci/run) runs both tiers.
-EXTENDED_PREFIXES = ("test_study_", "test_benchmarks_", "test_docs")
+# "test_docs.py" in full: tests/test_docstrings.py (the numpydoc sections of the API) is of the library tier
+EXTENDED_PREFIXES = ("test_study_", "test_benchmarks_", "test_docs.py")
 
 
 @pytest.hookimpl(tryfirst=True)

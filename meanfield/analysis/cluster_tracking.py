@@ -52,7 +52,17 @@ class MergeEvent:
 
     ``time`` is ``times[frame]`` (the first frame where the clusters are one; the merge happened in
     ``(times[frame - 1], times[frame]]``), ``parents`` their identities (ascending), ``parent_masses`` their
-    masses at ``frame - 1``, ``child_mass`` the child's mass at ``frame``."""
+    masses at ``frame - 1``, ``child_mass`` the child's mass at ``frame``.
+
+    Parameters
+    ----------
+    frame : int
+    time : float
+    parents : tuple of int
+    child : int
+    parent_masses : tuple of float
+    child_mass : float
+    """
 
     frame: int
     time: float
@@ -118,17 +128,54 @@ class ClusterTrack:
         return np.array([e.time for e in self.merges], dtype=float)
 
     def alive(self, frame) -> np.ndarray:
-        """Identities alive at ``frame``."""
+        """Identities alive at ``frame``.
+
+        Parameters
+        ----------
+        frame : int
+            A frame index (negative counts from the end).
+
+        Returns
+        -------
+        ndarray of int
+
+        Raises
+        ------
+        ValueError
+            ``frame`` not an integer index of ``times``.
+        """
         frame = validate.integer("frame", frame, -len(self.times), len(self.times) - 1)
         return np.flatnonzero(np.isfinite(self.mass[frame]))
 
     def first_merge(self, after=None):
-        """The first :class:`MergeEvent` (at a time ``> after`` if given), or None."""
+        """The first :class:`MergeEvent` (at a time ``> after`` if given), or None.
+
+        Parameters
+        ----------
+        after : float, optional
+            Only merges at later times.
+
+        Returns
+        -------
+        MergeEvent or None
+
+        Raises
+        ------
+        ValueError
+            ``after`` not a real number (NaN refused).
+        """
         after = -np.inf if after is None else validate.real("after", after, finite=False)
         return next((e for e in self.merges if e.time > after), None)
 
     def summary(self) -> dict:
-        """A JSON-ready description: sizes, parameters, clusters per frame and the merges."""
+        """A JSON-ready description: sizes, parameters, clusters per frame and the merges.
+
+        Returns
+        -------
+        dict
+            ``kind``, ``frames``, ``identities``, ``params``, ``times``, ``n_clusters`` and ``merges`` (a list of
+            dicts), plain Python values.
+        """
         return {"kind": self.kind, "frames": int(len(self.times)), "identities": self.n_ids,
                 "params": dict(self.params), "times": self.times.tolist(), "n_clusters": self.n_clusters.tolist(),
                 "merges": [{"frame": e.frame, "time": e.time, "parents": list(e.parents), "child": e.child,
@@ -283,6 +330,13 @@ def track_particle_clusters(X, times=None, w=None, threshold=0.99, min_mass=0.0,
     -----
     Cost: ``T n^2`` inner products (row chunks of at most ``2**22``), refused by the cost guard above its
     time limit; memory ``O(T n)`` for the labels plus ``O(T K d)`` for ``K`` identities (guarded).
+
+    Raises
+    ------
+    ValueError
+        ``X`` not real and finite of shape (T, n, d) or rows not unit vectors; ``times`` not strictly
+        increasing of shape (T,); ``w`` not probability weights; ``threshold``, ``min_mass`` or ``inherit``
+        out of range; or work above the memory or time limit.
     """
     X = _frames("X", X)
     T, n, d = X.shape
@@ -415,6 +469,12 @@ def density_peaks(values, nodes, weights, threshold=None) -> dict:
         ``index`` (p,) peak nodes by decreasing height, ``centres`` (p, d), ``heights`` (p,), ``masses`` (p,)
         (Voronoi cells: every node to its nearest peak), ``cell`` (m,) the peak of each node (-1 if none),
         ``total_mass``.
+
+    Raises
+    ------
+    ValueError
+        ``nodes`` not unit vectors or ``weights`` not positive of matching length, ``values`` not finite with
+        one per node, or a non-finite ``threshold``.
     """
     P, wq = _nodes(nodes, weights)
     f = validate.real_array("values", values)
@@ -444,6 +504,13 @@ def track_density_peaks(values, nodes, weights, times=None, threshold=None, max_
     -------
     ClusterTrack
         ``kind="density"``, ``labels=None``; centres are peak nodes (grid resolution).
+
+    Raises
+    ------
+    ValueError
+        ``nodes`` / ``weights`` refused as by :func:`density_peaks`, ``values`` not finite of shape (T, m),
+        ``times`` not strictly increasing of shape (T,), a non-finite ``threshold``, or ``max_jump`` outside
+        ``(0, pi]``.
     """
     P, wq = _nodes(nodes, weights)
     F = validate.real_array("values", values)
@@ -484,7 +551,27 @@ def track_density_peaks(values, nodes, weights, times=None, threshold=None, max_
 
 def sphere_grid_frames(grid, rho_lm) -> tuple:
     """``(values (T, m), nodes (m, 3), weights (m,))`` of spherical-harmonic coefficients ``rho_lm`` (T, nalm)
-    (or one frame (nalm,)) on a :class:`meanfield.SphereGrid`, for :func:`track_density_peaks`."""
+    (or one frame (nalm,)) on a :class:`meanfield.SphereGrid`, for :func:`track_density_peaks`.
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid.
+    rho_lm : array_like, shape (T, nalm) or (nalm,)
+        Coefficients per frame.
+
+    Returns
+    -------
+    values : ndarray, shape (T, m)
+    nodes : ndarray, shape (m, 3)
+    weights : ndarray, shape (m,)
+
+    Raises
+    ------
+    ValueError
+        ``grid`` not a SphereGrid, ``rho_lm`` not finite coefficients of the grid's ``nalm``, or values above
+        the memory limit.
+    """
     from ..core.sphere import SphereGrid
 
     if not isinstance(grid, SphereGrid):

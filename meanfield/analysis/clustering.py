@@ -20,7 +20,22 @@ def mean_inner(X) -> float:
     """``(|sum_i x_i|^2 - sum_i |x_i|^2) / (n (n - 1))``: the mean inner product over pairs ``i != j``, O(n).
 
     ``X`` (n, d), ``n >= 2``: finite unit rows (``| |x|^2 - 1 | <= 1e-8``, never renormalized), as for
-    :func:`clustering`."""
+    :func:`clustering`.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+        Unit tokens, ``n >= 2``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        ``X`` not real and finite of shape (n, d) with ``n >= 2``, or rows not unit vectors.
+    """
     return _mean_inner(validate.unit_vectors("X", X, min_rows=2, tol=CLUSTERING_UNIT_TOL))
 
 
@@ -89,6 +104,19 @@ def clustering(X, threshold=0.99, chunk_rows=2048, method="auto") -> dict:
     Both paths give the same ``n_clusters`` except for pairs whose inner product lies within
     the round-off of the direct matrix product (~d eps) of ``threshold``, and ``min_inner`` to
     ~1e-15 (the same extreme pair, up to summation order and ``| |x|^2 - 1 |``).
+
+    Returns
+    -------
+    dict
+        ``min_inner`` (float), ``mean_inner`` (float) and ``n_clusters`` (int).
+
+    Raises
+    ------
+    ValueError
+        ``X`` not real and finite of shape (n, d) with ``n >= 2`` or rows not unit vectors (to
+        :data:`CLUSTERING_UNIT_TOL`); ``threshold`` outside ``[-1, 1]``; an unknown ``method``; ``chunk_rows``
+        below 1; ``method="tree"`` where it does not apply (rows not unit to 1e-12, ``threshold >= 1 - 1e-12``),
+        or the direct path with ``n > CLUSTERING_DIRECT_MAX_N``; or the tree path above the memory limit.
     """
     X = validate.real_array("X", X, ("n", "d"))      # NaN, inf, complex, str, ragged: refused by name
     if X.shape[0] < 2:

@@ -60,7 +60,22 @@ class SpecialPoint:
     ``index`` (between points ``index`` and ``index + 1``) and ``located``: False when the refinement failed
     (no sign change of the continuous test quantity; for a fold also a corrector that did not converge; at a
     branch point the bordered system is singular and its corrector converges slowly by nature), so that the
-    point is only the segment's end, not located to ``tol_s``."""
+    point is only the segment's end, not located to ``tol_s``.
+
+    Parameters
+    ----------
+    kind : {"fold", "branch_point"}
+    u : ndarray, shape (n,)
+        State.
+    p : float
+        Parameter.
+    phi : ndarray, shape (n,)
+        Null vector of ``F_u``.
+    index : int
+        The segment.
+    located : bool
+        Whether the refinement succeeded.
+    """
 
     kind: str
     u: np.ndarray
@@ -75,7 +90,18 @@ class Branch:
     """The points of a continuation, ``u`` (N, n) and ``p`` (N,), their tangents' ``t_p`` (N,), the special
     points found, ``status`` (0: the parameter range or step budget was covered; 1: the corrector failed at the
     smallest step; 2: ``stop(u, p)`` asked to stop) and a ``message``; ``n_newton`` counts corrector
-    iterations."""
+    iterations.
+
+    Parameters
+    ----------
+    u : ndarray, shape (N, n)
+    p : ndarray, shape (N,)
+    t_p : ndarray, shape (N,)
+    special : tuple of SpecialPoint
+    status : int
+    message : str
+    n_newton : int
+    """
 
     u: np.ndarray
     p: np.ndarray
@@ -95,7 +121,26 @@ class Branch:
 
 
 def tangent(Fu, Fp, previous=None):
-    """Unit null vector of ``[F_u  F_p]`` (n, n+1), oriented so that ``<t, previous> > 0`` (else ``t_p > 0``)."""
+    """Unit null vector of ``[F_u  F_p]`` (n, n+1), oriented so that ``<t, previous> > 0`` (else ``t_p > 0``).
+
+    Parameters
+    ----------
+    Fu : array_like, shape (n, n)
+        Jacobian in ``u``.
+    Fp : array_like, shape (n,)
+        Derivative in ``p``.
+    previous : array_like, shape (n + 1,), optional
+        The previous tangent.
+
+    Returns
+    -------
+    ndarray, shape (n + 1,)
+
+    Raises
+    ------
+    ValueError
+        ``Fu`` not a finite square matrix, or ``Fp`` / ``previous`` not finite of their shapes.
+    """
     Fu = validate.real_array("Fu", Fu)
     if Fu.ndim != 2 or Fu.shape[0] != Fu.shape[1]:
         raise ValueError(f"Fu must be a square (n, n) matrix (the Jacobian in u); received shape {Fu.shape}")
@@ -169,6 +214,44 @@ def continue_branch(F, jacobian, u0, p0, *, ds=0.05, ds_min=1e-6, ds_max=0.5, p_
     ``max_steps`` bounds the points kept: their memory (``max_steps`` points of ``n + 2`` floats, in lists and
     then in the :class:`Branch`'s arrays) is estimated before the march and refused above the cost guard's limit
     (:func:`meanfield.core.cost.guard`, ``ValueError`` naming ``max_steps``).
+
+    Parameters
+    ----------
+    F : callable
+        ``F(u, p) -> ndarray`` of shape (n,).
+    jacobian : callable
+        ``jacobian(u, p) -> (F_u, F_p)``, shapes (n, n) and (n,).
+    u0 : array_like, shape (n,)
+        A solution's state.
+    p0 : float
+        Its parameter.
+    ds, ds_min, ds_max : float
+        Initial, smallest and largest arclength step, ``0 < ds_min <= ds <= ds_max``.
+    p_range : (float, float)
+        ``(low, high)``, ``low < high`` (infinite ends allowed).
+    max_steps : int
+        Most points, ``>= 1``.
+    tol : float
+        Newton tolerance, ``> 0``.
+    tol_s : float
+        Arclength tolerance of special-point location, ``> 0``.
+    direction : {1, -1}
+        Initial sense in ``p`` (left at +1 with ``t0``).
+    t0 : array_like, shape (n + 1,), optional
+        Initial tangent.
+    stop : callable, optional
+        ``stop(u, p) -> str or None``.
+
+    Returns
+    -------
+    Branch
+
+    Raises
+    ------
+    ValueError
+        ``F``, ``jacobian`` or ``stop`` not callable; non-finite ``u0`` / ``p0``; steps not positive or not in
+        order; a bad ``p_range``, ``tol``, ``tol_s``, ``max_steps``, ``direction`` or ``t0``; ``(u0, p0)`` not a
+        solution (to ``1e3 tol``); or points above the memory limit.
     """
     for name, f in (("F", F), ("jacobian", jacobian)):
         if not callable(f):
@@ -321,7 +404,28 @@ def _locate(F, jacobian, u, p, t, ds, tol, tol_s, kind, index, end):
 def switch_branch(F, jacobian, point: SpecialPoint, *, side=1.0, **kw) -> Branch:
     """Follow the other branch through a branch point: start along its null vector ``phi`` (``side`` +1 or -1
     picks the half-branch), keyword arguments as :func:`continue_branch`.  For a bifurcation from a trivial
-    branch (the uniform state) ``phi`` is the critical mode, the tangent of the new branch there."""
+    branch (the uniform state) ``phi`` is the critical mode, the tangent of the new branch there.
+
+    Parameters
+    ----------
+    F, jacobian
+        As for :func:`continue_branch`.
+    point : SpecialPoint
+        A branch point.
+    side : {1, -1}
+        The half-branch.
+    **kw
+        Keywords of :func:`continue_branch` (not ``t0``).
+
+    Returns
+    -------
+    Branch
+
+    Raises
+    ------
+    ValueError
+        ``point`` not a branch point, ``side`` not +1 or -1, or what :func:`continue_branch` refuses.
+    """
     if not isinstance(point, SpecialPoint) or point.kind != "branch_point":
         raise ValueError(f"point must be a SpecialPoint of kind 'branch_point'; received {point!r}")
     if isinstance(side, (bool, np.bool_)) or side not in (1, -1, 1.0, -1.0):

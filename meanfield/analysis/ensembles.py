@@ -44,7 +44,23 @@ meant for ensembles of small systems; use :func:`meanfield.analysis.clustering.c
 
 
 def gram(X):
-    """Gram matrices ``X_b X_b^T``, shape (B, n, n); refused (by the cost guard) beyond :data:`GRAM_MAX_BYTES`."""
+    """Gram matrices ``X_b X_b^T``, shape (B, n, n); refused (by the cost guard) beyond :data:`GRAM_MAX_BYTES`.
+
+    Parameters
+    ----------
+    X : array_like, shape (B, n, d)
+        ``B >= 1`` systems of ``n >= 2`` unit tokens.
+
+    Returns
+    -------
+    ndarray, shape (B, n, n)
+
+    Raises
+    ------
+    ValueError
+        ``X`` not real and finite of shape (B, n, d) with ``B >= 1``, ``n >= 2``, rows not unit vectors, or Gram
+        matrices above :data:`GRAM_MAX_BYTES`.
+    """
     X = _batch(X)
     B, n = X.shape[:2]
     cost.guard(f"Gram matrices of X of shape {X.shape}", bytes=8.0 * B * n * n, limit_bytes=GRAM_MAX_BYTES,
@@ -56,7 +72,25 @@ def gram(X):
 
 
 def pair_density(X, threshold=PAIR_THRESHOLD):
-    """Per system, the fraction of ordered pairs ``i != j`` with ``<x_i, x_j> > threshold``, shape (B,)."""
+    """Per system, the fraction of ordered pairs ``i != j`` with ``<x_i, x_j> > threshold``, shape (B,).
+
+    Parameters
+    ----------
+    X : array_like, shape (B, n, d)
+        ``B >= 1`` systems of ``n >= 2`` unit tokens.
+    threshold : float
+        In ``[-1, 1]``.
+
+    Returns
+    -------
+    ndarray, shape (B,)
+
+    Raises
+    ------
+    ValueError
+        ``X`` not real and finite of shape (B, n, d) with ``B >= 1``, ``n >= 2``, rows not unit vectors, or Gram
+        matrices above :data:`GRAM_MAX_BYTES`, or ``threshold`` outside ``[-1, 1]``.
+    """
     threshold = validate.real("threshold", threshold, -1, 1)
     G = gram(X)
     n = G.shape[1]
@@ -65,13 +99,48 @@ def pair_density(X, threshold=PAIR_THRESHOLD):
 
 
 def one_cluster(X, threshold=PAIR_THRESHOLD):
-    """Per system, whether every pair has ``<x_i, x_j> > threshold`` (one cluster), shape (B,) of bool."""
+    """Per system, whether every pair has ``<x_i, x_j> > threshold`` (one cluster), shape (B,) of bool.
+
+    Parameters
+    ----------
+    X : array_like, shape (B, n, d)
+        ``B >= 1`` systems of ``n >= 2`` unit tokens.
+    threshold : float
+        In ``[-1, 1]``.
+
+    Returns
+    -------
+    ndarray of bool, shape (B,)
+
+    Raises
+    ------
+    ValueError
+        As for :func:`pair_density`.
+    """
     return pair_density(X, threshold) == 1.0
 
 
 def cluster_counts(X, threshold=CLUSTER_THRESHOLD):
     """Per system, the rank of ``[<x_i, x_j> > threshold]`` (the number of clusters when they are
-    well separated: a block matrix of ones has one unit of rank per block), shape (B,) of int."""
+    well separated: a block matrix of ones has one unit of rank per block), shape (B,) of int.
+
+    Parameters
+    ----------
+    X : array_like, shape (B, n, d)
+        ``B >= 1`` systems of ``n >= 2`` unit tokens.
+    threshold : float
+        In ``[-1, 1]``.
+
+    Returns
+    -------
+    ndarray of int, shape (B,)
+
+    Raises
+    ------
+    ValueError
+        ``X`` not real and finite of shape (B, n, d) with ``B >= 1``, ``n >= 2``, rows not unit vectors, or Gram
+        matrices above :data:`GRAM_MAX_BYTES`, or ``threshold`` outside ``[-1, 1]``.
+    """
     threshold = validate.real("threshold", threshold, -1, 1)
     A = (gram(X) > threshold).astype(float)
     return np.linalg.matrix_rank(A).astype(int)
@@ -79,14 +148,52 @@ def cluster_counts(X, threshold=CLUSTER_THRESHOLD):
 
 def gram_rank(X, tol=RANK_TOL):
     """Per system, the number of eigenvalues of ``X_b X_b^T`` above ``tol`` (the dimension the tokens
-    span, to ``tol``), shape (B,) of int."""
+    span, to ``tol``), shape (B,) of int.
+
+    Parameters
+    ----------
+    X : array_like, shape (B, n, d)
+        ``B >= 1`` systems of ``n >= 2`` unit tokens.
+    tol : float
+        ``> 0``.
+
+    Returns
+    -------
+    ndarray of int, shape (B,)
+
+    Raises
+    ------
+    ValueError
+        ``X`` not real and finite of shape (B, n, d) with ``B >= 1``, ``n >= 2``, rows not unit vectors, or Gram
+        matrices above :data:`GRAM_MAX_BYTES`, or ``tol`` not positive and finite.
+    """
     tol = validate.real("tol", tol, 0, lo_open=True)
     return (np.linalg.eigvalsh(gram(X)) > tol).sum(axis=1)
 
 
 def ensemble_observer(pair_threshold=PAIR_THRESHOLD, cluster_threshold=CLUSTER_THRESHOLD, rank_tol=RANK_TOL):
     """``observe(t, X) -> dict`` of batch summaries: ``one_cluster`` (fraction of systems in one cluster),
-    ``pair_density`` (mean over systems), ``median_clusters``, ``mean_gram_rank``."""
+    ``pair_density`` (mean over systems), ``median_clusters``, ``mean_gram_rank``.
+
+    Parameters
+    ----------
+    pair_threshold : float
+        Of :func:`pair_density` and :func:`one_cluster`, in ``[-1, 1]``.
+    cluster_threshold : float
+        Of :func:`cluster_counts`, in ``[-1, 1]``.
+    rank_tol : float
+        Of :func:`gram_rank`, ``> 0``.
+
+    Returns
+    -------
+    callable
+        ``observe(t, X) -> dict`` of four floats (``X`` refused as by :func:`gram`).
+
+    Raises
+    ------
+    ValueError
+        A threshold outside ``[-1, 1]`` or a ``rank_tol`` that is not positive and finite.
+    """
     validate.real("pair_threshold", pair_threshold, -1, 1)
     validate.real("cluster_threshold", cluster_threshold, -1, 1)
     validate.real("rank_tol", rank_tol, 0, lo_open=True)

@@ -48,6 +48,17 @@ def mmd_weights(lmax, kernel="sobolev", s=2.0, beta=1.0):
         Rate of :math:`e^{\beta \langle x, y \rangle}`, ``> 0`` (``"exp"``).
 
     Both ``s`` and ``beta`` are checked whichever kernel is used.
+
+    Returns
+    -------
+    ndarray, shape (lmax + 1,)
+        Sobolev: ``(1 + l(l+1))^(-s)``; exp: the Funk-Hecke multipliers of ``exp(beta t)``.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``kernel``, ``lmax`` below 0, ``s <= 1`` or ``beta <= 0`` (or not finite), or an ``lmax``
+        above the memory or time limit.
     """
     validate.choice("kernel", kernel, MMD_KERNELS)
     lmax = validate.integer("lmax", lmax, 0)
@@ -102,6 +113,13 @@ def mmd_particles_field(X, rho_lm, grid, a=None, *, kernel="sobolev", s=2.0, bet
     TransportResult
         ``distance = MMD``, ``cost = MMD^2``, ``method = "mmd"``, ``metric = kernel``; ``info`` has
         ``a_l``, ``per_degree`` (``a_l sum_m |mu_lm - rho_lm|^2``) and ``truncation_bound``.
+
+    Raises
+    ------
+    ValueError
+        ``X`` not ``n >= 1`` unit vectors of length 3, ``a`` not probability weights, ``grid`` not a
+        :class:`~meanfield.core.sphere.SphereGrid`, ``rho_lm`` not finite coefficients of mass 1, or kernel
+        parameters :func:`mmd_weights` refuses.
     """
     from .transport import TransportResult  # the result type of every distance (imports POT)
 
@@ -124,6 +142,27 @@ def mmd_iid_expectation(grid, rho_lm, n, kernel="sobolev", s=2.0, beta=1.0):
 
     .. math:: E\,\mathrm{MMD}_a^2 = \frac1n \sum_{l=1}^{L} a_l \Big[\frac{2l+1}{4\pi}
               - \sum_m |\rho_{lm}|^2\Big].
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        Fixes ``L = grid.lmax``.
+    rho_lm : array_like, shape (grid.nalm,)
+        Density coefficients of mass 1.
+    n : int
+        Sample size, ``>= 1``.
+    kernel, s, beta
+        See :func:`mmd_weights`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        ``grid`` not a SphereGrid, ``rho_lm`` not finite coefficients of mass 1, ``n`` below 1, or kernel
+        parameters :func:`mmd_weights` refuses.
     """
     rho_lm = check_density(grid, rho_lm)
     n = validate.integer("n", n, 1)

@@ -112,6 +112,12 @@ def equiangular_rule_rates(rho, r, rule, lambdas, beta, n, normalization="softma
     Returns
     -------
     (ndarray, ndarray)
+
+    Raises
+    ------
+    ValueError
+        An unknown ``rule`` or normalization, ``lambdas`` / ``beta`` / ``n`` refused, ``rho`` outside
+        ``[-1/(n-1), 1]``, or a radius that is not positive.
     """
     rule, lam, beta, n, normalization = _args(rule, lambdas, beta, n, normalization)
     rho = _gamma("rho", rho, n)
@@ -130,12 +136,34 @@ def solve_equiangular_rule(rho0, rule, lambdas, beta, n, t, normalization="softm
     The unknowns are ``(log(1 - rho), log r)``, so ``1 - rho`` keeps its relative accuracy however small
     it gets (``d log(1-rho)/dt = -rho' / (1 - rho)``, ``d log r/dt = r'/r``).
 
+    Parameters
+    ----------
+    rho0 : float
+        Initial cosine, in ``[-1/(n-1), 1)``.
+    rule, lambdas, beta, n, normalization
+        As for :func:`equiangular_rule_rates`.
+    t : array_like, shape (T,)
+        Increasing output times, ``t[0] >= 0``.
+    r0 : float
+        Initial radius, ``> 0``.
+    rtol, atol : float
+        Tolerances of :func:`scipy.integrate.solve_ivp`.
+
     Returns
     -------
     q : ndarray, shape (T,)
         ``1 - rho(t)``.
     r : ndarray, shape (T,)
         ``r(t)`` (``r0`` throughout for the sphere rules).
+
+    Raises
+    ------
+    ValueError
+        Arguments :func:`equiangular_rule_rates` refuses, ``rho0 >= 1``, ``r0`` not positive, ``t`` not a
+        non-empty increasing array from ``t[0] >= 0``, non-positive tolerances, or a non-finite rate along
+        the solution.
+    RuntimeError
+        :func:`scipy.integrate.solve_ivp` failing.
     """
     rule, lam, beta, n, normalization = _args(rule, lambdas, beta, n, normalization)
     g0 = float(_gamma("rho0", real("rho0", rho0, what="a finite real number"), n))
@@ -171,6 +199,21 @@ def asymptotic_law(rule, lambdas, beta, n, normalization="softmax"):
     Post-LN (and projected Euler): ``k = 2 K`` with ``K`` the field's radial part at ``rho = 1`` (module
     docstring; ``sum lambda_h`` for softmax); nGPT: ``k = 2``; pre-LN and peri-LN: a power law with ``k = 2``.
     ``K <= 0`` (no contraction to the cluster) is refused by name.
+
+    Parameters
+    ----------
+    rule, lambdas, beta, n, normalization
+        As for :func:`equiangular_rule_rates`.
+
+    Returns
+    -------
+    law : {"exponential", "power"}
+    k : float
+
+    Raises
+    ------
+    ValueError
+        Arguments :func:`equiangular_rule_rates` refuses, or ``K <= 0``.
     """
     rule, lam, beta, n, normalization = _args(rule, lambdas, beta, n, normalization)
     A, B = _coefficients(0.0, lam, beta, n, normalization)

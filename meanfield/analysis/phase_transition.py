@@ -37,7 +37,22 @@ __all__ = ["Transition", "branch_curvature", "classify_transition", "beta_star_b
 class Transition:
     """The classification of the degree-1 transition of a model (:func:`classify_transition`,
     :func:`phase_transition`).  ``to_dict()`` gives the plain record for datasets and JSON (the fields that were
-    not determined left out)."""
+    not determined left out).
+
+    Parameters
+    ----------
+    transition : {"continuous", "discontinuous"}
+    nu_sharp, nu_2, nu_fold, nu_global, b1_fold, r_checked, branch_nu_max : float
+        As the attributes below.
+    b1_global : float
+        NaN where there is no Maxwell point.
+    march_message : str
+        Empty when the march reached ``r_max``.
+    lmax : int, optional
+        The checked degree.
+    discretization_change : float, optional
+        The change from the previous degree of the ladder.
+    """
 
     transition: str
     """``"continuous"`` or ``"discontinuous"``."""
@@ -101,7 +116,26 @@ def branch_curvature(pde, eps=1e-2) -> float:
     states at ``b_1 = eps, 2 eps`` (Richardson: the ``b_1^4`` term cancels; at ``eps = 1e-2`` the ``b_1^6``
     term and the round-off of ``nu`` divided by ``eps^2`` are both about 1e-10).  ``nu_2 > 0``: subcritical
     (discontinuous transition); ``< 0``: supercritical (continuous).  ``0 < eps < Q_1(1) / 2`` (``sqrt(d) / 2``:
-    both amplitudes below a point mass's)."""
+    both amplitudes below a point mass's).
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        One zonal head (e.g. :func:`phase_transition_model`).
+    eps : float
+        The amplitude, in ``[CURVATURE_EPS_MIN, Q_1(1) / 2)``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        ``pde`` not an :class:`~meanfield.models.axisymmetric.AxisymmetricPDE`, or ``eps`` out of range.
+    RuntimeError
+        A degree-1 state that Newton does not solve.
+    """
     pde = _check_model(pde)
     top = float(pde.basis(np.array([1.0]))[1, 0])
     eps = validate.real("eps", eps, CURVATURE_EPS_MIN, top / 2, hi_open=True,
@@ -118,7 +152,28 @@ def branch_curvature(pde, eps=1e-2) -> float:
 
 
 def phase_transition_model(d, beta, normalization="mean", lmax=48) -> AxisymmetricPDE:
-    """One zonal exp head of strength 1 on ``S^{d-1}`` as an :class:`AxisymmetricPDE` (``d = 2``: the circle)."""
+    """One zonal exp head of strength 1 on ``S^{d-1}`` as an :class:`AxisymmetricPDE` (``d = 2``: the circle).
+
+    Parameters
+    ----------
+    d : int
+        Dimension, ``>= 2``.
+    beta : float
+        Inverse temperature, ``> 0``.
+    normalization : str
+        The head's normalization.
+    lmax : int
+        Gegenbauer degree of the model.
+
+    Returns
+    -------
+    AxisymmetricPDE
+
+    Raises
+    ------
+    ValueError
+        ``d`` below 2, ``beta`` not positive and finite, or what the head or the model refuses.
+    """
     d = validate.integer("d", d, 2)
     beta = validate.real("beta", beta, positive=True)
     return AxisymmetricPDE(scalar_heads([1.0], d, beta, normalization=normalization), d, lmax)
@@ -269,7 +324,22 @@ def beta_star_bessel(d) -> float:
     """The root of ``I_{d/2+1}(beta) / I_{d/2}(beta) = 1/d`` (MODEL.md section 7), by Brent's method.
 
     The ratio rises from ``beta / (d + 2)`` at 0 to 1, so the root lies in ``(0, 4)`` (at ``beta = 4`` the ratio
-    exceeds ``1/d`` for every ``d >= 2``; ``d = 2``: root 2.4469)."""
+    exceeds ``1/d`` for every ``d >= 2``; ``d = 2``: root 2.4469).
+
+    Parameters
+    ----------
+    d : int
+        Dimension, ``>= 2``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        ``d`` not an integer ``>= 2``.
+    """
     d = validate.integer("d", d, 2)
     return float(optimize.brentq(lambda b: _bessel_ratio(d / 2, b) - 1.0 / d, 1e-3, 4.0, xtol=1e-15, rtol=1e-15))
 
@@ -280,7 +350,33 @@ def beta_star_continuation(d, normalization="mean", lmax=48, bracket=None, beta_
 
     ``bracket``: ``(lo, hi)`` with ``nu_2(lo) < 0``; default ``(0.25, 1)``, ``hi`` doubled until ``nu_2(hi) > 0``
     up to ``beta_max``; a ``ValueError`` says so when no sign change is found there (a transition that stays
-    continuous, as for softmax heads)."""
+    continuous, as for softmax heads).
+
+    Parameters
+    ----------
+    d : int
+        Dimension, ``>= 2``.
+    normalization : str
+        The head's normalization.
+    lmax : int
+        Gegenbauer degree of the models.
+    bracket : (float, float), optional
+        ``0 < lo < hi``.
+    beta_max : float
+        Largest ``beta`` searched, ``> 0``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        ``d`` below 2, a bad ``beta_max`` or ``bracket``, a curvature not negative at ``lo``, or no sign change up
+        to ``beta_max``.
+    RuntimeError
+        A degree-1 state that Newton does not solve (:func:`branch_curvature`).
+    """
     d = validate.integer("d", d, 2)
     beta_max = validate.real("beta_max", beta_max, positive=True)
     f = lambda beta: branch_curvature(phase_transition_model(d, beta, normalization, lmax))   # noqa: E731

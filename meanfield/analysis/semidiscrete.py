@@ -379,9 +379,35 @@ def solve_semidiscrete(X, b, grid, rho_lm, *, tol=1e-8, n_quad=4, max_iter=100, 
     ``tol`` in ``[1e-13, 1)``, ``n_quad >= 2``, ``max_iter >= 1``.  ``RuntimeError``: no convergence in
     ``max_iter`` Newton iterations, or a diagram the damped Newton method cannot repair (module docstring).
 
+    Parameters
+    ----------
+    X : array_like, shape (n, 3)
+        Distinct unit vectors, ``n >= 4``, not all on one plane.
+    b : array_like, shape (n,)
+        Positive masses summing to 1.
+    grid : SphereGrid
+        The density's grid.
+    rho_lm : array_like, shape (grid.nalm,)
+        Density coefficients of mass 1, nonnegative on the nodes.
+    tol : float
+        Largest cell-mass error relative to ``min(b)``, in ``[1e-13, 1)``.
+    n_quad : int
+        Initial Gauss-Legendre points per Laguerre edge, ``>= 2``.
+    max_iter : int
+        Newton iterations, ``>= 1``.
+    epsilon : float
+        Accuracy of the point transforms.
+
     Returns
     -------
     LaguerreSolution
+
+    Raises
+    ------
+    ValueError
+        An argument out of the ranges above (named).
+    RuntimeError
+        No convergence in ``max_iter`` iterations, or a diagram the damped Newton method cannot repair.
     """
     return _solve(*_check_inputs(X, b, grid, rho_lm, tol, n_quad, max_iter), epsilon)
 
@@ -488,6 +514,15 @@ def grid_of_nodes(nodes):
 
     The rings are counted by distinct ``z``; ``lmax = min(nlat - 1, (nlon - 1) // 2)`` (the largest
     degree such a grid holds) and the nodes must match to ``1e-12``.
+
+    Parameters
+    ----------
+    nodes : array_like, shape (G, 3)
+        Points.
+
+    Returns
+    -------
+    SphereGrid or None
     """
     nodes = np.asarray(nodes, dtype=float)
     if nodes.ndim != 2 or nodes.shape[1] != 3 or nodes.shape[0] < 18:
@@ -504,7 +539,18 @@ def grid_of_nodes(nodes):
 
 
 def geodesic_bracket(sol):
-    """Bounds on the squared geodesic W2 from the chordal solution (see :func:`w2_particles_field`)."""
+    """Bounds on the squared geodesic W2 from the chordal solution (see :func:`w2_particles_field`).
+
+    Parameters
+    ----------
+    sol : LaguerreSolution
+        A chordal solution.
+
+    Returns
+    -------
+    lower, upper : float
+        Bounds on the squared geodesic distance.
+    """
     wc2 = max(sol.cost, 0.0)
     lower = (2.0 * np.arcsin(min(np.sqrt(wc2) / 2.0, 1.0))) ** 2
     th = sol.max_angle

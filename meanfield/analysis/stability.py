@@ -53,7 +53,22 @@ def _equal_rows(normalization):
 
 
 def sphere_area(d):
-    """:math:`|S^{d-1}| = 2\\pi^{d/2}/\\Gamma(d/2)`."""
+    """:math:`|S^{d-1}| = 2\\pi^{d/2}/\\Gamma(d/2)`.
+
+    Parameters
+    ----------
+    d : int, >= 1
+
+    Returns
+    -------
+    float
+        (Underflows to 0 for very large ``d``.)
+
+    Raises
+    ------
+    ValueError
+        ``d`` not an integer ``>= 1``.
+    """
     d = integer("d", d, 1)
     if d > 300:        # Gamma(d/2) overflows float64 near d = 344: the same value through logarithms (underflows to 0)
         return float(np.exp(np.log(2.0) + d / 2 * np.log(np.pi) - special.gammaln(d / 2)))
@@ -109,6 +124,25 @@ def funk_hecke_relu(l, a, d=3, power=1):
     where the integrand is a trigonometric polynomial: exact to round-off.  ``power = 1`` is
     the kernel (softmax row sums), ``power = 2`` gives the ReLU energy kernel ``relu^2``
     whose gradient is the mean-normalized ReLU velocity (up to the factor 1/2).
+
+    Parameters
+    ----------
+    l : array_like of int >= 0
+        Degrees.
+    a : array_like
+        Slopes (broadcast with ``l``).
+    d : int, >= 2
+    power : int, >= 1
+
+    Returns
+    -------
+    ndarray, the broadcast shape of ``l`` and ``a``
+
+    Raises
+    ------
+    ValueError
+        ``l`` not integers ``>= 0``, ``a`` not finite reals, ``d`` below 2, ``power`` below 1, or degrees whose
+        quadrature is above the memory or time limit.
     """
     l, a, d = integer_array("l", l, 0), real_array("a", a), integer("d", d, 2)
     p = integer("power", power, 1)
@@ -171,6 +205,15 @@ def growth_rate(l, lambdas, beta, normalization="mean", nu=0.0, d=3):
     Returns
     -------
     ndarray, shape of ``l``
+
+    Raises
+    ------
+    ValueError
+        ``l`` not integers ``>= 0``, ``lambdas`` not a non-empty 1-d sequence of finite numbers, ``beta`` not
+        positive and finite, an unknown normalization, a negative ``nu``, ``d`` below 2, or growth rates that
+        overflow float64 (``beta max|lambda|`` near 700).
+    NotImplementedError
+        A normalization without a closed-form term (not mean, softmax or Sinkhorn).
     """
     l, lam = integer_array("l", l, 0), _lambdas(lambdas)
     beta = real("beta", beta, positive=True)
@@ -206,6 +249,12 @@ def growth_rate_heads(l, heads, nu=0.0):
     Returns
     -------
     ndarray, shape of ``l``
+
+    Raises
+    ------
+    ValueError
+        ``l`` not integers ``>= 0``, heads :func:`~meanfield.core.heads.check_heads` refuses, a head that is not
+        zonal or has no closed-form term, a negative ``nu``, or growth rates that overflow float64.
     """
     from ..core.heads import check_heads
 
@@ -284,6 +333,22 @@ def most_unstable_degree(lambdas, beta, normalization="mean", nu=0.0, d=3, lmax=
 
     ``lmax`` defaults to ``ceil(e beta max|lambda|) + 20``, beyond which ``c_l`` decays
     super-exponentially.  Returns the least stable degree also when every ``sigma_l <= 0``.
+
+    Parameters
+    ----------
+    lambdas, beta, normalization, nu, d
+        As for :func:`growth_rate`.
+    lmax : int, optional
+        Largest degree searched, ``>= 1``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        Arguments :func:`growth_rate` refuses, ``lmax`` below 1, or degrees above the memory or time limit.
     """
     lam, beta, ls = _degrees(lambdas, beta, lmax)
     return int(ls[np.argmax(growth_rate(ls, lam, beta, normalization, nu, d))])
@@ -294,6 +359,24 @@ def critical_noise(lambdas, beta, normalization="mean", d=3, lmax=None):
 
     The uniform state is linearly stable iff ``nu >= nu_c`` (``T_l = c_l / |S^{d-1}|`` for mean, ``c_l / c_0``
     for softmax, ``c_l / (c_0 + c_l)`` for Sinkhorn).  For positive heads the maximum is at ``l = 1``.
+
+    Parameters
+    ----------
+    lambdas, beta, normalization, d
+        As for :func:`growth_rate`.
+    lmax : int, optional
+        Largest degree searched (default as in :func:`most_unstable_degree`).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        Arguments :func:`growth_rate` refuses, ``lmax`` below 1, or degrees above the memory or time limit.
+    NotImplementedError
+        A normalization without a closed-form term.
     """
     lam, beta, ls = _degrees(lambdas, beta, lmax)
     normalization = choice("normalization", normalization, NORMALIZATIONS)

@@ -158,6 +158,16 @@ def solve_equiangular(gamma0, lambdas, beta, n, t, kernel="exp", normalization="
     -------
     ndarray, shape (T,)
         ``gamma(t)``.
+
+    Raises
+    ------
+    ValueError
+        Arguments :func:`equiangular_rate` refuses, ``gamma0`` outside ``[-1/(n-1), 1]``, ``t`` not a
+        non-empty 1-d non-decreasing array with ``t[0] >= 0``, or non-positive tolerances.
+    NotImplementedError
+        A kernel and normalization without the closed form (e.g. ``"sigmoid"``).
+    RuntimeError
+        :func:`scipy.integrate.solve_ivp` failing.
     """
     lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
     _closed_form("equiangular_rate", kernel, normalization)
@@ -195,9 +205,28 @@ def clustering_time(gamma0, gamma_target, lambdas, beta, n, kernel="exp", normal
     Otherwise ``inf`` (e.g. ``gamma_target = 1``, reached only as ``t -> inf``; ReLU from
     ``gamma0 = 0``, a fixed point).
 
+    Parameters
+    ----------
+    gamma0, gamma_target : float
+        Start and target inner products, in ``[-1/(n-1), 1]``.
+    lambdas, beta, n, kernel, normalization
+        As in :func:`equiangular_rate`.
+    rtol, atol : float
+        Tolerances passed to :func:`scipy.integrate.solve_ivp`.
+
     Returns
     -------
     float
+        ``T >= 0``; 0 when ``gamma_target == gamma0``, ``inf`` when the target is not reached.
+
+    Raises
+    ------
+    ValueError
+        Arguments :func:`equiangular_rate` refuses, or ``gamma0`` / ``gamma_target`` outside ``[-1/(n-1), 1]``.
+    NotImplementedError
+        A kernel and normalization without the closed form.
+    RuntimeError
+        :func:`scipy.integrate.solve_ivp` failing, or the target not reached within the (growing) horizon.
     """
     lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
     _closed_form("equiangular_rate", kernel, normalization)
@@ -241,9 +270,23 @@ def linearized_clustering_time(gamma0, gamma_target, lambdas, beta, n, kernel="e
     ``inf`` when the linearized flow never reaches the target (wrong direction, zero rate,
     ``gamma0 = 0`` for ReLU); 0 when ``gamma_target == gamma0``.
 
+    Parameters
+    ----------
+    gamma0, gamma_target : float
+        Start and target inner products, in ``[-1/(n-1), 1]``.
+    lambdas, beta, n, kernel, normalization
+        As in :func:`equiangular_rate`.
+
     Returns
     -------
     float
+
+    Raises
+    ------
+    ValueError
+        Arguments :func:`equiangular_rate` refuses, or ``gamma0`` / ``gamma_target`` outside ``[-1/(n-1), 1]``.
+    NotImplementedError
+        A kernel without the closed form (e.g. ``"sigmoid"``).
     """
     lam, beta, n, kernel, normalization = _common(lambdas, beta, n, kernel, normalization)
     _closed_form("linearized_clustering_time", kernel, normalization)
@@ -286,6 +329,30 @@ def late_rate(lambdas, beta=None, kernel="exp", normalization="softmax"):
 
     Independent of ``n``; ``beta`` (``> 0``) is needed only for exp + mean (checked whenever given).  A
     negative value means ``gamma = 1`` is unstable.
+
+    Parameters
+    ----------
+    lambdas : array_like, shape (H,)
+        Head strengths (either sign).
+    beta : float, optional
+        Inverse temperature, ``> 0``; required for exp + mean.
+    kernel : {"exp", "relu"}
+        A kernel of :data:`meanfield.core.kernels.KERNELS` with this closed form.
+    normalization : {"mean", "softmax"}
+        (Sinkhorn counts as softmax: equal row sums.)
+
+    Returns
+    -------
+    float
+        The rate ``r``.
+
+    Raises
+    ------
+    ValueError
+        ``lambdas`` not a non-empty 1-d sequence of finite numbers, a given ``beta`` not positive and finite
+        (or missing for exp + mean), or an unknown kernel or normalization.
+    NotImplementedError
+        A kernel without the closed form.
     """
     lam = _lambdas(lambdas)
     if beta is not None:
@@ -329,7 +396,23 @@ def phi(lam, beta, n):
 
 
 def phi_derivative(lam, beta, n):
-    """:math:`\\varphi'(\\lambda) = 2\\,\\frac{e^{u}(1-u) + n - 1}{(e^{u}+n-1)^2}`, ``u = beta lam``."""
+    """:math:`\\varphi'(\\lambda) = 2\\,\\frac{e^{u}(1-u) + n - 1}{(e^{u}+n-1)^2}`, ``u = beta lam``.
+
+    Parameters
+    ----------
+    lam : array_like, any shape
+    beta : float, > 0
+    n : int, >= 2
+
+    Returns
+    -------
+    ndarray, shape of ``lam``
+
+    Raises
+    ------
+    ValueError
+        ``lam`` not finite reals, ``beta`` not positive and finite, or ``n`` not an integer ``>= 2``.
+    """
     lam = real_array("lam", lam)
     beta, n = real("beta", beta, positive=True), integer("n", n, 2)
     u = beta * lam
@@ -342,6 +425,21 @@ def phi_second_derivative(lam, beta, n):
 
     .. math:: \\varphi''(\\lambda) = 2\\beta\\,\\frac{e^{u}\\,[(u-2)e^{u} - (u+2)(n-1)]}
               {(e^{u}+n-1)^3},\\qquad u = \\beta\\lambda .
+
+    Parameters
+    ----------
+    lam : array_like, any shape
+    beta : float, > 0
+    n : int, >= 2
+
+    Returns
+    -------
+    ndarray, shape of ``lam``
+
+    Raises
+    ------
+    ValueError
+        ``lam`` not finite reals, ``beta`` not positive and finite, or ``n`` not an integer ``>= 2``.
     """
     lam = real_array("lam", lam)
     beta, n = real("beta", beta, positive=True), integer("n", n, 2)
@@ -356,6 +454,20 @@ def lambda_max(beta, n):
 
     From ``phi' = 0``: ``(u - 1) e^u = n - 1``; ``W`` is the principal real branch of
     Lambert W.
+
+    Parameters
+    ----------
+    beta : float, > 0
+    n : int, >= 2
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        ``beta`` not positive and finite (or so small that ``1/beta`` overflows), or ``n`` not an integer ``>= 2``.
     """
     beta, n = real("beta", beta, positive=True), integer("n", n, 2)
     return _finite_over_beta(1.0 + special.lambertw((n - 1) / np.e, 0).real, beta)
@@ -377,6 +489,21 @@ def phi_inflection(beta, n):
     ``h' = (u-1) e^u - (n-1)`` vanishes at ``u_max = beta lambda_max``, so ``h`` increases on
     ``(u_max, inf)`` from ``h(u_max) < 0``: one root there, found by brentq.  (``phi`` has a
     second inflection at negative ``lambda``, not returned.)
+
+    Parameters
+    ----------
+    beta : float, > 0
+    n : int, >= 2
+
+    Returns
+    -------
+    float
+        ``lambda_c``.
+
+    Raises
+    ------
+    ValueError
+        ``beta`` not positive and finite (or so small that ``1/beta`` overflows), or ``n`` not an integer ``>= 2``.
     """
     beta, n = real("beta", beta, positive=True), integer("n", n, 2)
     m = n - 1.0
@@ -391,12 +518,46 @@ def phi_inflection(beta, n):
 
 
 def early_rate(lambdas, beta, n):
-    """Softmax :math:`d\\gamma/dt` at ``gamma = 0``: :math:`\\sum_h \\varphi(\\lambda_h)`."""
+    """Softmax :math:`d\\gamma/dt` at ``gamma = 0``: :math:`\\sum_h \\varphi(\\lambda_h)`.
+
+    Parameters
+    ----------
+    lambdas : array_like, shape (H,)
+        Head strengths.
+    beta : float, > 0
+    n : int, >= 2
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        ``lambdas`` not a non-empty 1-d sequence of finite numbers, or ``beta`` / ``n`` refused by :func:`phi`.
+    """
     return float(np.sum(phi(_lambdas(lambdas), beta, n)))
 
 
 def heterogeneity_gain(lambdas, beta, n):
-    """``early_rate(lambdas) - H phi(Lambda / H)``, ``Lambda = sum lambdas`` (> 0: split helps)."""
+    """``early_rate(lambdas) - H phi(Lambda / H)``, ``Lambda = sum lambdas`` (> 0: split helps).
+
+    Parameters
+    ----------
+    lambdas : array_like, shape (H,)
+        Head strengths.
+    beta : float, > 0
+    n : int, >= 2
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        As :func:`early_rate`.
+    """
     lam = _lambdas(lambdas)
     return early_rate(lam, beta, n) - lam.size * float(phi(lam.sum() / lam.size, beta, n))
 
@@ -405,6 +566,21 @@ def c_star(H):
     """Positive root of :math:`1 - c^2 = (H-1) c`: :math:`c^* = (\\sqrt{(H-1)^2+4} - (H-1))/2`.
 
     Evaluated as ``2 / (sqrt((H-1)^2 + 4) + H - 1)`` (no cancellation).  ``H`` integer(s) >= 1.
+
+    Parameters
+    ----------
+    H : int or array_like of int
+        Number(s) of heads, ``>= 1``.
+
+    Returns
+    -------
+    ndarray, shape of ``H``
+        In ``(0, 1]`` (1 for ``H = 1``).
+
+    Raises
+    ------
+    ValueError
+        ``H`` not integer(s) ``>= 1``.
     """
     h = integer_array("H", H, 1) - 1.0
     return 2.0 / (np.sqrt(h * h + 4.0) + h)
@@ -420,6 +596,25 @@ def beta_star(H, n, alpha=1.0):
     ``n < 1 + (H-1)/c*`` (no positive beta satisfies the condition's threshold), and
     ``inf`` for ``H = 1`` (a single head has no cross-head coupling).  Broadcasts over
     ``H`` and ``n``.
+
+    Parameters
+    ----------
+    H : int or array_like of int
+        Number(s) of heads, ``>= 1``.
+    n : int or array_like of int
+        Number(s) of tokens, ``>= 2``.
+    alpha : float
+        Head strength, ``> 0``.
+
+    Returns
+    -------
+    float or ndarray
+        A float for scalar ``H`` and ``n``, else the broadcast array.
+
+    Raises
+    ------
+    ValueError
+        ``H`` not integer(s) ``>= 1``, ``n`` not integer(s) ``>= 2``, or ``alpha`` not positive and finite.
     """
     Hi = integer_array("H", H, 1)
     ni = integer_array("n", n, 2)
@@ -438,6 +633,24 @@ def radial_fraction(beta, alpha, n):
 
     ``beta`` may be any finite real (array) so that ``radial_fraction(beta_star(H, n)) ==
     c_star(H)`` holds also where ``beta*`` is negative.
+
+    Parameters
+    ----------
+    beta : float or array_like
+        Inverse temperature(s), finite.
+    alpha : float
+        Head strength, ``> 0``.
+    n : int, >= 2
+
+    Returns
+    -------
+    ndarray, shape of ``beta``
+        In ``(0, 1)``.
+
+    Raises
+    ------
+    ValueError
+        ``beta`` not finite reals, ``alpha`` not positive and finite, or ``n`` not an integer ``>= 2``.
     """
     beta = real_array("beta", beta)
     alpha, n = real("alpha", alpha, positive=True), integer("n", n, 2)
@@ -535,6 +748,15 @@ def radial_dominance_threshold(alphas, n, normalization="mean", reading="norm_bo
     grow with ``E >= 1``; ``1/(N_h E_h)`` shrinks) and eventually negative (mean: ``-> -inf``;
     softmax: ``-> -sum_{h' != h} alpha_h'``): each head has one root ``beta_h`` (brentq, to
     ~1e-14 in ``beta``), and the threshold is ``min_h beta_h``.
+
+    Parameters
+    ----------
+    alphas : array_like, shape (H,)
+        Positive head strengths.
+    n : int, >= 2
+    normalization : {"mean", "softmax"}
+        (Sinkhorn counts as softmax: equal row sums.)
+    reading : {"norm_bounded", "exact"}
 
     Returns
     -------

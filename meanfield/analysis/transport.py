@@ -111,6 +111,11 @@ def cost_matrix(X, Y, metric="geodesic"):
     Returns
     -------
     C : ndarray, shape (n, m)
+
+    Raises
+    ------
+    ValueError
+        An unknown ``metric``, or ``X`` / ``Y`` not non-empty arrays of unit vectors of one dimension.
     """
     validate.choice("metric", metric, W2_METRICS)
     X = validate.unit_vectors("X", X, min_rows=1)
@@ -264,6 +269,16 @@ def w2_distance(X, Y, a=None, b=None, *, metric="geodesic", method="auto", reg=N
     Returns
     -------
     TransportResult
+
+    Raises
+    ------
+    ValueError
+        An unknown ``metric`` or ``method``, ``method="semidiscrete"`` (it needs a density), ``X`` / ``Y`` not
+        non-empty unit vectors of one dimension, weights that are not probabilities, ``n_projections`` below
+        1, a ``reg`` that is not positive, ``"sliced"`` geodesic on the circle, or sizes above the memory or
+        time limit.
+    RuntimeError
+        An exact solve stopped short of ``max_iter``, or a Sinkhorn solve that does not converge.
     """
     validate.choice("metric", metric, W2_METRICS)
     validate.choice("method", method, W2_METHODS)
@@ -348,6 +363,17 @@ def w2_particles_field(X, rho_lm, grid, a=None, *, metric="geodesic", tol=1e-8, 
         ``method="semidiscrete"``; ``info`` holds the solver's (Newton iterations, ``residual``,
         ``n_quad``, ``quad_change``, flips), ``chordal_cost`` and, for the geodesic metric,
         ``geodesic_bracket`` (bounds on the distance).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``metric``; ``X``, ``a``, ``grid`` or ``rho_lm`` refused (unit vectors of length 3,
+        positive weights, a SphereGrid, finite coefficients of mass 1), particles all on one plane or not
+        distinct, a density negative on the nodes, an ``epsilon`` outside ``[1e-14, tol]``, a tolerance,
+        ``n_quad`` or ``max_iter`` out of range, or a solve above the memory or time limit.
+    RuntimeError
+        The Laguerre (Newton) solve failing: no convergence, a triangulation failing its checks, or a cell
+        without density mass.
     """
     validate.choice("metric", metric, W2_METRICS)
     inputs = _semidiscrete_inputs(X, a, grid, rho_lm, tol, n_quad, max_iter, b_name="a")
@@ -425,6 +451,17 @@ def w2_particles_density(X, nodes, density_weights, a=None, *, negative="error",
     TransportResult
         With ``negative_mass`` set, ``info["n_dropped"]`` the number of dropped nodes, and
         ``info["grid_floor"]`` (None without a grid or for ``"semidiscrete"``).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``negative`` policy or ``method``; ``nodes`` / ``X`` not unit vectors of one dimension;
+        ``density_weights`` not finite or not summing to 1; negative entries with ``negative="error"``; a
+        ``grid`` whose nodes are not ``nodes``; ``"semidiscrete"`` without a grid or with negative mass;
+        or what :func:`w2_distance` refuses.
+    RuntimeError
+        A solver failing (except under ``"auto"``, which falls back to the sliced distance for the
+        semi-discrete one).
     """
     validate.choice("negative", negative, W2_NEGATIVE_POLICIES)
     method = kw.pop("method", "auto")

@@ -58,6 +58,12 @@ def angle_marginal(profile, d, n_grid=N_GRID):
         Equispaced nodes of ``[0, pi]``.
     cdf : ndarray, shape (n_grid,)
         Cumulative distribution (trapezoid rule), from 0 to 1.
+
+    Raises
+    ------
+    ValueError
+        ``d`` below 2, ``n_grid`` below 101, ``profile`` not callable, values not finite, of another shape,
+        negative, or zero on the whole grid.
     """
     d = validate.integer("d", d, 2)
     n_grid = validate.integer("n_grid", n_grid, 101)
@@ -79,7 +85,27 @@ def angle_marginal(profile, d, n_grid=N_GRID):
 
 
 def angle_quantiles(profile, d, q, n_grid=N_GRID):
-    """Quantiles of ``theta = arccos <x, e>`` at levels ``q`` in ``[0, 1]`` (inverse of :func:`angle_marginal`)."""
+    """Quantiles of ``theta = arccos <x, e>`` at levels ``q`` in ``[0, 1]`` (inverse of :func:`angle_marginal`).
+
+    Parameters
+    ----------
+    profile : callable
+        As for :func:`angle_marginal`.
+    d : int, >= 2
+    q : array_like
+        Levels in ``[0, 1]``.
+    n_grid : int, >= 101
+
+    Returns
+    -------
+    ndarray, shape of ``q``
+        Angles in ``[0, pi]`` (linear interpolation of the tabulated law).
+
+    Raises
+    ------
+    ValueError
+        Arguments :func:`angle_marginal` refuses, or ``q`` not finite reals in ``[0, 1]``.
+    """
     theta, cdf = angle_marginal(profile, d, n_grid)
     q = validate.real_array("q", q)
     if np.any((q < 0) | (q > 1)):
@@ -101,10 +127,20 @@ def sample_axisymmetric(profile, n, d, axis=None, seed=None, n_grid=N_GRID):
         Unit axis (default the last basis vector).
     seed : int or numpy Generator, optional
 
+    n_grid : int, >= 101
+        Nodes of the tabulated law (:func:`angle_marginal`).
+
     Returns
     -------
     ndarray, shape (n, d)
         Unit vectors.
+
+    Raises
+    ------
+    ValueError
+        ``n`` below 1, ``d`` below 2, ``n_grid`` below 101, sizes above the memory or time limit, an ``axis``
+        that is not a unit vector of length ``d``, an invalid ``seed``, or a profile :func:`angle_marginal`
+        refuses.
     """
     n, d = validate.integer("n", n, 1), validate.integer("d", d, 2)
     n_grid = validate.integer("n_grid", n_grid, 101)

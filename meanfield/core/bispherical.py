@@ -94,7 +94,17 @@ ACCURACY_LOSS = 100.0
 
 
 def kernel_range(head) -> tuple:
-    """``(min |k|, max |k|)`` over the scores ``|s| <= |M|_2`` of unit vectors (kernels monotone in the score)."""
+    """``(min |k|, max |k|)`` over the scores ``|s| <= |M|_2`` of unit vectors (kernels monotone in the score).
+
+    Parameters
+    ----------
+    head : Head
+        A head of dimension 3.
+
+    Returns
+    -------
+    (float, float)
+    """
     kern = KERNELS[head.kernel]
     top = kern.rate(head) * operator_norm(head)
     lo, hi = np.sort(np.abs(kern.scaled(head, np.array([-top, top]))))
@@ -102,18 +112,48 @@ def kernel_range(head) -> tuple:
 
 
 def kernel_bound(head) -> float:
-    """``max |k(s)|`` over the scores ``|s| <= |M|_2`` of unit vectors (kernels monotone in the score)."""
+    """``max |k(s)|`` over the scores ``|s| <= |M|_2`` of unit vectors (kernels monotone in the score).
+
+    Parameters
+    ----------
+    head : Head
+        A head of dimension 3.
+
+    Returns
+    -------
+    float
+    """
     return kernel_range(head)[1]
 
 
 def operator_norm(head) -> float:
-    """``|M|_2``, the largest rate of the head's kernel on the unit sphere (the degree rule's ``lambda``)."""
+    """``|M|_2``, the largest rate of the head's kernel on the unit sphere (the degree rule's ``lambda``).
+
+    Parameters
+    ----------
+    head : Head
+        Any head.
+
+    Returns
+    -------
+    float
+    """
     return float(np.linalg.norm(head.M, 2))
 
 
 def is_axial(M) -> bool:
     """Whether ``M`` (3 x 3) commutes with every rotation about the z axis (exactly: ``M = [[p, -q, 0],
-    [q, p, 0], [0, 0, c]]``); then the operator couples equal orders ``m`` only."""
+    [q, p, 0], [0, 0, c]]``); then the operator couples equal orders ``m`` only.
+
+    Parameters
+    ----------
+    M : array_like
+        A matrix (anything but 3 x 3 gives False).
+
+    Returns
+    -------
+    bool
+    """
     M = np.asarray(M)
     return bool(M.shape == (3, 3) and M[0, 2] == 0 and M[1, 2] == 0 and M[2, 0] == 0 and M[2, 1] == 0
                 and M[0, 0] == M[1, 1] and M[0, 1] == -M[1, 0])
@@ -124,7 +164,17 @@ _GEN = np.array([np.cross(np.eye(3)[k], np.eye(3)).T for k in range(3)])     # G
 
 def symmetry_axis(M):
     """The unit axis ``e`` whose rotations commute with ``M`` when it is unique (the null space of
-    ``w -> [G(w), M]`` is one-dimensional, to round-off), else None (no axis, or every axis: ``M = lambda I``)."""
+    ``w -> [G(w), M]`` is one-dimensional, to round-off), else None (no axis, or every axis: ``M = lambda I``).
+
+    Parameters
+    ----------
+    M : array_like, shape (3, 3)
+        A score matrix.
+
+    Returns
+    -------
+    ndarray, shape (3,), or None
+    """
     M = np.asarray(M, dtype=float)
     C = np.stack([(G @ M - M @ G).ravel() for G in _GEN], axis=1) / (1.0 + np.abs(M).max())
     _, sv, Vt = np.linalg.svd(C)
@@ -144,7 +194,17 @@ def _frame(e):
 def potential_scale(head):
     """``c`` when the head's velocity is ``c grad N`` with ``N(x) = int K(<x, M y>) rho(y) dy`` (mean normalization and
     ``V = c M``, ``c`` real: ``grad_x K(<x, M y>) = k M y`` for any ``M``), else None.  ``V = c M`` is tested to
-    round-off (``|V - c M| <= 1e-13 max |V|``): the gradient path then differs from the aggregate path by round-off."""
+    round-off (``|V - c M| <= 1e-13 max |V|``): the gradient path then differs from the aggregate path by round-off.
+
+    Parameters
+    ----------
+    head : Head
+        Any head.
+
+    Returns
+    -------
+    float or None
+    """
     norm = NORMALIZATIONS[head.normalization]
     if not norm.row_local or norm.uses_normalizer:
         return None
@@ -164,7 +224,30 @@ def _surrogate(head, lam):
 def kernel_degree(head, tolerance, cap=OPERATOR_LMAX_CAP, *, where="head"):
     """The operator degree ``L`` of a general head at ``tolerance``: the zonal rule
     (:func:`meanfield.core.zonal.required_lmax`, criterion ``"sums"``) at ``lambda = |M|_2`` (at least 2); None
-    when it exceeds ``cap``.  ``ValueError`` for kernels without an lmax rule (ReLU: give the degree)."""
+    when it exceeds ``cap``.  ``ValueError`` for kernels without an lmax rule (ReLU: give the degree).
+
+    Parameters
+    ----------
+    head : Head
+        A head of dimension 3.
+    tolerance : float
+        Relative accuracy, in (0, 1).
+    cap : int
+        Largest degree allowed (at most the zonal rule's own cap).
+    where : str
+        Names the head in the errors.
+
+    Returns
+    -------
+    int or None
+        ``L >= 2`` (2 for ``M = 0``), or None above ``cap``.
+
+    Raises
+    ------
+    ValueError
+        A head :func:`~meanfield.core.heads.check_heads` refuses or not of dimension 3, a kernel without an lmax
+        rule, or arguments :func:`~meanfield.core.zonal.required_lmax` refuses.
+    """
     (head,) = check_heads([head])
     if head.dim != 3:
         raise ValueError(f"{where} must have dimension d = 3 (operators act on S^2); received d = {head.dim}")
@@ -179,7 +262,19 @@ def kernel_degree(head, tolerance, cap=OPERATOR_LMAX_CAP, *, where="head"):
 def truncation_tolerance(head, L) -> float:
     """The relative accuracy a degree ``L`` reaches for ``head``: the zonal truncation level (first neglected potential
     multiplier relative to the largest, :func:`meanfield.core.zonal.truncation_level`) at ``lambda = |M|_2``; defined
-    for every kernel (ReLU included), 0 for ``M = 0``."""
+    for every kernel (ReLU included), 0 for ``M = 0``.
+
+    Parameters
+    ----------
+    head : Head
+        A head of dimension 3.
+    L : int
+        The degree.
+
+    Returns
+    -------
+    float
+    """
     lam = operator_norm(head)
     return 0.0 if lam == 0.0 else truncation_level(_surrogate(head, lam), int(L))
 
@@ -192,7 +287,23 @@ def _quadrature_grid_size(L):
 def estimate_operator(L, *, axial=False, count=1, what=None) -> cost.Cost:
     """Estimated peak memory and time of building ``count`` operators of degree ``L`` (sizes only): dense builds
     evaluate the kernel on all pairs of quadrature nodes and run one analysis per node and per coefficient; axial
-    builds need one node per ring (``nq``) and ``nq`` analyses."""
+    builds need one node per ring (``nq``) and ``nq`` analyses.
+
+    Parameters
+    ----------
+    L : int
+        Operator degree.
+    axial : bool
+        Axial (block) builds instead of dense ones.
+    count : int
+        Number of operators.
+    what : str, optional
+        What the estimate names (default: the operator and its degree).
+
+    Returns
+    -------
+    meanfield.core.cost.Cost
+    """
     nq, nlon = _quadrature_grid_size(L)
     nodes = float(nq * nlon)
     nb = float((L + 1) ** 2)
@@ -241,7 +352,19 @@ def _profile(head, key):
 class HeadOperator:
     """One head's operator for one profile, degree ``L``: ``dense`` ((L+1)^2 square, real basis) or ``blocks``
     (per order ``m``, complex (L-m+1) square, the axial case).  :meth:`apply` acts on coefficients in the layout
-    of :mod:`meanfield.core.sphere` (``(..., nalm)``, the sources' ``b``) and returns the output's."""
+    of :mod:`meanfield.core.sphere` (``(..., nalm)``, the sources' ``b``) and returns the output's.
+
+    Parameters
+    ----------
+    L : int
+        Degree.
+    dense : ndarray, shape ((L+1)^2, (L+1)^2), optional
+        The operator in the real basis.
+    blocks : tuple of ndarray, optional
+        Per order ``m`` a complex (L-m+1, L-m+1) block (axial operators).
+    euler : tuple of float, optional
+        Euler angles of the frame an axial operator was built in (its axis not z).
+    """
 
     L: int
     dense: np.ndarray | None = None
@@ -253,7 +376,19 @@ class HeadOperator:
         return int(self.dense.nbytes if self.dense is not None else sum(b.nbytes for b in self.blocks))
 
     def apply(self, b, transpose=False):
-        """``A b`` (or ``A^T b``) for coefficients ``b`` of shape (nalm,) or (k, nalm)."""
+        """``A b`` (or ``A^T b``) for coefficients ``b`` of shape (nalm,) or (k, nalm).
+
+        Parameters
+        ----------
+        b : array_like, shape (nalm,) or (k, nalm)
+            Coefficients of degree ``L``.
+        transpose : bool
+            Apply ``A^T`` instead.
+
+        Returns
+        -------
+        ndarray of complex128, the shape of ``b``
+        """
         b = np.asarray(b, dtype=np.complex128)
         if self.dense is not None:
             r = to_real_basis(b, self.L)
@@ -288,7 +423,22 @@ def _cache_key(head, L, key):
 
 def cached_operator(head, L, key="normalizer", *, nthreads=1) -> HeadOperator:
     """:func:`head_operator` through a small cache shared by all models (at most :data:`CACHE_BYTES`, least recently
-    used dropped first): the same head, degree and profile are built once per process."""
+    used dropped first): the same head, degree and profile are built once per process.
+
+    Parameters
+    ----------
+    head, L, key, nthreads
+        As for :func:`head_operator`.
+
+    Returns
+    -------
+    HeadOperator
+
+    Raises
+    ------
+    ValueError
+        As for :func:`head_operator`.
+    """
     k = _cache_key(head, L, key)
     with _CACHE_LOCK:
         op = _CACHE.pop(k, None)
@@ -309,6 +459,32 @@ def head_operator(head, L, key="normalizer", *, nthreads=1, symmetric=None, axia
 
     ``symmetric``: symmetrize (``A = (A + A^T) / 2``; exact for a symmetric ``M``, whose kernel is symmetric), so
     that the energy ``b^T A b / 2`` has the gradient ``A b`` to round-off; default: when ``M`` is symmetric.
+
+    Parameters
+    ----------
+    head : Head
+        A head of dimension 3.
+    L : int
+        Degree, ``>= 2``.
+    key : {"normalizer", "potential", "entropy"}
+        The profile: ``k``, ``K`` or ``k log k``.
+    nthreads : int
+        Threads of the transforms.
+    symmetric : bool, optional
+        Symmetrize the operator (default: when ``M`` is symmetric).
+    axial : bool, optional
+        None: axial when ``M`` has a symmetry axis; False: the dense build; True: axial, refused otherwise.
+
+    Returns
+    -------
+    HeadOperator
+
+    Raises
+    ------
+    ValueError
+        A head :func:`~meanfield.core.heads.check_heads` refuses, ``L`` below 2, ``axial=True`` for an ``M``
+        without a symmetry axis, an unknown profile (or ``"entropy"`` for a kernel that can vanish), or a
+        build above the memory or time limit.
     """
     (head,) = check_heads([head])
     L = validate.integer("L", L, 2)
@@ -391,6 +567,12 @@ class GeneralOperator:
         Per head :func:`potential_scale` (None: the aggregate path).
     axial : tuple of bool
         Per head whether its operators are axial (equal-``m``, about z or, rotated, about another axis).
+
+    Raises
+    ------
+    ValueError
+        Heads :func:`~meanfield.core.heads.check_heads` refuses or not of dimension 3, ``lmax`` below 2, or
+        operators above the memory or time limit.
     """
 
     heads: tuple
@@ -418,7 +600,22 @@ class GeneralOperator:
 
     def check_normalizer(self, i, Z, mass):
         """Warn (:class:`SpectralAccuracyWarning`) when head ``i``'s row sums ``Z`` make the sums' absolute accuracy
-        (``tolerance * kernel_bound * mass``) more than 100 times ``tolerance`` relative to ``min Z``."""
+        (``tolerance * kernel_bound * mass``) more than 100 times ``tolerance`` relative to ``min Z``.
+
+        Parameters
+        ----------
+        i : int
+            The head.
+        Z : ndarray
+            Its row sums at the targets.
+        mass : float
+            Total absolute mass of the sources.
+
+        Warns
+        -----
+        SpectralAccuracyWarning
+            When the accuracy reached is above ``100 tolerance``.
+        """
         if self.tolerance is None or not np.size(Z) or not np.any(Z > 0):
             return
         zmin = float(np.min(Z[Z > 0]))
@@ -434,12 +631,22 @@ class GeneralOperator:
 
     def needed(self):
         """The (head, profile) pairs a velocity evaluation builds: ``potential`` for potential heads (``normalizer``
-        divided by ``beta`` for exp kernels), ``normalizer`` for the others."""
+        divided by ``beta`` for exp kernels), ``normalizer`` for the others.
+
+        Returns
+        -------
+        list of (int, str)
+        """
         return [(i, "potential" if c is not None and not KERNELS[self.heads[i].kernel].log_linear else "normalizer")
                 for i, c in enumerate(self.scales)]
 
     def estimate(self) -> cost.Cost:
-        """Estimated peak memory and time of building the operators of one velocity evaluation."""
+        """Estimated peak memory and time of building the operators of one velocity evaluation.
+
+        Returns
+        -------
+        meanfield.core.cost.Cost
+        """
         dense = sum(not self.axial[i] for i, _ in self.needed())
         axial = len(self.heads) - dense
         parts = [estimate_operator(self.lmax, count=c, axial=a) for c, a in ((dense, False), (axial, True)) if c]
@@ -447,7 +654,25 @@ class GeneralOperator:
                          sum(p.bytes for p in parts), sum(p.seconds for p in parts), "; ".join(p.detail for p in parts))
 
     def operator(self, i, key="normalizer") -> HeadOperator:
-        """Head ``i``'s :class:`HeadOperator` for profile ``key`` (built on first use)."""
+        """Head ``i``'s :class:`HeadOperator` for profile ``key`` (built on first use).
+
+        Parameters
+        ----------
+        i : int
+            The head.
+        key : {"normalizer", "potential", "entropy"}
+            The profile.
+
+        Returns
+        -------
+        HeadOperator
+            (For an exp kernel's potential, the normalizer operator scaled by ``1 / beta``.)
+
+        Raises
+        ------
+        ValueError
+            A build above the memory or time limit (next to the operators already built).
+        """
         h = self.heads[i]
         if KERNELS[h.kernel].log_linear and key == "potential":   # k = exp(beta s): K = k / beta, no second operator
             key, scale = "normalizer", 1.0 / h.beta
@@ -467,7 +692,23 @@ class GeneralOperator:
         return op if scale == 1.0 else _Scaled(op, scale)
 
     def apply(self, i, key, b, transpose=False):
-        """``A b`` of head ``i`` and profile ``key``."""
+        """``A b`` of head ``i`` and profile ``key``.
+
+        Parameters
+        ----------
+        i : int
+            The head.
+        key : str
+            The profile.
+        b : ndarray, shape (nalm,) or (k, nalm)
+            Coefficients.
+        transpose : bool
+            Apply ``A^T``.
+
+        Returns
+        -------
+        ndarray, the shape of ``b``
+        """
         return self.operator(i, key).apply(b, transpose)
 
     @property
@@ -477,14 +718,43 @@ class GeneralOperator:
 
     # -------------------------------------------------------------- sums in a space
     def head_sums(self, i, space):
-        """The :class:`GeneralHeadSums` of head ``i`` in ``space``."""
+        """The :class:`GeneralHeadSums` of head ``i`` in ``space``.
+
+        Parameters
+        ----------
+        i : int
+            The head.
+        space : PointSources or NodeSources
+            Sources and targets.
+
+        Returns
+        -------
+        GeneralHeadSums
+        """
         return GeneralHeadSums(self, i, space)
 
     def velocity(self, space, known=None, details=None, **solve):
         """``sum_h P_x u^h`` (n, 3) in ``space``: potential heads add ``c grad N`` (summed in coefficient space,
         one gradient), other mean heads add their aggregates in coefficient space (three syntheses), normalizing
         heads go through their :meth:`~meanfield.core.kernels.Normalization.force`.  ``details``: a dict filled
-        with ``"D"``, per head its normalizer (None: 1)."""
+        with ``"D"``, per head its normalizer (None: 1).
+
+        Parameters
+        ----------
+        space : PointSources or NodeSources
+            Sources and targets.
+        known : list of SinkhornResult or None, optional
+            Per head, scalings already solved at this state.
+        details : dict, optional
+            Filled with ``"D"``.
+        **solve
+            ``tol``, ``maxiter`` of Sinkhorn solves.
+
+        Returns
+        -------
+        ndarray, shape (n, 3)
+            Tangent vectors at the targets.
+        """
         pot = None
         agg = None
         v = np.zeros(space.vector_shape)
@@ -513,7 +783,23 @@ class GeneralOperator:
 
     def forces(self, space, known=None, **solve):
         """Per-head unprojected aggregates ``u^h`` (H, n, 3), normalizers (H, n) and scalings (list) in ``space``
-        (the semantics of :meth:`meanfield.ParticleSystem.forces`)."""
+        (the semantics of :meth:`meanfield.ParticleSystem.forces`).
+
+        Parameters
+        ----------
+        space : PointSources or NodeSources
+            Sources and targets.
+        known : list of SinkhornResult or None, optional
+            Per head, scalings already solved at this state.
+        **solve
+            ``tol``, ``maxiter`` of Sinkhorn solves.
+
+        Returns
+        -------
+        U : ndarray, shape (H, n, 3)
+        N : ndarray, shape (H, n)
+        scalings : list of SinkhornResult or None
+        """
         H = len(self.heads)
         U = np.empty((H,) + space.vector_shape)
         N = np.empty((H,) + space.shape)
@@ -525,14 +811,40 @@ class GeneralOperator:
         return U, N, out
 
     def energy(self, i, space):
-        """``E_h = 1/2 sum_ij w_i w_j K(<x_i, M x_j>)`` (or the integral against ``rho``): ``b^T A_K b / 2``."""
+        """``E_h = 1/2 sum_ij w_i w_j K(<x_i, M x_j>)`` (or the integral against ``rho``): ``b^T A_K b / 2``.
+
+        Parameters
+        ----------
+        i : int
+            The head.
+        space : PointSources or NodeSources
+            The sources.
+
+        Returns
+        -------
+        float
+        """
         b = space.coefficients()
         Ab = self.apply(i, "potential", b)
         return 0.5 * _inner(b, Ab, self.lmax)
 
     def entropy_sums(self, i, space, f=None):
         """``Q(x) = sum_j w_j f_j k log k (s(x, y_j))`` in ``space``: for exp kernels ``beta <x, M S[f y](x)>``
-        (from the moments), otherwise the ``k log k`` operator on ``b[f]``."""
+        (from the moments), otherwise the ``k log k`` operator on ``b[f]``.
+
+        Parameters
+        ----------
+        i : int
+            The head.
+        space : PointSources or NodeSources
+            Sources and targets.
+        f : ndarray, optional
+            Factors of the sources (None: 1).
+
+        Returns
+        -------
+        ndarray, the space's scalar shape
+        """
         h = self.heads[i]
         if KERNELS[h.kernel].log_linear:                # log k = beta s: from the moments
             S = space.vectors(self.apply(i, "normalizer", space.moments(f)))
@@ -571,7 +883,17 @@ def _inner(a, b, L):
 class GeneralHeadSums:
     """Kernel sums of head ``i`` of a :class:`GeneralOperator` in a space: the ``sums`` object of
     :meth:`meanfield.core.kernels.Normalization.force` (``fused``, ``apply``, ``apply_t``, ``aggregate``;
-    unprojected aggregates, vectors last)."""
+    unprojected aggregates, vectors last).
+
+    Parameters
+    ----------
+    op : GeneralOperator
+        The operators.
+    i : int
+        The head.
+    space : PointSources or NodeSources
+        Sources and targets.
+    """
 
     axis = -1
 
@@ -585,6 +907,18 @@ class GeneralHeadSums:
         return self.space.vectors(self.op.heads[self.i].V @ self.op.apply(self.i, "normalizer", moments))
 
     def fused(self, norm):
+        """The head's force in one pass: the aggregate combined with the row sums by ``norm``.
+
+        Parameters
+        ----------
+        norm : meanfield.core.kernels.Normalization
+            The head's normalization.
+
+        Returns
+        -------
+        (ndarray, ndarray)
+            ``norm.combine(U, Z)`` (n, 3) and ``norm.normalizer(Z)`` (n,).
+        """
         U = self._vector(self.space.moments())
         if norm.uses_normalizer:
             Z = self.apply(None)
@@ -600,12 +934,34 @@ class GeneralHeadSums:
         return norm.combine(U, Z, self.axis), norm.normalizer(Z)
 
     def apply(self, f):
+        """Row sums ``sum_j w_j f_j k(x_i, y_j)`` at the targets.
+
+        Parameters
+        ----------
+        f : ndarray or None
+            Factors of the sources (None: 1).
+
+        Returns
+        -------
+        ndarray, the space's scalar shape
+        """
         return self.space.evaluate(self.op.apply(self.i, "normalizer", self.space.coefficients(f)))
 
     def _apply_t(self, f):
         return self.space.evaluate(self.op.apply(self.i, "normalizer", self.space.coefficients(f), transpose=True))
 
     def aggregate(self, f):
+        """Unprojected aggregates ``V sum_j w_j f_j k(x_i, y_j) y_j`` at the targets.
+
+        Parameters
+        ----------
+        f : ndarray or None
+            Factors of the sources (None: 1).
+
+        Returns
+        -------
+        ndarray, shape (n, 3)
+        """
         return self._vector(self.space.moments(f))
 
 
@@ -649,7 +1005,15 @@ class _Space:
 
 class PointSources(_Space):
     """Weighted tokens as sources and targets: a :class:`~meanfield.core.sphere.PointSet` (its degree the operator's)
-    and weights ``w`` (n,)."""
+    and weights ``w`` (n,).
+
+    Parameters
+    ----------
+    pts : PointSet
+        The points (degree the operator's).
+    w : array_like, shape (n,)
+        Their weights.
+    """
 
     def __init__(self, pts, w):
         self.pts, self.w = pts, np.ascontiguousarray(w, dtype=np.float64)
@@ -662,10 +1026,31 @@ class PointSources(_Space):
         return self.pts.adjoint(self.w if f is None else np.ascontiguousarray(self.w * f))
 
     def evaluate(self, c):
+        """Values of a degree-``L`` field at the points.
+
+        Parameters
+        ----------
+        c : ndarray, shape (nalm,)
+            Coefficients.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+        """
         return self.pts.evaluate(c)
 
     def gradient(self, c):
-        """Cartesian surface gradient (n, 3) of a degree-``L`` field."""
+        """Cartesian surface gradient (n, 3) of a degree-``L`` field.
+
+        Parameters
+        ----------
+        c : ndarray, shape (nalm,)
+            Coefficients.
+
+        Returns
+        -------
+        ndarray, shape (n, 3)
+        """
         return self.pts.gradient(c)
 
 
@@ -673,7 +1058,15 @@ class NodeSources(_Space):
     """A density on a PDE grid as sources, its nodes as targets: ``transforms`` a
     :class:`~meanfield.core.sphere.NodeTransforms` of the operator's degree on the grid, ``rho`` (nlat, nlon) the
     density's values; fields are flattened over the nodes.  :meth:`gradient` truncates to the grid's degree
-    (the potential as the energy's exact gradient, MODEL.md section 3)."""
+    (the potential as the energy's exact gradient, MODEL.md section 3).
+
+    Parameters
+    ----------
+    transforms : NodeTransforms
+        Transforms of the operator's degree on the grid.
+    rho : ndarray, shape (nlat, nlon)
+        The density's values.
+    """
 
     def __init__(self, transforms, rho):
         self.nt, self.grid = transforms, transforms.grid
@@ -687,9 +1080,31 @@ class NodeSources(_Space):
         return self.nt.adjoint(self.rho if f is None else self.rho * np.reshape(f, self.grid.shape))
 
     def evaluate(self, c):
+        """Values of a degree-``L`` field at the nodes, flattened.
+
+        Parameters
+        ----------
+        c : ndarray, shape (nalm,)
+            Coefficients of the operator's degree.
+
+        Returns
+        -------
+        ndarray, shape (nlat * nlon,)
+        """
         return self.nt.synthesis(c).reshape(-1)
 
     def gradient(self, c):
+        """Cartesian surface gradient at the nodes of the field truncated to the grid's degree.
+
+        Parameters
+        ----------
+        c : ndarray, shape (nalm,)
+            Coefficients of the operator's degree.
+
+        Returns
+        -------
+        ndarray, shape (nlat * nlon, 3)
+        """
         g = self.grid
         grad = g.gradient(resize_coefficients(c, self.nt.lmax, g.lmax))
         return g.to_cartesian(grad).reshape(-1, 3)

@@ -24,7 +24,22 @@ __all__ = ["DenseOutput", "Event", "locate_root", "hermite", "hermite_derivative
 
 
 def hermite(t, t0, y0, d0, t1, y1, d1):
-    """The cubic Hermite interpolant on ``[t0, t1]`` through values ``y0, y1`` and derivatives ``d0, d1``."""
+    """The cubic Hermite interpolant on ``[t0, t1]`` through values ``y0, y1`` and derivatives ``d0, d1``.
+
+    Parameters
+    ----------
+    t : float or ndarray
+        Time(s), usually inside ``[t0, t1]``.
+    t0, t1 : float
+        The interval, ``t0 != t1``.
+    y0, d0, y1, d1 : ndarray
+        Values and derivatives at its ends (one shape, broadcast with ``t``).
+
+    Returns
+    -------
+    ndarray
+        The interpolated value(s).
+    """
     h = t1 - t0
     s = (t - t0) / h
     s1 = 1.0 - s
@@ -33,7 +48,17 @@ def hermite(t, t0, y0, d0, t1, y1, d1):
 
 
 def hermite_derivative(t, t0, y0, d0, t1, y1, d1):
-    """The time derivative of :func:`hermite`."""
+    """The time derivative of :func:`hermite`.
+
+    Parameters
+    ----------
+    t, t0, y0, d0, t1, y1, d1
+        As for :func:`hermite`.
+
+    Returns
+    -------
+    ndarray
+    """
     h = t1 - t0
     s = (t - t0) / h
     return (6.0 * s * s - 6.0 * s) * (y0 - y1) / h + (3.0 * s * s - 4.0 * s + 1.0) * d0 + (3.0 * s * s - 2.0 * s) * d1
@@ -79,6 +104,12 @@ class Event:
         0: every sign change; > 0: only from negative to positive; < 0: only from positive to negative.
     xtol : float
         Width of the final bracket of the root in ``t``.
+
+    Raises
+    ------
+    ValueError
+        ``fn`` not callable, ``terminal`` not a boolean, ``direction`` or ``xtol`` not finite numbers, or
+        ``xtol`` not positive.
     """
 
     fn: object
@@ -99,13 +130,42 @@ class Event:
             raise ValueError(f"xtol must be a positive finite number; received {self.xtol!r}")
 
     def value(self, t, y) -> float:
+        """``fn(t, y)`` as a float, checked finite.
+
+        Parameters
+        ----------
+        t : float
+            Time.
+        y : ndarray
+            State.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            ``fn`` returning NaN or inf.
+        """
         g = float(self.fn(t, y))
         if not np.isfinite(g):
             raise ValueError(f"event fn must return finite numbers; received {g!r} at t = {t}")
         return g
 
     def crosses(self, g0, g1) -> bool:
-        """A sign change from ``g0`` (at the previous point) to ``g1`` in the event's direction."""
+        """A sign change from ``g0`` (at the previous point) to ``g1`` in the event's direction.
+
+        Parameters
+        ----------
+        g0, g1 : float
+            Values of ``fn`` at the previous and the new point.
+
+        Returns
+        -------
+        bool
+            False when ``g0 == 0`` (a root already recorded).
+        """
         if g0 == 0.0 or not ((g0 < 0.0 <= g1) or (g0 > 0.0 >= g1)):
             return False
         return self.direction == 0 or (self.direction > 0) == (g1 > g0)
@@ -114,7 +174,26 @@ class Event:
 def locate_root(g, a, b, ga, gb, xtol=1e-12, max_iter=200) -> float:
     """A root of the continuous ``g`` in ``[a, b]`` with ``ga = g(a)``, ``gb = g(b)`` of opposite signs
     (or ``gb == 0``): Illinois regula falsi, every third step a bisection; the bracket is at most
-    ``xtol`` wide (plus round-off) at the end and its end where ``g`` has taken the new sign is returned."""
+    ``xtol`` wide (plus round-off) at the end and its end where ``g`` has taken the new sign is returned.
+
+    Parameters
+    ----------
+    g : callable
+        ``g(t) -> float``, continuous on ``[a, b]``.
+    a, b : float
+        The bracket, ``a < b``.
+    ga, gb : float
+        ``g(a)`` and ``g(b)``, of opposite signs (or ``gb == 0``).
+    xtol : float
+        Final bracket width.
+    max_iter : int
+        Most evaluations of ``g``.
+
+    Returns
+    -------
+    float
+        The root's bracket end on the new sign's side (``b`` itself when ``gb == 0``).
+    """
     if gb == 0.0:
         return float(b)
     side = 0
@@ -146,6 +225,21 @@ class EventTracker:
     :meth:`step` works out what an accepted step adds (nothing changes until :meth:`commit`, so an
     interrupt leaves the tracker as it was); it returns ``(t_root, y_root, index)`` of the first
     terminal root inside the step, else None.
+
+    Parameters
+    ----------
+    events : sequence of Event
+        The run's events.
+    keep_dense : bool
+        Keep every step point for :meth:`dense`.
+    derivative : callable
+        ``derivative(y, k) -> y'`` at a step point (``k`` the scheme's first stage there, or None).
+    t0 : float
+        Start time.
+    y0 : ndarray
+        Start state.
+    k0 : ndarray or None
+        The right-hand side at the start, if known.
     """
 
     def __init__(self, events, keep_dense, derivative, t0, y0, k0):
@@ -159,6 +253,22 @@ class EventTracker:
         self.pending = None
 
     def step(self, t1, y1, k1):
+        """What the accepted step to ``(t1, y1)`` adds (kept until :meth:`commit`).
+
+        Parameters
+        ----------
+        t1 : float
+            The step's end.
+        y1 : ndarray
+            The state there.
+        k1 : ndarray or None
+            The right-hand side there, if known.
+
+        Returns
+        -------
+        tuple or None
+            ``(t_root, y_root, index)`` of the first terminal root inside the step, else None.
+        """
         t0, y0, d0 = self.last
         d1 = self.derivative(y1, k1)
         seg = (t0, y0, d0, t1, y1, d1)
@@ -190,10 +300,33 @@ class EventTracker:
         self.last, self.g, self.pending = point, g1, None
 
     def dense(self):
+        """The dense output of the steps committed so far.
+
+        Returns
+        -------
+        DenseOutput or None
+            None unless ``keep_dense``.
+        """
         return DenseOutput(np.array(self.t, dtype=float), np.stack(self.y), np.stack(self.dy)) \
             if self.keep_dense else None
 
     def events_found(self, shape, dtype):
+        """The recorded roots per event.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The state's shape (for events without roots).
+        dtype : numpy.dtype
+            The state's dtype.
+
+        Returns
+        -------
+        t_events : tuple of ndarray
+            Per event, the root times, shape (k,).
+        y_events : tuple of ndarray
+            Per event, the states there, shape (k,) + ``shape``.
+        """
         t = tuple(np.array(ts, dtype=float) for ts in self.t_events)
         y = tuple(np.stack(ys) if ys else np.empty((0,) + shape, dtype=dtype) for ys in self.y_events)
         return t, y

@@ -41,7 +41,15 @@ __all__ = ["field_velocity", "field_scalings", "field_entropies", "ScalingCache"
 class LineSpace:
     """The part of a one-dimensional model's space for :func:`field_velocity` that does not depend on its basis:
     coefficients times multipliers, values of shape ``shape`` on the model's nodes and velocities as (1, n) along
-    one tangent direction.  A model's subclass adds ``gradient``, ``evaluate`` and ``analysis``."""
+    one tangent direction.  A model's subclass adds ``gradient``, ``evaluate`` and ``analysis``.
+
+    Parameters
+    ----------
+    pde : object
+        The model (the subclass reads its basis from it).
+    shape : tuple of int
+        Shape of values on the model's nodes.
+    """
 
     axis = 0
 
@@ -50,15 +58,51 @@ class LineSpace:
         self.shape = shape
 
     def multiply(self, c, m):
+        """Coefficients times per-coefficient multipliers.
+
+        Parameters
+        ----------
+        c, m : ndarray
+            Coefficients and multipliers (broadcast).
+
+        Returns
+        -------
+        ndarray
+            ``m * c``.
+        """
         return m * c
 
     def zeros(self, key):
+        """A zero velocity, shape ``(1,) + shape``.
+
+        Parameters
+        ----------
+        key : str
+            The work array's name (unused here: a fresh array every call).
+
+        Returns
+        -------
+        ndarray, shape (1,) + shape
+        """
         return np.zeros((1,) + tuple(self.shape))
 
 
 def normalizers_and_errors(details, n):
     """From :func:`field_velocity`'s ``details``: the normalizers ``D`` (H, n; 1 where a head has none) and the
-    Sinkhorn marginal errors (H,; NaN for row-local heads)."""
+    Sinkhorn marginal errors (H,; NaN for row-local heads).
+
+    Parameters
+    ----------
+    details : dict
+        ``"D"`` and ``"scalings"``, as :func:`field_velocity` fills them.
+    n : int
+        Number of nodes.
+
+    Returns
+    -------
+    D : ndarray, shape (H, n)
+    err : ndarray, shape (H,)
+    """
     D = np.ones((len(details["D"]), n))
     err = np.full(len(details["D"]), np.nan)
     for h, (Dh, res) in enumerate(zip(details["D"], details["scalings"])):
@@ -70,7 +114,20 @@ def normalizers_and_errors(details, n):
 
 
 def check_solved_heads(heads, zonal):
-    """Refuse heads whose normalization needs a solve (Sinkhorn) off the spectral (zonal) path."""
+    """Refuse heads whose normalization needs a solve (Sinkhorn) off the spectral (zonal) path.
+
+    Parameters
+    ----------
+    heads : sequence of Head
+        The model's heads.
+    zonal : bool
+        Whether the model uses a spectral path that solves scalings.
+
+    Raises
+    ------
+    ValueError
+        A Sinkhorn head when ``zonal`` is False.
+    """
     solving = [i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local]
     if solving and not zonal:
         raise ValueError(f"heads {solving} have normalization {heads[solving[0]].normalization!r}, which the "
@@ -91,6 +148,18 @@ class ScalingCache:
         return (ScalingCache, ())
 
     def lookup(self, key):
+        """The results kept for the state ``key``; a new empty dict (replacing the old) for a new state.
+
+        Parameters
+        ----------
+        key : bytes
+            The state's bytes.
+
+        Returns
+        -------
+        dict
+            ``{head index: SinkhornResult}``, filled by the caller.
+        """
         k, results = self._entry
         if k != key:
             results = {}
@@ -150,7 +219,18 @@ def field_velocity(heads, mult, b, space, *, linear=None, rho=None, tol=SINKHORN
 def field_scalings(heads, mult, b, space, *, rho, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, cache=None):
     """The scalings of the heads whose normalization is not row-local (Sinkhorn), without their forces:
     a list with a :class:`~meanfield.core.sinkhorn.SinkhornResult` per such head and None for the others
-    (the same solves, start and cache as :func:`field_velocity`)."""
+    (the same solves, start and cache as :func:`field_velocity`).
+
+    Parameters
+    ----------
+    heads, mult, b, space, rho, tol, maxiter, cache
+        As for :func:`field_velocity` (``rho`` required).
+
+    Returns
+    -------
+    list of SinkhornResult or None
+        One entry per head.
+    """
     known = cache.lookup(np.asarray(b).tobytes()) if cache is not None else {}
     out = [None] * len(heads)
     for i, head in enumerate(heads):
@@ -166,7 +246,19 @@ def field_entropies(heads, mult, b, space, *, has_entropy, rho=None, tol=SINKHOR
                     cache=None):
     """Relative attention entropies ``H_h`` (H,) + ``space.shape`` by each head's
     :meth:`~meanfield.core.kernels.Normalization.field_entropy` (the multipliers ``mult(i, "entropy")``,
-    ``c[k log k]``); NaN for the heads with ``has_entropy[i]`` False (kernels that can vanish)."""
+    ``c[k log k]``); NaN for the heads with ``has_entropy[i]`` False (kernels that can vanish).
+
+    Parameters
+    ----------
+    heads, mult, b, space, rho, tol, maxiter, cache
+        As for :func:`field_velocity`.
+    has_entropy : sequence of bool
+        Per head, whether its kernel is positive (an entropy exists).
+
+    Returns
+    -------
+    ndarray, shape (H,) + space.shape
+    """
     out = np.full((len(heads),) + tuple(space.shape), np.nan)
     scalings = field_scalings(heads, mult, b, space, rho=rho, tol=tol, maxiter=maxiter, cache=cache) \
         if any(not NORMALIZATIONS[h.normalization].row_local for h in heads) else [None] * len(heads)

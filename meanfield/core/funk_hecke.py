@@ -49,6 +49,12 @@ def funk_hecke_multipliers(lmax, g=None, exp_rate=None, n_nodes=None):
     Returns
     -------
     ndarray, shape (lmax + 1,)
+
+    Raises
+    ------
+    ValueError
+        ``lmax`` not an integer ``>= 0``, both or neither of ``g`` and ``exp_rate``, a non-finite ``exp_rate``,
+        ``g`` not callable, or ``n_nodes`` below ``lmax + 1``.
     """
     lmax = validate.integer("lmax", lmax, 0)
     if (g is None) == (exp_rate is None):
@@ -95,7 +101,13 @@ def gegenbauer_normalized(lmax, d, t, derivative=False):
 
     Returns
     -------
-    ndarray, shape (lmax + 1, n) (and the derivatives, same shape, when ``derivative``)
+    ndarray, shape (lmax + 1, n)
+        ``R_l(t)``; with ``derivative``, the pair ``(R, dR)`` of two such arrays.
+
+    Raises
+    ------
+    ValueError
+        ``lmax`` not an integer ``>= 0`` or ``d`` not an integer ``>= 2``.
     """
     from . import validate
 
@@ -144,6 +156,12 @@ def funk_hecke_normalized(lmax, d, g=None, exp_rate=None, n_nodes=None):
     Returns
     -------
     ndarray, shape (lmax + 1,)
+
+    Raises
+    ------
+    ValueError
+        ``lmax`` not an integer ``>= 0``, ``d`` not an integer ``>= 2``, both or neither of ``g`` and
+        ``exp_rate``, a non-finite ``exp_rate``, or ``n_nodes`` below ``lmax + 1``.
     """
     from scipy.special import gammaln, hyp0f1
 
@@ -182,9 +200,32 @@ def resolved_multipliers(m, i, size_name, size, tol, warning, what="multiplier")
     ``1e-2`` a ``ValueError`` (``size_name`` does not resolve the head), above ``tol`` a ``warning``
     (a Warning subclass, attributed to the caller of the caller's ``__init__``).
 
+    Parameters
+    ----------
+    m : dict of str to ndarray
+        Multipliers with one extra entry (``"potential"`` required).
+    i : int
+        The head's index, for the messages.
+    size_name : str
+        The truncation's name (``"lmax"``, ``"kmax"``).
+    size : int
+        Its value.
+    tol : float
+        The warning's threshold (``kernel_tol``).
+    warning : type
+        The Warning subclass to issue.
+    what : str
+        What the multipliers are called in the error.
+
     Returns
     -------
-    dict of the sequences without their last entry
+    dict
+        The sequences without their last entry.
+
+    Raises
+    ------
+    ValueError
+        A first neglected potential multiplier above ``1e-2`` of the largest.
     """
     import warnings
 

@@ -160,7 +160,14 @@ class Head:
                     and np.array_equal(self.M, self.V))
 
     def to_dict(self) -> dict:
-        """Plain-Python description (lists of floats), inverse of :meth:`from_dict`."""
+        """Plain-Python description (lists of floats), inverse of :meth:`from_dict`.
+
+        Returns
+        -------
+        dict
+            Keys ``"M"``, ``"V"`` (nested lists of floats), ``"beta"``, ``"kernel"``, ``"normalization"``,
+            and ``"kernel_params"`` (when not empty) and ``"factors"`` (four nested lists, factored heads only).
+        """
         out = {"M": self.M.tolist(), "V": self.V.tolist(), "beta": self.beta,
                "kernel": self.kernel, "normalization": self.normalization}
         if self.kernel_params:
@@ -171,6 +178,26 @@ class Head:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Head":
+        """The head a :meth:`to_dict` description gives.
+
+        Parameters
+        ----------
+        d : dict
+            The constructor's keywords (``M``, ``V``, ``beta``, ``kernel``, ``normalization``, optionally
+            ``kernel_params`` and ``factors``), as :meth:`to_dict` writes them.
+
+        Returns
+        -------
+        Head
+            Validated as by the constructor.
+
+        Raises
+        ------
+        ValueError
+            As for :class:`Head`.
+        TypeError
+            A key that is not a constructor keyword.
+        """
         return cls(**d)
 
     def replace(self, **changes) -> "Head":
@@ -178,6 +205,23 @@ class Head:
 
         Changing ``M`` or ``V`` of a factored head drops its factors (they would no longer multiply to the new
         matrices); changing ``factors`` sets ``M`` and ``V`` to their products.
+
+        Parameters
+        ----------
+        **changes
+            New values of fields: ``M``, ``V``, ``beta``, ``kernel``, ``normalization``, ``kernel_params``,
+            ``factors``.  A new ``kernel`` without ``kernel_params`` drops the old kernel's parameters.
+
+        Returns
+        -------
+        Head
+            A new head, validated as by the constructor.
+
+        Raises
+        ------
+        ValueError
+            An unknown field name, ``M`` or ``V`` given together with non-None ``factors``, or any value the
+            constructor refuses.
         """
         kw = self.to_dict()
         if "kernel" in changes and "kernel_params" not in changes:
@@ -242,7 +286,23 @@ def _check_factors(factors, M, V):
 def check_exp_range(heads):
     """Refuse heads whose kernel can overflow float64 on the unit sphere where no shift is possible
     (normalizations that do not shift rows: mean, Sinkhorn): exp heads with ``beta |M|_2 > EXP_LIMIT``
-    (:meth:`Kernel.check_range`); softmax heads are evaluated shifted and never overflow."""
+    (:meth:`Kernel.check_range`); softmax heads are evaluated shifted and never overflow.
+
+    Parameters
+    ----------
+    heads : sequence of Head
+        The heads (already validated, e.g. by :func:`check_heads`).
+
+    Returns
+    -------
+    sequence of Head
+        ``heads`` itself, unchanged.
+
+    Raises
+    ------
+    ValueError
+        An exp head with mean or Sinkhorn normalization and ``beta |M|_2 > EXP_LIMIT`` (named by its index).
+    """
     for i, h in enumerate(heads):
         if not NORMALIZATIONS[h.normalization].shifts_rows:
             KERNELS[h.kernel].check_range(h, f"heads[{i}]")
@@ -250,7 +310,26 @@ def check_exp_range(heads):
 
 
 def check_heads(heads, d: int | None = None) -> tuple[Head, ...]:
-    """Validate a non-empty sequence of heads sharing one dimension (``d`` if given)."""
+    """Validate a non-empty sequence of heads sharing one dimension (``d`` if given).
+
+    Parameters
+    ----------
+    heads : Head or iterable of Head
+        One head or a non-empty sequence of them.
+    d : int, optional
+        The dimension every head must have.
+
+    Returns
+    -------
+    tuple of Head
+        The heads (a single head as a 1-tuple).
+
+    Raises
+    ------
+    ValueError
+        ``heads`` not a Head or an iterable of them (None, a string or a mapping included), an empty sequence,
+        an element that is not a :class:`Head`, heads of different dimensions, or a dimension other than ``d``.
+    """
     if isinstance(heads, Head):
         heads = (heads,)
     if heads is None or isinstance(heads, (str, bytes, Mapping)) or not isinstance(heads, Iterable):
@@ -270,7 +349,28 @@ def check_heads(heads, d: int | None = None) -> tuple[Head, ...]:
 
 
 def scalar_heads(lambdas, d, beta=1.0, kernel="exp", normalization="mean", kernel_params=None) -> tuple[Head, ...]:
-    """Heads ``M_h = V_h = lambda_h I`` (zonal, symmetric, value-aligned)."""
+    """Heads ``M_h = V_h = lambda_h I`` (zonal, symmetric, value-aligned).
+
+    Parameters
+    ----------
+    lambdas : float or array_like, shape (H,)
+        One real ``lambda_h`` per head (finite; a scalar gives one head).
+    d : int
+        Dimension, ``d >= 2``.
+    beta, kernel, normalization, kernel_params
+        As for :class:`Head`, shared by every head.
+
+    Returns
+    -------
+    tuple of Head
+        ``H`` zonal heads (``Head.is_zonal``).
+
+    Raises
+    ------
+    ValueError
+        ``lambdas`` not a non-empty 1-d sequence of finite reals, ``d`` not an integer ``>= 2``, the heads'
+        matrices above the memory limit (:func:`meanfield.core.cost.guard`), or a value :class:`Head` refuses.
+    """
     lambdas = np.atleast_1d(validate.real_array("lambdas", lambdas))
     if lambdas.ndim != 1 or lambdas.size == 0:
         raise ValueError(f"lambdas must be a non-empty 1-d sequence; received shape {lambdas.shape}")
@@ -292,6 +392,28 @@ def orthogonal_block_heads(d, n_heads, strengths=1.0, beta=1.0, kernel="exp",
 
     The ``d`` coordinates are split into ``n_heads`` contiguous blocks as evenly as possible
     (``numpy.array_split``); each block needs at least one coordinate.
+
+    Parameters
+    ----------
+    d : int
+        Dimension, ``d >= 2``.
+    n_heads : int
+        Number of heads, ``1 <= n_heads <= d``.
+    strengths : float or array_like, shape (n_heads,)
+        ``alpha_h``: one number for every head or one per head.
+    beta, kernel, normalization, kernel_params
+        As for :class:`Head`, shared by every head.
+
+    Returns
+    -------
+    tuple of Head
+        ``n_heads`` heads, ``P_h`` the orthogonal projection on block ``h``.
+
+    Raises
+    ------
+    ValueError
+        ``d`` or ``n_heads`` out of range, ``strengths`` neither one number nor ``n_heads`` numbers (or not
+        finite), the matrices above the memory limit, or a value :class:`Head` refuses.
     """
     d = validate.integer("d", d, 2)
     n_heads = validate.integer("n_heads", n_heads, 1, d, what=f"an integer in [1, d={d}]")
@@ -311,7 +433,33 @@ def orthogonal_block_heads(d, n_heads, strengths=1.0, beta=1.0, kernel="exp",
 
 def random_symmetric_heads(d, n_heads, seed=None, scale=1.0, beta=1.0, kernel="exp",
                            normalization="mean", kernel_params=None) -> tuple[Head, ...]:
-    """Random symmetric value-aligned heads, ``M = V = scale * (G + G^T) / (2 sqrt(d))``, G Gaussian."""
+    """Random symmetric value-aligned heads, ``M = V = scale * (G + G^T) / (2 sqrt(d))``, G Gaussian.
+
+    Parameters
+    ----------
+    d : int
+        Dimension, ``d >= 2``.
+    n_heads : int
+        Number of heads, ``>= 1`` (one independent ``G`` each).
+    seed : None, int or numpy.random.Generator
+        The random source (:func:`meanfield.core.validate.rng`).
+    scale : float
+        ``>= 0``.
+    beta, kernel, normalization, kernel_params
+        As for :class:`Head`, shared by every head.
+
+    Returns
+    -------
+    tuple of Head
+        ``n_heads`` heads with ``M = V`` symmetric.
+
+    Raises
+    ------
+    ValueError
+        ``d`` below 2, ``n_heads`` below 1, a negative or non-finite ``scale``, an invalid ``seed``, the
+        matrices above the memory or time limit (:func:`meanfield.core.cost.guard`), or a value :class:`Head`
+        refuses.
+    """
     d = validate.integer("d", d, 2)
     n_heads = validate.integer("n_heads", n_heads, 1)
     scale = validate.real("scale", scale, 0)        # >= 0: the ensemble is symmetric, -scale draws the same law
@@ -329,7 +477,27 @@ def random_symmetric_heads(d, n_heads, seed=None, scale=1.0, beta=1.0, kernel="e
 
 
 def perturbed_value_heads(heads, epsilon, seed=None) -> tuple[Head, ...]:
-    """Replace ``V_h`` by ``M_h + Delta_h`` with a random ``Delta_h`` of operator norm ``epsilon``."""
+    """Replace ``V_h`` by ``M_h + Delta_h`` with a random ``Delta_h`` of operator norm ``epsilon``.
+
+    Parameters
+    ----------
+    heads : Head or sequence of Head
+        The heads (:func:`check_heads`); their ``M`` is kept.
+    epsilon : float
+        Operator norm of each perturbation, ``>= 0``.
+    seed : None, int or numpy.random.Generator
+        The random source (:func:`meanfield.core.validate.rng`); ``Delta_h`` is Gaussian, rescaled.
+
+    Returns
+    -------
+    tuple of Head
+        One head per input, ``V_h = M_h + Delta_h`` (factors dropped: :meth:`Head.replace`).
+
+    Raises
+    ------
+    ValueError
+        A negative or non-finite ``epsilon``, an invalid ``seed``, or heads :func:`check_heads` refuses.
+    """
     epsilon = validate.real("epsilon", epsilon, 0)
     rng = validate.rng(seed)
     out = []
@@ -348,6 +516,32 @@ def approx_orthogonal_heads(d, n_heads, delta, alpha=1.0, rank=1, beta=1.0, kern
     shared block ``e_0``; so ``<u_{h,k}, u_{h',k}> = c`` and ``|M_h' M_h|_op = alpha^2 c``,
     ``c = delta / alpha^2``.  The principal angle between the head subspaces is
     ``arccos(c)``.  Needs ``d >= (n_heads + 1) * rank`` and ``0 <= delta <= alpha^2``.
+
+    Parameters
+    ----------
+    d : int
+        Dimension, ``d >= 2`` and ``d >= (n_heads + 1) * rank``.
+    n_heads : int
+        Number of heads, ``>= 1``.
+    delta : float
+        The target ``|M_h' M_h|_op``, in ``[0, alpha^2]``.
+    alpha : float
+        Nonzero scale of each head.
+    rank : int
+        Rank of each head's subspace, ``>= 1``.
+    beta, kernel, normalization, kernel_params
+        As for :class:`Head`, shared by every head.
+
+    Returns
+    -------
+    tuple of Head
+        ``n_heads`` heads with ``M = V`` symmetric of rank ``rank``.
+
+    Raises
+    ------
+    ValueError
+        A size out of range (``d < (n_heads + 1) * rank`` included), ``alpha`` zero or not finite, ``delta``
+        outside ``[0, alpha^2]``, the matrices above the memory or time limit, or a value :class:`Head` refuses.
     """
     n_heads = validate.integer("n_heads", n_heads, 1)
     rank = validate.integer("rank", rank, 1)

@@ -33,7 +33,28 @@ def _guard(what, entries=0.0, dense=0, fix="smaller sizes"):
 
 
 def uniform_sphere(n, d=3, seed=None):
-    """n i.i.d. points uniform on ``S^{d-1}`` (normalized Gaussians)."""
+    """n i.i.d. points uniform on ``S^{d-1}`` (normalized Gaussians).
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, ``>= 1``.
+    d : int
+        Dimension, ``>= 2``.
+    seed : None, int or numpy.random.Generator
+        The random source.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+        Unit rows.
+
+    Raises
+    ------
+    ValueError
+        ``n`` or ``d`` out of range, an invalid ``seed``, or sizes above the memory or time limit
+        (:func:`meanfield.core.cost.guard`).
+    """
     n, d = _check_nd(n, d)
     _guard(f"uniform_sphere(n={n}, d={d})", float(n) * d, fix="a smaller n or d")
     X = validate.rng(seed).standard_normal((n, d))
@@ -41,7 +62,25 @@ def uniform_sphere(n, d=3, seed=None):
 
 
 def random_rotation(d, seed=None):
-    """A Haar-random rotation matrix in SO(d)."""
+    """A Haar-random rotation matrix in SO(d).
+
+    Parameters
+    ----------
+    d : int
+        Dimension, ``>= 2``.
+    seed : None, int or numpy.random.Generator
+        The random source.
+
+    Returns
+    -------
+    ndarray, shape (d, d)
+        Orthogonal with determinant +1.
+
+    Raises
+    ------
+    ValueError
+        ``d`` below 2, an invalid ``seed``, or a ``d`` above the memory or time limit.
+    """
     d = validate.integer("d", d, 2)
     _guard(f"random_rotation(d={d})", dense=d, fix="a smaller d")
     Q, R = np.linalg.qr(validate.rng(seed).standard_normal((d, d)))
@@ -52,7 +91,30 @@ def random_rotation(d, seed=None):
 
 
 def von_mises_fisher(n, mu, kappa, seed=None):
-    """n i.i.d. draws from the von Mises-Fisher law with mean direction ``mu`` and concentration ``kappa``."""
+    """n i.i.d. draws from the von Mises-Fisher law with mean direction ``mu`` and concentration ``kappa``.
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, ``>= 1``.
+    mu : array_like, shape (d,)
+        Mean direction, a unit vector (``d >= 2``).
+    kappa : float
+        Concentration, ``>= 0`` (0: uniform, :func:`uniform_sphere`).
+    seed : None, int or numpy.random.Generator
+        The random source.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+        Unit rows.
+
+    Raises
+    ------
+    ValueError
+        ``mu`` not a unit vector of length ``>= 2``, ``n`` below 1, a negative or non-finite ``kappa``, an
+        invalid ``seed``, or sizes above the memory or time limit.
+    """
     mu = validate.unit_vector("mu", mu)
     n, _ = _check_nd(n, mu.size)
     kappa = validate.real("kappa", kappa, 0)
@@ -63,7 +125,33 @@ def von_mises_fisher(n, mu, kappa, seed=None):
 
 
 def vmf_mixture(n, mus, kappas, weights=None, seed=None):
-    """n draws from a mixture of vMF laws; component sizes are multinomial with ``weights``."""
+    """n draws from a mixture of vMF laws; component sizes are multinomial with ``weights``.
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, ``>= 1``.
+    mus : array_like, shape (K, d)
+        Mean directions, unit rows.
+    kappas : float or array_like, shape (K,)
+        Concentrations ``>= 0``: one for all components or one each.
+    weights : array_like, shape (K,), optional
+        Probability weights of the components (default equal).
+    seed : None, int or numpy.random.Generator
+        The random source.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+        Unit rows, in random order.
+
+    Raises
+    ------
+    ValueError
+        ``n`` below 1; ``mus`` not a non-empty (K, d) array of unit vectors; ``kappas`` neither one number nor
+        ``K``, or negative; ``weights`` not ``K`` probabilities summing to 1; an invalid ``seed``; or sizes
+        above the memory or time limit.
+    """
     n = validate.integer("n", n, 1)
     mus = np.atleast_2d(validate.real_array("mus", mus))        # each row is checked by von_mises_fisher
     if mus.ndim != 2 or mus.shape[0] < 1:
@@ -90,6 +178,29 @@ def equiangular(n, d, gamma, seed=None):
     Needs ``-1/(n-1) <= gamma < 1`` and ``n <= d`` (``n <= d + 1`` when ``gamma = -1/(n-1)``,
     the regular simplex).  Built as the symmetric square root of the Gram matrix
     ``(1-gamma) I + gamma 1 1^T``, then rotated by a random rotation when ``seed`` is given.
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, ``>= 2``.
+    d : int
+        Dimension, ``>= 2``.
+    gamma : float
+        The common inner product, in ``[-1/(n-1), 1)``.
+    seed : None, int or numpy.random.Generator
+        None: the unrotated configuration (spanning the first coordinates); otherwise the random rotation's source.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+        Unit rows.
+
+    Raises
+    ------
+    ValueError
+        ``n`` or ``d`` out of range, ``gamma`` outside ``[-1/(n-1), 1)``, a Gram matrix of rank above ``d``
+        (``n > d``, or ``n > d + 1`` for the simplex), an invalid ``seed``, or sizes above the memory or time
+        limit.
     """
     n, d = _check_nd(n, d, n_min=2)
     gamma = validate.real("gamma", gamma)
@@ -113,7 +224,28 @@ def equiangular(n, d, gamma, seed=None):
 
 
 def orthonormal(n, d, seed=None):
-    """n <= d orthonormal tokens (the first n basis vectors, randomly rotated when ``seed`` is given)."""
+    """n <= d orthonormal tokens (the first n basis vectors, randomly rotated when ``seed`` is given).
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, ``1 <= n <= d``.
+    d : int
+        Dimension, ``>= 2``.
+    seed : None, int or numpy.random.Generator
+        None: the basis vectors themselves; otherwise the random rotation's source.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+        Orthonormal rows.
+
+    Raises
+    ------
+    ValueError
+        ``n`` or ``d`` out of range (``n > d`` included), an invalid ``seed``, or sizes above the memory or time
+        limit.
+    """
     n, d = _check_nd(n, d)
     if n > d:
         raise ValueError(f"n must be <= d = {d} for orthonormal tokens; received n = {n}")

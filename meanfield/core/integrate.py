@@ -111,6 +111,18 @@ class Piecewise:
     steps onto every breakpoint inside ``t_span`` (no step straddles one) and starts the next piece
     afresh there: its own first derivative and a new step controller (the grid restarts at the
     breakpoint), as if each piece were its own run from the state the previous one reached.
+
+    Parameters
+    ----------
+    starts : sequence of float
+        Non-empty, strictly increasing start times of the pieces (stored as a tuple of floats).
+    piece : callable
+        ``piece(k) -> (rhs, retraction)``.
+
+    Raises
+    ------
+    ValueError
+        ``starts`` not a non-empty strictly increasing sequence of finite numbers, or ``piece`` not callable.
     """
 
     starts: tuple
@@ -125,11 +137,33 @@ class Piecewise:
         object.__setattr__(self, "starts", tuple(float(s) for s in starts))
 
     def index_at(self, t) -> int:
-        """The piece in force at ``t`` (the first before the first start)."""
+        """The piece in force at ``t`` (the first before the first start).
+
+        Parameters
+        ----------
+        t : float
+            A time.
+
+        Returns
+        -------
+        int
+            The index ``k`` with ``starts[k] <= t < starts[k + 1]`` (0 before ``starts[0]``).
+        """
         return max(int(np.searchsorted(self.starts, t, side="right")) - 1, 0)
 
     def segments(self, t0, t1):
-        """``[(a, b, index), ...]`` covering ``[t0, t1]``, cut at the starts inside it."""
+        """``[(a, b, index), ...]`` covering ``[t0, t1]``, cut at the starts inside it.
+
+        Parameters
+        ----------
+        t0, t1 : float
+            The span, ``t0 < t1``.
+
+        Returns
+        -------
+        list of (float, float, int)
+            Consecutive intervals ``(a, b)`` and the piece in force on each (:meth:`index_at` of ``a``).
+        """
         bounds = [t0] + [s for s in self.starts if t0 < s < t1] + [t1]
         return [(a, b, self.index_at(a)) for a, b in zip(bounds[:-1], bounds[1:])]
 
@@ -198,6 +232,21 @@ def integrate(rhs, y0, t_span, *, method="rk4", step=None, save=None, checkpoint
     Returns
     -------
     Trajectory
+        Its ``status`` says how the run ended (0 reached ``t1``, 1 stopped by an event, 2 interrupted,
+        -1 failed: step limit, step size underflow or a non-finite stage, with ``message``).
+
+    Raises
+    ------
+    ValueError
+        Before the run starts, for any refused argument: ``step``, ``save`` or ``checkpointing`` of the wrong
+        type, ``step.cfl`` given, an unknown ``method`` or one that does not fit the run (``adaptive`` without
+        an embedded pair, a fixed-step scheme without ``dt``, a stochastic scheme without ``noise`` or a
+        deterministic one with it), a ``linear`` that is not real, finite and of a shape broadcasting to ``y0``,
+        ``y0`` not real and finite, ``t_span`` not
+        ``t0 < t1``, ``t_eval`` outside it, non-callable ``rhs`` / ``retraction`` / ``event`` / observer,
+        ``events`` with a stochastic scheme or checkpointing, a ``retraction`` with a :class:`Piecewise` rhs
+        or with ``noise``, checkpointing across pieces, a ``resume`` state of other settings, an
+        ``rhs`` returning another shape, or an invalid ``progress`` / ``progress_label``.
     """
     sc, sv, ck = (option("step", step, StepControl), option("save", save, SaveAt),
                   option("checkpointing", checkpointing, Checkpointing))
@@ -320,10 +369,29 @@ def estimate_nfev(method, t_span, *, dt=None, t_eval=None, adaptive=None) -> dic
     step sizes are not known before the run, so the count is a lower bound: one step per output
     interval (the stages less the reused one), plus the first evaluation and the initial-step probe.
 
+    Parameters
+    ----------
+    method : str, Tableau or Stepper
+        As for :func:`integrate`.
+    t_span : (float, float)
+        ``(t0, t1)`` with ``t1 > t0``.
+    dt : float, optional
+        The fixed step (required for fixed steps; the initial step under error control, which saves the probe).
+    t_eval : array_like, optional
+        Recorded times (default ``[t0, t1]``).
+    adaptive : bool or None
+        As ``StepControl.adaptive``.
+
     Returns
     -------
     dict
         ``nfev`` (int), ``steps`` (int) and ``lower_bound`` (bool: True under error control).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``method`` or ``adaptive`` with a scheme without an embedded pair; ``t_span`` not two finite
+        numbers with ``t1 > t0``; ``t_eval`` not finite reals; fixed steps without a positive finite ``dt``.
     """
     stepper, adaptive = _resolve_method(method, adaptive)
     t0, t1 = (float(v) for v in validate.real_array("t_span", t_span, (2,)))

@@ -49,7 +49,23 @@ FLAGS = ("explicit", "split", "exponential", "stochastic", "adaptive", "fsal", "
 
 
 def capabilities(method) -> dict:
-    """The :data:`FLAGS` of one method (a name, Tableau or Stepper) as a dict."""
+    """The :data:`FLAGS` of one method (a name, Tableau or Stepper) as a dict.
+
+    Parameters
+    ----------
+    method : str, Tableau or Stepper
+        A name of :data:`METHODS`, a Tableau or a Stepper.
+
+    Returns
+    -------
+    dict
+        ``{flag: value}`` for every flag of :data:`FLAGS`.
+
+    Raises
+    ------
+    ValueError
+        An unknown name (:func:`as_stepper`).
+    """
     stepper = as_stepper(method)
     return {flag: getattr(stepper, flag) for flag in FLAGS}
 
@@ -58,6 +74,20 @@ def method_names(**flags) -> list[str]:
     """The names of :data:`METHODS` whose flags equal the given ones, in table order.
 
     ``method_names(split=True)``, ``method_names(stochastic=False, adaptive=True)``; no flags: all names.
+
+    Parameters
+    ----------
+    **flags
+        Required values of flags of :data:`FLAGS`.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    ValueError
+        A keyword that is not a flag of :data:`FLAGS`.
     """
     for flag in flags:
         if flag not in FLAGS:
@@ -70,6 +100,23 @@ def as_stepper(method, **flags) -> Stepper:
 
     ``flags`` restrict the names accepted (e.g. ``stochastic=False`` where only deterministic schemes
     make sense); the error lists the allowed names from the table.
+
+    Parameters
+    ----------
+    method : str, Tableau or Stepper
+        A name of :data:`METHODS`, a Tableau (wrapped as an explicit Runge-Kutta stepper) or a Stepper.
+    **flags
+        Required values of flags of :data:`FLAGS`.
+
+    Returns
+    -------
+    Stepper
+
+    Raises
+    ------
+    ValueError
+        An unknown name, a method whose flags differ from ``flags``, an object of another type, or a keyword
+        that is not a flag.
     """
     if isinstance(method, Stepper) and not flags:
         return method
@@ -91,7 +138,32 @@ def stable_step(a, d, scheme="rk4", cfl=0.5, what="the PDE") -> float:
     and diffusion rates down to ``-d`` (``I``, ``R``: the scheme's reaches along the imaginary and the
     negative real axis; RK4: ``2 sqrt 2`` and 2.785).  A split scheme treats the diffusion
     implicitly or exactly, so ``d`` is not counted for it.  A scheme whose region holds no part of
-    the imaginary axis is refused when ``a > 0``, naming the schemes that qualify."""
+    the imaginary axis is refused when ``a > 0``, naming the schemes that qualify.
+
+    Parameters
+    ----------
+    a : float
+        Largest transport rate (``>= 0``).
+    d : float
+        Largest diffusion rate (``>= 0``; ignored for split schemes).
+    scheme : str, Tableau or Stepper
+        The scheme (:func:`as_stepper`).
+    cfl : float
+        Safety factor, positive and finite.
+    what : str
+        Names the model in the message.
+
+    Returns
+    -------
+    float
+        The step (``cfl / 1e-300`` when both rates vanish).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``scheme``, a ``cfl`` that is not positive and finite, or ``a > 0`` with a scheme whose
+        region holds no part of the imaginary axis.
+    """
     stepper = as_stepper(scheme)
     cfl = validate.real("cfl", cfl, positive=True)
     d = 0.0 if stepper.split else d

@@ -30,14 +30,43 @@ __all__ = ["Model", "TokenModel", "DensityModel", "ReducedDensityModel", "SplitM
 class Model(Protocol):
     """A state ``y`` and its right-hand side ``y' = rhs(t, y)``."""
 
-    def rhs(self, t, y): ...
+    def rhs(self, t, y):
+        """The right-hand side.
+
+        Parameters
+        ----------
+        t : float
+            Time.
+        y : ndarray
+            The state.
+
+        Returns
+        -------
+        ndarray
+            ``y'``, of the shape of ``y``.
+        """
+        ...
 
 
 @runtime_checkable
 class TokenModel(Model, Protocol):
     """Tokens ``X`` (n, d) on the sphere: start checks and the retraction applied after every step."""
 
-    def check(self, X, *args, **kwargs): ...
+    def check(self, X, *args, **kwargs):
+        """Tokens validated as a start of this model.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Tokens.
+        *args, **kwargs
+            The model's own options.
+
+        Returns
+        -------
+        ndarray, shape (n, d)
+        """
+        ...
 
     @property
     def retraction(self): ...
@@ -47,26 +76,128 @@ class TokenModel(Model, Protocol):
 class DensityModel(Model, Protocol):
     """A density in a truncated basis: coefficients ``c`` <-> state vectors ``y``."""
 
-    def state(self, c): ...
+    def state(self, c):
+        """The state vector of coefficients ``c``.
 
-    def coefficients(self, y): ...
+        Parameters
+        ----------
+        c : array_like
+            Coefficients.
 
-    def energies(self, c): ...
+        Returns
+        -------
+        ndarray
+        """
+        ...
 
-    def cfl_dt(self, c, cfl=0.5, scheme="rk4"): ...
+    def coefficients(self, y):
+        """The coefficients of a state vector ``y``.
+
+        Parameters
+        ----------
+        y : ndarray
+            A state vector.
+
+        Returns
+        -------
+        ndarray
+        """
+        ...
+
+    def energies(self, c):
+        """Per-head energies.
+
+        Parameters
+        ----------
+        c : array_like
+            Coefficients.
+
+        Returns
+        -------
+        ndarray, shape (H,)
+        """
+        ...
+
+    def cfl_dt(self, c, cfl=0.5, scheme="rk4"):
+        """A stable fixed step of ``scheme``.
+
+        Parameters
+        ----------
+        c : array_like
+            Coefficients.
+        cfl : float
+            Safety factor.
+        scheme : str, Tableau or Stepper
+            A ``method`` of :func:`meanfield.core.integrate.integrate`.
+
+        Returns
+        -------
+        float
+        """
+        ...
 
 
 @runtime_checkable
 class ReducedDensityModel(DensityModel, Protocol):
     """A density model whose observer and resolution monitor read mass, entropy, tail and negative mass."""
 
-    def mass(self, c): ...
+    def mass(self, c):
+        """The mass of the density.
 
-    def entropy(self, c): ...
+        Parameters
+        ----------
+        c : array_like
+            Coefficients.
 
-    def spectral_tail(self, c, fraction=2 / 3): ...
+        Returns
+        -------
+        float
+        """
+        ...
 
-    def negative_mass(self, c): ...
+    def entropy(self, c):
+        """The entropy of the density (NaN where it is not positive).
+
+        Parameters
+        ----------
+        c : array_like
+            Coefficients.
+
+        Returns
+        -------
+        float
+        """
+        ...
+
+    def spectral_tail(self, c, fraction=2 / 3):
+        """Relative L2 size of the modes above ``fraction`` of the truncation.
+
+        Parameters
+        ----------
+        c : array_like
+            Coefficients.
+        fraction : float
+            Where the tail starts, relative to the truncation.
+
+        Returns
+        -------
+        float
+        """
+        ...
+
+    def negative_mass(self, c):
+        """The mass of the density's negative part (``>= 0``).
+
+        Parameters
+        ----------
+        c : array_like
+            Coefficients.
+
+        Returns
+        -------
+        float
+        """
+        ...
 
 
 @runtime_checkable
@@ -77,7 +208,20 @@ class SplitModel(Model, Protocol):
 
 
 def missing(obj, protocol) -> list[str]:
-    """The members of ``protocol`` (and of the protocols it extends) that ``obj`` lacks."""
+    """The members of ``protocol`` (and of the protocols it extends) that ``obj`` lacks.
+
+    Parameters
+    ----------
+    obj : object
+        Any object.
+    protocol : type
+        One of this module's protocols.
+
+    Returns
+    -------
+    list of str
+        The missing public member names, sorted.
+    """
     names = {n for base in protocol.__mro__ if base not in (object, Protocol, Generic)
              for n in vars(base) if not n.startswith("_")}
     return sorted(n for n in names if not hasattr(obj, n))

@@ -40,6 +40,12 @@ class SaveAt:
         :func:`integrate`); False or None: none; a callable: that one.
     dense : bool
         Keep the dense output ``Trajectory.dense`` (cubic Hermite through the step points).
+
+    Raises
+    ------
+    ValueError
+        ``t_eval`` not a non-empty 1-d strictly increasing array of finite reals; ``states`` or ``dense`` not
+        a boolean; ``observe`` not True, False, None or a callable.
     """
 
     t_eval: object = None
@@ -79,6 +85,12 @@ class StepControl:
     cfl : float or None
         PDE solvers only: the fraction of the scheme's stable step taken when ``dt`` is None
         (default 0.5); :func:`integrate` refuses it.
+
+    Raises
+    ------
+    ValueError
+        ``dt``, ``rtol`` or ``cfl`` given and not positive and finite; ``atol`` given and negative or not
+        finite; ``dt_max`` not positive (``inf`` allowed); ``max_steps`` not an integer ``>= 1``.
     """
 
     dt: float | None = None
@@ -101,7 +113,18 @@ class StepControl:
             validate.real("cfl", self.cfl, positive=True)
 
     def with_defaults(self, rtol, atol) -> "StepControl":
-        """This object with ``rtol`` / ``atol`` filled in where they are None."""
+        """This object with ``rtol`` / ``atol`` filled in where they are None.
+
+        Parameters
+        ----------
+        rtol, atol : float
+            The defaults.
+
+        Returns
+        -------
+        StepControl
+            A copy (validated again); the object's own tolerances are kept when set.
+        """
         return replace(self, rtol=rtol if self.rtol is None else self.rtol,
                        atol=atol if self.atol is None else self.atol)
 
@@ -118,6 +141,12 @@ class Checkpointing:
     resume : dict or None
         A state ``save`` received from a run with the same settings: the run continues from it, bit
         for bit as an uninterrupted one.
+
+    Raises
+    ------
+    ValueError
+        ``save`` neither None nor callable; ``every`` given and not positive and finite; ``resume`` neither
+        None nor a dict.
     """
 
     save: object = None
@@ -135,7 +164,27 @@ class Checkpointing:
 
 
 def option(name, value, cls):
-    """``value`` if it is a ``cls``, ``cls()`` for None, else a ValueError naming ``name``."""
+    """``value`` if it is a ``cls``, ``cls()`` for None, else a ValueError naming ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name (``"save"``, ``"step"``, ``"checkpointing"``).
+    value : object
+        The argument.
+    cls : type
+        :class:`SaveAt`, :class:`StepControl` or :class:`Checkpointing`.
+
+    Returns
+    -------
+    object
+        An instance of ``cls``.
+
+    Raises
+    ------
+    ValueError
+        ``value`` neither None nor an instance of ``cls``.
+    """
     if value is None:
         return cls()
     if not isinstance(value, cls):

@@ -63,7 +63,26 @@ def estimate_random_heads(d, n_heads=1, systems=None, score="gaussian", value="i
 
 def score_matrix(score, d, rng):
     """One score matrix of the ensemble ``score`` (see the module docstring), shape (d, d); ``rng`` a
-    ``numpy.random.Generator`` (or a seed)."""
+    ``numpy.random.Generator`` (or a seed).
+
+    Parameters
+    ----------
+    score : str
+        One of :data:`SCORE_ENSEMBLES`.
+    d : int
+        Dimension, ``>= 1``.
+    rng : None, int or numpy.random.Generator
+        The random source (advanced when a Generator).
+
+    Returns
+    -------
+    ndarray, shape (d, d)
+
+    Raises
+    ------
+    ValueError
+        An unknown ensemble, ``d`` below 1, an invalid ``rng``, or a ``d`` above the memory or time limit.
+    """
     validate.choice("score", score, SCORE_ENSEMBLES)
     d = validate.integer("d", d, 1)
     rng = validate.rng(rng, "rng")
@@ -79,7 +98,28 @@ def score_matrix(score, d, rng):
 
 
 def value_matrix(value, score, M, rng):
-    """One value matrix of the ensemble ``value`` given the score ensemble and its draw ``M`` (d, d)."""
+    """One value matrix of the ensemble ``value`` given the score ensemble and its draw ``M`` (d, d).
+
+    Parameters
+    ----------
+    value : str
+        One of :data:`VALUE_ENSEMBLES`.
+    score : str
+        One of :data:`SCORE_ENSEMBLES` (fixes the normalization ``c_V`` of ``V = +-M^T / c_V``).
+    M : array_like, shape (d, d)
+        The score matrix drawn.
+    rng : None, int or numpy.random.Generator
+        The random source (``"gaussian"`` values only draw).
+
+    Returns
+    -------
+    ndarray, shape (d, d)
+
+    Raises
+    ------
+    ValueError
+        An unknown ensemble, ``M`` not a finite square matrix, or an invalid ``rng``.
+    """
     validate.choice("value", value, VALUE_ENSEMBLES)
     validate.choice("score", score, SCORE_ENSEMBLES)
     M = validate.real_array("M", M, ("d", "d"))
@@ -118,6 +158,12 @@ def random_heads(d, n_heads=1, *, score="gaussian", value="identity", systems=No
     Returns
     -------
     tuple of Head, or list of ``systems`` tuples
+
+    Raises
+    ------
+    ValueError
+        ``d`` below 2, ``n_heads`` or ``systems`` below 1, an unknown ensemble, a ``scale`` that is not positive
+        and finite, an invalid ``seed``, sizes above the memory or time limit, or a value :class:`Head` refuses.
     """
     d = validate.integer("d", d, 2)
     n_heads = validate.integer("n_heads", n_heads, 1)

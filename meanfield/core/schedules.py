@@ -46,6 +46,13 @@ class HeadSchedule:
     entries : sequence of (float, heads)
         Start times strictly increasing (no two layers start together, none out of order); heads a
         sequence of :class:`~meanfield.core.heads.Head` or per-system sequences.
+
+    Raises
+    ------
+    ValueError
+        Not a non-empty sequence of pairs, start times that are not finite or not strictly increasing,
+        heads that are neither a sequence of Head nor per-system sequences (or refused by
+        :func:`~meanfield.core.heads.check_heads`), or entries of different dimensions.
     """
 
     entries: tuple
@@ -85,18 +92,64 @@ class HeadSchedule:
         return all(x.is_zonal for _, h in self.entries for x in flat(h))
 
     def index_at(self, t) -> int:
-        """Index of the entry in force at time ``t`` (``t >= t_0``)."""
+        """Index of the entry in force at time ``t`` (``t >= t_0``).
+
+        Parameters
+        ----------
+        t : float
+            A time, at or after the first start.
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        ValueError
+            ``t`` not finite or before the first start.
+        """
         t = validate.real("t", t)
         if t < self.entries[0][0]:
             raise ValueError(f"t must be >= the schedule's first start {self.entries[0][0]}; received {t}")
         return int(np.searchsorted(self.starts, t, side="right") - 1)
 
     def heads_at(self, t):
-        """The heads in force at time ``t``."""
+        """The heads in force at time ``t``.
+
+        Parameters
+        ----------
+        t : float
+            A time, at or after the first start.
+
+        Returns
+        -------
+        tuple of Head or list of tuples of Head
+            The entry's heads (per system for a batched schedule).
+
+        Raises
+        ------
+        ValueError
+            As for :meth:`index_at`.
+        """
         return self.entries[self.index_at(t)][1]
 
     def segments(self, t0, t1):
-        """``[(a, b, index), ...]`` covering ``[t0, t1]``, cut at the start times inside it."""
+        """``[(a, b, index), ...]`` covering ``[t0, t1]``, cut at the start times inside it.
+
+        Parameters
+        ----------
+        t0, t1 : float
+            The span; ``t0`` at or after the first start.
+
+        Returns
+        -------
+        list of (float, float, int)
+
+        Raises
+        ------
+        ValueError
+            ``t0`` before the first start (:meth:`index_at`).
+        """
         cuts = [s for s in self.starts if t0 < s < t1]
         bounds = [t0] + cuts + [t1]
         return [(a, b, self.index_at(a)) for a, b in zip(bounds[:-1], bounds[1:])]
@@ -104,7 +157,20 @@ class HeadSchedule:
 
 @dataclass(frozen=True, eq=False)
 class ScheduledSystem:
-    """A schedule with one system per entry (``make_system(heads)``, built on first use)."""
+    """A schedule with one system per entry (``make_system(heads)``, built on first use).
+
+    Parameters
+    ----------
+    schedule : HeadSchedule
+        The entries.
+    make_system : callable
+        ``make_system(heads) -> system`` (a model with ``rhs``; ``check`` and ``retraction`` when it has them).
+
+    Raises
+    ------
+    ValueError
+        ``schedule`` not a :class:`HeadSchedule`, or ``make_system`` not callable.
+    """
 
     schedule: HeadSchedule
     make_system: object
@@ -117,21 +183,83 @@ class ScheduledSystem:
         object.__setattr__(self, "_systems", {})
 
     def system(self, index):
+        """The system of entry ``index`` (built by ``make_system`` on first use, then kept).
+
+        Parameters
+        ----------
+        index : int
+            An entry's index.
+
+        Returns
+        -------
+        object
+            What ``make_system`` returned.
+        """
         if index not in self._systems:
             self._systems[index] = self.make_system(self.schedule.entries[index][1])
         return self._systems[index]
 
     def at(self, t):
-        """The system in force at time ``t``."""
+        """The system in force at time ``t``.
+
+        Parameters
+        ----------
+        t : float
+            A time, at or after the first start.
+
+        Returns
+        -------
+        object
+            :meth:`system` of the entry in force.
+        """
         return self.system(self.schedule.index_at(t))
 
     def check(self, X, name="X"):
+        """Tokens checked as the first entry's system checks them.
+
+        Parameters
+        ----------
+        X : array_like
+            Tokens.
+        name : str
+            Their name in the message.
+
+        Returns
+        -------
+        ndarray
+            As the first system's ``check`` returns them.
+        """
         return self.system(0).check(X, name)
 
 
 def random_layers(d, n_layers, layer_time, *, t0=0.0, **kwargs) -> HeadSchedule:
     """A schedule of ``n_layers`` independent :func:`~meanfield.core.random_heads.random_heads` draws,
-    layer ``k`` from ``t0 + k * layer_time`` (keywords go to ``random_heads``; one ``seed`` drives them all)."""
+    layer ``k`` from ``t0 + k * layer_time`` (keywords go to ``random_heads``; one ``seed`` drives them all).
+
+    Parameters
+    ----------
+    d : int
+        Dimension, ``>= 2``.
+    n_layers : int
+        Number of layers, ``>= 1``.
+    layer_time : float
+        Duration of each layer, ``> 0``.
+    t0 : float
+        Start of the first layer.
+    **kwargs
+        Keywords of :func:`~meanfield.core.random_heads.random_heads` (``n_heads``, ``score``, ``value``,
+        ``systems``, ``seed``, ...).
+
+    Returns
+    -------
+    HeadSchedule
+
+    Raises
+    ------
+    ValueError
+        A size out of range, a ``layer_time`` that is not positive and finite, a non-finite ``t0``, the layers'
+        matrices above the memory or time limit, or keywords :func:`random_heads` refuses.
+    """
     n_layers = validate.integer("n_layers", n_layers, 1)
     layer_time = validate.real("layer_time", layer_time, positive=True)
     t0 = validate.real("t0", t0)
@@ -158,6 +286,29 @@ def integrate_schedule(schedule, make_system, y0, t_span, **kw) -> Trajectory:
     one run per segment from the state the previous one reached.  Other keywords go to
     :func:`integrate` (``save=SaveAt(t_eval=...)``, ``step=StepControl(...)``, ...; not ``checkpointing``:
     a scheduled run is not resumable here).
+
+    Parameters
+    ----------
+    schedule : HeadSchedule or ScheduledSystem
+        The layers (a ScheduledSystem brings its own ``make_system``).
+    make_system : callable
+        ``make_system(heads) -> system`` (ignored for a ScheduledSystem).
+    y0 : array_like
+        Start state (checked by the first system's ``check`` when it has one).
+    t_span : (float, float)
+        The span, starting at or after the first start.
+    **kw
+        Keywords of :func:`integrate` except ``checkpointing`` and ``retraction``.
+
+    Returns
+    -------
+    Trajectory
+
+    Raises
+    ------
+    ValueError
+        ``checkpointing`` or ``retraction`` given, ``t_span`` not two finite numbers or starting before the
+        schedule, a ``y0`` the first system refuses, or what :func:`integrate` refuses.
     """
     system = schedule if isinstance(schedule, ScheduledSystem) else ScheduledSystem(schedule, make_system)
     for bad in ("checkpointing", "retraction"):

@@ -67,6 +67,12 @@ class Noise:
         The Brownian increments: an integer makes the run reproducible bit for bit; a Generator is
         advanced by the run (numpy's convention).
     geometry : {"sphere", "flat"}
+
+    Raises
+    ------
+    ValueError
+        ``nu`` negative or not finite, an unknown ``geometry``, or a ``seed`` that is not None, an integer
+        ``>= 0`` or a Generator.
     """
 
     nu: float
@@ -80,7 +86,18 @@ class Noise:
             validate.rng(self.seed)                      # refuse a bad seed here (an integer draws nothing)
 
     def generator(self) -> np.random.Generator:
-        """The generator of ``seed`` (the Generator itself when one was given)."""
+        """The generator of ``seed`` (the Generator itself when one was given).
+
+        Returns
+        -------
+        numpy.random.Generator
+            A new one for None (fresh entropy) or an integer, the given one otherwise.
+
+        Raises
+        ------
+        ValueError
+            An invalid ``seed`` (refused already by the constructor).
+        """
         return validate.rng(self.seed)
 
     @property
@@ -90,7 +107,19 @@ class Noise:
 
 
 def noise_dt_bound(nu, d) -> float:
-    """Largest step of the documented range, ``0.5 / (nu (d - 1))`` (inf without noise)."""
+    """Largest step of the documented range, ``0.5 / (nu (d - 1))`` (inf without noise).
+
+    Parameters
+    ----------
+    nu : float
+        Noise strength, ``>= 0``.
+    d : int
+        Ambient dimension, ``>= 2``.
+
+    Returns
+    -------
+    float
+    """
     return np.inf if nu == 0 else 0.5 / (nu * (d - 1))
 
 
@@ -107,6 +136,22 @@ def geodesic_noise(X, dW, nu, h):
 
     ``c = 1 - nu (d - 2) h / 3`` (see the module docstring); rows of ``X`` (n, d) are unit vectors,
     ``dW`` (n, d) Brownian increments over ``h``.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, d)
+        Unit vectors (not checked).
+    dW : ndarray, shape (n, d)
+        Brownian increments over ``h``.
+    nu : float
+        Noise strength.
+    h : float
+        Step size.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+        Unit vectors.
     """
     d = X.shape[-1]
     c = 1.0 - nu * (d - 2) * h / 3.0
@@ -137,13 +182,39 @@ class StochasticStepper(Stepper):
         return self.order
 
     def increments(self, rng, shape, dt):
-        """The step's Brownian increments, drawn from ``rng`` (:func:`brownian_increments`)."""
+        """The step's Brownian increments, drawn from ``rng`` (:func:`brownian_increments`).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            The run's generator (advanced).
+        shape : tuple of int
+            The state's shape.
+        dt : float
+            The step.
+
+        Returns
+        -------
+        ndarray, shape (2, \\*shape)
+        """
         return brownian_increments(rng, shape, dt)
 
 
 @dataclass(frozen=True, eq=False)
 class EulerMaruyama(StochasticStepper):
-    """Projected Euler-Maruyama with retraction (see the module docstring); Euler for the drift."""
+    """Projected Euler-Maruyama with retraction (see the module docstring); Euler for the drift.
+
+    Parameters
+    ----------
+    name : str
+        The scheme's name in :data:`meanfield.core.methods.METHODS`.
+    order : float
+        Strong order (1/2).
+    weak_order : int
+        Weak order (1).
+    n_drift : int
+        Drift evaluations per step (1).
+    """
 
     name: str = "euler_maruyama"
     order: float = 0.5
@@ -164,7 +235,19 @@ class EulerMaruyama(StochasticStepper):
 
 @dataclass(frozen=True, eq=False)
 class GeodesicStrang(StochasticStepper):
-    """Strang splitting noise(dt/2) . Heun drift(dt) . noise(dt/2) (see the module docstring)."""
+    """Strang splitting noise(dt/2) . Heun drift(dt) . noise(dt/2) (see the module docstring).
+
+    Parameters
+    ----------
+    name : str
+        The scheme's name in :data:`meanfield.core.methods.METHODS`.
+    order : float
+        Strong order (1/2).
+    weak_order : int
+        Weak order (2).
+    n_drift : int
+        Drift evaluations per step (2).
+    """
 
     name: str = "geodesic_strang"
     order: float = 0.5
@@ -207,6 +290,12 @@ def sde_step(scheme, drift, t, X, dt, dW, nu, geometry="sphere"):
     Returns
     -------
     X_new : ndarray, shape (n, d)
+
+    Raises
+    ------
+    ValueError
+        An unknown ``scheme`` (allowed: ``"euler_maruyama"``, ``"geodesic_strang"``), a negative ``nu`` or an
+        unknown ``geometry``.
     """
     for stepper in STOCHASTIC_STEPPERS:
         if stepper.name == scheme:
@@ -215,7 +304,21 @@ def sde_step(scheme, drift, t, X, dt, dW, nu, geometry="sphere"):
 
 
 def brownian_increments(rng, shape, dt):
-    """Increments over the two halves of a step: ``sqrt(dt/2) N(0, 1)`` of shape ``(2, *shape)``."""
+    """Increments over the two halves of a step: ``sqrt(dt/2) N(0, 1)`` of shape ``(2, *shape)``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The source (advanced).
+    shape : tuple of int
+        The state's shape.
+    dt : float
+        The step, ``>= 0``.
+
+    Returns
+    -------
+    ndarray, shape (2, \\*shape)
+    """
     return np.sqrt(0.5 * dt) * rng.standard_normal((2,) + tuple(shape))
 
 
@@ -227,7 +330,31 @@ def generator_from_state(state):
 
 
 def check_noise_step(nu, d, dt, scheme, geometry="sphere"):
-    """Refuse (``ValueError``) or warn (:class:`NoiseStepWarning`) a step outside the scheme's range."""
+    """Refuse (``ValueError``) or warn (:class:`NoiseStepWarning`) a step outside the scheme's range.
+
+    Parameters
+    ----------
+    nu : float
+        Noise strength (0: nothing is checked).
+    d : int
+        Ambient dimension.
+    dt : float
+        The fixed step.
+    scheme : str
+        The stochastic scheme's name.
+    geometry : {"sphere", "flat"}
+        Flat geometry is checked as ``d = 2``.
+
+    Raises
+    ------
+    ValueError
+        ``"geodesic_strang"`` on the sphere with ``nu (d - 2) dt / 6 >= 1``.
+
+    Warns
+    -----
+    NoiseStepWarning
+        ``dt`` above :func:`noise_dt_bound`.
+    """
     if nu == 0:
         return
     if geometry == "sphere" and scheme == "geodesic_strang" and nu * (d - 2) * dt / 6.0 >= 1.0:

@@ -56,7 +56,19 @@ class SinkhornError(ValueError):
 @dataclass(frozen=True)
 class SinkhornResult:
     """Scalings of one head: ``a`` (n,), ``b`` (n,) (``b is a`` for a symmetric kernel), the marginal
-    error reached and the number of kernel applications."""
+    error reached and the number of kernel applications.
+
+    Parameters
+    ----------
+    a : ndarray, shape (n,)
+        Row scaling (the shape of the field for a batched or grid solve).
+    b : ndarray, shape (n,)
+        Column scaling (``b is a`` for a symmetric kernel).
+    error : float
+        Marginal error reached.
+    n_apply : int
+        Number of kernel applications.
+    """
 
     a: np.ndarray
     b: np.ndarray
@@ -119,6 +131,11 @@ def solve_scaling(apply, n, *, apply_t=None, tol=SINKHORN_TOL, maxiter=SINKHORN_
         Names the head in errors (e.g. ``"heads[1]"``).
     start : ndarray (n,), optional
         Initial ``a`` (e.g. the previous step's scaling: a warm start), finite and > 0.
+
+    Returns
+    -------
+    SinkhornResult
+        The scalings, of the shape ``n``, with the error reached and the kernel applications used.
 
     Raises
     ------

@@ -63,7 +63,17 @@ _GEOM = "GL"
 
 
 def nalm_for(lmax):
-    """Number of stored coefficients ``(lmax+1)(lmax+2)/2`` of a real field of degree ``lmax``."""
+    """Number of stored coefficients ``(lmax+1)(lmax+2)/2`` of a real field of degree ``lmax``.
+
+    Parameters
+    ----------
+    lmax : int
+        Degree, ``>= 0`` (not checked).
+
+    Returns
+    -------
+    int
+    """
     return (lmax + 1) * (lmax + 2) // 2
 
 
@@ -78,6 +88,11 @@ def to_real(f_lm):
     -------
     ndarray, shape (2 nalm,), float64
         A view of ``f_lm`` when it is contiguous complex128 (writes go through), else a copy.
+
+    Raises
+    ------
+    ValueError
+        ``f_lm`` not a 1-d complex array.
     """
     a = np.asarray(f_lm)
     if a.ndim != 1 or not np.iscomplexobj(a):
@@ -89,6 +104,20 @@ def from_real(v):
     """Inverse of :func:`to_real`: float64 ``(2 nalm,)`` (re, im pairs) -> complex ``(nalm,)``.
 
     Returns a view when ``v`` is contiguous float64, else a copy.
+
+    Parameters
+    ----------
+    v : array_like, shape (2 nalm,)
+        Real (re, im) pairs.
+
+    Returns
+    -------
+    ndarray, shape (nalm,), complex128
+
+    Raises
+    ------
+    ValueError
+        ``v`` not a real 1-d array of even length.
     """
     a = np.asarray(v)
     if a.ndim != 1 or a.size % 2 or np.iscomplexobj(a):
@@ -105,6 +134,22 @@ def to_real_basis(f_lm, lmax):
     the coefficients of a weighted measure (:meth:`PointSet.adjoint`, ``sum_j w_j conj(Y_lm(x_j))``) map to
     the coordinates in that basis, so a real matrix acting on them is an operator between real fields
     (:mod:`meanfield.core.bispherical`).
+
+    Parameters
+    ----------
+    f_lm : array_like, shape (..., nalm)
+        Coefficients in this module's layout.
+    lmax : int
+        Their degree.
+
+    Returns
+    -------
+    ndarray, shape (..., (lmax+1)^2), float64
+
+    Raises
+    ------
+    ValueError
+        A last axis other than ``nalm``.
     """
     a = np.asarray(f_lm)
     nalm = nalm_for(lmax)
@@ -116,7 +161,24 @@ def to_real_basis(f_lm, lmax):
 
 
 def from_real_basis(r, lmax):
-    """Inverse of :func:`to_real_basis`: real coordinates (..., (lmax+1)^2) -> complex coefficients (..., nalm)."""
+    """Inverse of :func:`to_real_basis`: real coordinates (..., (lmax+1)^2) -> complex coefficients (..., nalm).
+
+    Parameters
+    ----------
+    r : array_like, shape (..., (lmax+1)^2)
+        Real coordinates.
+    lmax : int
+        Degree.
+
+    Returns
+    -------
+    ndarray, shape (..., nalm), complex128
+
+    Raises
+    ------
+    ValueError
+        A last axis other than ``(lmax+1)^2``.
+    """
     r = np.asarray(r, dtype=np.float64)
     nalm = nalm_for(lmax)
     if r.shape[-1:] != ((lmax + 1) ** 2,):
@@ -130,7 +192,25 @@ def from_real_basis(r, lmax):
 
 
 def resize_coefficients(f_lm, lmax_from, lmax_to):
-    """Coefficients (..., nalm) of degree ``lmax_from`` truncated or zero-padded to degree ``lmax_to``."""
+    """Coefficients (..., nalm) of degree ``lmax_from`` truncated or zero-padded to degree ``lmax_to``.
+
+    Parameters
+    ----------
+    f_lm : array_like, shape (..., nalm_for(lmax_from))
+        Coefficients.
+    lmax_from, lmax_to : int
+        Their degree and the new one.
+
+    Returns
+    -------
+    ndarray, shape (..., nalm_for(lmax_to))
+        ``f_lm`` itself (as an array) when the degrees are equal, else a new complex128 array.
+
+    Raises
+    ------
+    ValueError
+        ``lmax_from`` not an integer ``>= 0`` (:func:`lm_indices`).
+    """
     a = np.asarray(f_lm)
     if lmax_from == lmax_to:
         return a
@@ -143,7 +223,28 @@ def resize_coefficients(f_lm, lmax_from, lmax_to):
 
 def rotate_coefficients(f_lm, lmax, psi, theta, phi, nthreads=1):
     """Coefficients (..., nalm) of the field rotated actively by ``R = R_z(phi) R_y(theta) R_z(psi)``:
-    ``f_rot(x) = f(R^T x)`` (ducc0's ``rotate_alm``; measures' coefficients rotate the same way)."""
+    ``f_rot(x) = f(R^T x)`` (ducc0's ``rotate_alm``; measures' coefficients rotate the same way).
+
+    Parameters
+    ----------
+    f_lm : array_like, shape (..., nalm)
+        Coefficients of degree ``lmax``.
+    lmax : int
+        Degree.
+    psi, theta, phi : float
+        Euler angles (radians) of ``R``.
+    nthreads : int
+        Threads of ducc0.
+
+    Returns
+    -------
+    ndarray, shape (..., nalm), complex128
+
+    Raises
+    ------
+    ValueError
+        A last axis other than ``nalm``.
+    """
     a = np.ascontiguousarray(f_lm, dtype=np.complex128)
     if a.shape[-1:] != (nalm_for(lmax),):
         raise ValueError(f"f_lm must have shape (..., {nalm_for(lmax)}) for lmax = {lmax}; received shape {a.shape}")
@@ -155,7 +256,24 @@ def rotate_coefficients(f_lm, lmax, psi, theta, phi, nthreads=1):
 
 def legendre_table(lmax, theta):
     """``Y_lm(theta, 0)`` (real: the normalized associated Legendre functions with the Condon-Shortley
-    phase), shape (nalm, len(theta)), in this module's layout (scipy's ``sph_harm_y``)."""
+    phase), shape (nalm, len(theta)), in this module's layout (scipy's ``sph_harm_y``).
+
+    Parameters
+    ----------
+    lmax : int
+        Degree, ``>= 0``.
+    theta : array_like, shape (k,)
+        Colatitudes (radians).
+
+    Returns
+    -------
+    ndarray, shape (nalm, k), float64
+
+    Raises
+    ------
+    ValueError
+        ``lmax`` not an integer ``>= 0``.
+    """
     from scipy.special import sph_harm_y
 
     l_index, m_index = lm_indices(lmax)
@@ -168,6 +286,20 @@ def lm_indices(lmax):
 
     The layout of the module docstring (``m = 0, 1, ...``, within each ``m`` ``l = m..lmax``); equal
     to :attr:`SphereGrid.l_index` and :attr:`SphereGrid.m_index` of any grid of degree ``lmax``.
+
+    Parameters
+    ----------
+    lmax : int
+        Degree, ``>= 0``.
+
+    Returns
+    -------
+    l_index, m_index : ndarray of int, shape (nalm,)
+
+    Raises
+    ------
+    ValueError
+        ``lmax`` not an integer ``>= 0``.
     """
     lmax = validate.integer("lmax", lmax, 0)
     l_index = np.concatenate([np.arange(m, lmax + 1) for m in range(lmax + 1)])
@@ -189,6 +321,11 @@ def to_lm_table(f_lm, lmax):
     -------
     re, im : ndarray, shape (..., lmax+1, lmax+1), float64
         ``re[..., l, m] = Re f_lm``, ``im[..., l, m] = Im f_lm`` for ``m <= l``; NaN where ``m > l``.
+
+    Raises
+    ------
+    ValueError
+        ``lmax`` not an integer ``>= 0``, or a last axis other than ``nalm``.
     """
     a = np.asarray(f_lm)
     l_index, m_index = lm_indices(lmax)
@@ -206,6 +343,20 @@ def from_lm_table(re, im):
     """Inverse of :func:`to_lm_table`: ``(l, m)`` tables (..., lmax+1, lmax+1) -> complex (..., nalm).
 
     ``lmax`` is read from the table's shape; entries with ``m > l`` are ignored.
+
+    Parameters
+    ----------
+    re, im : array_like, shape (..., lmax+1, lmax+1)
+        Real and imaginary parts, ``[..., l, m]``.
+
+    Returns
+    -------
+    ndarray, shape (..., nalm), complex
+
+    Raises
+    ------
+    ValueError
+        Tables that are not square in their last two axes, empty, or of different shapes.
     """
     re, im = np.asarray(re), np.asarray(im)
     if re.ndim < 2 or re.shape[-1] != re.shape[-2] or re.shape[-1] < 1 or im.shape != re.shape:
@@ -363,6 +514,12 @@ class SphereGrid:
     Notes
     -----
     Analysis is exact for band-limited fields of degree ``<= min(2 nlat - 1, nlon - 1) - lmax``.
+
+    Raises
+    ------
+    ValueError
+        ``lmax`` below 2, ``nlat`` below ``lmax + 1``, ``nlon`` below ``2 lmax + 1``, ``nthreads`` below 1 (any
+        of them not an integer), or a grid above the memory or time limit (:mod:`meanfield.core.cost`).
     """
 
     lmax: int
@@ -409,6 +566,22 @@ class SphereGrid:
 
         ``nlat = ceil((3 lmax + 1) / 2)`` (GL is exact to polynomial degree ``2 nlat - 1 >= 3 lmax``)
         and ``nlon = ducc0.fft.good_size(3 lmax + 1)``.
+
+        Parameters
+        ----------
+        lmax : int
+            Degree of the fields, ``>= 2``.
+        nthreads : int
+            Threads for every ducc0 call.
+
+        Returns
+        -------
+        SphereGrid
+
+        Raises
+        ------
+        ValueError
+            ``lmax`` not an integer ``>= 2``, or as for the constructor.
         """
         lmax = validate.integer("lmax", lmax, 2)
         return cls(lmax, nlat=(3 * lmax + 2) // 2, nlon=int(ducc0.fft.good_size(3 * lmax + 1, True)),
@@ -425,7 +598,22 @@ class SphereGrid:
         return (self.nlat, self.nlon)
 
     def index(self, l, m):
-        """Position of ``(l, m)``, ``0 <= m <= l <= lmax``, in a coefficient vector."""
+        """Position of ``(l, m)``, ``0 <= m <= l <= lmax``, in a coefficient vector.
+
+        Parameters
+        ----------
+        l, m : int
+            Degree and order.
+
+        Returns
+        -------
+        int
+
+        Raises
+        ------
+        ValueError
+            Not ``0 <= m <= l <= lmax``.
+        """
         if not 0 <= m <= l <= self.lmax:
             raise ValueError(f"(l, m) must satisfy 0 <= m <= l <= lmax = {self.lmax}; received ({l}, {m})")
         return int(self.mstart[m]) + l
@@ -466,7 +654,24 @@ class SphereGrid:
         return out
 
     def synthesis(self, f_lm, out=None):
-        """Coefficients -> grid values, shape (nlat, nlon)."""
+        """Coefficients -> grid values, shape (nlat, nlon).
+
+        Parameters
+        ----------
+        f_lm : array_like, shape (nalm,)
+            Coefficients.
+        out : ndarray, shape (nlat, nlon), float64, optional
+            Written and returned.
+
+        Returns
+        -------
+        ndarray, shape (nlat, nlon), float64
+
+        Raises
+        ------
+        ValueError
+            ``f_lm`` not of shape ``(nalm,)``.
+        """
         a = self._alm(f_lm)
         out = np.empty(self.shape) if out is None else out
         _SHT.synthesis_2d(alm=a[None], spin=0, geometry=_GEOM, map=out[None], **self._kw)
@@ -474,6 +679,13 @@ class SphereGrid:
 
     def gradient(self, f_lm, out=None):
         """Surface gradient on the grid.
+
+        Parameters
+        ----------
+        f_lm : array_like, shape (nalm,)
+            Coefficients.
+        out : ndarray, shape (2, nlat, nlon), float64, optional
+            Written and returned.
 
         Returns
         -------
@@ -507,33 +719,125 @@ class SphereGrid:
         return out
 
     def laplacian(self, f_lm):
-        """Coefficients of ``Lap_S f``: ``-l(l+1) f_lm``."""
+        """Coefficients of ``Lap_S f``: ``-l(l+1) f_lm``.
+
+        Parameters
+        ----------
+        f_lm : array_like, shape (nalm,)
+            Coefficients.
+
+        Returns
+        -------
+        ndarray, shape (nalm,), complex128
+
+        Raises
+        ------
+        ValueError
+            ``f_lm`` not of shape ``(nalm,)``.
+        """
         return self._lap * self._alm(f_lm)
 
     def multiply_degree(self, f_lm, mult):
-        """Apply a per-degree multiplier (e.g. Funk-Hecke): ``mult[l] f_lm``; ``mult`` shape (lmax+1,)."""
+        """Apply a per-degree multiplier (e.g. Funk-Hecke): ``mult[l] f_lm``; ``mult`` shape (lmax+1,).
+
+        Parameters
+        ----------
+        f_lm : array_like, shape (nalm,)
+            Coefficients.
+        mult : array_like, shape (lmax + 1,)
+            One factor per degree.
+
+        Returns
+        -------
+        ndarray, shape (nalm,)
+
+        Raises
+        ------
+        ValueError
+            ``mult`` not of shape ``(lmax + 1,)`` or ``f_lm`` not of shape ``(nalm,)``.
+        """
         mult = np.asarray(mult)
         if mult.shape != (self.lmax + 1,):
             raise ValueError(f"mult must have shape (lmax + 1,) = ({self.lmax + 1},); received shape {mult.shape}")
         return mult[self.l_index] * self._alm(f_lm)
 
     def integrate(self, f):
-        """Quadrature ``int_{S^2} f dx`` of grid values (nlat, nlon)."""
+        """Quadrature ``int_{S^2} f dx`` of grid values (nlat, nlon).
+
+        Parameters
+        ----------
+        f : array_like, shape (nlat, nlon)
+            Real grid values.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            ``f`` complex or not of the grid's shape.
+        """
         return float(self.ring_weights @ self._grid(f).sum(axis=1))
 
     def inner(self, f_lm, g_lm):
-        """L2 inner product ``int f g dx`` of two real fields from their coefficients."""
+        """L2 inner product ``int f g dx`` of two real fields from their coefficients.
+
+        Parameters
+        ----------
+        f_lm, g_lm : array_like, shape (nalm,)
+            Coefficients.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            Either not of shape ``(nalm,)``.
+        """
         a, b = self._alm(f_lm), self._alm(g_lm, "g_lm")
         return float(np.sum(self._mweight * (a.real * b.real + a.imag * b.imag)))
 
     def power_spectrum(self, f_lm):
-        """``S_l = sum_{m=-l}^{l} |f_lm|^2`` (m > 0 counted twice), shape (lmax+1,); ``sum S_l = int f^2``."""
+        """``S_l = sum_{m=-l}^{l} |f_lm|^2`` (m > 0 counted twice), shape (lmax+1,); ``sum S_l = int f^2``.
+
+        Parameters
+        ----------
+        f_lm : array_like, shape (nalm,)
+            Coefficients.
+
+        Returns
+        -------
+        ndarray, shape (lmax + 1,)
+
+        Raises
+        ------
+        ValueError
+            ``f_lm`` not of shape ``(nalm,)``.
+        """
         a = self._alm(f_lm)
         return np.bincount(self.l_index, weights=self._mweight * np.abs(a) ** 2, minlength=self.lmax + 1)
 
     # ------------------------------------------------------------------ tangent vectors
     def to_cartesian(self, v):
-        """Components (2, nlat, nlon) on ``(e_theta, e_phi)`` -> 3-vectors (nlat, nlon, 3)."""
+        """Components (2, nlat, nlon) on ``(e_theta, e_phi)`` -> 3-vectors (nlat, nlon, 3).
+
+        Parameters
+        ----------
+        v : array_like, shape (2, nlat, nlon)
+            Real tangent components.
+
+        Returns
+        -------
+        ndarray, shape (nlat, nlon, 3)
+
+        Raises
+        ------
+        ValueError
+            ``v`` complex or not of shape ``(2, nlat, nlon)``.
+        """
         v = self._grid(v, "v", (2,))
         return v[0, ..., None] * self.e_theta + v[1, ..., None] * self.e_phi
 
@@ -541,6 +845,20 @@ class SphereGrid:
         """3-vectors (nlat, nlon, 3) -> components (2, nlat, nlon).
 
         This is the *tangent projection* ``P_x V``: the normal part ``<V, x> x`` is dropped.
+
+        Parameters
+        ----------
+        V : array_like, shape (nlat, nlon, 3)
+            Vectors at the grid nodes.
+
+        Returns
+        -------
+        ndarray, shape (2, nlat, nlon)
+
+        Raises
+        ------
+        ValueError
+            ``V`` not of shape ``(nlat, nlon, 3)``.
         """
         V = np.asarray(V, dtype=np.float64)
         if V.shape != self.shape + (3,):
@@ -554,17 +872,72 @@ class SphereGrid:
         Use it when several fields are evaluated at, or several weightings summed over, the same
         points: angles and tangent frame are computed here only (at n = 10^6 they cost twice the
         transforms).  ``epsilon`` in ``[1e-14, 1)`` is the transforms' relative accuracy.
+
+        Parameters
+        ----------
+        points : array_like, shape (n, 3)
+            Unit vectors.
+        epsilon : float
+            Relative accuracy, in ``[1e-14, 1)``.
+
+        Returns
+        -------
+        PointSet
+
+        Raises
+        ------
+        ValueError
+            As for :class:`PointSet`.
         """
         return PointSet(self, points, epsilon)
 
     def evaluate(self, f_lm, points, epsilon=1e-13):
         """Field values at unit vectors ``points`` (n, 3) -> (n,), ducc0 ``synthesis_general``
-        with relative accuracy ``epsilon`` (one-off :meth:`PointSet.evaluate`)."""
+        with relative accuracy ``epsilon`` (one-off :meth:`PointSet.evaluate`).
+
+        Parameters
+        ----------
+        f_lm : array_like, shape (nalm,)
+            Coefficients.
+        points : array_like, shape (n, 3)
+            Unit vectors.
+        epsilon : float
+            Relative accuracy, in ``[1e-14, 1)``.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+
+        Raises
+        ------
+        ValueError
+            As for :class:`PointSet` and :meth:`PointSet.evaluate`.
+        """
         return self.prepare_points(points, epsilon).evaluate(f_lm)
 
     def gradient_at(self, f_lm, points, epsilon=1e-13):
         """Cartesian surface gradient (n, 3) at unit vectors ``points`` (n, 3) (one-off
-        :meth:`PointSet.gradient`)."""
+        :meth:`PointSet.gradient`).
+
+        Parameters
+        ----------
+        f_lm : array_like, shape (nalm,)
+            Coefficients.
+        points : array_like, shape (n, 3)
+            Unit vectors.
+        epsilon : float
+            Relative accuracy, in ``[1e-14, 1)``.
+
+        Returns
+        -------
+        ndarray, shape (n, 3)
+            Tangent vectors.
+
+        Raises
+        ------
+        ValueError
+            As for :class:`PointSet` and :meth:`PointSet.gradient`.
+        """
         return self.prepare_points(points, epsilon).gradient(f_lm)
 
     def adjoint_at(self, points, weights, epsilon=1e-13):
@@ -577,12 +950,38 @@ class SphereGrid:
         ----------
         points : ndarray, shape (n, 3)
         weights : ndarray, shape (n,), real
+        epsilon : float
+            Relative accuracy, in ``[1e-14, 1)``.
+
+        Returns
+        -------
+        ndarray, shape (nalm,), complex128
+
+        Raises
+        ------
+        ValueError
+            As for :class:`PointSet` and :meth:`PointSet.adjoint`.
         """
         return self.prepare_points(points, epsilon).adjoint(weights)
 
     # ------------------------------------------------------------------ pyshtools containers
     def to_shcoeffs(self, f_lm):
-        """Real pyshtools ``SHCoeffs`` (``normalization='ortho'``, ``csphase=-1``) of the same field."""
+        """Real pyshtools ``SHCoeffs`` (``normalization='ortho'``, ``csphase=-1``) of the same field.
+
+        Parameters
+        ----------
+        f_lm : array_like, shape (nalm,)
+            Coefficients.
+
+        Returns
+        -------
+        pyshtools.SHCoeffs
+
+        Raises
+        ------
+        ValueError
+            ``f_lm`` not of shape ``(nalm,)``.
+        """
         import pyshtools
 
         a = self._alm(f_lm)
@@ -594,7 +993,22 @@ class SphereGrid:
 
     def from_shcoeffs(self, coeffs):
         """Coefficients (nalm,) from real pyshtools ``SHCoeffs`` of degree ``lmax`` (any normalization
-        or phase; converted by pyshtools)."""
+        or phase; converted by pyshtools).
+
+        Parameters
+        ----------
+        coeffs : pyshtools.SHCoeffs
+            Real coefficients of degree ``lmax``.
+
+        Returns
+        -------
+        ndarray, shape (nalm,), complex128
+
+        Raises
+        ------
+        ValueError
+            Not a real ``SHCoeffs``, or of another degree.
+        """
         if getattr(coeffs, "kind", None) != "real" or not hasattr(coeffs, "convert"):
             raise ValueError(f"coeffs must be a real pyshtools SHCoeffs; received {type(coeffs).__name__}")
         if coeffs.lmax != self.lmax:
@@ -605,7 +1019,22 @@ class SphereGrid:
 
     def to_shgrid(self, f):
         """pyshtools ``SHGrid`` on its own GLQ grid of degree ``lmax`` ((lmax+1) x (2 lmax+1)),
-        holding the degree-``lmax`` projection of ``f`` (nlat, nlon) (equal to ``f`` if band-limited)."""
+        holding the degree-``lmax`` projection of ``f`` (nlat, nlon) (equal to ``f`` if band-limited).
+
+        Parameters
+        ----------
+        f : array_like, shape (nlat, nlon)
+            Real grid values.
+
+        Returns
+        -------
+        pyshtools.SHGrid
+
+        Raises
+        ------
+        ValueError
+            ``f`` complex or not of the grid's shape.
+        """
         return self.to_shcoeffs(self.analysis(f)).expand(grid="GLQ", extend=False, backend="ducc",
                                                         nthreads=self.nthreads)
 
@@ -636,6 +1065,12 @@ class PointSet:
         Colatitude and longitude (:func:`cartesian_to_angles`).
     epsilon : float
     n : int
+
+    Raises
+    ------
+    ValueError
+        ``grid`` not a :class:`SphereGrid`, ``epsilon`` outside ``[1e-14, 1)``, or ``points`` not unit vectors of
+        shape (n, 3).
     """
 
     def __init__(self, grid, points, epsilon=1e-13):
@@ -664,6 +1099,16 @@ class PointSet:
             the point set is in use).
         epsilon : float
             As for the constructor.
+
+        Returns
+        -------
+        PointSet
+
+        Raises
+        ------
+        ValueError
+            ``X`` not of shape (n, 3), a zero or non-finite row, ``grid`` not a :class:`SphereGrid`, or ``epsilon``
+            outside ``[1e-14, 1)``.
         """
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != 3:
@@ -733,6 +1178,11 @@ class PointSet:
         Returns
         -------
         ndarray, shape (nalm,), complex128
+
+        Raises
+        ------
+        ValueError
+            ``weights`` complex or not of shape ``(n,)``.
         """
         w = np.asarray(weights)
         if w.shape != (self.n,) or np.iscomplexobj(w):
@@ -742,14 +1192,44 @@ class PointSet:
         return _SHT.adjoint_synthesis_general(map=w[None], spin=0, **self._kw)[0]
 
     def evaluate(self, f_lm):
-        """Values of the field ``f_lm`` (nalm,) at the points, shape (n,)."""
+        """Values of the field ``f_lm`` (nalm,) at the points, shape (n,).
+
+        Parameters
+        ----------
+        f_lm : array_like, shape (nalm,)
+            Coefficients on the grid's layout.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+
+        Raises
+        ------
+        ValueError
+            ``f_lm`` not of shape ``(nalm,)``.
+        """
         a = self.grid._alm(f_lm)
         return _SHT.synthesis_general(alm=a[None], spin=0, **self._kw)[0]
 
     def gradient(self, f_lm, out=None):
         """Cartesian surface gradient of ``f_lm`` (nalm,) at the points, shape (n, 3).
 
-        ``out`` : optional float64 array of shape (n, 3) to write into (rows may be a strided view).
+        Parameters
+        ----------
+        f_lm : array_like, shape (nalm,)
+            Coefficients on the grid's layout.
+        out : ndarray, shape (n, 3), float64, optional
+            Written into (rows may be a strided view) and returned.
+
+        Returns
+        -------
+        ndarray, shape (n, 3)
+            Tangent vectors (a transposed view of a (3, n) buffer when ``out`` is None).
+
+        Raises
+        ------
+        ValueError
+            ``f_lm`` not of shape ``(nalm,)``, or ``out`` not a float64 array of shape (n, 3).
         """
         a = self.grid._alm(f_lm)
         gt, gp = _SHT.synthesis_general(alm=a[None], spin=1, mode="DERIV1", map=self._g, **self._kw)
@@ -782,6 +1262,18 @@ class NodeTransforms:
     integrand is within the grid's exactness, and otherwise exactly the node sum a quadrature path forms);
     ``synthesis(f_lm)`` the values of a degree-``lmax`` field at the nodes.  The sources and outputs of the
     bi-spherical operators of general heads on a PDE grid (:mod:`meanfield.core.bispherical`).
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The nodes, weights and threads.
+    lmax : int
+        Degree of the transforms, ``>= 0``.
+
+    Raises
+    ------
+    ValueError
+        ``grid`` not a :class:`SphereGrid`, or ``lmax`` not an integer ``>= 0``.
     """
 
     def __init__(self, grid, lmax):
@@ -793,7 +1285,23 @@ class NodeTransforms:
         self._kw = dict(lmax=self.lmax, mmax=self.lmax, mstart=mstart, nthreads=grid.nthreads)
 
     def adjoint(self, f):
-        """``sum_nodes w f conj(Y_lm)`` of grid values ``f`` (nlat, nlon), shape (nalm,)."""
+        """``sum_nodes w f conj(Y_lm)`` of grid values ``f`` (nlat, nlon), shape (nalm,).
+
+        Parameters
+        ----------
+        f : array_like, shape (nlat, nlon)
+            Real grid values.
+
+        Returns
+        -------
+        ndarray, shape (nalm,), complex128
+            ``nalm`` of this object's ``lmax``.
+
+        Raises
+        ------
+        ValueError
+            ``f`` complex or not of the grid's shape.
+        """
         f = self.grid._grid(f)
         out = np.empty(self.nalm, np.complex128)
         _SHT.adjoint_synthesis_2d(map=f[None], spin=0, geometry=_GEOM, alm=out[None],
@@ -801,7 +1309,22 @@ class NodeTransforms:
         return out
 
     def synthesis(self, f_lm):
-        """Values of a degree-``lmax`` field (nalm,) at the nodes, shape (nlat, nlon)."""
+        """Values of a degree-``lmax`` field (nalm,) at the nodes, shape (nlat, nlon).
+
+        Parameters
+        ----------
+        f_lm : array_like, shape (nalm,)
+            Coefficients of this object's degree.
+
+        Returns
+        -------
+        ndarray, shape (nlat, nlon)
+
+        Raises
+        ------
+        ValueError
+            ``f_lm`` not of shape ``(nalm,)``.
+        """
         a = np.asarray(f_lm, dtype=np.complex128)
         if a.shape != (self.nalm,):
             raise ValueError(f"f_lm must have shape ({self.nalm},) for lmax = {self.lmax}; received shape {a.shape}")

@@ -161,7 +161,13 @@ class _TableauStepper(Stepper):
 
 @dataclass(frozen=True, eq=False)
 class ExplicitRK(_TableauStepper):
-    """The explicit Runge-Kutta scheme of a :class:`Tableau` (name, order, error pair, FSAL from it)."""
+    """The explicit Runge-Kutta scheme of a :class:`Tableau` (name, order, error pair, FSAL from it).
+
+    Parameters
+    ----------
+    tableau : Tableau
+        The Butcher tableau.
+    """
 
     tableau: Tableau
 
@@ -171,6 +177,33 @@ class ExplicitRK(_TableauStepper):
 
 
     def step(self, rhs, t, y, dt, k0=None, linear=None):
+        """Advance from ``(t, y)`` by ``dt`` (:meth:`Stepper.step`).
+
+        Parameters
+        ----------
+        rhs : callable
+            ``rhs(t, y) -> ndarray`` of the shape of ``y``.
+        t : float
+        y : ndarray, any shape
+        dt : float
+        k0 : ndarray, shape y.shape, optional
+            ``rhs(t, y)`` if already known.
+        linear : None
+            Must be None (an explicit scheme has no linear part).
+
+        Returns
+        -------
+        y_new : ndarray, shape y.shape
+        y_err : ndarray or None
+            Embedded error estimate (None without an embedded pair).
+        k_last : ndarray or None
+            ``rhs(t + dt, y_new)`` for a FSAL tableau, else None.
+
+        Raises
+        ------
+        ValueError
+            ``linear`` given.
+        """
         if linear is not None:
             raise ValueError(f"linear must be None for the explicit scheme {self.name!r} (fold L y into rhs); "
                              f"received an array")
@@ -196,6 +229,11 @@ def phi_functions(z, n):
         :math:`\varphi_k(z) = \sum_j z^j / (j + k)!`, summed to ``j = 24`` (remainder below
         ``1 / 25!``), is used instead.  Measured relative error against exact rational sums:
         below ``1e-15`` for ``n <= 3``, ``1e-13`` for ``n <= 6`` (worst at ``z = 1``).
+
+    Raises
+    ------
+    ValueError
+        ``n`` not an integer ``>= 0``.
     """
     n = validate.integer("n", n, 0)
     z = np.asarray(z)
@@ -238,6 +276,15 @@ class IMEXEuler(Stepper):
     .. math:: y_{n+1} = \frac{y_n + \Delta t\, N(t_n, y_n)}{1 - \Delta t\, L}
 
     Unconditionally stable for ``L <= 0``; Euler when ``L = 0``.
+
+    Parameters
+    ----------
+    name : str
+        The scheme's name in :data:`meanfield.core.methods.METHODS`.
+    order : int
+        Its order (1).
+    split : bool
+        True: a split scheme (``linear`` is its ``L``).
     """
 
     name: str = "imex_euler"
@@ -284,6 +331,15 @@ class ETDRK2(_Exponential):
               y_{n+1} = a + \Delta t\, \varphi_2(\Delta t L)\, \big(N(t_n + \Delta t, a) - N(t_n, y_n)\big)
 
     Heun's method when ``L = 0``.
+
+    Parameters
+    ----------
+    name : str
+        The scheme's name in :data:`meanfield.core.methods.METHODS`.
+    order : int
+        Its order (2).
+    split : bool
+        True: a split scheme (``linear`` is its ``L``).
     """
 
     name: str = "etdrk2"
@@ -319,6 +375,15 @@ class ETDRK4(_Exponential):
     :math:`f_1 = \varphi_1 - 3\varphi_2 + 4\varphi_3`, :math:`f_2 = \varphi_2 - 2\varphi_3`,
     :math:`f_3 = 4\varphi_3 - \varphi_2` at :math:`\Delta t L`; ``N_a``, ``N_b`` at ``t_n + dt/2``,
     ``N_c`` at ``t_n + dt``.
+
+    Parameters
+    ----------
+    name : str
+        The scheme's name in :data:`meanfield.core.methods.METHODS`.
+    order : int
+        Its order (4).
+    split : bool
+        True: a split scheme (``linear`` is its ``L``).
     """
 
     name: str = "etdrk4"
@@ -367,6 +432,13 @@ class IMEXRK(Stepper):
     No error control: Ascher, Ruuth and Spiteri publish no embedded pair for these schemes, and an
     estimate made up here (e.g. the difference to a lower-order combination of the same stages)
     would have no proven order or stiff behaviour; ``"lawson_dopri5"`` is the adaptive split scheme.
+
+    Parameters
+    ----------
+    tableau : IMEXTableau
+        The pair of tableaux (explicit for ``N``, diagonally implicit for ``L``).
+    split : bool
+        True (a split scheme).
     """
 
     tableau: IMEXTableau
@@ -454,6 +526,13 @@ class LawsonRK(_TableauStepper):
     adaptive error control, FSAL included.  The tableau's order holds when ``L`` is not stiff; for
     diffusion ``L = -nu l (l + 1)`` every factor is at most 1, so the stable step is the tableau's
     transport bound, independent of ``nu lmax^2``.  The tableau itself when ``L = 0``.
+
+    Parameters
+    ----------
+    tableau : Tableau
+        The explicit Runge-Kutta tableau.
+    split : bool
+        True (a split scheme).
     """
 
     tableau: Tableau

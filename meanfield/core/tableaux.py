@@ -132,7 +132,17 @@ class Tableau:
         return np.array(g)
 
     def stability_function(self, z):
-        """``R(z)``, complex array of the shape of ``z``."""
+        """``R(z)``, complex array of the shape of ``z``.
+
+        Parameters
+        ----------
+        z : array_like
+            ``lambda dt`` (complex).
+
+        Returns
+        -------
+        ndarray of complex, shape of ``z``
+        """
         return np.polynomial.polynomial.polyval(np.asarray(z, dtype=complex), self.stability_polynomial)
 
     @cached_property
@@ -306,6 +316,15 @@ class IMEXTableau:
         (``z_L = lambda_L dt`` taken implicitly, ``z_N = lambda_N dt`` explicitly), broadcasting:
 
         .. math:: R = 1 + (z_N \hat b + z_L b)^T (I - z_N \hat A - z_L A)^{-1} \mathbf 1.
+
+        Parameters
+        ----------
+        z_implicit, z_explicit : array_like
+            ``z_L`` and ``z_N`` (complex; broadcast together).
+
+        Returns
+        -------
+        ndarray of complex, the broadcast shape
         """
         zl, zn = np.broadcast_arrays(np.asarray(z_implicit, dtype=complex), np.asarray(z_explicit, dtype=complex))
         s = len(self.b)

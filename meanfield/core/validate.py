@@ -116,6 +116,19 @@ def integer_array(name, x, lo=None):
     (``l``, ``H``, ``n``); ``bool`` arrays, fractions, NaN, inf, strings and entries beyond
     ``2**53`` (not exact in float64) are refused.
 
+    Parameters
+    ----------
+    name : str
+        The argument's name, used in the message.
+    x : array_like
+        Integer value(s), any shape.
+    lo : int, optional
+        Inclusive lower bound (None: unbounded).
+
+    Returns
+    -------
+    ndarray of int, shape of ``x``
+
     Raises
     ------
     ValueError
@@ -231,6 +244,17 @@ def choice(name, x, allowed):
 def boolean(name, x):
     """``x`` as a ``bool``, checked to be ``True`` or ``False`` (Python or numpy; not 0/1, not strings).
 
+    Parameters
+    ----------
+    name : str
+        The argument's name, used in the message.
+    x : object
+        ``bool`` or ``numpy.bool_``.
+
+    Returns
+    -------
+    bool
+
     Raises
     ------
     ValueError
@@ -298,14 +322,50 @@ def real_array(name, x, shape=None, *, finite=True):
 def points3(name, X):
     """Rows ``X`` (n, 3) of float64 as the spectral sums take them: an (n, 3) float64 array is returned as is (an
     integrator's stages: no copy, no extra pass), anything else through :func:`real_array` with non-finite entries
-    allowed (NaN stages give NaN velocities)."""
+    allowed (NaN stages give NaN velocities).
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, used in the message.
+    X : array_like, shape (n, 3)
+        Real rows.
+
+    Returns
+    -------
+    ndarray, shape (n, 3), float64
+
+    Raises
+    ------
+    ValueError
+        ``X`` not real numeric data of shape (n, 3) (:func:`real_array`).
+    """
     if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2 and X.shape[1] == 3:
         return X
     return real_array(name, X, ("n", 3), finite=False)
 
 
 def real_vector(name, w, n):
-    """``w`` as a contiguous float64 (n,) array, finite (a weight vector already normalized by the caller)."""
+    """``w`` as a contiguous float64 (n,) array, finite (a weight vector already normalized by the caller).
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, used in the message.
+    w : array_like, shape (n,)
+        Real finite values.
+    n : int
+        Required length.
+
+    Returns
+    -------
+    ndarray, shape (n,), float64
+
+    Raises
+    ------
+    ValueError
+        ``w`` not real, finite, of shape ``(n,)`` (:func:`real_array`).
+    """
     return np.ascontiguousarray(real_array(name, w, (n,)))
 
 
@@ -314,6 +374,24 @@ def complex_array(name, x, shape):
 
     Real input is accepted (coefficients with zero imaginary parts); strings, booleans, ``None`` and
     object data are refused: ``"{name} must be a finite complex array of shape (45,); received ..."``.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, used in the message.
+    x : array_like
+        Real or complex numeric data.
+    shape : tuple of int
+        Required shape.
+
+    Returns
+    -------
+    ndarray of complex128, shape ``shape``
+
+    Raises
+    ------
+    ValueError
+        ``x`` None, a string, not numeric, of another shape, or not finite.
     """
     what = f"a finite complex array of shape {_shape_text(shape)}"
     a = None
@@ -364,6 +442,21 @@ def _received(x) -> str:
 
 def unit_vector(name, x, d=None, *, tol=1e-8):
     """``x`` as a float64 vector (d,), checked to be finite with ``| |x|^2 - 1 | <= tol`` (not renormalized).
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, used in the message.
+    x : array_like, shape (d,)
+        A real vector.
+    d : int, optional
+        Required length (None: any non-zero length).
+    tol : float
+        Allowed ``| |x|^2 - 1 |``.
+
+    Returns
+    -------
+    ndarray, shape (d,), float64
 
     Raises
     ------
@@ -446,6 +539,19 @@ def probability_weights(name, w, n):
     """``w`` as float64 (n,), checked to be finite, ``>= 0`` and summing to 1 to :data:`WEIGHTS_TOL`;
     None gives ``1/n`` each.
 
+    Parameters
+    ----------
+    name : str
+        The argument's name, used in the message.
+    w : array_like, shape (n,), or None
+        The weights.
+    n : int
+        Required length.
+
+    Returns
+    -------
+    ndarray, shape (n,), float64
+
     Raises
     ------
     ValueError
@@ -461,6 +567,19 @@ def signed_weights(name, w, n):
     """``w`` as float64 (n,), checked to be finite and summing to 1 to :data:`MASS_TOL`, negative
     entries allowed (the quadrature weights ``rho(x_g) w_g`` of a density that dips below zero).
 
+    Parameters
+    ----------
+    name : str
+        The argument's name, used in the message.
+    w : array_like, shape (n,)
+        The weights.
+    n : int
+        Required length.
+
+    Returns
+    -------
+    ndarray, shape (n,), float64
+
     Raises
     ------
     ValueError
@@ -472,6 +591,19 @@ def signed_weights(name, w, n):
 
 def unit_mass(name, mass, *, hint=""):
     """``mass`` as a float, checked to be 1 to :data:`MASS_TOL` (``hint`` is appended to the message).
+
+    Parameters
+    ----------
+    name : str
+        What has the mass, used in the message.
+    mass : float
+        The mass.
+    hint : str
+        Appended to the message.
+
+    Returns
+    -------
+    float
 
     Raises
     ------
@@ -494,6 +626,10 @@ def rng(seed, name="seed"):
         ``numpy.random.default_rng(seed)``); a Generator is used as is (and advanced).
     name : str
         The argument's name in the message.
+
+    Returns
+    -------
+    numpy.random.Generator
 
     Raises
     ------

@@ -43,11 +43,26 @@ def zonal_multipliers(head, lmax, *, where="head"):
     :meth:`meanfield.core.kernels.Kernel.multipliers`; exp: ``c[K] = 4 pi i_l(a) / beta``,
     ``c[k] = 4 pi i_l(a)``, ``c[k s] = 4 pi lambda i_l'(a)``, ``a = beta lambda``).
 
+    Parameters
+    ----------
+    head : Head
+        A zonal head.
+    lmax : int
+        Largest degree, ``>= 0``.
+    where : str
+        Names the head in the errors.
+
     Returns
     -------
-    dict with ``"potential"`` (``c[K(lambda t)]``), ``"normalizer"`` (``c[k(lambda t)]``),
-    ``"normal"`` (``c[k(lambda t) lambda t]``, the radial part of the aggregate) and, for kernels
-    with ``k > 0``, ``"entropy"`` (``c[k log k]``).
+    dict
+        With ``"potential"`` (``c[K(lambda t)]``), ``"normalizer"`` (``c[k(lambda t)]``),
+        ``"normal"`` (``c[k(lambda t) lambda t]``, the radial part of the aggregate) and, for kernels
+        with ``k > 0``, ``"entropy"`` (``c[k log k]``).
+
+    Raises
+    ------
+    ValueError
+        A head that is not zonal, ``lmax`` not an integer ``>= 0``, or multipliers that overflow float64.
     """
     _check_zonal(head)
     out = KERNELS[head.kernel].multipliers(head, validate.integer("lmax", lmax, 0))
@@ -143,20 +158,57 @@ def truncation_level(head, lmax, *, where="head") -> float:
     """``|c_{lmax+1}[K]| / max_l |c_l[K]|``: the first potential multiplier a degree-``lmax``
     truncation neglects, relative to the largest (the check of :class:`meanfield.ContinuumPDE`,
     defined for every kernel, ReLU included; multipliers beyond float64 refused, the error starting
-    with ``where``)."""
+    with ``where``).
+
+    Parameters
+    ----------
+    head : Head
+        A zonal head.
+    lmax : int
+        The truncation degree, ``>= 0``.
+    where : str
+        Names the head in the errors.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        As for :func:`zonal_multipliers`.
+    """
     pot = zonal_multipliers(head, lmax + 1, where=where)["potential"]
     return float(abs(pot[-1]) / np.abs(pot).max())
 
 
 def has_lmax_rule(head) -> bool:
-    """Whether the head's kernel has an lmax rule (its multipliers decay faster than any power)."""
+    """Whether the head's kernel has an lmax rule (its multipliers decay faster than any power).
+
+    Parameters
+    ----------
+    head : Head
+        Any head.
+
+    Returns
+    -------
+    bool
+    """
     return KERNELS[head.kernel].has_lmax_rule
 
 
 # ---------------------------------------------------------------------------------------- spaces
 class GridSpace:
     """Fields on a :class:`SphereGrid` (tangent vectors as (2, nlat, nlon)); optional work arrays
-    (dict with ``v``, ``grad``, ``Z``: grid-shaped; ``alm``: coefficients) avoid allocations."""
+    (dict with ``v``, ``grad``, ``Z``: grid-shaped; ``alm``: coefficients) avoid allocations.
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid.
+    work : dict of str to ndarray, optional
+        Work arrays written into and returned instead of new ones.
+    """
 
     axis = 0
 
@@ -167,16 +219,63 @@ class GridSpace:
         return None if self.work is None else self.work.get(key)
 
     def multiply(self, b, mult_lm):
+        """Coefficients times per-coefficient multipliers (into the ``alm`` work array when given).
+
+        Parameters
+        ----------
+        b, mult_lm : ndarray, shape (nalm,)
+            Coefficients and multipliers.
+
+        Returns
+        -------
+        ndarray, shape (nalm,)
+        """
         return np.multiply(b, mult_lm, out=self._w("alm"))
 
     def gradient(self, f_lm, key):
+        """Surface gradient on the grid (:meth:`SphereGrid.gradient`).
+
+        Parameters
+        ----------
+        f_lm : ndarray, shape (nalm,)
+            Coefficients.
+        key : str
+            The work array to write into, when there is one.
+
+        Returns
+        -------
+        ndarray, shape (2, nlat, nlon)
+        """
         return self.grid.gradient(f_lm, out=self._w(key))
 
     def evaluate(self, f_lm, key):
+        """Values on the grid (:meth:`SphereGrid.synthesis`).
+
+        Parameters
+        ----------
+        f_lm : ndarray, shape (nalm,)
+            Coefficients.
+        key : str
+            The work array to write into, when there is one.
+
+        Returns
+        -------
+        ndarray, shape (nlat, nlon)
+        """
         return self.grid.synthesis(f_lm, out=self._w(key))
 
     def analysis(self, values):
-        """Coefficients of grid values (GL quadrature; the sources of a Sinkhorn head)."""
+        """Coefficients of grid values (GL quadrature; the sources of a Sinkhorn head).
+
+        Parameters
+        ----------
+        values : ndarray, shape (nlat, nlon)
+            Real grid values.
+
+        Returns
+        -------
+        ndarray, shape (nalm,), complex128
+        """
         return self.grid.analysis(values)
 
     @property
@@ -185,6 +284,17 @@ class GridSpace:
         return self.grid.shape
 
     def zeros(self, key):
+        """A zero tangent field (the work array ``key`` zeroed, when there is one).
+
+        Parameters
+        ----------
+        key : str
+            The work array's name.
+
+        Returns
+        -------
+        ndarray, shape (2, nlat, nlon)
+        """
         out = self._w(key)
         if out is None:
             return np.zeros((2,) + self.grid.shape)
@@ -194,7 +304,15 @@ class GridSpace:
 
 class PointSpace:
     """Fields at the points of a :class:`PointSet` (vectors as (n, 3)); ``w`` (n,), the weights of the
-    points, is needed by :meth:`coefficients` only (sums with scaled sources: Sinkhorn heads)."""
+    points, is needed by :meth:`coefficients` only (sums with scaled sources: Sinkhorn heads).
+
+    Parameters
+    ----------
+    points : PointSet
+        The points.
+    w : ndarray, shape (n,), optional
+        Their weights.
+    """
 
     axis = -1
 
@@ -202,16 +320,63 @@ class PointSpace:
         self.points, self.w = points, w
 
     def coefficients(self, f):
-        """Coefficients of the measure ``sum_j w_j f_j delta_{x_j}`` (sources scaled by ``f``)."""
+        """Coefficients of the measure ``sum_j w_j f_j delta_{x_j}`` (sources scaled by ``f``).
+
+        Parameters
+        ----------
+        f : ndarray, shape (n,)
+            The sources' factors.
+
+        Returns
+        -------
+        ndarray, shape (nalm,), complex128
+        """
         return self.points.adjoint(np.ascontiguousarray(self.w * f))
 
     def multiply(self, b, mult_lm):
+        """Coefficients times per-coefficient multipliers.
+
+        Parameters
+        ----------
+        b, mult_lm : ndarray, shape (nalm,)
+            Coefficients and multipliers.
+
+        Returns
+        -------
+        ndarray, shape (nalm,)
+        """
         return b * mult_lm
 
     def gradient(self, f_lm, key):
+        """Cartesian surface gradient at the points (:meth:`PointSet.gradient`).
+
+        Parameters
+        ----------
+        f_lm : ndarray, shape (nalm,)
+            Coefficients.
+        key : str
+            Unused (no work arrays).
+
+        Returns
+        -------
+        ndarray, shape (n, 3)
+        """
         return self.points.gradient(f_lm)
 
     def evaluate(self, f_lm, key):
+        """Values at the points (:meth:`PointSet.evaluate`).
+
+        Parameters
+        ----------
+        f_lm : ndarray, shape (nalm,)
+            Coefficients.
+        key : str
+            Unused (no work arrays).
+
+        Returns
+        -------
+        ndarray, shape (n,)
+        """
         return self.points.evaluate(f_lm)
 
     @property
@@ -220,6 +385,17 @@ class PointSpace:
         return (self.points.n,)
 
     def zeros(self, key):
+        """A zero vector field at the points.
+
+        Parameters
+        ----------
+        key : str
+            Unused (no work arrays).
+
+        Returns
+        -------
+        ndarray, shape (n, 3)
+        """
         return np.zeros((self.points.n, 3))
 
 
@@ -286,6 +462,12 @@ class ZonalOperator:
         their velocities add up to one gradient.
     normalized : tuple of int
         Indices of the heads whose normalization uses ``Z`` (softmax).
+
+    Raises
+    ------
+    ValueError
+        Heads :func:`~meanfield.core.heads.check_heads` refuses, not zonal or not of dimension 3, ``lmax``
+        not an integer ``>= 0``, or multipliers that overflow float64.
     """
 
     heads: tuple
@@ -330,17 +512,62 @@ class ZonalOperator:
         gradient and one evaluation; a Sinkhorn head solves its scaling on the grid (needs ``rho``, the
         density's grid values, and a :class:`GridSpace`).  The loop is
         :func:`meanfield.core.field_forces.field_velocity` (options and ``details`` there).
+
+        Parameters
+        ----------
+        b : ndarray, shape (nalm,)
+            Coefficients of the measure or density.
+        space : GridSpace or PointSpace
+            Where the velocity is formed.
+        rho, tol, maxiter, cache, details
+            As for :func:`~meanfield.core.field_forces.field_velocity`.
+
+        Returns
+        -------
+        ndarray
+            A vector field of ``space``: (2, nlat, nlon) on a grid, (n, 3) at points.
         """
         linear = None if self.linear_potential is None else self._mult("linear", None)
         return field_velocity(self.heads, self._mult, b, space, linear=linear, rho=rho, tol=tol, maxiter=maxiter,
                               cache=cache, details=details)
 
     def normalizer(self, b, space, i):
-        """``Z_h = c[k_h] b`` of head ``i`` in ``space``."""
+        """``Z_h = c[k_h] b`` of head ``i`` in ``space``.
+
+        Parameters
+        ----------
+        b : ndarray, shape (nalm,)
+            Coefficients.
+        space : GridSpace or PointSpace
+            Where ``Z_h`` is evaluated.
+        i : int
+            The head.
+
+        Returns
+        -------
+        ndarray
+            A scalar field of ``space``.
+        """
         return space.evaluate(space.multiply(b, self._mult(i, "normalizer")), "Z")
 
     def head_sums(self, i, b, space, points=None):
-        """The :class:`ZonalHeadSums` of head ``i`` for the coefficients ``b`` in ``space``."""
+        """The :class:`ZonalHeadSums` of head ``i`` for the coefficients ``b`` in ``space``.
+
+        Parameters
+        ----------
+        i : int
+            The head.
+        b : ndarray, shape (nalm,)
+            Coefficients.
+        space : GridSpace or PointSpace
+            Where the sums are formed.
+        points : ndarray, shape (n, 3), optional
+            The points of a PointSpace (adds the normal part of the aggregate).
+
+        Returns
+        -------
+        ZonalHeadSums
+        """
         return ZonalHeadSums(self, i, b, space, points)
 
     def forces(self, b, space, points, known=None, **solve):
@@ -348,7 +575,27 @@ class ZonalOperator:
         scaling of each head (None for row-local normalizations) at ``points`` (n, 3) of a
         :class:`PointSpace` (the unprojected forces of the particle system), by
         :meth:`~meanfield.core.kernels.Normalization.force` (``solve``: its ``tol``, ``maxiter``; ``known``:
-        per head the scalings already solved at this state, or None)."""
+        per head the scalings already solved at this state, or None).
+
+        Parameters
+        ----------
+        b : ndarray, shape (nalm,)
+            Coefficients of the weighted measure of the points.
+        space : PointSpace
+            The points' space.
+        points : ndarray, shape (n, 3)
+            The points.
+        known : list of SinkhornResult or None, optional
+            Per head, scalings already solved at this state.
+        **solve
+            ``tol``, ``maxiter`` of the Sinkhorn solves.
+
+        Returns
+        -------
+        U : ndarray, shape (H, n, 3)
+        N : ndarray, shape (H, n)
+        scalings : list of SinkhornResult or None
+        """
         H, n = len(self.heads), points.shape[0]
         U = np.empty((H, n, 3))
         N = np.empty((H, n))
@@ -368,6 +615,19 @@ class ZonalOperator:
         ``-int p log(p / rho) rho`` with ``p = k / Z`` (or ``-sum_j p_ij log(p_ij / w_j)`` for a
         weighted measure); NaN for heads whose kernel can vanish (no distribution where ``Z = 0``;
         ``c[k log k]`` not defined by the registry).
+
+        Parameters
+        ----------
+        b : ndarray, shape (nalm,)
+            Coefficients.
+        space : GridSpace or PointSpace
+            Where the entropies are formed.
+        rho, tol, maxiter, cache
+            As for :meth:`velocity`.
+
+        Returns
+        -------
+        ndarray, shape (H,) + space.shape
         """
         return field_entropies(self.heads, self._mult, b, space, has_entropy=["entropy" in m for m in self.multipliers],
                                rho=rho, tol=tol, maxiter=maxiter, cache=cache)

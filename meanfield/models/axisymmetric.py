@@ -66,6 +66,27 @@ def zonal_multipliers_d(head, lmax, d, *, where="head"):
     ``"potential"``: ``m[K(lambda t)]``; ``"normalizer"``: ``m[k(lambda t)]`` (exp: ``m(beta lambda) / beta``
     and ``m(beta lambda)``, closed form; other kernels of :data:`meanfield.core.kernels.KERNELS` by
     quadrature of their profiles).
+
+    Parameters
+    ----------
+    head : Head
+        A zonal head of dimension ``d``.
+    lmax : int
+        Largest degree.
+    d : int
+        Ambient dimension, ``>= 2``.
+    where : str
+        Names the head in an error message.
+
+    Returns
+    -------
+    dict
+        ``"potential"`` and ``"normalizer"``, each an ndarray of shape (lmax + 1,).
+
+    Raises
+    ------
+    ValueError
+        Multipliers that overflow float64 (:func:`meanfield.core.kernels.check_finite_multipliers`).
     """
     return check_finite_multipliers(head, KERNELS[head.kernel].normalized_multipliers(head, lmax, d), where)
 
@@ -92,6 +113,15 @@ class AxisymmetricPDE:
     sinkhorn_tol, sinkhorn_maxiter :
         Marginal tolerance and iteration cap of the Sinkhorn scalings of Sinkhorn heads, solved on the
         Gauss-Jacobi nodes (:meth:`scalings` reports the error reached).
+
+    Raises
+    ------
+    ValueError
+        ``d`` or ``lmax`` below 2; a negative ``nu`` or ``kernel_tol``; a non-positive ``sinkhorn_tol`` or
+        ``sinkhorn_maxiter``; heads :func:`meanfield.core.heads.check_heads` refuses, of another dimension
+        than ``d``, or not zonal; an ``axis`` that is not a unit vector of length ``d``; an ``lmax`` above
+        the memory or time limit (:mod:`meanfield.core.cost`); multipliers that overflow float64 or whose
+        first neglected one is above ``1e-2`` of the largest.
     """
 
     heads: tuple
@@ -152,34 +182,116 @@ class AxisymmetricPDE:
         return self.lmax + 1
 
     def state(self, b):
-        """State vector (a copy) from orthonormal coefficients ``b`` (lmax+1,)."""
+        """State vector (a copy) from orthonormal coefficients ``b`` (lmax+1,).
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal Gegenbauer coefficients.
+
+        Returns
+        -------
+        ndarray, shape (lmax + 1,)
+
+        Raises
+        ------
+        ValueError
+            ``b`` not real, finite, of shape ``(lmax + 1,)``.
+        """
         return validate.real_array("b", b, (self.lmax + 1,)).copy()
 
     def coefficients(self, y):
-        """Orthonormal coefficients ``b`` (lmax+1,) from a state vector (the same array)."""
+        """Orthonormal coefficients ``b`` (lmax+1,) from a state vector (the same array).
+
+        Parameters
+        ----------
+        y : array_like, shape (lmax + 1,)
+            State vector.
+
+        Returns
+        -------
+        ndarray, shape (lmax + 1,)
+
+        Raises
+        ------
+        ValueError
+            ``y`` not real, finite, of shape ``(lmax + 1,)``.
+        """
         return validate.real_array("y", y, (self.lmax + 1,))
 
     def uniform(self):
-        """The uniform density (``f = 1``)."""
+        """The uniform density (``f = 1``).
+
+        Returns
+        -------
+        ndarray, shape (lmax + 1,)
+            ``b_0 = 1``, every other coefficient 0.
+        """
         b = np.zeros(self.lmax + 1)
         b[0] = 1.0
         return b
 
     def basis(self, t):
-        """Orthonormal basis ``Q_l(t)``, shape (lmax+1, n)."""
+        """Orthonormal basis ``Q_l(t)``, shape (lmax+1, n).
+
+        Parameters
+        ----------
+        t : array_like
+            Values of ``<x, axis>`` in ``[-1, 1]`` (flattened to ``n`` values).
+
+        Returns
+        -------
+        ndarray, shape (lmax + 1, n)
+
+        Raises
+        ------
+        ValueError
+            ``t`` not real and finite, or outside ``[-1, 1]``.
+        """
         t = validate.real_array("t", t).reshape(-1)
         if np.any(np.abs(t) > 1):
             raise ValueError(f"t must lie in [-1, 1]; received values up to {np.abs(t).max():.6g}")
         return gegenbauer_normalized(self.lmax, self.d, t) / self._norm[:, None]
 
     def evaluate(self, b, t):
-        """Density ``f(t)`` (relative to ``sigma``) at ``t``."""
+        """Density ``f(t)`` (relative to ``sigma``) at ``t``.
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal coefficients.
+        t : array_like
+            Values in ``[-1, 1]`` (flattened to ``n`` values).
+
+        Returns
+        -------
+        ndarray, shape (n,)
+
+        Raises
+        ------
+        ValueError
+            ``t`` refused by :meth:`basis`.
+        """
         return np.asarray(b, dtype=float) @ self.basis(t)
 
     def project_profile(self, profile):
         """Coefficients of a function of ``t``: ``b_l = int profile(t) Q_l(t) dsigma`` by Gauss-Jacobi.
 
         Exact for polynomial profiles of degree ``<= 2 nodes - 1 - lmax``; spectrally accurate for smooth ones.
+
+        Parameters
+        ----------
+        profile : callable
+            ``profile(t) -> ndarray`` of the shape of ``t`` (the Gauss-Jacobi nodes :attr:`nodes`).
+
+        Returns
+        -------
+        ndarray, shape (lmax + 1,)
+
+        Raises
+        ------
+        ValueError
+            ``profile`` not callable, or values not finite or not of the nodes' shape.
         """
         if not callable(profile):
             raise ValueError(f"profile must be a callable of t (ndarray in [-1, 1]); received {profile!r}")
@@ -194,6 +306,24 @@ class AxisymmetricPDE:
 
         ``rho`` must be a function of ``<x, axis>``: it is evaluated at random points of each node's
         slice ``{x : <x, axis> = t}``, and a spread above ``tol`` (relative to ``max |rho|``) is refused.
+
+        Parameters
+        ----------
+        rho : callable
+            ``rho(X) -> ndarray`` of shape (n,) for points ``X`` of shape (n, d).
+        seed : None, int or numpy.random.Generator
+            The random points on the slices (three per node).
+        tol : float
+            Allowed relative spread of ``rho`` on a slice.
+
+        Returns
+        -------
+        ndarray, shape (lmax + 1,)
+
+        Raises
+        ------
+        ValueError
+            ``rho`` not callable, an invalid ``seed``, or ``rho`` not axisymmetric to ``tol``.
         """
         if not callable(rho):
             raise ValueError(f"rho must be a callable of points X (n, d); received {rho!r}")
@@ -214,7 +344,25 @@ class AxisymmetricPDE:
         return self._Q @ (self.weights * vals[0])
 
     def to_sphere_coefficients(self, b, grid):
-        """``d = 3``: the ``rho_lm`` of :class:`meanfield.ContinuumPDE` (surface density) about ``e_3``."""
+        """``d = 3``: the ``rho_lm`` of :class:`meanfield.ContinuumPDE` (surface density) about ``e_3``.
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal coefficients.
+        grid : SphereGrid
+            The target grid; degrees above ``min(lmax, grid.lmax)`` are dropped.
+
+        Returns
+        -------
+        ndarray of complex128, shape (grid.nalm,)
+            Only the ``m = 0`` coefficients are nonzero.
+
+        Raises
+        ------
+        ValueError
+            ``d != 3`` or an axis other than ``e_3``.
+        """
         if self.d != 3 or not np.array_equal(self.axis, np.eye(3)[-1]):
             raise ValueError(f"d must be 3 and the axis e_3 for spherical-harmonic coefficients; received d = "
                              f"{self.d}, axis {self.axis}")
@@ -227,7 +375,19 @@ class AxisymmetricPDE:
     def fields(self, b):
         """On the nodes: ``f``, the velocity factor ``u`` (``X = u (e - t x)``), the normalizers ``D`` (H, n;
         1 for mean, ``Z`` for softmax, ``1 / a`` for Sinkhorn) and ``sinkhorn_error`` (H,; NaN for row-local
-        heads)."""
+        heads).
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal coefficients.
+
+        Returns
+        -------
+        dict
+            ``"f"`` and ``"u"`` of shape (n,), ``"D"`` of shape (H, n), ``"sinkhorn_error"`` of shape (H,), ``n``
+            the number of Gauss-Jacobi nodes.
+        """
         b = np.asarray(b, dtype=float)
         f = b @ self._Q
         info = {}
@@ -244,16 +404,53 @@ class AxisymmetricPDE:
 
     def scalings(self, b):
         """Per head: the Sinkhorn scaling ``a`` on the nodes (a :class:`meanfield.core.sinkhorn.SinkhornResult`
-        with the marginal error reached), None for heads with a row-local normalization."""
+        with the marginal error reached), None for heads with a row-local normalization.
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal coefficients.
+
+        Returns
+        -------
+        list of SinkhornResult or None
+            One entry per head.
+        """
         b = np.asarray(b, dtype=float)
         return field_scalings(self.heads, self._mult, b, _GegenbauerSpace(self), **self._solve_options(b @ self._Q))
 
     def velocity(self, b):
-        """Tangential speed ``u(t) sqrt(1 - t^2)`` at the nodes (signed: > 0 towards the axis)."""
+        """Tangential speed ``u(t) sqrt(1 - t^2)`` at the nodes (signed: > 0 towards the axis).
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal coefficients.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            At the Gauss-Jacobi nodes :attr:`nodes`.
+
+        Raises
+        ------
+        ValueError
+            ``b`` not real, finite, of shape ``(lmax + 1,)``.
+        """
         return self.fields(validate.real_array("b", b, (self.lmax + 1,)))["u"] * np.sqrt(1 - self.nodes**2)
 
     def tendency(self, b):
-        """``d b / dt``, shape (lmax+1,)."""
+        """``d b / dt``, shape (lmax+1,).
+
+        Parameters
+        ----------
+        b : ndarray, shape (lmax + 1,)
+            Orthonormal coefficients.
+
+        Returns
+        -------
+        ndarray, shape (lmax + 1,)
+        """
         fl = self.fields(b)
         out = self._dQ_flux @ (fl["f"] * fl["u"])
         if self.nu:
@@ -262,7 +459,25 @@ class AxisymmetricPDE:
 
     def rhs(self, t, y):
         """Right-hand side ``rhs(t, y)``; ``y`` real of shape (lmax+1,) (a NaN state is left to the driver, which
-        stops on it)."""
+        stops on it).
+
+        Parameters
+        ----------
+        t : float
+            Time (unused: the equation is autonomous).
+        y : array_like, shape (lmax + 1,)
+            State vector.
+
+        Returns
+        -------
+        ndarray, shape (lmax + 1,)
+            :meth:`tendency` of ``y``.
+
+        Raises
+        ------
+        ValueError
+            ``y`` a string, complex, not numeric, or not of shape ``(lmax + 1,)``.
+        """
         a = None if isinstance(y, (str, bytes)) or np.iscomplexobj(y) else np.asarray(y)
         if a is None or a.shape != (self.lmax + 1,) or a.dtype.kind not in "fiu":
             raise ValueError(f"y must be a real state vector of shape ({self.lmax + 1},) for lmax = {self.lmax}; "
@@ -270,12 +485,37 @@ class AxisymmetricPDE:
         return self.tendency(a)
 
     def mass(self, b) -> float:
-        """``int f dsigma = b_0``."""
+        """``int f dsigma = b_0``.
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal coefficients.
+
+        Returns
+        -------
+        float
+        """
         return float(b[0])
 
     def energies(self, b):
         """Per-head energies ``E_h = 1/2 int int K_h(lambda <x, y>) f(x) f(y) dsigma dsigma``, shape (H,); for a
-        Sinkhorn head ``E_S = -(1/beta) int log a f dsigma`` (MODEL.md section 6)."""
+        Sinkhorn head ``E_S = -(1/beta) int log a f dsigma`` (MODEL.md section 6).
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal coefficients.
+
+        Returns
+        -------
+        ndarray, shape (H,)
+
+        Raises
+        ------
+        ValueError
+            ``b`` not real, finite, of shape ``(lmax + 1,)``.
+        """
         b = validate.real_array("b", b, (self.lmax + 1,))
         f = b @ self._Q
         return np.array([0.5 * (m["potential"] * b) @ b if res is None
@@ -283,23 +523,76 @@ class AxisymmetricPDE:
                          for h, m, res in zip(self.heads, self.multipliers, self.scalings(b))])
 
     def entropy(self, b) -> float:
-        """Boltzmann entropy ``-int f log f dsigma`` (relative to ``sigma``; ``nan`` if ``f <= 0`` somewhere)."""
+        """Boltzmann entropy ``-int f log f dsigma`` (relative to ``sigma``; ``nan`` if ``f <= 0`` somewhere).
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal coefficients.
+
+        Returns
+        -------
+        float
+        """
         f = np.asarray(b, dtype=float) @ self._Q
         if np.any(f <= 0):
             return float("nan")
         return float(-(self.weights * f * np.log(f)).sum())
 
     def spectral_tail(self, b, fraction=2 / 3) -> float:
-        """Relative L2 size of degrees ``l > fraction lmax`` among ``l >= 1``."""
+        """Relative L2 size of degrees ``l > fraction lmax`` among ``l >= 1``.
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal coefficients.
+        fraction : float
+            The tail starts above ``int(fraction lmax)``.
+
+        Returns
+        -------
+        float
+            In ``[0, 1]`` (:func:`meanfield.core.resolution.spectral_tail`).
+        """
         return resolution.spectral_tail(np.asarray(b, dtype=float) ** 2, int(fraction * self.lmax))
 
     def negative_mass(self, b) -> float:
-        """``-int min(f, 0) dsigma`` on the nodes (>= 0)."""
+        """``-int min(f, 0) dsigma`` on the nodes (>= 0).
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal coefficients.
+
+        Returns
+        -------
+        float
+        """
         return resolution.negative_mass(np.asarray(b, dtype=float) @ self._Q, lambda g: (self.weights * g).sum())
 
     def cfl_dt(self, b, cfl=0.5, scheme="rk4") -> float:
         """A stable fixed step of ``scheme``: ``cfl / (lmax max|u sqrt(1-t^2)| / I + nu lmax (lmax + d - 2) / R)``
-        (``I``, ``R``: its stability reaches; :func:`meanfield.core.methods.stable_step`)."""
+        (``I``, ``R``: its stability reaches; :func:`meanfield.core.methods.stable_step`).
+
+        Parameters
+        ----------
+        b : array_like, shape (lmax + 1,)
+            Orthonormal coefficients.
+        cfl : float
+            Safety factor, positive and finite.
+        scheme : str, Tableau or Stepper
+            A ``method`` of :func:`meanfield.core.integrate.integrate`.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            ``b`` refused by :meth:`velocity`, an unknown ``scheme``, a non-positive ``cfl``, or a scheme stable
+            nowhere on the imaginary axis while the speed is nonzero.
+        """
         a = self.lmax * np.abs(self.velocity(b)).max()
         return stable_step(a, self.nu * self.lmax * (self.lmax + self.d - 2), scheme, cfl,
                            what="the axisymmetric PDE")

@@ -65,7 +65,27 @@ def circle_multipliers(head, kmax, *, where="head"):
     """Fourier multipliers (k = 0..kmax) of a zonal head on the circle: ``"potential"`` ``m[K(lambda cos)]``
     and ``"normalizer"`` ``m[k(lambda cos)]`` (exp: ``I_k(beta lambda) / beta`` and ``I_k(beta lambda)``);
     multipliers that overflow float64 are refused (:func:`meanfield.core.kernels.check_finite_multipliers`,
-    the error starting with ``where``)."""
+    the error starting with ``where``).
+
+    Parameters
+    ----------
+    head : Head
+        A zonal head of dimension 2.
+    kmax : int
+        Largest mode.
+    where : str
+        Names the head in an error message.
+
+    Returns
+    -------
+    dict
+        ``"potential"`` and ``"normalizer"``, each an ndarray of shape (kmax + 1,).
+
+    Raises
+    ------
+    ValueError
+        Multipliers that overflow float64.
+    """
     return check_finite_multipliers(head, KERNELS[head.kernel].normalized_multipliers(head, kmax, 2), where)
 
 
@@ -90,6 +110,15 @@ class CirclePDE:
     sinkhorn_tol, sinkhorn_maxiter :
         Marginal tolerance and iteration cap of the Sinkhorn scalings of Sinkhorn heads (zonal heads only;
         :meth:`scalings` reports the error reached).
+
+    Raises
+    ------
+    ValueError
+        ``kmax`` below 2; a negative ``nu`` or ``kernel_tol``; a non-positive ``chunk_bytes``, ``sinkhorn_tol``
+        or ``sinkhorn_maxiter``; an unknown ``method``; heads :func:`meanfield.core.heads.check_heads` refuses
+        or of dimension other than 2; ``method="spectral"`` with a non-zonal head; a ``kmax`` above the
+        memory or time limit (:mod:`meanfield.core.cost`; on the quadrature path, the time of one evaluation);
+        multipliers that overflow float64 or whose first neglected one is above ``1e-2`` of the largest.
     """
 
     heads: tuple
@@ -155,6 +184,23 @@ class CirclePDE:
         The density is real, so its mass ``c_0`` is: an imaginary part of ``c_0`` above
         :data:`meanfield.core.validate.MASS_TOL` (relative to ``max(1, |c_0|)``) is refused, never dropped; one
         below it (round-off) is set to 0.
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients ``c_0..c_K``.
+        name : str
+            The argument's name in an error message.
+
+        Returns
+        -------
+        ndarray, shape (n_state,)
+            The re, im pairs of ``c``.
+
+        Raises
+        ------
+        ValueError
+            ``c`` not finite, not of shape ``(kmax + 1,)``, or with an imaginary mass above the tolerance.
         """
         c = self.check_coefficients(c, name)
         if abs(c[0].imag) > validate.MASS_TOL * max(1.0, abs(c[0])):
@@ -166,11 +212,43 @@ class CirclePDE:
         return c.view(np.float64).copy()
 
     def check_coefficients(self, c, name="c"):
-        """``c`` as complex128 (kmax+1,), checked finite (a named ValueError otherwise)."""
+        """``c`` as complex128 (kmax+1,), checked finite (a named ValueError otherwise).
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients.
+        name : str
+            The argument's name in an error message.
+
+        Returns
+        -------
+        ndarray of complex128, shape (kmax + 1,)
+
+        Raises
+        ------
+        ValueError
+            Not numeric, not of shape ``(kmax + 1,)``, or not finite.
+        """
         return validate.complex_array(name, c, (self.kmax + 1,))
 
     def coefficients(self, y):
-        """Fourier coefficients ``c_0..c_K`` from a real state vector (a view; complex or non-numeric ``y`` refused)."""
+        """Fourier coefficients ``c_0..c_K`` from a real state vector (a view; complex or non-numeric ``y`` refused).
+
+        Parameters
+        ----------
+        y : array_like, shape (n_state,)
+            Real state vector (re, im pairs).
+
+        Returns
+        -------
+        ndarray of complex128, shape (kmax + 1,)
+
+        Raises
+        ------
+        ValueError
+            ``y`` a string, complex, not numeric, or not of shape ``(n_state,)``.
+        """
         if isinstance(y, (str, bytes)) or np.iscomplexobj(y):
             raise ValueError(f"y must be a real state vector of shape ({self.n_state},) (the re, im pairs of "
                              f"c_0..c_K); received {type(y).__name__} {np.asarray(y).dtype}")
@@ -183,19 +261,52 @@ class CirclePDE:
         return y.view(np.complex128)
 
     def uniform(self):
-        """The uniform density ``f = 1``."""
+        """The uniform density ``f = 1``.
+
+        Returns
+        -------
+        ndarray of complex128, shape (kmax + 1,)
+            ``c_0 = 1``, every other coefficient 0.
+        """
         c = np.zeros(self.kmax + 1, np.complex128)
         c[0] = 1.0
         return c
 
     def synthesis(self, c, n=None):
-        """Values on ``n`` equispaced nodes (default the product grid)."""
+        """Values on ``n`` equispaced nodes (default the product grid).
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients ``c_0..c_K``.
+        n : int, optional
+            Number of nodes ``theta_j = 2 pi j / n`` (default ``3 kmax + 3``, :attr:`theta`).
+
+        Returns
+        -------
+        ndarray, shape (n,)
+        """
         n = self.theta.size if n is None else n
         return np.fft.irfft(np.asarray(c), n) * n
 
     def analysis(self, values):
         """``c_0..c_K`` of real values on equispaced nodes (exact for trigonometric polynomials of degree < n/2);
-        complex values are refused (their imaginary part would be dropped)."""
+        complex values are refused (their imaginary part would be dropped).
+
+        Parameters
+        ----------
+        values : array_like, shape (n,)
+            Real values on the nodes ``theta_j = 2 pi j / n``.
+
+        Returns
+        -------
+        ndarray of complex128, shape (min(kmax + 1, n // 2 + 1),)
+
+        Raises
+        ------
+        ValueError
+            Complex ``values``.
+        """
         if np.iscomplexobj(values):
             raise ValueError(f"values must be real (values of a density on equispaced nodes); received complex values "
                              f"of dtype {np.asarray(values).dtype}")
@@ -207,6 +318,20 @@ class CirclePDE:
 
         ``profile(theta)`` must return finite real values of the shape of ``theta`` (``(3 kmax + 3,)``): any other
         shape, NaN, inf or complex values are refused by name, never projected.
+
+        Parameters
+        ----------
+        profile : callable
+            ``profile(theta) -> ndarray`` of the shape of ``theta``.
+
+        Returns
+        -------
+        ndarray of complex128, shape (kmax + 1,)
+
+        Raises
+        ------
+        ValueError
+            ``profile`` not callable, or values that are not numeric, real, finite, of the shape of ``theta``.
         """
         if not callable(profile):
             raise ValueError(f"profile must be a callable of theta (ndarray); received {profile!r}")
@@ -229,7 +354,19 @@ class CirclePDE:
     # ------------------------------------------------------------------ physics
     def fields(self, c):
         """On the grid: ``f``, the velocity ``X`` (along ``e_theta``), normalizers ``D`` (H, n; 1 for mean,
-        ``Z`` for softmax, ``1 / a`` for Sinkhorn) and ``sinkhorn_error`` (H,; NaN for row-local heads)."""
+        ``Z`` for softmax, ``1 / a`` for Sinkhorn) and ``sinkhorn_error`` (H,; NaN for row-local heads).
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients.
+
+        Returns
+        -------
+        dict
+            ``"f"`` and ``"X"`` of shape (n,), ``"D"`` of shape (H, n), ``"sinkhorn_error"`` of shape (H,), with
+            ``n = 3 kmax + 3`` nodes.
+        """
         c = np.asarray(c)
         f = self.synthesis(c)
         n = f.size
@@ -259,18 +396,54 @@ class CirclePDE:
 
     def scalings(self, c):
         """Per head: the Sinkhorn scaling ``a`` on the grid (a :class:`meanfield.core.sinkhorn.SinkhornResult`
-        with the marginal error reached), None for heads with a row-local normalization."""
+        with the marginal error reached), None for heads with a row-local normalization.
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients.
+
+        Returns
+        -------
+        list of SinkhornResult or None
+            One entry per head (all None on the quadrature path).
+        """
         if not self.zonal:
             return [None] * len(self.heads)
         c = np.asarray(c)
         return field_scalings(self.heads, self._mult, c, _FourierSpace(self), **self._solve_options(self.synthesis(c)))
 
     def velocity(self, c):
-        """Velocity ``X(theta)`` along ``e_theta`` on the grid."""
+        """Velocity ``X(theta)`` along ``e_theta`` on the grid.
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients (checked: :meth:`check_coefficients`).
+
+        Returns
+        -------
+        ndarray, shape (3 kmax + 3,)
+
+        Raises
+        ------
+        ValueError
+            ``c`` not finite or not of shape ``(kmax + 1,)``.
+        """
         return self.fields(self.check_coefficients(c))["X"]
 
     def tendency(self, c):
-        """``d c_k / dt = -i k (f X)_k - nu k^2 c_k``, shape (kmax+1,)."""
+        """``d c_k / dt = -i k (f X)_k - nu k^2 c_k``, shape (kmax+1,).
+
+        Parameters
+        ----------
+        c : ndarray of complex, shape (kmax + 1,)
+            Fourier coefficients.
+
+        Returns
+        -------
+        ndarray of complex128, shape (kmax + 1,)
+        """
         fl = self.fields(c)
         out = -self._ik * self.analysis(fl["f"] * fl["X"])
         if self.nu:
@@ -278,16 +451,60 @@ class CirclePDE:
         return out
 
     def rhs(self, t, y):
-        """Right-hand side ``rhs(t, y)`` on the real state vector."""
+        """Right-hand side ``rhs(t, y)`` on the real state vector.
+
+        Parameters
+        ----------
+        t : float
+            Time (unused: the equation is autonomous).
+        y : array_like, shape (n_state,)
+            Real state vector.
+
+        Returns
+        -------
+        ndarray, shape (n_state,)
+            The real view of :meth:`tendency`.
+
+        Raises
+        ------
+        ValueError
+            ``y`` not a real vector of shape ``(n_state,)`` (:meth:`coefficients`).
+        """
         return self.tendency(self.coefficients(y)).view(np.float64)
 
     def mass(self, c) -> float:
-        """``(1/2pi) int f = c_0``."""
+        """``(1/2pi) int f = c_0``.
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients.
+
+        Returns
+        -------
+        float
+            The real part of ``c_0``.
+        """
         return float(np.real(c[0]))
 
     def energies(self, c):
         """Per-head energies ``1/2 int int K_h(<x, M_h y>) f f``, shape (H,); for a Sinkhorn head
-        ``E_S = -(1/beta) int log a f`` (MODEL.md section 6)."""
+        ``E_S = -(1/beta) int log a f`` (MODEL.md section 6).
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients (checked: :meth:`check_coefficients`).
+
+        Returns
+        -------
+        ndarray, shape (H,)
+
+        Raises
+        ------
+        ValueError
+            ``c`` not finite or not of shape ``(kmax + 1,)``.
+        """
         c = self.check_coefficients(c)
         if self.zonal:
             p = np.abs(c) ** 2
@@ -300,21 +517,74 @@ class CirclePDE:
         return np.array([pair_sum(h, self._nodes, w, self.chunk_bytes) for h in self.heads])
 
     def entropy(self, c) -> float:
-        """``-(1/2pi) int f log f`` on the grid (``nan`` where ``f <= 0`` somewhere)."""
+        """``-(1/2pi) int f log f`` on the grid (``nan`` where ``f <= 0`` somewhere).
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients.
+
+        Returns
+        -------
+        float
+        """
         f = self.synthesis(c)
         return float("nan") if np.any(f <= 0) else float(-(f * np.log(f)).mean())
 
     def spectral_tail(self, c, fraction=2 / 3) -> float:
-        """Relative L2 size of modes ``k > fraction kmax`` among ``k >= 1``."""
+        """Relative L2 size of modes ``k > fraction kmax`` among ``k >= 1``.
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients.
+        fraction : float
+            The tail starts above ``int(fraction kmax)``.
+
+        Returns
+        -------
+        float
+            In ``[0, 1]`` (:func:`meanfield.core.resolution.spectral_tail`).
+        """
         return resolution.spectral_tail(np.abs(np.asarray(c)) ** 2, int(fraction * self.kmax))
 
     def negative_mass(self, c) -> float:
-        """``-(1/2pi) int min(f, 0)`` on the grid (>= 0)."""
+        """``-(1/2pi) int min(f, 0)`` on the grid (>= 0).
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients.
+
+        Returns
+        -------
+        float
+        """
         return resolution.negative_mass(self.synthesis(c), np.mean)
 
     def cfl_dt(self, c, cfl=0.5, scheme="rk4") -> float:
         """A stable fixed step of ``scheme``, ``cfl / (K max|X| / I + nu K^2 / R)`` (``I``, ``R``: its
-        stability reaches; :func:`meanfield.core.methods.stable_step`, the rule of every PDE here)."""
+        stability reaches; :func:`meanfield.core.methods.stable_step`, the rule of every PDE here).
+
+        Parameters
+        ----------
+        c : array_like, shape (kmax + 1,)
+            Fourier coefficients.
+        cfl : float
+            Safety factor, positive and finite.
+        scheme : str, Tableau or Stepper
+            A ``method`` of :func:`meanfield.core.integrate.integrate`.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            ``c`` refused by :meth:`check_coefficients`, an unknown ``scheme``, a non-positive ``cfl``, or a
+            scheme stable nowhere on the imaginary axis while ``max|X| > 0``.
+        """
         a = self.kmax * np.abs(self.velocity(c)).max()
         return stable_step(a, self.nu * self.kmax**2, scheme, cfl, what="the circle PDE")
 

@@ -82,6 +82,16 @@ class ContinuumPDE:
         heads (MODEL.md section 6; solved on the grid, :meth:`scalings` reports the error reached).
     sinkhorn_maxiter : int
         Iteration cap of a scaling; beyond it :class:`meanfield.core.sinkhorn.SinkhornError` names the head.
+
+    Raises
+    ------
+    ValueError
+        Heads that :func:`meanfield.core.heads.check_heads` refuses or of dimension other than 3; ``lmax``
+        below 2; a negative ``nu`` or ``kernel_tol``, a non-positive ``chunk_bytes``, ``sinkhorn_tol`` or
+        ``sinkhorn_maxiter``; an unknown ``method``; an exp head with mean or Sinkhorn normalization that
+        overflows (:func:`meanfield.core.heads.check_exp_range`); an ``lmax`` whose first neglected
+        Funk-Hecke multiplier is above ``1e-2`` of the largest; a general head whose operator degree is above
+        the cap at ``kernel_tol`` or whose kernel has no degree rule (use ``method="quadrature"``).
     """
 
     heads: tuple
@@ -170,12 +180,43 @@ class ContinuumPDE:
         return 2 * self.grid.nalm
 
     def state(self, rho_lm):
-        """Real state vector (a copy) from coefficients ``rho_lm`` (nalm,)."""
+        """Real state vector (a copy) from coefficients ``rho_lm`` (nalm,).
+
+        Parameters
+        ----------
+        rho_lm : array_like, shape (nalm,)
+            Spherical-harmonic coefficients of the density (complex).
+
+        Returns
+        -------
+        ndarray, shape (n_state,)
+            The real view (:func:`meanfield.core.sphere.to_real`): re and im of each coefficient.
+
+        Raises
+        ------
+        ValueError
+            ``rho_lm`` not of shape ``(nalm,)``.
+        """
         return to_real(np.array(self.grid._alm(rho_lm, "rho_lm"), dtype=np.complex128))
 
     def coefficients(self, y):
         """Coefficients ``rho_lm`` (nalm,) from a real state vector ``y`` (a view; complex or non-numeric ``y``
-        refused, NaN and inf passed on: the driver rejects a non-finite stage)."""
+        refused, NaN and inf passed on: the driver rejects a non-finite stage).
+
+        Parameters
+        ----------
+        y : ndarray, shape (n_state,)
+            A real state vector (re, im pairs of ``rho_lm``).
+
+        Returns
+        -------
+        ndarray of complex128, shape (nalm,)
+
+        Raises
+        ------
+        ValueError
+            ``y`` None, a string, not of a real numeric dtype, or not of shape ``(n_state,)``.
+        """
         a = None if isinstance(y, (str, bytes)) or y is None else np.asarray(y)
         if a is None or a.dtype.kind not in "fiu":
             raise ValueError(f"y must be a real state vector of shape ({self.n_state},) (the re, im pairs of "
@@ -186,11 +227,44 @@ class ContinuumPDE:
         return from_real(a)
 
     def check_coefficients(self, rho_lm, name="rho_lm"):
-        """``rho_lm`` as complex128 (nalm,), checked finite (a named ValueError otherwise)."""
+        """``rho_lm`` as complex128 (nalm,), checked finite (a named ValueError otherwise).
+
+        Parameters
+        ----------
+        rho_lm : array_like, shape (nalm,)
+            Coefficients to check.
+        name : str
+            The name the error message gives them.
+
+        Returns
+        -------
+        ndarray of complex128, shape (nalm,)
+
+        Raises
+        ------
+        ValueError
+            Not numeric, not of shape ``(nalm,)``, or not finite.
+        """
         return validate.complex_array(name, rho_lm, (self.grid.nalm,))
 
     def trajectory_coefficients(self, traj):
-        """``rho_lm`` (T, nalm) at every recorded time of a :func:`meanfield.solve_continuum` trajectory."""
+        """``rho_lm`` (T, nalm) at every recorded time of a :func:`meanfield.solve_continuum` trajectory.
+
+        Parameters
+        ----------
+        traj : Trajectory or ndarray, shape (T, n_state)
+            A trajectory of this PDE saved with ``save_states=True``, or its states ``traj.y``.
+
+        Returns
+        -------
+        ndarray of complex128, shape (T, nalm)
+
+        Raises
+        ------
+        ValueError
+            States that are not a 2-d array with ``n_state`` columns (a trajectory without states, or of
+            another ``lmax``).
+        """
         y = np.asarray(getattr(traj, "y", None) if not isinstance(traj, np.ndarray) else traj, dtype=float)
         if y.ndim != 2 or y.shape[1] != self.n_state:
             raise ValueError(f"traj must be a Trajectory of this PDE (states of shape (T, {self.n_state}), "
@@ -199,7 +273,25 @@ class ContinuumPDE:
 
     def density_at(self, rho, points):
         """Density values at unit vectors ``points`` (m, 3) -> (m,), from coefficients ``rho_lm``
-        (complex, (nalm,)) or a real state vector (``(n_state,)``, e.g. ``traj.y[k]``)."""
+        (complex, (nalm,)) or a real state vector (``(n_state,)``, e.g. ``traj.y[k]``).
+
+        Parameters
+        ----------
+        rho : array_like, shape (nalm,) or (n_state,)
+            Complex coefficients, or a real state vector.
+        points : array_like, shape (m, 3)
+            Unit vectors.
+
+        Returns
+        -------
+        ndarray, shape (m,)
+            The truncated expansion evaluated at ``points``.
+
+        Raises
+        ------
+        ValueError
+            ``points`` not unit vectors of shape ``(m, 3)``, or ``rho`` of neither shape.
+        """
         rho = np.asarray(rho)
         if not np.iscomplexobj(rho) and rho.shape == (self.n_state,):
             rho = from_real(rho.astype(float))
@@ -210,12 +302,25 @@ class ContinuumPDE:
     def fields(self, rho_lm):
         """Density, velocity and per-head potentials/normalizers on the grid.
 
+        Parameters
+        ----------
+        rho_lm : array_like, shape (nalm,)
+            Density coefficients.
+
         Returns
         -------
-        dict with ``rho`` (nlat, nlon), ``X`` (2, nlat, nlon) tangent components of the velocity,
-        ``N_lm`` list of per-head potential coefficients ``c[K] rho`` (zonal path only), ``D`` (H, nlat, nlon)
-        normalizers (1 for mean heads, ``Z`` for softmax, ``1 / a`` for Sinkhorn: ``X_h = U_h / D_h``) and
-        ``sinkhorn_error`` (H,) the marginal error of each Sinkhorn head's scaling (NaN for the others).
+        dict
+            With ``rho`` (nlat, nlon), ``X`` (2, nlat, nlon) tangent components of the velocity,
+            ``N_lm`` list of per-head potential coefficients ``c[K] rho`` (zonal path only), ``D`` (H, nlat, nlon)
+            normalizers (1 for mean heads, ``Z`` for softmax, ``1 / a`` for Sinkhorn: ``X_h = U_h / D_h``) and
+            ``sinkhorn_error`` (H,) the marginal error of each Sinkhorn head's scaling (NaN for the others).
+
+        Raises
+        ------
+        ValueError
+            ``rho_lm`` not of shape ``(nalm,)``.
+        meanfield.core.sinkhorn.SinkhornError
+            A Sinkhorn head's scaling not converged within ``sinkhorn_maxiter``.
         """
         g = self.grid
         rho = g.synthesis(rho_lm)
@@ -286,7 +391,18 @@ class ContinuumPDE:
     def scalings(self, rho_lm):
         """Per head: the Sinkhorn scaling ``a`` on the grid (a :class:`meanfield.core.sinkhorn.SinkhornResult`,
         ``a`` of shape (nlat, nlon), ``error`` the marginal error ``max |a K[a rho] - 1|`` reached), None for
-        heads with a row-local normalization."""
+        heads with a row-local normalization.
+
+        Parameters
+        ----------
+        rho_lm : array_like, shape (nalm,)
+            Density coefficients.
+
+        Returns
+        -------
+        list of SinkhornResult or None
+            One entry per head (all None on the quadrature path).
+        """
         g = self.grid
         rho_lm = g._alm(rho_lm, "rho_lm")
         if self.general is not None:
@@ -300,7 +416,22 @@ class ContinuumPDE:
     def attention_entropies(self, rho_lm):
         """Spectral paths: relative attention entropies ``H_h(x) = -int p_h log p_h rho(y) dy`` on the grid, (H, nlat,
         nlon) (:meth:`meanfield.core.zonal.ZonalOperator.entropies`; Sinkhorn heads: ``p = a k a``; general heads:
-        ``log Z - Q / Z`` by their operators); NaN for kernels that can vanish."""
+        ``log Z - Q / Z`` by their operators); NaN for kernels that can vanish.
+
+        Parameters
+        ----------
+        rho_lm : array_like, shape (nalm,)
+            Density coefficients.
+
+        Returns
+        -------
+        ndarray, shape (H, nlat, nlon)
+
+        Raises
+        ------
+        ValueError
+            On the quadrature path (``method="quadrature"``), or ``rho_lm`` not of shape ``(nalm,)``.
+        """
         g = self.grid
         if self.general is not None:
             rho_lm = g._alm(rho_lm, "rho_lm")
@@ -324,7 +455,22 @@ class ContinuumPDE:
         return self.operator.entropies(rho_lm, GridSpace(g), **self._solve_options(g.synthesis(rho_lm)))
 
     def velocity(self, rho_lm):
-        """Velocity ``X[rho]`` at the grid nodes as Cartesian tangent vectors, shape (nlat, nlon, 3)."""
+        """Velocity ``X[rho]`` at the grid nodes as Cartesian tangent vectors, shape (nlat, nlon, 3).
+
+        Parameters
+        ----------
+        rho_lm : array_like, shape (nalm,)
+            Density coefficients (checked: :meth:`check_coefficients`).
+
+        Returns
+        -------
+        ndarray, shape (nlat, nlon, 3)
+
+        Raises
+        ------
+        ValueError
+            ``rho_lm`` not finite or not of shape ``(nalm,)``.
+        """
         return self.grid.to_cartesian(self.fields(self.check_coefficients(rho_lm))["X"])
 
     def _zonal_flux(self, rho_lm):
@@ -337,7 +483,17 @@ class ContinuumPDE:
         return X
 
     def tendency(self, rho_lm):
-        """``d rho_lm / dt = -div(rho X) + nu Lap rho`` as coefficients (nalm,)."""
+        """``d rho_lm / dt = -div(rho X) + nu Lap rho`` as coefficients (nalm,).
+
+        Parameters
+        ----------
+        rho_lm : ndarray of complex, shape (nalm,)
+            Density coefficients.
+
+        Returns
+        -------
+        ndarray of complex128, shape (nalm,)
+        """
         out = self.transport(rho_lm)
         if self.nu:
             out += self.nu * self._lap * rho_lm
@@ -345,7 +501,25 @@ class ContinuumPDE:
 
     def rhs(self, t, y):
         """Right-hand side ``rhs(t, y)`` on the real state vector (NaN or inf anywhere in ``y`` gives a NaN
-        result, passed on to the driver, which rejects the stage)."""
+        result, passed on to the driver, which rejects the stage).
+
+        Parameters
+        ----------
+        t : float
+            Time (unused: the equation is autonomous).
+        y : ndarray, shape (n_state,)
+            Real state vector.
+
+        Returns
+        -------
+        ndarray, shape (n_state,)
+            The real view of :meth:`tendency`.
+
+        Raises
+        ------
+        ValueError
+            ``y`` not a real vector of shape ``(n_state,)`` (:meth:`coefficients`).
+        """
         rho_lm = self.coefficients(y)
         out = to_real(self.tendency(rho_lm))
         if not np.isfinite(rho_lm).all():       # one O(nalm) pass: a NaN in an unused slot (im of m = 0) too
@@ -353,7 +527,17 @@ class ContinuumPDE:
         return out
 
     def transport(self, rho_lm):
-        """``d rho_lm / dt`` without the diffusion: ``-div(rho X)`` as coefficients (nalm,)."""
+        """``d rho_lm / dt`` without the diffusion: ``-div(rho X)`` as coefficients (nalm,).
+
+        Parameters
+        ----------
+        rho_lm : ndarray of complex, shape (nalm,)
+            Density coefficients.
+
+        Returns
+        -------
+        ndarray of complex128, shape (nalm,)
+        """
         if self.zonal:
             out = self.grid.divergence(self._zonal_flux(rho_lm))
         else:
@@ -381,7 +565,22 @@ class ContinuumPDE:
 
     def energies(self, rho_lm):
         """Per-head energies, shape (H,): ``E_h = 1/2 int int K_h(<x, M_h y>) rho(x) rho(y)`` and, for a
-        Sinkhorn head, ``E_S = -(1/beta) int log a rho`` (MODEL.md section 6; ``dE_S/dt = int |X|^2 rho``)."""
+        Sinkhorn head, ``E_S = -(1/beta) int log a rho`` (MODEL.md section 6; ``dE_S/dt = int |X|^2 rho``).
+
+        Parameters
+        ----------
+        rho_lm : array_like, shape (nalm,)
+            Density coefficients (checked: :meth:`check_coefficients`).
+
+        Returns
+        -------
+        ndarray, shape (H,)
+
+        Raises
+        ------
+        ValueError
+            ``rho_lm`` not finite or not of shape ``(nalm,)``.
+        """
         g = self.grid
         rho_lm = self.check_coefficients(rho_lm)
         if self.zonal:
@@ -402,7 +601,17 @@ class ContinuumPDE:
         return np.array([pair_sum(h, self._nodes, W, self.chunk_bytes) for h in self.heads])
 
     def max_speed(self, rho_lm) -> float:
-        """Largest speed ``|X|`` on the grid."""
+        """Largest speed ``|X|`` on the grid.
+
+        Parameters
+        ----------
+        rho_lm : array_like, shape (nalm,)
+            Density coefficients.
+
+        Returns
+        -------
+        float
+        """
         X = self.fields(rho_lm)["X"]
         return float(np.sqrt((X**2).sum(axis=0)).max())
 
@@ -427,6 +636,17 @@ class ContinuumPDE:
             Safety factor: positive and finite; at most 1 for the guarantee above.
         scheme : str, Tableau or Stepper
             A ``method`` of :func:`meanfield.core.integrate.integrate`.
+
+        Returns
+        -------
+        float
+            The step ``dt`` (finite but huge, ``cfl / 1e-300``, when both rates vanish).
+
+        Raises
+        ------
+        ValueError
+            An unknown ``scheme``, a non-positive or non-finite ``cfl``, or a scheme whose stability region
+            reaches no part of the imaginary axis while ``max|X| > 0`` (:func:`meanfield.core.methods.stable_step`).
         """
         from ..core.methods import stable_step
 

@@ -77,6 +77,26 @@ class LayerWeights:
     and around the MLP (``mlp_norm_*``: ``output.LayerNorm``, ``ln_2``); the MLP ``mlp_in`` (m, d), ``mlp_out``
     (d, m).  Shapes are checked here (``d`` from ``query_weight``, ``m`` from ``mlp_in_weight``) and by
     :class:`EncoderWeights` against the model's ``d``.
+
+    Parameters
+    ----------
+    query_weight, key_weight, value_weight, output_weight : array_like, shape (d, d)
+        The attention's projections.
+    query_bias, key_bias, value_bias, output_bias : array_like, shape (d,)
+        Their biases.
+    attention_norm_weight, attention_norm_bias : array_like, shape (d,)
+        The LayerNorm around the attention.
+    mlp_in_weight : array_like, shape (m, d)
+    mlp_in_bias : array_like, shape (m,)
+    mlp_out_weight : array_like, shape (d, m)
+    mlp_out_bias : array_like, shape (d,)
+    mlp_norm_weight, mlp_norm_bias : array_like, shape (d,)
+        The LayerNorm around the MLP.
+
+    Raises
+    ------
+    ValueError
+        An array that is not real and finite or not of its shape.
     """
 
     query_weight: np.ndarray
@@ -220,7 +240,12 @@ class EncoderWeights:
         return self.word_embeddings.shape[0]
 
     def label(self) -> str:
-        """One line: layers, heads, widths, norm position, mask, activation and source."""
+        """One line: layers, heads, widths, norm position, mask, activation and source.
+
+        Returns
+        -------
+        str
+        """
         return (f"{self.n_layers} layers, {self.n_heads} heads, d = {self.d}, d_head = {self.d_head}, "
                 f"{self.norm_position}-LN, {'causal' if self.causal else 'bidirectional'}, {self.activation}"
                 + (f" ({self.source})" if self.source else ""))

@@ -58,7 +58,26 @@ def spectral_supported(heads, geometry="sphere", lmax=None):
     """Why spectral summation does not apply (a message), or ``None`` when it does: d = 3, the
     sphere, and (when ``lmax`` is not given) kernels with an lmax rule.  Zonal heads use the Funk-Hecke
     multipliers (:class:`SpectralSum`), any other heads the bi-spherical operators
-    (:class:`meanfield.models.generalsum.GeneralSpectralSum`).  Never raises for valid heads."""
+    (:class:`meanfield.models.generalsum.GeneralSpectralSum`).  Never raises for valid heads.
+
+    Parameters
+    ----------
+    heads : Head or sequence of Head
+        The heads (:func:`~meanfield.core.heads.check_heads`).
+    geometry : str
+        The tokens' geometry (``"sphere"`` or ``"flat"``).
+    lmax : int, optional
+        A given degree (then kernels without an lmax rule are allowed).
+
+    Returns
+    -------
+    str or None
+
+    Raises
+    ------
+    ValueError
+        Heads :func:`~meanfield.core.heads.check_heads` refuses.
+    """
     heads = check_heads(heads)
     if heads[0].dim != 3:
         return (f"spectral summation needs d = 3 (tokens on S^2: spherical harmonics); received d = {heads[0].dim} "
@@ -74,7 +93,30 @@ def spectral_supported(heads, geometry="sphere", lmax=None):
 
 def spectral_sum(heads, tolerance=1e-10, lmax=None, nthreads=1, **solve):
     """The spectral sum of ``heads``: :class:`SpectralSum` (Funk-Hecke) when every head is zonal, else
-    :class:`meanfield.models.generalsum.GeneralSpectralSum` (bi-spherical operators); the same public methods."""
+    :class:`meanfield.models.generalsum.GeneralSpectralSum` (bi-spherical operators); the same public methods.
+
+    Parameters
+    ----------
+    heads : Head or sequence of Head
+        Heads of dimension 3.
+    tolerance : float
+        Requested relative accuracy, in ``[1e-14, 1)``.
+    lmax : int, optional
+        Degree (default: the rule at ``tolerance``).
+    nthreads : int
+        Threads of the transforms.
+    **solve
+        ``sinkhorn_tol``, ``sinkhorn_maxiter``.
+
+    Returns
+    -------
+    SpectralSum or GeneralSpectralSum
+
+    Raises
+    ------
+    ValueError
+        As for the class chosen.
+    """
     heads = check_heads(heads)
     cls = SpectralSum if all(h.is_zonal for h in heads) else GeneralSpectralSum
     return cls(heads, tolerance, lmax=lmax, nthreads=nthreads, **solve)
@@ -107,6 +149,14 @@ class SpectralSum:
     norm of the data; measured errors are 1e-12..3e-11 of the aggregates at tolerance 1e-10).
     Points off the unit sphere (Runge-Kutta stages) are evaluated at ``x / |x|``: a smooth extension
     of the field that agrees with the direct sum on the sphere.
+
+    Raises
+    ------
+    ValueError
+        Heads not zonal, not of dimension 3, or refused by :func:`~meanfield.core.heads.check_heads`; a
+        kernel without an lmax rule and no ``lmax``; ``tolerance`` outside ``[1e-14, 1)``; a rule's degree
+        above :data:`~meanfield.core.kernels.LMAX_CAP`; ``lmax`` below 2; or a grid above the memory or
+        time limit.
     """
 
     heads: tuple
@@ -157,6 +207,22 @@ class SpectralSum:
         """Coefficients ``b_lm = sum_j w_j conj(Y_lm(x_j))`` of the weighted measure, shape (nalm,).
 
         ``X`` (n, 3) is projected radially onto the sphere; ``w`` (n,) real.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, 3)
+            Tokens (rows projected radially onto the sphere).
+        w : array_like, shape (n,)
+            Token weights.
+
+        Returns
+        -------
+        ndarray, shape (nalm,), complex128
+
+        Raises
+        ------
+        ValueError
+            ``X`` not of shape (n, 3), a zero or non-finite row, or ``w`` not real, finite, of shape (n,).
         """
         return self._points(X).adjoint(validate.real_vector("w", w, X.shape[0]))
 
@@ -173,6 +239,16 @@ class SpectralSum:
         w : ndarray, shape (n,), optional
             Token weights (the same convention as :class:`meanfield.models.particles.ParticleSystem`);
             default uniform ``1/n``, as :meth:`meanfield.ParticleSystem.velocity`.
+
+        Returns
+        -------
+        ndarray, shape (n, 3)
+            NaN everywhere when a row of ``X`` is zero or not finite (a blown-up stage).
+
+        Raises
+        ------
+        ValueError
+            ``X`` not real of shape (n, 3), or ``w`` not real, finite, of shape (n,).
         """
         X = validate.points3("X", X)
         if w is None:
@@ -189,11 +265,34 @@ class SpectralSum:
         from ``norms2`` (:meth:`meanfield.ParticleSystem.velocity`) instead of in a pass of their own.
         ``scratch=True``: in this thread's reused buffers, overwritten by the next such call (use the
         point set at once and drop it; saves the page faults of fresh arrays, ~8 ms at n = 10^6).
+
+        Parameters
+        ----------
+        X : ndarray, shape (n, 3), float64
+            Rows (not validated).
+        scratch : bool
+            Use this thread's reused buffers.
+
+        Returns
+        -------
+        PointSet or None
         """
         return PointSet._directions(self.grid, X, self._epsilon, scratch)
 
     def velocity_at(self, pts, w):
-        """:meth:`velocity` at a point set from :meth:`directions`, for validated float64 weights ``w`` (n,)."""
+        """:meth:`velocity` at a point set from :meth:`directions`, for validated float64 weights ``w`` (n,).
+
+        Parameters
+        ----------
+        pts : PointSet
+            From :meth:`directions`.
+        w : ndarray, shape (n,), float64
+            Validated weights.
+
+        Returns
+        -------
+        ndarray, shape (n, 3)
+        """
         b = pts.adjoint(w)
         if not self._solved:
             return self.operator.velocity(b, PointSpace(pts))
@@ -232,6 +331,15 @@ class SpectralSum:
     def forces(self, X, w, scalings=False):
         """Per-head aggregates ``u^h`` before projection and their normalizers.
 
+        Parameters
+        ----------
+        X : array_like, shape (n, 3)
+            Tokens (rows projected radially onto the sphere).
+        w : array_like, shape (n,)
+            Token weights.
+        scalings : bool
+            Also return the scalings.
+
         Returns
         -------
         U : ndarray, shape (H, n, 3)
@@ -247,12 +355,36 @@ class SpectralSum:
 
     def scalings(self, X, w):
         """Per head the :class:`~meanfield.core.sinkhorn.SinkhornResult` of a Sinkhorn head (scalings ``a = b``,
-        marginal error reached), None for row-local heads."""
+        marginal error reached), None for row-local heads.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, 3)
+            Tokens (rows projected radially onto the sphere).
+        w : array_like, shape (n,)
+            Token weights.
+
+        Returns
+        -------
+        list of SinkhornResult or None
+        """
         return list(self._state(X, w)[4])
 
     def energies(self, X, w):
         """Per-head energies, shape (H,): ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` by Parseval, or ``E_S`` of a
-        Sinkhorn head (:meth:`meanfield.core.kernels.SinkhornNormalization.energy`) from its scalings."""
+        Sinkhorn head (:meth:`meanfield.core.kernels.SinkhornNormalization.energy`) from its scalings.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, 3)
+            Tokens (rows projected radially onto the sphere).
+        w : array_like, shape (n,)
+            Token weights.
+
+        Returns
+        -------
+        ndarray, shape (H,)
+        """
         b = self.coefficients(X, w)
         g = self.grid
         out = np.array([0.5 * g.inner(b, g.multiply_degree(b, m["potential"])) for m in self.operator.multipliers])
@@ -281,6 +413,19 @@ class SpectralSum:
         ``shannon=True``: the Shannon entropies ``-sum_j p_ij log p_ij`` instead, i.e. the relative ones
         minus ``sum_j p_ij log w_j`` (``log w`` for uniform weights; otherwise one more kernel sum, with
         sources ``w log w`` (``0 log 0 = 0``), times ``b`` for a Sinkhorn head).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, 3)
+            Tokens (rows projected radially onto the sphere).
+        w : array_like, shape (n,)
+            Token weights.
+        shannon : bool
+            Shannon entropies instead of relative ones.
+
+        Returns
+        -------
+        ndarray, shape (H, n)
         """
         pts, w, b, space, known = self._state(X, w)
         H = np.full((len(self.heads), pts.n), np.nan)

@@ -47,7 +47,26 @@ __all__ = ["GeneralSpectralSum", "general_degree"]
 def general_degree(heads, tolerance):
     """The operator degree of ``heads`` at ``tolerance``: the largest :func:`~meanfield.core.bispherical.kernel_degree`
     (ValueError naming the head when one needs more than
-    :data:`~meanfield.core.bispherical.OPERATOR_LMAX_CAP`, or has no degree rule)."""
+    :data:`~meanfield.core.bispherical.OPERATOR_LMAX_CAP`, or has no degree rule).
+
+    Parameters
+    ----------
+    heads : sequence of Head
+        Heads of dimension 3.
+    tolerance : float
+        Relative accuracy, in (0, 1).
+
+    Returns
+    -------
+    int
+        ``L >= 2``.
+
+    Raises
+    ------
+    ValueError
+        A head needing a degree above the cap, a kernel without a degree rule, or a head
+        :func:`~meanfield.core.bispherical.kernel_degree` refuses.
+    """
     L = 2
     for i, h in enumerate(heads):
         Li = kernel_degree(h, tolerance, where=f"heads[{i}]")
@@ -82,6 +101,13 @@ class GeneralSpectralSum:
     Notes
     -----
     The operators are built on first use (:attr:`operator`, its cost estimated and guarded at construction).
+
+    Raises
+    ------
+    ValueError
+        Heads :func:`~meanfield.core.heads.check_heads` refuses or not of dimension 3; ``tolerance`` outside
+        ``[1e-14, 1)``; ``lmax`` below 2; a degree the rule cannot give (:func:`general_degree`); or a grid or
+        operators above the memory or time limit.
     """
 
     heads: tuple
@@ -120,7 +146,13 @@ class GeneralSpectralSum:
         scores ``|s| <= |M|_2`` (row sums are at least ``min k`` times the total weight, the sums' absolute accuracy is
         the tolerance times ``max k`` times it); 1 without such heads, ``inf`` for kernels that vanish.  ``summation=
         "auto"`` stays direct above :data:`meanfield.core.bispherical.ACCURACY_LOSS` (exp: ``beta |M|_2 > 2.30``), the
-        loss the operators' own check warns beyond."""
+        loss the operators' own check warns beyond.
+
+        Returns
+        -------
+        float
+            ``>= 1``, possibly ``inf``.
+        """
         out = 1.0
         for h in self.heads:
             if NORMALIZATIONS[h.normalization].uses_normalizer:
@@ -131,7 +163,19 @@ class GeneralSpectralSum:
     # ------------------------------------------------------------------ building blocks
     def directions(self, X, scratch=False):
         """The :class:`~meanfield.core.sphere.PointSet` of the directions of rows ``X`` (n, 3) at the operator's
-        degree (None where a row is not finite or zero); as :meth:`meanfield.models.fastsum.SpectralSum.directions`."""
+        degree (None where a row is not finite or zero); as :meth:`meanfield.models.fastsum.SpectralSum.directions`.
+
+        Parameters
+        ----------
+        X : ndarray, shape (n, 3), float64
+            Rows (not validated).
+        scratch : bool
+            Use this thread's reused buffers.
+
+        Returns
+        -------
+        PointSet or None
+        """
         return PointSet._directions(self.grid, X, self._epsilon, scratch)
 
     def _space(self, X, w):
@@ -139,7 +183,24 @@ class GeneralSpectralSum:
         return PointSources(pts, validate.real_vector("w", w, pts.n))
 
     def coefficients(self, X, w):
-        """Coefficients ``b_lm = sum_j w_j conj(Y_lm(x_j))`` of the weighted measure at degree ``lmax``."""
+        """Coefficients ``b_lm = sum_j w_j conj(Y_lm(x_j))`` of the weighted measure at degree ``lmax``.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, 3)
+            Tokens (rows projected radially onto the sphere).
+        w : array_like, shape (n,)
+            Token weights.
+
+        Returns
+        -------
+        ndarray, shape (nalm,), complex128
+
+        Raises
+        ------
+        ValueError
+            ``X`` not of shape (n, 3), a zero or non-finite row, or ``w`` not real, finite, of shape (n,).
+        """
         return self._space(X, w).coefficients()
 
     def _known(self, space):
@@ -162,7 +223,25 @@ class GeneralSpectralSum:
 
     # ------------------------------------------------------------------ public sums
     def velocity(self, X, w=None):
-        """Tangent velocities ``sum_h P_x u^h`` at the tokens (n, 3) (default weights ``1/n``)."""
+        """Tangent velocities ``sum_h P_x u^h`` at the tokens (n, 3) (default weights ``1/n``).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, 3)
+            Tokens.
+        w : array_like, shape (n,), optional
+            Token weights (default ``1/n``).
+
+        Returns
+        -------
+        ndarray, shape (n, 3)
+            NaN everywhere when a row is zero or not finite.
+
+        Raises
+        ------
+        ValueError
+            ``X`` not real of shape (n, 3), or ``w`` not real, finite, of shape (n,).
+        """
         X = validate.points3("X", X)
         if w is None:
             w = np.full(X.shape[0], 1.0 / X.shape[0])
@@ -172,24 +251,76 @@ class GeneralSpectralSum:
         return self.velocity_at(pts, validate.real_vector("w", w, pts.n))
 
     def velocity_at(self, pts, w):
-        """:meth:`velocity` at a point set from :meth:`directions`, for validated float64 weights ``w`` (n,)."""
+        """:meth:`velocity` at a point set from :meth:`directions`, for validated float64 weights ``w`` (n,).
+
+        Parameters
+        ----------
+        pts : PointSet
+            From :meth:`directions`.
+        w : ndarray, shape (n,), float64
+            Validated weights.
+
+        Returns
+        -------
+        ndarray, shape (n, 3)
+        """
         space = PointSources(pts, w)
         return self.operator.velocity(space, known=self._known(space), **self._solve)
 
     def forces(self, X, w, scalings=False):
         """Per-head unprojected aggregates ``u^h`` (H, n, 3) and normalizers (H, n) (and the scalings), as
-        :meth:`meanfield.models.fastsum.SpectralSum.forces`."""
+        :meth:`meanfield.models.fastsum.SpectralSum.forces`.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, 3)
+            Tokens (rows projected radially onto the sphere).
+        w : array_like, shape (n,)
+            Token weights.
+        scalings : bool
+            Also return the scalings.
+
+        Returns
+        -------
+        U : ndarray, shape (H, n, 3)
+        N : ndarray, shape (H, n)
+        scalings : list (only with ``scalings=True``)
+        """
         space = self._space(X, w)
         U, N, res = self.operator.forces(space, known=self._known(space), **self._solve)
         return (U, N, res) if scalings else (U, N)
 
     def scalings(self, X, w):
-        """Per head the Sinkhorn scaling (:class:`~meanfield.core.sinkhorn.SinkhornResult`), None for row-local heads."""
+        """Per head the Sinkhorn scaling (:class:`~meanfield.core.sinkhorn.SinkhornResult`), None for row-local heads.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, 3)
+            Tokens (rows projected radially onto the sphere).
+        w : array_like, shape (n,)
+            Token weights.
+
+        Returns
+        -------
+        list of SinkhornResult or None
+        """
         return list(self._known(self._space(X, w)))
 
     def energies(self, X, w):
         """Per-head energies (H,): ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` (``b^T A_K b / 2``), or ``E_S`` of a
-        Sinkhorn head from its scalings."""
+        Sinkhorn head from its scalings.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, 3)
+            Tokens (rows projected radially onto the sphere).
+        w : array_like, shape (n,)
+            Token weights.
+
+        Returns
+        -------
+        ndarray, shape (H,)
+        """
         space = self._space(X, w)
         known = self._known(space)
         out = np.empty(len(self.heads))
@@ -204,7 +335,21 @@ class GeneralSpectralSum:
     def entropies(self, X, w, shannon=False):
         r"""Relative attention entropies ``-sum_j p_ij log(p_ij / w_j)`` per head and token (H, n), as
         :meth:`meanfield.models.fastsum.SpectralSum.entropies` (``shannon=True``: ``-sum_j p_ij log p_ij``);
-        NaN rows for kernels that can vanish (ReLU)."""
+        NaN rows for kernels that can vanish (ReLU).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, 3)
+            Tokens (rows projected radially onto the sphere).
+        w : array_like, shape (n,)
+            Token weights.
+        shannon : bool
+            Shannon entropies instead of relative ones.
+
+        Returns
+        -------
+        ndarray, shape (H, n)
+        """
         space = self._space(X, w)
         known = self._known(space)
         op = self.operator

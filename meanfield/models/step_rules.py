@@ -61,7 +61,25 @@ def _unit(U):
 
 def directions(y, rule):
     """The tokens on the sphere of a state ``y`` (B, n, d) of ``rule`` (``z / |z|`` for the radial rules);
-    ``y`` must be finite and real (nonzero rows for the radial rules)."""
+    ``y`` must be finite and real (nonzero rows for the radial rules).
+
+    Parameters
+    ----------
+    y : array_like, shape (B, n, d)
+        A state of ``rule``.
+    rule : str
+        One of :data:`STEP_RULES`.
+
+    Returns
+    -------
+    ndarray, shape (B, n, d)
+        Unit rows (``y`` itself for the sphere rules).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``rule``, ``y`` not real and finite of shape (B, n, d), or a zero row for a radial rule.
+    """
     validate.choice("rule", rule, STEP_RULES)
     y = validate.real_array("y", y, ("B", "n", "d"))
     if rule in RADIAL_RULES and not np.all(np.einsum("...d,...d->...", y, y) > 0):
@@ -88,6 +106,26 @@ def check_state(system, y, rule, name="y"):
 
     The sphere rules need unit rows on a spherical system (``system.check``); the radial rules
     (:data:`RADIAL_RULES`) need finite rows ``z = r x`` with ``r > 0`` whose directions ``system.check`` accepts.
+
+    Parameters
+    ----------
+    system : BatchedSystem
+        The system (its ``check``).
+    y : array_like, shape (B, n, d)
+        The state.
+    rule : str
+        One of :data:`STEP_RULES`.
+    name : str
+        The state's name in the messages.
+
+    Returns
+    -------
+    ndarray, shape (B, n, d)
+
+    Raises
+    ------
+    ValueError
+        An unknown ``rule``, a state ``system.check`` refuses, or (radial rules) a zero row.
     """
     validate.choice("rule", rule, STEP_RULES)
     if rule not in RADIAL_RULES:
@@ -106,6 +144,27 @@ def step(system, y, dt, rule="post_ln"):
 
     ``dt`` must be a positive finite number (a layer moves forward); ``y`` is checked by :func:`check_state`
     (unit tokens for the sphere rules, nonzero rows for the radial ones; never renormalized).
+
+    Parameters
+    ----------
+    system : BatchedSystem
+        An object with ``field(X)`` and ``check(X)``.
+    y : array_like, shape (B, n, d)
+        The state.
+    dt : float
+        Step, ``> 0``.
+    rule : str
+        One of :data:`STEP_RULES`.
+
+    Returns
+    -------
+    ndarray, shape (B, n, d)
+
+    Raises
+    ------
+    ValueError
+        An unknown ``rule``, a ``dt`` that is not positive and finite, a ``system`` without ``field`` and
+        ``check``, or a state :func:`check_state` refuses.
     """
     validate.choice("rule", rule, STEP_RULES)
     dt = validate.real("dt", dt, positive=True)
@@ -136,6 +195,20 @@ class StepRule(Stepper):
     (its own normalization included).  ``order`` 1: the order of every rule's continuous-time limit.
     ``layer_dt``, when given, is the step every layer takes (the driver's step ``t_new - t`` on the
     grid ``k dt`` equals it up to rounding; a layer is one update of exactly ``dt``).
+
+    Parameters
+    ----------
+    name : str
+        The rule, one of :data:`STEP_RULES`.
+    order : int
+        1.
+    layer_dt : float, optional
+        The step of every layer, ``> 0``.
+
+    Raises
+    ------
+    ValueError
+        An unknown rule, an ``order`` other than 1, or a ``layer_dt`` that is not positive and finite.
     """
 
     name: str = "post_ln"
@@ -161,7 +234,25 @@ class StepRule(Stepper):
 
 
 def limit_rhs(system, rule="post_ln"):
-    """``rhs(t, y)`` of the continuous-time limit of ``rule`` (see the module docstring)."""
+    """``rhs(t, y)`` of the continuous-time limit of ``rule`` (see the module docstring).
+
+    Parameters
+    ----------
+    system : BatchedSystem
+        An object with ``field(X, checked=True)`` and ``check(X)``.
+    rule : str
+        One of :data:`STEP_RULES`.
+
+    Returns
+    -------
+    callable
+        ``rhs(t, y) -> ndarray`` of the shape of ``y``.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``rule``, or a ``system`` without ``field`` and ``check``.
+    """
     validate.choice("rule", rule, STEP_RULES)
     _check_system(system, scheduled_ok=False)
 
@@ -229,6 +320,13 @@ def iterate(system, X0, dt, n_steps, rule="post_ln", *, observe=None, every=1, s
         ``y`` holds the rule's states (``z`` for the radial rules), ``method`` the rule, ``nfev`` the
         field evaluations (one per layer).  A non-finite state stops the run (status -1, the last
         finite state in ``y_final``), as in any run of the driver.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``rule``, a ``dt`` that is not positive and finite, ``n_steps`` below 0, ``every`` below 1,
+        a non-boolean ``save_states``, a non-callable ``observe``, a ``system`` without ``field``/``at`` and
+        ``check``, tokens ``system.check`` refuses, or records above the memory or time limit.
     """
     rule = validate.choice("rule", rule, STEP_RULES)
     dt = validate.real("dt", dt, positive=True)

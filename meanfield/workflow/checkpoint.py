@@ -15,7 +15,15 @@ from pathlib import Path
 __all__ = ["Checkpointer", "RunInterrupted"]
 
 class RunInterrupted(Exception):
-    """A run was interrupted (Ctrl-C); its state is saved in ``folder``."""
+    """A run was interrupted (Ctrl-C); its state is saved in ``folder``.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The checkpoint folder (kept as :attr:`folder`, a Path).
+    message : str
+        The exception's message.
+    """
 
     def __init__(self, folder, message):
         super().__init__(message)
@@ -26,7 +34,15 @@ _LABELS = {"pde": "PDE", "particles": "particles"}
 
 
 class Checkpointer:
-    """Checkpoint files of one run in ``folder``."""
+    """Checkpoint files of one run in ``folder``.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The checkpoint folder.
+    log : callable, optional
+        ``log(line)``, called with a line per saved state and finished phase.
+    """
 
     def __init__(self, folder, log=None):
         self.folder = Path(folder)
@@ -51,18 +67,45 @@ class Checkpointer:
                              f"remove {self.folder} to start the run over") from None
 
     def start(self, config_toml: str):
-        """Create the folder with the run's config (written atomically)."""
+        """Create the folder with the run's config (written atomically).
+
+        Parameters
+        ----------
+        config_toml : str
+            The config as TOML text (``config.toml``).
+
+        Raises
+        ------
+        FileExistsError
+            The folder exists already.
+        """
         self.folder.mkdir(parents=True)
         tmp = self.folder / f".config.toml.{os.getpid()}.tmp"
         tmp.write_text(config_toml)
         os.replace(tmp, self.folder / "config.toml")
 
     def has_states(self) -> bool:
-        """Whether any integrator state or finished phase has been saved."""
+        """Whether any integrator state or finished phase has been saved.
+
+        Returns
+        -------
+        bool
+        """
         return self.folder.is_dir() and any(self.folder.glob("*.pkl"))
 
     def saver(self, phase):
-        """``checkpoint(state)`` callback writing ``<phase>.state.pkl``."""
+        """``checkpoint(state)`` callback writing ``<phase>.state.pkl``.
+
+        Parameters
+        ----------
+        phase : str
+            ``"pde"`` or ``"particles"``.
+
+        Returns
+        -------
+        callable
+            ``save(state)`` for :class:`~meanfield.core.options.Checkpointing`.
+        """
         def save(state):
             self._write(f"{phase}.state.pkl", state)
             if self.log is not None:
@@ -70,7 +113,22 @@ class Checkpointer:
         return save
 
     def state(self, phase):
-        """The last saved integrator state of ``phase`` (to pass as ``resume``), or None."""
+        """The last saved integrator state of ``phase`` (to pass as ``resume``), or None.
+
+        Parameters
+        ----------
+        phase : str
+            ``"pde"`` or ``"particles"``.
+
+        Returns
+        -------
+        dict or None
+
+        Raises
+        ------
+        ValueError
+            An unreadable state file.
+        """
         state = self._read(f"{phase}.state.pkl")
         if self.log is not None:             # asked for when the phase starts: say so
             self.log(f"{_LABELS.get(phase, phase)}: " + ("started" if state is None else
@@ -78,7 +136,15 @@ class Checkpointer:
         return state
 
     def finish(self, phase, trajectory):
-        """Keep the finished trajectory of ``phase``; its intermediate state is no longer needed."""
+        """Keep the finished trajectory of ``phase``; its intermediate state is no longer needed.
+
+        Parameters
+        ----------
+        phase : str
+            ``"pde"`` or ``"particles"``.
+        trajectory : Trajectory
+            The finished run.
+        """
         self._write(f"{phase}.done.pkl", trajectory)
         (self.folder / f"{phase}.state.pkl").unlink(missing_ok=True)
         if self.log is not None:
@@ -86,7 +152,22 @@ class Checkpointer:
                      f"({getattr(trajectory, 'message', '')})" + ("; W2 distances next" if phase == "particles" else ""))
 
     def finished(self, phase):
-        """The finished trajectory of ``phase``, or None."""
+        """The finished trajectory of ``phase``, or None.
+
+        Parameters
+        ----------
+        phase : str
+            ``"pde"`` or ``"particles"``.
+
+        Returns
+        -------
+        Trajectory or None
+
+        Raises
+        ------
+        ValueError
+            An unreadable file.
+        """
         return self._read(f"{phase}.done.pkl")
 
     def clear(self):

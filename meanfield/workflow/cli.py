@@ -218,14 +218,31 @@ def _view(args):
 
 
 def studies_root() -> Path:
-    """The repository's ``studies/`` folder (next to the installed ``meanfield`` package)."""
+    """The repository's ``studies/`` folder (next to the installed ``meanfield`` package).
+
+    Returns
+    -------
+    pathlib.Path
+        (It need not exist: an installed wheel has no studies.)
+    """
     import meanfield
 
     return Path(meanfield.__file__).resolve().parents[1] / "studies"
 
 
 def available_studies(root=None) -> list[str]:
-    """Names of the study packages (folders with a ``run.py``) under ``root``."""
+    """Names of the study packages (folders with a ``run.py``) under ``root``.
+
+    Parameters
+    ----------
+    root : str or path-like, optional
+        Default :func:`studies_root`.
+
+    Returns
+    -------
+    list of str
+        Sorted; empty when ``root`` is not a folder.
+    """
     root = studies_root() if root is None else Path(root)
     if not root.is_dir():
         return []
@@ -403,6 +420,12 @@ def _version():
 
 
 def build_parser():
+    """The ``meanfield`` command's argument parser, every subcommand with its handler as ``func``.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
     p = argparse.ArgumentParser(prog="meanfield", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=_version())
     common = argparse.ArgumentParser(add_help=False)
@@ -576,7 +599,18 @@ def _phase_diagram(args):
 
 def main(argv=None) -> int:
     """The ``meanfield`` command; returns the exit status (0 ok, 1 failed points, 2 bad input,
-    130 Ctrl-C, 143 SIGTERM)."""
+    130 Ctrl-C, 143 SIGTERM).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status; input errors (``ValueError``, ``OSError``) are printed, not raised.
+    """
     global _SIGNALS
     _SIGNALS = _Signals()
     try:

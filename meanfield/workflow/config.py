@@ -160,6 +160,22 @@ class HeadConfig(_Section):
     ``kernel_params`` (a TOML inline table such as ``kernel_params = {bias = -1.0}``) holds the
     kernel's own parameters, validated by its class in :data:`meanfield.core.kernels.KERNELS`; it
     is omitted (``None``) for kernels without parameters.
+
+    Parameters
+    ----------
+    lam : float
+        Head strength lambda (``M = V = lam I``), nonzero, either sign (default 1.0).
+    beta : float
+        Inverse temperature, ``> 0`` (default 1.0).
+    kernel : str
+        A name of :data:`meanfield.core.kernels.KERNELS` (default ``"exp"``).
+    normalization : str
+        A name of :data:`meanfield.core.kernels.NORMALIZATIONS` (default ``"mean"``).
+    kernel_params : dict, optional
+        Parameters of the kernel (omitted: its defaults).
+    M, V : tuple or str, optional
+        General head: the 3x3 query-key and value matrices (rows, or a ``.npy`` file name), given together;
+        they replace ``lam``.
     """
 
     _path = "heads[0]"
@@ -175,6 +191,25 @@ class HeadConfig(_Section):
 
     @classmethod
     def from_dict(cls, d, path=None):
+        """The validated section of a config table.
+
+        Parameters
+        ----------
+        d : dict
+            The TOML table.
+        path : str, optional
+            Its dotted key in messages (default ``"heads[0]"``).
+
+        Returns
+        -------
+        HeadConfig
+
+        Raises
+        ------
+        ConfigError
+            Not a table, an unknown key, a value refused by its check (named), ``M`` without ``V`` (or the
+            reverse), ``lam`` with ``M``, or kernel parameters the kernel refuses.
+        """
         obj = super().from_dict(d, path)
         path = path or cls._path
         if (obj.M is None) != (obj.V is None):
@@ -186,6 +221,12 @@ class HeadConfig(_Section):
         return obj
 
     def to_dict(self) -> dict:
+        """Plain Python, the inverse of :meth:`from_dict` (``None`` values and, for a general head, ``lam`` left out).
+
+        Returns
+        -------
+        dict
+        """
         out = super().to_dict()
         if self.M is not None:              # lam does not apply (and from_dict refuses it)
             out.pop("lam", None)
@@ -200,7 +241,13 @@ class HeadConfig(_Section):
             object.__setattr__(self, "kernel_params", dict(params))
 
     def head_kwargs(self) -> dict:
-        """Keyword arguments of :class:`meanfield.core.heads.Head` besides ``M`` and ``V``."""
+        """Keyword arguments of :class:`meanfield.core.heads.Head` besides ``M`` and ``V``.
+
+        Returns
+        -------
+        dict
+            ``beta``, ``kernel``, ``normalization``, ``kernel_params``.
+        """
         return {"beta": self.beta, "kernel": self.kernel, "normalization": self.normalization,
                 "kernel_params": self.kernel_params}
 
@@ -229,6 +276,21 @@ class InitialConfig(_Section):
     (any degree; the layout of :mod:`meanfield.core.sphere`, e.g. a finished run's last density), or
     ``profile`` gives a zonal density about the north pole (``{mu = [...], rho = [...]}`` or
     ``{legendre = [...]}``); see :mod:`meanfield.workflow.inputs`.  Both are rescaled to mass 1.
+
+    Parameters
+    ----------
+    mus : tuple of 3-tuples
+        Mean directions, unit 3-vectors.
+    kappas : tuple of float
+        Concentrations ``>= 0``: one, or one per direction.
+    weights : tuple of float, optional
+        Mixture weights ``>= 0`` summing to 1 (omitted: equal).
+    floor : float
+        Uniform fraction, in ``[0, 1]`` (default 0.25).
+    coefficients : str, optional
+        A ``.npy`` file of spherical-harmonic coefficients (instead of the mixture).
+    profile : dict, optional
+        A zonal density ``{mu = [...], rho = [...]}`` or ``{legendre = [...]}`` (instead of the mixture).
     """
 
     _path = "initial"
@@ -246,6 +308,26 @@ class InitialConfig(_Section):
 
     @classmethod
     def from_dict(cls, d, path=None):
+        """The validated section of a config table.
+
+        Parameters
+        ----------
+        d : dict
+            The TOML table.
+        path : str, optional
+            Its dotted key in messages (default ``"initial"``).
+
+        Returns
+        -------
+        InitialConfig
+
+        Raises
+        ------
+        ConfigError
+            Not a table, an unknown key, a value refused by its check, both ``coefficients`` and ``profile``,
+            either of them with mixture keys, or ``kappas`` / ``weights`` of the wrong length (or weights not
+            summing to 1).
+        """
         obj = super().from_dict(d, path)
         path = path or cls._path
         chosen = [k for k in ("coefficients", "profile") if isinstance(d, dict) and d.get(k) is not None]
@@ -258,6 +340,12 @@ class InitialConfig(_Section):
         return obj
 
     def to_dict(self) -> dict:
+        """Plain Python, the inverse of :meth:`from_dict` (the mixture's keys left out for a file or a profile).
+
+        Returns
+        -------
+        dict
+        """
         out = super().to_dict()
         if self.kind != "vmf":               # the mixture's keys do not apply (and from_dict refuses them)
             for k in _VMF_KEYS:
@@ -287,7 +375,22 @@ EXPLICIT_METHODS = tuple(method_names(explicit=True))
 
 @dataclass(frozen=True)
 class PDEConfig(_Section):
-    """Continuum settings (:class:`meanfield.ContinuumPDE`, :func:`meanfield.solve_continuum`)."""
+    """Continuum settings (:class:`meanfield.ContinuumPDE`, :func:`meanfield.solve_continuum`).
+
+    Parameters
+    ----------
+    lmax : int
+        Spectral truncation degree, in ``[2, 1023]`` (default 31).
+    tail_tol : float
+        Stop when the spectral tail exceeds this, ``> 0`` (default 1e-3).
+    negative_tol : float
+        Stop when the negative mass exceeds this, ``> 0`` (default 1e-4).
+    nu : float
+        Token noise ``>= 0`` of both the PDE and the particles (``nu > 0`` needs ``integrator.dt``).
+    method : str, optional
+        The PDE's time stepper, a deterministic name of :data:`meanfield.core.methods.METHODS`; unset:
+        ``integrator.method``.
+    """
 
     _path = "pde"
     lmax: int = _opt(_int(2, 1023), 31, "spectral truncation degree")
@@ -304,7 +407,19 @@ class PDEConfig(_Section):
 
 @dataclass(frozen=True)
 class ParticleConfig(_Section):
-    """Particle settings: ``n`` tokens sampled from the initial density."""
+    """Particle settings: ``n`` tokens sampled from the initial density.
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, in ``[2, 10^6]`` (default 1000; None when taken from ``positions``).
+    sampling : str
+        Sampling of the start, a name of :data:`meanfield.core.choices.SAMPLINGS` (default ``"iid"``).
+    nu : float, optional
+        Token noise; must equal ``pde.nu`` when given.
+    positions : str, optional
+        A ``.npy`` file of initial tokens (n, 3) instead of sampling.
+    """
 
     _path = "particles"
     n: int = _opt(_int(2, 10**6), 1000, "number of tokens")
@@ -315,6 +430,25 @@ class ParticleConfig(_Section):
 
     @classmethod
     def from_dict(cls, d, path=None):
+        """The validated section of a config table.
+
+        Parameters
+        ----------
+        d : dict
+            The TOML table.
+        path : str, optional
+            Its dotted key in messages (default ``"particles"``).
+
+        Returns
+        -------
+        ParticleConfig
+            ``n`` None when ``positions`` is given without it.
+
+        Raises
+        ------
+        ConfigError
+            Not a table, an unknown key, a value refused by its check, or ``sampling`` with ``positions``.
+        """
         obj = super().from_dict(d, path)
         path = path or cls._path
         if obj.positions is not None:
@@ -326,6 +460,12 @@ class ParticleConfig(_Section):
         return obj
 
     def to_dict(self) -> dict:
+        """Plain Python, the inverse of :meth:`from_dict` (``sampling`` left out with ``positions``).
+
+        Returns
+        -------
+        dict
+        """
         out = super().to_dict()
         if self.positions is not None:       # sampling does not apply (and from_dict refuses it)
             out.pop("sampling", None)
@@ -334,7 +474,21 @@ class ParticleConfig(_Section):
 
 @dataclass(frozen=True)
 class IntegratorConfig(_Section):
-    """Time stepping shared by both runs (:func:`meanfield.core.integrate.integrate`)."""
+    """Time stepping shared by both runs (:func:`meanfield.core.integrate.integrate`).
+
+    Parameters
+    ----------
+    t_final : float
+        Final time, ``> 0`` (default 1.2).
+    n_frames : int
+        Number of recorded times in ``[0, t_final]``, in ``[2, 10^4]`` (default 25).
+    method : str
+        An explicit scheme of :data:`meanfield.core.methods.METHODS` (default ``"dopri5"``).
+    rtol, atol : float
+        Tolerances of adaptive schemes, ``> 0`` (defaults 1e-7, 1e-10).
+    dt : float, optional
+        Step size, ``> 0`` (required for fixed-step schemes).
+    """
 
     _path = "integrator"
     t_final: float = _opt(_real(0, lo_open=True), 1.2, "final time")
@@ -354,7 +508,23 @@ class IntegratorConfig(_Section):
 
 @dataclass(frozen=True)
 class OutputConfig(_Section):
-    """What the main job writes into its output folder."""
+    """What the main job writes into its output folder.
+
+    Parameters
+    ----------
+    dataset : str
+        NetCDF file name, a plain name ending in ``.nc`` (default ``"result.nc"``).
+    figures : bool
+        Write the PNG figures (default True).
+    animation : bool
+        Write the GIF animation (default True).
+    dpi : int
+        Figure resolution, in ``[30, 600]`` (default 110).
+    w2_method : str
+        A name of :data:`meanfield.core.choices.W2_METHODS` (default ``"auto"``).
+    checkpoint_every : float, optional
+        Save integrator states every this much simulated time, ``> 0`` (always on Ctrl-C).
+    """
 
     _path = "outputs"
     dataset: str = _opt(_filename, "result.nc", "NetCDF file name")
@@ -375,7 +545,20 @@ _SECTIONS = {"initial": InitialConfig, "pde": PDEConfig, "particles": ParticleCo
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything the main job needs; ``RunConfig()`` is the built-in default run."""
+    """Everything the main job needs; ``RunConfig()`` is the built-in default run.
+
+    Parameters
+    ----------
+    heads : tuple of HeadConfig
+        Non-empty (default two zonal heads, ``lam = 1`` and ``0.5``).
+    initial : InitialConfig
+    pde : PDEConfig
+    particles : ParticleConfig
+    integrator : IntegratorConfig
+    outputs : OutputConfig
+    seed : int
+        Seed of the particle sampling, in ``[0, 2^63 - 1]`` (default 0).
+    """
 
     heads: tuple = (HeadConfig(lam=1.0), HeadConfig(lam=0.5))
     initial: InitialConfig = InitialConfig()
@@ -386,14 +569,35 @@ class RunConfig:
     seed: int = 0
 
     def to_dict(self) -> dict:
-        """Plain Python (dicts, lists, numbers, strings), the inverse of :meth:`from_dict`."""
+        """Plain Python (dicts, lists, numbers, strings), the inverse of :meth:`from_dict`.
+
+        Returns
+        -------
+        dict
+        """
         out = {"seed": self.seed, "heads": [h.to_dict() for h in self.heads]}
         out.update({k: getattr(self, k).to_dict() for k in _SECTIONS})
         return out
 
     @classmethod
     def from_dict(cls, d) -> "RunConfig":
-        """Validated config; missing keys take the defaults, unknown keys raise :class:`ConfigError`."""
+        """Validated config; missing keys take the defaults, unknown keys raise :class:`ConfigError`.
+
+        Parameters
+        ----------
+        d : dict
+            The config as parsed TOML.
+
+        Returns
+        -------
+        RunConfig
+
+        Raises
+        ------
+        ConfigError
+            Not a table, an unknown key, a section or head refused, an empty ``heads``, ``particles.nu``
+            different from ``pde.nu``, or no ``integrator.dt`` where noise or a fixed-step PDE method needs one.
+        """
         if not isinstance(d, dict):
             raise ConfigError(f"the config must be a table (dict); received {type(d).__name__}")
         allowed = ["seed", "heads", *_SECTIONS]
@@ -423,10 +627,36 @@ class RunConfig:
 
     @classmethod
     def from_toml(cls, text: str) -> "RunConfig":
+        """The validated config of TOML text (file names not resolved: :func:`load_config` does that).
+
+        Parameters
+        ----------
+        text : str
+            TOML.
+
+        Returns
+        -------
+        RunConfig
+
+        Raises
+        ------
+        ConfigError
+            Invalid TOML or what :meth:`from_dict` refuses.
+        """
         return cls.from_dict(parse_toml(text))
 
     def to_toml(self, all_keys=False) -> str:
-        """TOML text of the config; ``all_keys``: also list the keys without a value (commented out)."""
+        """TOML text of the config; ``all_keys``: also list the keys without a value (commented out).
+
+        Parameters
+        ----------
+        all_keys : bool
+            List every key of each section.
+
+        Returns
+        -------
+        str
+        """
         return to_toml(self.to_dict(), all_keys=all_keys)
 
 
@@ -462,7 +692,26 @@ def unique_list(path, v, item):
 
 
 def load_config(path) -> RunConfig:
-    """Read and validate a TOML config file; a missing or unreadable file raises :class:`ConfigError`."""
+    """Read and validate a TOML config file; a missing or unreadable file raises :class:`ConfigError`.
+
+    File names in it (``initial.coefficients``, ``particles.positions``, ``heads[i].M`` / ``.V``) are made absolute,
+    relative to the file's folder; ``particles.n`` is taken from a positions file (:func:`resolve_positions`).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The TOML file.
+
+    Returns
+    -------
+    RunConfig
+
+    Raises
+    ------
+    ConfigError
+        A missing or unreadable file, invalid TOML, an invalid config (the message starts with the file), or
+        a positions file :func:`resolve_positions` refuses.
+    """
     path = Path(path)
     text = read_text_file(path, "config")
     try:
@@ -477,6 +726,23 @@ def resolve_positions(config, where=None):
 
     A missing or unusable file, or tokens that are not unit vectors in R^3, or an ``n`` that differs
     from the file's, raise :class:`ConfigError` naming ``particles.positions`` / ``particles.n``.
+
+    Parameters
+    ----------
+    config : RunConfig
+        A validated config.
+    where : str, optional
+        Prefix of the messages (the config file).
+
+    Returns
+    -------
+    RunConfig
+        ``config`` itself without a positions file, else a copy with ``particles.n`` set.
+
+    Raises
+    ------
+    ConfigError
+        As above.
     """
     if config.particles.positions is None:
         return config
@@ -535,6 +801,22 @@ def to_toml(d: dict, all_keys=False) -> str:
     ``None`` values are left out (TOML has no null; absent keys take their defaults); with
     ``all_keys`` every key of a section is listed, those without a value as a comment
     (``# weights = ...    # description``), so that the text names every key a config can set.
+
+    Parameters
+    ----------
+    d : dict
+        A config dict (:meth:`RunConfig.to_dict`).
+    all_keys : bool
+        List every key of each section.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    TypeError
+        A value of a type TOML cannot hold.
     """
     classes = {"heads": HeadConfig, **_SECTIONS}
     lines = ["# meanfield run configuration (meanfield run CONFIG.toml); omitted keys take the defaults", ""]

@@ -31,7 +31,25 @@ __all__ = ["density_from_coefficients", "zonal_density", "load_array", "load_pos
 
 
 def load_array(path, name="path") -> np.ndarray:
-    """The array of a ``.npy`` file; a missing or unreadable file raises ``ValueError`` naming ``name``."""
+    """The array of a ``.npy`` file; a missing or unreadable file raises ``ValueError`` naming ``name``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    name : str
+        The config key (or argument) the message names.
+
+    Returns
+    -------
+    ndarray
+        As stored (object arrays refused: no pickles are loaded).
+
+    Raises
+    ------
+    ValueError
+        A missing, unreadable, truncated or pickled file.
+    """
     p = Path(path)
     try:
         return np.load(p, allow_pickle=False)
@@ -41,7 +59,25 @@ def load_array(path, name="path") -> np.ndarray:
 
 
 def load_positions(path, name="positions") -> np.ndarray:
-    """Initial tokens (n, 3) from a ``.npy`` file: finite unit vectors (to 1e-8, not renormalized), n >= 2."""
+    """Initial tokens (n, 3) from a ``.npy`` file: finite unit vectors (to 1e-8, not renormalized), n >= 2.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    name : str
+        The config key the message names.
+
+    Returns
+    -------
+    ndarray, shape (n, 3)
+
+    Raises
+    ------
+    ValueError
+        An unreadable file (:func:`load_array`), or an array that is not ``n >= 2`` finite unit vectors of
+        length 3.
+    """
     return validate.unit_vectors(name, load_array(path, name), 3, min_rows=2)
 
 
@@ -66,6 +102,20 @@ def density_from_coefficients(grid: SphereGrid, coefficients, name="coefficients
         Complex, either a vector of length ``(L+1)(L+2)/2`` in the layout of :mod:`meanfield.core.sphere`
         or an ``(L+1, L+1)`` table ``c[l, m]`` (entries with ``m > l`` ignored).  Degrees above
         ``grid.lmax`` are dropped, missing ones are zero.
+    name : str
+        The argument's name in the errors.
+
+    Returns
+    -------
+    ndarray of complex128, shape (grid.nalm,)
+        Mass 1 (``rho_00 = 1/sqrt(4 pi)``).
+
+    Raises
+    ------
+    ValueError
+        ``grid`` not a :class:`~meanfield.SphereGrid`; coefficients not a non-empty float or complex vector or
+        table, a vector whose length is no ``(L+1)(L+2)/2``, a table that is not square, non-finite entries
+        (the unused ``m > l`` half of a table excepted), or a mass that is not positive.
     """
     _check_grid(grid)
     a = np.asarray(coefficients)
@@ -106,6 +156,20 @@ def zonal_density(grid: SphereGrid, mu=None, rho=None, legendre=None, name="prof
     legendre : array_like, optional
         ``a_l`` of ``rho(mu) = sum_l a_l P_l(mu)`` (instead of ``mu``/``rho``); degrees above
         ``grid.lmax`` are dropped.
+    name : str
+        The input's name in the errors (``"profile"``; ``profile.mu``, ``profile.rho``, ``profile.legendre``).
+
+    Returns
+    -------
+    ndarray of complex128, shape (grid.nalm,)
+        Only ``m = 0`` coefficients nonzero; mass 1.
+
+    Raises
+    ------
+    ValueError
+        Both or neither of (``mu``, ``rho``) and ``legendre``; ``grid`` not a :class:`~meanfield.SphereGrid`;
+        an empty or non-finite ``legendre``; ``mu`` and ``rho`` of different lengths or fewer than 2 values,
+        ``mu`` not strictly increasing from -1 to 1, a negative ``rho``; or a mass that is not positive.
     """
     if (legendre is None) == (mu is None and rho is None):
         raise ValueError(f"{name} needs either mu and rho (a profile) or legendre (coefficients); "
@@ -145,7 +209,25 @@ def zonal_density(grid: SphereGrid, mu=None, rho=None, legendre=None, name="prof
 
 def parse_json(text, what):
     """The value of JSON ``text``; malformed text raises ``ValueError`` naming ``what`` (a file, an attribute) and
-    where the text breaks, not only the decoder's words."""
+    where the text breaks, not only the decoder's words.
+
+    Parameters
+    ----------
+    text : str or bytes
+        JSON text.
+    what : str
+        What holds the text, for the message.
+
+    Returns
+    -------
+    object
+        The decoded value.
+
+    Raises
+    ------
+    ValueError
+        ``text`` not a str or bytes, or not valid JSON (line and column given).
+    """
     import json
 
     if not isinstance(text, (str, bytes)):

@@ -54,6 +54,45 @@ class PhaseDiagramConfig:
     """Settings of a phase diagram (the TOML table ``[phase_diagram]``; defaults: the peer's cell).
 
     ``betas`` is a list of values, or ``[beta_min, beta_max, count]`` given as ``beta_range``.
+
+    Parameters
+    ----------
+    betas : sequence of float
+        Positive inverse temperatures (default 12 values from 0.1 to 9).
+    t_final : float
+        Final time, ``> 0``, a whole number of steps ``dt``.
+    dt : float
+        Layer step, ``> 0``.
+    record_every : int
+        Record every this many layers, ``>= 1``.
+    n : int
+        Tokens per system, ``>= 2``.
+    d : int
+        Dimension, ``>= 2``.
+    batch : int
+        Systems per cell, ``>= 1``.
+    rule : str
+        One of :data:`meanfield.models.step_rules.STEP_RULES`.
+    score, value : str
+        Ensembles of :mod:`meanfield.core.random_heads` (``"identity"`` both: one scalar head).
+    per_system : bool
+        Independent heads per system.
+    normalization : str
+        A name of :data:`meanfield.core.kernels.NORMALIZATIONS`.
+    causal : bool
+        Causal masks.
+    seed : int
+        ``>= 0``.
+    pair_threshold, cluster_threshold : float
+        In ``[-1, 1]`` (:mod:`meanfield.analysis.ensembles`).
+    rank_tol : float
+        ``> 0``.
+
+    Raises
+    ------
+    ValueError
+        Any field out of its range above, ``t_final`` not a whole number of steps, or sizes above the memory
+        limit.
     """
 
     betas: tuple = field(default_factory=lambda: tuple(np.round(np.linspace(0.1, 9.0, 12), 10)))
@@ -118,19 +157,51 @@ class PhaseDiagramConfig:
         return k * self.dt
 
     def heads(self, beta):
-        """The heads of the cell at ``beta`` (a tuple, or one tuple per system)."""
+        """The heads of the cell at ``beta`` (a tuple, or one tuple per system).
+
+        Parameters
+        ----------
+        beta : float
+            The inverse temperature.
+
+        Returns
+        -------
+        tuple of Head, or list of tuples of Head
+        """
         if self.score == "identity" and self.value == "identity":
             return scalar_heads([1.0], self.d, beta=beta, normalization=self.normalization)
         return random_heads(self.d, 1, score=self.score, value=self.value, seed=self.seed + 1, beta=beta,
                             normalization=self.normalization, systems=self.batch if self.per_system else None)
 
     def starts(self):
+        """The start tokens of every cell: ``batch`` systems of ``n`` uniform tokens from ``seed``.
+
+        Returns
+        -------
+        ndarray, shape (batch, n, d)
+        """
         X = np.random.default_rng(self.seed).standard_normal((self.batch, self.n, self.d))
         return X / np.linalg.norm(X, axis=-1, keepdims=True)
 
 
 def load_phase_config(path) -> PhaseDiagramConfig:
-    """Read ``[phase_diagram]`` (or the top level) of a TOML file; unknown keys are refused by name."""
+    """Read ``[phase_diagram]`` (or the top level) of a TOML file; unknown keys are refused by name.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The TOML file.
+
+    Returns
+    -------
+    PhaseDiagramConfig
+
+    Raises
+    ------
+    ValueError
+        A missing file, invalid TOML, a table that is not one, both ``betas`` and ``beta_range`` or a bad
+        ``beta_range``, unknown keys, or values :class:`PhaseDiagramConfig` refuses.
+    """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"phase-diagram config {str(path)!r} does not exist")
@@ -170,7 +241,22 @@ def _cell(config, beta):
 
 def equiangular_curve(config):
     """Equiangular clustering time from ``gamma = 0`` to ``pair_threshold`` per beta (NaN where the
-    closed form does not apply: random heads)."""
+    closed form does not apply: random heads).
+
+    Parameters
+    ----------
+    config : PhaseDiagramConfig
+        The diagram.
+
+    Returns
+    -------
+    ndarray, shape (len(betas),)
+
+    Raises
+    ------
+    ValueError
+        ``config`` not a PhaseDiagramConfig.
+    """
     if not isinstance(config, PhaseDiagramConfig):
         raise ValueError(f"config must be a PhaseDiagramConfig; received {type(config).__name__}")
     if config.score != "identity" or config.value != "identity":
@@ -205,7 +291,27 @@ def estimate_phase_diagram(config) -> cost.Cost:
 
 def phase_diagram(config=None, *, scheduler=None, progress=None) -> xr.Dataset:
     """Run the phase diagram of ``config`` (default :class:`PhaseDiagramConfig`); returns a Dataset
-    with the :data:`MEASURES` on dims ``(beta, t)`` and ``equiangular_time`` on ``beta``."""
+    with the :data:`MEASURES` on dims ``(beta, t)`` and ``equiangular_time`` on ``beta``.
+
+    Parameters
+    ----------
+    config : PhaseDiagramConfig, optional
+        The diagram.
+    scheduler : str, optional
+        A dask scheduler of ``PHASE_SCHEDULERS`` (None: a loop here).
+    progress : bool, optional
+        Progress bar (None: only on a terminal).
+
+    Returns
+    -------
+    xarray.Dataset
+
+    Raises
+    ------
+    ValueError
+        ``config`` not a PhaseDiagramConfig, an unknown ``scheduler``, a non-boolean ``progress``, or a diagram
+        above the memory or time limit.
+    """
     config = PhaseDiagramConfig() if config is None else config
     if not isinstance(config, PhaseDiagramConfig):
         raise ValueError(f"config must be a PhaseDiagramConfig; received {type(config).__name__}")
@@ -232,7 +338,22 @@ def phase_diagram(config=None, *, scheduler=None, progress=None) -> xr.Dataset:
 
 
 def run_phase_diagram(config_path, out_dir, *, scheduler=None, progress=None) -> list[Path]:
-    """What ``meanfield phase-diagram`` does: run, save ``phase_diagram.nc`` and ``phase_diagram.png``."""
+    """What ``meanfield phase-diagram`` does: run, save ``phase_diagram.nc`` and ``phase_diagram.png``.
+
+    Parameters
+    ----------
+    config_path : str or path-like
+        The TOML file.
+    out_dir : str or path-like
+        The output folder.
+    scheduler, progress
+        As for :func:`phase_diagram`.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The two files.
+    """
     from .plotting import phase_diagram_figure
 
     config = load_phase_config(config_path)

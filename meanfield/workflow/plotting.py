@@ -103,7 +103,19 @@ def _mollweide(ax, ds, k, vmin, vmax, particles=True):
 
 
 def density_maps(ds: xr.Dataset, times=None) -> Figure:
-    """Mollweide maps of ``rho`` (white dots: the particles) at up to three time indices."""
+    """Mollweide maps of ``rho`` (white dots: the particles) at up to three time indices.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset (:mod:`meanfield.workflow.results`).
+    times : sequence of int, optional
+        Time indices (default: up to three spread over the reached times).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     times = _default_times(ds) if times is None else list(times)
     vals = ds["rho"].values[times]
     vmin, vmax = min(0.0, float(np.nanmin(vals))), float(np.nanmax(vals))
@@ -151,6 +163,26 @@ def orthographic_views(ds: xr.Dataset, times=None, center=(20.0, 25.0), resoluti
     The density is evaluated exactly from its coefficients; only the visible hemisphere is drawn
     (particles on the far side are hidden).  One row per time index (default: first and last).
     ``resolution`` (an integer >= 2) pixels across each disc.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset (:mod:`meanfield.workflow.results`).
+    times : sequence of int, optional
+        Time indices.
+    center : (float, float)
+        Longitude and latitude of the view, degrees.
+    resolution : int
+        Pixels across each disc, ``>= 2``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        ``center`` not two finite numbers, or ``resolution`` below 2.
     """
     validate.real_array("center", center, (2,))
     validate.integer("resolution", resolution, 2)
@@ -206,7 +238,17 @@ def _pair(ax, ds, name, label, head=None):
 
 
 def energy_curves(ds: xr.Dataset) -> Figure:
-    """Energy, dissipation, attention entropy per head (both runs) and the PDE's Boltzmann entropy."""
+    """Energy, dissipation, attention entropy per head (both runs) and the PDE's Boltzmann entropy.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset (:mod:`meanfield.workflow.results`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     fig = Figure(figsize=(11, 7.5), layout="constrained")
     ax = fig.subplots(2, 2)
     _pair(ax[0, 0], ds, "energy", "energy E = sum_h E_h")
@@ -229,7 +271,17 @@ def energy_curves(ds: xr.Dataset) -> Figure:
 
 
 def w2_curve(ds: xr.Dataset) -> Figure:
-    """W2 between the particles and the density over time, with its t = 0 (sampling) level."""
+    """W2 between the particles and the density over time, with its t = 0 (sampling) level.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset (:mod:`meanfield.workflow.results`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     fig = Figure(figsize=(7.5, 4.6), layout="constrained")
     ax = fig.add_subplot()
     t, w2 = ds.time.values, ds["w2"].values
@@ -254,6 +306,15 @@ def growth_rate_spectrum(ds: xr.Dataset) -> Figure:
     Rates add over heads (the linearization is a sum of per-head terms); heads whose kernel has no
     closed form ``"growth_rate"`` in :mod:`meanfield.analysis.stability` (ReLU, sigmoid) are left out (said in
     the title).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset (:mod:`meanfield.workflow.results`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     cfg = _config(ds)
     lmax = cfg["pde"]["lmax"]
@@ -302,6 +363,24 @@ def save_animation(ds: xr.Dataset, path, fps=5, dpi=72) -> Path:
     """GIF (PillowWriter) of the Mollweide density with the particles, one frame per reached time.
 
     ``fps`` frames per second and ``dpi`` dots per inch: positive finite numbers.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset (:mod:`meanfield.workflow.results`).
+    path : str or path-like
+        The GIF file.
+    fps, dpi : float
+        Positive finite numbers.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    ValueError
+        ``fps`` or ``dpi`` not positive and finite.
     """
     validate.real("fps", fps, positive=True)
     validate.real("dpi", dpi, positive=True)
@@ -334,6 +413,27 @@ def save_figures(ds: xr.Dataset, out_dir, dpi=110, figures=True, animation=True)
 
     ``dpi`` (a positive finite number) applies to the PNG figures; ``figures`` and ``animation``
     (True or False) choose what is written.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset (:mod:`meanfield.workflow.results`).
+    out_dir : str or path-like
+        The folder (created).
+    dpi : float
+        Positive finite number.
+    figures, animation : bool
+        What is written.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    ValueError
+        ``dpi`` not positive and finite, or ``figures`` / ``animation`` not booleans.
     """
     validate.real("dpi", dpi, positive=True)
     validate.boolean("figures", figures)
@@ -355,7 +455,24 @@ def phase_diagram_figure(ds: xr.Dataset, pair_threshold: float = PAIR_THRESHOLD,
                          cluster_threshold: float = CLUSTER_THRESHOLD) -> Figure:
     """Colour maps over (t, beta) of a phase-diagram dataset (:mod:`meanfield.workflow.phase_diagram`), with
     the equiangular clustering curve ``t*(beta)`` of the reduced ODE drawn where it exists.  The thresholds
-    (those the dataset was measured with) are written into the titles and colour-bar labels."""
+    (those the dataset was measured with) are written into the titles and colour-bar labels.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A phase-diagram dataset.
+    pair_threshold, cluster_threshold : float
+        In ``[-1, 1]``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        A threshold outside ``[-1, 1]``.
+    """
     pair_threshold = validate.real("pair_threshold", pair_threshold, -1, 1)
     cluster_threshold = validate.real("cluster_threshold", cluster_threshold, -1, 1)
     p, c = f"{pair_threshold:g}", f"{cluster_threshold:g}"
@@ -391,7 +508,17 @@ _SPECIAL_STYLE = {"fold": dict(marker="^", color="k", label="fold"),
 def bifurcation_figure(ds: xr.Dataset) -> Figure:
     """The branches of an equilibria dataset (:mod:`meanfield.workflow.equilibria_job`): the order parameter and
     ``G - G_uniform`` against the parameter (general heads: ``|int x rho|`` and ``G``), stable parts solid and
-    unstable ones dashed, folds, branch points and Maxwell points marked."""
+    unstable ones dashed, folds, branch points and Maxwell points marked.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        An equilibria dataset.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     par = ds.attrs["parameter"]
     general = ds.attrs.get("heads") == "general"        # general heads: no uniform branch, G itself
     gap = "free_energy" if general else "free_energy_gap"
@@ -451,7 +578,17 @@ def bifurcation_figure(ds: xr.Dataset) -> Figure:
 
 def transition_map_figure(ds: xr.Dataset) -> Figure:
     """The (d, beta) map of :mod:`meanfield.workflow.transition_map`: the transition type and ``nu_fold / nu_#``
-    over the grid (failed cells blank)."""
+    over the grid (failed cells blank).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A transition-map dataset.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     y = ds["d"].values
     xname = "beta_ratio" if "beta_ratio" in ds.dims else "beta"
     x = ds[xname].values

@@ -39,14 +39,47 @@ records and the (samples, n, d) array stacked from it."""
 
 def order_parameter(X) -> float:
     """``|(1/n) sum_i x_i|`` of tokens ``X`` (n, d): at least one row, each a unit vector (``| |x_i|^2 - 1 | <=``
-    :data:`~meanfield.models.particles.UNIT_NORM_TOL`; never renormalized)."""
+    :data:`~meanfield.models.particles.UNIT_NORM_TOL`; never renormalized).
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+        Unit tokens.
+
+    Returns
+    -------
+    float
+        In ``[0, 1]``.
+
+    Raises
+    ------
+    ValueError
+        ``X`` not real and finite of shape (n, d) with ``n >= 1``, or rows not unit vectors.
+    """
     X = validate.unit_vectors("X", X, min_rows=1, tol=UNIT_NORM_TOL)
     return float(np.linalg.norm(X.mean(axis=0)))
 
 
 def stage_seed(seed, stage) -> int:
     """The integer seed of the Brownian increments of stage ``stage`` of a ramp with ``seed`` (both integers
-    >= 0, Python or numpy; floats are refused, never floored)."""
+    >= 0, Python or numpy; floats are refused, never floored).
+
+    Parameters
+    ----------
+    seed : int
+        The ramp's seed, ``>= 0``.
+    stage : int
+        The stage index, ``>= 0``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        ``seed`` or ``stage`` not an integer ``>= 0``.
+    """
     seed = validate.integer("seed", seed, 0)
     stage = validate.integer("stage", stage, 0)
     return int(np.random.SeedSequence([seed, stage]).generate_state(1)[0])
@@ -56,7 +89,16 @@ def stage_seed(seed, stage) -> int:
 class RampResult:
     """A ramp: ``nus`` (K,) of the stages run, ``times`` (K, samples) on the ramp's clock (stage ``k`` covers
     ``[k T, (k + 1) T]``), ``order`` (K, samples) the order parameter at those times, ``X`` the final tokens,
-    ``stopped`` whether ``stop_above`` ended the ramp before its last stage."""
+    ``stopped`` whether ``stop_above`` ended the ramp before its last stage.
+
+    Parameters
+    ----------
+    nus : ndarray, shape (K,)
+    times : ndarray, shape (K, samples)
+    order : ndarray, shape (K, samples)
+    X : ndarray, shape (n, d)
+    stopped : bool
+    """
 
     nus: np.ndarray
     times: np.ndarray
@@ -85,6 +127,42 @@ def noise_ramp(heads, X0, nus, stage_time, *, dt, seed, samples=5, method=None, 
     scheme of :func:`~meanfield.workflow.simulate.solve_particles` (None: its default).  ``summation``: of the
     systems (``"spectral"`` for zonal heads on S^2 at large n).  ``stop_above``: end the ramp after the first
     stage whose recorded order parameter exceeds it.
+
+    Parameters
+    ----------
+    heads : Head or sequence of Head
+        The heads of every stage's :class:`~meanfield.models.particles.ParticleSystem`.
+    X0 : array_like, shape (n, d)
+        Unit tokens.
+    nus : array_like, shape (K,)
+        Positive noise levels.
+    stage_time : float
+        Duration of each stage, ``> 0``.
+    dt : float
+        SDE step, ``> 0``.
+    seed : int
+        ``>= 0``; stage ``k`` draws from :func:`stage_seed` of it.
+    samples : int
+        ``>= 2``.
+    method : str, optional
+        An SDE scheme.
+    summation : str
+        The systems' summation.
+    stop_above : float, optional
+        ``> 0``.
+
+    Returns
+    -------
+    RampResult
+
+    Raises
+    ------
+    ValueError
+        ``nus`` not a non-empty 1-d array of positive numbers, a ``stage_time``, ``dt`` or ``stop_above`` that is
+        not positive, ``seed`` or ``samples`` out of range, heads or tokens the system refuses, a method or step
+        the particle solver refuses, or a ramp above the memory or time limit.
+    RuntimeError
+        A stage that does not reach its end (its message given).
     """
     nus = validate.real_array("nus", nus)
     if nus.ndim != 1 or nus.size == 0 or not np.all(nus > 0):
@@ -152,6 +230,24 @@ def first_crossing(times, values, level) -> float:
 
     ``times``: finite, non-decreasing in C order (ties allowed: a ramp's stage boundaries are recorded twice), any
     shape (a ramp's (K, samples) ``times``); ``values``: finite, of the same shape; ``level``: a finite number.
+
+    Parameters
+    ----------
+    times : array_like
+        Sample times.
+    values : array_like
+        Values, the shape of ``times``.
+    level : float
+        The level.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        Non-finite entries, no samples, shapes that differ, or ``times`` decreasing somewhere (in C order).
     """
     t = validate.real_array("times", times)
     v = validate.real_array("values", values)

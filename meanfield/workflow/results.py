@@ -50,13 +50,48 @@ def coefficients_to_lm(rho_lm, l_index, m_index, lmax):
     The layout is :mod:`meanfield.core.sphere`'s (:func:`~meanfield.core.sphere.to_lm_table`); ``l_index`` and
     ``m_index`` must be that layout's (:func:`~meanfield.core.sphere.lm_indices`), as a grid of degree
     ``lmax`` gives them.
+
+    Parameters
+    ----------
+    rho_lm : array_like, shape (..., nalm)
+        Coefficients.
+    l_index, m_index : array_like, shape (nalm,)
+        The layout's degrees and orders.
+    lmax : int
+        The degree.
+
+    Returns
+    -------
+    re, im : ndarray, shape (..., lmax+1, lmax+1)
+
+    Raises
+    ------
+    ValueError
+        ``l_index`` / ``m_index`` not the layout of degree ``lmax``, or ``rho_lm`` of another length.
     """
     _check_layout(l_index, m_index, lmax)
     return to_lm_table(rho_lm, lmax)
 
 
 def lm_to_coefficients(re, im, l_index, m_index):
-    """Inverse of :func:`coefficients_to_lm`: (..., l, m) parts -> complex vectors (..., nalm)."""
+    """Inverse of :func:`coefficients_to_lm`: (..., l, m) parts -> complex vectors (..., nalm).
+
+    Parameters
+    ----------
+    re, im : array_like, shape (..., lmax+1, lmax+1)
+        Real and imaginary parts.
+    l_index, m_index : array_like, shape (nalm,)
+        The layout's degrees and orders.
+
+    Returns
+    -------
+    ndarray, shape (..., nalm), complex
+
+    Raises
+    ------
+    ValueError
+        ``l_index`` / ``m_index`` not the layout of the tables' degree, or tables of unequal or non-square shapes.
+    """
     _check_layout(l_index, m_index, np.shape(re)[-1] - 1 if np.ndim(re) else -1)
     return from_lm_table(re, im)
 
@@ -81,6 +116,24 @@ def observables_to_variables(observables, prefix, rows, cols, n_times, n_heads):
 
     Scalars per time become (time,), per-head arrays (T, H) become (time, head); keys are renamed
     (or left out) by :data:`VARIABLE_NAMES`.
+
+    Parameters
+    ----------
+    observables : dict of str to array_like
+        A trajectory's observables, each (T', ...) over the times reached.
+    prefix : str
+        Prefix of the variable names (``"pde_"``, ``"particle_"``).
+    rows, cols : index arrays
+        Which observable rows go to which positions of the full time axis.
+    n_times : int
+        Length of the full time axis.
+    n_heads : int
+        Number of heads (the ``head`` dimension).
+
+    Returns
+    -------
+    dict
+        ``{name: (dims, values)}``; per-token records left out.
     """
     out = {}
     for key, val in observables.items():
@@ -101,12 +154,42 @@ def observables_to_variables(observables, prefix, rows, cols, n_times, n_heads):
 
 
 def density_coefficients(ds: xr.Dataset, time_index: int):
-    """Complex coefficients ``rho_lm`` (nalm,) of the density at ``ds.time[time_index]``."""
+    """Complex coefficients ``rho_lm`` (nalm,) of the density at ``ds.time[time_index]``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset.
+    time_index : int
+        Index along ``time`` (negative counts from the end).
+
+    Returns
+    -------
+    ndarray, shape (nalm,), complex
+    """
     return from_lm_table(ds["rho_lm_real"].values[time_index], ds["rho_lm_imag"].values[time_index])
 
 
 def config_of(ds: xr.Dataset) -> RunConfig:
-    """The validated :class:`~meanfield.workflow.config.RunConfig` stored in a dataset's ``config`` attribute."""
+    """The validated :class:`~meanfield.workflow.config.RunConfig` stored in a dataset's ``config`` attribute.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset.
+
+    Returns
+    -------
+    RunConfig
+
+    Raises
+    ------
+    SchemaError
+        No ``config`` attribute.
+    ValueError
+        An attribute that is not valid JSON, or a config :meth:`RunConfig.from_dict` refuses
+        (:class:`~meanfield.workflow.config.ConfigError`).
+    """
     if "config" not in ds.attrs:
         raise SchemaError("the dataset has no 'config' attribute; it was not written by meanfield.workflow.results")
     return RunConfig.from_dict(parse_json(ds.attrs["config"], "the dataset's 'config' attribute"))
@@ -156,7 +239,18 @@ time); they read back as floats with NaN there, equal to what was written."""
 
 def describe(ds: xr.Dataset) -> xr.Dataset:
     """Add CF attributes (``long_name`` and ``units`` on every variable, latitude/longitude standard
-    names, ``Conventions``) to a run dataset, in place; values are untouched.  Returns ``ds``."""
+    names, ``Conventions``) to a run dataset, in place; values are untouched.  Returns ``ds``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset (with ``lat``, ``lon`` and ``time``).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``ds`` itself.
+    """
     for name in ds.variables:
         text = _DESCRIPTIONS.get(name)
         if text is None:
@@ -197,6 +291,17 @@ def provenance(command=None, started=None, ended=None) -> dict:
 
     ``command`` (str; default ``sys.argv`` joined), ``started`` and ``ended`` (Unix times; default
     now) are ISO 8601 UTC strings in the result.
+
+    Parameters
+    ----------
+    command : str, optional
+        The command line.
+    started, ended : float, optional
+        Unix times.
+
+    Returns
+    -------
+    dict of str to str
     """
     import platform
     import sys
@@ -224,7 +329,20 @@ def provenance(command=None, started=None, ended=None) -> dict:
 
 
 def add_provenance(ds: xr.Dataset, command=None, started=None, ended=None) -> xr.Dataset:
-    """Add :func:`provenance` and the CF attributes (:func:`describe`) to ``ds`` in place; returns ``ds``."""
+    """Add :func:`provenance` and the CF attributes (:func:`describe`) to ``ds`` in place; returns ``ds``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A run dataset.
+    command, started, ended
+        As for :func:`provenance`.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``ds`` itself.
+    """
     describe(ds)
     ds.attrs.update(provenance(command, started, ended))
     return ds
@@ -234,6 +352,24 @@ def save(ds: xr.Dataset, path) -> Path:
     """Write ``ds`` to NetCDF (netCDF4 engine) atomically: a temporary file in the same folder, then rename.
 
     Boolean attributes are stored as 0/1 integers (NetCDF has no boolean type).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A dataset with ``schema_version`` = :data:`SCHEMA_VERSION`.
+    path : str or path-like
+        The file (its folder is created).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    SchemaError
+        Another (or no) ``schema_version``.
+    OSError
+        The folder or file cannot be written (the temporary file is removed).
     """
     path = Path(path)
     if ds.attrs.get("schema_version") != SCHEMA_VERSION:
@@ -272,7 +408,24 @@ def _array(a):
 
 
 def check_dims(where, ds, layout):
-    """Refuse a variable of ``layout`` ({name: dims}) stored with other dims, by name."""
+    """Refuse a variable of ``layout`` ({name: dims}) stored with other dims, by name.
+
+    Parameters
+    ----------
+    where : str
+        Names the dataset in the message.
+    ds : xarray.Dataset
+        The dataset.
+    layout : dict of str to tuple of str
+        Variable names and their dims, in order.
+
+    Raises
+    ------
+    ValueError
+        A variable stored with other dims.
+    KeyError
+        A variable of ``layout`` missing from ``ds``.
+    """
     for name, dims in layout.items():
         if ds[name].dims != dims:
             raise ValueError(f"{where}: {name} must have the dims {dims} (the layout of meanfield.workflow."
@@ -281,7 +434,24 @@ def check_dims(where, ds, layout):
 
 
 def check_axis(where, ds, name, ordered=True):
-    """Refuse a coordinate that is not finite (and, if ``ordered``, non-decreasing), by name."""
+    """Refuse a coordinate that is not finite (and, if ``ordered``, non-decreasing), by name.
+
+    Parameters
+    ----------
+    where : str
+        Names the dataset in the message.
+    ds : xarray.Dataset
+        The dataset.
+    name : str
+        The coordinate.
+    ordered : bool
+        Also require it non-decreasing.
+
+    Raises
+    ------
+    ValueError
+        A coordinate that is not a 1-d array of finite real numbers (non-decreasing when ``ordered``).
+    """
     a = np.asarray(ds[name].values)
     ok = a.ndim == 1 and np.issubdtype(a.dtype, np.number) and not np.iscomplexobj(a)
     ok = ok and bool(np.all(np.isfinite(a)))
@@ -296,7 +466,20 @@ def check_run_layout(where, ds):
     """Refuse a run dataset whose variables are not in this module's layout (``X`` as (time, particle, dim) with 3
     components, the (time, l, m) coefficient tables with NaN or 0 where ``m > l``, a finite non-decreasing ``time``,
     the curves over ``time``), naming the variable, the layout expected and what was received; ``where`` names the
-    dataset in the message."""
+    dataset in the message.
+
+    Parameters
+    ----------
+    where : str
+        Names the dataset in the messages.
+    ds : xarray.Dataset
+        The dataset.
+
+    Raises
+    ------
+    ValueError
+        Each departure from the layout above, named.
+    """
     missing = [v for v in (*RUN_LAYOUT, "time") if v not in ds.variables]
     if missing:
         raise ValueError(f"{where} is not a meanfield run dataset: it lacks the variables {missing}")
@@ -332,7 +515,25 @@ def check_run_layout(where, ds):
 
 def load(path) -> xr.Dataset:
     """Read a results file into memory; a missing file, an unknown schema version or another layout of its
-    variables (:func:`check_run_layout`) raises ``ValueError`` naming what is wrong."""
+    variables (:func:`check_run_layout`) raises ``ValueError`` naming what is wrong.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A results file.
+
+    Returns
+    -------
+    xarray.Dataset
+        Loaded into memory (the file closed).
+
+    Raises
+    ------
+    ValueError
+        A missing or unreadable file, or variables not in the layout.
+    SchemaError
+        No or another schema version, or required variables missing.
+    """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"results file {str(path)!r} does not exist")

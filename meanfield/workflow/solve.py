@@ -32,7 +32,32 @@ __all__ = ["solve"]
 
 def solve(model, start, t_final, **options) -> Trajectory:
     """Evolve ``model`` from ``start`` (tokens or coefficients) to ``t_final`` with the solver that fits it
-    (module docstring); ``options`` go to that solver."""
+    (module docstring); ``options`` go to that solver.
+
+    Parameters
+    ----------
+    model : Model
+        A :class:`~meanfield.ParticleSystem`, :class:`~meanfield.ContinuumPDE`, a reduced density model
+        (:class:`~meanfield.CirclePDE`, :class:`~meanfield.AxisymmetricPDE`) or any object with ``rhs(t, y)``.
+    start : array_like
+        Tokens (n, d) for a token model, coefficients (or a real state vector) for a density model.
+    t_final : float
+        End time; the run covers ``[0, t_final]``.
+    **options
+        Passed on unchanged to the chosen solver (``method``, ``step``, ``save``, ``checkpointing``, ...).
+
+    Returns
+    -------
+    Trajectory
+        The chosen solver's.
+
+    Raises
+    ------
+    ValueError
+        ``model`` without ``rhs(t, y)`` (the message names what it lacks); for the generic rows a ``t_final``
+        that is not positive and finite or a ``start`` the token model's ``check`` refuses; the chosen solver's
+        own refusals otherwise.
+    """
     if isinstance(model, ParticleSystem):
         return solve_particles(model, start, t_final, **options)
     if isinstance(model, ContinuumPDE):

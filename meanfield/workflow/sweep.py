@@ -81,7 +81,24 @@ def _coordinate(v):
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """A validated sweep: base config dict, swept keys and their values, mode."""
+    """A validated sweep: base config dict, swept keys and their values, mode.
+
+    Parameters
+    ----------
+    base : dict
+        The base config (:meth:`~meanfield.workflow.config.RunConfig.to_dict`).
+    parameters : dict
+        Dotted :class:`~meanfield.workflow.config.RunConfig` keys (``"pde.lmax"``, ``"heads[0].beta"``) and
+        non-empty lists of their values.
+    mode : {"grid", "list"}
+        Every combination, or the lists zipped (equal lengths).
+
+    Raises
+    ------
+    ConfigError
+        An unknown mode, no parameters, a key that is not dotted, an empty list or values that cannot be
+        coordinates, lists of unequal length in ``"list"`` mode, or a point whose config is invalid.
+    """
 
     base: dict
     parameters: dict
@@ -117,6 +134,22 @@ class SweepSpec:
         object.__setattr__(self, "points", points)
 
     def config(self, point: dict) -> RunConfig:
+        """The validated config of one point: the base with the point's keys set.
+
+        Parameters
+        ----------
+        point : dict
+            ``{dotted key: value}``.
+
+        Returns
+        -------
+        RunConfig
+
+        Raises
+        ------
+        ConfigError
+            An invalid config (the message names the point).
+        """
         d = json.loads(json.dumps(self.base))
         for key, value in point.items():
             _set(d, key, value)
@@ -127,7 +160,24 @@ class SweepSpec:
 
 
 def load_sweep_spec(path) -> SweepSpec:
-    """Read a sweep TOML file (see the module docstring)."""
+    """Read a sweep TOML file (see the module docstring).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The sweep file.
+
+    Returns
+    -------
+    SweepSpec
+
+    Raises
+    ------
+    ConfigError
+        An unreadable file or invalid TOML, unknown keys, a ``base`` that is not a file name or
+        ``base_config`` not a table, both of them, an invalid base config, or a spec :class:`SweepSpec`
+        refuses.
+    """
     path = Path(path)
     data = read_toml_file(path, "sweep")
     unknown = set(data) - {"base", "base_config", "mode", "parameters"}
@@ -146,7 +196,20 @@ def load_sweep_spec(path) -> SweepSpec:
 
 def run_point(config_dict: dict, path: str) -> dict:
     """Run one point and write its dataset atomically to ``path`` (made absolute first); errors are
-    returned, not raised."""
+    returned, not raised.
+
+    Parameters
+    ----------
+    config_dict : dict
+        The point's full config.
+    path : str
+        Its NetCDF file.
+
+    Returns
+    -------
+    dict
+        ``status``, ``error``, ``seconds`` (:func:`compute_point`, without the dataset).
+    """
     from .results import save
 
     path = Path(path).resolve()
@@ -172,6 +235,15 @@ def compute_point(config_dict: dict) -> dict:
     """Run one point and return ``{"status", "error", "seconds"}`` plus ``dataset`` when it succeeded.
 
     What a sweep task runs on a worker: it writes nothing; the client saves the dataset.
+
+    Parameters
+    ----------
+    config_dict : dict
+        The point's full config.
+
+    Returns
+    -------
+    dict
     """
     out = call_task(_run_config, config_dict)
     if "result" in out:
@@ -196,6 +268,20 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler=None, n_workers=2, retries=
     points it changes).  ``scheduler``, ``n_workers``, ``retries``, ``progress`` and ``client`` are
     :func:`run_tasks`'s, and so are the errors (``ValueError`` before anything starts,
     ``FolderInUse`` when another process runs in ``out_dir``).
+
+    Parameters
+    ----------
+    spec : SweepSpec
+        The sweep.
+    out_dir : str or path-like
+        The sweep folder.
+    scheduler, n_workers, retries, progress, client
+        As for :func:`run_tasks`.
+
+    Returns
+    -------
+    list of dict
+        The index rows.
     """
     return run_tasks(_run_config, spec.points, out_dir, inputs=[spec.config(p).to_dict() for p in spec.points],
                      store="netcdf", scheduler=scheduler, n_workers=n_workers, retries=retries, progress=progress,
@@ -208,6 +294,21 @@ def load_sweep(out_dir):
     Grid sweeps are unstacked into one dimension per swept key (named by the key); list
     sweeps keep a ``point`` dimension with the keys as coordinates.  Points that failed or are
     missing are NaN (grid) or absent (list).
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+        The sweep folder.
+
+    Returns
+    -------
+    xarray.Dataset
+
+    Raises
+    ------
+    ValueError
+        No finished points, an unreadable index, or a point file :func:`meanfield.workflow.results.load`
+        refuses.
     """
     import xarray as xr
 

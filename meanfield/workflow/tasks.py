@@ -31,7 +31,19 @@ __all__ = ["run_tasks", "call_task", "NpzStore", "NetCDFStore", "STORES", "read_
 
 def call_task(func, args) -> dict:
     """``func(args)`` timed, as ``{"status": "done", "error": "", "seconds", "result"}`` or, if it
-    raised, ``{"status": "failed", "error": "Type: message", "seconds"}`` (what a worker runs)."""
+    raised, ``{"status": "failed", "error": "Type: message", "seconds"}`` (what a worker runs).
+
+    Parameters
+    ----------
+    func : callable
+        The task.
+    args : object
+        Its argument.
+
+    Returns
+    -------
+    dict
+    """
     started = time.perf_counter()
     try:
         result = func(args)
@@ -48,12 +60,32 @@ class NetCDFStore:
 
     @staticmethod
     def save(result, path: Path):
+        """Write a dataset (:func:`meanfield.workflow.results.save`).
+
+        Parameters
+        ----------
+        result : xarray.Dataset
+            A dataset of the package's schema.
+        path : pathlib.Path
+            The file.
+        """
         from .results import save
 
         save(result, path)
 
     @staticmethod
     def loads(path: Path) -> bool:
+        """Whether the file reads as a results dataset.
+
+        Parameters
+        ----------
+        path : pathlib.Path
+            The file.
+
+        Returns
+        -------
+        bool
+        """
         return _loads(path)
 
 
@@ -65,6 +97,20 @@ class NpzStore:
 
     @staticmethod
     def save(result, path: Path):
+        """Write a dict of arrays atomically.
+
+        Parameters
+        ----------
+        result : dict of str to array_like
+            The task's result.
+        path : pathlib.Path
+            The file.
+
+        Raises
+        ------
+        TypeError
+            ``result`` not a dict with string keys.
+        """
         if not isinstance(result, dict) or not all(isinstance(k, str) for k in result):
             raise TypeError(f"an NpzStore task must return a dict with string keys; received {type(result).__name__}")
         path = Path(path)
@@ -79,11 +125,33 @@ class NpzStore:
 
     @staticmethod
     def load(path) -> dict:
+        """The arrays of a result file.
+
+        Parameters
+        ----------
+        path : str or path-like
+            The file.
+
+        Returns
+        -------
+        dict of str to ndarray
+        """
         with np.load(path, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
 
     @classmethod
     def loads(cls, path: Path) -> bool:
+        """Whether the file reads (:meth:`load` raising anything counts as no).
+
+        Parameters
+        ----------
+        path : pathlib.Path
+            The file.
+
+        Returns
+        -------
+        bool
+        """
         try:
             cls.load(path)
         except Exception:  # noqa: BLE001 - a damaged file raises anything from ValueError to zipfile.BadZipFile
@@ -139,6 +207,11 @@ def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None
         Use this client; otherwise one is created and closed here.
     key_prefix, desc : str
         Dask key of a task (``<key_prefix>-<id>-<random run id>``) and the progress bar's label.
+
+    Returns
+    -------
+    list of dict
+        The index rows of every point (``id``, ``params``, ``status``, ``path``, ``error``, ``seconds``, ...).
 
     Raises
     ------
@@ -279,7 +352,23 @@ def _write_index(out: Path, rows: list):
 
 
 def read_index(out: Path) -> dict:
-    """The rows of ``out/index.json`` by point id (empty when there is none)."""
+    """The rows of ``out/index.json`` by point id (empty when there is none).
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        The task folder.
+
+    Returns
+    -------
+    dict
+        ``{id: row}``.
+
+    Raises
+    ------
+    ValueError
+        An index that is not valid JSON or not a list of records with an ``id``.
+    """
     f = out / "index.json"
     if not f.is_file():
         return {}

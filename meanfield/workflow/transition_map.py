@@ -43,7 +43,27 @@ QUANTITIES = ("nu_sharp", "nu_2", "nu_fold", "nu_global", "lmax", "discretizatio
 @dataclass(frozen=True)
 class TransitionMapConfig:
     """The grid: ``d`` (integers >= 2), and ``beta`` (absolute) or ``beta_ratio`` (multiples of beta_*^(d)),
-    ``normalization`` (mean, softmax or sinkhorn) and the ladder's first ``lmax`` (None: the default ladder)."""
+    ``normalization`` (mean, softmax or sinkhorn) and the ladder's first ``lmax`` (None: the default ladder).
+
+    Parameters
+    ----------
+    d : sequence of int
+        Distinct dimensions in ``[2, 4096]``.
+    beta : sequence of float, optional
+        Distinct positive inverse temperatures.
+    beta_ratio : sequence of float, optional
+        Distinct positive multiples of ``beta_*^(d)`` (exactly one of ``beta``, ``beta_ratio``).
+    normalization : str
+        A name of :data:`meanfield.core.kernels.NORMALIZATIONS`.
+    lmax : int, optional
+        First degree of the ladder, in ``[8, 512]``.
+
+    Raises
+    ------
+    ConfigError
+        Empty or repeated lists, values out of range, both or neither of ``beta`` and ``beta_ratio``, or an
+        unknown normalization.
+    """
 
     d: tuple = (2, 3)
     beta: tuple | None = None
@@ -77,7 +97,13 @@ class TransitionMapConfig:
         return "beta" if self.beta is not None else "beta_ratio"
 
     def points(self) -> list[dict]:
-        """One JSON dict per cell: ``d``, ``beta`` (absolute), and ``beta_ratio`` when the grid is relative."""
+        """One JSON dict per cell: ``d``, ``beta`` (absolute), and ``beta_ratio`` when the grid is relative.
+
+        Returns
+        -------
+        list of dict
+            In order of ``d``, then the ``beta`` axis.
+        """
         out = []
         for d in self.d:
             for x in getattr(self, self.axis):
@@ -88,13 +114,35 @@ class TransitionMapConfig:
         return out
 
     def to_dict(self) -> dict:
+        """The ``[map]`` table (lists, numbers, strings; unset values left out).
+
+        Returns
+        -------
+        dict
+        """
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
                 (("d", self.d), (self.axis, getattr(self, self.axis)), ("normalization", self.normalization),
                  ("lmax", self.lmax)) if v is not None}
 
 
 def load_map_config(path) -> TransitionMapConfig:
-    """Read ``[map]`` of a TOML file; unknown keys are refused by name."""
+    """Read ``[map]`` of a TOML file; unknown keys are refused by name.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The map file.
+
+    Returns
+    -------
+    TransitionMapConfig
+
+    Raises
+    ------
+    ConfigError
+        An unreadable file or invalid TOML, tables other than ``[map]``, an unknown key, or values
+        :class:`TransitionMapConfig` refuses (the message starts with the file).
+    """
     path = Path(path)
     data = read_toml_file(path, "map")
     if set(data) != {"map"} or not isinstance(data["map"], dict):
@@ -119,7 +167,22 @@ the shared 2-core machine at lmax 48 and 64."""
 
 
 def map_cell(point: dict, normalization="mean", lmax=None) -> dict:
-    """One cell: :func:`phase_transition` at ``point["d"]``, ``point["beta"]`` (what a map task runs)."""
+    """One cell: :func:`phase_transition` at ``point["d"]``, ``point["beta"]`` (what a map task runs).
+
+    Parameters
+    ----------
+    point : dict
+        ``d`` and ``beta``.
+    normalization : str
+        The head's normalization.
+    lmax : int, optional
+        First degree of the ladder.
+
+    Returns
+    -------
+    dict
+        The quantities of :data:`QUANTITIES` as floats and ``discontinuous`` (0 or 1).
+    """
     r = phase_transition(point["d"], point["beta"], normalization, lmax)
     out = {k: float(getattr(r, k)) for k in QUANTITIES}
     out["discontinuous"] = int(r.transition == "discontinuous")
@@ -133,7 +196,27 @@ def transition_map(config: TransitionMapConfig, out_dir, *, scheduler=None, n_wo
     Dimensions ``d`` and ``beta`` (or ``beta_ratio``, with ``beta`` then a (d, beta_ratio) variable); variables
     ``discontinuous`` (1 discontinuous, 0 continuous, -1 failed), ``nu_sharp``, ``nu_2``, ``nu_fold``,
     ``nu_global``, ``lmax``, ``discretization_change`` (NaN where a cell failed) and ``error`` (the failure's
-    message, '' otherwise)."""
+    message, '' otherwise).
+
+    Parameters
+    ----------
+    config : TransitionMapConfig
+        The grid.
+    out_dir : str or path-like
+        The map's folder.
+    scheduler, n_workers, progress, client
+        As for :func:`~meanfield.workflow.tasks.run_tasks`.
+
+    Returns
+    -------
+    xarray.Dataset
+
+    Raises
+    ------
+    ValueError
+        ``config`` not a TransitionMapConfig, a map above the time limit, or what
+        :func:`~meanfield.workflow.tasks.run_tasks` refuses.
+    """
     if not isinstance(config, TransitionMapConfig):
         raise ValueError(f"config must be a TransitionMapConfig; received {type(config).__name__}")
     cells = len(config.d) * len(getattr(config, config.axis))
@@ -179,7 +262,30 @@ def transition_map(config: TransitionMapConfig, out_dir, *, scheduler=None, n_wo
 
 def run_transition_map(config_path, out_dir, *, scheduler=None, n_workers=2, progress=None, force=False) -> dict:
     """What ``meanfield equilibria --map`` does: the map of ``config_path`` into ``out_dir``
-    (``transition_map.nc``, ``transition_map.png``; the cells' files in ``out_dir/tasks``, kept for reruns)."""
+    (``transition_map.nc``, ``transition_map.png``; the cells' files in ``out_dir/tasks``, kept for reruns).
+
+    Parameters
+    ----------
+    config_path : str or path-like
+        The map file.
+    out_dir : str or path-like
+        The output folder.
+    scheduler, n_workers, progress
+        As for :func:`transition_map`.
+    force : bool
+        Replace a finished map.
+
+    Returns
+    -------
+    dict
+        ``dataset``, ``paths`` (the files written) and ``failures`` (one line per failed cell).
+
+    Raises
+    ------
+    ValueError
+        A finished map in ``out_dir`` without ``force``, or what :func:`load_map_config` (ConfigError) or
+        :func:`transition_map` refuses.
+    """
     config = load_map_config(config_path)
     out = Path(out_dir)
     nc = out / MAP_FILE

@@ -112,6 +112,21 @@ def load_viewable(path):
     NetCDF file (e.g. truncated), is not a meanfield run or phase-diagram dataset, or holds a drawn variable
     in another layout (named, with the dims expected and received); the file's declared sizes are costed
     (:func:`_estimate_load`, :mod:`meanfield.core.cost`) before anything is read.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.nc`` file of meanfield run, sweep or phase-diagram.
+
+    Returns
+    -------
+    kind : {"run", "phase_diagram"}
+    dataset : xarray.Dataset
+
+    Raises
+    ------
+    ValueError
+        As above, or a file whose declared sizes are above the memory or time limit.
     """
     path = _path("path", path)
     if not path.is_file():
@@ -137,7 +152,22 @@ def load_viewable(path):
 
 
 def default_output(path) -> Path:
-    """``RESULT.nc`` -> ``RESULT.html`` beside it."""
+    """``RESULT.nc`` -> ``RESULT.html`` beside it.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The results file.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    ValueError
+        ``path`` not a usable path.
+    """
     return _path("path", path).with_suffix(".html")
 
 
@@ -344,7 +374,32 @@ def build_figure(kind, ds, *, label="", max_frames=MAX_FRAMES, max_particles=MAX
     """The plotly Figure of a dataset of ``kind`` (:func:`load_viewable`).
 
     ``ds`` is checked as :func:`load_viewable` checks a file (layout, time axis) and the page costed
-    (:func:`_estimate_page`) before it is built: ``ValueError`` naming the variable or size refused."""
+    (:func:`_estimate_page`) before it is built: ``ValueError`` naming the variable or size refused.
+
+    Parameters
+    ----------
+    kind : {"run", "phase_diagram"}
+    ds : xarray.Dataset
+        From :func:`load_viewable`.
+    label : str
+        Prefix of the titles.
+    max_frames : int
+        Most animation frames, ``>= 2``.
+    max_particles : int
+        Most particles drawn, ``>= 1``.
+    nlat : int
+        Latitudes of the density surface, ``>= 4``.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+
+    Raises
+    ------
+    ValueError
+        An unknown ``kind``, ``ds`` not a Dataset or not in its layout, a size out of range, or a page above
+        the limits.
+    """
     validate.choice("kind", kind, ("run", "phase_diagram"))
     if not isinstance(ds, xr.Dataset):
         raise ValueError(f"ds must be an xarray Dataset (of load_viewable); received {type(ds).__name__}")
@@ -363,6 +418,27 @@ def write_view(path, out=None, *, max_frames=MAX_FRAMES, max_particles=MAX_PARTI
 
     Atomic: the page is written to a temporary file in ``out``'s folder and renamed, so a failure (bad
     input, Ctrl-C) leaves no partial page.  ``ValueError`` for input that is not a meanfield result.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The results file.
+    out : str or path-like, optional
+        The page, an ``.html`` / ``.htm`` file.
+    max_frames, max_particles, nlat
+        As for :func:`build_figure`.
+
+    Returns
+    -------
+    pathlib.Path
+        The page.
+
+    Raises
+    ------
+    ValueError
+        What :func:`load_viewable` or :func:`build_figure` refuses, or ``out`` not an HTML file name.
+    OSError
+        The page cannot be written.
     """
     kind, ds = load_viewable(path)
     out = default_output(path) if out is None else _path("out", out)
