@@ -183,9 +183,10 @@ def run(quick=False, out=None):
              f"same on both sides, are {exp_share:.0%} of the factored velocity at n = {p['profile_n']}; its "
              f"projections (timed here as three products of inner size r = {p['r']} per head, {projections:.0%}) run "
              f"in the velocity as one product ``X [A | B | D]`` per head (core.sums._fused_sides, about 20 % off the "
-             f"factored velocity).  What is left is the per-head overhead and the narrow products' lower BLAS rate: "
-             f"at n = 512 the ratio stays below the 5x target, at n = 2048 (where the n^2 products dominate) it "
-             f"passes it.  Profile parts are "
+             f"factored velocity), and the velocity lifts the heads' value aggregates together (one product with the "
+             f"concatenated ``C_h``, inner size H p = {p['n_heads'] * p['r']}, instead of {p['n_heads']} of inner size "
+             f"{p['r']} and an (H, n, d) stack; the lift row of the profile is the per-head form the forces still "
+             f"use).  Profile parts are "
              f"timed alone on precomputed inputs (best of {p['repeats']}), so they need not add up exactly to the "
              f"whole.")
     total = time.perf_counter() - start

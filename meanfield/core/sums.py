@@ -203,7 +203,7 @@ def _largest_norm(P):
     return float(xp.sqrt(xp.max(xp.sum(P * P, axis=1)))) if P.shape[0] * P.shape[1] else 0.0
 
 
-def aggregate(head, targets, sources, w, chunk_bytes):
+def aggregate(head, targets, sources, w, chunk_bytes, lift=True):
     """Normalized aggregates ``u`` (n_t, d) and normalizers ``N`` (n_t,) of one head.
 
     A row with ``Z = 0`` (possible only for kernels that vanish, e.g. ReLU) has no attention mass:
@@ -213,7 +213,9 @@ def aggregate(head, targets, sources, w, chunk_bytes):
     one in-place kernel evaluation (the kernel's rate, ``beta``, is folded into the sources, ``w``
     into the values); a factored head forms them from its r- and p-vectors (:func:`score_sides`,
     :func:`value_sides`) and lifts the aggregate by ``C^T`` once.  Arrays of any backend (one namespace, device and
-    dtype for ``targets``, ``sources`` and ``w``), results in it.
+    dtype for ``targets``, ``sources`` and ``w``), results in it.  ``lift=False`` returns ``(U, N, C)`` with the
+    aggregate in value coordinates and the lift ``C`` (None for a dense value side): a caller summing heads lifts
+    their concatenation once (:meth:`meanfield.models.particles.ParticleSystem.velocity`).
     """
     xp = backends.namespace(targets, sources, w)
     kern, norm = KERNELS[head.kernel], NORMALIZATIONS[head.normalization]
@@ -250,7 +252,8 @@ def aggregate(head, targets, sources, w, chunk_bytes):
             Z = UZ[sl, d]
             norm.combine(UZ[sl, :d], Z)
             N[sl] = Z * xp.exp(shift) if shifted else Z
-    return lift_values(UZ[:, :d] if normalized else UZ, C), N
+    U = UZ[:, :d] if normalized else UZ
+    return (lift_values(U, C), N) if lift else (U, N, C)
 
 
 class DirectSums:

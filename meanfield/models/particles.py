@@ -50,7 +50,7 @@ from ..core.cost import SECONDS_PER_PAIR, STEP_OVERHEAD_S, guard, pair_seconds
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS, kernel
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult
-from ..core.sums import DirectSums, LastScalings, lift_values, pair_sum, row_chunks, score_sides
+from ..core.sums import DirectSums, LastScalings, aggregate, lift_values, pair_sum, row_chunks, score_sides
 from .fastsum import spectral_sum, spectral_supported
 from .generalsum import GeneralSpectralSum
 
@@ -526,7 +526,9 @@ class ParticleSystem:
     def _velocity(self, X, w):
         if self.uses_spectral(X.shape[0]):
             return self._spectral.velocity(X, w)       # already tangent (evaluated at x / |x|)
-        if self._backend.reference:
+        if self._backend.reference and self._lift_once:
+            v = self._summed_factored(X, w)
+        elif self._backend.reference:
             U, _ = self.forces(X, w, checked=True)
             v = U.sum(axis=0)
         else:                                          # heads summed on the device: one (n, d) array comes back
@@ -536,6 +538,25 @@ class ParticleSystem:
                 v += x
             v = backends.to_numpy(v)
         return project_tangent(X, v) if self.geometry == "sphere" else v
+
+    @property
+    def _lift_once(self):
+        """Whether the velocity sums every head in value coordinates and lifts them once: every head factored on its
+        value side (rank below d) with a row-local normalization, direct sums (decided per call by the caller)."""
+        return all(h.factors is not None and h.rank[1] < h.dim and NORMALIZATIONS[h.normalization].row_local
+                   for h in self.heads)
+
+    def _summed_factored(self, X, w):
+        """``sum_h u_h`` of factored row-local heads: each head's normalized aggregate in its value coordinates
+        (``aggregate(..., lift=False)``), concatenated, lifted by the concatenated ``C_h`` in one product (12 heads of
+        rank 32 at d = 384: one product of inner size 384 instead of 12 of inner size 32, and no (H, n, d) stack).
+        Equal to the sum of the lifted forces up to rounding."""
+        self.check_direct(X.shape[0], "ParticleSystem.velocity (summation='direct' here)")
+        if "_C_all" not in self.__dict__:
+            object.__setattr__(self, "_C_all", np.ascontiguousarray(np.concatenate([h.factors[2] for h in self.heads],
+                                                                                   axis=1)))
+        U = np.concatenate([aggregate(h, X, X, w, self.chunk_bytes, lift=False)[0] for h in self.heads], axis=1)
+        return U @ self._C_all.T
 
     def rhs(self, t, y):
         """Right-hand side ``rhs(t, y)`` for the integrators (uniform weights); y shape (n, d).
