@@ -44,6 +44,8 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       circle            CirclePDE: the mean-field PDE on S^1 in Fourier modes
       axisymmetric      AxisymmetricPDE: the PDE on S^{d-1} (any d) for axisymmetric data, Gegenbauer basis
       batched           BatchedSystem: B particle systems at once (shared or per-system heads, causal masks)
+      causal            CausalSystem: causal (masked) attention at scale, direct sums (any d) or spectral prefix sums (S^1, S^2)
+      causal_continuum  CausalCirclePDE, CausalSpherePDE: the causal continuum on S^1 / S^2 x positions [0, 1] (zonal heads)
       step_rules        the transformer's discrete updates (post-LN, nGPT, pre-LN, peri-LN) and their limits
       encoder           a trained transformer's weights (EncoderWeights): its factored heads, bias report, numpy forward pass
     analysis/   what is measured on the models

@@ -467,6 +467,12 @@ MODULES_NOT_FUZZED = {
                                 "refusals (shapes, token ids, layer, flags) are tested by tests/test_encoder.py",
     "meanfield.workflow.pretrained": "reads checkpoint folders and texts; every bad folder, config, tensor and text is "
                                      "refused by name in tests/test_pretrained.py (safetensors files written there)",
+    "meanfield.models.causal": "CausalSystem (issue 36): its refusals (Sinkhorn by name, summations, spectral "
+                               "geometry/d/zonal, shapes, unit rows, weights, rhs stages) are tested by "
+                               "tests/test_causal.py; the feature and degree helpers take its validated arrays",
+    "meanfield.models.causal_continuum": "CausalCirclePDE and CausalSpherePDE (issue 36): their refusals (Sinkhorn, non-zonal heads, rules, "
+                                         "positions, state shapes, windows, a too coarse position grid with the "
+                                         "measured error) are tested by tests/test_causal.py",
 }
 """The modules of the four layers outside the covered surface (``PUBLIC_MODULES + ISSUE_MODULES + MORE_MODULES``),
 each with the reason its callables need no entry of their own (``tests/test_hostile_api.py`` fails for a module of

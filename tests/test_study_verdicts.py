@@ -10,7 +10,7 @@ REFEREED = ("energy_monotonicity", "radial_shadows", "critical_temperature", "he
             "entropy_production", "approximate_orthogonality", "linear_stability", "continuum_limit",
             "radial_dominance_invariance", "late_dominance", "many_heads", "continuum_scale",
             "negative_temperature", "long_context", "normalization_speed", "high_dimension", "phase_transitions", "phase_diagram", "metastability", "critical_noise",
-            "orthogonal_heads", "trained_heads")
+            "orthogonal_heads", "trained_heads", "causal_attention")
 
 
 def test_verdict_outside_vocabulary_is_refused_by_name():
