@@ -91,7 +91,7 @@ def test_density_from_particles(grid, rng):
     # the default kernel is resolved (a_lmax ~ 1e-14), so the KDE is nonnegative to roundoff, even
     # for a single point (the worst case: measured <= 1.3e-14 for lmax <= 256); 1e-12 = sampling limit
     for Y in (X, Z[None]):
-        assert D.negative_mass(grid, D.density_from_particles(grid, Y)) <= 1e-12
+        assert D.oversampled_negative_mass(grid, D.density_from_particles(grid, Y)) <= 1e-12
 
 
 @pytest.mark.parametrize("method", ["iid", "stratified"])
@@ -128,7 +128,7 @@ def test_negative_density_raises_and_clips():
     rho = D.perturbed_uniform(g, {(1, 0): eps})
     A, B = 1 / (4 * np.pi), eps * np.sqrt(3 / (4 * np.pi))
     exact = 2 * np.pi * B * (1 - A / B) ** 2 / 2  # 2 pi int_{-1}^{-A/B} -(A + B z) dz
-    neg = D.negative_mass(g, rho)
+    neg = D.oversampled_negative_mass(g, rho)
     # quadrature of a kinked function on the 2x oversampled grid: ~1e-3 relative accuracy
     assert abs(neg - exact) < 1e-2 * exact
     with pytest.raises(ValueError, match=f"negative mass {neg:.3e}"):
@@ -161,7 +161,7 @@ def test_bad_inputs(grid):
         (lambda: D.sample_particles(grid, 2 * rho, 5), "rho_lm"),
         (lambda: D.check_density(grid, rho[:-1], name="rho0_lm"), "rho0_lm"),
         (lambda: D.check_density(grid, np.full_like(rho, np.nan)), "rho_lm"),
-        (lambda: D.negative_mass(grid, rho, oversample=0), "oversample"),
+        (lambda: D.oversampled_negative_mass(grid, rho, oversample=0), "oversample"),
         (lambda: D.normalize(grid, -rho), "rho_lm"),
     ]
     for call, name in bad:

@@ -279,3 +279,15 @@ def test_bad_trajectories_are_refused_by_name():
         kw = {"heads_per_time": heads, **kw}
         with pytest.raises(ValueError, match=message):
             hm.trajectory_measures(Xc, **kw)
+
+
+def test_trajectory_measures_says_when_the_energy_overflows():
+    # beta <x, M y> = 800 > 709: exp overflows float64; the energies are inf (or NaN) and that is said, not silent
+    X = mf.initial.uniform_sphere(6, 3, seed=0)
+    heads = mf.scalar_heads([1.0], 3, beta=800.0, normalization="softmax")
+    with pytest.warns(RuntimeWarning, match="overflow float64"):
+        ds = hm.trajectory_measures(X[None], heads)
+    assert ds.attrs["energy_overflow"] == 1
+    assert np.isfinite(ds["mean_inner"].values).all()        # clustering is unaffected
+    ok = hm.trajectory_measures(X[None], mf.scalar_heads([1.0], 3, beta=2.0, normalization="softmax"))
+    assert ok.attrs["energy_overflow"] == 0

@@ -25,6 +25,7 @@ rounding.  A dense head is the factored head ``(M, I)``.  Every measure is dimen
 
 from __future__ import annotations
 
+import warnings
 from functools import cached_property
 
 import numpy as np
@@ -564,6 +565,12 @@ def trajectory_measures(X, heads_per_time, weights=None, times=None, threshold=0
             clus[k][t] = c[k]
         clus["delta"][t] = deltas[key]
     E = out["energy_head"].sum(axis=1)
+    overflow = not (np.all(np.isfinite(out["energy_head"])) and np.all(np.isfinite(out["energy_rate_head"])))
+    if overflow:                 # exp(beta s) past float64 (beta s > 709): said, never a silent inf / NaN
+        warnings.warn("trajectory_measures: the energies or their rates overflow float64 (exp(beta <x, M y>) with "
+                      "beta <x, M y> > 709): energy_*, energy_rate_head and the monotonicity flags are not "
+                      "meaningful here (attrs['energy_overflow'] = 1); Condition 8, entropies and clustering are "
+                      "unaffected (they use the normalized forces)", RuntimeWarning, stacklevel=2)
     th = ("time", "head")
     data = {"energy": (("time",), E), "energy_increment": (("time",), np.r_[np.nan, np.diff(E)]),
             **{k: (th, v) for k, v in out.items()},
@@ -574,7 +581,7 @@ def trajectory_measures(X, heads_per_time, weights=None, times=None, threshold=0
             "energy_monotone": ((), bool(_monotone(E, rtol))),
             "energy_head_monotone": (("head",), _monotone(out["energy_head"], rtol))}
     attrs = {"kind": "trajectory_measures", "meanfield_version": __version__, "n": n, "d": d, "n_heads": H,
-             "threshold": threshold, "monotone_rtol": rtol, "geometry": "sphere",
+             "threshold": threshold, "monotone_rtol": rtol, "geometry": "sphere", "energy_overflow": int(overflow),
              "forces": "u_i^h: the normalized per-head aggregates of ParticleSystem.forces (f_i^h / n for mean heads)",
              "title": "meanfield head measures along a trajectory: Condition 8, energies, entropies, clustering"}
     ds = xr.Dataset(data, coords={"time": tc, "head": np.arange(H)}, attrs=attrs)

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -179,7 +180,10 @@ def layer_measures(Zs, layer_heads):
     """Per layer L: log-energy of its heads at z_L and z_{L+1}, Condition 8 fraction at z_L, clusters at z_{L+1}."""
     rows = []
     for L, heads in enumerate(layer_heads):
-        ds = hm.trajectory_measures(np.stack([Zs[L], Zs[L + 1]]), heads)
+        with warnings.catch_warnings():      # its exp energies overflow at beta = d: this study uses log_energy
+            warnings.filterwarnings("ignore", message="trajectory_measures: the energies", category=RuntimeWarning)
+            warnings.filterwarnings("ignore", message="(overflow|invalid value)", category=RuntimeWarning)
+            ds = hm.trajectory_measures(np.stack([Zs[L], Zs[L + 1]]), heads)
         E = (log_energy(Zs[L], heads), log_energy(Zs[L + 1], heads))
         rows.append(dict(E_before=float(E[0]), E_after=float(E[1]),
                          cond8=float(ds["condition8_norm_bounded_fraction"].values[0].mean()),
