@@ -281,7 +281,8 @@ entry("cli.theory_phase_transition", cli(lambda d, beta: ["theory", "phase-trans
       huge={"d": ["20000", "1000000"]}, names={"d": ("--d", "d="), "beta": ("--beta",)})
 _EQ_TOML = ('[[heads]]\nlam = 1.0\nbeta = 1.0\n[geometry]\nd = 3\nlmax = 12\n[continuation]\nnu_range = [0.3, 0.45]\n'
             'max_points = 12\n[outputs]\nfigures = false\n')
-entry("cli.equilibria", cli(lambda text, out: ["equilibria", _toml_file(text), "--out", out, "-q", "--force"]),
+entry("cli.equilibria", cli(lambda text, out: ["equilibria", _toml_file(text), "--out",      # one folder per call:
+                                                __import__("tempfile").mkdtemp(dir=out), "-q"]),   # parallel probes
       lambda: dict(text=_EQ_TOML, out=__import__("tempfile").mkdtemp()),
       bad={"text": lambda b: [b["text"].replace("lmax = 12", "lmax = -3"), b["text"].replace("lmax = 12", 'lmax = "x"'),
                               b["text"].replace("nu_range = [0.3, 0.45]", "nu_range = [0.8, 1.0]"),
