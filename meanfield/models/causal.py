@@ -132,8 +132,8 @@ def causal_direct_sums(head, X, w, chunk_bytes=8 * 2**20):
     Returns
     -------
     ndarray, shape (n, d)
-        ``N_i = sum_{j<=i} w_j k_ij`` (softmax; a row with ``N_i <= 0``, ReLU only, gets ``u_i = 0``) or
-        ``sum_{j<=i} w_j`` (mean).
+        The aggregates ``u``, with ``N_i = sum_{j<=i} w_j k_ij`` (softmax; a row with ``N_i <= 0``, ReLU only, gets
+        ``u_i = 0``) or ``N_i = sum_{j<=i} w_j`` (mean).
 
     Raises
     ------

@@ -387,7 +387,8 @@ class ParticleSystem:
                           if steps else "")
             width = max(_width(h) for h in self.heads)
             rate = (f"{DIRECT_PAIR_RATE:.0e} head-pairs/s" if pair_seconds(width) == SECONDS_PER_PAIR else
-                    f"{1 / pair_seconds(width):.1e} head-pairs/s (products of width {width:g}: cost.pair_seconds)")
+                    f"{1 / pair_seconds(width):.1e} head-pairs/s for the widest head (products of width {width:g}; "
+                    f"each head at its own width: cost.pair_seconds)")
             spectral_text = (f" + {int(evaluations)} spectral right-hand sides x {n} tokens x "
                              f"{SPECTRAL_SECONDS_PER_TOKEN:.0e} s (SPECTRAL_SECONDS_PER_TOKEN)" if spectral_s else "")
             guard(f"{what} ({at_least}{passes} direct O(n^2) passes over n = {n} tokens and {self.n_heads} heads "
