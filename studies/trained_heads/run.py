@@ -206,9 +206,9 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         H1 = enc.layer_heads(W, L)                            # beta 1: the network's own scores
         tab = hm.head_table(H1, gain=gains[L])
         orth = hm.orthogonality(H1)
+        angles = principal_angles(H1)
         heads_rows.append(dict(layer=L, delta=float(orth["delta"]), delta_normalized=float(orth["delta_normalized"]),
-                               angle_median=float(np.median(principal_angles(H1))),
-                               angle_min=float(principal_angles(H1).min()),
+                               angle_median=float(np.median(angles)), angle_min=float(angles.min()),
                                symmetry=float(tab["symmetry"].mean()), alignment=float(tab["alignment"].mean()),
                                beta_eff_median=float(tab["effective_beta"].median()),
                                beta_eff_max=float(tab["effective_beta"].max()),
