@@ -276,13 +276,13 @@ def test_a_spectral_particle_run_is_refused_by_its_memory_not_a_memoryerror():
     run's peak (RUN_BYTES_PER_TOKEN, measured 380 to 520, plus the saved frames) is guarded before anything is
     allocated; 10^6 tokens with 11 frames (0.9 GB) pass."""
     import meanfield as mf
-    from meanfield.workflow.simulate import check_particle_run, solve_particles
+    from meanfield.workflow.simulate import solve_particles
 
     system = mf.ParticleSystem(mf.scalar_heads([1.0], 3, 2.0), nu=0.1)
     assert system.uses_spectral(10**8)
     with pytest.raises(ValueError, match=r"solve_particles with n = 100000000 tokens .* GiB of memory .*fewer tokens"):
-        check_particle_run(system, 10**8, 1.0, dt=0.01)
-    assert check_particle_run(system, 10**6, 1.0, dt=0.01) == "geodesic_strang"
+        system.check_run(10**8, 1.0, dt=0.01)
+    assert system.check_run(10**6, 1.0, dt=0.01) == "geodesic_strang"
     X = mf.initial.uniform_sphere(1000, 3, seed=0)
     with cost.limits(bytes=2**16):                      # 1000 tokens need ~0.7 MiB: refused before the run
         with pytest.raises(ValueError, match="solve_particles with n = 1000 tokens"):

@@ -165,13 +165,13 @@ def test_noisy_step_count_matches_the_driver():
 
 
 def test_paired_run_refuses_a_too_long_direct_particle_run_before_its_pde(monkeypatch):
-    """The guard fires before the PDE phase: solve_continuum is never called."""
+    """The guard fires before the PDE phase: the PDE is never solved."""
     import meanfield as mf
     from meanfield.core import densities
     from meanfield.workflow import paired
 
     called = []
-    monkeypatch.setattr(paired, "solve_continuum", lambda *a, **k: called.append(1))
+    monkeypatch.setattr(paired, "solve", lambda *a, **k: called.append(1))
     heads = mf.scalar_heads([1.0], 3, beta=1.0)
     with pytest.raises(ValueError, match=r"direct O\(n\^2\) passes.*direct_limit_s"):
         # direct sums, 4000 tokens, fixed rk4 steps of 1e-5 to t = 1: 4e5 evaluations x 1.6e7 pairs >> 1 h

@@ -75,7 +75,7 @@ def _never_run(*args, **kw):
 def test_huge_samples_are_refused_by_the_cost_guard_before_any_stage(monkeypatch):
     # 10^9 samples of 10 tokens in d = 3: the records alone are 2 x 10^9 x 30 floats = 447 GiB, above 4 GiB;
     # refused from the sizes, before the output times (8 GB themselves) are allocated or a stage starts
-    monkeypatch.setattr(ramp, "solve_particles", _never_run)
+    monkeypatch.setattr(ramp, "solve", _never_run)
     heads = mf.scalar_heads([1.0], 3, beta=1.0)
     with pytest.raises(ValueError, match=r"noise_ramp\(samples=1000000000.*of memory.*MEMORY_LIMIT_BYTES.*fewer samples"):
         ramp.noise_ramp(heads, _pole(10), [0.5], 0.1, dt=0.05, seed=0, samples=10**9, summation="direct")
@@ -93,7 +93,7 @@ def test_the_time_estimate_counts_every_stage(monkeypatch):
     with cost.limits(seconds=limit):
         res = ramp.noise_ramp(heads, _pole(10), [0.5], 0.1, **args)
         assert res.order.shape == (1, 2001)
-        monkeypatch.setattr(ramp, "solve_particles", _never_run)
+        monkeypatch.setattr(ramp, "solve", _never_run)
         with pytest.raises(ValueError, match=r"noise_ramp\(samples=2001, len\(nus\) = 3 stage\(s\).*2000 steps.*would "
                                              r"take an estimated.*TIME_LIMIT_S.*fewer samples, a larger dt, a shorter "
                                              r"stage_time or fewer stages in nus"):

@@ -50,3 +50,69 @@ def test_other_token_models_and_plain_models_go_to_the_driver():
         mf.solve(object(), np.ones(3), 1.0)
     with pytest.raises(ValueError, match="t_final"):
         mf.solve(Decay(), np.ones(3), -1.0)
+
+
+# ------------------------------------------------------------------------------ the protocol carries the load (issue 32)
+def test_every_model_of_the_package_plans_its_own_runs():
+    from meanfield.core.model import SolvableModel
+    from meanfield.models.causal import CausalSystem
+
+    models = [mf.ParticleSystem(HEADS), mf.ContinuumPDE(HEADS, lmax=8, kernel_tol=1e-8),
+              mf.CirclePDE(mf.scalar_heads([1.0], 2, 1.0), kmax=16, nu=0.1),
+              mf.AxisymmetricPDE(mf.scalar_heads([1.0], 4, beta=1.0), d=4, lmax=8, kernel_tol=1e-8),
+              CausalSystem(HEADS)]
+    assert all(isinstance(m, SolvableModel) for m in models)
+
+
+def test_the_plans_resolve_each_models_defaults():
+    X0 = mf.initial.uniform_sphere(40, 3, seed=1)
+    plan = mf.ParticleSystem(HEADS).plan(X0, 1.0)
+    assert (plan.method, plan.step.rtol, plan.step.atol, plan.label) == ("dopri5", 1e-8, 1e-10, "particles")
+    assert plan.noise is None and plan.retraction is not None
+    noisy = mf.ParticleSystem(HEADS, nu=0.1).plan(X0, 1.0, step=StepControl(dt=0.01), seed=3)
+    assert noisy.method == "geodesic_strang" and noisy.noise is not None and noisy.retraction is None
+    pde = mf.ContinuumPDE(HEADS, lmax=8, kernel_tol=1e-8, nu=0.05)
+    rho = mf.zonal_density(pde.grid, legendre=[1.0, 0.3])
+    plan = pde.plan(rho, 1.0)
+    assert (plan.method, plan.step.atol, plan.linear) == ("dopri5", 1e-12, None)
+    split = pde.plan(rho, 1.0, method="etdrk4")
+    assert split.linear is not None and split.step.dt == pde.cfl_dt(rho, 0.5, "etdrk4")   # the model's CFL rule
+    circle = mf.CirclePDE(mf.scalar_heads([1.0], 2, 1.0), kmax=16, nu=0.1)
+    with pytest.raises(ValueError, match="CirclePDE has no split part"):
+        circle.plan(circle.uniform(), 1.0, method="etdrk2")
+
+
+def test_a_model_of_ones_own_is_solved_by_its_plan():
+    """A model that only implements rhs and plan: solve follows the plan (its method, step and retraction)."""
+    from meanfield.core.model import RunPlan
+
+    class Decay:
+        def rhs(self, t, y):
+            return -y
+
+        def plan(self, start, t_final, *, method=None, step=None, t_eval=None, rate=1.0):
+            y0 = np.asarray(start, dtype=float)
+            return RunPlan(self.rhs, y0, "rk4", StepControl(dt=0.01), np.linspace(0.0, t_final, 3), label="decay")
+
+    tr = mf.solve(Decay(), [1.0, 2.0], 1.0, progress=False)
+    assert tr.method == "rk4" and tr.y.shape == (3, 2)
+    # rk4 at dt = 0.01: global error ~ dt^4 / 120 ~ 1e-10; 1e-9 leaves a factor 10
+    np.testing.assert_allclose(tr.y[-1], np.exp(-1.0) * np.array([1.0, 2.0]), rtol=1e-9)
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['speed'\] for Decay.*\['rate'\]"):
+        mf.solve(Decay(), [1.0], 1.0, speed=2.0)
+
+
+def test_causal_attention_goes_through_solve_with_its_estimate_and_observer():
+    from meanfield.models.causal import CausalSystem
+
+    system = CausalSystem(HEADS)
+    X0 = mf.initial.uniform_sphere(30, 3, seed=4)
+    a = mf.solve(system, X0, 0.1, save=SaveAt(t_eval=[0.0, 0.1]))
+    b = integrate(system.rhs, X0, (0.0, 0.1), method="dopri5", step=StepControl(rtol=1e-8, atol=1e-10),
+                  save=SaveAt(t_eval=[0.0, 0.1], observe=system.observer()), retraction=system.retraction)
+    np.testing.assert_array_equal(a.y, b.y)                       # the same code path: tolerance 0
+    assert set(a.observables) == set(b.observables)
+    with pytest.raises(ValueError, match=r"CausalSystem run.*would take an estimated.*direct_limit_s"):
+        mf.solve(system, X0, 10.0, method="rk4", step=StepControl(dt=1e-6), direct_limit_s=1.0)
+    with pytest.raises(ValueError, match="method must be an explicit scheme for CausalSystem"):
+        mf.solve(system, X0, 0.1, method="geodesic_strang", step=StepControl(dt=0.01))

@@ -13,7 +13,13 @@ capability, not the type:
   ``negative_mass`` of coefficients, what :func:`meanfield.solve_reduced`'s observer and resolution
   monitor read (the circle and axisymmetric PDEs, or a model of one's own);
 * :class:`SplitModel`: an optional linear diagonal part, ``split() -> (L, rhs_nonlinear)``, which the
-  split schemes of :data:`meanfield.core.methods.METHODS` treat exactly or implicitly.
+  split schemes of :data:`meanfield.core.methods.METHODS` treat exactly or implicitly;
+* :class:`SolvableModel`: a model that says how it is solved, ``plan(start, t_final, ...) -> RunPlan``: its
+  start checked (and its measure convention: mass 1, unit tokens), its default method and tolerances, its
+  step-size rule (the CFL step of a fixed-step scheme), its split part or the refusal of a split scheme, its
+  noise, and its run checks and cost estimate, refused before anything runs.  :func:`meanfield.solve` is one
+  loop over it (every model of the package implements it); what is *measured* along the run (the observer,
+  the resolution monitor) lives in the analysis layer above the models and is chosen there.
 
 :func:`missing` names the methods an object lacks for a protocol (for the error messages).  No imports
 of ``meanfield``.
@@ -21,9 +27,56 @@ of ``meanfield``.
 
 from __future__ import annotations
 
-from typing import Generic, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, runtime_checkable
 
-__all__ = ["Model", "TokenModel", "DensityModel", "ReducedDensityModel", "SplitModel", "missing"]
+__all__ = ["Model", "TokenModel", "DensityModel", "ReducedDensityModel", "SplitModel", "SolvableModel", "RunPlan",
+           "missing"]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a model hands the one driver for a run: the arguments of :func:`meanfield.core.integrate.integrate`
+    resolved and checked by the model (:meth:`SolvableModel.plan`).
+
+    Parameters
+    ----------
+    rhs : callable
+        ``rhs(t, y)``: the right-hand side to integrate (the nonlinear part when ``linear`` is given).
+    y0 : ndarray
+        The checked start state.
+    method : str, Tableau or Stepper
+        The resolved scheme (a model's default where the caller gave None).
+    step : StepControl
+        Step settings with the model's default tolerances, and ``dt`` resolved where the scheme steps at a fixed
+        size (the model's step-size rule).
+    t_eval : ndarray
+        Output times.
+    label : str
+        The progress bar's label.
+    linear : ndarray, optional
+        The diagonal linear part of a split scheme (the model's split part).
+    retraction : callable, optional
+        Applied after every accepted step (tokens onto the sphere).
+    noise : Noise, optional
+        The Brownian increments of a stochastic scheme.
+    weights : ndarray, optional
+        Checked token weights (None: uniform), for the observer.
+    estimate : dict, optional
+        The model's cost estimate of the run (seconds, passes, ...), where it makes one.
+    """
+
+    rhs: Any
+    y0: Any
+    method: Any
+    step: Any
+    t_eval: Any
+    label: str = "solve"
+    linear: Any = None
+    retraction: Any = None
+    noise: Any = None
+    weights: Any = None
+    estimate: Any = None
 
 
 @runtime_checkable
@@ -205,6 +258,40 @@ class SplitModel(Model, Protocol):
     """A model with a linear diagonal part: ``split() -> (L, rhs_nonlinear)``, ``y' = L y + rhs_nonlinear``."""
 
     def split(self): ...
+
+
+@runtime_checkable
+class SolvableModel(Model, Protocol):
+    """A model that resolves and checks its own runs: ``plan(start, t_final, ...) -> RunPlan``."""
+
+    def plan(self, start, t_final, *, method=None, step=None, t_eval=None, **options):
+        """The driver's arguments for a run of this model, checked (the start, the method, the cost).
+
+        Parameters
+        ----------
+        start : array_like
+            Tokens or coefficients, as the model takes them.
+        t_final : float
+            End time (positive, finite).
+        method : str, Tableau or Stepper, optional
+            The scheme (None: the model's default).
+        step : StepControl, optional
+            Step settings (None: the model's defaults).
+        t_eval : array_like, optional
+            Output times (None: 11 equispaced times in ``[0, t_final]``).
+        **options
+            The model's own run options.
+
+        Returns
+        -------
+        RunPlan
+
+        Raises
+        ------
+        ValueError
+            A start, method, step or option the model refuses, or a run above its cost limits.
+        """
+        ...
 
 
 def missing(obj, protocol) -> list[str]:

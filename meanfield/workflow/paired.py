@@ -42,7 +42,7 @@ from ..core.sphere import SphereGrid
 from ..models.continuum import ContinuumPDE
 from ..models.particles import ParticleSystem
 from .checkpoint import Checkpointer, RunInterrupted
-from .simulate import check_particle_run, solve_continuum, solve_particles
+from .solve import solve
 
 __all__ = ["PairedResult", "paired_run", "transport_grid", "resolve_transport_grid", "density_measure",
            "w2_densities", "align_times", "ParticleSettings", "PDESettings", "TransportSettings"]
@@ -62,7 +62,7 @@ class ParticleSettings:
         for heads with an lmax rule, zonal or general, from ``SPECTRAL_MIN_N`` tokens on, else direct), so ReLU
         heads run with direct sums; ``"spectral"`` raises where it does not apply.
     spectral_tol : float
-        Accuracy of the spectral sums (``ParticleSystem`` ``tolerance``).
+        Accuracy of the spectral sums (``ParticleSystem`` ``kernel_tol``).
     method : str or None
         :func:`meanfield.solve_particles` ``method`` (None: ``"dopri5"`` without noise,
         ``"geodesic_strang"`` with).
@@ -130,6 +130,23 @@ def transport_grid(nlat, nlon=None) -> SphereGrid:
 
     It integrates densities of degree ``<= min(2 nlat - 1, nlon - 1)`` exactly (see
     :func:`density_measure`); it is ``SphereGrid(nlat - 1, nlat=nlat, nlon=nlon)``.
+
+    Parameters
+    ----------
+    nlat : int
+        Gauss-Legendre latitudes, ``>= 3``.
+    nlon : int, optional
+        Longitudes, ``>= 2 nlat - 1`` (default ``2 nlat``).
+
+    Returns
+    -------
+    SphereGrid
+        Of degree ``nlat - 1`` with ``nlat x nlon`` nodes.
+
+    Raises
+    ------
+    ValueError
+        ``nlat`` not an integer ``>= 3``; ``nlon`` not an integer ``>= 2 nlat - 1``.
     """
     nlat = validate.integer("nlat", nlat, 3)
     nlon = 2 * nlat if nlon is None else nlon
@@ -143,6 +160,24 @@ def resolve_transport_grid(pde: ContinuumPDE, transport_grid: SphereGrid | None 
     ``None`` gives the PDE's own quadrature grid ``pde.grid``; a given :class:`SphereGrid` must
     integrate degree-``lmax`` fields exactly, so that the weights ``rho(x_g) w_g`` sum to 1:
     ``nlat >= (lmax + 1) / 2`` and ``nlon >= lmax + 1``.
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+        The PDE whose densities are carried (its ``lmax`` and grid).
+    transport_grid : SphereGrid, optional
+        The grid asked for (None: ``pde.grid``).
+
+    Returns
+    -------
+    SphereGrid
+        ``transport_grid``, or ``pde.grid`` when None.
+
+    Raises
+    ------
+    ValueError
+        ``transport_grid`` neither a :class:`SphereGrid` nor None, or too coarse to integrate degree ``lmax``
+        exactly (the message gives the ``nlat`` and ``nlon`` it needs).
     """
     g = pde.grid if transport_grid is None else transport_grid
     if not isinstance(g, SphereGrid):
@@ -194,9 +229,30 @@ def w2_densities(pde_a: ContinuumPDE, rho_a, pde_b: ContinuumPDE, rho_b, transpo
     ``info["negative_mass_a"]`` / ``["negative_mass_b"]`` and their sum in ``negative_mass``) or
     raise (``"error"``).  Keywords go to :func:`meanfield.analysis.transport.w2_distance`.
 
+    Parameters
+    ----------
+    pde_a, pde_b : ContinuumPDE
+        The PDEs of the two densities (their ``lmax`` may differ).
+    rho_a, rho_b : ndarray, shape (nalm,)
+        The densities' coefficients (mass 1), of ``pde_a`` and ``pde_b``.
+    transport_grid : SphereGrid
+        The grid carrying both (:func:`resolve_transport_grid` of each PDE).
+    negative : {"drop", "error"}
+        What negative quadrature weights do.
+    **kw
+        Keywords of :func:`meanfield.analysis.transport.w2_distance` (``method``, ``metric``, ...).
+
     Returns
     -------
     TransportResult
+        The distance, with ``negative_mass`` the sum of the dropped masses and ``info`` as above.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``negative``; a density :func:`meanfield.core.densities.check_density` refuses or a grid
+        :func:`resolve_transport_grid` refuses; a density with negative mass on the grid when
+        ``negative="error"``; what :func:`~meanfield.analysis.transport.w2_distance` refuses.
     """
     validate.choice("negative", negative, W2_NEGATIVE_POLICIES)
     sides = []
@@ -400,6 +456,19 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=N
     Returns
     -------
     PairedResult
+
+    Raises
+    ------
+    ValueError
+        Named, before any run: ``n_particles`` below 2; ``particles``, ``pde``, ``transport`` (or their ``step``)
+        not of their settings class; an unknown sampling, particle summation, negative policy, metric or W2
+        method; ``progress`` not a bool or None; a negative ``nu``; ``checkpoints`` not a ``Checkpointer``;
+        ``t_final`` not positive or ``t_eval`` not strictly increasing in ``[0, t_final]``; heads or ``lmax`` the
+        models refuse; a transport grid too coarse; ``rho_lm0`` not a density of mass 1; ``X0`` not
+        ``n_particles`` unit vectors in ``R^3``.  During the runs: what the solvers and their cost guards
+        refuse, and the W2 solvers' errors.
+    RunInterrupted
+        On Ctrl-C with ``checkpoints`` (the states are saved first).
     """
     validate.integer("n_particles", n_particles, 2)
     ps = option("particles", particles, ParticleSettings)
@@ -425,7 +494,7 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=N
     w2_options = dict(w2_options or {})
     w2_options.setdefault("seed", seed)
     pde = ContinuumPDE(heads, lmax, nu=nu)
-    system = ParticleSystem(pde.heads, summation=particle_sums, tolerance=spectral_tol, nu=nu)
+    system = ParticleSystem(pde.heads, summation=particle_sums, kernel_tol=spectral_tol, nu=nu)
     tg = resolve_transport_grid(pde, transport_grid)      # checked before the runs
     rho0 = rho_lm0(pde.grid) if callable(rho_lm0) else rho_lm0
     rho0 = check_density(pde.grid, rho0, "rho_lm0")
@@ -441,18 +510,18 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=N
         sampling = "given"
     timings["sampling"] = time.perf_counter() - tic
     # the particle run's up-front checks (method, dt, the direct-sum budget) before the PDE's minutes
-    check_particle_run(system, n, t_final, t_eval=t, method=particle_method, dt=particle_step.dt,
-                       record_passes=diagnostics.observer_passes(system, n))
+    system.check_run(n, t_final, t_eval=t, method=particle_method, dt=particle_step.dt,
+                     record_passes=diagnostics.observer_passes(system, n))
 
     tic = time.perf_counter()
-    qtraj = _phase(checkpoints, "pde", checkpoint_every, solve_continuum, pde, rho0, t_final,
+    qtraj = _phase(checkpoints, "pde", checkpoint_every, solve, pde, rho0, t_final,
                    method=pde_method, step=pde_step, save=SaveAt(t_eval=t),
                    monitor=monitor, tail_tol=tail_tol, negative_tol=negative_tol, progress=progress)
     timings["pde"] = time.perf_counter() - tic
     coeffs = np.array([pde.coefficients(y) for y in qtraj.y], dtype=np.complex128).reshape(-1, pde.grid.nalm)
 
     tic = time.perf_counter()
-    ptraj = _phase(checkpoints, "particles", checkpoint_every, solve_particles, system, X0, t_final,
+    ptraj = _phase(checkpoints, "particles", checkpoint_every, solve, system, X0, t_final,
                    method=particle_method, step=particle_step,
                    save=SaveAt(t_eval=t, observe=diagnostics.observer(system)), progress=progress,
                    **({"seed": None if seed is None else np.random.default_rng([seed, 1])} if nu > 0 else {}))

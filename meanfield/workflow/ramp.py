@@ -2,7 +2,7 @@ r"""Noisy particles under a piecewise-constant noise ramp: hysteresis loops and 
 
 :func:`noise_ramp` runs tokens through stages of constant noise ``nu_k``: each stage is a fresh
 :class:`~meanfield.models.particles.ParticleSystem` with that ``nu``, started from the previous stage's final
-tokens and integrated by :func:`~meanfield.workflow.simulate.solve_particles` (its SDE schemes, keywords
+tokens and integrated by :func:`meanfield.solve` (the particle system's SDE schemes, keywords
 ``method``, ``dt``, ``seed``, ``t_eval``, ``observe`` only) with its own Brownian stream (stage ``k`` of a run
 with ``seed`` draws from ``numpy.random.SeedSequence([seed, k])``, so a run is reproducible bit for bit and no
 two stages share increments).  The order parameter ``r = |(1/n) sum_i x_i|`` is recorded at ``samples``
@@ -28,7 +28,7 @@ from ..core.integrate import estimate_nfev
 from ..core.methods import as_stepper
 from ..core.options import SaveAt, StepControl
 from ..models.particles import UNIT_NORM_TOL, ParticleSystem
-from .simulate import check_particle_run, solve_particles
+from .solve import solve
 
 __all__ = ["RampResult", "noise_ramp", "order_parameter", "stage_seed", "first_crossing"]
 
@@ -180,8 +180,8 @@ def noise_ramp(heads, X0, nus, stage_time, *, dt, seed, samples=5, method=None, 
     times, order, stopped = [], [], False
     for k, nu in enumerate(nus):
         system = first if k == 0 else ParticleSystem(heads, nu=float(nu), summation=summation)
-        tr = solve_particles(system, X, stage_time, method=method, step=StepControl(dt=dt),
-                             save=SaveAt(t_eval=t_eval, observe=False), seed=stage_seed(seed, k))
+        tr = solve(system, X, stage_time, method=method, step=StepControl(dt=dt),
+                   save=SaveAt(t_eval=t_eval, observe=False), seed=stage_seed(seed, k))
         if tr.status != 0:
             raise RuntimeError(f"noise_ramp: stage {k} (nu = {nu:g}) stopped: {tr.message}")
         Y = np.asarray(tr.y)
@@ -212,8 +212,7 @@ def _check_cost(system, shape, K, stage_time, dt, samples, method):
     t_eval = np.linspace(0.0, stage_time, samples)
     # the solver's own checks of one stage (method, dt) and its estimate, counted for all K stages; its own limit
     # of one stage (direct_limit_s, 1 h) is applied again by solve_particles before the first stage runs
-    method = check_particle_run(system, n, stage_time, t_eval=t_eval, method=method, dt=dt,
-                                direct_limit_s=float("inf"))
+    method = system.check_run(n, stage_time, t_eval=t_eval, method=method, dt=dt, direct_limit_s=float("inf"))
     steps = estimate_nfev("euler", (0.0, stage_time), dt=dt, t_eval=t_eval)["steps"]
     stage = system.check_direct_run(n, steps * as_stepper(method).n_drift, samples, 0, limit_s=float("inf"),
                                     steps=steps)
