@@ -12,9 +12,10 @@ from pathlib import Path
 
 import meanfield as mf
 from meanfield.workflow import plotting, results, view
-from meanfield.workflow.config import ConfigError, RunConfig
+from meanfield.workflow.config import RunConfig
 from meanfield.workflow.extend import extend
 from meanfield.workflow.run import run, run_summary
+from meanfield.workflow.schema import ConfigError
 
 # %%
 # Configs

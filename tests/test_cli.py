@@ -131,7 +131,7 @@ def test_bad_argument_exits_2(capsys):
     ("[phase_diagram]\nbeta_range = [1.0, 2.0, 2.5]\n", "beta_range[2] must be an integer >= 1; received 2.5"),
     ("[phase_diagram]\nbetas = [1.0]\nbeta_range = [1.0, 2.0, 3]\n",
      "phase_diagram takes one of betas (a list) and beta_range ([beta_min, beta_max, count]); received both"),
-    ("phase_diagram = 3\n", "phase_diagram must be a table of settings ([phase_diagram] in TOML); received 3"),
+    ("phase_diagram = 3\n", "phase_diagram must be a table of keys ['betas', 't_final'"),   # the schema's words
     ("[phase_diagram]\nn = \"32\"\n", "n must be an integer >= 2; received '32'"),
     ("[phase_diagram]\ndt = true\n", "dt must be a positive finite number; received True"),
 ])

@@ -5,7 +5,8 @@ import tomllib
 
 import pytest
 
-from meanfield.workflow.config import ConfigError, HeadConfig, RunConfig, load_config, to_toml
+from meanfield.workflow.config import HeadConfig, RunConfig, load_config, to_toml
+from meanfield.workflow.schema import ConfigError
 
 
 def test_default_round_trips_through_dict_and_toml():
@@ -85,7 +86,8 @@ def test_toml_writer_escapes_and_refuses_unknown_types():
 
 
 def test_non_utf8_config_file(tmp_path):
-    from meanfield.workflow.config import ConfigError, load_config
+    from meanfield.workflow.config import load_config
+    from meanfield.workflow.schema import ConfigError
 
     f = tmp_path / "bad.toml"
     f.write_bytes(b"\xff\xfe")

@@ -15,8 +15,8 @@ from meanfield.analysis import sphere_states as ss
 from meanfield.core import cost
 from meanfield.core.heads import Head
 from meanfield.workflow.cli import main
-from meanfield.workflow.config import ConfigError
 from meanfield.workflow.equilibria_config import EquilibriaConfig
+from meanfield.workflow.schema import ConfigError
 
 P1, P2 = np.diag([1.0, 1.0, 0.0]), np.diag([0.0, 0.0, 1.0])
 PAPER = (Head(2 * P1, P1, beta=1.0), Head(2 * P2, P2, beta=1.0))

@@ -9,8 +9,8 @@ from meanfield.analysis import phase_transition as pt
 from meanfield.workflow import equilibria_branches as branches
 from meanfield.workflow import equilibria_job as job
 from meanfield.workflow.cli import main
-from meanfield.workflow.config import ConfigError
 from meanfield.workflow.equilibria_config import EquilibriaConfig
+from meanfield.workflow.schema import ConfigError
 
 # d = 3, beta = 2 beta_*^(3) (the default head): a discontinuous transition; lmax 24 resolves the branch down to
 # nu = 0.5 (test_continuation uses the same model); step 0.2 gives a few dozen points per branch

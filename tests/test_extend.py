@@ -11,11 +11,12 @@ from meanfield.core.heads import scalar_heads
 from meanfield.core.sphere import SphereGrid
 from meanfield.workflow import paired
 from meanfield.workflow.cli import main
-from meanfield.workflow.config import ConfigError, RunConfig, load_config
+from meanfield.workflow.config import RunConfig, load_config
 from meanfield.workflow.extend import extend
 from meanfield.workflow.paired import PDESettings
 from meanfield.workflow.results import config_of, load
 from meanfield.workflow.run import run
+from meanfield.workflow.schema import ConfigError
 
 SMALL = {"pde": {"lmax": 11}, "particles": {"n": 40}, "initial": {"kappas": [1.0]}, "seed": 3,
          "outputs": {"figures": False, "animation": False}}

@@ -5,9 +5,10 @@ import pytest
 
 from meanfield.core.sphere import SphereGrid
 from meanfield.workflow.cli import main
-from meanfield.workflow.config import ConfigError, RunConfig, load_config
+from meanfield.workflow.config import RunConfig, load_config
 from meanfield.workflow.inputs import density_from_coefficients, zonal_density
 from meanfield.workflow.results import density_coefficients, load
+from meanfield.workflow.schema import ConfigError
 
 SMALL = """
 seed = 2

@@ -2,7 +2,8 @@
 
 import pytest
 
-from meanfield.workflow.config import ConfigError, RunConfig
+from meanfield.workflow.config import RunConfig
+from meanfield.workflow.schema import ConfigError
 
 
 def test_one_nu_for_both_sides():

@@ -4,7 +4,8 @@ does not shrink like 1/(nu lmax^2); unset, the PDE takes ``integrator.method`` a
 import numpy as np
 import pytest
 
-from meanfield.workflow.config import PDE_METHODS, ConfigError, RunConfig
+from meanfield.workflow.config import PDE_METHODS, RunConfig
+from meanfield.workflow.schema import ConfigError
 
 
 def test_pde_method_choices_and_errors():

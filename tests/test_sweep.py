@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from meanfield.workflow.config import ConfigError
 from meanfield.workflow.results import load
+from meanfield.workflow.schema import ConfigError
 from meanfield.workflow.sweep import SweepSpec, load_sweep, load_sweep_spec, run_point, run_sweep
 
 BASE = {"seed": 3, "pde": {"lmax": 11}, "particles": {"n": 60},
@@ -42,7 +42,7 @@ def test_spec_validation(tmp_path):
             load_sweep_spec(f)
     f = tmp_path / "s.toml"
     f.write_text('mode = "list"\nbogus = 1\n[parameters]\nseed = [1, 2]\n')
-    with pytest.raises(ConfigError, match=r"unknown sweep keys \['bogus'\]"):
+    with pytest.raises(ConfigError, match=r"unknown key bogus; allowed top-level keys: \['base', 'base_config', 'mode', 'parameters'\]"):
         load_sweep_spec(f)
     f.write_text('mode = "list"\n[base_config.pde]\nlmax = 11\n[parameters]\nseed = [1, 2]\n')
     assert [p["seed"] for p in load_sweep_spec(f).points] == [1, 2]

@@ -142,3 +142,33 @@ def test_runs_sharing_a_client_never_reuse_a_held_key(tmp_path, client):
     assert rows[0]["status"] == "done", rows
     np.testing.assert_array_equal(NpzStore.load(tmp_path / "t" / rows[0]["path"])["y"], [0, 2, 4])
     del held
+
+
+def test_compute_tasks_in_process_and_iter_tasks_refusals():
+    """The in-process runner (the phase diagram's cells): the same results in order by a loop and every local dask
+    executor; an exception propagates (catch=False); bad arguments are refused by name before any task starts."""
+    from meanfield.workflow.tasks import EXECUTORS, compute_tasks, iter_tasks
+
+    func = functools.partial(square, 1)
+    points = [{"x": x} for x in (3, 1, 2)]
+    loop = compute_tasks(func, points, progress=False)
+    assert [r["x"] for r in loop] == [3, 1, 2]
+    for executor in ("threads", "synchronous"):          # integers: exactly equal
+        again = compute_tasks(func, points, executor=executor, progress=False)
+        assert all(np.array_equal(a["y"], b["y"]) for a, b in zip(loop, again))
+    with pytest.raises(ValueError, match="negative x -1"):
+        compute_tasks(func, [{"x": -1}], progress=False)
+    outcomes = dict(iter_tasks(func, [{"x": -1}, {"x": 2}], progress=False))     # catch: a failed outcome
+    assert outcomes[0]["status"] == "failed" and outcomes[1]["status"] == "done"
+    assert EXECUTORS == ("threads", "processes", "synchronous")
+    for kw, name in ((dict(executor="thread"), "executor"), (dict(retries=-1), "retries"), (dict(catch=1), "catch"),
+                     (dict(progress="yes"), "progress"), (dict(keys=["a"]), "keys"), (dict(done=-1), "done"),
+                     (dict(executor="threads", client=object()), "executor")):
+        with pytest.raises(ValueError, match=rf"^{name}"):
+            iter_tasks(func, points, **kw)
+    with pytest.raises(ValueError, match="^func must be callable"):
+        iter_tasks(3, points)
+    from meanfield.workflow import phase_diagram
+
+    with pytest.raises(AttributeError, match="moved to meanfield.workflow.tasks.EXECUTORS"):
+        phase_diagram.PHASE_SCHEDULERS

@@ -21,8 +21,12 @@
 * ``meanfield study NAME [--quick] [--out DIR]`` -- run ``python -m studies.NAME.run`` from the
   repository (``meanfield study --list`` lists them).
 * ``meanfield theory {beta-star,lambda-max,growth-rates}`` -- closed forms of MODEL.md.
-* ``meanfield phase-diagram CONFIG.toml [--out DIR]`` -- beta x t phase diagram of batched systems
+* ``meanfield phase-diagram CONFIG.toml [--out DIR] [--force]`` -- beta x t phase diagram of batched systems
   (:mod:`meanfield.workflow.phase_diagram`).
+
+Every job (run, equilibria, equilibria --map, phase-diagram) has one folder shape
+(:class:`meanfield.workflow.jobs.JobFolder`): a folder in use by another job is refused, a finished result is
+refused unless ``--force``, and the dataset (with provenance) is written before the figures.
 * ``meanfield equilibria [CONFIG.toml] [--out DIR] [--force]`` -- branches of stationary states of the noisy
   PDE (uniform, switched at its branch points), their stability, free energy, folds and Maxwell point: a
   NetCDF dataset and a bifurcation figure (:mod:`meanfield.workflow.equilibria_job`; resumable, a rerun
@@ -511,6 +515,7 @@ def build_parser():
     ph = sub.add_parser("phase-diagram", help="beta x t phase diagram of batched token systems (NetCDF + figure)")
     ph.add_argument("config", help="TOML file with a [phase_diagram] table (see meanfield.workflow.phase_diagram)")
     ph.add_argument("--out", default="phase-diagram-output", help="output folder")
+    ph.add_argument("--force", action="store_true", help="replace a finished phase diagram in --out")
     ph.add_argument("--executor", default=None, choices=["threads", "processes", "synchronous"],
                     help="run the beta cells as dask tasks on this local executor (--scheduler means a dask "
                          "scheduler's ADDRESS in every command: sweep, equilibria --map)")
@@ -574,6 +579,8 @@ def _transition_map(args):
     if args.config is not None or args.print_default:
         raise ValueError("meanfield equilibria --map MAP.toml takes no CONFIG and no --print-default")
     out_dir = args.out or "transition-map-output"
+    if not out_dir.strip():
+        raise ValueError(f"--out must name a folder; received {out_dir!r}")
     _say(args, f"meanfield equilibria --map {args.map} -> {out_dir}/ "
                f"({'scheduler ' + args.scheduler if args.scheduler else f'LocalCluster, {args.workers} workers'})")
     out = run_transition_map(args.map, out_dir, scheduler=args.scheduler, n_workers=args.workers,
@@ -591,8 +598,10 @@ def _phase_diagram(args):
         raise ValueError(f"meanfield phase-diagram runs its cells locally: --scheduler (an existing dask scheduler's "
                          f"ADDRESS in sweep and equilibria --map) is not supported here; use --executor threads, "
                          f"processes or synchronous; received --scheduler {args.scheduler}")
+    if not args.out or not args.out.strip():
+        raise ValueError(f"--out must name a folder; received {args.out!r}")
     paths = run_phase_diagram(args.config, args.out, scheduler=args.executor,
-                              progress=False if args.no_progress else None)
+                              progress=False if args.no_progress else None, force=args.force)
     print(f"wrote {', '.join(str(p) for p in paths)}")
     return 0
 

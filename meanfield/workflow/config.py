@@ -13,9 +13,7 @@ True
 
 from __future__ import annotations
 
-import math
-import tomllib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core import validate
@@ -23,60 +21,35 @@ from ..core.choices import SAMPLINGS, W2_METHODS
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.methods import METHODS, as_stepper, method_names
 from .inputs import load_positions
+from .schema import (
+    ConfigError,
+    Section,
+    boolean_check,
+    check_keys,
+    choice_check,
+    config_field,
+    field_docs,
+    filename_check,
+    integer_check,
+    optional_check,
+    parse_toml,
+    read_text_file,
+    real_check,
+    real_list_check,
+    toml_table,
+    toml_value,
+)
 
-__all__ = ["ConfigError", "HeadConfig", "InitialConfig", "PDEConfig", "ParticleConfig", "IntegratorConfig",
-           "OutputConfig", "RunConfig", "load_config", "resolve_positions", "to_toml"]
+__all__ = ["HeadConfig", "InitialConfig", "PDEConfig", "ParticleConfig", "IntegratorConfig", "OutputConfig",
+           "RunConfig", "load_config", "resolve_positions", "to_toml"]
 
 
-
-class ConfigError(ValueError):
-    """A configuration value or file is invalid; the message names the key."""
-
-
-# ---------------------------------------------------------------------------- value checkers
-# Each returns a checker ``check(path, value)``: the validators of meanfield.core.validate, with the
-# dotted key as the name and their ValueError raised as ConfigError.
-def _config_error(validator, path, v, *args, **kw):
+def _config_error(validator, path, v, *args):
+    """``validator(path, v, *args)`` with its ValueError raised as :class:`ConfigError`."""
     try:
-        return validator(path, v, *args, **kw)
+        return validator(path, v, *args)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-
-
-def _real(lo=-math.inf, hi=math.inf, lo_open=False, nonzero=False):
-    kw = dict(lo=None if lo == -math.inf else lo, hi=None if hi == math.inf else hi, lo_open=lo_open,
-              nonzero=nonzero)
-    return lambda path, v: _config_error(validate.real, path, v, **kw)
-
-
-def _int(lo, hi=None):
-    return lambda path, v: _config_error(validate.integer, path, v, lo, hi)
-
-
-def _choice(allowed):
-    return lambda path, v: _config_error(validate.choice, path, v, list(allowed))
-
-
-def _bool(path, v):
-    if not isinstance(v, bool):
-        raise ConfigError(f"{path} must be true or false; received {v!r}")
-    return v
-
-
-def _optional(check):
-    def wrapped(path, v):
-        return None if v is None else check(path, v)
-    return wrapped
-
-
-def _real_list(lo=-math.inf, lo_open=False, min_len=1):
-    item = _real(lo, lo_open=lo_open)
-
-    def check(path, v):
-        if not isinstance(v, (list, tuple)) or len(v) < min_len:
-            raise ConfigError(f"{path} must be a list of at least {min_len} numbers; received {v!r}")
-        return tuple(item(f"{path}[{i}]", x) for i, x in enumerate(v))
-    return check
 
 
 def _unit_vectors(path, v):
@@ -87,55 +60,13 @@ def _unit_vectors(path, v):
         p = f"{path}[{i}]"
         if not isinstance(mu, (list, tuple)) or len(mu) != 3:
             raise ConfigError(f"{p} must be a unit 3-vector [x, y, z]; received {mu!r}")
-        mu = tuple(_real()(f"{p}[{k}]", x) for k, x in enumerate(mu))
+        mu = tuple(real_check()(f"{p}[{k}]", x) for k, x in enumerate(mu))
         _config_error(validate.unit_vector, p, list(mu), 3)          # not renormalized
         out.append(mu)
     return tuple(out)
 
 
-def _filename(path, v):
-    if not (isinstance(v, str) and v and "/" not in v and "\\" not in v and v not in (".", "..")
-            and v.isprintable() and v.endswith(".nc") and len(v) > 3):
-        raise ConfigError(f"{path} must be a plain NetCDF file name ending in .nc (no folders, no control "
-                          f"characters); received {v!r}")
-    return v
-
-
-def _opt(check, default, doc):
-    """A dataclass field with a checker and a one-line description."""
-    return field(default=default, metadata={"check": check, "doc": doc})
-
-
 # ---------------------------------------------------------------------------- the sections
-class _Section:
-    """Shared ``to_dict`` / ``from_dict`` for the flat sections (fields with a ``check`` in metadata)."""
-
-    @classmethod
-    def from_dict(cls, d, path=None):
-        path = path or cls._path
-        if not isinstance(d, dict):
-            raise ConfigError(f"{path} must be a table of keys {[f.name for f in fields(cls)]}; received {d!r}")
-        allowed = [f.name for f in fields(cls)]
-        for key in d:
-            if key not in allowed:
-                raise ConfigError(f"unknown key {path}.{key}; allowed keys in {path}: {allowed}")
-        kw = {f.name: f.metadata["check"](f"{path}.{f.name}", d[f.name]) for f in fields(cls) if f.name in d}
-        obj = cls(**kw)
-        obj._validate(path)
-        return obj
-
-    def _validate(self, path):
-        pass
-
-    def to_dict(self) -> dict:
-        out = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if v is not None:
-                out[f.name] = [list(x) if isinstance(x, tuple) else x for x in v] if isinstance(v, tuple) else v
-        return out
-
-
 def _matrix(path, v):
     """A 3x3 matrix: inline rows ``[[..], [..], [..]]`` or the name of a .npy file (checked when loaded)."""
     if isinstance(v, str):
@@ -144,7 +75,7 @@ def _matrix(path, v):
                                                                  for r in v)):
         raise ConfigError(f"{path} must be a 3x3 matrix [[a, b, c], [d, e, f], [g, h, i]] or a .npy file name; "
                           f"received {v!r}")
-    return tuple(tuple(_real()(f"{path}[{i}][{j}]", x) for j, x in enumerate(r)) for i, r in enumerate(v))
+    return tuple(tuple(real_check()(f"{path}[{i}][{j}]", x) for j, x in enumerate(r)) for i, r in enumerate(v))
 
 
 def _table(path, v):
@@ -154,7 +85,7 @@ def _table(path, v):
 
 
 @dataclass(frozen=True)
-class HeadConfig(_Section):
+class HeadConfig(Section):
     """A zonal head ``M = V = lam I`` (see :class:`meanfield.core.heads.Head`).
 
     ``kernel_params`` (a TOML inline table such as ``kernel_params = {bias = -1.0}``) holds the
@@ -179,15 +110,16 @@ class HeadConfig(_Section):
     """
 
     _path = "heads[0]"
-    lam: float = _opt(_real(nonzero=True), 1.0, "head strength lambda (M = V = lam I), either sign")
-    beta: float = _opt(_real(0, lo_open=True), 1.0, "inverse temperature")
-    kernel: str = _opt(_choice(KERNELS), "exp", f"kernel profile, one of {list(KERNELS)}")
-    normalization: str = _opt(_choice(NORMALIZATIONS), "mean", f"one of {list(NORMALIZATIONS)}")
-    kernel_params: dict | None = _opt(_optional(_table), None, "parameters of the kernel (omitted: its defaults)")
-    M: tuple | str | None = _opt(_optional(_matrix), None,
-                                 "general head: query-key matrix, 3x3 rows or a .npy file (with V; replaces lam)")
-    V: tuple | str | None = _opt(_optional(_matrix), None,
-                                 "general head: value matrix, 3x3 rows or a .npy file (with M; replaces lam)")
+    lam: float = config_field(real_check(nonzero=True), 1.0, "head strength lambda (M = V = lam I), either sign")
+    beta: float = config_field(real_check(0, lo_open=True), 1.0, "inverse temperature")
+    kernel: str = config_field(choice_check(KERNELS), "exp", f"kernel profile, one of {list(KERNELS)}")
+    normalization: str = config_field(choice_check(NORMALIZATIONS), "mean", f"one of {list(NORMALIZATIONS)}")
+    kernel_params: dict | None = config_field(optional_check(_table), None,
+                                              "parameters of the kernel (omitted: its defaults)")
+    M: tuple | str | None = config_field(optional_check(_matrix), None,
+                                         "general head: query-key matrix, 3x3 rows or a .npy file (with V; replaces lam)")
+    V: tuple | str | None = config_field(optional_check(_matrix), None,
+                                         "general head: value matrix, 3x3 rows or a .npy file (with M; replaces lam)")
 
     @classmethod
     def from_dict(cls, d, path=None):
@@ -262,14 +194,14 @@ def _profile(path, v):
     if not isinstance(v, dict) or set(v) not in ({"mu", "rho"}, {"legendre"}):
         raise ConfigError(f"{path} must be a table {{mu = [...], rho = [...]}} (a profile rho(mu), mu from -1 to 1) "
                           f"or {{legendre = [a_0, a_1, ...]}}; received {v!r}")
-    return {k: _real_list(min_len=1)(f"{path}.{k}", x) for k, x in v.items()}
+    return {k: real_list_check(min_len=1)(f"{path}.{k}", x) for k, x in v.items()}
 
 
 _VMF_KEYS = ("mus", "kappas", "weights", "floor")
 
 
 @dataclass(frozen=True)
-class InitialConfig(_Section):
+class InitialConfig(Section):
     """Initial density: by default ``(1 - floor) sum_k w_k vMF(mus[k], kappas[k]) + floor / (4 pi)``.
 
     Instead of the mixture, ``coefficients`` names a ``.npy`` file of spherical-harmonic coefficients
@@ -294,17 +226,17 @@ class InitialConfig(_Section):
     """
 
     _path = "initial"
-    mus: tuple = _opt(_unit_vectors, ((0.0, 0.0, 1.0), (1.0, 0.0, 0.0), (0.0, -0.6, -0.8)),
-                      "mean directions, unit 3-vectors")
-    kappas: tuple = _opt(_real_list(0.0), (3.0, 2.0, 2.0), "concentrations >= 0 (one, or one per direction)")
-    weights: tuple | None = _opt(_optional(_real_list(0.0)), None,
-                                 "mixture weights >= 0 summing to 1 (omitted: equal)")
-    floor: float = _opt(_real(0.0, 1.0), 0.25, "uniform fraction in [0, 1]")
-    coefficients: str | None = _opt(_optional(_npy_path), None,
-                                    "a .npy file of spherical-harmonic coefficients (instead of the mixture)")
-    profile: dict | None = _opt(_optional(_profile), None,
-                                "a zonal density {mu = [...], rho = [...]} or {legendre = [...]} (instead of "
-                                "the mixture)")
+    mus: tuple = config_field(_unit_vectors, ((0.0, 0.0, 1.0), (1.0, 0.0, 0.0), (0.0, -0.6, -0.8)),
+                              "mean directions, unit 3-vectors")
+    kappas: tuple = config_field(real_list_check(0.0), (3.0, 2.0, 2.0), "concentrations >= 0 (one, or one per direction)")
+    weights: tuple | None = config_field(optional_check(real_list_check(0.0)), None,
+                                         "mixture weights >= 0 summing to 1 (omitted: equal)")
+    floor: float = config_field(real_check(0.0, 1.0), 0.25, "uniform fraction in [0, 1]")
+    coefficients: str | None = config_field(optional_check(_npy_path), None,
+                                            "a .npy file of spherical-harmonic coefficients (instead of the mixture)")
+    profile: dict | None = config_field(optional_check(_profile), None,
+                                        "a zonal density {mu = [...], rho = [...]} or {legendre = [...]} (instead of "
+                                        "the mixture)")
 
     @classmethod
     def from_dict(cls, d, path=None):
@@ -374,7 +306,7 @@ EXPLICIT_METHODS = tuple(method_names(explicit=True))
 
 
 @dataclass(frozen=True)
-class PDEConfig(_Section):
+class PDEConfig(Section):
     """Continuum settings (:class:`meanfield.ContinuumPDE`, :func:`meanfield.solve_continuum`).
 
     Parameters
@@ -393,20 +325,20 @@ class PDEConfig(_Section):
     """
 
     _path = "pde"
-    lmax: int = _opt(_int(2, 1023), 31, "spectral truncation degree")
-    tail_tol: float = _opt(_real(0, lo_open=True), 1e-3, "stop when the spectral tail exceeds this")
-    negative_tol: float = _opt(_real(0, lo_open=True), 1e-4, "stop when the negative mass exceeds this")
-    nu: float = _opt(_real(0), 0.0, "token noise nu >= 0 of both the PDE and the particles (nu > 0 needs "
-                     "integrator.dt, the particles' fixed step)")
-    method: str | None = _opt(_optional(_choice(PDE_METHODS)), None,
-                              f"the PDE's time stepper, one of {list(PDE_METHODS)}; unset: integrator.method. "
-                              f"The split schemes treat nu * Laplacian exactly or implicitly, so their stable "
-                              f"step does not shrink like 1/(nu lmax^2): lawson_dopri5 is adaptive (uses the "
-                              f"integrator's rtol/atol), the others take integrator.dt")
+    lmax: int = config_field(integer_check(2, 1023), 31, "spectral truncation degree")
+    tail_tol: float = config_field(real_check(0, lo_open=True), 1e-3, "stop when the spectral tail exceeds this")
+    negative_tol: float = config_field(real_check(0, lo_open=True), 1e-4, "stop when the negative mass exceeds this")
+    nu: float = config_field(real_check(0), 0.0, "token noise nu >= 0 of both the PDE and the particles (nu > 0 needs "
+                             "integrator.dt, the particles' fixed step)")
+    method: str | None = config_field(optional_check(choice_check(PDE_METHODS)), None,
+                                      f"the PDE's time stepper, one of {list(PDE_METHODS)}; unset: integrator.method. "
+                                      f"The split schemes treat nu * Laplacian exactly or implicitly, so their stable "
+                                      f"step does not shrink like 1/(nu lmax^2): lawson_dopri5 is adaptive (uses the "
+                                      f"integrator's rtol/atol), the others take integrator.dt")
 
 
 @dataclass(frozen=True)
-class ParticleConfig(_Section):
+class ParticleConfig(Section):
     """Particle settings: ``n`` tokens sampled from the initial density.
 
     Parameters
@@ -422,11 +354,12 @@ class ParticleConfig(_Section):
     """
 
     _path = "particles"
-    n: int = _opt(_int(2, 10**6), 1000, "number of tokens")
-    sampling: str = _opt(_choice(SAMPLINGS), "iid", f"sampling of the start, one of {list(SAMPLINGS)}")
-    nu: float | None = _opt(_optional(_real(0)), None, "token noise; must equal pde.nu when given (one noise)")
-    positions: str | None = _opt(_optional(_npy_path), None,
-                                 "a .npy file of initial tokens (n, 3) instead of sampling (n: from the file)")
+    n: int = config_field(integer_check(2, 10**6), 1000, "number of tokens")
+    sampling: str = config_field(choice_check(SAMPLINGS), "iid", f"sampling of the start, one of {list(SAMPLINGS)}")
+    nu: float | None = config_field(optional_check(real_check(0)), None,
+                                    "token noise; must equal pde.nu when given (one noise)")
+    positions: str | None = config_field(optional_check(_npy_path), None,
+                                         "a .npy file of initial tokens (n, 3) instead of sampling (n: from the file)")
 
     @classmethod
     def from_dict(cls, d, path=None):
@@ -473,7 +406,7 @@ class ParticleConfig(_Section):
 
 
 @dataclass(frozen=True)
-class IntegratorConfig(_Section):
+class IntegratorConfig(Section):
     """Time stepping shared by both runs (:func:`meanfield.core.integrate.integrate`).
 
     Parameters
@@ -491,14 +424,14 @@ class IntegratorConfig(_Section):
     """
 
     _path = "integrator"
-    t_final: float = _opt(_real(0, lo_open=True), 1.2, "final time")
-    n_frames: int = _opt(_int(2, 10**4), 25, "number of recorded times in [0, t_final]")
-    method: str = _opt(_choice(EXPLICIT_METHODS), "dopri5", f"scheme, one of {list(EXPLICIT_METHODS)} (with "
-                       f"pde.nu > 0 the particles use the SDE scheme geodesic_strang, the PDE this one)")
-    rtol: float = _opt(_real(0, lo_open=True), 1e-7, "relative tolerance (adaptive schemes)")
-    atol: float = _opt(_real(0, lo_open=True), 1e-10, "absolute tolerance (adaptive schemes)")
-    dt: float | None = _opt(_optional(_real(0, lo_open=True)), None,
-                            "step size (required for fixed-step schemes)")
+    t_final: float = config_field(real_check(0, lo_open=True), 1.2, "final time")
+    n_frames: int = config_field(integer_check(2, 10**4), 25, "number of recorded times in [0, t_final]")
+    method: str = config_field(choice_check(EXPLICIT_METHODS), "dopri5", f"scheme, one of {list(EXPLICIT_METHODS)} (with "
+                               f"pde.nu > 0 the particles use the SDE scheme geodesic_strang, the PDE this one)")
+    rtol: float = config_field(real_check(0, lo_open=True), 1e-7, "relative tolerance (adaptive schemes)")
+    atol: float = config_field(real_check(0, lo_open=True), 1e-10, "absolute tolerance (adaptive schemes)")
+    dt: float | None = config_field(optional_check(real_check(0, lo_open=True)), None,
+                                    "step size (required for fixed-step schemes)")
 
     def _validate(self, path):
         if not METHODS[self.method].adaptive and self.dt is None:
@@ -507,7 +440,7 @@ class IntegratorConfig(_Section):
 
 
 @dataclass(frozen=True)
-class OutputConfig(_Section):
+class OutputConfig(Section):
     """What the main job writes into its output folder.
 
     Parameters
@@ -527,16 +460,16 @@ class OutputConfig(_Section):
     """
 
     _path = "outputs"
-    dataset: str = _opt(_filename, "result.nc", "NetCDF file name")
-    figures: bool = _opt(_bool, True, "write the PNG figures")
-    animation: bool = _opt(_bool, True, "write the GIF animation")
-    dpi: int = _opt(_int(30, 600), 110, "figure resolution")
-    w2_method: str = _opt(_choice(W2_METHODS), "auto",
-                          f"W2 method, one of {list(W2_METHODS)} (auto: exact while n * nodes <= 8000^2, "
-                          f"else semidiscrete, against the continuous density)")
-    checkpoint_every: float | None = _opt(_optional(_real(0, lo_open=True)), None,
-                                          "save integrator states every this much simulated time "
-                                          "(always on Ctrl-C)")
+    dataset: str = config_field(filename_check, "result.nc", "NetCDF file name")
+    figures: bool = config_field(boolean_check, True, "write the PNG figures")
+    animation: bool = config_field(boolean_check, True, "write the GIF animation")
+    dpi: int = config_field(integer_check(30, 600), 110, "figure resolution")
+    w2_method: str = config_field(choice_check(W2_METHODS), "auto",
+                                  f"W2 method, one of {list(W2_METHODS)} (auto: exact while n * nodes <= 8000^2, "
+                                  f"else semidiscrete, against the continuous density)")
+    checkpoint_every: float | None = config_field(optional_check(real_check(0, lo_open=True)), None,
+                                                  "save integrator states every this much simulated time "
+                                                  "(always on Ctrl-C)")
 
 
 _SECTIONS = {"initial": InitialConfig, "pde": PDEConfig, "particles": ParticleConfig,
@@ -598,15 +531,10 @@ class RunConfig:
             Not a table, an unknown key, a section or head refused, an empty ``heads``, ``particles.nu``
             different from ``pde.nu``, or no ``integrator.dt`` where noise or a fixed-step PDE method needs one.
         """
-        if not isinstance(d, dict):
-            raise ConfigError(f"the config must be a table (dict); received {type(d).__name__}")
-        allowed = ["seed", "heads", *_SECTIONS]
-        for key in d:
-            if key not in allowed:
-                raise ConfigError(f"unknown key {key}; allowed top-level keys: {allowed}")
+        check_keys(d, ["seed", "heads", *_SECTIONS])
         kw = {k: sec.from_dict(d[k], k) for k, sec in _SECTIONS.items() if k in d}
         if "seed" in d:
-            kw["seed"] = _int(0, 2**63 - 1)("seed", d["seed"])
+            kw["seed"] = integer_check(0, 2**63 - 1)("seed", d["seed"])
         if "heads" in d:
             heads = d["heads"]
             if not isinstance(heads, list) or not heads:
@@ -658,37 +586,6 @@ class RunConfig:
         str
         """
         return to_toml(self.to_dict(), all_keys=all_keys)
-
-
-def parse_toml(text: str, where: str = "") -> dict:
-    """TOML text -> dict; invalid TOML raises :class:`ConfigError` (``where``: the file, for the message)."""
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"invalid TOML{' in ' + where if where else ''}: {err}") from None
-
-
-def read_text_file(path, what="config") -> str:
-    """The text of ``path``; a missing or unreadable file raises :class:`ConfigError` naming it as ``what``."""
-    try:
-        return Path(path).read_text()
-    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read {what} file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
-
-
-def read_toml_file(path, what="config") -> dict:
-    """:func:`read_text_file` then :func:`parse_toml` (the messages name the file)."""
-    return parse_toml(read_text_file(path, what), str(path))
-
-
-def unique_list(path, v, item):
-    """A non-empty list of distinct values, each checked by ``item(path[i], x)``; :class:`ConfigError` otherwise."""
-    if not isinstance(v, (list, tuple)) or not v:
-        raise ConfigError(f"{path} must be a non-empty list; received {v!r}")
-    out = tuple(item(f"{path}[{i}]", x) for i, x in enumerate(v))
-    if len(set(out)) != len(out):
-        raise ConfigError(f"{path} must not repeat a value; received {list(v)!r}")
-    return out
 
 
 def load_config(path) -> RunConfig:
@@ -774,27 +671,6 @@ def _resolve_files(config: "RunConfig", folder) -> "RunConfig":
 
 
 # ---------------------------------------------------------------------------- TOML writer
-def _toml_value(v):
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
-    if isinstance(v, str):
-        return '"' + "".join(c if c.isprintable() and c not in '"\\' else
-                             ("\\" + c if c in '"\\' else f"\\u{ord(c):04x}") for c in v) + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    if isinstance(v, dict):                           # an inline table
-        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + "}"
-    raise TypeError(f"to_toml cannot write {type(v).__name__} values; received {v!r}")
-
-
-def _comments(section_cls):
-    return {f.name: f.metadata.get("doc", "") for f in fields(section_cls)} if section_cls else {}
-
-
 def to_toml(d: dict, all_keys=False) -> str:
     """TOML text of a config dict (scalars, lists, tables, lists of tables), with key descriptions.
 
@@ -824,18 +700,14 @@ def to_toml(d: dict, all_keys=False) -> str:
                                                                                   and not isinstance(v[0], dict))}
     for k, v in scalars.items():
         if v is not None:
-            lines.append(f"{k} = {_toml_value(v)}" + ("    # seed of the particle sampling" if k == "seed" else ""))
+            lines.append(f"{k} = {toml_value(v)}" + ("    # seed of the particle sampling" if k == "seed" else ""))
     for k, v in d.items():
         if k in scalars:
             continue
-        docs = _comments(classes.get(k))
+        docs = field_docs(classes.get(k))
         tables = v if isinstance(v, list) else [v]
         for table in tables:
-            lines += ["", f"[[{k}]]" if isinstance(v, list) else f"[{k}]"]
-            for key, val in table.items():
-                if val is not None:
-                    doc = docs.get(key)
-                    lines.append(f"{key} = {_toml_value(val)}" + (f"    # {doc}" if doc else ""))
+            lines += ["", *toml_table(k, table, classes.get(k), array=isinstance(v, list))]
             if all_keys:
                 for key, doc in docs.items():
                     if table.get(key) is None:

@@ -9,7 +9,6 @@ and runs the job.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from ..core import cost
 from ..core.heads import scalar_heads
 from ..models.axisymmetric import AxisymmetricPDE
 from .equilibria_config import EquilibriaConfig
+from .tasks import NpzStore
 
 __all__ = ["build_model", "check_config", "compute_branches", "config_has_free_energy", "degree_of", "Problem",
            "GAP_TOL", "BranchRecord", "kept_branch", "estimate_job", "JACOBIANS_PER_POINT",
@@ -135,8 +135,8 @@ class BranchRecord:
         return len(self.p)
 
     def to_npz(self, path):
-        """Write the record (its fields that are not None) to ``path`` (.npz) atomically: a temporary file, then a
-        rename.
+        """Write the record (its fields that are not None) to ``path`` (.npz) atomically, as the task store writes
+        every result (:class:`meanfield.workflow.tasks.NpzStore`: a temporary file, then a rename).
 
         Parameters
         ----------
@@ -148,11 +148,8 @@ class BranchRecord:
         OSError
             If the folder cannot be written.
         """
-        tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **{f.name: np.asarray(getattr(self, f.name)) for f in fields(self)
-                            if getattr(self, f.name) is not None})
-        os.replace(tmp, path)
+        NpzStore.save({f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None},
+                      Path(path))
 
     @classmethod
     def from_npz(cls, path) -> BranchRecord:
@@ -173,8 +170,7 @@ class BranchRecord:
         ValueError
             If it is not a record's npz (unknown or missing fields).
         """
-        with np.load(path, allow_pickle=False) as f:
-            arrays = {k: f[k] for k in f.files}
+        arrays = NpzStore.load(path)
         known = {f.name for f in fields(cls)}
         if set(arrays) - known:
             raise ValueError(f"{path} is not a branch record: unknown fields {sorted(set(arrays) - known)}")
@@ -218,7 +214,17 @@ def build_model(config: EquilibriaConfig, beta=None) -> AxisymmetricPDE:
 
 
 def config_has_free_energy(config):
-    """Whether the config's heads have a free energy (mean, Sinkhorn; not softmax)."""
+    """Whether the config's heads have a free energy (mean, Sinkhorn; not softmax).
+
+    Parameters
+    ----------
+    config : EquilibriaConfig
+        The job's config.
+
+    Returns
+    -------
+    bool
+    """
     return eq.normalizations_have_free_energy(h.normalization for h in config.heads)
 
 
@@ -227,7 +233,18 @@ def estimate_job(config):
     ``2 (range) / step + 10`` points per branch (at most ``max_points``), each :data:`JACOBIANS_PER_POINT` dense
     solves of the axisymmetric model (the rates of :func:`~meanfield.analysis.phase_transition.estimate_march`),
     and with ``geometry.d = "sphere"`` each state of a switched branch solved again on S^2 with its spectrum
-    (:data:`SPHERE_SECONDS_PER_STATE` at lmax 24, scaled by ``(lmax + 1)^3``)."""
+    (:data:`SPHERE_SECONDS_PER_STATE` at lmax 24, scaled by ``(lmax + 1)^3``).
+
+    Parameters
+    ----------
+    config : EquilibriaConfig
+        The job's config (axisymmetric heads).
+
+    Returns
+    -------
+    meanfield.core.cost.Cost
+        The estimated time (its ``check`` refuses a job above the limit).
+    """
     c, L = config.continuation, config.geometry.lmax
     lo, hi = c.range
     points = int(min(c.max_points, 2 * (hi - lo) / c.step + 10))
@@ -242,6 +259,25 @@ def estimate_job(config):
 
 
 def check_config(config):
+    """The checks of an axisymmetric equilibria job before anything is computed: its cost, its model, and (parameter
+    nu) that the range holds the branch point of every requested degree.
+
+    Parameters
+    ----------
+    config : EquilibriaConfig
+        The job's config.
+
+    Returns
+    -------
+    AxisymmetricPDE
+        The model (:func:`build_model`).
+
+    Raises
+    ------
+    ValueError
+        A job above the time limit, heads that make no model, a degree above ``geometry.lmax``, or a
+        ``continuation.nu_range`` that misses a requested degree's ``nu_l`` (named, with the fix).
+    """
     estimate_job(config).check("a smaller geometry.lmax, a larger continuation.step, a narrower range or fewer "
                                "continuation.degrees / sides")
     pde = build_model(config)
@@ -262,7 +298,15 @@ def check_config(config):
 
 class Problem:
     """The continuation problem of a config (``F``, ``J``: :func:`~meanfield.analysis.equilibria.noise_problem` or
-    :func:`~meanfield.analysis.equilibria.beta_problem` of ``pde``) and the model at a point of its parameter."""
+    :func:`~meanfield.analysis.equilibria.beta_problem` of ``pde``) and the model at a point of its parameter.
+
+    Parameters
+    ----------
+    config : EquilibriaConfig
+        The job's config (its ``continuation.parameter`` chooses the problem).
+    pde : AxisymmetricPDE
+        Its model (:func:`build_model`).
+    """
 
     def __init__(self, config, pde):
         self.config, self.pde = config, pde
@@ -300,7 +344,20 @@ class Problem:
         return self._models[p]
 
     def resolved(self, u, p):
-        """Why the march stops at ``(u, p)`` (a state the model does not resolve), or None."""
+        """Why the march stops at ``(u, p)`` (a state the model does not resolve), or None.
+
+        Parameters
+        ----------
+        u : ndarray, shape (lmax,)
+            The state's coefficients ``b_1..b_lmax``.
+        p : float
+            The parameter.
+
+        Returns
+        -------
+        str or None
+            The reason (resolution error above :data:`meanfield.analysis.equilibria.RESOLUTION_TOL`), or None.
+        """
         model = self.at(p)
         err = eq.resolution_error(model, np.r_[1.0, u])
         if err > eq.RESOLUTION_TOL:
@@ -404,6 +461,18 @@ def _switched(prob, point, side):
 
 
 def degree_of(phi):
+    """The degree ``l`` of a critical direction: that of its largest coefficient.
+
+    Parameters
+    ----------
+    phi : ndarray, shape (lmax,)
+        The direction's coefficients ``b_1..b_lmax``.
+
+    Returns
+    -------
+    int
+        ``l >= 1``.
+    """
     return int(np.argmax(np.abs(phi))) + 1
 
 

@@ -17,20 +17,21 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 
-from .config import (
+from .config import HeadConfig
+from .schema import (
     ConfigError,
-    HeadConfig,
-    _bool,
-    _filename,
-    _int,
-    _opt,
-    _real,
-    _Section,
-    _toml_value,
+    Section,
+    boolean_check,
+    check_keys,
+    config_field,
+    filename_check,
+    integer_check,
     parse_toml,
+    read_text_file,
+    real_check,
+    toml_table,
     unique_list,
 )
 
@@ -49,7 +50,7 @@ def _range(lo_open=True):
     def check(path, v):
         if not isinstance(v, (list, tuple)) or len(v) != 2:
             raise ConfigError(f"{path} must be a list [low, high] of two numbers; received {v!r}")
-        lo, hi = (_real(0.0, lo_open=lo_open)(f"{path}[{i}]", x) for i, x in enumerate(v))
+        lo, hi = (real_check(0.0, lo_open=lo_open)(f"{path}[{i}]", x) for i, x in enumerate(v))
         if not lo < hi:
             raise ConfigError(f"{path} must have low < high; received {list(v)!r}")
         return (lo, hi)
@@ -57,7 +58,7 @@ def _range(lo_open=True):
 
 
 def _int_list(lo, hi=None):
-    item = _int(lo, hi)
+    item = integer_check(lo, hi)
 
     def check(path, v):
         return unique_list(path, v, item)
@@ -78,18 +79,27 @@ def _dimension(path, v):
     if isinstance(v, str):
         raise ConfigError(f"{path} must be an integer d >= 2 (axisymmetric states on S^(d-1)) or \"sphere\" (S^2, "
                           f"every state also solved on the full sphere); received {v!r}")
-    return _int(2, 4096)(path, v)
+    return integer_check(2, 4096)(path, v)
 
 
 @dataclass(frozen=True)
-class GeometryConfig(_Section):
-    """The axisymmetric PDE (:class:`meanfield.AxisymmetricPDE`): densities of ``t = <x, e>`` on ``S^{d-1}``."""
+class GeometryConfig(Section):
+    """The axisymmetric PDE (:class:`meanfield.AxisymmetricPDE`): densities of ``t = <x, e>`` on ``S^{d-1}``.
+
+    Parameters
+    ----------
+    d : int or str
+        The dimension of ``R^d``, in ``[2, 4096]`` (2: even densities on the circle), or ``"sphere"`` (S^2, every
+        state also solved on the full sphere) (default 3).
+    lmax : int
+        Largest degree of the discretization, in ``[4, 512]`` (default 32).
+    """
 
     _path = "geometry"
-    d: int | str = _opt(_dimension, 3, "dimension of R^d: states on S^(d-1) (d = 2: even densities on the circle); "
-                        "\"sphere\": S^2, each state also solved and its stability decided on the full sphere")
-    lmax: int = _opt(_int(4, 512), 32, "largest degree of the discretization (Gegenbauer; on S^2 also the "
-                     "spherical harmonics')")
+    d: int | str = config_field(_dimension, 3, "dimension of R^d: states on S^(d-1) (d = 2: even densities on the circle); "
+                                "\"sphere\": S^2, each state also solved and its stability decided on the full sphere")
+    lmax: int = config_field(integer_check(4, 512), 32, "largest degree of the discretization (Gegenbauer; on S^2 also the "
+                             "spherical harmonics')")
 
     @property
     def sphere(self) -> bool:
@@ -103,24 +113,46 @@ class GeometryConfig(_Section):
 
 
 @dataclass(frozen=True)
-class ContinuationConfig(_Section):
+class ContinuationConfig(Section):
     """The branches: the uniform state continued in the parameter, and the branches switched at its
-    branch points of the given degrees (pseudo-arclength, :mod:`meanfield.analysis.continuation`)."""
+    branch points of the given degrees (pseudo-arclength, :mod:`meanfield.analysis.continuation`).
+
+    Parameters
+    ----------
+    parameter : str
+        ``"nu"`` or ``"beta"`` (:data:`PARAMETERS`; default ``"nu"``).
+    nu_range : tuple of float
+        ``(nu_min, nu_max)``, ``0 < nu_min < nu_max`` (parameter nu; default ``(0.6, 1.6)``).
+    beta_range : tuple of float, optional
+        ``(beta_min, beta_max)`` of every head's beta (parameter beta only).
+    nu : float, optional
+        The fixed noise, ``> 0`` (parameter beta only).
+    degrees : tuple of int
+        Distinct degrees ``l >= 1`` of the branches switched at the uniform state (default ``(1,)``).
+    sides : tuple of int
+        Signs of the amplitude ``b_l`` followed: ``(1,)``, ``(-1,)`` or ``(1, -1)`` (default ``(1,)``).
+    step : float
+        Largest arclength step, ``> 0`` (default 0.05).
+    max_points : int
+        Largest number of points per branch, in ``[3, 100000]`` (default 400).
+    n_eigenvalues : int
+        Leading eigenvalues kept per state, in ``[1, 64]`` (default 4).
+    """
 
     _path = "continuation"
-    parameter: str = _opt(lambda p, v: _choice_of(p, v), "nu",
-                          f"the continuation parameter, one of {list(PARAMETERS)}")
-    nu_range: tuple = _opt(_range(), (0.6, 1.6), "[nu_min, nu_max] (parameter nu)")
-    beta_range: tuple | None = _opt(lambda p, v: None if v is None else _range()(p, v), None,
-                                    "[beta_min, beta_max] of every head's beta (parameter beta; the heads then "
-                                    "give no beta)")
-    nu: float | None = _opt(lambda p, v: None if v is None else _real(0.0, lo_open=True)(p, v), None,
-                            "the fixed noise (parameter beta)")
-    degrees: tuple = _opt(_int_list(1), (1,), "degrees l of the branches switched at the uniform state")
-    sides: tuple = _opt(_sides, (1,), "signs of the amplitude b_l followed from each branch point ([1, -1]: both)")
-    step: float = _opt(_real(0.0, lo_open=True), 0.05, "largest arclength step (parameter and coefficients)")
-    max_points: int = _opt(_int(3, 100000), 400, "largest number of points per branch")
-    n_eigenvalues: int = _opt(_int(1, 64), 4, "leading eigenvalues kept per state")
+    parameter: str = config_field(lambda p, v: _choice_of(p, v), "nu",
+                                  f"the continuation parameter, one of {list(PARAMETERS)}")
+    nu_range: tuple = config_field(_range(), (0.6, 1.6), "[nu_min, nu_max] (parameter nu)")
+    beta_range: tuple | None = config_field(lambda p, v: None if v is None else _range()(p, v), None,
+                                            "[beta_min, beta_max] of every head's beta (parameter beta; the heads then "
+                                            "give no beta)")
+    nu: float | None = config_field(lambda p, v: None if v is None else real_check(0.0, lo_open=True)(p, v), None,
+                                    "the fixed noise (parameter beta)")
+    degrees: tuple = config_field(_int_list(1), (1,), "degrees l of the branches switched at the uniform state")
+    sides: tuple = config_field(_sides, (1,), "signs of the amplitude b_l followed from each branch point ([1, -1]: both)")
+    step: float = config_field(real_check(0.0, lo_open=True), 0.05, "largest arclength step (parameter and coefficients)")
+    max_points: int = config_field(integer_check(3, 100000), 400, "largest number of points per branch")
+    n_eigenvalues: int = config_field(integer_check(1, 64), 4, "leading eigenvalues kept per state")
 
     def _validate(self, path):
         if self.parameter == "beta" and (self.beta_range is None or self.nu is None):
@@ -142,13 +174,23 @@ def _choice_of(path, v):
 
 
 @dataclass(frozen=True)
-class EquilibriaOutputConfig(_Section):
-    """What ``meanfield equilibria`` writes into its output folder."""
+class EquilibriaOutputConfig(Section):
+    """What ``meanfield equilibria`` writes into its output folder.
+
+    Parameters
+    ----------
+    dataset : str
+        NetCDF file name, a plain name ending in ``.nc`` (default ``"equilibria.nc"``).
+    figures : bool
+        Write the bifurcation figure (default True).
+    dpi : int
+        Figure resolution, in ``[30, 600]`` (default 110).
+    """
 
     _path = "outputs"
-    dataset: str = _opt(_filename, "equilibria.nc", "NetCDF file name")
-    figures: bool = _opt(_bool, True, "write the bifurcation figure (bifurcation.png)")
-    dpi: int = _opt(_int(30, 600), 110, "figure resolution")
+    dataset: str = config_field(filename_check, "equilibria.nc", "NetCDF file name")
+    figures: bool = config_field(boolean_check, True, "write the bifurcation figure (bifurcation.png)")
+    dpi: int = config_field(integer_check(30, 600), 110, "figure resolution")
 
 
 _SECTIONS = {"geometry": GeometryConfig, "continuation": ContinuationConfig, "outputs": EquilibriaOutputConfig}
@@ -157,7 +199,16 @@ _SECTIONS = {"geometry": GeometryConfig, "continuation": ContinuationConfig, "ou
 @dataclass(frozen=True)
 class EquilibriaConfig:
     """Everything ``meanfield equilibria`` needs; ``EquilibriaConfig()`` is the built-in default (one mean exp
-    head of strength 1 on S^2 at ``beta = 2 beta_*^(3)``: a discontinuous transition)."""
+    head of strength 1 on S^2 at ``beta = 2 beta_*^(3)``: a discontinuous transition).
+
+    Parameters
+    ----------
+    heads : tuple of HeadConfig
+        Non-empty (default one zonal mean exp head, ``lam = 1``, ``beta =`` :data:`DEFAULT_BETA`).
+    geometry : GeometryConfig
+    continuation : ContinuationConfig
+    outputs : EquilibriaOutputConfig
+    """
 
     heads: tuple = (HeadConfig(lam=1.0, beta=DEFAULT_BETA),)
     geometry: GeometryConfig = GeometryConfig()
@@ -171,6 +222,13 @@ class EquilibriaConfig:
         return any(h.M is not None for h in self.heads)
 
     def to_dict(self) -> dict:
+        """Plain Python, the inverse of :meth:`from_dict` (the heads' ``beta`` left out for parameter beta, and
+        ``continuation.degrees`` for general heads: :meth:`from_dict` refuses them there).
+
+        Returns
+        -------
+        dict
+        """
         heads = [h.to_dict() for h in self.heads]
         if self.continuation.parameter == "beta":       # the parameter sets every head's beta
             for h in heads:
@@ -182,12 +240,25 @@ class EquilibriaConfig:
 
     @classmethod
     def from_dict(cls, d) -> "EquilibriaConfig":
-        if not isinstance(d, dict):
-            raise ConfigError(f"the config must be a table (dict); received {type(d).__name__}")
-        allowed = ["heads", *_SECTIONS]
-        for key in d:
-            if key not in allowed:
-                raise ConfigError(f"unknown key {key}; allowed top-level keys: {allowed}")
+        """Validated config; missing keys take the defaults, unknown keys raise :class:`ConfigError`.
+
+        Parameters
+        ----------
+        d : dict
+            The config as parsed TOML.
+
+        Returns
+        -------
+        EquilibriaConfig
+
+        Raises
+        ------
+        ConfigError
+            Not a table, an unknown key, a section or head refused (named by its dotted key), an empty ``heads``,
+            a head's ``beta`` with parameter beta, or a general head without ``geometry.d = "sphere"`` and
+            parameter nu, or with ``continuation.degrees``.
+        """
+        check_keys(d, ["heads", *_SECTIONS])
         kw = {k: sec.from_dict(d[k], k) for k, sec in _SECTIONS.items() if k in d}
         cont = kw.get("continuation", ContinuationConfig())
         if "heads" in d:
@@ -212,18 +283,37 @@ class EquilibriaConfig:
 
     @classmethod
     def from_toml(cls, text: str) -> "EquilibriaConfig":
+        """The validated config of TOML text.
+
+        Parameters
+        ----------
+        text : str
+            TOML.
+
+        Returns
+        -------
+        EquilibriaConfig
+
+        Raises
+        ------
+        ConfigError
+            Invalid TOML or what :meth:`from_dict` refuses.
+        """
         return cls.from_dict(parse_toml(text))
 
     def to_toml(self) -> str:
-        """TOML text of the config, each key with its description (the inverse of :meth:`from_toml`)."""
+        """TOML text of the config, each key with its description (the inverse of :meth:`from_toml`).
+
+        Returns
+        -------
+        str
+        """
         lines = ["# meanfield equilibria configuration (meanfield equilibria CONFIG.toml); omitted keys take "
                  "the defaults"]
         d = self.to_dict()
         tables = [("heads", HeadConfig, h) for h in d["heads"]] + [(k, _SECTIONS[k], d[k]) for k in _SECTIONS]
         for name, cls, table in tables:
-            docs = {f.name: f.metadata.get("doc", "") for f in fields(cls)}
-            lines += ["", f"[[{name}]]" if name == "heads" else f"[{name}]"]
-            lines += [f"{k} = {_toml_value(v)}    # {docs[k]}" for k, v in table.items()]
+            lines += ["", *toml_table(name, table, cls, array=name == "heads")]
         return "\n".join(lines) + "\n"
 
 
@@ -244,12 +334,23 @@ def _general_ok(d, kw, i):
 
 
 def load_equilibria_config(path) -> EquilibriaConfig:
-    """Read and validate a TOML file; a missing or unreadable file raises :class:`ConfigError`."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read config file {str(path)!r}: {getattr(err, 'strerror', None) or err}") from None
+    """Read and validate a TOML file (:meth:`EquilibriaConfig.from_toml`).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The TOML file.
+
+    Returns
+    -------
+    EquilibriaConfig
+
+    Raises
+    ------
+    ConfigError
+        A missing or unreadable file, invalid TOML, or an invalid config (the message starts with the file).
+    """
+    text = read_text_file(path, "config")
     try:
         return EquilibriaConfig.from_toml(text)
     except ConfigError as err:

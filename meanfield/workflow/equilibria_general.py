@@ -44,7 +44,18 @@ START_TOL = 1e-12
 
 
 def general_model(config) -> ContinuumPDE:
-    """The S^2 model of a config with general heads (:func:`meanfield.workflow.run.build_heads`)."""
+    """The S^2 model of a config with general heads (:func:`meanfield.workflow.run.build_heads`).
+
+    Parameters
+    ----------
+    config : EquilibriaConfig
+        A config whose heads give ``M`` and ``V``.
+
+    Returns
+    -------
+    ContinuumPDE
+        At ``lmax = geometry.lmax``, without noise (the continuation sets ``nu``).
+    """
     from .run import build_heads
 
     return ContinuumPDE(build_heads(config), lmax=config.geometry.lmax)
@@ -60,7 +71,24 @@ def check_general(config) -> ss.GibbsProblem:
     """The continuation problem of ``config``, after the checks: gradient heads (``ValueError`` naming the head
     otherwise), heads that are not all zonal-like (the full rotation group makes every clustered state a sphere of
     states: give ``lam`` instead, the axisymmetric job), and the cost estimate of the branches
-    (:mod:`meanfield.core.cost`)."""
+    (:mod:`meanfield.core.cost`).
+
+    Parameters
+    ----------
+    config : EquilibriaConfig
+        A config with general heads.
+
+    Returns
+    -------
+    meanfield.analysis.sphere_states.GibbsProblem
+        The continuation problem of its model.
+
+    Raises
+    ------
+    ValueError
+        Branches above the memory or time limit, heads all multiples of the identity, or heads that are not
+        gradient heads (named ``heads``).
+    """
     pde = general_model(config)
     g = pde.grid
     # the primary and the switches at two branch points (every located one is switched: a primary with more runs
@@ -80,7 +108,21 @@ def check_general(config) -> ss.GibbsProblem:
 
 
 def branch_label(kind, side, parent_p=None) -> str:
-    """``"primary"`` or ``"switched at nu = ... (+)"``."""
+    """``"primary"`` or ``"switched at nu = ... (+)"``.
+
+    Parameters
+    ----------
+    kind : str
+        ``"primary"`` or ``"switched"``.
+    side : int
+        The sign followed from the branch point (switched branches).
+    parent_p : float, optional
+        ``nu`` of the branch point a switched branch leaves.
+
+    Returns
+    -------
+    str
+    """
     if kind == "primary":
         return "primary"
     return f"switched at nu = {parent_p:.6g} ({'+' if side > 0 else '-'})"
@@ -235,7 +277,21 @@ _DESCRIPTIONS = {
 def general_dataset(config, records, elapsed_s=float("nan")) -> xr.Dataset:
     """The equilibria dataset of :func:`general_branches`' records (dimensions ``branch``, ``point``,
     ``coefficient``, ``eigenvalue``, ``axis``, ``special``; variables in ``_DESCRIPTIONS``).  Attribute
-    ``heads = "general"`` tells it from the axisymmetric job's."""
+    ``heads = "general"`` tells it from the axisymmetric job's.
+
+    Parameters
+    ----------
+    config : EquilibriaConfig
+        The job's config (general heads).
+    records : list of BranchRecord
+        The branches, primary first.
+    elapsed_s : float
+        Wall time of the computation (attribute ``elapsed_s``).
+
+    Returns
+    -------
+    xarray.Dataset
+    """
     from .._version import __version__
     from .results import SCHEMA_VERSION
 
@@ -299,7 +355,18 @@ def general_dataset(config, records, elapsed_s=float("nan")) -> xr.Dataset:
 
 
 def general_summary(ds) -> list[str]:
-    """The lines of :func:`meanfield.workflow.equilibria_job.equilibria_summary` for a general-heads dataset."""
+    """The lines of :func:`meanfield.workflow.equilibria_job.equilibria_summary` for a general-heads dataset.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A dataset of :func:`general_dataset`.
+
+    Returns
+    -------
+    list of str
+        One line per branch and per special point.
+    """
     lines = []
     for b in ds.branch.values:
         n = int(ds.branch_n_points[b])

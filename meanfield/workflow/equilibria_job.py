@@ -54,10 +54,10 @@ from .equilibria_branches import (
 )
 from .equilibria_config import EquilibriaConfig
 from .inputs import parse_json
-from .jobs import FolderLock, remove_stale_temporaries
+from .jobs import JobFolder, remove_stale_temporaries
 
 __all__ = ["equilibria_dataset", "equilibria", "equilibria_job", "load_equilibria",
-           "equilibria_summary", "failures", "equilibria_config_of", "EquilibriaExists", "EQUILIBRIA_SCHEMA_VERSION",
+           "equilibria_summary", "failures", "equilibria_config_of", "EQUILIBRIA_SCHEMA_VERSION",
            "FIGURE_FILE", "PARTIAL"]
 
 
@@ -79,6 +79,9 @@ def __getattr__(name):
     AttributeError
         Always (this is called only for names the module does not define).
     """
+    if name == "EquilibriaExists":
+        raise AttributeError("meanfield.workflow.equilibria_job.EquilibriaExists was replaced by "
+                             "meanfield.workflow.jobs.ResultExists in 0.3 (every job's refusal of a finished result)")
     if name in _RENAMED:
         raise AttributeError(f"meanfield.workflow.equilibria_job.{name} was renamed {_RENAMED[name]} in 0.3 (the run's are run_dataset and run_summary)")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -88,10 +91,6 @@ EQUILIBRIA_SCHEMA_VERSION = 1
 FIGURE_FILE = "bifurcation.png"
 PARTIAL = "partial"
 """The folder of ``DIR`` holding finished branches of an unfinished job."""
-
-
-class EquilibriaExists(ValueError):
-    """The output folder already holds a finished equilibria result (and ``force`` was not given)."""
 
 
 # ----------------------------------------------------------------------------------------------- dataset
@@ -244,7 +243,30 @@ def _classification(config):
 
 def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=None, log=None) -> xr.Dataset:
     """The equilibria dataset of ``config`` (default: the built-in one); ``folder``: where finished branches are
-    kept (and taken from) while it runs."""
+    kept (and taken from) while it runs.
+
+    Parameters
+    ----------
+    config : EquilibriaConfig, optional
+        The job's config (default ``EquilibriaConfig()``).
+    folder : str or path-like, optional
+        The partial folder of finished branches (None: nothing is kept).
+    progress : bool, optional
+        Progress bars (None: only on a terminal).
+    log : callable, optional
+        ``log(line)`` told of each branch taken from ``folder``.
+
+    Returns
+    -------
+    xarray.Dataset
+        :func:`equilibria_dataset` (or, general heads, :func:`~meanfield.workflow.equilibria_general.general_dataset`).
+
+    Raises
+    ------
+    ValueError
+        ``config`` not an EquilibriaConfig, a non-boolean ``progress``, or what the job's checks refuse (cost,
+        a range missing a requested branch point, heads the general path refuses).
+    """
     config = EquilibriaConfig() if config is None else config
     if not isinstance(config, EquilibriaConfig):
         raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
@@ -264,7 +286,22 @@ def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=Non
 
 # ----------------------------------------------------------------------------------------------- the job
 def load_equilibria(path) -> xr.Dataset:
-    """Read an equilibria dataset; a missing file or another kind of dataset raises ``ValueError``."""
+    """Read an equilibria dataset.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The NetCDF file.
+
+    Returns
+    -------
+    xarray.Dataset
+
+    Raises
+    ------
+    ValueError
+        A missing or unreadable file, or another kind of dataset (or another equilibria schema version).
+    """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"equilibria file {str(path)!r} does not exist")
@@ -282,7 +319,23 @@ def load_equilibria(path) -> xr.Dataset:
 
 
 def equilibria_config_of(ds: xr.Dataset) -> EquilibriaConfig:
-    """The validated config stored in an equilibria dataset's ``config`` attribute (the job can be repeated)."""
+    """The validated config stored in an equilibria dataset's ``config`` attribute (the job can be repeated).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        An equilibria dataset.
+
+    Returns
+    -------
+    EquilibriaConfig
+
+    Raises
+    ------
+    ValueError
+        Not an equilibria dataset with a ``config`` attribute, or an attribute that is not a valid config
+        (:class:`~meanfield.workflow.schema.ConfigError`).
+    """
     if ds.attrs.get("kind") != "equilibria" or "config" not in ds.attrs:
         raise ValueError(f"ds must be an equilibria dataset with a 'config' attribute; received kind = "
                          f"{ds.attrs.get('kind')!r}")
@@ -294,7 +347,17 @@ def _label(degree, side):
 
 
 def failures(ds: xr.Dataset) -> list[str]:
-    """One line per branch that did not end normally (status 1 or 2), naming it, its status and message."""
+    """One line per branch that did not end normally (status 1 or 2), naming it, its status and message.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        An equilibria dataset.
+
+    Returns
+    -------
+    list of str
+    """
     return [f"{_branch_name(ds, b)}: status {int(ds.branch_status[b])}: {ds.branch_message.values[b]}"
             for b in ds.branch.values if int(ds.branch_status[b]) != 0]
 
@@ -380,49 +443,61 @@ def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-o
     Finished branches go to ``out_dir/partial/`` as they finish; a rerun with the same config continues from
     them (an interrupted job gives the same numbers, bit for bit, as an uninterrupted one); the folder is removed
     once the dataset is written.  A folder holding a finished result (or the partial branches of another
-    config) is refused unless ``force``, which removes them first.  The folder is locked while the job writes.
+    config) is refused unless ``force``, which removes them once the config's checks pass.  The folder is the
+    one shape of every job (:class:`~meanfield.workflow.jobs.JobFolder`): locked while the job writes, stale
+    temporaries removed, the dataset saved atomically with provenance, the figure after it.
 
-    Returns a dict with ``dataset``, ``paths`` (written files), ``summary`` (str) and ``failures`` (one line per
-    branch that stopped with status 1 or 2; the command exits non-zero when there are any).
+    Parameters
+    ----------
+    config : EquilibriaConfig, optional
+        The job's config (default ``EquilibriaConfig()``).
+    out_dir : str or path-like
+        The output folder (made if missing).
+    progress : bool, optional
+        Progress bars (None: only on a terminal).
+    force : bool
+        Replace a finished result, or discard another config's partial branches.
+    log : callable, optional
+        ``log(line)`` told of each branch taken from the partial folder.
+
+    Returns
+    -------
+    dict
+        ``dataset``, ``paths`` (written files), ``summary`` (str) and ``failures`` (one line per branch that
+        stopped with status 1 or 2; the command exits non-zero when there are any).
+
+    Raises
+    ------
+    ResultExists
+        A finished result in ``out_dir`` without ``force`` (:class:`meanfield.workflow.jobs.ResultExists`).
+    ValueError
+        ``config`` not an EquilibriaConfig, a non-boolean ``force``, an empty ``out_dir``, another config's partial
+        branches without ``force``, or what the job's checks refuse.
+    FolderInUse
+        Another process holds the folder's lock.
     """
     config = EquilibriaConfig() if config is None else config
     if not isinstance(config, EquilibriaConfig):
         raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
-    force = bool(validate.boolean("force", force))
-    if str(out_dir) == "":
-        raise ValueError("out_dir must name a folder; received ''")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     text = config.to_toml()
-    with FolderLock(out):
-        dataset, figure, partial = out / config.outputs.dataset, out / FIGURE_FILE, out / PARTIAL
-        if dataset.exists() and not force:
-            raise EquilibriaExists(f"out_dir {str(out)!r} already holds a finished result ({dataset.name}); choose "
-                                   f"another output folder, or pass --force to replace it and its figure")
-        if partial.exists() and not _partial_matches(partial, text):
-            if not force:
-                raise ValueError(f"out_dir {str(out)!r} holds the unfinished branches of another config "
-                                 f"({partial}); rerun that config to finish it, or pass --force to discard them")
-        if force:
-            for p in (dataset, figure):
-                p.unlink(missing_ok=True)
-            if partial.exists() and not _partial_matches(partial, text):
-                shutil.rmtree(partial)
-        _check(config)                                     # bad input before anything is written
-        remove_stale_temporaries(out, (config.outputs.dataset,))
+    with JobFolder(out_dir, config.outputs.dataset, force=force, outputs=(FIGURE_FILE,)) as folder:
+        partial = folder.path / PARTIAL
+        another = partial.exists() and not _partial_matches(partial, text)
+        if another and not folder.force:
+            raise ValueError(f"out_dir {str(folder.path)!r} holds the unfinished branches of another config "
+                             f"({partial}); rerun that config to finish it, or pass --force to discard them")
+        _check(config)                                     # bad input before anything is removed or written
+        folder.remove_previous()
+        if another:
+            shutil.rmtree(partial)
         partial.mkdir(exist_ok=True)
         remove_stale_temporaries(partial)
         (partial / "config.toml").write_text(text)
-        started = time.time()
         ds = equilibria(config, partial, progress, log)
-        from .results import provenance, save
-
-        ds.attrs.update(provenance(started=started))
-        paths = [save(ds, dataset)]
+        folder.save(ds)
         shutil.rmtree(partial)
         if config.outputs.figures:
             from .plotting import bifurcation_figure  # matplotlib only when a figure is asked for
 
-            bifurcation_figure(ds).savefig(figure, dpi=config.outputs.dpi)
-            paths.append(figure)
-    return {"dataset": ds, "paths": paths, "summary": equilibria_summary(ds), "failures": failures(ds)}
+            folder.save_figure(bifurcation_figure(ds), FIGURE_FILE, dpi=config.outputs.dpi)
+    return {"dataset": ds, "paths": list(folder.paths), "summary": equilibria_summary(ds), "failures": failures(ds)}

@@ -42,7 +42,24 @@ __all__ = ["extend", "extended_name"]
 
 
 def extended_name(dataset: str, t_final: float) -> str:
-    """File name of the extension to ``t_final`` of the dataset file ``dataset`` (``result.nc`` -> ``result_to_2.4.nc``)."""
+    """File name of the extension to ``t_final`` of the dataset file ``dataset`` (``result.nc`` -> ``result_to_2.4.nc``).
+
+    Parameters
+    ----------
+    dataset : str or pathlib.Path
+        The dataset file.
+    t_final : float
+        The extension's final time.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        ``dataset`` not a path with a name, or ``t_final`` not a finite number.
+    """
     if not isinstance(dataset, (str, Path)) or not Path(dataset).stem:
         raise ValueError(f"dataset must be the path of a dataset file (str or Path); received {dataset!r}")
     t_final = validate.real("t_final", t_final)

@@ -14,8 +14,13 @@ A job folder (``meanfield run CONFIG --out DIR``) goes through, in :func:`main_j
 5. the run (:func:`meanfield.workflow.run.run`), its dataset written atomically (the marker of a
    finished result), the checkpoint removed, then the figures and the animation.
 
-The task farm (:func:`meanfield.workflow.tasks.run_tasks`) locks its folders with the same
-:class:`FolderLock`.
+Every job of the package has this one shape, :class:`JobFolder` (issue 32): the main job, the equilibria
+job (:func:`meanfield.workflow.equilibria_job.equilibria_job`), the phase diagram
+(:func:`meanfield.workflow.phase_diagram.run_phase_diagram`) and the transition map
+(:func:`meanfield.workflow.transition_map.run_transition_map`) make and lock their folder, refuse a finished
+result unless ``force``, remove stale temporaries, save their dataset with provenance, atomically, and write their
+figures after it, through it.  The task farm (:func:`meanfield.workflow.tasks.run_tasks`) locks its folders with
+the same :class:`FolderLock`.
 """
 
 from __future__ import annotations
@@ -29,11 +34,11 @@ from ..core import validate
 from .checkpoint import Checkpointer, RunInterrupted
 from .config import RunConfig, load_config
 from .preflight import estimate_cost, preflight
-from .results import add_provenance, save
+from .results import describe, provenance, save
 from .run import run, run_summary
 
-__all__ = ["main_job", "resume_job", "FolderLock", "FolderInUse", "LOCK_NAME", "remove_stale_temporaries",
-           "FiguresInterrupted", "ResultExists", "FIGURE_FILES", "AUTO_CHECKPOINT_S"]
+__all__ = ["main_job", "resume_job", "JobFolder", "FolderLock", "FolderInUse", "LOCK_NAME",
+           "remove_stale_temporaries", "FiguresInterrupted", "ResultExists", "FIGURE_FILES", "AUTO_CHECKPOINT_S"]
 
 
 LOCK_NAME = ".meanfield.lock"
@@ -50,6 +55,13 @@ class FolderLock:
     The operating system releases it when the process ends, however it ends (kill -9 included), so
     a stale lock file never blocks a later run; the file holds the owner's process id for the message
     a second run gets.  Use as a context manager.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The output folder (made when the lock is acquired).
+    log : callable, optional
+        ``log(line)``: a line per saved state or finished phase (kept for the run's writers).
     """
 
     def __init__(self, folder, log=None):
@@ -59,6 +71,18 @@ class FolderLock:
         self._fd = None
 
     def acquire(self):
+        """Take the lock (without waiting), writing this process's id into the lock file.
+
+        Returns
+        -------
+        FolderLock
+            Itself.
+
+        Raises
+        ------
+        FolderInUse
+            Another live process holds the lock (its id is named).
+        """
         self.folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -91,7 +115,18 @@ def remove_stale_temporaries(folder, names=("*",)) -> list[Path]:
     """Delete hidden temporary files (``.<name>.*.tmp``) left in ``folder`` by a killed save.
 
     Call only while holding the folder's :class:`FolderLock` (no live writer can own them then).
-    Returns the removed paths.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The folder (nothing happens when it does not exist).
+    names : sequence of str
+        Glob patterns of the saved files' names (default: any).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The removed paths.
     """
     folder, removed = Path(folder), []
     if folder.is_dir():
@@ -103,7 +138,13 @@ def remove_stale_temporaries(folder, names=("*",)) -> list[Path]:
 
 
 class FiguresInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM) while the figures were being written: the dataset ``path`` is complete."""
+    """Ctrl-C (or SIGTERM) while the figures were being written: the dataset ``path`` is complete.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The finished dataset.
+    """
 
     def __init__(self, path):
         super().__init__(str(path))
@@ -111,17 +152,207 @@ class FiguresInterrupted(KeyboardInterrupt):
 
 
 class ResultExists(ValueError):
-    """The output folder already holds a finished result (and ``force`` was not given)."""
+    """The output folder of a job already holds a finished result (and ``force`` was not given); the message
+    names ``--force``.  Every job raises it (:class:`JobFolder`)."""
+
+
+class JobFolder:
+    """The folder of one job, from its creation to its finished result: the one shape of every job.
+
+    Entered (``with JobFolder(out_dir, "result.nc", force=force) as folder:``), it makes the folder, takes its
+    :class:`FolderLock` (a second writer is refused with :class:`FolderInUse`), refuses a folder that holds a
+    finished result (the file ``result_name``) unless ``force`` or ``resume`` (:class:`ResultExists`, naming
+    ``--force``) and removes the hidden temporaries of a killed save of the result
+    (:func:`remove_stale_temporaries`).  The job then makes its own checks, calls :meth:`remove_previous` (the
+    previous result and its ``outputs``: nothing is removed before the checks pass), computes, writes its dataset
+    with :meth:`save` (provenance added, written atomically: the file marks a finished result) and its figures
+    after it (:meth:`save_figure`, :meth:`save_figures`).  The lock is released on exit, however the job ends;
+    what the job wrote is listed in :attr:`paths`.
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+        The output folder (made if missing).
+    result_name : str
+        The file name of the job's dataset in ``out_dir``.
+    force : bool
+        Replace a finished result (and its ``outputs``).
+    what : str
+        What the result is called in the refusal (``"result"``, ``"map"``).
+    outputs : sequence of str
+        The names of the job's other files (figures) in ``out_dir``, removed with a replaced result.
+    resume : bool
+        The job continues an unfinished one in ``out_dir``: a finished result is not refused.
+
+    Raises
+    ------
+    ValueError
+        An empty ``out_dir``, a ``result_name`` that is not a file name, or a non-boolean ``force`` or ``resume``.
+    """
+
+    def __init__(self, out_dir, result_name, *, force=False, what="result", outputs=(), resume=False):
+        if str(out_dir) == "":
+            raise ValueError("out_dir must name a folder; received ''")
+        if not isinstance(result_name, str) or result_name in ("", ".", "..") or Path(result_name).name != result_name:
+            raise ValueError(f"result_name must be a file name in out_dir; received {result_name!r}")
+        self.force = bool(validate.boolean("force", force))
+        self.resume = bool(validate.boolean("resume", resume))
+        self.path = Path(out_dir)
+        self.result = self.path / result_name
+        self.what = str(what)
+        self.outputs = tuple(outputs)
+        self.paths: list[Path] = []
+        self.started = None
+        self._lock = None
+
+    def open(self):
+        """Make the folder, lock it, refuse a finished result (unless ``force`` or ``resume``), remove stale
+        temporaries of the result; ``with JobFolder(...)`` calls it.
+
+        Returns
+        -------
+        JobFolder
+            Itself.
+
+        Raises
+        ------
+        FolderInUse
+            Another process holds the folder's lock.
+        ResultExists
+            ``out_dir`` holds a finished result, without ``force`` or ``resume``.
+        OSError
+            The folder cannot be made.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)       # fail before the job computes if it cannot be made
+        self._lock = FolderLock(self.path).acquire()
+        try:
+            if self.result.exists() and not (self.force or self.resume):
+                also = "" if not self.outputs else " and its figure" + ("s" if len(self.outputs) > 1 else "")
+                raise ResultExists(f"out_dir {str(self.path)!r} already holds a finished {self.what} "
+                                   f"({self.result.name}); choose another output folder, or pass --force to replace "
+                                   f"it{also}")
+            remove_stale_temporaries(self.path, (self.result.name,))
+        except BaseException:
+            self.close()
+            raise
+        self.started = time.time()
+        return self
+
+    def close(self):
+        """Release the folder's lock (``with`` calls it, however the job ends)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def remove_previous(self) -> list[Path]:
+        """Remove the previous result (there is one only with ``force`` or ``resume``) and the job's ``outputs``
+        left in the folder; call it once the job's checks have passed.
+
+        Returns
+        -------
+        list of pathlib.Path
+            The removed files.
+        """
+        removed = [p for p in (self.result, *(self.path / name for name in self.outputs)) if p.exists()]
+        for p in removed:
+            p.unlink()
+        return removed
+
+    def save(self, ds, name=None) -> Path:
+        """Add :func:`~meanfield.workflow.results.provenance` (started when the folder was opened) to ``ds`` in
+        place and write it atomically (:func:`~meanfield.workflow.results.save`) into the folder.
+
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            The job's dataset (``schema_version`` of :mod:`meanfield.workflow.results`).
+        name : str, optional
+            The file name (default ``result_name``).
+
+        Returns
+        -------
+        pathlib.Path
+            The written file.
+
+        Raises
+        ------
+        RuntimeError
+            The folder is not open (outside the ``with`` block).
+        """
+        self._check_open("save a dataset")
+        ds.attrs.update(provenance(started=self.started))
+        path = save(ds, self.result if name is None else self.path / name)
+        self.paths.append(path)
+        return path
+
+    def save_figures(self, draw) -> list[Path]:
+        """Write figures after the dataset: ``draw(folder)`` writes them into the folder and returns their paths.
+
+        Parameters
+        ----------
+        draw : callable
+            ``draw(path)`` with ``path`` the folder (pathlib.Path); returns the list of files written.
+
+        Returns
+        -------
+        list of pathlib.Path
+            The files ``draw`` wrote.
+
+        Raises
+        ------
+        RuntimeError
+            The folder is not open, or its dataset has not been saved yet (figures come after the dataset).
+        """
+        self._check_open("write figures")
+        if self.result not in self.paths:
+            raise RuntimeError(f"the figures of {str(self.path)!r} are written after its dataset "
+                               f"({self.result.name}); save it first")
+        written = list(draw(self.path))
+        self.paths += written
+        return written
+
+    def save_figure(self, figure, name, *, dpi) -> Path:
+        """Write one matplotlib figure into the folder after the dataset (:meth:`save_figures`).
+
+        Parameters
+        ----------
+        figure : matplotlib.figure.Figure
+            The figure.
+        name : str
+            Its file name.
+        dpi : int
+            Resolution.
+
+        Returns
+        -------
+        pathlib.Path
+            The written file.
+
+        Raises
+        ------
+        RuntimeError
+            As :meth:`save_figures`.
+        """
+        def draw(folder):
+            figure.savefig(folder / name, dpi=dpi)
+            return [folder / name]
+        return self.save_figures(draw)[0]
+
+    def _check_open(self, action):
+        if self._lock is None:
+            raise RuntimeError(f"JobFolder({str(self.path)!r}) is not open: {action} inside its with block")
 
 
 FIGURE_FILES = ("density_maps.png", "orthographic.png", "energy_entropy.png", "w2.png", "growth_rates.png",
                 "animation.gif")
 """Files :func:`meanfield.workflow.plotting.save_figures` writes (named here so that run needs no matplotlib)."""
-
-
-def _previous_outputs(out: Path, config: RunConfig) -> list[Path]:
-    """Files of a previous finished run in ``out``: its dataset, figures and animation."""
-    return [p for p in [out / config.outputs.dataset, *(out / f for f in FIGURE_FILES)] if p.exists()]
 
 
 def main_job(config: RunConfig | None = None, out_dir="meanfield-output", progress=None, force=False,
@@ -134,62 +365,99 @@ def main_job(config: RunConfig | None = None, out_dir="meanfield-output", progre
     is locked (:class:`FolderLock`): a second run into it is refused with the
     first one's process id.  A folder that already holds a finished result is refused
     (:class:`ResultExists`) unless ``force`` is true, which removes the previous dataset and figures
-    first.  Hidden temporary files of a killed save are removed before the run starts.  Before
+    once the preflight passed.  Hidden temporary files of a killed save are removed before the run starts
+    (the folder is a :class:`JobFolder`, the shape of every job).  Before
     computing, :func:`preflight` checks the config (its lines go to ``log``, a callable, if given).
+
+    Parameters
+    ----------
+    config : RunConfig, optional
+        The run (default ``RunConfig()``).
+    out_dir : str or path-like
+        The output folder (made if missing).
+    progress : bool, optional
+        Progress bars (None: only on a terminal).
+    force : bool
+        Replace a finished result in ``out_dir``.
+    log : callable, optional
+        ``log(line)`` told the preflight's lines and each saved state.
 
     Returns
     -------
-    dict with ``dataset`` (the xarray Dataset), ``paths`` (list of written files) and ``summary`` (str).
+    dict
+        ``dataset`` (the xarray Dataset), ``paths`` (list of written files) and ``summary`` (str).
+
+    Raises
+    ------
+    ResultExists
+        A finished result in ``out_dir`` without ``force``.
+    FolderInUse
+        Another process writes into ``out_dir``.
+    ValueError
+        A non-boolean ``force``, an empty ``out_dir``, an unfinished run's checkpoint in ``out_dir``, or what the
+        preflight refuses.
     """
     config = RunConfig() if config is None else config
-    force = bool(validate.boolean("force", force))
-    out = Path(out_dir)
-    if str(out_dir) == "":
-        raise ValueError("out_dir must name a folder; received ''")
-    out.mkdir(parents=True, exist_ok=True)       # fail before the run if the folder cannot be made
-    lock = FolderLock(out).acquire()
-    try:
-        checkpoints = Checkpointer(out / "checkpoint")
+    folder = JobFolder(out_dir, config.outputs.dataset, force=force, outputs=FIGURE_FILES)
+    out = folder.path
+    checkpoints = Checkpointer(out / "checkpoint")
+    with folder:
         if checkpoints.folder.exists():
             raise ValueError(f"out_dir {str(out)!r} holds the checkpoint of an unfinished run; continue it with "
                              f"'meanfield run --resume {out}' or remove {checkpoints.folder}")
-        previous = _previous_outputs(out, config)
-        if (out / config.outputs.dataset).exists() and not force:
-            raise ResultExists(f"out_dir {str(out)!r} already holds a finished result ({config.outputs.dataset}); "
-                               f"choose another output folder, or pass --force to replace it and its figures")
-        for line in preflight(config, force=force):
+        for line in preflight(config, force=folder.force):
             if log is not None:
                 log(line)
-        remove_stale_temporaries(out, (config.outputs.dataset,))
-        for p in previous:
-            p.unlink()
+        folder.remove_previous()
         checkpoints.start(config.to_toml())
         checkpoints.log = log
         try:
-            return _finish(config, out, checkpoints, progress)
+            return _finish(config, folder, checkpoints, progress)
         except (RunInterrupted, KeyboardInterrupt):
             raise                                   # keep the checkpoint: the run can be resumed
         except BaseException:
             if not checkpoints.has_states():        # failed before any state was saved: nothing to resume
                 checkpoints.clear()
             raise
-    finally:
-        lock.release()
 
 
 def resume_job(out_dir, progress=None, log=None) -> dict:
-    """Continue the interrupted run whose checkpoint is in ``out_dir/checkpoint/``."""
+    """Continue the interrupted run whose checkpoint is in ``out_dir/checkpoint/``.
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+        The interrupted run's folder.
+    progress : bool, optional
+        Progress bars (None: only on a terminal).
+    log : callable, optional
+        ``log(line)`` told each saved state.
+
+    Returns
+    -------
+    dict
+        As :func:`main_job`.
+
+    Raises
+    ------
+    ValueError
+        No checkpoint in ``out_dir``, or a checkpoint whose config is invalid.
+    FolderInUse
+        Another process writes into ``out_dir``.
+    """
     out = Path(out_dir)
     checkpoints = Checkpointer(out / "checkpoint")
     if not (checkpoints.folder / "config.toml").is_file():
         raise ValueError(f"out_dir {str(out)!r} holds no checkpoint of an unfinished run "
                          f"(expected {checkpoints.folder / 'config.toml'})")
-    with FolderLock(out):
-        config = load_config(checkpoints.folder / "config.toml")
-        remove_stale_temporaries(out, (config.outputs.dataset,))
+    config = load_config(checkpoints.folder / "config.toml")       # atomically written: the result's name
+    with JobFolder(out, config.outputs.dataset, outputs=FIGURE_FILES, resume=True) as folder:
+        if not (checkpoints.folder / "config.toml").is_file():     # under the lock: finished meanwhile
+            raise ValueError(f"out_dir {str(out)!r} holds no checkpoint of an unfinished run "
+                             f"(expected {checkpoints.folder / 'config.toml'})")
         remove_stale_temporaries(checkpoints.folder)
         checkpoints.log = log
-        return _finish(config, out, checkpoints, progress)
+        return _finish(config, folder, checkpoints, progress)
 
 
 AUTO_CHECKPOINT_S = 60.0
@@ -205,20 +473,20 @@ def _checkpoint_every(config):
     return None
 
 
-def _finish(config, out, checkpoints, progress):
-    started = time.time()
+def _finish(config, folder, checkpoints, progress):
     ds = run(config, progress=progress, checkpoints=checkpoints, checkpoint_every=_checkpoint_every(config))
-    add_provenance(ds, started=started)
-    paths = [save(ds, out / config.outputs.dataset)]
+    describe(ds)                                # the run's CF attributes; the folder adds the provenance
+    result = folder.save(ds)
     checkpoints.clear()
     if config.outputs.figures or config.outputs.animation:
         try:
             from . import plotting  # matplotlib only when figures are asked for
 
-            paths += plotting.save_figures(ds, out, dpi=config.outputs.dpi, figures=config.outputs.figures,
-                                           animation=config.outputs.animation)
+            folder.save_figures(lambda out: plotting.save_figures(ds, out, dpi=config.outputs.dpi,
+                                                                  figures=config.outputs.figures,
+                                                                  animation=config.outputs.animation))
         except FiguresInterrupted:
             raise
         except KeyboardInterrupt:
-            raise FiguresInterrupted(paths[0]) from None
-    return {"dataset": ds, "paths": paths, "summary": run_summary(ds)}
+            raise FiguresInterrupted(result) from None
+    return {"dataset": ds, "paths": list(folder.paths), "summary": run_summary(ds)}

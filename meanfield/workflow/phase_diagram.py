@@ -16,16 +16,29 @@ by every beta; ``per_system`` draws one per system).  The dataset also carries t
 clustering curve of :func:`meanfield.analysis.theory.clustering_time` (scalar softmax/mean exp heads):
 the time for the reduced ODE to carry ``gamma`` from 0 to ``pair_threshold``, drawn over the colour maps.
 
-Cells are independent: ``scheduler`` (``"threads"``, ``"processes"``, ``"synchronous"``) runs them as
-dask tasks (``dask.compute``), for large grids; None runs them in a loop with a progress bar.
+Cells are independent tasks of the package's one task runner
+(:func:`meanfield.workflow.tasks.compute_tasks`): ``scheduler`` (a local dask scheduler of
+:data:`meanfield.workflow.tasks.EXECUTORS`: ``"threads"``, ``"processes"``, ``"synchronous"``) runs them as dask
+tasks, for large grids; None runs them in a loop with a progress bar.  The same cells give the same numbers, bit for
+bit, whatever runs them.
+
+A config file holds a table ``[phase_diagram]`` (or the keys at the top level) of :class:`PhaseDiagramConfig`'s
+fields, read through the one config schema (:mod:`meanfield.workflow.schema`: unknown keys, wrong types and values
+out of range are refused by name, ``phase_diagram.<key>``); ``beta_range = [beta_min, beta_max, count]`` may stand
+for ``betas``::
+
+    [phase_diagram]
+    beta_range = [0.5, 9.0, 18]
+    n = 32
+    batch = 256
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
-import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,18 +52,62 @@ from ..core.random_heads import SCORE_ENSEMBLES, VALUE_ENSEMBLES, random_heads
 from ..models.batched import BatchedSystem
 from ..models.step_rules import ITERATE_BYTES_PER_RECORD, STEP_RULES, estimate_iterate, iterate
 from . import results
+from .jobs import JobFolder
+from .schema import (
+    ConfigError,
+    Section,
+    boolean_check,
+    check_keys,
+    choice_check,
+    config_field,
+    integer_check,
+    read_toml_file,
+    real_check,
+    real_list_check,
+    toml_table,
+)
+from .tasks import EXECUTORS, compute_tasks
 
-__all__ = ["PhaseDiagramConfig", "load_phase_config", "phase_diagram", "equiangular_curve", "PHASE_SCHEDULERS",
-           "MEASURES", "run_phase_diagram"]
+__all__ = ["PhaseDiagramConfig", "load_phase_config", "phase_diagram", "equiangular_curve", "MEASURES",
+           "run_phase_diagram"]
 
-PHASE_SCHEDULERS = ("threads", "processes", "synchronous")
-"""``phase_diagram(scheduler=...)``: dask schedulers for the cells (None: a plain loop)."""
+
+def __getattr__(name):
+    """Module attribute fallback: ``PHASE_SCHEDULERS`` (until 0.3) raises an ``AttributeError`` naming its
+    replacement, :data:`meanfield.workflow.tasks.EXECUTORS` (one home for the local dask schedulers).
+
+    Parameters
+    ----------
+    name : str
+        The attribute looked up.
+
+    Raises
+    ------
+    AttributeError
+        Always (this is called only for names the module does not define).
+    """
+    if name == "PHASE_SCHEDULERS":
+        raise AttributeError("meanfield.workflow.phase_diagram.PHASE_SCHEDULERS moved to "
+                             "meanfield.workflow.tasks.EXECUTORS (the local dask schedulers of every task runner)")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 MEASURES = ("one_cluster", "pair_density", "median_clusters", "mean_gram_rank")
 
 
+def _as_given(check):
+    """``check`` run for its refusal only: the value kept as given (an integer threshold stays an integer, as it was
+    before the schema, so that the dataset's ``config`` attribute is unchanged)."""
+    def checked(path, v):
+        check(path, v)
+        return v
+    return checked
+
+
+_positive = real_check(0, lo_open=True, what="a positive finite number")   # the words of validate.real(positive=True)
+
+
 @dataclass(frozen=True)
-class PhaseDiagramConfig:
+class PhaseDiagramConfig(Section):
     """Settings of a phase diagram (the TOML table ``[phase_diagram]``; defaults: the peer's cell).
 
     ``betas`` is a list of values, or ``[beta_min, beta_max, count]`` given as ``beta_range``.
@@ -95,23 +152,30 @@ class PhaseDiagramConfig:
         limit.
     """
 
-    betas: tuple = field(default_factory=lambda: tuple(np.round(np.linspace(0.1, 9.0, 12), 10)))
-    t_final: float = 30.0
-    dt: float = 0.1
-    record_every: int = 10
-    n: int = 32
-    d: int = 2
-    batch: int = 256
-    rule: str = "post_ln"
-    score: str = "identity"
-    value: str = "identity"
-    per_system: bool = False
-    normalization: str = "softmax"
-    causal: bool = False
-    seed: int = 0
-    pair_threshold: float = ensembles.PAIR_THRESHOLD
-    cluster_threshold: float = ensembles.CLUSTER_THRESHOLD
-    rank_tol: float = ensembles.RANK_TOL
+    _path = "phase_diagram"
+    betas: tuple = config_field(real_list_check(0, lo_open=True), doc="positive inverse temperatures (or beta_range)",
+                                default_factory=lambda: tuple(np.round(np.linspace(0.1, 9.0, 12), 10)))
+    t_final: float = config_field(_positive, 30.0, "final time, a whole number of steps dt")
+    dt: float = config_field(_positive, 0.1, "layer step")
+    record_every: int = config_field(integer_check(1), 10, "record every this many layers")
+    n: int = config_field(integer_check(2), 32, "tokens per system")
+    d: int = config_field(integer_check(2), 2, "dimension")
+    batch: int = config_field(integer_check(1), 256, "systems per cell")
+    rule: str = config_field(choice_check(STEP_RULES), "post_ln", f"step rule, one of {list(STEP_RULES)}")
+    score: str = config_field(choice_check(SCORE_ENSEMBLES), "identity",
+                              f"score ensemble, one of {list(SCORE_ENSEMBLES)}")
+    value: str = config_field(choice_check(VALUE_ENSEMBLES), "identity",
+                              f"value ensemble, one of {list(VALUE_ENSEMBLES)}")
+    per_system: bool = config_field(boolean_check, False, "independent heads per system")
+    normalization: str = config_field(choice_check(NORMALIZATIONS), "softmax", f"one of {list(NORMALIZATIONS)}")
+    causal: bool = config_field(boolean_check, False, "causal masks")
+    seed: int = config_field(integer_check(0), 0, "seed of the starts (heads: seed + 1)")
+    pair_threshold: float = config_field(_as_given(real_check(-1, 1)), ensembles.PAIR_THRESHOLD,
+                                         "pairs with <x_i, x_j> above this are clustered")
+    cluster_threshold: float = config_field(_as_given(real_check(-1, 1)), ensembles.CLUSTER_THRESHOLD,
+                                            "threshold of the cluster count (Gram rank)")
+    rank_tol: float = config_field(_as_given(real_check(0, lo_open=True)), ensembles.RANK_TOL,
+                                   "Gram eigenvalues above this count in the rank")
 
     def __post_init__(self):
         betas = validate.real_array("betas", self.betas, (None,))
@@ -146,6 +210,57 @@ class PhaseDiagramConfig:
                    f"dt={self.dt:g}, record_every={self.record_every})", bytes=mem,
                    detail=f"(batch, n, n) score blocks and {records} records of {len(self.betas)} betas",
                    fix="a smaller batch or n, a larger dt or record_every, or a shorter t_final")
+
+    @classmethod
+    def from_dict(cls, d, path=None):
+        """The validated settings of a ``[phase_diagram]`` table (missing keys take the defaults).
+
+        Parameters
+        ----------
+        d : dict
+            The table; ``beta_range = [beta_min, beta_max, count]`` may stand for ``betas``
+            (``numpy.linspace(beta_min, beta_max, count)``).
+        path : str, optional
+            Its key in messages (default ``"phase_diagram"``).
+
+        Returns
+        -------
+        PhaseDiagramConfig
+
+        Raises
+        ------
+        ConfigError
+            Not a table, an unknown key, a value refused by its field's check (named ``phase_diagram.<key>``), or both
+            ``betas`` and ``beta_range`` or a bad ``beta_range``.
+        ValueError
+            What the constructor refuses across fields (``t_final`` not a whole number of steps, sizes above the
+            memory limit).
+        """
+        path = path or cls._path
+        check_keys(d, [*cls.__dataclass_fields__, "beta_range"], path)
+        if "beta_range" in d:
+            if "betas" in d:
+                raise ConfigError(f"{path} takes one of betas (a list) and beta_range ([beta_min, beta_max, count]); "
+                                  f"received both: betas = {d['betas']!r}, beta_range = {d['beta_range']!r}")
+            d = dict(d)
+            r = d.pop("beta_range")
+            if not isinstance(r, (list, tuple)) or len(r) != 3:
+                raise ConfigError(f"{path}.beta_range must be a list [beta_min, beta_max, count]; received {r!r}")
+            lo = _positive(f"{path}.beta_range[0]", r[0])
+            hi = real_check(lo, what=f"a finite number >= beta_range[0] = {lo:g}")(f"{path}.beta_range[1]", r[1])
+            d["betas"] = tuple(np.linspace(lo, hi, integer_check(1)(f"{path}.beta_range[2]", r[2])))
+        return super().from_dict(d, path)
+
+    def to_toml(self) -> str:
+        """TOML text of the settings: the ``[phase_diagram]`` table, each key with its description (the inverse of
+        :func:`load_phase_config`).
+
+        Returns
+        -------
+        str
+        """
+        lines = ["# meanfield phase-diagram CONFIG.toml", *toml_table(self._path, self.to_dict(), type(self))]
+        return "\n".join(lines) + "\n"
 
     @property
     def n_steps(self) -> int:
@@ -185,7 +300,8 @@ class PhaseDiagramConfig:
 
 
 def load_phase_config(path) -> PhaseDiagramConfig:
-    """Read ``[phase_diagram]`` (or the top level) of a TOML file; unknown keys are refused by name.
+    """Read ``[phase_diagram]`` (or the top level) of a TOML file through the config schema
+    (:meth:`PhaseDiagramConfig.from_dict`); unknown keys, wrong types and values out of range are refused by name.
 
     Parameters
     ----------
@@ -198,37 +314,18 @@ def load_phase_config(path) -> PhaseDiagramConfig:
 
     Raises
     ------
+    ConfigError
+        A missing or unreadable file, invalid TOML, a table that is not one, both ``betas`` and ``beta_range`` or a
+        bad ``beta_range``, an unknown key or a refused value (the message starts with the file).
     ValueError
-        A missing file, invalid TOML, a table that is not one, both ``betas`` and ``beta_range`` or a bad
-        ``beta_range``, unknown keys, or values :class:`PhaseDiagramConfig` refuses.
+        What :class:`PhaseDiagramConfig` refuses across fields (``t_final`` not a whole number of steps, sizes
+        above the memory limit).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"phase-diagram config {str(path)!r} does not exist")
+    data = read_toml_file(path, "phase-diagram config")
     try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"phase-diagram config {path} is not valid TOML: {err}") from None
-    data = data.get("phase_diagram", data)
-    if not isinstance(data, dict):
-        raise ValueError(f"phase_diagram must be a table of settings ([phase_diagram] in TOML); received {data!r}")
-    data = dict(data)
-    if "beta_range" in data:
-        if "betas" in data:
-            raise ValueError(f"phase_diagram takes one of betas (a list) and beta_range ([beta_min, beta_max, count]); "
-                             f"received both: betas = {data['betas']!r}, beta_range = {data['beta_range']!r}")
-        r = data.pop("beta_range")
-        if not isinstance(r, (list, tuple)) or len(r) != 3:
-            raise ValueError(f"beta_range must be a list [beta_min, beta_max, count]; received {r!r}")
-        lo = validate.real("beta_range[0]", r[0], positive=True)
-        hi = validate.real("beta_range[1]", r[1], lo, what=f"a finite number >= beta_range[0] = {lo:g}")
-        data["betas"] = tuple(np.linspace(lo, hi, validate.integer("beta_range[2]", r[2], 1)))
-    allowed = set(PhaseDiagramConfig.__dataclass_fields__)
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ValueError(f"phase_diagram allows the keys {sorted(allowed | {'beta_range'})}; received unknown "
-                         f"keys {unknown}")
-    return PhaseDiagramConfig(**data)
+        return PhaseDiagramConfig.from_dict(data.get("phase_diagram", data), "phase_diagram")
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
 
 
 def _cell(config, beta):
@@ -298,7 +395,8 @@ def phase_diagram(config=None, *, scheduler=None, progress=None) -> xr.Dataset:
     config : PhaseDiagramConfig, optional
         The diagram.
     scheduler : str, optional
-        A dask scheduler of ``PHASE_SCHEDULERS`` (None: a loop here).
+        A local dask scheduler of :data:`meanfield.workflow.tasks.EXECUTORS` (None: a loop here, with a progress
+        bar); the cells run through :func:`~meanfield.workflow.tasks.compute_tasks` either way.
     progress : bool, optional
         Progress bar (None: only on a terminal).
 
@@ -316,20 +414,13 @@ def phase_diagram(config=None, *, scheduler=None, progress=None) -> xr.Dataset:
     if not isinstance(config, PhaseDiagramConfig):
         raise ValueError(f"config must be a PhaseDiagramConfig; received {type(config).__name__}")
     if scheduler is not None:
-        validate.choice("scheduler", scheduler, PHASE_SCHEDULERS)
+        validate.choice("scheduler", scheduler, EXECUTORS)
     if progress is not None:
         validate.boolean("progress", progress)
     estimate_phase_diagram(config).check("fewer betas, a smaller batch or n, a larger dt or a shorter t_final")
     started = time.perf_counter()
-    if scheduler is None:
-        from tqdm import tqdm
-
-        cells = [_cell(config, b) for b in tqdm(config.betas, desc="phase diagram (beta)",
-                                                 disable=None if progress is None else not progress)]
-    else:
-        import dask
-
-        cells = dask.compute(*[dask.delayed(_cell)(config, b) for b in config.betas], scheduler=scheduler)
+    cells = compute_tasks(functools.partial(_cell, config), config.betas, executor=scheduler, progress=progress,
+                          desc="phase diagram (beta)")
     data = {m: (("beta", "t"), np.stack([c[m] for c in cells])) for m in MEASURES}
     data["equiangular_time"] = (("beta",), equiangular_curve(config))
     attrs = {"schema_version": results.SCHEMA_VERSION, "kind": "phase_diagram",
@@ -337,31 +428,47 @@ def phase_diagram(config=None, *, scheduler=None, progress=None) -> xr.Dataset:
     return xr.Dataset(data, coords={"beta": list(config.betas), "t": config.times}, attrs=attrs)
 
 
-def run_phase_diagram(config_path, out_dir, *, scheduler=None, progress=None) -> list[Path]:
-    """What ``meanfield phase-diagram`` does: run, save ``phase_diagram.nc`` and ``phase_diagram.png``.
+def run_phase_diagram(config_path, out_dir, *, scheduler=None, progress=None, force=False) -> list[Path]:
+    """What ``meanfield phase-diagram`` does: run, save ``phase_diagram.nc`` (with provenance) and
+    ``phase_diagram.png`` into ``out_dir``, the one shape of every job (:class:`~meanfield.workflow.jobs.JobFolder`:
+    the folder locked while it writes, a finished diagram refused unless ``force``, stale temporaries removed).
 
     Parameters
     ----------
     config_path : str or path-like
         The TOML file.
     out_dir : str or path-like
-        The output folder.
+        The output folder (made if missing).
     scheduler, progress
         As for :func:`phase_diagram`.
+    force : bool
+        Replace a finished diagram (and its figure).
 
     Returns
     -------
     list of pathlib.Path
         The two files.
+
+    Raises
+    ------
+    ResultExists
+        A finished diagram in ``out_dir`` without ``force`` (:class:`meanfield.workflow.jobs.ResultExists`).
+    FolderInUse
+        Another process writes into ``out_dir``.
+    ValueError
+        What :func:`load_phase_config` and :func:`phase_diagram` refuse, an empty ``out_dir`` or a non-boolean
+        ``force``.
     """
     from .plotting import phase_diagram_figure
 
     config = load_phase_config(config_path)
-    out = Path(out_dir)
-    print(f"meanfield phase-diagram: {len(config.betas)} betas x {len(config.times)} times, "
-          f"{config.batch} systems of {config.n} tokens -> {out}/", file=sys.stderr)
-    ds = phase_diagram(config, scheduler=scheduler, progress=progress)
-    nc = results.save(ds, out / "phase_diagram.nc")
-    png = out / "phase_diagram.png"
-    phase_diagram_figure(ds, config.pair_threshold, config.cluster_threshold).savefig(png, dpi=110)
-    return [nc, png]
+    with JobFolder(out_dir, "phase_diagram.nc", force=force, what="phase diagram",
+                   outputs=("phase_diagram.png",)) as folder:
+        print(f"meanfield phase-diagram: {len(config.betas)} betas x {len(config.times)} times, "
+              f"{config.batch} systems of {config.n} tokens -> {folder.path}/", file=sys.stderr)
+        ds = phase_diagram(config, scheduler=scheduler, progress=progress)
+        folder.remove_previous()                     # the checks of phase_diagram passed
+        folder.save(ds)
+        folder.save_figure(phase_diagram_figure(ds, config.pair_threshold, config.cluster_threshold),
+                           "phase_diagram.png", dpi=110)
+    return list(folder.paths)

@@ -113,6 +113,11 @@ def estimate_cost(config: RunConfig, *, pilot=True) -> dict:
         ``memory_bytes`` and ``seconds`` (floats), the parts ``pde_s``, ``particles_s``, ``w2_s``,
         ``outputs_s``, the predicted ``pde_t_stop`` and ``frames`` (reached by both runs), and
         ``piloted`` (whether the PDE was run) and ``notes`` (str: what the estimate assumed).
+
+    Raises
+    ------
+    ValueError
+        ``config`` not a RunConfig, a non-boolean ``pilot``, or a positions file the config cannot use.
     """
     if not isinstance(config, RunConfig):
         raise ValueError(f"config must be a RunConfig; received {type(config).__name__}")
@@ -178,7 +183,7 @@ def _estimate(config, pilot):
         notes.append("the PDE is assumed to reach t_final (it stops earlier if its resolution monitor trips)")
 
     # particles: one velocity timed (or the sums' model), the evaluation count of the run
-    system = ParticleSystem(heads, summation=ps.sums, tolerance=SPECTRAL_TOL, nu=nu)
+    system = ParticleSystem(heads, summation=ps.sums, kernel_tol=SPECTRAL_TOL, nu=nu)
     spectral = system.uses_spectral(n)
     t_vel = SPECTRAL_VELOCITY_S[0] + SPECTRAL_VELOCITY_S[1] * n if spectral else system.direct_cost(n)["seconds"]
     X0 = None
@@ -240,7 +245,12 @@ def _estimate(config, pilot):
 
 
 def available_memory() -> float | None:
-    """Bytes of memory available to a new run (``MemAvailable`` of /proc/meminfo), or None if unknown."""
+    """Bytes of memory available to a new run (``MemAvailable`` of /proc/meminfo), or None if unknown.
+
+    Returns
+    -------
+    float or None
+    """
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -263,10 +273,23 @@ def preflight(config: RunConfig, force=False) -> list[str]:
       its negative mass below ``pde.negative_tol`` (otherwise the PDE would stop at t = 0);
     * the estimated peak memory (:func:`estimate_cost`) fits in the available memory, unless ``force``.
 
+    Parameters
+    ----------
+    config : RunConfig
+        The run.
+    force : bool
+        Skip the memory check.
+
     Returns
     -------
     list of str
         Lines to print: the estimate of time and memory, and the values checked.
+
+    Raises
+    ------
+    ValueError
+        ``config`` not a RunConfig, a non-boolean ``force``, a kernel that overflows, an initial density not
+        resolved at ``pde.lmax``, or a run above the available memory (each naming the keys to change).
     """
     from ..analysis.field_diagnostics import field_negative_mass, field_spectral_tail
     from ..core.heads import check_exp_range

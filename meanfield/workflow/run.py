@@ -62,7 +62,24 @@ def __getattr__(name):
 
 
 def build_heads(config: RunConfig) -> tuple[Head, ...]:
-    """Heads in d = 3 from ``config.heads``: zonal ``M = V = lam I``, or general ``M``, ``V`` (inline or .npy)."""
+    """Heads in d = 3 from ``config.heads``: zonal ``M = V = lam I``, or general ``M``, ``V`` (inline or .npy).
+
+    Parameters
+    ----------
+    config : RunConfig
+        A config (or any object whose ``heads`` are :class:`~meanfield.workflow.config.HeadConfig` s, such as an
+        :class:`~meanfield.workflow.equilibria_config.EquilibriaConfig`).
+
+    Returns
+    -------
+    tuple of Head
+
+    Raises
+    ------
+    ValueError
+        A matrix file that does not load, a matrix that is not a finite real 3x3 one (named ``heads[i].M`` /
+        ``.V``), or what :class:`~meanfield.core.heads.Head` refuses.
+    """
     def matrix(h, i, which):
         value = getattr(h, which)
         if isinstance(value, str):
@@ -86,7 +103,20 @@ def build_heads(config: RunConfig) -> tuple[Head, ...]:
 
 def initial_density(config: RunConfig, grid: SphereGrid):
     """Initial coefficients ``rho_lm0`` (nalm,) on ``grid``: the config's vMF mixture, or its
-    ``initial.coefficients`` file or ``initial.profile`` (:mod:`meanfield.workflow.inputs`)."""
+    ``initial.coefficients`` file or ``initial.profile`` (:mod:`meanfield.workflow.inputs`).
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run.
+    grid : SphereGrid
+        The grid of the coefficients.
+
+    Returns
+    -------
+    ndarray, shape (nalm,)
+        The coefficients, mass 1.
+    """
     ic = config.initial
     if ic.coefficients is not None:
         from .inputs import density_from_coefficients, load_array
@@ -102,7 +132,17 @@ def initial_density(config: RunConfig, grid: SphereGrid):
 
 
 def initial_particles(config: RunConfig):
-    """The tokens (n, 3) of ``particles.positions``, or None when they are sampled from the density."""
+    """The tokens (n, 3) of ``particles.positions``, or None when they are sampled from the density.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run.
+
+    Returns
+    -------
+    ndarray, shape (n, 3), or None
+    """
     if config.particles.positions is None:
         return None
     from .inputs import load_positions
@@ -136,6 +176,12 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
     xarray.Dataset
         Dimensions ``time`` (``integrator.n_frames``), ``particle`` (n), ``dim`` (3), ``head`` (H),
         ``lat``, ``lon`` (display grid ``2 (lmax+1) x 4 (lmax+1)``), ``l``, ``m`` (lmax+1 each).
+
+    Raises
+    ------
+    ValueError
+        ``config`` not a RunConfig, a non-boolean ``progress``, a positions file the config cannot use, or what
+        the paired run refuses (heads, sizes above the cost limits).
     """
     config = RunConfig() if config is None else config
     if not isinstance(config, RunConfig):
@@ -156,7 +202,19 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
 
 def paired_settings(config: RunConfig) -> dict:
     """Keywords of :func:`~meanfield.workflow.paired.paired_run` the main job takes from ``config`` (besides the heads,
-    the start, the sizes and the times): sampling, seed, noise, integrators, monitor, transport grid, W2."""
+    the start, the sizes and the times): sampling, seed, noise, integrators, monitor, transport grid, W2.
+
+    Parameters
+    ----------
+    config : RunConfig
+        The run.
+
+    Returns
+    -------
+    dict
+        ``particles``, ``pde``, ``transport`` (the settings objects of :mod:`meanfield.workflow.paired`), ``seed``
+        and ``nu``.
+    """
     ic, lmax = config.integrator, config.pde.lmax
     step = StepControl(dt=ic.dt, rtol=ic.rtol, atol=ic.atol)
     return dict(particles=ParticleSettings(sampling=config.particles.sampling, sums="auto", spectral_tol=SPECTRAL_TOL,

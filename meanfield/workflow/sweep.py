@@ -41,9 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import validate
 from ..core.choices import SWEEP_MODES
-from .config import ConfigError, RunConfig, load_config, read_toml_file
+from .config import RunConfig, load_config
+from .schema import ConfigError, check_keys, choice_check, read_toml_file
 from .tasks import call_task, read_index, run_tasks
 
 __all__ = ["SweepSpec", "load_sweep_spec", "run_sweep", "load_sweep", "run_point", "compute_point"]
@@ -106,10 +106,7 @@ class SweepSpec:
     points: tuple = field(init=False)
 
     def __post_init__(self):
-        try:
-            validate.choice("mode", self.mode, list(SWEEP_MODES))
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
+        choice_check(SWEEP_MODES)("mode", self.mode)
         if not isinstance(self.parameters, dict) or not self.parameters:
             raise ConfigError(f"parameters must be a table naming at least one key to sweep; received "
                               f"{self.parameters!r}")
@@ -180,9 +177,7 @@ def load_sweep_spec(path) -> SweepSpec:
     """
     path = Path(path)
     data = read_toml_file(path, "sweep")
-    unknown = set(data) - {"base", "base_config", "mode", "parameters"}
-    if unknown:
-        raise ConfigError(f"unknown sweep keys {sorted(unknown)}; allowed: base, base_config, mode, parameters")
+    check_keys(data, ["base", "base_config", "mode", "parameters"])
     if "base" in data and not isinstance(data["base"], str):
         raise ConfigError(f"base must be a config file name (a string); received {data['base']!r}")
     if "base_config" in data and not isinstance(data["base_config"], dict):

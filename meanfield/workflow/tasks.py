@@ -9,6 +9,10 @@ failures recorded without stopping the others, and the folder locked for the who
 (:class:`~meanfield.workflow.jobs.FolderLock`).  :func:`meanfield.workflow.sweep.run_sweep` is
 ``run_tasks`` over main-job configs, and a study can farm its own tasks out the same way (e.g.
 ``studies/continuum_scale``: one PDE solve, then the (n, seed) particle runs on a LocalCluster).
+
+Every task of the package is executed by :func:`iter_tasks`: on a client for :func:`run_tasks` (the sweep, the
+transition map), in this process for :func:`compute_tasks` (a plain loop or a local dask scheduler of
+:data:`EXECUTORS`: the phase diagram's cells, which keep no files).
 """
 
 from __future__ import annotations
@@ -26,7 +30,12 @@ from ..core import validate
 from .inputs import parse_json
 from .jobs import FolderLock
 
-__all__ = ["run_tasks", "call_task", "NpzStore", "NetCDFStore", "STORES", "read_index"]
+__all__ = ["run_tasks", "iter_tasks", "compute_tasks", "call_task", "NpzStore", "NetCDFStore", "STORES", "read_index",
+           "EXECUTORS"]
+
+EXECUTORS = ("threads", "processes", "synchronous")
+"""The local dask schedulers of :func:`iter_tasks` / :func:`compute_tasks` (``dask.compute`` in this process;
+None: a plain loop).  An existing scheduler's *address* is :func:`run_tasks`' ``scheduler`` instead."""
 
 
 def call_task(func, args) -> dict:
@@ -50,6 +59,153 @@ def call_task(func, args) -> dict:
     except Exception as err:  # noqa: BLE001 - a failed task is recorded, the others go on
         return {"status": "failed", "error": f"{type(err).__name__}: {err}", "seconds": time.perf_counter() - started}
     return {"status": "done", "error": "", "seconds": time.perf_counter() - started, "result": result}
+
+
+def _run_one(func, args, catch):
+    """What one task runs: :func:`call_task` (``catch``) or ``func(args)`` itself (its exception propagates)."""
+    return call_task(func, args) if catch else func(args)
+
+
+def iter_tasks(func, inputs, *, executor=None, client=None, keys=None, retries=2, catch=True, progress=None,
+               desc="tasks", done=0):
+    """Run ``func`` on each of ``inputs`` and yield ``(i, outcome)`` as each task ends: where every task of the
+    package is executed (:func:`run_tasks` on a dask.distributed client, :func:`compute_tasks` in this process).
+
+    Three ways, one outcome: a plain loop here (``executor`` and ``client`` None), ``dask.compute`` on a local
+    scheduler of :data:`EXECUTORS` (the outcomes in order once all have ended), or futures on a
+    ``distributed.Client`` (as they complete; a task whose worker dies is re-run ``retries`` times).  The tasks
+    are the same calls whatever runs them, so their results are the same, bit for bit.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(x) -> result``; picklable (a module-level function or a ``functools.partial`` of one) for the
+        ``"processes"`` executor and a client.
+    inputs : sequence
+        The argument of each task.
+    executor : str, optional
+        A local dask scheduler of :data:`EXECUTORS` (None: the loop, or the client).
+    client : distributed.Client, optional
+        Submit the tasks to this client (not with ``executor``).
+    keys : sequence of str, optional
+        Dask key prefixes of the client's tasks, one per input (a random run id is appended: a client never hands
+        back a result it holds under the same key); default ``task-<i>``.
+    retries : int
+        Extra attempts (``>= 0``) of a client's task that raised inside dask (e.g. its worker died).
+    catch : bool
+        Outcomes are :func:`call_task` dicts (a raising task, or a lost worker, is a ``"failed"`` outcome and the
+        others go on); False: the bare results, and the first exception propagates.
+    progress : bool, optional
+        Progress bar (None: only on a terminal).
+    desc : str
+        The progress bar's label.
+    done : int
+        Tasks finished earlier, counted on the bar (``>= 0``).
+
+    Returns
+    -------
+    iterator of (int, object)
+        The index of the input and its outcome, each once.
+
+    Raises
+    ------
+    ValueError
+        ``func`` not callable, an unknown ``executor``, both ``executor`` and ``client``, ``keys`` of another
+        length, or bad ``retries``, ``catch``, ``progress`` or ``done``; checked before any task starts.
+    """
+    if not callable(func):
+        raise ValueError(f"func must be callable; received {func!r}")
+    if executor is not None:
+        validate.choice("executor", executor, list(EXECUTORS))
+        if client is not None:
+            raise ValueError(f"executor (a local dask scheduler) and client exclude each other; received executor = "
+                             f"{executor!r} and a client")
+    retries, done = validate.integer("retries", retries, 0), validate.integer("done", done, 0)
+    validate.boolean("catch", catch)
+    if progress is not None:
+        validate.boolean("progress", progress)
+    inputs = list(inputs)
+    keys = [f"task-{i}" for i in range(len(inputs))] if keys is None else list(keys)
+    if len(keys) != len(inputs):
+        raise ValueError(f"keys must have one entry per input ({len(inputs)}); received {len(keys)}")
+    outcomes = _outcomes(func, inputs, executor, client, keys, retries, bool(catch))
+    return _counted(outcomes, len(inputs), done, progress, desc)
+
+
+def _outcomes(func, inputs, executor, client, keys, retries, catch):
+    if client is not None:
+        from distributed import as_completed
+
+        # a key unique to this call: dask hands back a held future's result for a key it already has, so
+        # two runs sharing a client (two folders, or one re-run) must never reuse ``<prefix>-p0000``
+        run_id = uuid.uuid4().hex[:12]
+        futures = {client.submit(_run_one, func, x, catch, key=f"{k}-{run_id}", retries=retries, pure=False): i
+                   for i, (k, x) in enumerate(zip(keys, inputs))}
+        for fut in as_completed(futures):
+            try:
+                outcome = fut.result()
+            except Exception as err:  # noqa: BLE001 - e.g. KilledWorker after all retries
+                if not catch:
+                    raise
+                outcome = {"status": "failed", "error": f"{type(err).__name__}: {err}"}
+            fut.release()
+            yield futures[fut], outcome
+    elif executor is not None:
+        import dask
+
+        yield from enumerate(dask.compute(*[dask.delayed(_run_one)(func, x, catch) for x in inputs],
+                                          scheduler=executor))
+    else:
+        for i, x in enumerate(inputs):
+            yield i, _run_one(func, x, catch)
+
+
+def _counted(outcomes, total, done, progress, desc):
+    """The outcomes, a progress bar advancing as each is handled (after the consumer is done with it)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=done + total, initial=done, desc=desc, disable=None if progress is None else not progress)
+    try:
+        for item in outcomes:
+            yield item
+            bar.update(1)
+    finally:
+        bar.close()
+
+
+def compute_tasks(func, inputs, *, executor=None, progress=None, desc="tasks") -> list:
+    """``[func(x) for x in inputs]`` through :func:`iter_tasks` in this process: a plain loop with a progress bar
+    (``executor`` None) or ``dask.compute`` on a local scheduler; no folder, no index, nothing kept (the cells of
+    :func:`meanfield.workflow.phase_diagram.phase_diagram`).
+
+    Parameters
+    ----------
+    func : callable
+        ``func(x) -> result`` (picklable for ``"processes"``).
+    inputs : sequence
+        The argument of each task.
+    executor : str, optional
+        A local dask scheduler of :data:`EXECUTORS` (None: the loop).
+    progress : bool, optional
+        Progress bar (None: only on a terminal).
+    desc : str
+        The progress bar's label.
+
+    Returns
+    -------
+    list
+        The results, in the order of ``inputs``.
+
+    Raises
+    ------
+    ValueError
+        What :func:`iter_tasks` refuses; a task's own exception propagates.
+    """
+    inputs = list(inputs)
+    results = [None] * len(inputs)
+    for i, result in iter_tasks(func, inputs, executor=executor, catch=False, progress=progress, desc=desc):
+        results[i] = result
+    return results
 
 
 class NetCDFStore:
@@ -266,8 +422,7 @@ def _fingerprint(value):
 
 def _run_tasks_locked(func, points, inputs, explicit, out, store, scheduler, n_workers, retries, progress, client,
                       key_prefix, desc):
-    from distributed import Client, LocalCluster, as_completed
-    from tqdm import tqdm
+    from distributed import Client, LocalCluster
 
     _remove_partials(out)
     index = read_index(out)
@@ -295,29 +450,21 @@ def _run_tasks_locked(func, points, inputs, explicit, out, store, scheduler, n_w
         client = (Client(scheduler) if scheduler else
                   Client(LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True)))
     try:
-        # a key unique to this call: dask hands back a held future's result for a key it already has, so
-        # two runs sharing a client (two folders, or one re-run) must never reuse ``<prefix>-p0000``
-        run_id = uuid.uuid4().hex[:12]
-        futures = {client.submit(call_task, func, args[r["id"]], key=f"{key_prefix}-{r['id']}-{run_id}",
-                                 retries=retries, pure=False): r for r in todo}
-        bar = tqdm(total=len(rows), initial=len(rows) - len(todo), desc=desc,
-                   disable=None if progress is None else not progress)
-        for fut in as_completed(futures):
-            row = futures[fut]
+        outcomes = iter_tasks(func, [args[r["id"]] for r in todo], client=client, retries=retries,
+                              keys=[f"{key_prefix}-{r['id']}" for r in todo], progress=progress, desc=desc,
+                              done=len(rows) - len(todo))
+        for k, result in outcomes:               # call_task's dicts (a lost worker's is a failed one)
+            row = todo[k]
             try:
-                result = fut.result()
                 value = result.pop("result", None)
                 if result["status"] == "done":     # the client writes, atomically, where the index says
                     store.save(value, out / row["path"])
                     if not store.loads(out / row["path"]):
                         result.update(status="failed", error=f"{row['path']} was written but does not load")
                 row.update(result)
-            except Exception as err:  # noqa: BLE001 - e.g. KilledWorker after all retries
+            except Exception as err:  # noqa: BLE001 - a result the store refuses is a failed point
                 row.update(status="failed", error=f"{type(err).__name__}: {err}")
-            fut.release()
             _write_index(out, rows)
-            bar.update(1)
-        bar.close()
         _remove_partials(out)                    # every task has ended: any temporary file is a killed attempt's
     finally:
         if own:

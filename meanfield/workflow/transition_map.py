@@ -21,16 +21,28 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
 from ..analysis.phase_transition import beta_star_bessel, phase_transition
-from ..core import cost, validate
+from ..core import cost
 from ..core.kernels import NORMALIZATIONS
-from .config import ConfigError, read_toml_file, unique_list
+from .jobs import JobFolder
+from .schema import (
+    ConfigError,
+    Section,
+    choice_check,
+    config_field,
+    integer_check,
+    optional_check,
+    read_toml_file,
+    real_check,
+    toml_table,
+    unique_list,
+)
 from .tasks import run_tasks
 
 __all__ = ["TransitionMapConfig", "load_map_config", "map_cell", "transition_map", "run_transition_map",
@@ -40,8 +52,13 @@ MAP_FILE, MAP_FIGURE = "transition_map.nc", "transition_map.png"
 QUANTITIES = ("nu_sharp", "nu_2", "nu_fold", "nu_global", "lmax", "discretization_change")
 
 
+def _distinct(item):
+    """The checker of a non-empty list of distinct values, each checked by ``item``."""
+    return lambda path, v: unique_list(path, v, item)
+
+
 @dataclass(frozen=True)
-class TransitionMapConfig:
+class TransitionMapConfig(Section):
     """The grid: ``d`` (integers >= 2), and ``beta`` (absolute) or ``beta_ratio`` (multiples of beta_*^(d)),
     ``normalization`` (mean, softmax or sinkhorn) and the ladder's first ``lmax`` (None: the default ladder).
 
@@ -65,32 +82,62 @@ class TransitionMapConfig:
         unknown normalization.
     """
 
-    d: tuple = (2, 3)
-    beta: tuple | None = None
-    beta_ratio: tuple | None = (0.5, 2.0)
-    normalization: str = "mean"
-    lmax: int | None = None
+    _path = "map"
+    d: tuple = config_field(_distinct(integer_check(2, 4096)), (2, 3),
+                            "dimensions d of R^d (states on S^(d-1)), distinct")
+    beta: tuple | None = config_field(optional_check(_distinct(real_check(0, lo_open=True))), None,
+                                      "inverse temperatures (absolute), distinct; or beta_ratio, not both")
+    beta_ratio: tuple | None = config_field(optional_check(_distinct(real_check(0, lo_open=True))), (0.5, 2.0),
+                                            "multiples of beta_*^(d), distinct; or beta, not both")
+    normalization: str = config_field(choice_check(NORMALIZATIONS), "mean", f"one of {list(NORMALIZATIONS)}")
+    lmax: int | None = config_field(optional_check(integer_check(8, 512)), None,
+                                    "first degree of the ladder (omitted: the default)")
 
     def __post_init__(self):
-        def values(name, v, check):
-            return unique_list(f"map.{name}", v, check)
-
-        def err(f, *a, **k):
-            try:
-                return f(*a, **k)
-            except ValueError as e:
-                raise ConfigError(str(e)) from None
-
-        object.__setattr__(self, "d", values("d", self.d, lambda p, x: err(validate.integer, p, x, 2, 4096)))
+        # the fields' own checks (those of from_dict, so that both ways of building one say the same), in order
+        check = {f.name: f.metadata["check"] for f in fields(self)}
+        object.__setattr__(self, "d", check["d"]("map.d", self.d))
         if (self.beta is None) == (self.beta_ratio is None):
             raise ConfigError(f"map needs exactly one of beta (absolute) or beta_ratio (multiples of beta_*^(d)); "
                               f"received beta = {self.beta!r}, beta_ratio = {self.beta_ratio!r}")
-        name = "beta" if self.beta is not None else "beta_ratio"
-        object.__setattr__(self, name, values(name, getattr(self, name),
-                                              lambda p, x: err(validate.real, p, x, positive=True)))
-        err(validate.choice, "map.normalization", self.normalization, list(NORMALIZATIONS))
-        if self.lmax is not None:
-            object.__setattr__(self, "lmax", err(validate.integer, "map.lmax", self.lmax, 8, 512))
+        for name in (self.axis, "normalization", "lmax"):
+            object.__setattr__(self, name, check[name](f"map.{name}", getattr(self, name)))
+
+    @classmethod
+    def from_dict(cls, d, path=None):
+        """The validated grid of a ``[map]`` table (``beta`` alone replaces the default ``beta_ratio``).
+
+        Parameters
+        ----------
+        d : dict
+            The table.
+        path : str, optional
+            Its key in messages (default ``"map"``).
+
+        Returns
+        -------
+        TransitionMapConfig
+
+        Raises
+        ------
+        ConfigError
+            Not a table, an unknown key, or a value refused (named ``map.<key>``), both or neither of ``beta`` and
+            ``beta_ratio``.
+        """
+        if isinstance(d, dict) and "beta" in d and "beta_ratio" not in d:
+            d = {**d, "beta_ratio": None}
+        return super().from_dict(d, path)
+
+    def to_toml(self) -> str:
+        """TOML text of the grid, the ``[map]`` table with each key's description (the inverse of
+        :func:`load_map_config`).
+
+        Returns
+        -------
+        str
+        """
+        return "\n".join(["# meanfield equilibria --map MAP.toml", *toml_table("map", self.to_dict(), type(self))]) \
+            + "\n"
 
     @property
     def axis(self) -> str:
@@ -147,15 +194,8 @@ def load_map_config(path) -> TransitionMapConfig:
     data = read_toml_file(path, "map")
     if set(data) != {"map"} or not isinstance(data["map"], dict):
         raise ConfigError(f"{path}: a map file holds one table [map]; received the keys {sorted(data)}")
-    allowed = ["d", "beta", "beta_ratio", "normalization", "lmax"]
-    unknown = sorted(set(data["map"]) - set(allowed))
-    if unknown:
-        raise ConfigError(f"{path}: unknown key map.{unknown[0]}; allowed keys in map: {allowed}")
-    kw = dict(data["map"])
-    if "beta" in kw and "beta_ratio" not in kw:
-        kw["beta_ratio"] = None
     try:
-        return TransitionMapConfig(**kw)
+        return TransitionMapConfig.from_dict(data["map"], "map")
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
 
@@ -262,7 +302,9 @@ def transition_map(config: TransitionMapConfig, out_dir, *, scheduler=None, n_wo
 
 def run_transition_map(config_path, out_dir, *, scheduler=None, n_workers=2, progress=None, force=False) -> dict:
     """What ``meanfield equilibria --map`` does: the map of ``config_path`` into ``out_dir``
-    (``transition_map.nc``, ``transition_map.png``; the cells' files in ``out_dir/tasks``, kept for reruns).
+    (``transition_map.nc``, ``transition_map.png``; the cells' files in ``out_dir/tasks``, kept for reruns), the
+    one shape of every job (:class:`~meanfield.workflow.jobs.JobFolder`: the folder locked while it writes, a finished
+    map refused unless ``force``, stale temporaries removed, the dataset saved with provenance, the figure after it).
 
     Parameters
     ----------
@@ -282,25 +324,23 @@ def run_transition_map(config_path, out_dir, *, scheduler=None, n_workers=2, pro
 
     Raises
     ------
+    ResultExists
+        A finished map in ``out_dir`` without ``force`` (:class:`meanfield.workflow.jobs.ResultExists`; finished
+        cells are kept and reused with ``force``).
+    FolderInUse
+        Another process writes into ``out_dir``.
     ValueError
-        A finished map in ``out_dir`` without ``force``, or what :func:`load_map_config` (ConfigError) or
-        :func:`transition_map` refuses.
+        What :func:`load_map_config` (ConfigError) or :func:`transition_map` refuses.
     """
     config = load_map_config(config_path)
-    out = Path(out_dir)
-    nc = out / MAP_FILE
-    if nc.exists() and not force:
-        raise ValueError(f"out_dir {str(out)!r} already holds a finished map ({MAP_FILE}); choose another output "
-                         f"folder, or pass --force to replace it (finished cells are kept and reused)")
-    ds = transition_map(config, out, scheduler=scheduler, n_workers=n_workers, progress=progress)
-    from .plotting import transition_map_figure
-    from .results import provenance, save
+    with JobFolder(out_dir, MAP_FILE, force=force, what="map", outputs=(MAP_FIGURE,)) as folder:
+        ds = transition_map(config, folder.path, scheduler=scheduler, n_workers=n_workers, progress=progress)
+        from .plotting import transition_map_figure
 
-    ds.attrs.update(provenance())
-    paths = [save(ds, nc)]
-    transition_map_figure(ds).savefig(out / MAP_FIGURE, dpi=110)
-    paths.append(out / MAP_FIGURE)
+        folder.remove_previous()                     # the checks of transition_map passed
+        folder.save(ds)
+        folder.save_figure(transition_map_figure(ds), MAP_FIGURE, dpi=110)
     failed = [f"d = {int(d)}, {config.axis} = {x:g}: {ds['error'].values[i, j]}"
               for i, d in enumerate(ds["d"].values) for j, x in enumerate(ds[config.axis].values)
               if ds["discontinuous"].values[i, j] < 0]
-    return {"dataset": ds, "paths": paths, "failures": failed}
+    return {"dataset": ds, "paths": list(folder.paths), "failures": failed}
