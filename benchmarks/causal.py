@@ -54,8 +54,8 @@ def spectral_sums(cfg, lambdas=LAMBDAS, beta=BETA):
 
     heads = mf.scalar_heads(lambdas, d=3, beta=beta, normalization="softmax")
     X = mf.initial.uniform_sphere(cfg["n"], 3, seed=36)
-    causal = CausalSystem(heads, summation="spectral", tolerance=TOL)
-    plain = mf.ParticleSystem(heads, summation="spectral", tolerance=TOL)
+    causal = CausalSystem(heads, summation="spectral", kernel_tol=TOL)
+    plain = mf.ParticleSystem(heads, summation="spectral", kernel_tol=TOL)
     t_causal, t_plain = _best_interleaved([lambda: causal.velocity(X), lambda: plain.velocity(X)], cfg["repeats"])
     m = cfg["n_check"]
     err = float(np.abs(causal.velocity(X)[:m] - CausalSystem(heads).velocity(X[:m], np.full(m, 1.0 / cfg["n"]))).max())

@@ -122,10 +122,10 @@ def test_spectral_prefix_sums_match_direct(rng, d, normalization):
     w = rng.uniform(0.5, 2.0, n)
     direct = CausalSystem(heads).velocity(X, w)
     for block in (1, 16, 64, 200):            # one token per block, several blocks, one block larger than n
-        spec = CausalSystem(heads, summation="spectral", tolerance=1e-10, block=block)
+        spec = CausalSystem(heads, summation="spectral", kernel_tol=1e-10, block=block)
         np.testing.assert_allclose(spec.velocity(X, w), direct, rtol=0, atol=SPECTRAL_AGREEMENT)
     # a small chunk budget: several chunks of whole blocks (the prefix carried across chunks)
-    spec = CausalSystem(heads, summation="spectral", tolerance=1e-10, block=8, chunk_bytes=20000)
+    spec = CausalSystem(heads, summation="spectral", kernel_tol=1e-10, block=8, chunk_bytes=20000)
     np.testing.assert_allclose(spec.velocity(X, w), direct, rtol=0, atol=SPECTRAL_AGREEMENT)
 
 
@@ -133,7 +133,7 @@ def test_spectral_accuracy_follows_tolerance(rng):
     heads = scalar_heads([1.0], 3, beta=6.0, normalization="softmax")
     X = _tokens(rng, 200, 3)
     direct = CausalSystem(heads).velocity(X)
-    errs = [np.abs(CausalSystem(heads, summation="spectral", tolerance=t).velocity(X) - direct).max()
+    errs = [np.abs(CausalSystem(heads, summation="spectral", kernel_tol=t).velocity(X) - direct).max()
             for t in (1e-4, 1e-7, 1e-10)]
     # each tolerance is met with margin (the bound is about tolerance x prefix/own weight; measured far below)
     assert errs[0] < 1e-2 and errs[1] < 1e-5 and errs[2] < 1e-8
@@ -177,8 +177,8 @@ def test_causal_system_refusals(rng):
         cs.velocity(_tokens(rng, 4, 3), np.ones(5))
     with pytest.raises(ValueError, match=r"y must be a real array of shape \(n, 3\)"):
         cs.rhs(0.0, np.ones((4, 2)))
-    with pytest.raises(ValueError, match=r"tolerance must be"):
-        CausalSystem(scalar_heads([1.0], 3), summation="spectral", tolerance=0.5)
+    with pytest.raises(ValueError, match=r"kernel_tol must be"):
+        CausalSystem(scalar_heads([1.0], 3), summation="spectral", kernel_tol=0.5)
 
 
 # ------------------------------------------------------------------ the continuum
@@ -231,7 +231,7 @@ def test_continuum_velocity_is_the_limit_of_the_particle_velocities(normalizatio
     pde = CausalCirclePDE(heads, 48, positions=16)
     prof = _bump(0.5)
     Xq = np.fft.rfft(pde.velocity(pde.project(prof)), axis=1) / pde.theta.size
-    sp = CausalSystem(heads, summation="spectral", tolerance=1e-8)
+    sp = CausalSystem(heads, summation="spectral", kernel_tol=1e-8)
     rms = []
     for n in (500, 8000):
         X = sample_tokens(np.random.default_rng(3), n, prof, 1.5)
@@ -258,7 +258,7 @@ def test_particles_approach_the_continuum_in_w2():
     tr = integrate(pde.rhs, pde.state(pde.project(prof)), (0.0, T), method="dopri5",
                    step=StepControl(rtol=1e-9, atol=1e-11), save=SaveAt(t_eval=[0.0, T]))
     c = pde.coefficients(tr.y[-1])
-    cs = CausalSystem(heads, summation="spectral", tolerance=1e-9)
+    cs = CausalSystem(heads, summation="spectral", kernel_tol=1e-9)
     err = {}
     for n in (64, 1024):
         e = []
@@ -367,3 +367,138 @@ def test_sphere_continuum_uniform_mass_and_refusals():
         CausalSpherePDE(scalar_heads([1.0], 3, beta=20.0, normalization="softmax"), 2)
     with pytest.raises(ValueError, match=r"y must have shape \(5, "):
         pde.rhs(0.0, np.zeros((5, 3)))
+
+
+# ------------------------------------------------------------------ attention received ("lost in the middle")
+def _received_reference(head, X, w):
+    """The definition: a_ij = w_j k_ij / N_i over j <= i, summed over i >= j (a loop over the rows)."""
+    n = X.shape[0]
+    lam, beta = float(head.scalar), head.beta
+    R = np.zeros(n)
+    for i in range(n):
+        k = np.exp(beta * lam * (X[:i + 1] @ X[i]))
+        N = np.sum(w[:i + 1] * k) if head.normalization == "softmax" else np.sum(w[:i + 1])
+        R[:i + 1] += w[:i + 1] * k / N
+    return R
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_attention_received_with_equal_scores_is_the_harmonic_tail(rng, d):
+    # lambda = 0: every score is 0, token i attends uniformly to j <= i, so R_j = sum_{i=j}^{n-1} 1/(i+1) = H_n - H_j
+    n = 400
+    X = _tokens(rng, n, d)
+    exact = np.cumsum((1.0 / np.arange(1, n + 1))[::-1])[::-1]
+    for chunk in (8 * 37 * 5, 8 * 2**20):                  # many row blocks, one block
+        R = CausalSystem(scalar_heads([0.0], d, beta=1.0, normalization="softmax"), chunk_bytes=chunk).attention_received(X)
+        # sums of n terms of size <= 1: rounding of O(log n) numbers
+        np.testing.assert_allclose(R[0], exact, rtol=0, atol=1e-13)
+    R = CausalSystem(scalar_heads([0.0], d, beta=1.0, normalization="mean")).attention_received(X)
+    np.testing.assert_allclose(R[0], exact, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("normalization", ["mean", "softmax"])
+def test_attention_received_matches_its_definition(rng, normalization):
+    heads = scalar_heads([1.0, -0.7], 3, beta=3.0, normalization=normalization)
+    X = _tokens(rng, 90, 3)
+    w = rng.uniform(0.5, 2.0, 90)
+    R = CausalSystem(heads, chunk_bytes=8 * 90 * 7).attention_received(X, w)
+    for h, head in enumerate(heads):
+        # the same sums in another order: rounding of O(1-10) numbers
+        np.testing.assert_allclose(R[h], _received_reference(head, X, w), rtol=1e-12, atol=1e-12)
+    if normalization == "softmax":
+        np.testing.assert_allclose(R.sum(axis=1), 90.0, rtol=1e-13)      # every row distributes one unit
+
+
+@pytest.mark.parametrize("rule", ["gauss", "trapezoid"])
+def test_continuum_attention_received_closed_form(rule):
+    # lambda = 0 and unit masses: r(s) = int_s^1 ds'/s' = -log s whatever the density's shape (exact for both rules:
+    # the 1/s' singularity is integrated in closed form, the rest is constant in s')
+    s = np.array([1e-3, 0.01, 0.3, 0.7, 1.0])
+    pde = CausalCirclePDE(scalar_heads([0.0], 2, beta=1.0, normalization="softmax"), 16, positions=9, rule=rule)
+    c = pde.project(_bump(0.5))
+    np.testing.assert_allclose(pde.attention_received(c, s)[0], -np.log(s), rtol=0, atol=1e-13)
+    assert pde.attention_received(c, [0.0])[0, 0] == np.inf          # position 0: attended by every later one
+    from meanfield.models.causal_continuum import CausalSpherePDE
+
+    sp = CausalSpherePDE(scalar_heads([0.0], 3, beta=1.0, normalization="mean"), 8, positions=9, rule=rule)
+    e = np.array([0.0, 0.6, 0.8])
+    cs = sp.project(lambda X, s: (1 + 0.5 * s * X @ e) / (4 * math.pi))
+    # Gauss-Legendre quadrature of degree-1 fields: rounding
+    np.testing.assert_allclose(sp.attention_received(cs, s)[0], -np.log(s), rtol=0, atol=1e-12)
+
+
+def test_continuum_attention_received_integrates_to_one_and_is_the_particles_limit():
+    heads = scalar_heads([1.0], 2, beta=4.0, normalization="softmax")
+    pde = CausalCirclePDE(heads, 48, positions=24)
+    prof = _bump(0.5)
+    c = pde.project(prof)
+    x, wq = np.polynomial.legendre.leggauss(200)
+    u = (x + 1) / 2                                         # s = u^4 removes the log singularity at 0
+    total = np.sum(wq / 2 * pde.attention_received(c, u ** 4)[0] * 4 * u ** 3)
+    assert abs(total - 1.0) < 1e-10                        # one unit of attention per position (softmax rows)
+    cs = CausalSystem(heads)
+    err = {}
+    for n in (500, 8000):
+        X = sample_tokens(np.random.default_rng(7), n, prof, 1.5)
+        R = cs.attention_received(X)[0]
+        s = (np.arange(n) + 0.5) / n
+        r = pde.attention_received(c, s)[0]
+        win = np.minimum((s * 8).astype(int), 7)
+        err[n] = max(abs(R[win == p].mean() - r[win == p].mean()) for p in range(8))
+    # window means of i.i.d. tokens: n^-1/2 predicts a factor 4 over 16x the tokens (measured 0.059 -> 0.0087 over
+    # 3 seeds); one seed: at least 2.5, and within 0.03 at n = 8000
+    assert err[8000] < err[500] / 2.5 and err[8000] < 0.03
+
+
+# ------------------------------------------------------------------ summation="auto" and the run estimate
+def test_auto_summation_is_spectral_at_large_n_and_direct_below(rng):
+    from meanfield.models.causal import CAUSAL_SPECTRAL_MIN_N
+
+    heads = scalar_heads([1.0, -0.5], 3, beta=3.0, normalization="softmax")
+    auto, direct = CausalSystem(heads), CausalSystem(heads, summation="direct")
+    assert auto.summation == "auto" and auto.spectral_degree is not None
+    small = _tokens(rng, 300, 3)
+    assert not auto.uses_spectral(300) and np.array_equal(auto.velocity(small), direct.velocity(small))
+    n = CAUSAL_SPECTRAL_MIN_N + 100
+    X = _tokens(rng, n, 3)
+    assert auto.uses_spectral(n)
+    spectral = CausalSystem(heads, summation="spectral")
+    v = auto.velocity(X)
+    assert np.array_equal(v, spectral.velocity(X))                    # the spectral sums themselves
+    np.testing.assert_allclose(v, direct.velocity(X), rtol=0, atol=SPECTRAL_AGREEMENT)   # the same numbers
+    # where the spectral sums do not apply, "auto" is the direct sums at any n (no refusal)
+    for other in (CausalSystem(random_symmetric_heads(3, 1, seed=1)), CausalSystem(scalar_heads([1.0], 4)),
+                  CausalSystem(scalar_heads([1.0], 3), geometry="flat"),
+                  CausalSystem(scalar_heads([1.0], 2, beta=200.0), kernel_tol=1e-14)):
+        assert other.spectral_degree is None or not other.uses_spectral(10) and other.uses_spectral(n)
+    assert CausalSystem(random_symmetric_heads(3, 1, seed=1)).spectral_degree is None
+    with pytest.raises(ValueError, match=r"degree must be an integer in \[2, 512\]"):
+        CausalSystem(heads, degree=1)                                  # an explicit degree is checked, never dropped
+
+
+def test_check_run_estimates_and_refuses_by_name():
+    from meanfield.core import cost
+
+    heads = scalar_heads([1.0], 3, beta=2.0, normalization="softmax")
+    cs = CausalSystem(heads)
+    est = cs.check_run(1000, 600, records=10, steps=100)
+    # direct below CAUSAL_SPECTRAL_MIN_N: n^2/2 head-pairs at 1.5 x cost.pair_seconds(3) per evaluation
+    each = 0.5 * 1000 ** 2 * 1.5 * cost.pair_seconds(3)
+    assert est.seconds == pytest.approx(610 * each + 100 * cost.STEP_OVERHEAD_S, rel=1e-12)
+    big = cs.check_run(10 ** 5, 100)                                   # spectral: O(n) per evaluation
+    assert big.seconds == pytest.approx(100 * cs.evaluation_seconds(10 ** 5), rel=1e-12)
+    assert cs.evaluation_seconds(10 ** 5) < 0.01 * 0.5 * 1e10 * 1.5 * cost.pair_seconds(3)
+    with pytest.raises(ValueError, match=r"CausalSystem run \(300000 right-hand sides .*n = 1999 tokens.*direct "
+                                         r"masked sums.*above limit_s = .*summation='spectral'.*limit_s=<seconds>"):
+        cs.check_run(1999, 300000)
+    with pytest.raises(ValueError, match=r"my run .*spectral prefix sums, degree \d+.*fewer tokens"):
+        cs.check_run(10 ** 6, 10 ** 5, what="my run")
+    assert cs.check_run(1999, 300000, limit_s=float("inf")).seconds > 3600
+    flat = CausalSystem(scalar_heads([1.0], 5), geometry="flat")
+    with pytest.raises(ValueError, match=r"no spectral path"):
+        flat.check_run(20000, 10000)
+    for bad, match in (({"n": 0, "nfev": 1}, r"n must be an integer >= 1"),
+                       ({"n": 10, "nfev": -1}, r"nfev must be an integer >= 0"),
+                       ({"n": 10, "nfev": 1, "limit_s": 0.0}, r"limit_s must be")):
+        with pytest.raises(ValueError, match=match):
+            cs.check_run(**bad)

@@ -26,3 +26,13 @@ def test_causal_attention_quick(tmp_path):
     assert a["mf"]["m0"][-1] < a["mf"]["m0"][0] / 1.4
     # the greedy Rényi count grows with beta (16 -> 64: the separation halves)
     assert a["park"]["greedy"][-1] > a["park"]["greedy"][0]
+    # the "lost in the middle" part: the closed forms at lambda = 0 to rounding (harmonic tail, -log s) ...
+    assert float(d["lim_closed_particles"]) < 1e-12 and float(d["lim_closed_continuum"]) < 1e-12
+    assert (tmp_path / "attention_received.png").exists()
+    assert a["lim"]["verdict"] in VERDICTS and a["lim"]["u_verdict"] in VERDICTS and a["sph"]["verdict"] in VERDICTS
+    # ... particles approach the continuum's received profile (4x the tokens, 3 seeds: a factor 1.3 at least)
+    assert a["lim"]["m_all"][-1, 0] < a["lim"]["m_all"][0, 0] / 1.3
+    # the uniform state is stationary (its profile stays -log s) and i.i.d. uniform tokens show primacy
+    assert float(d["lim_uniform_tendency"]) < 1e-15 and all(s["primacy"] for s in a["lim"]["shapes"])
+    # the S^2 continuum conserves every position's mass; W2 to the particles falls with n at t = 0
+    assert float(d["sph_mass_drift"]) < 1e-12 and a["sph"]["m0"][-1] < a["sph"]["m0"][0]

@@ -29,13 +29,17 @@ Two summations, the same semantics:
   of ``block``: each block is evaluated against the coefficients of every earlier block (one matrix product)
   plus the direct masked sums inside the block, then adds its own coefficients.  Work ``O(n D (d + 1) + n
   block)`` with ``D = (lmax + 1)^2`` on S^2 (``2 kmax + 1`` on S^1), memory ``O(block (D + block))``.  The
-  degree is the smallest one whose neglected multipliers are below ``tolerance`` relative to the kernel's
+  degree is the smallest one whose neglected multipliers are below ``kernel_tol`` relative to the kernel's
   largest value (S^2: :func:`sphere_lmax`; S^1: :func:`circle_kmax`); the error of a prefix sum is then at most
-  about ``tolerance`` times its total weight times the kernel's largest value, so a softmax velocity is accurate
-  to about ``tolerance (sum_{j<=i} w_j) / w_i`` relative (the self term bounds ``Z_i`` below).  Measured against
-  the direct sums at tolerance 1e-10: 1e-13 to 7e-11 (``tests/test_causal.py``, n = 150-200), 9e-13 and 5e-12 on
+  about ``kernel_tol`` times its total weight times the kernel's largest value, so a softmax velocity is accurate
+  to about ``kernel_tol (sum_{j<=i} w_j) / w_i`` relative (the self term bounds ``Z_i`` below).  Measured against
+  the direct sums at kernel_tol 1e-10: 1e-13 to 7e-11 (``tests/test_causal.py``, n = 150-200), 9e-13 and 5e-12 on
   the first 4000 of 10^5 tokens (``benchmarks/RESULTS_causal.md``, lmax 13 and 22).  Time at n = 10^5 on S^2:
   4.4-4.7x the non-causal spectral velocity at lmax 13, 13.5x at lmax 22 (the work grows as lmax^2 per token).
+
+``"auto"`` (the default) is the spectral sums from :data:`CAUSAL_SPECTRAL_MIN_N` tokens on where they apply, the direct
+sums otherwise; :meth:`CausalSystem.check_run` estimates a whole trajectory's time and refuses a too-long one;
+:meth:`CausalSystem.attention_received` is the attention each token receives (the "lost in the middle" profile).
 
 Every sum of this module runs with BLAS on one thread (:func:`one_blas_thread`): the results are the same, bit for
 bit, whatever OMP_NUM_THREADS.
@@ -56,16 +60,28 @@ from ..core import cost, validate
 from ..core.choices import GEOMETRIES
 from ..core.heads import check_exp_range, check_heads
 from ..core.kernels import KERNELS, LMAX_CAP, NORMALIZATIONS, score_norm
-from ..core.sums import lift_values, score_sides, value_sides
+from ..core.sums import CHUNK_BYTES, lift_values, score_sides, value_sides
 from ..core.zonal import zonal_multipliers
 from .circle import circle_multipliers
+from .plans import token_plan
 
-__all__ = ["CausalSystem", "CAUSAL_SUMMATIONS", "OBSERVER_KEYS", "causal_direct_sums", "circle_kmax",
-           "sphere_features", "circle_features", "sphere_lmax",
-           "one_blas_thread"]
+__all__ = ["CausalSystem", "CAUSAL_SUMMATIONS", "CAUSAL_SPECTRAL_MIN_N", "CAUSAL_RUN_LIMIT_S", "OBSERVER_KEYS",
+           "causal_direct_sums", "causal_attention_received", "circle_kmax", "sphere_features", "circle_features",
+           "sphere_lmax", "one_blas_thread"]
 
-CAUSAL_SUMMATIONS = ("direct", "spectral")
-"""``CausalSystem(summation=...)``: masked pairwise sums (any heads) or prefix sums of spectral coefficients."""
+CAUSAL_SUMMATIONS = ("auto", "direct", "spectral")
+"""``CausalSystem(summation=...)``: ``"auto"`` (spectral where it applies from :data:`CAUSAL_SPECTRAL_MIN_N` tokens
+on, direct otherwise), masked pairwise sums (any heads) or prefix sums of spectral coefficients."""
+
+CAUSAL_SPECTRAL_MIN_N = 2000
+"""Smallest n for which ``summation="auto"`` uses the spectral prefix sums (zonal heads on S^1 / S^2).  Measured
+(``benchmarks/RESULTS_causal.md``, "auto"): the spectral sums are faster than the masked direct sums from n ~ 500
+(S^1 at beta 1-256, kmax 10-104; S^2 at beta 2-8, lmax 13-22: 3-12x at n = 1000-4000) and about even at n =
+1000-4000 on S^2 at beta 32 (lmax 40); 2000 keeps small systems on the exact pairwise sums, as
+:data:`meanfield.models.particles.SPECTRAL_MIN_N` does for the non-causal system."""
+
+CAUSAL_RUN_LIMIT_S = 3600.0
+"""A whole run estimated by :meth:`CausalSystem.check_run` to take longer than this is refused up front."""
 
 KMAX_CAP = 4096
 """Largest Fourier mode the S^1 spectral sums pick by themselves (beyond: refused, use the direct sums)."""
@@ -74,8 +90,14 @@ CAUSAL_SECONDS_PER_FEATURE = 8e-9
 """Seconds per token, spectral feature and head of the causal spectral sums (the cost guard's estimate; measured
 3.3e-9 to 6.2e-9 at n = 10^5, lmax 13 and 22, two heads and one, on one thread)."""
 
-CAUSAL_SECONDS_PER_PAIR = 1.5e-8
-"""Seconds per head-pair of the masked direct sums (the cost guard's estimate; about half the pairs are summed)."""
+CAUSAL_PAIR_FACTOR = 1.5
+"""Cost of one head-pair of the masked direct sums in units of :func:`meanfield.core.cost.pair_seconds` (measured
+about 1.5e-8 s per summed pair at d <= 64: the mask and the log-sum-exp shift cost about half a plain pair more;
+about half the pairs are summed)."""
+
+
+def _causal_pair_seconds(d):
+    return CAUSAL_PAIR_FACTOR * cost.pair_seconds(d)
 
 OBSERVER_KEYS = {
     "max_angle_to_first": "largest geodesic angle (radians) from token 0 (token 0 stays fixed with V = I: the "
@@ -115,7 +137,7 @@ def one_blas_thread():
     return _CONTROLLER[0].limit(limits=1, user_api="blas")
 
 
-def causal_direct_sums(head, X, w, chunk_bytes=8 * 2**20):
+def causal_direct_sums(head, X, w, chunk_bytes=CHUNK_BYTES):
     """Masked per-head aggregates ``u_i = sum_{j<=i} w_j k(<x_i, M x_j>) V x_j / N_i`` of one head.
 
     Parameters
@@ -178,6 +200,76 @@ def _direct(head, norm, X, w, chunk_bytes):
             K[mask] = 0.0
             out[a:b] = (K @ wYV[:b]) / prefix[a:b, None]
     return lift_values(out, C)
+
+
+def causal_attention_received(head, X, w, chunk_bytes=CHUNK_BYTES):
+    r"""Attention received by each token from the tokens after it, ``R_j = sum_{i >= j} a_ij``, of one head.
+
+    .. math::
+
+        a_{ij} = \frac{w_j k(\langle x_i, M x_j\rangle)}{N_i}\ (j \le i),\qquad
+        N_i = \sum_{l \le i} w_l k(\langle x_i, M x_l\rangle)\ (\text{softmax}),\quad
+        N_i = \sum_{l \le i} w_l\ (\text{mean}),
+
+    the weights with which token ``i`` averages the values of its prefix.  Softmax rows sum to 1, so with uniform
+    weights ``sum_j R_j = n``: ``R_j`` is the discrete counterpart of the continuum's received density ``r(s)`` at
+    ``s = (j + 1/2) / n`` (:meth:`meanfield.models.causal_continuum.CausalCirclePDE.attention_received`, which
+    integrates to 1 over ``[0, 1]``).  With all scores equal (``k`` constant) ``a_ij = 1 / (i + 1)`` and ``R_j``
+    is the harmonic tail ``sum_{i=j}^{n-1} 1 / (i + 1)``.
+
+    Parameters
+    ----------
+    head : Head
+        A head whose normalization is row-local (mean or softmax).
+    X : ndarray, shape (n, d)
+        Tokens in order.
+    w : ndarray, shape (n,)
+        Positive token weights.
+    chunk_bytes : int
+        Work space of one block of score rows.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        ``R_j``; a softmax row without attention mass (ReLU only) gives nothing.
+
+    Raises
+    ------
+    ValueError
+        A Sinkhorn head (no causal scaling exists).
+    """
+    norm = NORMALIZATIONS[head.normalization]
+    if not norm.row_local:
+        raise ValueError(f"head.normalization must be 'mean' or 'softmax' for causal sums; received "
+                         f"{head.normalization!r}")
+    kern = KERNELS[head.kernel]
+    n = X.shape[0]
+    with one_blas_thread():
+        T, S, _ = score_sides(head, X, X)
+        Y = kern.rate(head) * S
+        prefix = np.cumsum(w)
+        out = np.zeros(n)
+        step = max(1, int(chunk_bytes // (8 * n)))
+        for a in range(0, n, step):
+            b = min(a + step, n)
+            K = T[a:b] @ Y[:b].T
+            mask = np.arange(b)[None, :] > np.arange(a, b)[:, None]
+            if norm.uses_normalizer:
+                with np.errstate(divide="ignore"):
+                    K = kern.log_scaled(head, K, out=K)
+                K[mask] = -np.inf
+                top = K.max(axis=1, keepdims=True)
+                top[~np.isfinite(top)] = 0.0
+                K = np.exp(K - top) * w[None, :b]
+                Z = K.sum(axis=1, keepdims=True)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    K = np.where(Z > 0, K / Z, 0.0)
+            else:
+                K = kern.scaled(head, K, out=K)
+                K[mask] = 0.0
+                K *= w[None, :b] / prefix[a:b, None]
+            out[:b] += K.sum(axis=0)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -273,15 +365,16 @@ def _sphere_degrees(lmax):
     return np.concatenate(parts)
 
 
-def circle_kmax(heads, tolerance, cap=KMAX_CAP):
-    """Smallest Fourier degree ``K >= 2`` with ``2 sum_{k > K} |m_k| <= tolerance (|m_0| + 2 sum_k |m_k|)`` for
+@validate.renamed(tolerance="kernel_tol")
+def circle_kmax(heads, kernel_tol, cap=KMAX_CAP):
+    """Smallest Fourier degree ``K >= 2`` with ``2 sum_{k > K} |m_k| <= kernel_tol (|m_0| + 2 sum_k |m_k|)`` for
     every head (``m`` the normalizer multipliers of :func:`meanfield.models.circle.circle_multipliers`).
 
     Parameters
     ----------
     heads : sequence of Head
         Zonal heads of dimension 2.
-    tolerance : float
+    kernel_tol : float
         In (0, 1).
     cap : int
         Largest degree tried.
@@ -290,21 +383,29 @@ def circle_kmax(heads, tolerance, cap=KMAX_CAP):
     -------
     int or None
         The degree, or None above ``cap``.
+
+    Raises
+    ------
+    ValueError
+        Multipliers that overflow float64 (:func:`meanfield.models.circle.circle_multipliers`, naming the head).
+    TypeError
+        The keyword ``tolerance`` of 0.2 (now ``kernel_tol``).
     """
     best = 2
     for i, h in enumerate(heads):
         m = np.abs(circle_multipliers(h, cap + 1, where=f"heads[{i}]")["normalizer"])
         tail = 2.0 * np.cumsum(m[::-1])[::-1]                  # tail[K] = 2 sum_{k >= K} |m_k|
         total = m[0] + 2.0 * m[1:].sum()
-        ok = np.nonzero(tail[1:] <= tolerance * total)[0]      # tail[K + 1] <= tol total
+        ok = np.nonzero(tail[1:] <= kernel_tol * total)[0]     # tail[K + 1] <= tol total
         if ok.size == 0:
             return None
         best = max(best, int(ok[0]))
     return best
 
 
-def sphere_lmax(heads, tolerance, cap=LMAX_CAP):
-    """Smallest degree ``L >= 2`` with ``sum_{l > L} |c_l| (2l+1)/(4 pi) <= tolerance sum_l |c_l| (2l+1)/(4 pi)``
+@validate.renamed(tolerance="kernel_tol")
+def sphere_lmax(heads, kernel_tol, cap=LMAX_CAP):
+    """Smallest degree ``L >= 2`` with ``sum_{l > L} |c_l| (2l+1)/(4 pi) <= kernel_tol sum_l |c_l| (2l+1)/(4 pi)``
     for every head (``c`` the normalizer multipliers of :func:`meanfield.core.zonal.zonal_multipliers`): the
     neglected part of the kernel's addition-theorem series, relative to its largest value.
 
@@ -312,7 +413,7 @@ def sphere_lmax(heads, tolerance, cap=LMAX_CAP):
     ----------
     heads : sequence of Head
         Zonal heads of dimension 3.
-    tolerance : float
+    kernel_tol : float
         In (0, 1).
     cap : int
         Largest degree tried.
@@ -321,13 +422,21 @@ def sphere_lmax(heads, tolerance, cap=LMAX_CAP):
     -------
     int or None
         The degree, or None above ``cap``.
+
+    Raises
+    ------
+    ValueError
+        A head that is not zonal, or multipliers that overflow float64 (:func:`meanfield.core.zonal.zonal_multipliers`,
+        naming the head).
+    TypeError
+        The keyword ``tolerance`` of 0.2 (now ``kernel_tol``).
     """
     best = 2
     for i, h in enumerate(heads):
         c = np.abs(zonal_multipliers(h, cap + 1, where=f"heads[{i}]")["normalizer"])
         c = c * (2.0 * np.arange(cap + 2) + 1.0) / (4.0 * math.pi)
         tail = np.cumsum(c[::-1])[::-1]                        # tail[L] = sum_{l >= L}
-        ok = np.nonzero(tail[1:] <= tolerance * c.sum())[0]
+        ok = np.nonzero(tail[1:] <= kernel_tol * c.sum())[0]
         if ok.size == 0:
             return None
         best = max(best, int(ok[0]))
@@ -337,6 +446,7 @@ def sphere_lmax(heads, tolerance, cap=LMAX_CAP):
 # ---------------------------------------------------------------------------------------------------------------
 # the system
 # ---------------------------------------------------------------------------------------------------------------
+@validate.renamed(tolerance="kernel_tol")
 @dataclass(frozen=True, eq=False)
 class CausalSystem:
     """n tokens in order under causally masked attention (token ``i`` attends to ``j <= i``).
@@ -346,16 +456,18 @@ class CausalSystem:
     heads : sequence of Head
         Heads sharing the dimension ``d``; normalization ``"mean"`` or ``"softmax"`` (``"sinkhorn"`` refused).
     geometry : {"sphere", "flat"}
-    summation : {"direct", "spectral"}
+    summation : {"auto", "direct", "spectral"}
         ``"spectral"``: zonal heads on S^1 (``d = 2``) or S^2 (``d = 3``), sphere only, kernels with
-        finite multipliers (see the module docstring).
+        finite multipliers (see the module docstring); refused otherwise.  ``"auto"`` (the default): the spectral
+        sums for ``n >= CAUSAL_SPECTRAL_MIN_N`` tokens when they apply and ``kernel_tol`` is reachable within the
+        degree caps, the direct sums otherwise (the same numbers to ``kernel_tol``; :meth:`uses_spectral`).
     weights : array_like, shape (n,), optional
         Positive token weights used by :meth:`rhs` (and by :meth:`velocity` when ``w`` is not given); None:
         uniform.  Only ratios matter (each token normalizes over its prefix).
-    tolerance : float
-        Accuracy of the spectral sums, in ``[1e-14, 1e-2]``.
+    kernel_tol : float
+        Accuracy of the spectral sums (relative truncation accuracy of the kernels' expansion), in ``[1e-14, 1e-2]``.
     degree : int, optional
-        Spectral degree (``lmax`` on S^2, ``kmax`` on S^1); default from ``tolerance``.
+        Spectral degree (``lmax`` on S^2, ``kmax`` on S^1); default from ``kernel_tol``.
     block : int
         Tokens per block of the spectral prefix sums (``>= 1``).
     chunk_bytes : int
@@ -367,16 +479,18 @@ class CausalSystem:
         A field out of its domain, named with the allowed values and what was received: a Sinkhorn head, an
         unknown summation or geometry, ``summation="spectral"`` with non-zonal heads or ``d`` not 2 or 3 or a
         flat geometry, a degree beyond the caps.
+    TypeError
+        The keyword ``tolerance`` of 0.2 (now ``kernel_tol``).
     """
 
     heads: tuple
     geometry: str = "sphere"
-    summation: str = "direct"
+    summation: str = "auto"
     weights: object = None
-    tolerance: float = 1e-10
+    kernel_tol: float = 1e-10
     degree: int | None = None
     block: int = 64
-    chunk_bytes: int = 8 * 2**20
+    chunk_bytes: int = CHUNK_BYTES
 
     def __post_init__(self):
         heads = check_heads(self.heads)
@@ -391,45 +505,51 @@ class CausalSystem:
                                  f"solution, only the diagonal limit); received {h.normalization!r}")
         if self.geometry == "sphere":
             check_exp_range(heads)
-        set_("tolerance", validate.real("tolerance", self.tolerance, 1e-14, 1e-2, what="a number in [1e-14, 1e-2]"))
+        set_("kernel_tol", validate.real("kernel_tol", self.kernel_tol, 1e-14, 1e-2, what="a number in [1e-14, 1e-2]"))
         set_("block", validate.integer("block", self.block, 1, what="an integer >= 1"))
         set_("chunk_bytes", validate.integer("chunk_bytes", self.chunk_bytes, 1, what="a positive integer"))
         if self.weights is not None:
             set_("weights", _positive_weights("weights", self.weights, None))
         d = heads[0].dim
         spectral = None
+        why = None
+        if self.geometry != "sphere":
+            why = f"geometry 'sphere' (tokens on S^1 or S^2); received geometry {self.geometry!r}"
+        elif d not in (2, 3):
+            why = f"d = 2 (S^1) or d = 3 (S^2); received d = {d} (the direct sums serve any d)"
+        elif not all(h.is_zonal for h in heads):
+            bad = next(i for i, h in enumerate(heads) if not h.is_zonal)
+            why = f"zonal heads (M = V = lambda I); received a non-zonal heads[{bad}] (use summation='direct')"
         if self.summation == "spectral":
-            why = None
-            if self.geometry != "sphere":
-                why = f"geometry 'sphere' (tokens on S^1 or S^2); received geometry {self.geometry!r}"
-            elif d not in (2, 3):
-                why = f"d = 2 (S^1) or d = 3 (S^2); received d = {d} (the direct sums serve any d)"
-            elif not all(h.is_zonal for h in heads):
-                bad = next(i for i, h in enumerate(heads) if not h.is_zonal)
-                why = f"zonal heads (M = V = lambda I); received a non-zonal heads[{bad}] (use summation='direct')"
             if why is not None:
                 raise ValueError(f"summation='spectral' needs {why}")
             spectral = self._spectral_setup(heads, d)
+        elif self.summation == "auto" and why is None:
+            try:                          # a kernel_tol beyond the degree caps (beta |lambda| large): stay direct
+                spectral = self._spectral_setup(heads, d)
+            except ValueError:
+                if self.degree is not None:           # an explicit degree out of range is refused, never ignored
+                    raise
         set_("_spectral", spectral)
 
     # ------------------------------------------------------------------ set-up
     def _spectral_setup(self, heads, d):
         if d == 3:
             if self.degree is None:
-                L = sphere_lmax(heads, self.tolerance)
+                L = sphere_lmax(heads, self.kernel_tol)
                 if L is None:
-                    raise ValueError(f"tolerance = {self.tolerance:.1e} needs lmax beyond the cap for these heads "
-                                     f"(beta |lambda| too large); use a larger tolerance or summation='direct'")
+                    raise ValueError(f"kernel_tol = {self.kernel_tol:.1e} needs lmax beyond the cap for these heads "
+                                     f"(beta |lambda| too large); use a larger kernel_tol or summation='direct'")
             else:
                 L = validate.integer("degree", self.degree, 2, 512, what="an integer in [2, 512] or None")
             mults = [zonal_multipliers(h, L, where=f"heads[{i}]")["normalizer"] for i, h in enumerate(heads)]
             degrees = _sphere_degrees(L)
         else:
             if self.degree is None:
-                L = circle_kmax(heads, self.tolerance)
+                L = circle_kmax(heads, self.kernel_tol)
                 if L is None:
-                    raise ValueError(f"tolerance = {self.tolerance:.1e} needs kmax > {KMAX_CAP} for these heads "
-                                     f"(beta |lambda| too large); use a larger tolerance or summation='direct'")
+                    raise ValueError(f"kernel_tol = {self.kernel_tol:.1e} needs kmax > {KMAX_CAP} for these heads "
+                                     f"(beta |lambda| too large); use a larger kernel_tol or summation='direct'")
             else:
                 L = validate.integer("degree", self.degree, 2, KMAX_CAP, what=f"an integer in [2, {KMAX_CAP}] or None")
             mults = [circle_multipliers(h, L, where=f"heads[{i}]")["normalizer"] for i, h in enumerate(heads)]
@@ -450,8 +570,147 @@ class CausalSystem:
 
     @property
     def spectral_degree(self):
-        """The spectral degree in use (``lmax`` on S^2, ``kmax`` on S^1), or None for direct sums."""
+        """The spectral degree of the prefix sums (``lmax`` on S^2, ``kmax`` on S^1; with ``summation="auto"``
+        used from :data:`CAUSAL_SPECTRAL_MIN_N` tokens on), or None when this system sums directly only."""
         return None if self._spectral is None else self._spectral["L"]
+
+    def uses_spectral(self, n) -> bool:
+        """Whether sums over ``n`` tokens are the spectral prefix sums (see ``summation``).
+
+        Parameters
+        ----------
+        n : int
+            Number of tokens.
+
+        Returns
+        -------
+        bool
+            ``summation="spectral"``, or ``"auto"`` where the spectral sums apply and ``n >=``
+            :data:`CAUSAL_SPECTRAL_MIN_N`.
+        """
+        if self._spectral is None:
+            return False
+        return self.summation == "spectral" or int(n) >= CAUSAL_SPECTRAL_MIN_N
+
+    def evaluation_seconds(self, n) -> float:
+        """Estimated seconds of one velocity evaluation over ``n`` tokens (the summation :meth:`uses_spectral` picks).
+
+        Direct: ``n^2 / 2`` head-pairs at ``CAUSAL_PAIR_FACTOR * cost.pair_seconds(d)``; spectral: ``n`` tokens x
+        features x heads at :data:`CAUSAL_SECONDS_PER_FEATURE`.
+
+        Parameters
+        ----------
+        n : int
+            Number of tokens (``>= 1``).
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            ``n`` not an integer ``>= 1``.
+        """
+        n = validate.integer("n", n, 1, what="an integer >= 1 (tokens)")
+        if self.uses_spectral(n):
+            return float(n) * self._spectral["coef"].shape[1] * len(self.heads) * CAUSAL_SECONDS_PER_FEATURE
+        return 0.5 * float(n) ** 2 * len(self.heads) * _causal_pair_seconds(self.d)
+
+    def check_run(self, n, nfev, records=0, *, steps=0, limit_s=CAUSAL_RUN_LIMIT_S, what="CausalSystem run"):
+        """Refuse up front a whole trajectory estimated to take longer than ``limit_s``; the estimate otherwise.
+
+        ``seconds = (nfev + records) * evaluation_seconds(n) + steps * cost.STEP_OVERHEAD_S`` (each observer record of
+        :meth:`observer` evaluates the velocity once), checked by :func:`meanfield.core.cost.guard`.
+
+        Parameters
+        ----------
+        n : int
+            Number of tokens (``>= 1``).
+        nfev : int
+            Right-hand-side evaluations of the run (``>= 0``; e.g. steps x stages of a fixed-step scheme).
+        records : int
+            Observer records (``>= 0``).
+        steps : int
+            Steps of the driver (``>= 0``), each counted :data:`meanfield.core.cost.STEP_OVERHEAD_S`.
+        limit_s : float
+            Seconds allowed (``> 0``; ``inf``: no limit).
+        what : str
+            The run's name in the message.
+
+        Returns
+        -------
+        meanfield.core.cost.Cost
+            The estimate (``seconds``, ``bytes``: the tokens, velocities and one work block).
+
+        Raises
+        ------
+        ValueError
+            A bad argument (named), or the run estimated above ``limit_s``: the message says the estimate, how it
+            was counted, the limit and what to change.
+        """
+        n = validate.integer("n", n, 1, what="an integer >= 1 (tokens)")
+        nfev = validate.integer("nfev", nfev, 0, what="an integer >= 0 (right-hand-side evaluations)")
+        records = validate.integer("records", records, 0, what="an integer >= 0 (observer records)")
+        steps = validate.integer("steps", steps, 0, what="an integer >= 0 (driver steps)")
+        limit_s = validate.real("limit_s", limit_s, positive=True, finite=False)
+        each = self.evaluation_seconds(n)
+        spectral = self.uses_spectral(n)
+        how = (f"spectral prefix sums, degree {self._spectral['L']}" if spectral else
+               f"direct masked sums, {0.5 * n * n * len(self.heads):.3g} head-pairs each")
+        seconds = (nfev + records) * each + steps * cost.STEP_OVERHEAD_S
+        if spectral:
+            fix = "fewer tokens, fewer evaluations (a larger dt or tolerance), a larger kernel_tol"
+        elif self._spectral is not None or (self.geometry == "sphere" and self.d in (2, 3)
+                                            and all(h.is_zonal for h in self.heads)):
+            fix = "summation='spectral' (or 'auto' from n = CAUSAL_SPECTRAL_MIN_N on), fewer tokens or evaluations"
+        else:
+            fix = "fewer tokens or evaluations (no spectral path: zonal heads on S^1 / S^2 only)"
+        return cost.guard(f"{what} ({nfev} right-hand sides + {records} observer records over n = {n} tokens, "
+                          f"{len(self.heads)} head(s), {how}, {each:.3g} s each; {steps} steps)",
+                          seconds=seconds, bytes=8.0 * n * self.d * 8 + 4.0 * self.chunk_bytes, fix=fix,
+                          limit_s=limit_s, limit_name_s="limit_s", limit_bytes=float("inf"),
+                          detail=f"({nfev} + {records}) x {each:.3g} s + {steps} x {cost.STEP_OVERHEAD_S:.2g} s",
+                          lift="pass limit_s=<seconds> (solve(..., direct_limit_s=<seconds>); default "
+                               "CAUSAL_RUN_LIMIT_S; inf: no limit) to run it anyway")
+
+    def plan(self, start, t_final, *, method=None, step=None, t_eval=None, record_passes=0,
+             direct_limit_s=CAUSAL_RUN_LIMIT_S):
+        """The driver's arguments for a run from tokens ``start`` (:class:`~meanfield.core.model.SolvableModel`).
+
+        :func:`meanfield.models.plans.token_plan`: tokens checked, ``"dopri5"`` by default (split and stochastic
+        schemes refused), tolerances ``rtol = 1e-8``, ``atol = 1e-10`` unless given, the retraction, and the whole
+        run estimated and refused above ``direct_limit_s`` by :meth:`check_run` before anything runs.
+
+        Parameters
+        ----------
+        start : array_like, shape (n, d)
+            Start tokens (named ``X0`` in errors).
+        t_final : float
+            End time.
+        method : str, Tableau or Stepper, optional
+            The scheme.
+        step : StepControl, optional
+            Step settings.
+        t_eval : array_like, optional
+            Output times.
+        record_passes : int
+            Velocity evaluations of one observer record (:meth:`observer`: 1), counted per output time.
+        direct_limit_s : float
+            Seconds allowed (default :data:`CAUSAL_RUN_LIMIT_S`; ``inf``: no limit): the name the particle
+            system's runs use for their whole-run limit, so that one ``solve(..., direct_limit_s=...)`` moves both.
+
+        Returns
+        -------
+        RunPlan
+
+        Raises
+        ------
+        ValueError
+            Bad tokens or arguments, a split or stochastic scheme, or a run above ``direct_limit_s``.
+        """
+        return token_plan(self, start, t_final, method=method, step=step, t_eval=t_eval, record_passes=record_passes,
+                          limit_s=direct_limit_s, label="causal")
 
     @property
     def retraction(self):
@@ -521,12 +780,12 @@ class CausalSystem:
             return self._forces_on_one_thread(X, w)
 
     def _forces_on_one_thread(self, X, w):
-        if self._spectral is not None:
+        if self.uses_spectral(X.shape[0]):
             return self._spectral_forces(X, w)
         n = X.shape[0]
         pairs = 0.5 * n * n * len(self.heads)
         cost.guard(f"CausalSystem direct sums over n = {n} tokens", bytes=8.0 * n * self.d * (len(self.heads) + 4),
-                   seconds=pairs * CAUSAL_SECONDS_PER_PAIR * max(1.0, self.d / 64.0),
+                   seconds=pairs * _causal_pair_seconds(self.d),
                    fix="fewer tokens, or summation='spectral' (zonal heads on S^1 or S^2)",
                    detail=f"{pairs:.3g} head-pairs of masked scores")
         return np.stack([causal_direct_sums(h, X, w, self.chunk_bytes) for h in self.heads])
@@ -538,7 +797,7 @@ class CausalSystem:
         cost.guard(f"CausalSystem spectral prefix sums over n = {n} tokens (degree {sp['L']}, {D} features)",
                    bytes=4.0 * max(self.chunk_bytes, 8.0 * B * (D + B + 2 * d + 2)) + 8.0 * n * (3 * d + 4),
                    seconds=float(n) * D * len(self.heads) * CAUSAL_SECONDS_PER_FEATURE,
-                   fix="fewer tokens, a larger tolerance (a smaller degree) or a smaller beta",
+                   fix="fewer tokens, a larger kernel_tol (a smaller degree) or a smaller beta",
                    detail=f"{n} tokens x {D} features x {len(self.heads)} head(s)")
         P = X / np.linalg.norm(X, axis=1, keepdims=True)              # directions (RK stages leave the sphere)
         feats = sphere_features if d == 3 else circle_features
@@ -608,6 +867,41 @@ class CausalSystem:
         """
         X = self.check(X)
         return self._velocity(X, self._weights(w, X.shape[0]))
+
+    def attention_received(self, X, w=None):
+        """Attention received by each token from itself and the tokens after it, per head, shape (H, n).
+
+        ``R_j^h = sum_{i >= j} a_ij^h`` with ``a_ij^h`` the weight of token ``j`` in token ``i``'s average
+        (:func:`causal_attention_received`; softmax rows sum to 1, so with uniform weights ``sum_j R_j^h = n``).  The
+        particle counterpart of the "lost in the middle" profile: for tokens at ``s_j = (j + 1/2) / n`` it tends to
+        the continuum's :meth:`meanfield.models.causal_continuum.CausalCirclePDE.attention_received`.  Always the
+        direct masked sums (``O(n^2 / 2)`` pairs per head, refused up front by the cost guard when too long),
+        whatever ``summation``.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Tokens in order (validated as by :meth:`check`).
+        w : array_like, shape (n,), optional
+            Positive weights (default :attr:`weights`, else uniform).
+
+        Returns
+        -------
+        ndarray, shape (H, n)
+
+        Raises
+        ------
+        ValueError
+            Bad tokens or weights (named), or a sum estimated above the cost guard's limits.
+        """
+        X = self.check(X)
+        w = self._weights(w, X.shape[0])
+        n = X.shape[0]
+        pairs = 0.5 * n * n * len(self.heads)
+        cost.guard(f"CausalSystem.attention_received over n = {n} tokens", bytes=4.0 * self.chunk_bytes + 8.0 * n * 8,
+                   seconds=pairs * _causal_pair_seconds(self.d), fix="fewer tokens",
+                   detail=f"{pairs:.3g} head-pairs of masked scores")
+        return np.stack([causal_attention_received(h, X, w, self.chunk_bytes) for h in self.heads])
 
     def _velocity(self, X, w):
         v = self._forces(X, w).sum(axis=0)

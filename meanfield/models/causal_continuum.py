@@ -117,6 +117,22 @@ class _Rule:
         W[:, 0] -= h / 2.0                                        # node 0 has no rising half inside [0, 1]
         return W
 
+    def received_weights(self, s):
+        """Weights (len(s), Q): ``int_s^1 h(s') / s' ds'`` of the interpolant ``h`` of node values, for ``s > 0``
+        (rows of ``s = 0`` are NaN): ``-h(0) log s`` plus the rule's integral of ``(h(s') - h(0)) / s'``."""
+        s = np.atleast_1d(np.asarray(s, float))
+        e0 = self.interpolation(np.zeros(1))[0]                   # h(0) from the node values
+        Dq = np.eye(self.Q) - e0[None, :]                         # h(s_q) - h(0)
+        pos = self.s > 0
+        Dq[pos] /= self.s[pos, None]
+        if not np.all(pos):                                       # trapezoid node 0: the one-sided difference
+            Dq[~pos] = (np.eye(self.Q)[1] - np.eye(self.Q)[0]) / self.s[1]
+        C = self.cumulative(np.concatenate([[1.0], s]))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            W = -np.log(s)[:, None] * e0[None, :] + (C[0] - C[1:]) @ Dq
+        W[s == 0] = np.nan
+        return W
+
     def prefix_average(self, top=None):
         """(Q, Q): ``(1/s_q) int_0^{s_q}`` of the interpolant (the interpolant's value at ``s = 0``)."""
         W = self.cumulative(self.s, top)
@@ -155,8 +171,270 @@ def position_rule(rule, positions):
     return r.s, r.prefix_average()
 
 
+class _CausalContinuum:
+    """What :class:`CausalCirclePDE` and :class:`CausalSpherePDE` share: the checks of the heads and of the rule in
+    ``s``, the real state, the rule's measurements (windows, interpolation, the position error and its refusal) and
+    the attention received.  A subclass supplies its coefficients' layout (``_ncoef``, ``_size_text``), grid
+    transforms (``_to_grid``, ``_from_grid``), kernel convolutions (``_convolve``), the inner product of two fields
+    (``_inner``) and the velocity ``_velocity(c, avg)``."""
+
+    def _setup(self, heads, d, convolution):
+        """Check the heads (``d``, row-local, zonal) and the rule; set ``heads, rule, positions, _rule, s, _avg,
+        _softmax``.  ``convolution`` names the zonal operator in the error message."""
+        heads = check_heads(heads)
+        if heads[0].dim != d:
+            raise ValueError(f"heads must have dimension d = {d} (the causal continuum on S^{d - 1}); received d = "
+                             f"{heads[0].dim}")
+        for i, h in enumerate(heads):
+            if not NORMALIZATIONS[h.normalization].row_local:
+                raise ValueError(f"heads[{i}].normalization must be one of ['mean', 'softmax'] under a causal mask "
+                                 f"(a doubly stochastic scaling of a causal kernel has no positive solution); "
+                                 f"received {h.normalization!r}")
+            if not h.is_zonal:
+                raise ValueError(f"heads[{i}] must be zonal (M = V = lambda I: {convolution}); received a non-zonal "
+                                 f"head")
+        rule = validate.choice("rule", self.rule, tuple(POSITION_RULES))
+        Q = validate.integer("positions", self.positions, 3 if rule == "trapezoid" else 2, 512,
+                             what="an integer in [2, 512] (gauss) or [3, 512] (trapezoid)")
+        r = _Rule(rule, Q)
+        for k, v in (("heads", heads), ("rule", rule), ("positions", Q), ("_rule", r), ("s", r.s),
+                     ("_avg", r.prefix_average()),
+                     ("_softmax", tuple(NORMALIZATIONS[h.normalization].uses_normalizer for h in heads))):
+            object.__setattr__(self, k, v)
+        return heads
+
+    # ------------------------------------------------------------------ state
+    @property
+    def shape(self):
+        """Shape of the real state, ``(Q, 2 x coefficients per position)``."""
+        return (self.positions, 2 * self._ncoef)
+
+    def state(self, c):
+        """The real state (per position the re, im pairs) of coefficients ``c``.
+
+        Parameters
+        ----------
+        c : array_like of complex, shape (Q, coefficients per position)
+
+        Returns
+        -------
+        ndarray, shape :attr:`shape`
+
+        Raises
+        ------
+        ValueError
+            Wrong shape or non-finite values.
+        """
+        c = validate.complex_array("c", c, (self.positions, self._ncoef))
+        return np.ascontiguousarray(c, dtype=np.complex128).view(np.float64).copy()
+
+    def coefficients(self, y):
+        """The coefficients (a complex view, one row per position) of a real state ``y``.
+
+        Parameters
+        ----------
+        y : array_like, shape :attr:`shape`
+
+        Returns
+        -------
+        ndarray of complex128, shape (Q, coefficients per position)
+
+        Raises
+        ------
+        ValueError
+            ``y`` complex, not numeric or of another shape.
+        """
+        if isinstance(y, (str, bytes)) or np.iscomplexobj(y):
+            raise ValueError(f"y must be a real state of shape {self.shape} (per position the re, im pairs of the "
+                             f"coefficients); received {type(y).__name__}")
+        try:
+            y = np.ascontiguousarray(y, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"y must be a real state of shape {self.shape}; received {y!r}") from None
+        if y.shape != self.shape:
+            raise ValueError(f"y must have shape {self.shape} (positions = {self.positions}, {self._size_text}); "
+                             f"received shape {y.shape}")
+        return y.view(np.complex128)
+
+    def rhs(self, t, y):
+        """Right-hand side for :func:`meanfield.core.integrate.integrate` on the real state.
+
+        Parameters
+        ----------
+        t : float
+            Unused (autonomous).
+        y : array_like, shape :attr:`shape`
+
+        Returns
+        -------
+        ndarray, shape :attr:`shape`
+
+        Raises
+        ------
+        ValueError
+            ``y`` of another shape or type (:meth:`coefficients`).
+        """
+        return np.ascontiguousarray(self.tendency(self.coefficients(y))).view(np.float64)
+
+    # ------------------------------------------------------------------ positions
+    def density_at(self, c, s):
+        """Coefficients of the density at positions ``s`` (interpolated by the rule), one row per position.
+
+        Parameters
+        ----------
+        c : array_like of complex, shape (Q, coefficients per position)
+        s : array_like of float in [0, 1]
+
+        Returns
+        -------
+        ndarray of complex128, shape (len(s), coefficients per position)
+
+        Raises
+        ------
+        ValueError
+            Positions outside ``[0, 1]`` or not finite.
+        """
+        s = self._positions_arg("s", s)
+        return self._rule.interpolation(s) @ np.asarray(c)
+
+    def window(self, c, s_lo, s_hi):
+        """Coefficients of the average density over the positions ``[s_lo, s_hi]``.
+
+        Parameters
+        ----------
+        c : array_like of complex, shape (Q, coefficients per position)
+        s_lo, s_hi : float
+            ``0 <= s_lo < s_hi <= 1``.
+
+        Returns
+        -------
+        ndarray of complex128, shape (coefficients per position,)
+
+        Raises
+        ------
+        ValueError
+            Bounds outside ``[0, 1]`` or not increasing.
+        """
+        lo = validate.real("s_lo", s_lo, 0.0, 1.0)
+        hi = validate.real("s_hi", s_hi, 0.0, 1.0)
+        if not hi > lo:
+            raise ValueError(f"s_hi must be larger than s_lo (a window of positions); received s_lo = {lo}, "
+                             f"s_hi = {hi}")
+        W = self._rule.cumulative(np.array([lo, hi]))
+        return (W[1] - W[0]) @ np.asarray(c) / (hi - lo)
+
+    def _positions_arg(self, name, s):
+        s = validate.real_array(name, np.atleast_1d(s), (None,))
+        if np.any(s < 0) or np.any(s > 1):
+            raise ValueError(f"{name} must lie in [0, 1] (positions); received values in [{s.min()}, {s.max()}]")
+        return s
+
+    def position_error(self, c):
+        """Measured error of the velocity from the rule in ``s`` at state ``c`` (max over the grid).
+
+        Trapezoid: Richardson, ``max |X_h - X_2h| / 3`` at the nodes of the half grid (the rule on every other
+        node; the first ``Q - 1`` nodes when ``Q - 1`` is odd).  Gauss: ``max |X - X'|`` where ``X'`` keeps only
+        the Legendre modes in ``s`` below ``Q / 2`` in the prefix integrals (the change from dropping the top half
+        of the modes: an upper estimate of the error of the degree ``Q - 1`` rule for densities whose modes decay).
+
+        Parameters
+        ----------
+        c : array_like of complex, shape (Q, coefficients per position)
+
+        Returns
+        -------
+        float
+        """
+        c = np.asarray(c)
+        X = self._velocity(c, self._avg)
+        if self.rule == "gauss":
+            top = max(1, self.positions // 2)
+            return float(np.abs(X - self._velocity(c, self._rule.prefix_average(top))).max())
+        Q = self.positions if (self.positions - 1) % 2 == 0 else self.positions - 1
+        coarse = _Rule("trapezoid", (Q - 1) // 2 + 1)
+        sub = c[:Q:2]
+        Xc = self._velocity(sub, coarse.prefix_average())
+        return float(np.abs(X[:Q:2] - Xc).max() / 3.0)
+
+    def check_positions(self, c, accuracy):
+        """Refuse a position grid too coarse for ``accuracy`` at state ``c``, with the measured error.
+
+        Parameters
+        ----------
+        c : array_like of complex, shape (Q, coefficients per position)
+        accuracy : float
+            Largest acceptable velocity error (:meth:`position_error`), positive.
+
+        Returns
+        -------
+        float
+            The measured error (when within ``accuracy``).
+
+        Raises
+        ------
+        ValueError
+            The measured error is above ``accuracy`` (said, with the rule and the number of positions).
+        """
+        accuracy = validate.real("accuracy", accuracy, 0.0, lo_open=True, what="a positive number")
+        err = self.position_error(c)
+        if not err <= accuracy:
+            raise ValueError(f"positions = {self.positions} (rule {self.rule!r}, {POSITION_RULES[self.rule]}) is too "
+                             f"coarse for accuracy = {accuracy:.3g}: the measured velocity error at this state is "
+                             f"{err:.3g}; use more positions (or rule 'gauss' for smooth densities in s)")
+        return err
+
+    # ------------------------------------------------------------------ attention received
+    def attention_received(self, c, s=None):
+        r"""The attention received by position ``s`` from the positions after it, per head, shape (H, len(s)).
+
+        The mean-field limit of :meth:`meanfield.models.causal.CausalSystem.attention_received` (``R_j`` at ``s =
+        (j + 1/2) / n``): position ``s'`` gives the tokens at ``y`` and position ``s <= s'`` the weight
+        ``k(<x', y>) / (s' D(x', s'))`` (``D`` the prefix-averaged normalizer: softmax ``k * \bar f_{s'}``, mean the
+        prefix-averaged mass), so
+
+        .. math::
+
+            r(s) = \int f(y, s) \Big(k * \int_s^1 \frac{f(\cdot, s')}{s' D(\cdot, s')}\, ds'\Big)(y)\, dy,
+
+        which integrates to 1 over ``[0, 1]`` for softmax heads and unit masses (every position distributes one unit
+        of attention).  The ``1/s'`` singularity is integrated exactly: with ``h = f / D`` interpolated by the rule,
+        ``int_s^1 h / s' = -h(0) log s + int_s^1 (h(s') - h(0)) / s'`` (the second integrand a polynomial of degree
+        ``Q - 2`` for the Gauss rule; for the trapezoid rule its value at ``s = 0`` is the one-sided difference).
+        With all scores equal (``lambda = 0``) and unit masses ``r(s) = -log s``.  ``r(0)`` is ``+inf`` (the first
+        position is attended by every later one; the particles' ``R_0`` grows like ``log n``).
+
+        Parameters
+        ----------
+        c : array_like of complex, shape (Q, coefficients per position)
+        s : array_like of float in [0, 1], optional
+            Positions (default the nodes :attr:`s`).
+
+        Returns
+        -------
+        ndarray, shape (H, len(s))
+
+        Raises
+        ------
+        ValueError
+            Positions outside ``[0, 1]`` or not finite.
+        """
+        s = self.s if s is None else self._positions_arg("s", s)
+        c = np.asarray(c)
+        pos = s > 0
+        W = self._rule.received_weights(s[pos])                      # (S, Q): int_s^1 (.) / s' ds'
+        F = self._rule.interpolation(s[pos]) @ c                     # densities at s
+        f = self._to_grid(c)                                         # (Q, grid)
+        A = self._avg @ c
+        out = np.full((len(self.heads), s.size), np.inf)
+        for h, soft in enumerate(self._softmax):
+            D = self._to_grid(self._convolve(A, h)) if soft else self.mass(A).reshape((-1,) + (1,) * (f.ndim - 1))
+            G = np.tensordot(W, f / D, axes=1)                        # (S, grid)
+            out[h, pos] = self._inner(F, self._convolve(self._from_grid(G), h))
+        return out
+
+
 @dataclass(frozen=True, eq=False)
-class CausalCirclePDE:
+class CausalCirclePDE(_CausalContinuum):
     """The causal continuity equation on ``S^1 x [0, 1]`` (circle x position).
 
     Parameters
@@ -188,88 +466,39 @@ class CausalCirclePDE:
     theta: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self):
-        heads = check_heads(self.heads)
-        for i, h in enumerate(heads):
-            if not NORMALIZATIONS[h.normalization].row_local:
-                raise ValueError(f"heads[{i}].normalization must be one of ['mean', 'softmax'] under a causal mask "
-                                 f"(a doubly stochastic scaling of a causal kernel has no positive solution); "
-                                 f"received {h.normalization!r}")
-            if not h.is_zonal:
-                raise ValueError(f"heads[{i}] must be zonal (M = V = lambda I: Fourier multipliers on the circle); "
-                                 f"received a non-zonal head")
-        rule = validate.choice("rule", self.rule, tuple(POSITION_RULES))
-        Q = validate.integer("positions", self.positions, 3 if rule == "trapezoid" else 2, 512,
-                             what="an integer in [2, 512] (gauss) or [3, 512] (trapezoid)")
-        circle = CirclePDE(heads, self.kmax, kernel_tol=self.kernel_tol, method="spectral")
+        heads = self._setup(self.heads, 2, "Fourier multipliers on the circle")
+        circle = CirclePDE(heads, self.kmax, kernel_tol=self.kernel_tol, summation="spectral")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
-        set_("heads", heads)
         set_("kmax", circle.kmax)
-        set_("positions", Q)
-        set_("rule", rule)
         set_("_circle", circle)
-        r = _Rule(rule, Q)
-        set_("_rule", r)
-        set_("s", r.s)
         set_("theta", circle.theta)
-        set_("_avg", r.prefix_average())
         k = np.arange(circle.kmax + 1)
         set_("_ik", 1j * k)
         set_("_dpot", tuple(1j * k * m["potential"] for m in circle.multipliers))
         set_("_norm", tuple(m["normalizer"] for m in circle.multipliers))
-        set_("_softmax", tuple(NORMALIZATIONS[h.normalization].uses_normalizer for h in heads))
 
-    # ------------------------------------------------------------------ state
+    # ------------------------------------------------------------------ what the shared methods need
     @property
-    def shape(self):
-        """Shape of the real state, ``(Q, 2 (kmax + 1))``."""
-        return (self.positions, 2 * (self.kmax + 1))
+    def _ncoef(self):
+        return self.kmax + 1
 
-    def state(self, c):
-        """The real state of coefficients ``c`` (Q, kmax + 1).
+    @property
+    def _size_text(self):
+        return f"kmax = {self.kmax}"
 
-        Parameters
-        ----------
-        c : array_like of complex, shape (Q, kmax + 1)
+    def _to_grid(self, c):
+        return self.synthesis(c)
 
-        Returns
-        -------
-        ndarray, shape (Q, 2 (kmax + 1))
+    def _from_grid(self, g):
+        return np.fft.rfft(g, axis=-1)[..., :self.kmax + 1] / self.theta.size
 
-        Raises
-        ------
-        ValueError
-            Wrong shape or non-finite values.
-        """
-        c = validate.complex_array("c", c, (self.positions, self.kmax + 1))
-        return np.ascontiguousarray(c, dtype=np.complex128).view(np.float64).copy()
+    def _convolve(self, c, h):
+        return c * self._norm[h]
 
-    def coefficients(self, y):
-        """The coefficients (Q, kmax + 1) (a complex view) of a real state ``y``.
-
-        Parameters
-        ----------
-        y : array_like, shape (Q, 2 (kmax + 1))
-
-        Returns
-        -------
-        ndarray of complex128, shape (Q, kmax + 1)
-
-        Raises
-        ------
-        ValueError
-            ``y`` complex, not numeric or of another shape.
-        """
-        if isinstance(y, (str, bytes)) or np.iscomplexobj(y):
-            raise ValueError(f"y must be a real state of shape {self.shape} (per position the re, im pairs of "
-                             f"c_0..c_K); received {type(y).__name__}")
-        try:
-            y = np.ascontiguousarray(y, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"y must be a real state of shape {self.shape}; received {y!r}") from None
-        if y.shape != self.shape:
-            raise ValueError(f"y must have shape {self.shape} (positions = {self.positions}, kmax = {self.kmax}); "
-                             f"received shape {y.shape}")
-        return y.view(np.complex128)
+    def _inner(self, F, G):
+        """Rows of ``int F G dtheta / 2 pi`` of real fields from their coefficients (modes 0..kmax)."""
+        p = (F * np.conj(G)).real
+        return p[:, 0] + 2.0 * p[:, 1:].sum(axis=1)
 
     def uniform(self):
         """The uniform state ``f = 1`` at every position, coefficients (Q, kmax + 1).
@@ -368,26 +597,6 @@ class CausalCirclePDE:
         flux = np.fft.rfft(f * self._velocity(c, self._avg), axis=1)[:, :self.kmax + 1] / n
         return -self._ik * flux
 
-    def rhs(self, t, y):
-        """Right-hand side for :func:`meanfield.core.integrate.integrate` on the real state (Q, 2 (kmax + 1)).
-
-        Parameters
-        ----------
-        t : float
-            Unused (autonomous).
-        y : array_like, shape (Q, 2 (kmax + 1))
-
-        Returns
-        -------
-        ndarray, shape (Q, 2 (kmax + 1))
-
-        Raises
-        ------
-        ValueError
-            ``y`` of another shape or type (:meth:`coefficients`).
-        """
-        return np.ascontiguousarray(self.tendency(self.coefficients(y))).view(np.float64)
-
     # ------------------------------------------------------------------ measurements
     def mass(self, c):
         """Mass of every position, ``c_0`` (relative to ``dtheta / 2 pi``), shape (Q,).
@@ -401,107 +610,6 @@ class CausalCirclePDE:
         ndarray, shape (Q,)
         """
         return np.asarray(c)[:, 0].real.copy()
-
-    def density_at(self, c, s):
-        """Coefficients of the density at positions ``s`` (interpolated), shape (len(s), kmax + 1).
-
-        Parameters
-        ----------
-        c : array_like of complex, shape (Q, kmax + 1)
-        s : array_like of float in [0, 1]
-
-        Returns
-        -------
-        ndarray of complex128
-        """
-        s = self._positions_arg("s", s)
-        return self._rule.interpolation(s) @ np.asarray(c)
-
-    def window(self, c, s_lo, s_hi):
-        """Coefficients of the average density over the positions ``[s_lo, s_hi]``, shape (kmax + 1,).
-
-        Parameters
-        ----------
-        c : array_like of complex, shape (Q, kmax + 1)
-        s_lo, s_hi : float
-            ``0 <= s_lo < s_hi <= 1``.
-
-        Returns
-        -------
-        ndarray of complex128, shape (kmax + 1,)
-
-        Raises
-        ------
-        ValueError
-            Bounds outside ``[0, 1]`` or not increasing.
-        """
-        lo = validate.real("s_lo", s_lo, 0.0, 1.0)
-        hi = validate.real("s_hi", s_hi, 0.0, 1.0)
-        if not hi > lo:
-            raise ValueError(f"s_hi must be larger than s_lo (a window of positions); received s_lo = {lo}, "
-                             f"s_hi = {hi}")
-        W = self._rule.cumulative(np.array([lo, hi]))
-        return (W[1] - W[0]) @ np.asarray(c) / (hi - lo)
-
-    def _positions_arg(self, name, s):
-        s = validate.real_array(name, np.atleast_1d(s), (None,))
-        if np.any(s < 0) or np.any(s > 1):
-            raise ValueError(f"{name} must lie in [0, 1] (positions); received values in [{s.min()}, {s.max()}]")
-        return s
-
-    def position_error(self, c):
-        """Measured error of the velocity from the rule in ``s`` at state ``c`` (max over the grid).
-
-        Trapezoid: Richardson, ``max |X_h - X_2h| / 3`` at the nodes of the half grid (the rule on every other
-        node; the first ``Q - 1`` nodes when ``Q - 1`` is odd).  Gauss: ``max |X - X'|`` where ``X'`` keeps only
-        the Legendre modes in ``s`` below ``Q / 2`` in the prefix integrals (the change from dropping the top half
-        of the modes: an upper estimate of the error of the degree ``Q - 1`` rule for densities whose modes decay).
-
-        Parameters
-        ----------
-        c : array_like of complex, shape (Q, kmax + 1)
-
-        Returns
-        -------
-        float
-        """
-        c = np.asarray(c)
-        X = self._velocity(c, self._avg)
-        if self.rule == "gauss":
-            top = max(1, self.positions // 2)
-            return float(np.abs(X - self._velocity(c, self._rule.prefix_average(top))).max())
-        Q = self.positions if (self.positions - 1) % 2 == 0 else self.positions - 1
-        coarse = _Rule("trapezoid", (Q - 1) // 2 + 1)
-        sub = c[:Q:2]
-        Xc = self._velocity(sub, coarse.prefix_average())
-        return float(np.abs(X[:Q:2] - Xc).max() / 3.0)
-
-    def check_positions(self, c, accuracy):
-        """Refuse a position grid too coarse for ``accuracy`` at state ``c``, with the measured error.
-
-        Parameters
-        ----------
-        c : array_like of complex, shape (Q, kmax + 1)
-        accuracy : float
-            Largest acceptable velocity error (:meth:`position_error`), positive.
-
-        Returns
-        -------
-        float
-            The measured error (when within ``accuracy``).
-
-        Raises
-        ------
-        ValueError
-            The measured error is above ``accuracy`` (said, with the rule and the number of positions).
-        """
-        accuracy = validate.real("accuracy", accuracy, 0.0, lo_open=True, what="a positive number")
-        err = self.position_error(c)
-        if not err <= accuracy:
-            raise ValueError(f"positions = {self.positions} (rule {self.rule!r}, {POSITION_RULES[self.rule]}) is too "
-                             f"coarse for accuracy = {accuracy:.3g}: the measured velocity error at this state is "
-                             f"{err:.3g}; use more positions (or rule 'gauss' for smooth densities in s)")
-        return err
 
     def observer(self):
         """An ``observe(t, y) -> dict`` hook: ``mass_min``, ``mass_max`` (per-position masses, conserved),
@@ -542,7 +650,7 @@ class CausalCirclePDE:
 
 
 @dataclass(frozen=True, eq=False)
-class CausalSpherePDE:
+class CausalSpherePDE(_CausalContinuum):
     r"""The causal continuity equation on ``S^2 x [0, 1]`` (sphere x position), zonal heads.
 
     The same equation as :class:`CausalCirclePDE` on ``S^2``: densities ``rho(x, s)`` relative to the surface measure
@@ -585,21 +693,8 @@ class CausalSpherePDE:
         from ..core.sphere import SphereGrid
         from ..core.zonal import truncation_level, zonal_multipliers
 
-        heads = check_heads(self.heads)
-        if heads[0].dim != 3:
-            raise ValueError(f"heads must have dimension d = 3 (the causal continuum on S^2); received d = "
-                             f"{heads[0].dim}")
-        for i, h in enumerate(heads):
-            if not NORMALIZATIONS[h.normalization].row_local:
-                raise ValueError(f"heads[{i}].normalization must be one of ['mean', 'softmax'] under a causal mask; "
-                                 f"received {h.normalization!r}")
-            if not h.is_zonal:
-                raise ValueError(f"heads[{i}] must be zonal (M = V = lambda I: Funk-Hecke multipliers); received a "
-                                 f"non-zonal head")
+        heads = self._setup(self.heads, 3, "Funk-Hecke multipliers")
         L = validate.integer("lmax", self.lmax, 2, 256, what="an integer in [2, 256]")
-        rule = validate.choice("rule", self.rule, tuple(POSITION_RULES))
-        Q = validate.integer("positions", self.positions, 3 if rule == "trapezoid" else 2, 512,
-                             what="an integer in [2, 512] (gauss) or [3, 512] (trapezoid)")
         tol = max(validate.real("kernel_tol", self.kernel_tol, 0.0), 1e-2)
         for i, h in enumerate(heads):
             level = truncation_level(h, L, where=f"heads[{i}]")
@@ -607,69 +702,37 @@ class CausalSpherePDE:
                 raise ValueError(f"lmax = {L} does not resolve heads[{i}]: its first neglected potential multiplier is "
                                  f"{level:.2e} of the largest (allowed {tol:.0e}); use a larger lmax")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
-        for k, v in (("heads", heads), ("lmax", L), ("positions", Q), ("rule", rule)):
-            set_(k, v)
-        grid = SphereGrid.dealiased(L)
-        set_("grid", grid)
-        r = _Rule(rule, Q)
-        set_("_rule", r)
-        set_("s", r.s)
-        set_("_avg", r.prefix_average())
+        set_("lmax", L)
+        set_("grid", SphereGrid.dealiased(L))
         mults = [zonal_multipliers(h, L, where=f"heads[{i}]") for i, h in enumerate(heads)]
         set_("_pot", tuple(m["potential"] for m in mults))
         set_("_norm", tuple(m["normalizer"] for m in mults))
-        set_("_softmax", tuple(NORMALIZATIONS[h.normalization].uses_normalizer for h in heads))
+
+    # ------------------------------------------------------------------ what the shared methods need
+    @property
+    def _ncoef(self):
+        return self.grid.nalm
 
     @property
-    def shape(self):
-        """Shape of the real state, ``(Q, 2 nalm)``."""
-        return (self.positions, 2 * self.grid.nalm)
+    def _size_text(self):
+        return f"lmax = {self.lmax}"
 
-    def state(self, c):
-        """The real state (Q, 2 nalm) of coefficients ``c`` (Q, nalm).
+    def _to_grid(self, c):
+        return np.stack([self.grid.synthesis(row) for row in np.asarray(c)])
 
-        Parameters
-        ----------
-        c : array_like of complex, shape (Q, nalm)
+    def _from_grid(self, g):
+        return np.stack([self.grid.analysis(row) for row in g])
 
-        Returns
-        -------
-        ndarray, shape (Q, 2 nalm)
+    def _convolve(self, c, h):
+        return np.stack([self.grid.multiply_degree(row, self._norm[h]) for row in c])
 
-        Raises
-        ------
-        ValueError
-            Wrong shape or non-finite values.
-        """
-        c = validate.complex_array("c", c, (self.positions, self.grid.nalm))
-        return np.ascontiguousarray(c, dtype=np.complex128).view(np.float64).copy()
+    def _inner(self, F, G):
+        """Rows of ``int F G dx`` over S^2 of real fields from their coefficients."""
+        return np.array([self.grid.inner(a, b) for a, b in zip(F, G)])
 
-    def coefficients(self, y):
-        """Coefficients (Q, nalm) (a complex view) of a real state.
-
-        Parameters
-        ----------
-        y : array_like, shape (Q, 2 nalm)
-
-        Returns
-        -------
-        ndarray of complex128, shape (Q, nalm)
-
-        Raises
-        ------
-        ValueError
-            ``y`` complex, not numeric or of another shape.
-        """
-        if isinstance(y, (str, bytes)) or np.iscomplexobj(y):
-            raise ValueError(f"y must be a real state of shape {self.shape}; received {type(y).__name__}")
-        try:
-            y = np.ascontiguousarray(y, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"y must be a real state of shape {self.shape}; received {y!r}") from None
-        if y.shape != self.shape:
-            raise ValueError(f"y must have shape {self.shape} (positions = {self.positions}, lmax = {self.lmax}); "
-                             f"received shape {y.shape}")
-        return y.view(np.complex128)
+    def _velocity(self, c, avg):
+        A = avg @ np.asarray(c)
+        return np.stack([self._velocity_q(A[q]) for q in range(A.shape[0])])
 
     def uniform(self):
         """The uniform state of unit mass at every position, coefficients (Q, nalm).
@@ -743,8 +806,7 @@ class CausalSpherePDE:
         -------
         ndarray, shape (Q, 2, nlat, nlon)
         """
-        A = self._avg @ np.asarray(c)
-        return np.stack([self._velocity_q(A[q]) for q in range(self.positions)])
+        return self._velocity(c, self._avg)
 
     def tendency(self, c):
         """``d rho_lm / dt = -div(rho X)`` per position, shape (Q, nalm).
@@ -764,23 +826,3 @@ class CausalSpherePDE:
         for q in range(self.positions):
             out[q] = -g.divergence(g.synthesis(c[q]) * self._velocity_q(A[q]))
         return out
-
-    def rhs(self, t, y):
-        """Right-hand side for :func:`meanfield.core.integrate.integrate` on the real state (Q, 2 nalm).
-
-        Parameters
-        ----------
-        t : float
-            Unused (autonomous).
-        y : array_like, shape (Q, 2 nalm)
-
-        Returns
-        -------
-        ndarray, shape (Q, 2 nalm)
-
-        Raises
-        ------
-        ValueError
-            ``y`` of another shape or type.
-        """
-        return np.ascontiguousarray(self.tendency(self.coefficients(y))).view(np.float64)

@@ -94,3 +94,55 @@ def w2_windows(X, pde, c, windows, nodes=2048):
         sel = (s >= lo) & (s < hi)
         out[p] = w2_distance(X[sel], Y, None, b, metric="geodesic", method="exact").distance
     return out
+
+
+def window_index(n, windows):
+    """Window of positions (0..windows-1) of each of ``n`` tokens at ``s_i = (i + 1/2) / n``."""
+    s = (np.arange(n) + 0.5) / n
+    return np.minimum((s * windows).astype(int), windows - 1)
+
+
+def window_means(values, windows):
+    """Means of ``values`` (..., n) over the tokens of each window of positions, shape (..., windows)."""
+    idx = window_index(np.shape(values)[-1], windows)
+    return np.stack([np.asarray(values)[..., idx == p].mean(axis=-1) for p in range(windows)], axis=-1)
+
+
+def sample_sphere_tokens(rng, n, profile, bound):
+    """Tokens (n, 3) on S^2 in order: token ``i`` at ``s_i = (i + 1/2) / n`` drawn from the density
+    ``profile(X, s)`` (relative to the surface measure, at most ``bound``) by rejection."""
+    s = (np.arange(n) + 0.5) / n
+    X = np.empty((n, 3))
+    todo = np.arange(n)
+    while todo.size:
+        Y = rng.standard_normal((todo.size, 3))
+        Y /= np.linalg.norm(Y, axis=1, keepdims=True)
+        ok = rng.uniform(0, bound, todo.size) < profile(Y, s[todo])
+        X[todo[ok]] = Y[ok]
+        todo = todo[~ok]
+    return X
+
+
+def sphere_w2_windows(X, pde, c, windows, lmax_grid=None):
+    """W2 (geodesic, exact) per window of positions between tokens ``X`` (n, 3, in order) and the average density
+    of a :class:`~meanfield.models.causal_continuum.CausalSpherePDE` state ``c`` over the same window, put on the
+    nodes of a Gauss-Legendre grid with their weights (``SphereGrid.dealiased(lmax_grid)``, default the model's; the
+    coefficients zero-padded to that degree; the grid's spacing bounds how small W2 can get); shape (windows,).  A
+    negative density is refused (never clipped)."""
+    from meanfield.core.sphere import SphereGrid, resize_coefficients
+
+    g = pde.grid if lmax_grid is None else SphereGrid.dealiased(lmax_grid)
+    nodes = g.nodes.reshape(-1, 3)
+    area = (g.ring_weights[:, None] * np.ones(g.shape[1])[None, :]).ravel()
+    idx = window_index(X.shape[0], windows)
+    out = np.empty(windows)
+    for p in range(windows):
+        cw = pde.window(c, p / windows, (p + 1) / windows)
+        if lmax_grid is not None:
+            cw = resize_coefficients(cw, pde.lmax, lmax_grid)
+        f = g.synthesis(cw).ravel()
+        if f.min() < 0:
+            raise ValueError(f"the continuum density of window {p} is negative (min {f.min():.3g}): not resolved")
+        b = f * area
+        out[p] = w2_distance(X[idx == p], nodes, None, b / b.sum(), metric="geodesic", method="exact").distance
+    return out
