@@ -92,7 +92,7 @@ def bench_speed(p):
         t = best(fns, 20)
         tq = np.nan
         if lmax in p["quad_lmax"]:
-            Q = mf.ContinuumPDE(paper_heads(), lmax, method="quadrature")
+            Q = mf.ContinuumPDE(paper_heads(), lmax, summation="quadrature")
             tq = best({"q": lambda: Q.rhs(0.0, y)}, 1)["q"]
         res[("pde", lmax)] = (t["zonal"], t["general"], tq)
         rows.append([f"`ContinuumPDE.rhs`, lmax {lmax}", f"{t['zonal'] * 1e3:.2f} ms",
@@ -154,7 +154,7 @@ def bench_accuracy(p):
             kw = {"lmax": 48} if kernel == "relu" else {}
             m = p["n_acc_sinkhorn"] if norm == "sinkhorn" else n
             X, w = Xa[:m], wa[:m] / wa[:m].sum()
-            F = mf.ParticleSystem(heads, summation="spectral", tolerance=1e-10, **kw)
+            F = mf.ParticleSystem(heads, summation="spectral", kernel_tol=1e-10, **kw)
             D = mf.ParticleSystem(heads, summation="direct")
             t0 = time.perf_counter()
             U, _ = D.forces(X, w)
@@ -184,7 +184,7 @@ def bench_continuum(p):
              "random general, softmax": random_heads(np.random.default_rng(5), "exp", "softmax")}
     for name, heads in cases.items():
         A = mf.ContinuumPDE(heads, lmax, kernel_tol=1e-13)
-        Q = mf.ContinuumPDE(heads, lmax, method="quadrature")
+        Q = mf.ContinuumPDE(heads, lmax, summation="quadrature")
         rho = vmf_mixture_density(A.grid, np.array([[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]]), 5.0, [0.6, 0.4], floor=0.2)
         y = to_real(rho).copy()
         ra, rq = A.rhs(0.0, y), Q.rhs(0.0, y)
@@ -230,7 +230,7 @@ def bench_degree(p):
                 U, _ = D.forces(X, w)
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    F = mf.ParticleSystem([h], summation="spectral", tolerance=tol)
+                    F = mf.ParticleSystem([h], summation="spectral", kernel_tol=tol)
                     err = np.abs(F.forces(X, w)[0] - U).max() / np.abs(U).max()
                 warned = any(issubclass(c.category, SpectralAccuracyWarning) for c in caught)
                 res.append((err, warned))

@@ -63,7 +63,7 @@ print(sig_system.uses_spectral(3000), mf.diagnostics.dissipation(sig_system, X) 
 # For zonal exp heads on S^2 the sums over tokens are evaluated spectrally (Funk-Hecke multipliers) in
 # O(n + lmax^2 log lmax), ``lmax`` chosen from the requested accuracy; ``summation="auto"`` does this from
 # n = 2000. Against the pairwise sums at n = 3000, then one velocity at n = 100 000 (direct: minutes).
-fast = mf.ParticleSystem(mf.scalar_heads([1.0, 0.5], 3, beta=5.0), summation="spectral", tolerance=1e-10)
+fast = mf.ParticleSystem(mf.scalar_heads([1.0, 0.5], 3, beta=5.0), summation="spectral", kernel_tol=1e-10)
 slow = mf.ParticleSystem(mf.scalar_heads([1.0, 0.5], 3, beta=5.0), summation="direct")
 print(fast.spectral_lmax, np.abs(fast.velocity(X) - slow.velocity(X)).max())     # ~1e-10
 v = fast.velocity(mf.initial.uniform_sphere(100_000, 3, seed=0))

@@ -47,6 +47,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       causal            CausalSystem: causal (masked) attention at scale, direct sums (any d) or spectral prefix sums (S^1, S^2)
       causal_continuum  CausalCirclePDE, CausalSpherePDE: the causal continuum on S^1 / S^2 x positions [0, 1] (zonal heads)
       step_rules        the transformer's discrete updates (post-LN, nGPT, pre-LN, peri-LN) and their limits
+      plans             how each model is solved: the RunPlan builders of the models' plan methods (checks, cost)
       encoder           a trained transformer's weights (EncoderWeights): its factored heads, bias report, numpy forward pass
     analysis/   what is measured on the models
       diagnostics       particle diagnostics (energy rates, radial shadows, Condition 8, entropies) and observer
@@ -68,12 +69,13 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       head_measures     the paper's hypotheses measured on heads: orthogonality delta, alignment, symmetry, effective beta,
                         along trajectories
     workflow/   runs, files and the command line
-      simulate          solve_particles / solve_continuum: integrator + observe hooks
-      solve             solve(model, start, t_final): the one entry point, the solver chosen by the model's protocol
+      simulate          solve_particles / solve_continuum: the names of solve for particles and the continuum
+      solve             solve(model, start, t_final): the one loop over the models' plans, observers and monitors added
       ramp              noisy particles under a piecewise-constant nu ramp (hysteresis, escape times)
       paired            paired particle / PDE runs compared by W2 (the main job's engine)
-      reduced           solve_reduced: the circle / axisymmetric PDEs with observers and monitor
+      reduced           solve_reduced: the name of solve for the circle / axisymmetric PDEs
       inputs            research inputs of configs: coefficient files, zonal profiles, token files
+      schema            the one schema of every config: sections of checked keys, TOML in and out, ConfigError
       config            RunConfig: the main job's settings, TOML in and out, validated (files resolved)
       checkpoint        integrator states of long runs, saved atomically; resume
       run               the main job: PDE + particles + W2 -> xarray Dataset

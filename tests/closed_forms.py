@@ -426,7 +426,7 @@ def _nodes_consistency(normalization):
     assert W.min() > 0
     v_particles = mf.ParticleSystem(heads).velocity(g.nodes.reshape(-1, 3), W / W.sum())
     v_pde = pde.velocity(rho_lm).reshape(-1, 3)
-    quad = mf.ContinuumPDE(heads, lmax=24, method="quadrature")
+    quad = mf.ContinuumPDE(heads, lmax=24, summation="quadrature")
     return {"particles": np.abs(v_pde - v_particles).max() / np.abs(v_particles).max(),
             "quadrature": np.abs(quad.velocity(rho_lm).reshape(-1, 3) - v_pde).max() / np.abs(v_pde).max(),
             "E_quad": quad.energies(rho_lm), "E_spec": pde.energies(rho_lm)}

@@ -67,7 +67,7 @@ entry("required_lmax", mf.required_lmax, lambda: dict(heads=H_SINGLE(), toleranc
 # --------------------------------------------------------------------------------- models
 _model_heads = {"heads": lambda b: heads(b["heads"])}
 entry("ParticleSystem", mf.ParticleSystem, lambda: dict(heads=H3(), geometry="sphere", summation="auto"),
-      bad={**_model_heads, "geometry": choice(), "summation": choice(), "tolerance": real_pos(),
+      bad={**_model_heads, "geometry": choice(), "summation": choice(), "kernel_tol": real_pos(),
            "nu": real_nonneg(), "chunk_bytes": int_pos(1), "lmax": int_pos(1)})
 entry("ParticleSystem.velocity", method(PS, "velocity"), lambda: dict(X=X3(), w=None),
       bad={"X": lambda b: tokens(X3()), "w": [np.full(8, 0.5), np.full(7, 1 / 7), _poke(np.full(8, 1 / 8), NAN), "w"]})
@@ -77,7 +77,7 @@ entry("ParticleSystem.energy", method(PS, "energy"), lambda: dict(X=X3()), bad={
 
 entry("BatchedSystem", lambda **kw: __import__("meanfield.models.batched", fromlist=["x"]).BatchedSystem(**kw),
       lambda: dict(heads=H3(), geometry="sphere", causal=False, summation="direct"),
-      bad={**_model_heads, "geometry": choice(), "causal": flag(), "summation": choice(), "tolerance": real_pos(),
+      bad={**_model_heads, "geometry": choice(), "causal": flag(), "summation": choice(), "kernel_tol": real_pos(),
            "chunk_bytes": int_pos(1)})
 entry("BatchedSystem.velocity", method(BS, "velocity"), lambda: dict(X=XB()),
       bad={"X": lambda b: [None, "X", XB().astype(complex) * (1 + 1j), _poke(XB(), NAN), _poke(XB(), INF),
@@ -90,7 +90,7 @@ entry("BatchedSystem.field", method(BS, "field"), lambda: dict(X=XB()),
       bad={"X": lambda b: [None, _poke(XB(), NAN), XB().astype(complex) * (1 + 1j), XB()[..., :-1]]})
 
 entry("ContinuumPDE", mf.ContinuumPDE, lambda: dict(heads=H_SINGLE(), lmax=8, nu=0.0, kernel_tol=1e-6),
-      bad={**_model_heads, "lmax": int_pos(1), "nu": real_nonneg(), "kernel_tol": real_nonneg(), "method": choice()},
+      bad={**_model_heads, "lmax": int_pos(1), "nu": real_nonneg(), "kernel_tol": real_nonneg(), "summation": choice()},
       huge={"lmax": [HUGE]})
 entry("ContinuumPDE.velocity", method(CPDE, "velocity"), lambda: dict(rho_lm=RHO()),
       bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True)})
@@ -100,7 +100,7 @@ entry("ContinuumPDE.energies", method(CPDE, "energies"), lambda: dict(rho_lm=RHO
       bad={"rho_lm": lambda b: array(b["rho_lm"], complex_ok=True)})
 
 entry("CirclePDE", mf.CirclePDE, lambda: dict(heads=mf.scalar_heads([1.0], 2), kmax=16, nu=0.0),
-      bad={**_model_heads, "kmax": int_pos(1), "nu": real_nonneg(), "kernel_tol": real_nonneg(), "method": choice()},
+      bad={**_model_heads, "kmax": int_pos(1), "nu": real_nonneg(), "kernel_tol": real_nonneg(), "summation": choice()},
       huge={"kmax": [HUGE, 10**10]},
       edge={"heads": [mf.scalar_heads([1.0], 2, beta=750.0, normalization="softmax")]})
 entry("CirclePDE.velocity", method(CIRC, "velocity"), lambda: dict(c=C_CIRC()),

@@ -169,7 +169,7 @@ def _pde_bad():
     lazily, on first use)."""
     return [None, "pde", mf.CirclePDE(mf.scalar_heads([1.0], 2), kmax=8, kernel_tol=1e-6),
             mf.ContinuumPDE([mf.Head(np.diag([1.0, 0.5, 0.2]), np.diag([1.0, 0.7, 0.2]))], lmax=4),   # V != c M
-            mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 4.0), lmax=8, method="quadrature")]
+            mf.ContinuumPDE(mf.scalar_heads([1.0], 3, 4.0), lmax=8, summation="quadrature")]
 
 
 _PDE_BAD = lambda b: _pde_bad()                                                      # noqa: E731

@@ -449,7 +449,8 @@ MODULES_NOT_FUZZED = {
                                              "EquilibriaConfig (tests/test_equilibria_general.py: its refusals)",
     "meanfield.workflow.inputs": _TOP + " (zonal_density, density_from_coefficients); the file loaders are "
                                  "fuzzed through cli.config_check (positions files)",
-    "meanfield.workflow.jobs": "the main job's folder lifecycle, driven by a validated RunConfig (cli entries)",
+    "meanfield.workflow.jobs": "every job's folder lifecycle (JobFolder) and the main job, driven by validated "
+                               "configs (cli entries); JobFolder's bad arguments and refusals: tests/test_job_shape.py",
     "meanfield.workflow.paired": "the main job's engine, reached through run(config) with a validated RunConfig",
     "meanfield.workflow.plotting": "figures whose inputs are datasets made by the package",
     "meanfield.workflow.ramp": "noise ramps of particles: noise_ramp, first_crossing, order_parameter and "
@@ -460,6 +461,8 @@ MODULES_NOT_FUZZED = {
                               "cli.config_check; run itself is called (not fuzzed) by the extend.* baselines",
     "meanfield.workflow.simulate": _TOP + " (solve_particles, solve_continuum)",
     "meanfield.workflow.solve": _TOP + " (solve)",
+    "meanfield.models.plans": "the run plans behind the models' plan methods, reached through the top-level solve, "
+                              "solve_particles, solve_continuum and solve_reduced entries (fuzzed)",
     "meanfield.workflow.sweep": "sweeps of the main job over validated configs; no direct entry yet",
     "meanfield.workflow.tasks": "a generic task farm on dask, fed by the sweep / transition-map jobs",
     "meanfield.workflow.transition_map": "the transition map job over validated configs; no direct entry yet",
@@ -473,6 +476,9 @@ MODULES_NOT_FUZZED = {
     "meanfield.models.causal_continuum": "CausalCirclePDE and CausalSpherePDE (issue 36): their refusals (Sinkhorn, non-zonal heads, rules, "
                                          "positions, state shapes, windows, a too coarse position grid with the "
                                          "measured error) are tested by tests/test_causal.py",
+    "meanfield.workflow.schema": "the one config schema (checkers, Section, TOML in and out) under every config loader; "
+                                 "fuzzed through them (cli.config_check, phase_diagram.load_phase_config, cli.equilibria) "
+                                 "and its refusals named by tests/test_schema.py",
 }
 """The modules of the four layers outside the covered surface (``PUBLIC_MODULES + ISSUE_MODULES + MORE_MODULES``),
 each with the reason its callables need no entry of their own (``tests/test_hostile_api.py`` fails for a module of

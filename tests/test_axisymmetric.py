@@ -207,7 +207,7 @@ def test_circle_quadrature_path_matches_spectral_and_particles():
     """General-head path (grid quadrature) = Funk-Hecke path for zonal heads; both = particle velocity at the nodes."""
     for norm in NORMS:
         heads = scalar_heads([1.0, -0.5], 2, beta=2.0, normalization=norm)
-        cz, cq = CirclePDE(heads, 24), CirclePDE(heads, 24, method="quadrature")
+        cz, cq = CirclePDE(heads, 24), CirclePDE(heads, 24, summation="quadrature")
         c = cz.project(lambda th: np.exp(np.cos(th) + 0.3 * np.sin(2 * th)))
         c = c / c[0].real
         # spectrally accurate quadrature of an analytic integrand on 75 nodes: round-off (2e-15 measured)

@@ -80,7 +80,7 @@ def test_spectral_batch_matches_direct(rng):
     heads = scalar_heads([1.0], 3, beta=2.0)
     X = _tokens(rng, 2, 40, 3)
     direct = BatchedSystem(heads).velocity(X)
-    spectral = BatchedSystem(heads, summation="spectral", tolerance=1e-12).velocity(X)
+    spectral = BatchedSystem(heads, summation="spectral", kernel_tol=1e-12).velocity(X)
     # the spectral sums are accurate to `tolerance` relative to the aggregates (size ~ e^2); 1e-9 absolute
     # is that tolerance with the aggregate's scale and a margin for the transforms' round-off
     np.testing.assert_allclose(spectral, direct, rtol=0, atol=1e-9)

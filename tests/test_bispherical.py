@@ -163,7 +163,7 @@ def test_cost_guard_refuses_by_name():
 
 # ---------------------------------------------------------------------------------------- particles
 def _check_against_direct(heads, X, w, tol, lmax=None):
-    fast = mf.ParticleSystem(heads, summation="spectral", tolerance=tol, lmax=lmax)
+    fast = mf.ParticleSystem(heads, summation="spectral", kernel_tol=tol, lmax=lmax)
     direct = mf.ParticleSystem(heads, summation="direct")
     assert isinstance(fast.spectral, GeneralSpectralSum)
     U, N = direct.forces(X, w)
@@ -233,7 +233,7 @@ def test_summation_switch_for_general_heads():
 def test_general_sums_off_the_sphere_use_the_directions(rng):
     """Rows off the unit sphere (integrator stages) are evaluated at x / |x|, as the zonal spectral sums."""
     heads = paper_heads(beta=2.0)
-    sys = mf.ParticleSystem(heads, summation="spectral", tolerance=1e-12)
+    sys = mf.ParticleSystem(heads, summation="spectral", kernel_tol=1e-12)
     X = clustered(200, seed=6)
     v1 = sys.spectral.velocity(X)
     v2 = sys.spectral.velocity(1.7 * X)
@@ -243,7 +243,7 @@ def test_general_sums_off_the_sphere_use_the_directions(rng):
 # ---------------------------------------------------------------------------------------- continuum
 def _pdes(heads, lmax, **kw):
     return (mf.ContinuumPDE(heads, lmax, kernel_tol=1e-13, **kw),
-            mf.ContinuumPDE(heads, lmax, method="quadrature", **kw))
+            mf.ContinuumPDE(heads, lmax, summation="quadrature", **kw))
 
 
 # the softmax head's row sums dip to ~1 / 100 of its kernel's largest value: the worst-case bound (a warning) is
@@ -300,7 +300,7 @@ def test_continuum_sinkhorn_general_heads():
 def test_continuum_refuses_what_the_operator_path_cannot_do(rng):
     with pytest.raises(ValueError, match="relu.*lmax rule"):
         mf.ContinuumPDE([Head(2 * P_XY, P_XY, kernel="relu")], 15)
-    pde = mf.ContinuumPDE([Head(2 * P_XY, P_XY, kernel="relu")], 15, method="quadrature")   # the reference path
+    pde = mf.ContinuumPDE([Head(2 * P_XY, P_XY, kernel="relu")], 15, summation="quadrature")   # the reference path
     assert pde.general is None
 
 
@@ -329,7 +329,7 @@ def test_softmax_rows_far_below_the_kernel_warn(rng):
     h = Head(40 * M / np.linalg.norm(M, 2), rng.standard_normal((3, 3)), normalization="softmax")
     X = clustered(300, seed=8)
     with pytest.warns(SpectralAccuracyWarning, match="heads\\[0\\].*bounded by.*direct"):
-        mf.ParticleSystem([h], summation="spectral", tolerance=1e-6).forces(X, np.full(300, 1 / 300))
+        mf.ParticleSystem([h], summation="spectral", kernel_tol=1e-6).forces(X, np.full(300, 1 / 300))
 
 
 def test_continuum_rate_terms_and_shadows():
@@ -337,7 +337,7 @@ def test_continuum_rate_terms_and_shadows():
     the tendency), off-diagonal terms of heads on orthogonal subspaces are -int a^h a^h' rho (the interference), and the
     operator path equals the quadrature path (direct node sums)."""
     heads = [Head(2 * P_XY, 2 * P_XY), Head(2 * P_Z, 2 * P_Z)]
-    A, B = mf.ContinuumPDE(heads, 15), mf.ContinuumPDE(heads, 15, method="quadrature")
+    A, B = mf.ContinuumPDE(heads, 15), mf.ContinuumPDE(heads, 15, summation="quadrature")
     rho = vmf_mixture_density(A.grid, np.array([[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]]), 5.0, [0.6, 0.4], floor=0.2)
     C = fd.field_energy_rate_terms(A, rho)
     # the two paths: the kernel truncated at L_K (kernel_tol 1e-10 by default) against exact node sums

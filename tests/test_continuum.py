@@ -99,8 +99,8 @@ def test_kernel_resolution_warning_and_errors():
         ContinuumPDE(scalar_heads([1.0], 3), lmax=1)
     with pytest.raises(ValueError, match="nu must be"):
         ContinuumPDE(scalar_heads([1.0], 3), lmax=8, nu=-1.0)
-    with pytest.raises(ValueError, match="method must be one of"):
-        ContinuumPDE(scalar_heads([1.0], 3), lmax=8, method="fast")
+    with pytest.raises(ValueError, match="summation must be one of"):
+        ContinuumPDE(scalar_heads([1.0], 3), lmax=8, summation="fast")
     pde = ContinuumPDE(scalar_heads([1.0], 3), lmax=8, kernel_tol=1e-6)
     bad = uniform_density(pde.grid) * 2
     with pytest.raises(ValueError, match="rho_lm0"):
@@ -123,7 +123,7 @@ def test_relu_multipliers_match_theory():
 
 def test_attention_entropy_spectral_vs_quadrature():
     heads = scalar_heads([1.0, 0.5], 3, beta=2.0)
-    spec, quad = ContinuumPDE(heads, lmax=20), ContinuumPDE(heads, lmax=20, method="quadrature")
+    spec, quad = ContinuumPDE(heads, lmax=20), ContinuumPDE(heads, lmax=20, summation="quadrature")
     rho_lm = vmf_mixture_density(spec.grid, [[0, 0, 1.0], [1.0, 0, 0]], [3.0, 2.0], floor=0.3)
     Hs, Hq = fd.field_attention_entropy(spec, rho_lm), fd.field_attention_entropy(quad, rho_lm)
     # log of band-limited Z on a grid exact to degree 3 lmax: spectral accuracy, ~1e-12

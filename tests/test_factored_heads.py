@@ -275,8 +275,8 @@ def test_spectral_paths_use_the_dense_matrices_at_d3(rng):
     of its dense twin (the same matrices bit for bit, so the same operators; 1e-12 leaves room for nothing else)."""
     heads, twins = pair(rng, "exp", "mean", d=3, r=2, p=1, beta=1.0)
     X, w = tokens(rng, 200, 3), weights(rng, 200)
-    F = ParticleSystem(heads, summation="spectral", tolerance=1e-10)
-    Dn = ParticleSystem(twins, summation="spectral", tolerance=1e-10)
+    F = ParticleSystem(heads, summation="spectral", kernel_tol=1e-10)
+    Dn = ParticleSystem(twins, summation="spectral", kernel_tol=1e-10)
     close(F.velocity(X, w), Dn.velocity(X, w), ROW_LOCAL_RTOL)
     close(F.energies(X, w), Dn.energies(X, w), ROW_LOCAL_RTOL)
     # and the spectral sum agrees with the factored direct sum to its tolerance (1e-10 relative to the largest
@@ -290,7 +290,7 @@ def test_spectral_paths_use_the_dense_matrices_at_d3(rng):
     y = pde.state(rho)
     close(pde.rhs(0.0, y), pde_d.rhs(0.0, y), ROW_LOCAL_RTOL)
     # the continuum's quadrature path sums the nodes directly (core.sums.aggregate): through the factors here
-    quad, quad_d = (mf.ContinuumPDE(hs, lmax=12, method="quadrature") for hs in (heads, twins))
+    quad, quad_d = (mf.ContinuumPDE(hs, lmax=12, summation="quadrature") for hs in (heads, twins))
     close(quad.rhs(0.0, y), quad_d.rhs(0.0, y), ROW_LOCAL_RTOL)
     close(quad.energies(rho), quad_d.energies(rho), ROW_LOCAL_RTOL)
 

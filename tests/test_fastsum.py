@@ -24,7 +24,7 @@ def rel_err(a, b):
 def test_velocity_matches_direct_sum_n1e4(beta):
     """n = 10^4, two zonal mean heads: spectral velocity = direct velocity to the tolerance 1e-10."""
     heads = scalar_heads([1.0, -0.5], 3, beta=beta)
-    fast = ParticleSystem(heads, summation="spectral", tolerance=1e-10)
+    fast = ParticleSystem(heads, summation="spectral", kernel_tol=1e-10)
     direct = ParticleSystem(heads, summation="direct")
     for X in (uniform_sphere(10_000, 3, seed=1), clustered(10_000, seed=2)):
         U, _ = direct.forces(X)                 # one direct pass (~0.2 s per head on an idle core)
@@ -43,7 +43,7 @@ def test_forces_normalizers_energies_weighted(rng, normalization):
     X = clustered(1500, seed=3)
     w = rng.random(1500)
     w /= w.sum()
-    fast = SpectralSum(heads, tolerance=1e-10)
+    fast = SpectralSum(heads, kernel_tol=1e-10)
     direct = ParticleSystem(heads, summation="direct")
     assert_spectral_sums_match(fast, direct, X, w, tol=1e-10)   # the requested tolerance (see the helper)
 
@@ -53,7 +53,7 @@ def test_self_interaction_included():
     head = scalar_heads([1.3], 3, beta=2.0)
     X = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
     w = np.array([0.25, 0.75])
-    U, _ = SpectralSum(head, tolerance=1e-12).forces(X, w)
+    U, _ = SpectralSum(head, kernel_tol=1e-12).forces(X, w)
     lam, beta = 1.3, 2.0
     exact0 = 0.25 * np.exp(beta * lam) * lam * X[0] + 0.75 * 1.0 * lam * X[1]    # <x0, x1> = 0
     # closed form; the transforms run at 1e-14 relative accuracy, so 1e-12 is a safe margin
@@ -94,7 +94,7 @@ def test_required_lmax_controls_the_error():
     X = clustered(1500, seed=7)
     U, _ = ParticleSystem(heads, summation="direct").forces(X)
     v = ParticleSystem(heads, summation="direct").velocity(X)
-    err = np.abs(SpectralSum(heads, tolerance=1e-4).velocity(X, np.full(1500, 1 / 1500)) - v).max() / np.abs(U).max()
+    err = np.abs(SpectralSum(heads, kernel_tol=1e-4).velocity(X, np.full(1500, 1 / 1500)) - v).max() / np.abs(U).max()
     # the bound holds, and truncation is really active: the error is far above round-off (1e-13)
     assert 1e-9 < err <= 1e-4
 
@@ -142,10 +142,10 @@ def test_spectral_rhs_off_sphere_is_tangent():
 
 
 @pytest.mark.parametrize("bad", [
-    dict(summation="fast"), dict(tolerance=0.0), dict(tolerance=1.5), dict(tolerance="1e-10"),
+    dict(summation="fast"), dict(kernel_tol=0.0), dict(kernel_tol=1.5), dict(kernel_tol="1e-10"),
 ])
 def test_bad_summation_arguments(bad):
-    with pytest.raises(ValueError, match="summation|tolerance"):
+    with pytest.raises(ValueError, match="summation|kernel_tol"):
         ParticleSystem(scalar_heads([1.0], 3), **bad)
 
 
@@ -209,12 +209,12 @@ def test_entropies_match_direct_relative_entropy(rng, normalization):
     w = rng.random(1500)
     w /= w.sum()
     H_direct = attention_entropy(ParticleSystem(heads, summation="direct"), X, w, relative=True)
-    H_fast = SpectralSum(heads, tolerance=1e-10).entropies(X, w)
+    H_fast = SpectralSum(heads, kernel_tol=1e-10).entropies(X, w)
     assert H_fast.shape == (3, 1500)
     # log Z - Q / Z from sums accurate to 1e-10 relative: errors ~ 1e-10 * (1 + |Q / Z|) (measured ~1e-12)
     np.testing.assert_allclose(H_fast, H_direct, rtol=0, atol=1e-9)
     n = 1500
-    H_uniform = SpectralSum(heads, tolerance=1e-10).entropies(X, np.full(n, 1 / n))
+    H_uniform = SpectralSum(heads, kernel_tol=1e-10).entropies(X, np.full(n, 1 / n))
     shannon = attention_entropy(ParticleSystem(heads, summation="direct"), X)
     np.testing.assert_allclose(H_uniform, shannon - np.log(n), rtol=0, atol=1e-9)   # the same, Shannon form
     relu = SpectralSum(scalar_heads([1.0], 3, kernel="relu"), lmax=16).entropies(X, w)

@@ -185,7 +185,7 @@ def test_zonal_relu_heads_with_auto_sums_run_direct():
 
 
 def test_auto_sums_follow_particle_system_rule():
-    system = mf.ParticleSystem(HEADS, summation="auto", tolerance=1e-12)
+    system = mf.ParticleSystem(HEADS, summation="auto", kernel_tol=1e-12)
     assert not system.uses_spectral(SPECTRAL_MIN_N - 1) and system.uses_spectral(SPECTRAL_MIN_N)
     res = paired.paired_run(HEADS, blobs, SPECTRAL_MIN_N, 0.05, [0.0, 0.05], seed=2, pde=PDESettings(lmax=15),
                             transport=TransportSettings(grid=paired.transport_grid(8), method="sliced"))

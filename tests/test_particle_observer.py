@@ -54,7 +54,7 @@ def test_observer_weighted_tokens():
 def test_observer_uses_the_systems_spectral_sums(monkeypatch):
     X = tokens(300, 3)
     direct = diagnostics.observer(mf.ParticleSystem(HEADS, summation="direct"))(0.0, X)
-    spectral_system = mf.ParticleSystem(HEADS, summation="spectral", tolerance=1e-12)
+    spectral_system = mf.ParticleSystem(HEADS, summation="spectral", kernel_tol=1e-12)
     assert spectral_system.uses_spectral(300)
     with monkeypatch.context() as m:           # the spectral path never calls the O(n^2) direct entropy
         m.setattr(diagnostics, "attention_entropy", lambda *a, **k: pytest.fail("direct entropy called"))

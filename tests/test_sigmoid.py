@@ -31,7 +31,7 @@ def test_spectral_sums_equal_direct_sums(rng, normalization):
     X = clustered(1500, seed=3)
     w = rng.random(1500)
     w /= w.sum()
-    fast = SpectralSum(heads, tolerance=1e-10)
+    fast = SpectralSum(heads, kernel_tol=1e-10)
     assert fast.lmax == required_lmax(heads, 1e-10)
     direct = ParticleSystem(heads, summation="direct")
     assert_spectral_sums_match(fast, direct, X, w, tol=1e-10)   # the requested tolerance (see the helper)
@@ -61,7 +61,7 @@ def test_pde_velocity_equals_particle_velocity_on_nodes(normalization):
     # integrates degree 3 lmax + 1 ~ 73 exactly and the sigmoid's Legendre tail there is ~3^-70:
     # round-off only
     np.testing.assert_allclose(v_pde, v_particles, rtol=0, atol=1e-12 * np.abs(v_particles).max())
-    quad = ContinuumPDE(heads, lmax=24, method="quadrature")
+    quad = ContinuumPDE(heads, lmax=24, summation="quadrature")
     np.testing.assert_allclose(quad.velocity(rho_lm).reshape(-1, 3), v_pde, rtol=0, atol=1e-12 * np.abs(v_pde).max())
     np.testing.assert_allclose(quad.energies(rho_lm), pde.energies(rho_lm), rtol=1e-12)
 
@@ -113,7 +113,7 @@ def test_attention_entropies():
     """Continuum: spectral = quadrature; particles: the covariance identity of log k (exact for any
     motion) against a five-point difference of the entropies."""
     heads = sig_heads([1.0, 0.5], 2.0)
-    spec, quad = ContinuumPDE(heads, lmax=20), ContinuumPDE(heads, lmax=20, method="quadrature")
+    spec, quad = ContinuumPDE(heads, lmax=20), ContinuumPDE(heads, lmax=20, summation="quadrature")
     rho_lm = vmf_mixture_density(spec.grid, [[0, 0, 1.0], [1.0, 0, 0]], [3.0, 2.0], floor=0.3)
     Hs, Hq = fd.field_attention_entropy(spec, rho_lm), fd.field_attention_entropy(quad, rho_lm)
     # log of a band-limited Z on a grid exact to degree 3 lmax: spectral accuracy (~1e-12)

@@ -101,7 +101,7 @@ def test_non_convergence_names_the_head_and_the_error():
 def test_quadrature_path_refuses_sinkhorn_heads():
     heads = mf.scalar_heads(LAMBDAS, 3, beta=BETA, normalization="sinkhorn")
     with pytest.raises(ValueError, match=r"heads \[0, 1\] have normalization 'sinkhorn', which the quadrature path"):
-        mf.ContinuumPDE(heads, lmax=8, method="quadrature")
+        mf.ContinuumPDE(heads, lmax=8, summation="quadrature")
     with pytest.raises(ValueError, match="sinkhorn_tol must be"):
         mf.ContinuumPDE(heads, lmax=8, sinkhorn_tol=0.0)
 

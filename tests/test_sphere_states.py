@@ -142,8 +142,8 @@ def test_failures_and_bad_input(setting):
     with pytest.raises(ValueError, match="pde: heads \\[0\\] are general heads whose velocity is not a gradient"):
         ss.gibbs_map(eq.at_noise(general, 1.0), np.zeros(general.grid.nalm))
     quad = mf.ContinuumPDE((mf.Head(np.diag([1.0, 0.5, 0.2]), np.diag([1.0, 0.5, 0.2]), 1.0),), lmax=8,
-                           method="quadrature")
-    with pytest.raises(ValueError, match="method='quadrature' has no potential"):
+                           summation="quadrature")
+    with pytest.raises(ValueError, match="summation='quadrature' has no potential"):
         ss.gibbs_map(eq.at_noise(quad, 1.0), np.zeros(quad.grid.nalm))
 
 

@@ -314,11 +314,12 @@ def test_modules_check_with_the_shared_choices_themselves():
     # models/, analysis/transport and workflow/paired held copies or second names (continuum.METHODS,
     # transport.METRICS / METHODS / NEGATIVE_POLICIES, paired.PARTICLE_SUMS); 0.2.0 imports the tuples
     from meanfield.analysis import transport
-    from meanfield.models import continuum, particles
+    from meanfield.models import circle, continuum, particles
     from meanfield.workflow import paired
 
     assert particles.GEOMETRIES is choices.GEOMETRIES and particles.SUMMATIONS is choices.SUMMATIONS
-    assert continuum.CONTINUUM_METHODS is choices.CONTINUUM_METHODS
+    assert continuum.CONTINUUM_SUMMATIONS is choices.CONTINUUM_SUMMATIONS
+    assert circle.CONTINUUM_SUMMATIONS is choices.CONTINUUM_SUMMATIONS
     assert transport.W2_METRICS is choices.W2_METRICS and transport.W2_METHODS is choices.W2_METHODS
     assert transport.W2_NEGATIVE_POLICIES is choices.W2_NEGATIVE_POLICIES
     assert paired.SAMPLINGS is choices.SAMPLINGS and paired.SUMMATIONS is choices.SUMMATIONS
@@ -440,7 +441,7 @@ def test_particles_refuse_previously_unchecked_arguments():
     heads = mf.scalar_heads([1.0], 3)
     refused(mf.ParticleSystem, heads, chunk_bytes=True, name="chunk_bytes", echo="True")   # was accepted as 1 byte
     refused(mf.ParticleSystem, heads, chunk_bytes=2.0**20, name="chunk_bytes", echo="1048576.0")
-    refused(mf.ParticleSystem, heads, tolerance=np.bool_(True), name="tolerance", echo="True")
+    refused(mf.ParticleSystem, heads, kernel_tol=np.bool_(True), name="kernel_tol", echo="True")
     refused(mf.ParticleSystem, heads, geometry=np.array(["sphere"]), name="geometry", echo="array(['sphere']")
     refused(mf.ParticleSystem, heads, summation=None, name="summation", echo="None")
     refused(particles.check_tokens, "abc", name="X", echo="'abc'")
@@ -462,7 +463,7 @@ def test_fastsum_refuses_previously_unchecked_arguments():
     heads = mf.scalar_heads([1.0], 3)
     refused(SpectralSum, heads, lmax=True, name="lmax", echo="True")
     refused(SpectralSum, heads, lmax=8.0, name="lmax", echo="8.0")
-    refused(SpectralSum, heads, tolerance=np.bool_(False), name="tolerance", echo="False")
+    refused(SpectralSum, heads, kernel_tol=np.bool_(False), name="kernel_tol", echo="False")
     fast = SpectralSum(heads, lmax=8)
     X = initial.uniform_sphere(5, 3, seed=0)
     refused(fast.coefficients, X, [0.2, 0.2, np.nan, 0.2, 0.2], name="w", echo="nan")    # NaN weights went to ducc0

@@ -183,6 +183,14 @@ def w2_marginal(X, profile, axis=None, cost="angle", n_sub=200_000):
     Returns
     -------
     float
+
+    Raises
+    ------
+    ValueError
+        An unknown ``cost``, ``n_sub`` not an integer ``>= 1``, ``profile`` not callable or refused by
+        :func:`~meanfield.core.axisymmetric.angle_marginal` (negative, not finite, zero everywhere), ``X``
+        not finite unit vectors (n >= 1), ``axis`` not a unit vector of length d, or quantile levels
+        above the cost guard's limits (:func:`meanfield.core.cost.guard`).
     """
     cost = validate.choice("cost", cost, COSTS)
     n_sub = validate.integer("n_sub", n_sub, 1)
@@ -193,7 +201,28 @@ def w2_marginal(X, profile, axis=None, cost="angle", n_sub=200_000):
 
 
 def w2_marginal_samples(X, Y, axis=None, cost="angle"):
-    """Exact 1-D ``W2`` between the ``theta``-marginals of two particle sets of the same shape (n, d)."""
+    """Exact 1-D ``W2`` between the ``theta``-marginals of two particle sets of the same shape (n, d).
+
+    Parameters
+    ----------
+    X, Y : array_like, shape (n, d)
+        Unit vectors (the same ``n`` and ``d``).
+    axis : array_like, shape (d,), optional
+        Unit axis of ``theta = arccos <x, axis>`` (default the last basis vector).
+    cost : {"angle", "t"}
+        ``W2`` of the angles ``theta`` or of ``t = cos theta``.
+
+    Returns
+    -------
+    float
+        ``sqrt(mean((a_(i) - b_(i))^2))`` over the sorted marginals.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``cost``, ``X`` or ``Y`` not finite unit vectors (n >= 1), ``axis`` not a unit vector of
+        length d, or ``X`` and ``Y`` of different shapes.
+    """
     cost = validate.choice("cost", cost, COSTS)
     a, _ = _particle_angles(X, axis)
     b, _ = _particle_angles(Y, axis, "Y")

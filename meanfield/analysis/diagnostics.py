@@ -37,7 +37,27 @@ OBSERVABLES = ("energy", "energy_head", "dissipation", "entropy", "relative_entr
 
 
 def dissipation(system: ParticleSystem, X, w=None) -> float:
-    """``sum_i w_i |dx_i/dt|^2`` (``(1/n) sum |dx_i/dt|^2`` for uniform weights)."""
+    """``sum_i w_i |dx_i/dt|^2`` (``(1/n) sum |dx_i/dt|^2`` for uniform weights).
+
+    Parameters
+    ----------
+    system : ParticleSystem
+        The heads and geometry.
+    X : array_like, shape (n, d)
+        Tokens.
+    w : array_like, shape (n,), optional
+        Token weights (default uniform).
+
+    Returns
+    -------
+    float
+        The dissipation.
+
+    Raises
+    ------
+    ValueError
+        Tokens or weights refused by :meth:`ParticleSystem.check`.
+    """
     X, w = system.check(X, w)
     v = system.velocity(X, w)
     return float(w @ np.einsum("nd,nd->n", v, v))
@@ -59,6 +79,25 @@ def energy_rate_terms(system: ParticleSystem, X, w=None):
     ``dE_h/dt`` (MODEL.md: ``(1/n^3) sum_i <f^h, P sum f^{h'}>``), the diagonal holds the self
     terms and ``<P u^h, P u^{h'}> = <u^h, u^{h'}> - a^h a^{h'}`` on the sphere.  For other heads
     compare with :meth:`ParticleSystem.energy_rates`, which is exact for any heads.
+
+    Parameters
+    ----------
+    system : ParticleSystem
+        The heads and geometry (``P`` is the tangent projection on the sphere, the identity when flat).
+    X : array_like, shape (n, d)
+        Tokens.
+    w : array_like, shape (n,), optional
+        Token weights (default uniform).
+
+    Returns
+    -------
+    ndarray, shape (H, H)
+        ``C[h, h']``.
+
+    Raises
+    ------
+    ValueError
+        Tokens or weights refused by :meth:`ParticleSystem.check`.
     """
     X, w = system.check(X, w)
     _, PU = _projected_forces(system, X, w)
@@ -67,6 +106,15 @@ def energy_rate_terms(system: ParticleSystem, X, w=None):
 
 def radial_shadows(system: ParticleSystem, X, w=None) -> dict:
     """Radial shadows and force norms per head and token.
+
+    Parameters
+    ----------
+    system : ParticleSystem
+        The heads and geometry.
+    X : array_like, shape (n, d)
+        Tokens.
+    w : array_like, shape (n,), optional
+        Token weights (default uniform).
 
     Returns
     -------
@@ -88,6 +136,26 @@ def radial_dominance(system: ParticleSystem, X, w=None) -> dict:
         \\text{norm-bounded:}\\quad |P u_i^h|^2 \\ge |a_i^h| \\sum_{h' \\ne h} |u_i^{h'}|
 
     Returns ``exact`` and ``norm_bounded`` (bool) and their margins (left minus right side).
+
+    Parameters
+    ----------
+    system : ParticleSystem
+        The heads and geometry.
+    X : array_like, shape (n, d)
+        Tokens.
+    w : array_like, shape (n,), optional
+        Token weights (default uniform).
+
+    Returns
+    -------
+    dict
+        ``exact``, ``norm_bounded`` (bool arrays) and ``exact_margin``, ``norm_bounded_margin`` (float
+        arrays), each of shape (H, n).
+
+    Raises
+    ------
+    ValueError
+        Tokens or weights refused by :meth:`ParticleSystem.check`.
     """
     r = radial_shadows(system, X, w)
     a, nrm, tan2 = r["a"], r["norm"], r["tangential"] ** 2
@@ -106,6 +174,28 @@ def attention_entropy(system: ParticleSystem, X, w=None, relative=False):
     ``H_i^h = -sum_j p_ij log p_ij`` (in ``[0, log n]`` for uniform weights).
     ``relative=True``: ``-sum_j p_ij log(p_ij / w_j)``, the discrete form of the continuum
     entropy ``H_h(x)`` of MODEL.md section 3 (``<= 0``; equals ``H_i^h - log n`` for uniform weights).
+
+    Parameters
+    ----------
+    system : ParticleSystem
+        The heads (Sinkhorn heads: rows of the scaled plan).
+    X : array_like, shape (n, d)
+        Tokens.
+    w : array_like, shape (n,), optional
+        Token weights (default uniform).
+    relative : bool, optional
+        The relative entropy instead of Shannon's (default False).
+
+    Returns
+    -------
+    ndarray, shape (H, n)
+        The entropies (NaN for a row without attention mass).
+
+    Raises
+    ------
+    ValueError
+        Tokens or weights refused by :meth:`ParticleSystem.check`, or a direct evaluation above
+        :data:`~meanfield.models.particles.DIRECT_TIME_LIMIT_S` (always direct).
     """
     X, w = system.check(X, w)
     system.check_direct(X.shape[0], "attention_entropy (always direct)",
@@ -127,6 +217,29 @@ def attention_entropy_rate(system: ParticleSystem, X, Xdot=None, w=None):
     (exp: ``ell = beta s``, i.e. ``-beta^2 Cov_p(s, sdot)``, MODEL.md section 1).  Exact for any
     motion ``Xdot`` (default: the flow) of the relative entropy, and of the Shannon entropy when the
     weights are uniform.
+
+    Parameters
+    ----------
+    system : ParticleSystem
+        The heads (row-local normalizations, kernels with ``k > 0``).
+    X : array_like, shape (n, d)
+        Tokens.
+    Xdot : array_like, shape (n, d), optional
+        Token velocities (default the system's flow at ``X``).
+    w : array_like, shape (n,), optional
+        Token weights (default uniform).
+
+    Returns
+    -------
+    ndarray, shape (H, n)
+        ``dH_i^h/dt``.
+
+    Raises
+    ------
+    ValueError
+        Tokens or weights refused by :meth:`ParticleSystem.check`, three direct passes above
+        :data:`~meanfield.models.particles.DIRECT_TIME_LIMIT_S`, ``Xdot`` of another shape than ``X``, a
+        Sinkhorn head, or a kernel that vanishes somewhere (relu).
     """
     X, w = system.check(X, w)
     system.check_direct(X.shape[0], "attention_entropy_rate (always direct)", passes=3,
@@ -190,7 +303,27 @@ def observer_passes(system: ParticleSystem, n, w=None) -> int:
     """Direct O(n^2) passes one :func:`observer` record makes over ``n`` tokens: 0 wherever the system
     sums spectrally (any weights), else 3 (energies, dissipation, relative entropies) plus 1 for the
     Shannon entropies of non-uniform weights.  :func:`meanfield.solve_particles` counts them in its
-    up-front cost estimate (:meth:`ParticleSystem.check_direct_run`)."""
+    up-front cost estimate (:meth:`ParticleSystem.check_direct_run`).
+
+    Parameters
+    ----------
+    system : ParticleSystem
+        The system observed.
+    n : int
+        Number of tokens, ``>= 1``.
+    w : array_like, shape (n,), optional
+        Token weights (None or all equal: uniform).
+
+    Returns
+    -------
+    int
+        0, 3 or 4.
+
+    Raises
+    ------
+    ValueError
+        ``n`` not an integer ``>= 1``.
+    """
     n = validate.integer("n", n, 1)
     if system.uses_spectral(n):
         return 0
@@ -223,6 +356,30 @@ def observer(system: ParticleSystem, w=None, threshold=0.99, per_token=False, cl
     :data:`meanfield.particles.DIRECT_TIME_LIMIT_S`.  ``clustering=False`` records only the O(n)
     ``mean_inner`` of the clustering measures (the KD-tree path of the others is O(n log n), but its
     constant is larger than the sums').
+
+    Parameters
+    ----------
+    system : ParticleSystem
+        The system of the run.
+    w : array_like, shape (n,), optional
+        Token weights (default uniform).
+    threshold : float, optional
+        Inner-product threshold of ``n_clusters``, in [-1, 1] (default 0.99).
+    per_token : bool, optional
+        Also record the per-token entropies (default False).
+    clustering : bool, optional
+        Record every clustering measure (default True) or only ``mean_inner``.
+
+    Returns
+    -------
+    callable
+        ``observe(t, X)`` -> dict of the recorded quantities at tokens ``X`` (n, d).
+
+    Raises
+    ------
+    ValueError
+        ``system`` not a :class:`ParticleSystem`, ``clustering`` or ``per_token`` not a bool, ``threshold``
+        outside [-1, 1], or weights that are not a probability vector.
     """
     if not isinstance(system, ParticleSystem):
         raise ValueError(f"system must be a ParticleSystem; received {type(system).__name__}")

@@ -257,7 +257,34 @@ def potential(pde, b, Q=None, w=None):
     the form: linear in ``f`` where the normalization uses no normalizer (mean), ``(1/beta) log Z`` for a
     row-local one (softmax), ``-(1/beta) log a`` with the Sinkhorn scaling ``a`` otherwise).
     ``Q``, ``w``: the basis (lmax+1, n) and normalized quadrature weights (n,) at other nodes instead of the
-    model's (both or neither)."""
+    model's (both or neither).
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model.
+    b : array_like, shape (lmax+1,)
+        Gegenbauer coefficients of the density.
+    Q : array_like, shape (lmax+1, n), optional
+        The model's orthonormal basis at other nodes.
+    w : array_like, shape (n,), optional
+        Normalized quadrature weights at those nodes.
+
+    Returns
+    -------
+    phi : ndarray, shape (n,)
+        ``Phi`` at the nodes.
+    dphi : ndarray, shape (n, lmax+1)
+        ``dPhi/db``.
+
+    Raises
+    ------
+    ValueError
+        ``pde`` not an :class:`AxisymmetricPDE`, ``b``, ``Q`` or ``w`` not finite arrays of their shapes, only
+        one of ``Q`` and ``w`` given, a softmax normalizer ``Z`` or (Sinkhorn) a density that is not positive
+        on the nodes; :class:`~meanfield.core.sinkhorn.SinkhornError` (a ``ValueError``) when a Sinkhorn
+        scaling does not converge.
+    """
     pde = _check_model(pde)
     b = validate.real_array("b", b, (pde.lmax + 1,))
     if (Q is None) != (w is None):
@@ -515,7 +542,23 @@ def solve_stationary(pde, b0, *, tol=1e-11, maxiter=50) -> StationaryState:
 def normalizations_have_free_energy(names) -> bool:
     """Whether heads of these normalizations ascend a free energy ``G = E - nu int rho log rho``: mean (``E`` the
     energy) and Sinkhorn (``E_S``), not a row-local normalizer such as softmax (MODEL.md section 7).
-    ``names``: an iterable of normalization names (not a bare string)."""
+    ``names``: an iterable of normalization names (not a bare string).
+
+    Parameters
+    ----------
+    names : iterable of str
+        Names of :data:`~meanfield.core.kernels.NORMALIZATIONS`.
+
+    Returns
+    -------
+    bool
+        True unless a name is a row-local normalization with a normalizer (softmax); True for no names.
+
+    Raises
+    ------
+    ValueError
+        ``names`` a string or not iterable, or an unknown normalization name.
+    """
     if isinstance(names, (str, bytes)) or not hasattr(names, "__iter__"):
         raise ValueError(f"names must be an iterable of normalization names {tuple(NORMALIZATIONS)} (not a bare "
                          f"string); received {names!r}")
@@ -524,7 +567,23 @@ def normalizations_have_free_energy(names) -> bool:
 
 
 def has_free_energy(pde) -> bool:
-    """:func:`normalizations_have_free_energy` of the heads of ``pde``."""
+    """:func:`normalizations_have_free_energy` of the heads of ``pde``.
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model.
+
+    Returns
+    -------
+    bool
+        Whether its flow ascends a free energy (no softmax head).
+
+    Raises
+    ------
+    ValueError
+        ``pde`` not an :class:`AxisymmetricPDE`.
+    """
     return normalizations_have_free_energy(h.normalization for h in _check_model(pde).heads)
 
 
@@ -571,7 +630,26 @@ def free_energy_gap(pde, state) -> float:
 
 def nu_sharp(pde, degree=1) -> float:
     """The noise at which ``sigma_l`` of the uniform state vanishes, ``l = degree`` (``nu_#`` for degree 1:
-    ``sum_h m_l / beta`` of the model's multipliers, divided by ``m_0`` for normalizing heads)."""
+    ``sum_h m_l / beta`` of the model's multipliers, divided by ``m_0`` for normalizing heads).
+
+    Parameters
+    ----------
+    pde : AxisymmetricPDE
+        The model (its ``nu`` is not used).
+    degree : int, optional
+        The degree ``l``, in ``[1, lmax]`` (default 1).
+
+    Returns
+    -------
+    float
+        ``nu_l``, computed as ``<Q_l, dPhi/db_l>`` at the uniform state.
+
+    Raises
+    ------
+    ValueError
+        ``pde`` not an :class:`AxisymmetricPDE`, ``degree`` not an integer in ``[1, lmax]``, or (Sinkhorn
+        heads) a scaling solve that fails.
+    """
     pde = _check_model(pde)
     degree = validate.integer("degree", degree, 1, pde.lmax)
     _, dphi = _potential(pde, pde.uniform())

@@ -77,7 +77,23 @@ def _coefficients(pde, rho_lm, name="rho_lm"):
 
 
 def mass(pde: ContinuumPDE, rho_lm) -> float:
-    """``int rho = sqrt(4 pi) Re rho_00`` (exact)."""
+    """``int rho = sqrt(4 pi) Re rho_00`` (exact).
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+    rho_lm : array_like, shape (nalm,)
+        Coefficients of the density (any mass).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``rho_lm`` is not finite coefficients of the PDE's shape (nalm,).
+    """
     return float(np.sqrt(4 * np.pi) * np.real(_coefficients(pde, rho_lm)[0]))
 
 
@@ -137,7 +153,27 @@ def field_spectral_tail(pde: ContinuumPDE, rho_lm, fraction=2 / 3) -> float:
 
 def concentration(pde: ContinuumPDE, rho_lm, rho=None) -> dict:
     """``max_density``, the order parameter ``|int x rho|`` and the second moment
-    ``int (1 - <x, m>^2) rho`` about the mean direction ``m``."""
+    ``int (1 - <x, m>^2) rho`` about the mean direction ``m``.
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+    rho_lm : array_like, shape (nalm,)
+        Coefficients of the density (any mass).
+    rho : ndarray, shape (nlat, nlon), optional
+        The density on the PDE's grid, when already synthesized (not checked against ``rho_lm``).
+
+    Returns
+    -------
+    dict
+        ``max_density``, ``order_parameter`` and ``second_moment`` (floats; ``m`` is the north pole when
+        the first moment vanishes).
+
+    Raises
+    ------
+    ValueError
+        If ``rho_lm`` is not finite coefficients of the PDE's shape (nalm,).
+    """
     rho_lm = _coefficients(pde, rho_lm)
     g = pde.grid
     rho = g.synthesis(rho_lm) if rho is None else rho
@@ -176,7 +212,25 @@ def field_dissipation(pde: ContinuumPDE, rho_lm, fields=None) -> float:
 
 
 def boltzmann_entropy(pde: ContinuumPDE, rho_lm, rho=None) -> float:
-    """``-int rho log rho`` over the set where ``rho > 0`` (see :func:`field_negative_mass` for the rest)."""
+    """``-int rho log rho`` over the set where ``rho > 0`` (see :func:`field_negative_mass` for the rest).
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+    rho_lm : array_like, shape (nalm,)
+        Coefficients of the density (any mass).
+    rho : ndarray, shape (nlat, nlon), optional
+        The density on the PDE's grid, when already synthesized (not checked against ``rho_lm``).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``rho_lm`` is not finite coefficients of the PDE's shape (nalm,).
+    """
     rho_lm = _coefficients(pde, rho_lm)
     rho = pde.grid.synthesis(rho_lm) if rho is None else rho
     pos = np.where(rho > 0, rho, 1.0)
@@ -187,6 +241,24 @@ def free_energy_dissipation(pde: ContinuumPDE, rho_lm, fields=None) -> float:
     """``int |X - nu grad log rho|^2 rho`` = d/dt (E - nu int rho log rho) for nu >= 0 (MODEL.md section 3).
 
     Needs ``rho > 0``; returns NaN otherwise.
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+    rho_lm : array_like, shape (nalm,)
+        Coefficients of the density (any mass).
+    fields : dict, optional
+        ``pde.fields(rho_lm)``, when already computed.
+
+    Returns
+    -------
+    float
+        The dissipation, or NaN where ``rho <= 0`` somewhere on the grid.
+
+    Raises
+    ------
+    ValueError
+        If ``rho_lm`` is not finite coefficients of the PDE's shape (nalm,).
     """
     rho_lm = _coefficients(pde, rho_lm)
     g = pde.grid
@@ -325,7 +397,24 @@ def head_forces(pde: ContinuumPDE, rho_lm):
     """Per-head forces ``u^h(x) = int k_h(<x, M_h y>) V_h y rho(y) dy / D_h(x)`` (unprojected) on the grid, shape
     (H, nlat, nlon, 3): by the heads' operators on the operator path (general heads), otherwise by direct sums over
     the grid nodes (``O(nodes^2)`` per head: about a second at lmax 47).  Sinkhorn heads are refused (their force
-    needs the scaling solve: use :meth:`ContinuumPDE.fields`)."""
+    needs the scaling solve: use :meth:`ContinuumPDE.fields`).
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+    rho_lm : array_like, shape (nalm,)
+        Coefficients of the density (any mass).
+
+    Returns
+    -------
+    ndarray, shape (H, nlat, nlon, 3)
+        ``u^h`` at the grid nodes.
+
+    Raises
+    ------
+    ValueError
+        If ``rho_lm`` is not finite coefficients of the PDE's shape (nalm,), or a head is Sinkhorn-normalized.
+    """
     rho_lm = _coefficients(pde, rho_lm)
     g = pde.grid
     solving = [i for i, h in enumerate(pde.heads) if not NORMALIZATIONS[h.normalization].row_local]

@@ -78,7 +78,7 @@ def _check(pde):
     if not pde.zonal:
         raise ValueError("pde must be on a spectral path (zonal heads, or general gradient heads: mean normalization, "
                          "V = c M): the self-consistency equation needs the velocity as a gradient, "
-                         "X = grad Phi; method='quadrature' has no potential")
+                         "X = grad Phi; summation='quadrature' has no potential")
     return pde
 
 
@@ -89,7 +89,23 @@ def symmetry_axes(pde) -> np.ndarray:
     """Orthonormal rows (r, 3): the axes ``w`` whose rotations leave every head invariant (the null space of
     ``w -> ([G(w), M_h], [G(w), V_h])``, ``G(w) x = w x x``): the identity (all of R^3) for zonal heads, one axis
     for the paper's plane and axis heads (any frame), none for generic ones.  Only these rotations map stationary
-    states to stationary states: their orbit tangents are the neutral modes the phase conditions remove."""
+    states to stationary states: their orbit tangents are the neutral modes the phase conditions remove.
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+        A model on a spectral path with a potential (zonal heads, or general gradient heads).
+
+    Returns
+    -------
+    ndarray, shape (r, 3)
+        The axes, ``0 <= r <= 3`` (``numpy.eye(3)`` for zonal heads).
+
+    Raises
+    ------
+    ValueError
+        ``pde`` not a :class:`ContinuumPDE`, or one whose velocity is not a gradient (no potential).
+    """
     pde = _check(pde)
     if pde.general is None:
         return np.eye(3)
@@ -240,7 +256,25 @@ def gibbs_map(pde, state):
 
 def rotation_generators(grid: SphereGrid, rho_lm):
     """``L_k rho`` (3, nalm), ``k = x, y, z``: ``(e_k x x) . grad rho``, the tangents of the rotation orbit
-    (degree-preserving, so exact on the grid)."""
+    (degree-preserving, so exact on the grid).
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid.
+    rho_lm : array_like, shape (nalm,)
+        Coefficients of the density.
+
+    Returns
+    -------
+    ndarray, shape (3, nalm), complex128
+        The coefficients of ``L_x rho``, ``L_y rho``, ``L_z rho``.
+
+    Raises
+    ------
+    ValueError
+        ``grid`` not a :class:`SphereGrid`, or ``rho_lm`` not finite coefficients of its shape.
+    """
     if not isinstance(grid, SphereGrid):
         raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
     rho_lm = _coeffs(grid, rho_lm, "rho_lm")
@@ -476,7 +510,27 @@ SECONDS_PER_FLOP = 1e-10
 def gibbs_problem_cost(lmax, nodes, jacobians=1) -> cost.Cost:
     """Peak bytes of a :class:`GibbsProblem` (``S``, ``W``, ``S P`` and a product's temporary, ``nodes x N``
     each, and four ``N x N`` matrices of a Jacobian and its bordered solve) and the seconds of ``jacobians``
-    Jacobians (``2 N^2 nodes`` operations each), ``N = (lmax + 1)^2``."""
+    Jacobians (``2 N^2 nodes`` operations each), ``N = (lmax + 1)^2``.
+
+    Parameters
+    ----------
+    lmax : int
+        Largest degree, ``>= 0``.
+    nodes : int
+        Grid nodes, ``>= 1``.
+    jacobians : int, optional
+        Jacobians formed, ``>= 0`` (default 1).
+
+    Returns
+    -------
+    Cost
+        The estimate (not checked against the limits: :meth:`~meanfield.core.cost.Cost.check` does).
+
+    Raises
+    ------
+    ValueError
+        An argument that is not an integer in its range.
+    """
     lmax = validate.integer("lmax", lmax, 0)
     nodes = validate.integer("nodes", nodes, 1)
     jacobians = validate.integer("jacobians", jacobians, 0)
@@ -503,6 +557,18 @@ class GibbsProblem:
     ``(lmax+1)^2`` columns) and then by dense products.  Rotations that leave every head invariant
     (:func:`symmetry_axes`) make ``F_u`` singular at states they move: the continuation suits states that keep the
     heads' continuous symmetries (the branch from the uniform state at large ``nu`` does).
+
+    Parameters
+    ----------
+    pde : ContinuumPDE
+        A model with a potential linear in ``rho``: mean heads, zonal or general with ``V = c M`` (its ``nu``
+        is not used: ``nu`` is an argument of the methods).
+
+    Raises
+    ------
+    ValueError
+        ``pde`` not a :class:`ContinuumPDE` with a potential, softmax or Sinkhorn heads, or matrices above the
+        cost guard's limits (:func:`gibbs_problem_cost`, :func:`meanfield.core.cost.guard`).
     """
 
     def __init__(self, pde):
@@ -533,12 +599,44 @@ class GibbsProblem:
         self.r0 = 1.0 / np.sqrt(4 * np.pi)
 
     def coefficients(self, u) -> np.ndarray:
-        """The model's coefficients ``rho_lm`` (nalm,) of the coordinates ``u``."""
+        """The model's coefficients ``rho_lm`` (nalm,) of the coordinates ``u``.
+
+        Parameters
+        ----------
+        u : array_like, shape (size,)
+            Real coordinates without the mass.
+
+        Returns
+        -------
+        ndarray, shape (nalm,), complex128
+            Coefficients of mass 1.
+
+        Raises
+        ------
+        ValueError
+            ``u`` not a finite real array of shape (size,).
+        """
         u = validate.real_array("u", u, (self.size,))
         return from_real_basis(np.r_[self.r0, u], self.grid.lmax)
 
     def coordinates(self, rho_lm) -> np.ndarray:
-        """The coordinates ``u`` of coefficients ``rho_lm`` of mass 1 (the inverse of :meth:`coefficients`)."""
+        """The coordinates ``u`` of coefficients ``rho_lm`` of mass 1 (the inverse of :meth:`coefficients`).
+
+        Parameters
+        ----------
+        rho_lm : array_like, shape (nalm,)
+            Coefficients of the model's grid.
+
+        Returns
+        -------
+        ndarray, shape (size,)
+            The real coordinates without the first.
+
+        Raises
+        ------
+        ValueError
+            ``rho_lm`` not finite coefficients of the grid's shape, or a mass that is not 1 (to 1e-10 relative).
+        """
         r = to_real_basis(_coeffs(self.grid, rho_lm, "rho_lm"), self.grid.lmax)
         if abs(r[0] - self.r0) > 1e-10 * self.r0:
             raise ValueError(f"rho_lm must have mass 1 (rho_00 = 1/sqrt(4 pi) to 1e-10 relative); received mass "
@@ -552,12 +650,40 @@ class GibbsProblem:
         return f, phi
 
     def F(self, u, nu):
-        """``u - G(u)`` (size,)."""
+        """``u - G(u)`` (size,).
+
+        Parameters
+        ----------
+        u : ndarray, shape (size,)
+            Coordinates (not checked).
+        nu : float
+            Noise, ``> 0`` (not checked).
+
+        Returns
+        -------
+        ndarray, shape (size,)
+            ``F(u, nu)``.
+        """
         f, _ = self._gibbs(u, nu)
         return u - (self._W @ f)[1:]
 
     def jacobian(self, u, nu):
-        """``(F_u (size, size), F_nu (size,))``."""
+        """``(F_u (size, size), F_nu (size,))``.
+
+        Parameters
+        ----------
+        u : ndarray, shape (size,)
+            Coordinates (not checked).
+        nu : float
+            Noise, ``> 0`` (not checked).
+
+        Returns
+        -------
+        Fu : ndarray, shape (size, size)
+            ``dF/du``.
+        Fnu : ndarray, shape (size,)
+            ``dF/dnu``.
+        """
         f, phi = self._gibbs(u, nu)
         wf = self._w * f
         B = self._SP[:, 1:]
@@ -567,7 +693,31 @@ class GibbsProblem:
         return Fu, Fp
 
     def solve(self, u0, nu, *, tol=1e-12, maxiter=50):
-        """Newton on ``F(., nu) = 0`` from ``u0``: ``(u, residual, iterations)`` (the residual in the max norm)."""
+        """Newton on ``F(., nu) = 0`` from ``u0``: ``(u, residual, iterations)`` (the residual in the max norm).
+
+        Parameters
+        ----------
+        u0 : array_like, shape (size,)
+            Start coordinates.
+        nu : float
+            Noise, ``> 0``.
+        tol : float, optional
+            Stop once ``max |F| <= tol`` (default 1e-12).
+        maxiter : int, optional
+            Newton steps at most, ``>= 1`` (default 50).
+
+        Returns
+        -------
+        tuple
+            ``(u, residual, iterations)``: coordinates (size,), ``max |F(u, nu)|`` (a float; above ``tol``
+            when the iteration stopped at ``maxiter``) and the Newton steps taken.
+
+        Raises
+        ------
+        ValueError
+            ``u0`` not finite of shape (size,), ``nu`` not a positive number, or ``maxiter`` not an integer
+            ``>= 1``.
+        """
         u = validate.real_array("u0", u0, (self.size,)).astype(float).copy()
         nu = validate.real("nu", nu, positive=True)
         res = np.inf

@@ -127,10 +127,15 @@ class Backend:
         what : str
             The computation, for the message.
 
+        Yields
+        ------
+        None
+            The block runs inside (numpy: nothing is caught).
+
         Raises
         ------
         BackendError
-            The device ran out of memory.
+            The device ran out of memory, or torch is not installed (a torch backend).
         """
         if self.name == "numpy":
             yield
@@ -145,7 +150,13 @@ class Backend:
                                f"fewer tokens, or device='cpu'") from exc
 
     def describe(self) -> str:
-        """``"torch cuda float32"`` and the like."""
+        """``"torch cuda float32"`` and the like.
+
+        Returns
+        -------
+        str
+            ``"{name} {device} {dtype}"``.
+        """
         return f"{self.name} {self.device} {self.dtype}"
 
 
@@ -352,7 +363,18 @@ def numpy_maps(*maps):
 
 
 def expit(x):
-    """The logistic function ``1 / (1 + exp(-x))`` of a non-numpy array (``torch.sigmoid``); numpy uses scipy's."""
+    """The logistic function ``1 / (1 + exp(-x))`` of a non-numpy array (``torch.sigmoid``); numpy uses scipy's.
+
+    Parameters
+    ----------
+    x : array API array (a torch tensor), any shape
+        The arguments.
+
+    Returns
+    -------
+    array, shape of ``x``
+        ``expit(x)`` in ``x``'s namespace (``x.sigmoid()`` where the array has that method).
+    """
     if hasattr(x, "sigmoid"):
         return x.sigmoid()
     xp = namespace(x)
@@ -360,7 +382,18 @@ def expit(x):
 
 
 def log_expit(x):
-    """``log(expit(x))`` of a non-numpy array, stable for large ``|x|`` (``torch.nn.functional.logsigmoid``)."""
+    """``log(expit(x))`` of a non-numpy array, stable for large ``|x|`` (``torch.nn.functional.logsigmoid``).
+
+    Parameters
+    ----------
+    x : array API array (a torch tensor), any shape
+        The arguments.
+
+    Returns
+    -------
+    array, shape of ``x``
+        ``log expit(x)`` in ``x``'s namespace, computed as ``-(max(-x, 0) + log1p(exp(-|x|)))`` outside torch.
+    """
     if type(x).__module__.startswith("torch"):
         return _torch().nn.functional.logsigmoid(x)
     xp = namespace(x)

@@ -55,6 +55,7 @@ from .sphere import (
     rotate_coefficients,
     to_real_basis,
 )
+from .sums import CHUNK_BYTES  # work space of the kernel values of a dense build
 from .zonal import has_lmax_rule, no_lmax_rule, required_lmax, truncation_level
 
 __all__ = ["PROFILES", "kernel_degree", "is_axial", "potential_scale", "operator_norm", "estimate_operator",
@@ -78,8 +79,6 @@ ANALYSIS_SECONDS_PER_NODE_DEGREE = 5e-10
 6.6e-10 in axial ones at L = 32-96: the estimates are within a factor 2 of the builds)."""
 PEAK_FACTOR = 1.4
 """Measured peak memory of a build over the sizes of its arrays (tracemalloc: 1.3 at L = 16-96, dense and axial)."""
-CHUNK_BYTES = 8 * 2**20
-"""Work space of the kernel values of a dense build."""
 
 
 class SpectralAccuracyWarning(UserWarning):
@@ -625,8 +624,8 @@ class GeneralOperator:
             warnings.warn(f"heads[{i}] ({h.normalization}, {h.kernel}, beta |M|_2 = {h.beta * operator_norm(h):.3g}): "
                           f"its row sums fall to min Z = {zmin:.3g} while the kernel reaches {kernel_bound(h):.3g}, so "
                           f"the spectral sums' relative accuracy there is only bounded by {reached:.1e}, not by "
-                          f"tolerance = {self.tolerance:.0e}; use the direct sums (ParticleSystem: summation="
-                          f"'direct'; ContinuumPDE: method='quadrature') or a smaller tolerance (kernel_tol)",
+                          f"kernel_tol = {self.tolerance:.0e}; use the direct sums (ParticleSystem: summation="
+                          f"'direct'; ContinuumPDE: summation='quadrature') or a smaller kernel_tol",
                           SpectralAccuracyWarning, stacklevel=validate.outside_stacklevel())
 
     def needed(self):

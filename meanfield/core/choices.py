@@ -10,7 +10,7 @@ Each tuple lists the default first where there is one.
 from __future__ import annotations
 
 __all__ = ["SAMPLINGS", "SAMPLING_NEGATIVE_POLICIES", "W2_SOLVERS", "W2_METHODS", "W2_METRICS",
-           "W2_NEGATIVE_POLICIES", "GEOMETRIES", "SUMMATION_PATHS", "SUMMATIONS", "CONTINUUM_METHODS",
+           "W2_NEGATIVE_POLICIES", "GEOMETRIES", "SUMMATION_PATHS", "SUMMATIONS", "CONTINUUM_SUMMATIONS",
            "SWEEP_MODES"]
 
 SAMPLINGS = ("iid", "stratified")
@@ -40,8 +40,8 @@ SUMMATION_PATHS = ("direct", "spectral")
 SUMMATIONS = ("auto",) + SUMMATION_PATHS
 """``ParticleSystem(summation=...)``: a path, or ``"auto"`` (chosen by heads and size)."""
 
-CONTINUUM_METHODS = ("auto", "spectral", "quadrature")
-"""``ContinuumPDE(method=...)``: how the PDE's velocity is computed: spectrally (Funk-Hecke multipliers for zonal
+CONTINUUM_SUMMATIONS = ("auto", "spectral", "quadrature")
+"""``ContinuumPDE(summation=...)`` and ``CirclePDE(summation=...)``: how the PDE's velocity is computed: spectrally (Funk-Hecke multipliers for zonal
 heads, bi-spherical operators for any other heads; ``"auto"`` is the same), or by direct quadrature over the grid
 nodes (the O(nodes^2) reference)."""
 

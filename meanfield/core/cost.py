@@ -81,7 +81,13 @@ def pair_seconds(width=3) -> float:
 
 
 def current_limits() -> tuple[float, float]:
-    """``(bytes, seconds)`` in force (the defaults, or those of an enclosing :func:`limits` block)."""
+    """``(bytes, seconds)`` in force (the defaults, or those of an enclosing :func:`limits` block).
+
+    Returns
+    -------
+    tuple of two float
+        The memory limit in bytes and the time limit in seconds (``inf``: no limit).
+    """
     return _LIMITS.get()
 
 
@@ -93,6 +99,23 @@ def limits(bytes=None, seconds=None):
     ...     pde = CirclePDE(heads, kmax=10**8)
 
     The limits are context-local (``contextvars``): a thread started inside the block sees the defaults.
+
+    Parameters
+    ----------
+    bytes : float, optional
+        Memory limit in bytes, ``> 0`` (``inf``: no limit); None keeps the one in force.
+    seconds : float, optional
+        Time limit in seconds, ``> 0`` (``inf``: no limit); None keeps the one in force.
+
+    Yields
+    ------
+    None
+        Inside the block the limits apply; the previous ones are restored on exit (errors included).
+
+    Raises
+    ------
+    ValueError
+        A limit that is not a number > 0 (``bool`` and NaN refused), when the block is entered.
     """
     old_b, old_s = _LIMITS.get()
     b = old_b if bytes is None else _positive("bytes", bytes)
@@ -111,7 +134,19 @@ def _positive(name, x):
 
 
 def memory_text(b) -> str:
-    """``b`` bytes in binary units (``"1.5 GiB"``)."""
+    """``b`` bytes in binary units (``"1.5 GiB"``).
+
+    Parameters
+    ----------
+    b : float
+        A number of bytes.
+
+    Returns
+    -------
+    str
+        Three significant digits (no decimals from 100 units up) in the largest unit up to TiB that
+        ``b`` reaches, or whole bytes (``"512 B"``).
+    """
     b = float(b)
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if b >= size:
@@ -121,7 +156,19 @@ def memory_text(b) -> str:
 
 
 def time_text(s) -> str:
-    """``s`` seconds (``"4750 s (1.3 h)"``)."""
+    """``s`` seconds (``"4750 s (1.3 h)"``).
+
+    Parameters
+    ----------
+    s : float
+        A number of seconds.
+
+    Returns
+    -------
+    str
+        Whole seconds from 10 s to 1e7 s, three significant digits otherwise, with the hours appended
+        from one hour up.
+    """
     s = float(s)
     text = f"{s:.3g} s" if s >= 1e7 or s < 10 else f"{s:.0f} s"
     return text + (f" ({s / 3600:.1f} h)" if s >= 3600 else "")
@@ -129,7 +176,19 @@ def time_text(s) -> str:
 
 @dataclass(frozen=True)
 class Cost:
-    """An estimate: peak ``bytes`` and ``seconds`` of ``what``, with ``detail`` (how it was counted)."""
+    """An estimate: peak ``bytes`` and ``seconds`` of ``what``, with ``detail`` (how it was counted).
+
+    Parameters
+    ----------
+    what : str
+        What is estimated, with the sizes that decide it.
+    bytes : float, optional
+        Estimated peak memory (default 0).
+    seconds : float, optional
+        Estimated time (default 0).
+    detail : str, optional
+        How the estimate was counted.
+    """
 
     what: str
     bytes: float = 0.0
@@ -137,7 +196,25 @@ class Cost:
     detail: str = ""
 
     def check(self, fix, **kw) -> "Cost":
-        """:func:`guard` of this estimate (keywords as for :func:`guard`); returns it when allowed."""
+        """:func:`guard` of this estimate (keywords as for :func:`guard`); returns it when allowed.
+
+        Parameters
+        ----------
+        fix : str
+            The way out named in the refusal (``"a smaller n"``).
+        **kw
+            ``limit_bytes``, ``limit_s``, ``limit_name_bytes``, ``limit_name_s``, ``lift`` of :func:`guard`.
+
+        Returns
+        -------
+        Cost
+            A :class:`Cost` equal to this one (``bytes`` and ``seconds`` as floats) when it is within the limits.
+
+        Raises
+        ------
+        ValueError
+            The estimate is above a limit (:func:`guard`).
+        """
         return guard(self.what, bytes=self.bytes, seconds=self.seconds, detail=self.detail, fix=fix, **kw)
 
 
@@ -160,6 +237,11 @@ def guard(what, *, bytes=0.0, seconds=0.0, fix, detail="", limit_bytes=None, lim
         unless lifted by :func:`limits`); ``limit_name_*`` name them in the message.
     lift : str, optional
         How to lift the limit (default: the :func:`limits` block).
+
+    Returns
+    -------
+    Cost
+        The estimate (``bytes`` and ``seconds`` as floats) when it is within the limits.
 
     Raises
     ------

@@ -65,6 +65,24 @@ def vmf_multiplier(lmax, kappa):
 
     ``ive(l + 1/2, kappa) / ive(1/2, kappa)``: the ``sqrt(pi / 2 kappa) e^kappa`` factors cancel, so it
     never overflows; ``kappa = 0`` gives ``(1, 0, ..., 0)``; large kappa: ``~ exp(-l(l+1)/(2 kappa))``.
+
+    Parameters
+    ----------
+    lmax : int
+        Largest degree, ``>= 0``.
+    kappa : float
+        Concentration, finite and ``>= 0``.
+
+    Returns
+    -------
+    ndarray, shape (lmax+1,), float64
+        ``a_l`` for ``l = 0, ..., lmax``.
+
+    Raises
+    ------
+    ValueError
+        ``lmax`` not an integer ``>= 0``, ``kappa`` not a finite number ``>= 0``, or an ``lmax`` above the
+        cost guard's limits (:func:`meanfield.core.cost.guard`).
     """
     lmax = validate.integer("lmax", lmax, 0)
     # a few (lmax + 1,) float64 arrays; scipy's ive about 1e-7 s per degree
@@ -86,7 +104,28 @@ def _coeffs(grid, rho_lm, name):
 
 def check_density(grid, rho_lm, name="rho_lm"):
     """Validated complex128 copy (nalm,) of a density's coefficients on the :class:`SphereGrid`
-    ``grid``: finite, mass ``rho_00 sqrt(4 pi) = 1`` to :data:`meanfield.core.validate.MASS_TOL`."""
+    ``grid``: finite, mass ``rho_00 sqrt(4 pi) = 1`` to :data:`meanfield.core.validate.MASS_TOL`.
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid whose ``lmax`` (``nalm``) the coefficients have.
+    rho_lm : array_like, shape (nalm,)
+        Coefficients of the density.
+    name : str, optional
+        The argument's name in the messages (default ``"rho_lm"``).
+
+    Returns
+    -------
+    ndarray, shape (nalm,), complex128
+        A copy of the coefficients (not renormalized).
+
+    Raises
+    ------
+    ValueError
+        ``grid`` not a :class:`SphereGrid`, coefficients of another shape or not finite, or a mass that
+        is not 1 (use :func:`normalize` to rescale).
+    """
     if not isinstance(grid, SphereGrid):
         raise ValueError(f"grid must be a SphereGrid; received {type(grid).__name__}")
     a, mass = _coeffs(grid, rho_lm, name)
@@ -96,7 +135,27 @@ def check_density(grid, rho_lm, name="rho_lm"):
 
 def normalize(grid, rho_lm, name="rho_lm"):
     """Rescale coefficients (nalm,) to mass 1 (only when the caller asks); mass must be > 0 (``name``: the
-    argument's name in the errors)."""
+    argument's name in the errors).
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid whose ``lmax`` (``nalm``) the coefficients have.
+    rho_lm : array_like, shape (nalm,)
+        Coefficients of a field of positive mass.
+    name : str, optional
+        The argument's name in the messages (default ``"rho_lm"``).
+
+    Returns
+    -------
+    ndarray, shape (nalm,), complex128
+        A copy divided by the mass, ``rho_00 = 1/sqrt(4 pi)`` exactly.
+
+    Raises
+    ------
+    ValueError
+        Coefficients of another shape or not finite, or a mass that is not ``> 0``.
+    """
     a, mass = _coeffs(grid, rho_lm, name)
     if not mass > 0:
         raise ValueError(f"{name} must have positive mass to be normalized; received mass {float(mass)!r}")
@@ -109,7 +168,18 @@ _normalize = normalize  # sample_particles has an argument of the same name
 
 
 def uniform_density(grid):
-    """Uniform density ``1/(4 pi)``: coefficients (nalm,) with only ``rho_00 = 1/sqrt(4 pi)``."""
+    """Uniform density ``1/(4 pi)``: coefficients (nalm,) with only ``rho_00 = 1/sqrt(4 pi)``.
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid (its ``nalm``).
+
+    Returns
+    -------
+    ndarray, shape (nalm,), complex128
+        The coefficients.
+    """
     return np.where(np.arange(grid.nalm) == 0, _Y00, 0.0).astype(np.complex128)
 
 
@@ -119,6 +189,24 @@ def perturbed_uniform(grid, perturbations):
     ``perturbations`` is a dict ``{(l, m): eps}`` with ``1 <= l <= lmax`` (``l = 0`` is refused: the
     mass stays 1) and ``0 <= m <= l``; ``eps`` is added to the stored ``(l, m)`` coefficient, so the
     field gains ``eps Y_l0`` (``m = 0``, ``eps`` real) or ``eps Y_lm + conj(eps Y_lm)`` (``m > 0``).
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid (its ``lmax`` bounds ``l``).
+    perturbations : dict
+        ``{(l, m): eps}``, integer keys, ``eps`` a finite real or complex number (real for ``m = 0``).
+
+    Returns
+    -------
+    ndarray, shape (nalm,), complex128
+        The coefficients (mass 1; not checked to be nonnegative).
+
+    Raises
+    ------
+    ValueError
+        ``perturbations`` not a dict, a key that is not integers ``(l, m)`` with ``1 <= l <= lmax``,
+        ``0 <= m <= l``, or an amplitude that is not finite (``bool`` refused) or not real for ``m = 0``.
     """
     a = uniform_density(grid)
     if not isinstance(perturbations, dict):
@@ -138,7 +226,28 @@ def perturbed_uniform(grid, perturbations):
 
 
 def vmf_density(grid, mu, kappa):
-    """Coefficients (nalm,) of the vMF density about unit ``mu`` (3,), ``kappa >= 0`` (0: uniform)."""
+    """Coefficients (nalm,) of the vMF density about unit ``mu`` (3,), ``kappa >= 0`` (0: uniform).
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid.
+    mu : array_like, shape (3,)
+        Mean direction, a unit vector (to 1e-8; renormalized).
+    kappa : float
+        Concentration, finite and ``>= 0``.
+
+    Returns
+    -------
+    ndarray, shape (nalm,), complex128
+        The coefficients, ``rho_00 = 1/sqrt(4 pi)`` exactly.
+
+    Raises
+    ------
+    ValueError
+        ``mu`` not a finite unit 3-vector, ``kappa`` not a finite number ``>= 0``, or an ``lmax`` above
+        the cost guard's limits.
+    """
     mu, k = _unit(mu), _kappa(kappa)
     a = grid.multiply_degree(grid.adjoint_at(mu[None], np.ones(1)), vmf_multiplier(grid.lmax, k))
     a[0] = _Y00
@@ -150,6 +259,30 @@ def vmf_mixture_density(grid, mus, kappas, weights=None, floor=0.0):
 
     ``mus`` (K, 3) unit vectors; ``kappas`` scalar or (K,); ``weights`` (K,) nonnegative summing to
     1 (to ``validate.WEIGHTS_TOL``), default equal; ``floor`` in [0, 1].
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid.
+    mus : array_like, shape (K, 3)
+        Mean directions, unit vectors, ``K >= 1``.
+    kappas : float or array_like, shape (K,)
+        Concentrations, finite and ``>= 0``.
+    weights : array_like, shape (K,), optional
+        Mixture weights (default ``1/K`` each).
+    floor : float, optional
+        Mass of the uniform part (default 0).
+
+    Returns
+    -------
+    ndarray, shape (nalm,), complex128
+        The coefficients, ``rho_00 = 1/sqrt(4 pi)`` exactly.
+
+    Raises
+    ------
+    ValueError
+        ``mus`` not finite unit vectors of shape (K, 3), ``kappas`` of another shape or out of range,
+        weights that are not a probability vector, or ``floor`` outside [0, 1].
     """
     M = validate.unit_vectors("mus", mus, 3, min_rows=1)
     K, ks = M.shape[0], np.broadcast_to(kappas, M.shape[:1]) if np.ndim(kappas) == 0 else np.asarray(kappas)
@@ -166,7 +299,23 @@ def vmf_mixture_density(grid, mus, kappas, weights=None, floor=0.0):
 def default_kde_kappa(lmax):
     """Default KDE concentration ``lmax (lmax + 1) / 70`` (angular width ``~ 8.4 / lmax``): the kernel
     multiplier ``a_lmax`` (``~ exp(-35)`` for large lmax) makes the truncation negligible; a one-point
-    KDE has negative mass <= 1.3e-14 for lmax <= 256, below :func:`sample_particles`' 1e-12."""
+    KDE has negative mass <= 1.3e-14 for lmax <= 256, below :func:`sample_particles`' 1e-12.
+
+    Parameters
+    ----------
+    lmax : int
+        Largest degree, ``>= 0``.
+
+    Returns
+    -------
+    float
+        ``lmax (lmax + 1) / 70``.
+
+    Raises
+    ------
+    ValueError
+        ``lmax`` not an integer ``>= 0``.
+    """
     lmax = validate.integer("lmax", lmax, 0)
     return lmax * (lmax + 1) / 70.0
 
@@ -178,6 +327,28 @@ def density_from_particles(grid, X, w=None, kappa=None):
     unit vectors ``X`` (n, 3) and weights ``w`` (n,) >= 0 summing to 1 (to ``validate.WEIGHTS_TOL``; default 1/n).
     ``kappa`` defaults to :func:`default_kde_kappa` ``(lmax)``; ``kappa = np.inf`` gives the truncated
     empirical measure, which is *not* a nonnegative density (Gibbs oscillations).
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid.
+    X : array_like, shape (n, 3)
+        Unit vectors, ``n >= 1``.
+    w : array_like, shape (n,), optional
+        Probability weights (default ``1/n`` each).
+    kappa : float, optional
+        KDE concentration ``> 0`` (``inf`` allowed); default :func:`default_kde_kappa`.
+
+    Returns
+    -------
+    ndarray, shape (nalm,), complex128
+        The coefficients, ``rho_00 = 1/sqrt(4 pi)`` exactly.
+
+    Raises
+    ------
+    ValueError
+        ``X`` not finite unit vectors of shape (n, 3), weights that are not a probability vector of
+        length n, or ``kappa`` not a number ``> 0``.
     """
     X = validate.unit_vectors("X", X, 3, min_rows=1)
     w = validate.probability_weights("w", w, X.shape[0])
@@ -318,6 +489,37 @@ def sample_particles(grid, rho_lm, n, method="iid", seed=None, negative="raise",
     uniform offset), then each is placed by rejection sampling within its cell (uniform in area)
     against a per-cell bound with a safety margin (a violation restarts with a larger margin).  The
     output is shuffled, so each row's law is ``rho`` up to the cell-mass quadrature error.
+
+    Parameters
+    ----------
+    grid : SphereGrid
+        The grid whose ``lmax`` the coefficients have.
+    rho_lm : array_like, shape (nalm,)
+        Coefficients of the density.
+    n : int
+        Number of points, ``>= 1``.
+    method : {"iid", "stratified"}, optional
+        Sampling scheme (above).
+    seed : None, int or numpy.random.Generator, optional
+        Random source.
+    negative : {"raise", "clip"}, optional
+        What to do when the negative mass exceeds 1e-12.
+    normalize : bool, optional
+        Rescale ``rho_lm`` to mass 1 first (:func:`normalize`).
+
+    Returns
+    -------
+    ndarray, shape (n, 3)
+        The points.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``method`` or ``negative``, ``n`` not an integer ``>= 1``, a bad ``seed``, an ``n``
+        above the cost guard's limits, coefficients that are not a mass-1 density of ``grid``'s shape, or
+        (``negative="raise"``) negative mass above 1e-12.
+    RuntimeError
+        The rejection bound is still exceeded after 4 enlargements (an under-resolved ``rho_lm``).
     """
     validate.choice("method", method, SAMPLINGS)
     validate.choice("negative", negative, SAMPLING_NEGATIVE_POLICIES)

@@ -131,7 +131,7 @@ def check_solved_heads(heads, zonal):
     solving = [i for i, h in enumerate(heads) if not NORMALIZATIONS[h.normalization].row_local]
     if solving and not zonal:
         raise ValueError(f"heads {solving} have normalization {heads[solving[0]].normalization!r}, which the "
-                         f"quadrature path (non-zonal heads or method='quadrature') does not support: it needs "
+                         f"quadrature path (non-zonal heads or summation='quadrature') does not support: it needs "
                          f"zonal heads (M = V = lambda I) and the spectral path")
 
 

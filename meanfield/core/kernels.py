@@ -66,6 +66,21 @@ def check_finite_multipliers(head, multipliers, where="head"):
     Funk-Hecke multipliers).  NaN or inf multipliers would otherwise pass the resolution check
     (``nan > tol`` is False) and give a NaN right-hand side.
 
+    Parameters
+    ----------
+    head : Head
+        The zonal head the multipliers belong to (its ``beta`` and ``scalar`` are quoted in the message).
+    multipliers : dict of str to ndarray
+        The multipliers by name (``"potential"``, ``"normalizer"``, ...), as :meth:`Kernel.multipliers`
+        gives them.
+    where : str, optional
+        Names the head in the message (default ``"head"``).
+
+    Returns
+    -------
+    dict
+        ``multipliers`` itself (unchanged) when every entry is finite.
+
     Raises
     ------
     ValueError
@@ -116,7 +131,13 @@ def score_norm(head) -> float:
 
 
 class KernelParams(Mapping):
-    """Read-only mapping of a kernel's parameters (name -> float); picklable, compares like a dict."""
+    """Read-only mapping of a kernel's parameters (name -> float); picklable, compares like a dict.
+
+    Parameters
+    ----------
+    data : mapping or iterable of (str, float) pairs, optional
+        The parameters, copied into a new dict (not validated here: :meth:`Kernel.check_params` does).
+    """
 
     __slots__ = ("_data",)
 
@@ -187,7 +208,27 @@ class Kernel:
 
     # -------------------------------------------------------------- parameters
     def check_params(self, params, name="kernel_params") -> KernelParams:
-        """Validated parameters with defaults filled in, a read-only mapping of floats."""
+        """Validated parameters with defaults filled in, a read-only mapping of floats.
+
+        Parameters
+        ----------
+        params : mapping or None
+            Parameter name -> value; None means no parameters given (all defaults).  Keys must be
+            among :attr:`params`.
+        name : str, optional
+            The argument's name in messages (default ``"kernel_params"``).
+
+        Returns
+        -------
+        KernelParams
+            Every parameter of :attr:`params`, the given values as floats, the others at their defaults.
+
+        Raises
+        ------
+        ValueError
+            ``params`` that is not a mapping, has keys this kernel does not know, or a value that is
+            not a finite real number.
+        """
         if params is None:
             params = {}
         if not isinstance(params, Mapping):
@@ -204,50 +245,217 @@ class Kernel:
 
     # -------------------------------------------------------------- pointwise
     def rate(self, head) -> float:
-        """Factor folded into the scores: ``T = rate * s``."""
+        """Factor folded into the scores: ``T = rate * s``.
+
+        Parameters
+        ----------
+        head : Head
+            The head (its ``beta``).
+
+        Returns
+        -------
+        float
+            ``head.beta`` (exp, sigmoid) or 1.0 (relu).
+        """
         return head.beta
 
     def scaled(self, head, T, out=None):
-        """``k`` at scaled scores ``T`` (``out`` may be ``T``: in place)."""
+        """``k`` at scaled scores ``T`` (``out`` may be ``T``: in place).
+
+        Parameters
+        ----------
+        head : Head
+            The head (``beta`` and ``kernel_params``).
+        T : ndarray or array API array, any shape
+            Scaled scores ``rate * s`` (:meth:`rate`).
+        out : ndarray, optional
+            Numpy output array of ``T``'s shape (may be ``T``); ignored for other libraries' arrays.
+
+        Returns
+        -------
+        array, shape of ``T``
+            ``k`` at the scores, in ``T``'s namespace (``out`` when given for numpy).
+
+        Raises
+        ------
+        NotImplementedError
+            On the base class; every registered kernel defines it.
+        """
         raise NotImplementedError
 
     def log_scaled(self, head, T, out=None):
-        """``log k`` at scaled scores ``T`` (``-inf`` where ``k = 0``)."""
+        """``log k`` at scaled scores ``T`` (``-inf`` where ``k = 0``).
+
+        Parameters
+        ----------
+        head : Head
+            The head (``beta`` and ``kernel_params``).
+        T : ndarray or array API array, any shape
+            Scaled scores ``rate * s`` (:meth:`rate`).
+        out : ndarray, optional
+            Numpy output array of ``T``'s shape (may be ``T``); ignored for other libraries' arrays.
+
+        Returns
+        -------
+        array, shape of ``T``
+            ``log k`` at the scores, in ``T``'s namespace.
+
+        Raises
+        ------
+        NotImplementedError
+            On the base class; every registered kernel defines it.
+        """
         raise NotImplementedError
 
     def antiderivative_scaled(self, head, T, out=None):
-        """``K * antiderivative_divisor`` at scaled scores ``T``."""
+        """``K * antiderivative_divisor`` at scaled scores ``T``.
+
+        Parameters
+        ----------
+        head : Head
+            The head (``beta`` and ``kernel_params``).
+        T : ndarray or array API array, any shape
+            Scaled scores ``rate * s`` (:meth:`rate`).
+        out : ndarray, optional
+            Numpy output array of ``T``'s shape (may be ``T``); ignored for other libraries' arrays.
+
+        Returns
+        -------
+        array, shape of ``T``
+            ``K(s) * antiderivative_divisor(head)`` at the scores, in ``T``'s namespace.
+
+        Raises
+        ------
+        NotImplementedError
+            On the base class; every registered kernel defines it.
+        """
         raise NotImplementedError
 
     def antiderivative_divisor(self, head) -> float:
-        """``K(s) = antiderivative_scaled(rate s) / antiderivative_divisor``."""
+        """``K(s) = antiderivative_scaled(rate s) / antiderivative_divisor``.
+
+        Parameters
+        ----------
+        head : Head
+            The head (its ``beta``).
+
+        Returns
+        -------
+        float
+            ``head.beta`` (exp, sigmoid) or 1.0 (relu).
+        """
         return head.beta
 
     def value(self, head, s):
-        """``k(s)``."""
+        """``k(s)``.
+
+        Parameters
+        ----------
+        head : Head
+            The head (``beta`` and ``kernel_params``).
+        s : array_like or array API array, any shape
+            Unscaled scores ``<x, M y>``.
+
+        Returns
+        -------
+        array, shape of ``s``
+            ``k(s)``: float64 numpy for numpy input, otherwise in ``s``'s namespace.
+        """
         return self.scaled(head, self.rate(head) * _floats(s))
 
     def antiderivative(self, head, s):
-        """``K(s)`` with ``K' = k`` (the energy density)."""
+        """``K(s)`` with ``K' = k`` (the energy density).
+
+        Parameters
+        ----------
+        head : Head
+            The head (``beta`` and ``kernel_params``).
+        s : array_like or array API array, any shape
+            Unscaled scores ``<x, M y>``.
+
+        Returns
+        -------
+        array, shape of ``s``
+            ``K(s)``: float64 numpy for numpy input, otherwise in ``s``'s namespace.
+        """
         return self.antiderivative_scaled(head, self.rate(head) * _floats(s)) \
             / self.antiderivative_divisor(head)
 
     def log_value(self, head, s):
-        """``log k(s)`` (``-inf`` where ``k = 0``)."""
+        """``log k(s)`` (``-inf`` where ``k = 0``).
+
+        Parameters
+        ----------
+        head : Head
+            The head (``beta`` and ``kernel_params``).
+        s : array_like or array API array, any shape
+            Unscaled scores ``<x, M y>``.
+
+        Returns
+        -------
+        array, shape of ``s``
+            ``log k(s)`` (no divide-by-zero warning where ``k = 0``).
+        """
         with np.errstate(divide="ignore"):
             return self.log_scaled(head, self.rate(head) * _floats(s))
 
     def log_derivative(self, head, s):
-        """``(log k)'(s) = k'(s) / k(s)`` (kernels with ``k > 0``)."""
+        """``(log k)'(s) = k'(s) / k(s)`` (kernels with ``k > 0``).
+
+        Parameters
+        ----------
+        head : Head
+            The head (``beta`` and ``kernel_params``).
+        s : array_like, any shape
+            Unscaled scores ``<x, M y>``.
+
+        Returns
+        -------
+        array, shape of ``s``
+            ``(log k)'(s)``: ``beta`` everywhere for exp, ``beta expit(-(beta s + b))`` for sigmoid.
+
+        Raises
+        ------
+        NotImplementedError
+            For a kernel that vanishes somewhere (relu, the base class): no log-derivative.
+        """
         raise NotImplementedError(f"kernel {self.name!r} has no log-derivative (k vanishes)")
 
     def needs_shift(self, head, smax) -> bool:
         """Whether ``k`` of scores ``|s| <= smax`` can overflow or underflow to 0 in float64, so that a
-        softmax row must be shifted by its largest ``log k`` (log-sum-exp)."""
+        softmax row must be shifted by its largest ``log k`` (log-sum-exp).
+
+        Parameters
+        ----------
+        head : Head
+            The head (``beta`` and ``kernel_params``).
+        smax : float
+            Bound on the absolute scores of the row.
+
+        Returns
+        -------
+        bool
+            False for relu; for exp ``beta smax > SHIFT_LIMIT``, for sigmoid
+            ``beta smax + |bias| > SHIFT_LIMIT``.
+        """
         return False
 
     def check_range(self, head, where):
-        """Refuse a head whose unshifted kernel overflows float64 on the unit sphere (mean normalization)."""
+        """Refuse a head whose unshifted kernel overflows float64 on the unit sphere (mean normalization).
+
+        Parameters
+        ----------
+        head : Head
+            The head to check.
+        where : str
+            Names the head in the message (``"heads[0]"``).
+
+        Raises
+        ------
+        ValueError
+            Exp kernel only: ``beta * |M|_2`` above :data:`EXP_LIMIT` (``exp(beta s)`` overflows).  The
+            other kernels are bounded on the sphere and refuse nothing.
+        """
 
     # -------------------------------------------------------------- Funk-Hecke
     def multipliers(self, head, lmax) -> dict:
@@ -256,6 +464,18 @@ class Kernel:
         With ``s = lambda t``: ``"potential"`` ``c[K(s)]``, ``"normalizer"`` ``c[k(s)]``, ``"normal"``
         ``c[k(s) s]`` (the radial part of the aggregate) and, for positive kernels, ``"entropy"``
         ``c[k(s) log k(s)]``.  Default: Gauss-Legendre quadrature of the profiles.
+
+        Parameters
+        ----------
+        head : Head
+            A zonal head (its ``scalar`` is ``lambda``).
+        lmax : int
+            Largest degree.
+
+        Returns
+        -------
+        dict of str to ndarray, each shape (lmax+1,)
+            ``"potential"``, ``"normalizer"``, ``"normal"`` and (positive kernels) ``"entropy"``.
         """
         lam = head.scalar
         n_nodes = self.quadrature_nodes(head, lmax)
@@ -272,13 +492,41 @@ class Kernel:
 
     def normalized_multipliers(self, head, lmax, d) -> dict:
         """``"potential"`` ``m[K(lambda t)]`` and ``"normalizer"`` ``m[k(lambda t)]`` on S^{d-1} for the normalized
-        measure (:func:`meanfield.core.funk_hecke.funk_hecke_normalized`); default: quadrature of the profiles."""
+        measure (:func:`meanfield.core.funk_hecke.funk_hecke_normalized`); default: quadrature of the profiles.
+
+        Parameters
+        ----------
+        head : Head
+            A zonal head (its ``scalar`` is ``lambda``).
+        lmax : int
+            Largest degree.
+        d : int
+            Ambient dimension (the sphere S^{d-1}).
+
+        Returns
+        -------
+        dict of str to ndarray, each shape (lmax+1,)
+            ``"potential"`` and ``"normalizer"``.
+        """
         lam = head.scalar
         return {"potential": funk_hecke_normalized(lmax, d, g=lambda t: self.antiderivative(head, lam * t)),
                 "normalizer": funk_hecke_normalized(lmax, d, g=lambda t: self.value(head, lam * t))}
 
     def quadrature_nodes(self, head, lmax) -> int:
-        """Gauss-Legendre nodes per half of [-1, 1] for :meth:`multipliers`."""
+        """Gauss-Legendre nodes per half of [-1, 1] for :meth:`multipliers`.
+
+        Parameters
+        ----------
+        head : Head
+            A zonal head (sigmoid: its ``beta`` and ``scalar`` set the count).
+        lmax : int
+            Largest degree.
+
+        Returns
+        -------
+        int
+            ``lmax + 8`` by default; sigmoid: ``lmax + 40 + ceil(3 beta |lambda|)`` (poles near [-1, 1]).
+        """
         return lmax + 8
 
     def lmax_rule(self, head, tolerance, cap=LMAX_CAP):
@@ -291,6 +539,21 @@ class Kernel:
 
         (multipliers below ``noise_floor`` of the largest count as 0).  May exceed ``cap``; ``None``
         when the multipliers decay only algebraically (no rule).
+
+        Parameters
+        ----------
+        head : Head
+            A zonal head.
+        tolerance : float
+            Relative size of the neglected tail.
+        cap : int, optional
+            Sets the degrees examined (multipliers up to ``cap + 64``; default :data:`LMAX_CAP`); the
+            result may exceed ``cap``.  Rules are cached per kernel, head parameters, tolerance and cap.
+
+        Returns
+        -------
+        int or None
+            The degree ``L >= 2``, or None when :attr:`has_lmax_rule` is False (relu).
         """
         if not self.has_lmax_rule:
             return None
@@ -357,13 +620,41 @@ class ExpKernel(Kernel):
                              f"{top:.4g} (use softmax normalization or a smaller beta)")
 
     def normalized_multipliers(self, head, lmax, d):
-        """Closed form ``m_l(beta lambda)`` (``/ beta`` for the potential)."""
+        """Closed form ``m_l(beta lambda)`` (``/ beta`` for the potential).
+
+        Parameters
+        ----------
+        head : Head
+            A zonal head (its ``scalar`` is ``lambda``).
+        lmax : int
+            Largest degree.
+        d : int
+            Ambient dimension (the sphere S^{d-1}).
+
+        Returns
+        -------
+        dict of str to ndarray, each shape (lmax+1,)
+            ``"potential"`` and ``"normalizer"``.
+        """
         m = funk_hecke_normalized(lmax, d, exp_rate=head.beta * head.scalar)
         return {"potential": m / head.beta, "normalizer": m}
 
     def multipliers(self, head, lmax):
         r"""Closed forms (``a = beta lambda``): ``c[K] = 4 pi i_l(a) / beta``, ``c[k] = 4 pi i_l(a)``,
-        ``c[k s] = 4 pi lambda i_l'(a)``, ``c[k log k] = beta c[k s]``."""
+        ``c[k s] = 4 pi lambda i_l'(a)``, ``c[k log k] = beta c[k s]``.
+
+        Parameters
+        ----------
+        head : Head
+            A zonal head (its ``scalar`` is ``lambda``).
+        lmax : int
+            Largest degree.
+
+        Returns
+        -------
+        dict of str to ndarray, each shape (lmax+1,)
+            ``"potential"``, ``"normalizer"``, ``"normal"`` and ``"entropy"``.
+        """
         lam = head.scalar
         a = head.beta * lam
         z = funk_hecke_multipliers(lmax, exp_rate=a)
@@ -416,7 +707,20 @@ class ReluKernel(Kernel):
         return 0.5 * (np.maximum(s, 0.0) if xp is None else xp.clip(s, min=0.0)) ** 2
 
     def multipliers(self, head, lmax):
-        r"""``c[K] = c[relu(s)^2 / 2]``, ``c[k] = c[relu(s)]``, ``c[k s] = 2 c[K]`` (exact quadrature)."""
+        r"""``c[K] = c[relu(s)^2 / 2]``, ``c[k] = c[relu(s)]``, ``c[k s] = 2 c[K]`` (exact quadrature).
+
+        Parameters
+        ----------
+        head : Head
+            A zonal head (its ``scalar`` is ``lambda``).
+        lmax : int
+            Largest degree.
+
+        Returns
+        -------
+        dict of str to ndarray, each shape (lmax+1,)
+            ``"potential"``, ``"normalizer"`` and ``"normal"`` (no ``"entropy"``: relu is not positive).
+        """
         lam = head.scalar
         pot = funk_hecke_multipliers(lmax, g=lambda t: 0.5 * np.maximum(lam * t, 0.0) ** 2)
         return {"potential": pot, "normalizer": funk_hecke_multipliers(lmax, g=lambda t: np.maximum(lam * t, 0.0)),
@@ -479,17 +783,61 @@ KERNELS = MappingProxyType({k.name: k for k in (ExpKernel(), ReluKernel(), Sigmo
 
 
 def get_kernel(name, argument="kernel") -> Kernel:
-    """The registered kernel ``name``; ``ValueError`` listing the choices otherwise."""
+    """The registered kernel ``name``; ``ValueError`` listing the choices otherwise.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`KERNELS` (``"exp"``, ``"relu"``, ``"sigmoid"``).
+    argument : str, optional
+        The argument's name in the message (default ``"kernel"``).
+
+    Returns
+    -------
+    Kernel
+        The registered kernel object.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a registered kernel (the message lists the names).
+    """
     return KERNELS[validate.choice(argument, name, KERNELS)]
 
 
 def kernel(head, S):
-    """Kernel values ``k(S)`` of a head (see :data:`KERNELS`)."""
+    """Kernel values ``k(S)`` of a head (see :data:`KERNELS`).
+
+    Parameters
+    ----------
+    head : Head
+        The head (its ``kernel``, ``beta`` and ``kernel_params``).
+    S : array_like or array API array, any shape
+        Scores ``<x, M y>``.
+
+    Returns
+    -------
+    array, shape of ``S``
+        ``k(S)`` (:meth:`Kernel.value`).
+    """
     return KERNELS[head.kernel].value(head, S)
 
 
 def antiderivative(head, S):
-    """``K(S)`` with ``K' = k`` (the energy density) of a head."""
+    """``K(S)`` with ``K' = k`` (the energy density) of a head.
+
+    Parameters
+    ----------
+    head : Head
+        The head (its ``kernel``, ``beta`` and ``kernel_params``).
+    S : array_like or array API array, any shape
+        Scores ``<x, M y>``.
+
+    Returns
+    -------
+    array, shape of ``S``
+        ``K(S)`` (:meth:`Kernel.antiderivative`).
+    """
     return KERNELS[head.kernel].antiderivative(head, S)
 
 
@@ -542,7 +890,27 @@ class Normalization:
     equal_rows_as: ClassVar[str] = ""
 
     def combine(self, U, Z, axis=-1):
-        """The force from ``U`` and ``Z`` (in place on ``U``); ``axis`` is ``U``'s vector axis."""
+        """The force from ``U`` and ``Z`` (in place on ``U``); ``axis`` is ``U``'s vector axis.
+
+        Parameters
+        ----------
+        U : ndarray or array API array, shape (..., d) (the vector axis at ``axis``)
+            The head's aggregate, overwritten by the force (softmax).
+        Z : ndarray or array API array, shape of ``U`` without ``axis``
+            The normalizer (row sums of the kernel); unused by mean.
+        axis : int, optional
+            The vector axis of ``U`` (default -1).
+
+        Returns
+        -------
+        array, shape of ``U``
+            The force ``u``: ``U`` itself (mean) or ``U / Z``, 0 where ``Z <= 0`` (softmax).
+
+        Raises
+        ------
+        NotImplementedError
+            On the base class, and for Sinkhorn (not row-local: use :meth:`force` / :meth:`field_force`).
+        """
         raise NotImplementedError
 
     def field_force(self, aggregate, apply, shape, *, axis=-1, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER,
@@ -557,6 +925,26 @@ class Normalization:
         field's shape, ``axis`` the vector axis of ``U``.  ``tol``, ``maxiter``, ``where`` and ``known``
         (a :class:`~meanfield.core.sinkhorn.SinkhornResult` of the same sources, returned as is) concern
         solving normalizations only.
+
+        Parameters
+        ----------
+        aggregate : callable
+            ``aggregate(f)``, ``f`` None or an array of shape ``shape``, returns ``U[f]`` (``shape`` with
+            the vector axis at ``axis``).
+        apply : callable
+            ``apply(f)`` returns ``Z[f]``, an array of shape ``shape``.
+        shape : tuple of int
+            Shape of a scalar field over the points (grid).
+        axis : int, optional
+            Vector axis of ``U`` (default -1).
+        tol : float, optional
+            Tolerance of the Sinkhorn marginals.
+        maxiter : int, optional
+            Iteration limit of the Sinkhorn solve.
+        where : str, optional
+            Names the head in errors of the solve.
+        known : SinkhornResult, optional
+            Scalings of the same sources; used as is, no solve.
 
         Returns
         -------
@@ -573,12 +961,43 @@ class Normalization:
     def field_entropy(self, apply, apply_entropy, scaling=None):
         """Relative attention entropy ``H(x) = -int p log p rho(y) dy`` of the head's attention ``p(x, .)``
         (a probability for ``rho dy``) from ``apply`` (``Z[f]``) and ``apply_entropy`` (``Q[f]``, the sums
-        of ``k log k``); row-local: ``p = k / Z``, ``H = log Z[1] - Q[1] / Z[1]``."""
+        of ``k log k``); row-local: ``p = k / Z``, ``H = log Z[1] - Q[1] / Z[1]``.
+
+        Parameters
+        ----------
+        apply : callable
+            ``apply(f)`` returns ``Z[f]`` (``f = None``: ``f = 1``), an array over the grid.
+        apply_entropy : callable
+            ``apply_entropy(f)`` returns ``Q[f]``, the same sums with ``k log k`` for ``k``.
+        scaling : SinkhornResult, optional
+            The head's Sinkhorn scalings of the same sources (Sinkhorn only; unused by row-local ones).
+
+        Returns
+        -------
+        ndarray, shape of ``Z``
+            ``H(x)`` at every grid point.
+        """
         Z = apply(None)
         return np.log(Z) - apply_entropy(None) / Z
 
     def normalizer(self, Z):
-        """The normalizer reported with the forces (``N`` of ``ParticleSystem.forces``)."""
+        """The normalizer reported with the forces (``N`` of ``ParticleSystem.forces``).
+
+        Parameters
+        ----------
+        Z : ndarray or array API array, any shape
+            The kernel's row sums.
+
+        Returns
+        -------
+        array, shape of ``Z``
+            Ones (mean) or ``Z`` itself (softmax, Sinkhorn).
+
+        Raises
+        ------
+        NotImplementedError
+            On the base class; every registered normalization defines it.
+        """
         raise NotImplementedError
 
     def force(self, sums, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", known=None):
@@ -597,6 +1016,25 @@ class Normalization:
         Row-local normalizations return ``sums.fused(self)`` and ``scaling = None`` (the keywords are
         those of the Sinkhorn solve, unused here: ``tol``, ``maxiter``, ``where`` naming the head in
         errors, ``known`` a :class:`~meanfield.core.sinkhorn.SinkhornResult` of the same sums, used as is).
+
+        Parameters
+        ----------
+        sums : object
+            The head's sums object (above).
+        tol : float, optional
+            Tolerance of the Sinkhorn marginals.
+        maxiter : int, optional
+            Iteration limit of the Sinkhorn solve.
+        where : str, optional
+            Names the head in errors.
+        known : SinkhornResult, optional
+            Scalings of the same sums; used as is, no solve.
+
+        Returns
+        -------
+        tuple
+            ``(u, N, scaling)``: the force (shape of ``U``), the normalizer (:meth:`normalizer`, shape of
+            ``Z``) and the Sinkhorn result (None for row-local normalizations).
         """
         u, N = sums.fused(self)
         return u, N, None
@@ -656,7 +1094,31 @@ class SinkhornNormalization(Normalization):
                     where="head", known=None) -> HeadForce:
         r"""``u = a U[a]`` with ``a Z[a] = 1`` (symmetric kernels: zonal heads), see
         :meth:`Normalization.field_force`.  The solve starts from ``a = Z[1]^{-1/2}`` (a function of the
-        state only, so a run is bit-reproducible; exact at the uniform state); ``known`` skips it."""
+        state only, so a run is bit-reproducible; exact at the uniform state); ``known`` skips it.
+
+        Parameters
+        ----------
+        aggregate, apply : callable
+            ``U[f]`` and ``Z[f]`` of the head (as for :meth:`Normalization.field_force`).
+        shape : tuple of int
+            Shape of a scalar field over the points (grid).
+        axis : int, optional
+            Vector axis of ``U`` (default -1).
+        tol, maxiter, where
+            Passed to the solve (:meth:`field_scaling`).
+        known : SinkhornResult, optional
+            Scalings of the same sources; used as is, no solve.
+
+        Returns
+        -------
+        HeadForce
+            ``u = a U[a]``, the normalizer ``D = 1 / a`` and the Sinkhorn result.
+
+        Raises
+        ------
+        SinkhornError
+            The solve fails: kernel sums not finite and positive, or no convergence within ``maxiter``.
+        """
         res = self.field_scaling(apply, shape, tol=tol, maxiter=maxiter, where=where, known=known)
         U = aggregate(res.b)
         U *= np.expand_dims(res.a, axis)
@@ -666,12 +1128,44 @@ class SinkhornNormalization(Normalization):
         return Z
 
     def field_entropy(self, apply, apply_entropy, scaling=None):
-        """``p(x, y) = a(x) k a(y)``: ``H = -log a - a (Q[a] + Z[a log a])`` (``scaling`` of the same sources)."""
+        """``p(x, y) = a(x) k a(y)``: ``H = -log a - a (Q[a] + Z[a log a])`` (``scaling`` of the same sources).
+
+        Parameters
+        ----------
+        apply : callable
+            ``apply(f)`` returns ``Z[f]``, an array over the grid.
+        apply_entropy : callable
+            ``apply_entropy(f)`` returns ``Q[f]``, the same sums with ``k log k`` for ``k``.
+        scaling : SinkhornResult
+            The head's scalings of the same sources (required here despite the default).
+
+        Returns
+        -------
+        ndarray, shape of ``scaling.a``
+            ``H(x)`` at every grid point.
+        """
         a = scaling.a
         return -np.log(a) - a * (apply_entropy(a) + apply(a * np.log(a)))
 
     def field_scaling(self, apply, shape, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", known=None):
-        """The scaling of :meth:`field_force` alone (``known`` if given), started from ``Z[1]^{-1/2}``."""
+        """The scaling of :meth:`field_force` alone (``known`` if given), started from ``Z[1]^{-1/2}``.
+
+        Parameters
+        ----------
+        apply : callable
+            ``apply(f)`` returns ``Z[f]`` (``f = None``: ``f = 1``), an array of shape ``shape``.
+        shape : tuple of int
+            Shape of a scalar field over the points.
+        tol, maxiter, where
+            Passed to :meth:`scalings`.
+        known : SinkhornResult, optional
+            Returned as is when given.
+
+        Returns
+        -------
+        SinkhornResult
+            The scalings ``a = b`` (symmetric kernel), the error reached and the application count.
+        """
         if known is not None:
             return known
         Z = apply(None)
@@ -680,7 +1174,24 @@ class SinkhornNormalization(Normalization):
 
     def scalings(self, apply, n, *, apply_t=None, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head",
                  start=None):
-        """:func:`meanfield.core.sinkhorn.solve_scaling` (the scalings ``a, b``, error, count)."""
+        """:func:`meanfield.core.sinkhorn.solve_scaling` (the scalings ``a, b``, error, count).
+
+        Parameters
+        ----------
+        apply : callable
+            ``apply(f)`` = ``sum_j w_j k_ij f_j``, arrays of shape ``n`` to that shape.
+        n : int or tuple of int
+            Number of points, or the shape of a scalar field over them.
+        apply_t : callable, optional
+            The transposed application; None for a symmetric kernel.
+        tol, maxiter, where, start
+            As for :func:`~meanfield.core.sinkhorn.solve_scaling`.
+
+        Returns
+        -------
+        SinkhornResult
+            The scalings, the marginal error reached and the number of kernel applications.
+        """
         return solve_scaling(apply, n, apply_t=apply_t, tol=tol, maxiter=maxiter, where=where, start=start)
 
     def force(self, sums, *, tol=SINKHORN_TOL, maxiter=SINKHORN_MAXITER, where="head", known=None):
@@ -691,7 +1202,24 @@ class SinkhornNormalization(Normalization):
         The solve runs in numpy float64 whatever the backend of ``sums`` (its vectors are of the size of the tokens;
         the kernel applications, the O(n^2) work, run on the backend; conversion at their boundary:
         :func:`~meanfield.core.backends.numpy_maps`); ``u`` is in the namespace of ``sums``, ``N`` and the scalings
-        are numpy."""
+        are numpy.
+
+        Parameters
+        ----------
+        sums : object
+            The head's sums object (``apply``, ``apply_t``, ``aggregate``, ``shape``, ``axis``; see
+            :meth:`Normalization.force`).
+        tol, maxiter, where
+            Passed to :meth:`scalings`.
+        known : SinkhornResult, optional
+            Scalings of the same sums; used as is, no solve.
+
+        Returns
+        -------
+        tuple
+            ``(u, N, scaling)``: the force ``a U[b]`` (shape of ``U``), ``N = 1 / a`` and the
+            :class:`~meanfield.core.sinkhorn.SinkhornResult`.
+        """
         if known is not None:
             res = known
         else:
@@ -714,6 +1242,22 @@ class SinkhornNormalization(Normalization):
         scalings and stationary there, so a marginal error ``delta`` changes it by ``O(delta^2)`` only.
         ``dE_S/dt = sum_i w_i |dx_i/dt|^2`` for kernels with :attr:`Kernel.log_linear` (exp), symmetric ``M``
         and ``V = M`` (flat and spherical dynamics).
+
+        Parameters
+        ----------
+        head : Head
+            The head (its ``beta``).
+        sums : object
+            The head's sums object (its ``apply``).
+        scaling : SinkhornResult
+            The scalings ``a, b`` of the same sums.
+        w : array_like
+            Weights of the points, broadcastable with ``a``.
+
+        Returns
+        -------
+        float
+            The energy ``E_S``.
         """
         a, b = scaling.a, scaling.b
         total = np.sum(w * (np.log(a) + np.log(b) - a * backends.to_numpy(sums.apply(b)))) + 1.0   # any shape of w
@@ -726,6 +1270,24 @@ NORMALIZATIONS = MappingProxyType({n.name: n for n in (MeanNormalization(), Soft
 
 
 def get_normalization(name, argument="normalization") -> Normalization:
-    """The registered normalization ``name``; ``ValueError`` listing the choices otherwise."""
+    """The registered normalization ``name``; ``ValueError`` listing the choices otherwise.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`NORMALIZATIONS` (``"mean"``, ``"softmax"``, ``"sinkhorn"``).
+    argument : str, optional
+        The argument's name in the message (default ``"normalization"``).
+
+    Returns
+    -------
+    Normalization
+        The registered normalization object.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a registered normalization (the message lists the names).
+    """
     return NORMALIZATIONS[validate.choice(argument, name, NORMALIZATIONS)]
 

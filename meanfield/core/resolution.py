@@ -20,7 +20,20 @@ __all__ = ["negative_mass", "spectral_tail", "resolution_monitor"]
 
 def negative_mass(values, integrate) -> float:
     """``-int min(f, 0)`` (``>= 0``) of grid values ``f`` by ``integrate`` (the geometry's quadrature: a
-    callable from grid values to their integral, e.g. :meth:`meanfield.sphere.SphereGrid.integrate`)."""
+    callable from grid values to their integral, e.g. :meth:`meanfield.sphere.SphereGrid.integrate`).
+
+    Parameters
+    ----------
+    values : ndarray
+        Grid values ``f`` (the shape ``integrate`` takes).
+    integrate : callable
+        Grid values -> their integral (a float).
+
+    Returns
+    -------
+    float
+        The negative mass.
+    """
     return -float(integrate(np.minimum(values, 0.0)))
 
 
@@ -31,6 +44,18 @@ def spectral_tail(power, cut) -> float:
 
     Small (spectral decay) while the truncation resolves the density; it grows as the density concentrates
     below the grid scale.  Callers take ``cut = int(fraction * L)``.
+
+    Parameters
+    ----------
+    power : ndarray, shape (L+1,)
+        Power spectrum ``S_l >= 0`` by degree (or mode).
+    cut : int
+        Last degree counted as resolved.
+
+    Returns
+    -------
+    float
+        The relative tail in [0, 1].
     """
     total = power[1:].sum()
     return float(np.sqrt(power[cut + 1:].sum() / total)) if total > 0 else 0.0
@@ -43,6 +68,31 @@ def resolution_monitor(coefficients, tail, negative, tail_tol=1e-3, negative_tol
     and :func:`negative_mass`.  Stops when the tail exceeds ``tail_tol`` or the negative mass exceeds
     ``negative_tol`` (each in ``[0, inf]``; ``inf`` never stops); the message names the criterion, its value
     and ``where`` (e.g. ``" at lmax = 31"``).
+
+    Parameters
+    ----------
+    coefficients : callable
+        ``coefficients(y)``: the state ``y`` -> its coefficients.
+    tail : callable
+        Coefficients -> their spectral tail (float).
+    negative : callable
+        Coefficients -> their negative mass (float).
+    tail_tol : float, optional
+        Largest allowed tail (default 1e-3).
+    negative_tol : float, optional
+        Largest allowed negative mass (default 1e-4).
+    where : str, optional
+        Appended to the message.
+
+    Returns
+    -------
+    callable
+        ``event(t, y)``: None while resolved, otherwise the message (a str) that stops the run.
+
+    Raises
+    ------
+    ValueError
+        ``tail_tol`` or ``negative_tol`` not a number ``>= 0`` (``inf`` allowed).
     """
     tail_tol = validate.real("tail_tol", tail_tol, 0, finite=False)
     negative_tol = validate.real("negative_tol", negative_tol, 0, finite=False)

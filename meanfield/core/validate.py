@@ -19,11 +19,12 @@ Validators
 :func:`complex_array`, :func:`unit_vector`, :func:`unit_vectors`, :func:`probability_weights`, :func:`signed_weights`,
 :func:`unit_mass`, :func:`rng`.  "Sums to 1" / "has mass 1" is checked to one tolerance,
 :data:`MASS_TOL`, everywhere.  The allowed values of the package's string choices are in
-:mod:`meanfield.core.choices`.
+:mod:`meanfield.core.choices`.  :func:`renamed` refuses a renamed keyword argument with a message naming the new one.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Mapping
@@ -32,7 +33,7 @@ import numpy as np
 
 __all__ = ["integer", "integer_array", "real", "choice", "boolean", "real_array", "complex_array", "unit_vector",
            "unit_vectors", "points3", "real_vector", "probability_weights", "signed_weights", "unit_mass", "MASS_TOL",
-           "WEIGHTS_TOL", "rng"]
+           "WEIGHTS_TOL", "rng", "renamed"]
 
 MASS_TOL = 1e-10
 """Allowed ``| total - 1 |`` of everything that must have mass 1: token and mixture weights, the
@@ -661,3 +662,65 @@ def outside_stacklevel() -> int:
     while frame is not None and inside(frame.f_code):
         frame, level = frame.f_back, level + 1
     return level
+
+
+def renamed(**old_to_new):
+    """Decorator refusing keyword arguments that were renamed, by their new name.
+
+    On a class it wraps ``__init__`` (apply it above ``@dataclass``), on a function the function itself;
+    ``functools.wraps`` keeps the name, docstring and signature (``inspect.signature`` shows the new
+    keywords only).  A call passing an old keyword raises ``TypeError`` (as Python does for an unknown
+    keyword) whose message names the new keyword::
+
+        >>> @renamed(tolerance="kernel_tol")
+        ... def f(kernel_tol=1e-10):
+        ...     return kernel_tol
+        >>> f(tolerance=1e-8)
+        Traceback (most recent call last):
+            ...
+        TypeError: f: tolerance is now kernel_tol (the same meaning); received tolerance=1e-08
+
+    Parameters
+    ----------
+    **old_to_new : str
+        Each old keyword and its new name.
+
+    Returns
+    -------
+    callable
+        The decorator; the class or function it decorates keeps its identity (a class is returned itself,
+        ``__init__`` replaced; a function is wrapped).
+
+    Raises
+    ------
+    TypeError
+        When the decorated callable is called with an old keyword (``"{name}: {old} is now {new} (the same
+        meaning); received {old}={value!r}"``).
+    """
+    def refuse(where, kwargs):
+        for old, new in old_to_new.items():
+            if old in kwargs:
+                raise TypeError(f"{where}: {old} is now {new} (the same meaning); received {old}={kwargs[old]!r}")
+
+    def decorate(obj):
+        if isinstance(obj, type):
+            init = obj.__init__
+
+            @functools.wraps(init)
+            def __init__(self, *args, **kwargs):
+                refuse(obj.__name__, kwargs)
+                init(self, *args, **kwargs)
+
+            obj.__init__ = __init__
+            obj.__renamed__ = {**getattr(obj, "__renamed__", {}), **old_to_new}
+            return obj
+
+        @functools.wraps(obj)
+        def wrapper(*args, **kwargs):
+            refuse(obj.__name__, kwargs)
+            return obj(*args, **kwargs)
+
+        wrapper.__renamed__ = dict(old_to_new)
+        return wrapper
+
+    return decorate

@@ -54,7 +54,7 @@ from ..core.choices import GEOMETRIES
 from ..core.heads import Head, check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
-from ..core.sums import factored_sides
+from ..core.sums import CHUNK_BYTES, factored_sides
 from .fastsum import spectral_sum, spectral_supported
 from .particles import UNIT_NORM_TOL, check_stage
 
@@ -65,17 +65,64 @@ BATCHED_SUMMATIONS = ("direct", "spectral")
 
 
 def project_tangent_batched(X, U):
-    """``P_x u = u - <u, x> x`` along the last axis; any leading shape."""
+    """``P_x u = u - <u, x> x`` along the last axis; any leading shape.
+
+    Parameters
+    ----------
+    X : ndarray, shape (..., d)
+        The points (unit rows: the tangent spaces of the sphere); not checked.
+    U : ndarray, shape (..., d)
+        Vectors at those points (the shape of ``X``).
+
+    Returns
+    -------
+    ndarray, shape (..., d)
+        ``U`` less its component along each row of ``X``.
+    """
     return U - np.sum(U * X, axis=-1, keepdims=True) * X
 
 
 def retract_batched(X):
-    """Retraction onto the unit sphere along the last axis (any leading shape)."""
+    """Retraction onto the unit sphere along the last axis (any leading shape).
+
+    Parameters
+    ----------
+    X : ndarray, shape (..., d)
+        Nonzero rows (not checked: a zero row gives NaN).
+
+    Returns
+    -------
+    ndarray, shape (..., d)
+        ``X / |X|`` along the last axis.
+    """
     return X / np.linalg.norm(X, axis=-1, keepdims=True)
 
 
 def check_batch(name, X, d=None, n=None, B=None, geometry="sphere"):
-    """Validate a batch of token sets: shape (B, n, d), finite, unit rows on the sphere (never renormalized)."""
+    """Validate a batch of token sets: shape (B, n, d), finite, unit rows on the sphere (never renormalized).
+
+    Parameters
+    ----------
+    name : str
+        The argument's name in the messages.
+    X : array_like, shape (B, n, d)
+        The token sets.
+    d, n, B : int, optional
+        Required sizes along the axes (None: any ``d >= 2``, ``n >= 1``, ``B >= 1``).
+    geometry : {"sphere", "flat"}
+        ``"sphere"`` checks ``| |x| - 1 | <= UNIT_NORM_TOL`` for every row; any other value checks nothing more.
+
+    Returns
+    -------
+    ndarray, shape (B, n, d)
+        ``X`` as a float64 array (not renormalized).
+
+    Raises
+    ------
+    ValueError
+        ``X`` not a finite real array of three dimensions; a size other than the required ``d``, ``n`` or ``B``;
+        ``B < 1``, ``n < 1`` or ``d < 2``; (sphere) a row whose norm is off 1 by more than ``UNIT_NORM_TOL``.
+    """
     X = validate.real_array(name, X, ("B", "n", "d"))
     for axis, (label, want) in enumerate((("B", B), ("n", n), ("d", d))):
         if want is not None and X.shape[axis] != want:
@@ -98,7 +145,7 @@ about 3x, Sinkhorn solves 5-7x: :data:`BATCHED_SOLVE_FACTOR`)."""
 BATCHED_SOLVE_FACTOR = 10.0
 
 
-def estimate_batched(B, n, d, n_heads, *, causal=False, solved=0, chunk_bytes=8 * 2**20) -> cost.Cost:
+def estimate_batched(B, n, d, n_heads, *, causal=False, solved=0, chunk_bytes=CHUNK_BYTES) -> cost.Cost:
     """Estimated peak memory and time of one direct evaluation of a :class:`BatchedSystem` on (B, n, d).
 
     Memory: the (b, n, n) float64 score blocks of one chunk of ``b = max(1, chunk_bytes // 8 n^2)`` systems
@@ -161,6 +208,7 @@ def _factor_stacks(systems, side):
     return tuple(out)
 
 
+@validate.renamed(tolerance="kernel_tol")
 @dataclass(frozen=True, eq=False)
 class BatchedSystem:
     """B systems of n tokens, integrated together.
@@ -178,8 +226,9 @@ class BatchedSystem:
         heads on S^2, zonal or general, no mask).
     chunk_bytes : int
         Work space of one block of scores (whole systems per block).
-    tolerance : float
-        Accuracy of the spectral sums.
+    kernel_tol : float
+        Accuracy of the spectral sums (relative truncation accuracy of the kernels' expansion, as for
+        :class:`~meanfield.models.particles.ParticleSystem`).
     sinkhorn_tol, sinkhorn_maxiter :
         Marginal tolerance and iteration cap of the scalings of Sinkhorn heads (as for
         :class:`~meanfield.models.particles.ParticleSystem`; cold start at every call).
@@ -191,14 +240,16 @@ class BatchedSystem:
     ------
     ValueError
         A field out of its domain (named, with the allowed values); ``BackendError`` when torch or the GPU is missing.
+    TypeError
+        The keyword ``tolerance`` of 0.2 (now ``kernel_tol``).
     """
 
     heads: tuple
     geometry: str = "sphere"
     causal: bool = False
     summation: str = "direct"
-    chunk_bytes: int = 8 * 2**20
-    tolerance: float = 1e-10
+    chunk_bytes: int = CHUNK_BYTES
+    kernel_tol: float = 1e-10
     sinkhorn_tol: float = SINKHORN_TOL
     sinkhorn_maxiter: int = SINKHORN_MAXITER
     backend: str = "numpy"
@@ -212,7 +263,7 @@ class BatchedSystem:
         validate.boolean("causal", self.causal)
         validate.choice("summation", self.summation, BATCHED_SUMMATIONS)
         validate.integer("chunk_bytes", self.chunk_bytes, 1, what="a positive integer")
-        validate.real("tolerance", self.tolerance, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
+        validate.real("kernel_tol", self.kernel_tol, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
         object.__setattr__(self, "sinkhorn_tol", validate.real("sinkhorn_tol", self.sinkhorn_tol, 0, 1, lo_open=True,
                                                                hi_open=True, what="a number in (0, 1)"))
         object.__setattr__(self, "sinkhorn_maxiter", validate.integer("sinkhorn_maxiter", self.sinkhorn_maxiter, 1))
@@ -239,7 +290,7 @@ class BatchedSystem:
             why = spectral_supported(ref, self.geometry)
             if why is not None:
                 raise ValueError(f"summation 'spectral' is not available: {why}")
-            spectral = spectral_sum(ref, self.tolerance, sinkhorn_tol=self.sinkhorn_tol,
+            spectral = spectral_sum(ref, self.kernel_tol, sinkhorn_tol=self.sinkhorn_tol,
                                     sinkhorn_maxiter=self.sinkhorn_maxiter)
         M.setflags(write=False)
         V.setflags(write=False)
@@ -277,7 +328,25 @@ class BatchedSystem:
         return retract_batched if self.geometry == "sphere" else None
 
     def check(self, X, name="X"):
-        """Validated batch of tokens (B, n, d); B must match per-system heads."""
+        """Validated batch of tokens (B, n, d); B must match per-system heads.
+
+        Parameters
+        ----------
+        X : array_like, shape (B, n, d)
+            Token sets (unit rows for the sphere geometry), ``d`` the heads' dimension.
+        name : str
+            The argument's name in the messages.
+
+        Returns
+        -------
+        ndarray, shape (B, n, d)
+            ``X`` as a float64 array (not renormalized).
+
+        Raises
+        ------
+        ValueError
+            What :func:`check_batch` refuses (``B`` must equal :attr:`batch` for per-system heads).
+        """
         return check_batch(name, X, self.d, None, self.batch, self.geometry)
 
     def _mask(self, n, ref=None):
@@ -292,7 +361,28 @@ class BatchedSystem:
 
     # ------------------------------------------------------------------ sums
     def forces(self, X, *, checked=False):
-        """Per-head aggregates ``u`` before projection, shape (B, H, n, d) (direct sums)."""
+        """Per-head aggregates ``u`` before projection, shape (B, H, n, d) (direct sums).
+
+        Parameters
+        ----------
+        X : array_like, shape (B, n, d)
+            Token sets, uniform weights ``1/n`` in each system.
+        checked : bool
+            ``X`` is already a validated float64 array (skips :meth:`check`).
+
+        Returns
+        -------
+        ndarray, shape (B, H, n, d)
+            The aggregates of each system and head (causal mask applied when ``causal``); NaN everywhere for a
+            non-finite ``X`` when a head is a Sinkhorn head.
+
+        Raises
+        ------
+        ValueError
+            What :meth:`check` refuses; ``B`` other than :attr:`batch`; an evaluation above the memory or time limit
+            (:func:`estimate_batched`, :mod:`meanfield.core.cost`); ``SinkhornError`` (a ``ValueError``) when a
+            Sinkhorn solve does not converge.
+        """
         if not checked:
             X = self.check(X)
         B, n, d = X.shape
@@ -332,7 +422,23 @@ class BatchedSystem:
         return out
 
     def velocity(self, X):
-        """Token velocities ``dx/dt``, shape (B, n, d)."""
+        """Token velocities ``dx/dt``, shape (B, n, d).
+
+        Parameters
+        ----------
+        X : array_like, shape (B, n, d)
+            Token sets (unit rows for the sphere geometry), uniform weights ``1/n`` in each system.
+
+        Returns
+        -------
+        ndarray, shape (B, n, d)
+            ``sum_h u^h`` of each system, projected onto the tangent spaces on the sphere (spectral sums: per system).
+
+        Raises
+        ------
+        ValueError
+            What :meth:`check` or :meth:`forces` refuses.
+        """
         return self._velocity(self.check(X))
 
     def _velocity(self, X):
@@ -347,7 +453,25 @@ class BatchedSystem:
 
         ``X`` is validated as by :meth:`velocity` (unit rows on the sphere, never renormalized), unless ``checked``
         (the continuous-time limit's ``rhs``: retracted stages, where a non-finite stage must propagate to the
-        driver, which rejects the step, as :meth:`rhs` does)."""
+        driver, which rejects the step, as :meth:`rhs` does).
+
+        Parameters
+        ----------
+        X : array_like, shape (B, n, d)
+            Token sets, uniform weights ``1/n`` in each system.
+        checked : bool
+            Skip the validation of ``X`` (a float64 array of shape (B, n, d) is then expected).
+
+        Returns
+        -------
+        ndarray, shape (B, n, d)
+            ``sum_h u^h`` of each system, not projected.
+
+        Raises
+        ------
+        ValueError
+            What :meth:`check` (unless ``checked``) or :meth:`forces` refuses.
+        """
         if not checked:
             X = self.check(X)
         if self._spectral is not None:
@@ -361,6 +485,24 @@ class BatchedSystem:
         The unit-norm check is skipped (Runge-Kutta stages leave the sphere by O(dt^2)); the formula
         is a smooth extension of the field off the sphere, as for ``ParticleSystem.rhs``; NaN and inf are
         passed on to the driver (which rejects the step), type and shape checked.
+
+        Parameters
+        ----------
+        t : float
+            Time (unused: the systems are autonomous).
+        y : array_like, shape (B, n, d)
+            A stage of the token sets.
+
+        Returns
+        -------
+        ndarray, shape (B, n, d)
+            The velocities at ``y`` (:meth:`velocity` without the unit-norm check).
+
+        Raises
+        ------
+        ValueError
+            ``y`` not a real array of shape ``(B, n, d)`` (``B`` = :attr:`batch` for per-system heads); what
+            :meth:`forces` refuses.
         """
         y = check_stage(y, self.d, ("B" if self.batch is None else self.batch, "n"))
         if self.batch is not None and y.shape[0] != self.batch:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import cost, resolution, validate
+from ..core.choices import CONTINUUM_SUMMATIONS
 from ..core.field_forces import (
     LineSpace,
     ScalingCache,
@@ -38,6 +39,7 @@ from ..core.kernels import KERNELS, check_finite_multipliers
 from ..core.methods import stable_step
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sums import aggregate, pair_sum
+from .plans import reduced_plan
 
 __all__ = ["CirclePDE", "CircleResolutionWarning", "circle_multipliers"]
 
@@ -89,6 +91,7 @@ def circle_multipliers(head, kmax, *, where="head"):
     return check_finite_multipliers(head, KERNELS[head.kernel].normalized_multipliers(head, kmax, 2), where)
 
 
+@validate.renamed(method="summation")
 @dataclass(frozen=True, eq=False)
 class CirclePDE:
     """Multi-head continuity equation on ``S^1``.
@@ -104,7 +107,9 @@ class CirclePDE:
     kernel_tol : float
         Zonal heads: warn (:class:`CircleResolutionWarning`) when the first neglected potential multiplier,
         relative to the largest, exceeds this; raise above 1e-2.
-    method : {"auto", "spectral", "quadrature"}
+    summation : {"auto", "spectral", "quadrature"}
+        ``"auto"``: Fourier multipliers when every head is zonal, else direct sums over the grid nodes;
+        ``"spectral"``: the multipliers (zonal heads only); ``"quadrature"``: the node sums (O(nodes^2), the reference).
     chunk_bytes : int
         Work space of the quadrature path.
     sinkhorn_tol, sinkhorn_maxiter :
@@ -115,18 +120,20 @@ class CirclePDE:
     ------
     ValueError
         ``kmax`` below 2; a negative ``nu`` or ``kernel_tol``; a non-positive ``chunk_bytes``, ``sinkhorn_tol``
-        or ``sinkhorn_maxiter``; an unknown ``method``; heads :func:`meanfield.core.heads.check_heads` refuses
-        or of dimension other than 2; ``method="spectral"`` with a non-zonal head; a ``kmax`` above the
+        or ``sinkhorn_maxiter``; an unknown ``summation``; heads :func:`meanfield.core.heads.check_heads` refuses
+        or of dimension other than 2; ``summation="spectral"`` with a non-zonal head; a ``kmax`` above the
         memory or time limit (:mod:`meanfield.core.cost`; on the quadrature path, the time of one evaluation);
         multipliers that overflow float64 or whose first neglected one is above ``1e-2`` of the largest.
+    TypeError
+        The keyword ``method`` of 0.2 (now ``summation``).
     """
 
     heads: tuple
     kmax: int
     nu: float = 0.0
     kernel_tol: float = 1e-10
-    method: str = "auto"
-    chunk_bytes: int = 4 * 2**20
+    summation: str = "auto"
+    chunk_bytes: int = 4 * 2**20        # not CHUNK_BYTES (8 MiB): see its docstring (the bits of the quadrature path)
     sinkhorn_tol: float = SINKHORN_TOL
     sinkhorn_maxiter: int = SINKHORN_MAXITER
     theta: np.ndarray = field(init=False, repr=False)
@@ -140,20 +147,20 @@ class CirclePDE:
         validate.integer("chunk_bytes", self.chunk_bytes, 1)
         validate.real("sinkhorn_tol", self.sinkhorn_tol, 0.0, lo_open=True)
         validate.integer("sinkhorn_maxiter", self.sinkhorn_maxiter, 1)
-        method = validate.choice("method", self.method, ("auto", "spectral", "quadrature"))
+        summation = validate.choice("summation", self.summation, CONTINUUM_SUMMATIONS)
         heads = check_heads(self.heads)
         if heads[0].dim != 2:
             raise ValueError(f"heads must have dimension d = 2 (the PDE is on S^1); received d = {heads[0].dim}")
         all_zonal = all(h.is_zonal for h in heads)
-        if method == "spectral" and not all_zonal:
-            raise ValueError("method 'spectral' needs zonal heads (M = V = lambda I); received a non-zonal head")
+        if summation == "spectral" and not all_zonal:
+            raise ValueError("summation 'spectral' needs zonal heads (M = V = lambda I); received a non-zonal head")
         estimate_circle(K, len(heads)).check("a smaller kmax")         # before any (K,) array exists
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
-        for k, v in (("kmax", K), ("nu", nu), ("kernel_tol", tol), ("heads", heads), ("method", method)):
+        for k, v in (("kmax", K), ("nu", nu), ("kernel_tol", tol), ("heads", heads), ("summation", summation)):
             set_(k, v)
         n = 3 * K + 3
         set_("theta", 2 * np.pi * np.arange(n) / n)
-        set_("zonal", all_zonal and method != "quadrature")
+        set_("zonal", all_zonal and summation != "quadrature")
         check_solved_heads(heads, self.zonal)
         if not self.zonal:                     # quadrature: every evaluation sums over all (3K+3)^2 node pairs
             pairs = float(n) ** 2 * len(heads)
@@ -561,6 +568,37 @@ class CirclePDE:
         float
         """
         return resolution.negative_mass(self.synthesis(c), np.mean)
+
+    def plan(self, start, t_final, *, method=None, step=None, t_eval=None):
+        """The driver's arguments for a run from coefficients ``start`` (:class:`~meanfield.core.model.SolvableModel`).
+
+        :func:`meanfield.models.plans.reduced_plan`: a start of mass 1, ``"dopri5"`` by default, tolerances
+        ``rtol = 1e-8``, ``atol = 1e-12`` unless given, the CFL step (:meth:`cfl_dt`) of a fixed-step scheme; a split
+        scheme is refused by name (no split part: the diffusion is in :meth:`rhs`).
+
+        Parameters
+        ----------
+        start : array_like
+            Coefficients (named ``c0`` in errors).
+        t_final : float
+            End time.
+        method : str, Tableau or Stepper, optional
+            The scheme.
+        step : StepControl, optional
+            Step settings.
+        t_eval : array_like, optional
+            Output times.
+
+        Returns
+        -------
+        RunPlan
+
+        Raises
+        ------
+        ValueError
+            What :func:`~meanfield.models.plans.reduced_plan` refuses.
+        """
+        return reduced_plan(self, start, t_final, method=method, step=step, t_eval=t_eval)
 
     def cfl_dt(self, c, cfl=0.5, scheme="rk4") -> float:
         """A stable fixed step of ``scheme``, ``cfl / (K max|X| / I + nu K^2 / R)`` (``I``, ``R``: its

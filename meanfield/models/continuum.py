@@ -14,7 +14,7 @@ sums of ``rho`` and ``rho y_c`` on the grid, the aggregates are synthesized at t
 the quadrature path's to the kernel's truncation; heads with mean normalization and ``V = c M`` take
 ``X = c grad N`` with ``N = A_K rho`` truncated at ``lmax`` (for a symmetric ``M``, ``V = M``: the gradient of the
 energy, whose identity then holds to round-off as for zonal heads).  Sinkhorn heads solve their scalings on the
-grid nodes.  ``method="quadrature"`` keeps the direct node sums as a checked reference.
+grid nodes.  ``summation="quadrature"`` keeps the direct node sums as a checked reference.
 
 The state is the real view (:func:`meanfield.core.sphere.to_real`) of the coefficients ``rho_lm``
 up to ``lmax``.  Products are formed on the dealiased grid (``3/2`` rule), so for mean
@@ -32,7 +32,9 @@ import numpy as np
 
 from ..core import validate
 from ..core.bispherical import GeneralOperator, NodeSources, kernel_degree, operator_norm
-from ..core.choices import CONTINUUM_METHODS
+from ..core.choices import CONTINUUM_SUMMATIONS
+from ..core.densities import check_density
+from ..core.densities import normalize as normalize_density
 from ..core.field_forces import ScalingCache, check_solved_heads, field_scalings, field_velocity
 from ..core.heads import Head, check_exp_range, check_heads
 from ..core.kernels import KERNELS, NORMALIZATIONS
@@ -40,6 +42,7 @@ from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sphere import NodeTransforms, SphereGrid, from_real, to_real
 from ..core.sums import aggregate, pair_sum
 from ..core.zonal import GridSpace, ZonalOperator, truncation_level
+from .plans import density_plan
 
 __all__ = ["ContinuumPDE", "KernelResolutionWarning"]
 
@@ -50,6 +53,7 @@ class KernelResolutionWarning(UserWarning):
     exceeds ``kernel_tol``."""
 
 
+@validate.renamed(method="summation")
 @dataclass(frozen=True, eq=False)
 class ContinuumPDE:
     """Multi-head continuity equation on S^2.
@@ -68,13 +72,13 @@ class ContinuumPDE:
         of a zonal kernel, relative to the largest, exceeds this; raise ``ValueError`` above 1e-2.
         General heads: the tolerance of their operators' degree rule
         (:func:`meanfield.core.bispherical.kernel_degree`, floored at 1e-14; kernels without a rule, ReLU,
-        are refused on the operator path: use ``method="quadrature"``), and the same check of
+        are refused on the operator path: use ``summation="quadrature"``), and the same check of
         ``lmax`` for potential heads (at ``lambda = |M|_2``).
     nthreads : int
         Threads for the spherical-harmonic transforms (1 is fastest below lmax ~ 127).
     chunk_bytes : int
         Work space of the quadrature path.
-    method : {"auto", "spectral", "quadrature"}
+    summation : {"auto", "spectral", "quadrature"}
         ``"auto"`` and ``"spectral"``: Funk-Hecke multipliers when every head is zonal, else bi-spherical
         operators; ``"quadrature"``: direct sums over the grid nodes (O(nodes^2), the reference).
     sinkhorn_tol : float
@@ -88,10 +92,12 @@ class ContinuumPDE:
     ValueError
         Heads that :func:`meanfield.core.heads.check_heads` refuses or of dimension other than 3; ``lmax``
         below 2; a negative ``nu`` or ``kernel_tol``, a non-positive ``chunk_bytes``, ``sinkhorn_tol`` or
-        ``sinkhorn_maxiter``; an unknown ``method``; an exp head with mean or Sinkhorn normalization that
+        ``sinkhorn_maxiter``; an unknown ``summation``; an exp head with mean or Sinkhorn normalization that
         overflows (:func:`meanfield.core.heads.check_exp_range`); an ``lmax`` whose first neglected
         Funk-Hecke multiplier is above ``1e-2`` of the largest; a general head whose operator degree is above
-        the cap at ``kernel_tol`` or whose kernel has no degree rule (use ``method="quadrature"``).
+        the cap at ``kernel_tol`` or whose kernel has no degree rule (use ``summation="quadrature"``).
+    TypeError
+        The keyword ``method`` of 0.2 (now ``summation``).
     """
 
     heads: tuple
@@ -99,8 +105,8 @@ class ContinuumPDE:
     nu: float = 0.0
     kernel_tol: float = 1e-10
     nthreads: int = 1
-    chunk_bytes: int = 4 * 2**20
-    method: str = "auto"
+    chunk_bytes: int = 4 * 2**20        # not CHUNK_BYTES (8 MiB): see its docstring (the bits of the quadrature path)
+    summation: str = "auto"
     sinkhorn_tol: float = SINKHORN_TOL
     sinkhorn_maxiter: int = SINKHORN_MAXITER
     grid: SphereGrid = field(init=False)
@@ -121,11 +127,11 @@ class ContinuumPDE:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("heads", heads)
         set_("grid", SphereGrid.dealiased(self.lmax, nthreads=self.nthreads))
-        validate.choice("method", self.method, CONTINUUM_METHODS)
+        validate.choice("summation", self.summation, CONTINUUM_SUMMATIONS)
         all_zonal = all(h.is_zonal for h in heads)
-        set_("zonal", all_zonal and self.method != "quadrature")
+        set_("zonal", all_zonal and self.summation != "quadrature")
         set_("general", None)
-        if not all_zonal and self.method != "quadrature":
+        if not all_zonal and self.summation != "quadrature":
             tol = max(float(self.kernel_tol), 1e-14)
             L = 2
             for i, h in enumerate(heads):
@@ -133,7 +139,7 @@ class ContinuumPDE:
                 if Li is None:
                     raise ValueError(f"heads[{i}] needs an operator degree above the cap at kernel_tol = {tol:.0e} "
                                      f"(beta |M|_2 = {h.beta * operator_norm(h):.4g}); use a larger kernel_tol or "
-                                     f"method='quadrature'")
+                                     f"summation='quadrature'")
                 L = max(L, Li)
             op = GeneralOperator(heads, L, nthreads=self.nthreads, tolerance=tol)
             for i, (h, c) in enumerate(zip(heads, op.scales)):
@@ -430,7 +436,7 @@ class ContinuumPDE:
         Raises
         ------
         ValueError
-            On the quadrature path (``method="quadrature"``), or ``rho_lm`` not of shape ``(nalm,)``.
+            On the quadrature path (``summation="quadrature"``), or ``rho_lm`` not of shape ``(nalm,)``.
         """
         g = self.grid
         if self.general is not None:
@@ -449,7 +455,7 @@ class ContinuumPDE:
                     H[i] = (np.log(Z) - Q / Z).reshape(g.shape)
             return H
         if not self.zonal:
-            raise ValueError("attention_entropies needs a spectral path (method 'auto' or 'spectral'); the "
+            raise ValueError("attention_entropies needs a spectral path (summation 'auto' or 'spectral'); the "
                              "quadrature path sums them by meanfield.core.sums.entropy_rows")
         rho_lm = g._alm(rho_lm, "rho_lm")
         return self.operator.entropies(rho_lm, GridSpace(g), **self._solve_options(g.synthesis(rho_lm)))
@@ -614,6 +620,42 @@ class ContinuumPDE:
         """
         X = self.fields(rho_lm)["X"]
         return float(np.sqrt((X**2).sum(axis=0)).max())
+
+    def plan(self, start, t_final, *, method=None, step=None, t_eval=None, normalize=False):
+        """The driver's arguments for a run from coefficients ``start`` (:class:`~meanfield.core.model.SolvableModel`).
+
+        The start must be finite coefficients of mass 1 (``normalize=True``: scaled to mass 1 instead); then
+        :func:`meanfield.models.plans.density_plan`: ``"dopri5"`` by default, tolerances ``rtol = 1e-8``,
+        ``atol = 1e-12`` unless given, the CFL step (:meth:`cfl_dt`) of a fixed-step scheme without ``dt``, and the
+        diffusion as the linear part (:meth:`split`) of a split scheme.
+
+        Parameters
+        ----------
+        start : array_like, shape (nalm,)
+            Coefficients ``rho_lm`` (named ``rho_lm0`` in errors).
+        t_final : float
+            End time.
+        method : str, Tableau or Stepper, optional
+            The scheme.
+        step : StepControl, optional
+            Step settings.
+        t_eval : array_like, optional
+            Output times.
+        normalize : bool
+            Scale the start to mass 1 rather than refusing another mass.
+
+        Returns
+        -------
+        RunPlan
+
+        Raises
+        ------
+        ValueError
+            ``t_final`` not positive and finite, coefficients that are not a density of mass 1, or a bad step.
+        """
+        t_final = validate.real("t_final", t_final, positive=True)
+        rho = normalize_density(self.grid, start) if normalize else check_density(self.grid, start, "rho_lm0")
+        return density_plan(self, self.state(rho), rho, t_final, method=method, step=step, t_eval=t_eval, label="PDE")
 
     def cfl_dt(self, rho_lm, cfl=0.5, scheme="rk4") -> float:
         r"""A stable fixed step of ``scheme``: ``cfl / (a / I + d / R)``.

@@ -25,7 +25,7 @@ exp, ``c[K] = 4 pi i_l(a) / beta``, ``c[k] = 4 pi i_l(a)``, ``c[k s] = 4 pi lamb
 ``a = beta lambda``; Gauss-Legendre quadrature on each half of [-1, 1] otherwise).
 
 The degree ``lmax`` is :func:`meanfield.core.zonal.required_lmax`: the smallest ``L >= 2`` whose neglected tail, weighted by the growth of a point-evaluated
-gradient, is below ``tolerance``.  Exp multipliers decay super-exponentially beyond
+gradient, is below ``kernel_tol``.  Exp multipliers decay super-exponentially beyond
 ``l ~ beta |lambda|`` (``lmax`` 11, 19, 26 for ``beta = 1, 5, 10`` at 1e-10); sigmoid ones
 exponentially (``lmax`` 15, 47, 85 at 1e-10).  ReLU multipliers decay algebraically
 (``c[K] ~ l^{-3}``), the velocity converges only algebraically in ``lmax``: ReLU heads have no lmax
@@ -91,7 +91,8 @@ def spectral_supported(heads, geometry="sphere", lmax=None):
     return None
 
 
-def spectral_sum(heads, tolerance=1e-10, lmax=None, nthreads=1, **solve):
+@validate.renamed(tolerance="kernel_tol")
+def spectral_sum(heads, kernel_tol=1e-10, lmax=None, nthreads=1, **solve):
     """The spectral sum of ``heads``: :class:`SpectralSum` (Funk-Hecke) when every head is zonal, else
     :class:`meanfield.models.generalsum.GeneralSpectralSum` (bi-spherical operators); the same public methods.
 
@@ -99,10 +100,10 @@ def spectral_sum(heads, tolerance=1e-10, lmax=None, nthreads=1, **solve):
     ----------
     heads : Head or sequence of Head
         Heads of dimension 3.
-    tolerance : float
+    kernel_tol : float
         Requested relative accuracy, in ``[1e-14, 1)``.
     lmax : int, optional
-        Degree (default: the rule at ``tolerance``).
+        Degree (default: the rule at ``kernel_tol``).
     nthreads : int
         Threads of the transforms.
     **solve
@@ -116,12 +117,15 @@ def spectral_sum(heads, tolerance=1e-10, lmax=None, nthreads=1, **solve):
     ------
     ValueError
         As for the class chosen.
+    TypeError
+        The keyword ``tolerance`` of 0.2 (now ``kernel_tol``).
     """
     heads = check_heads(heads)
     cls = SpectralSum if all(h.is_zonal for h in heads) else GeneralSpectralSum
-    return cls(heads, tolerance, lmax=lmax, nthreads=nthreads, **solve)
+    return cls(heads, kernel_tol, lmax=lmax, nthreads=nthreads, **solve)
 
 
+@validate.renamed(tolerance="kernel_tol")
 @dataclass(frozen=True, eq=False)
 class SpectralSum:
     """Spectral (Funk-Hecke) evaluation of the particle velocity, aggregates and energy.
@@ -130,10 +134,10 @@ class SpectralSum:
     ----------
     heads : sequence of Head
         Zonal heads of dimension 3.
-    tolerance : float
+    kernel_tol : float
         Requested accuracy relative to the size of the sums (see Notes), in ``[1e-14, 1)``.
     lmax : int, optional
-        Degree; default :func:`meanfield.core.zonal.required_lmax` of the heads at ``tolerance``
+        Degree; default :func:`meanfield.core.zonal.required_lmax` of the heads at ``kernel_tol``
         (``ValueError`` when that exceeds :data:`meanfield.core.kernels.LMAX_CAP`, or for kernels without an lmax rule,
         e.g. ReLU, which need it given).
     nthreads : int
@@ -145,8 +149,8 @@ class SpectralSum:
     Notes
     -----
     Errors are relative to the largest aggregate ``max_i |u_i^h|`` scale of the sums (the transforms
-    run at ``epsilon = tolerance / 1000``, floored at 1e-14: ducc0's accuracy relative to the L2
-    norm of the data; measured errors are 1e-12..3e-11 of the aggregates at tolerance 1e-10).
+    run at ``epsilon = kernel_tol / 1000``, floored at 1e-14: ducc0's accuracy relative to the L2
+    norm of the data; measured errors are 1e-12..3e-11 of the aggregates at kernel_tol 1e-10).
     Points off the unit sphere (Runge-Kutta stages) are evaluated at ``x / |x|``: a smooth extension
     of the field that agrees with the direct sum on the sphere.
 
@@ -154,13 +158,15 @@ class SpectralSum:
     ------
     ValueError
         Heads not zonal, not of dimension 3, or refused by :func:`~meanfield.core.heads.check_heads`; a
-        kernel without an lmax rule and no ``lmax``; ``tolerance`` outside ``[1e-14, 1)``; a rule's degree
+        kernel without an lmax rule and no ``lmax``; ``kernel_tol`` outside ``[1e-14, 1)``; a rule's degree
         above :data:`~meanfield.core.kernels.LMAX_CAP`; ``lmax`` below 2; or a grid above the memory or
         time limit.
+    TypeError
+        The keyword ``tolerance`` of 0.2 (now ``kernel_tol``).
     """
 
     heads: tuple
-    tolerance: float = 1e-10
+    kernel_tol: float = 1e-10
     lmax: int | None = None
     nthreads: int = 1
     sinkhorn_tol: float = SINKHORN_TOL
@@ -176,18 +182,18 @@ class SpectralSum:
                    "which takes GeneralSpectralSum for general heads)")
         if why is not None:
             raise ValueError(why)
-        tol = validate.real("tolerance", self.tolerance, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
+        tol = validate.real("kernel_tol", self.kernel_tol, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
         lmax = self.lmax
         if lmax is None:
             lmax = required_lmax(heads, tol)
             if lmax is None:
-                raise ValueError(f"tolerance = {tol:.1e} needs lmax > LMAX_CAP = {LMAX_CAP} for these heads "
-                                 f"(beta |lambda| too large); use a larger tolerance or direct summation")
+                raise ValueError(f"kernel_tol = {tol:.1e} needs lmax > LMAX_CAP = {LMAX_CAP} for these heads "
+                                 f"(beta |lambda| too large); use a larger kernel_tol or direct summation")
         else:
             lmax = validate.integer("lmax", lmax, 2, what="an integer >= 2 or None")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("heads", heads)
-        set_("tolerance", tol)
+        set_("kernel_tol", tol)
         set_("lmax", int(lmax))
         set_("grid", SphereGrid(int(lmax), nthreads=self.nthreads))
         set_("operator", ZonalOperator(heads, self.lmax, l_index=self.grid.l_index))
@@ -404,8 +410,8 @@ class SpectralSum:
         .. math:: H_i^h = \log Z_h(x_i) - Q_h(x_i) / Z_h(x_i),\qquad
                   Q_h = \sum_j w_j k_h \log k_h (s_{ij}),
 
-        equal to ``meanfield.diagnostics.attention_entropy(system, X, w, relative=True)`` to the sum's
-        tolerance (relative to ``max |log Z|``).  NaN rows for heads whose kernel can vanish (ReLU).
+        equal to ``meanfield.diagnostics.attention_entropy(system, X, w, relative=True)`` to
+        ``kernel_tol`` (relative to ``max |log Z|``).  NaN rows for heads whose kernel can vanish (ReLU).
 
         For a Sinkhorn head the rows are ``p_ij = a_i k_h(s_ij) b_j w_j`` and, with ``Z = c[k] b[w b]``
         (``= 1 / a`` at the solution), ``H = log Z - (Q[w b] + c[k] b[w b log b]) / Z``.

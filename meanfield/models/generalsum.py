@@ -13,7 +13,7 @@ scattered transforms (ducc0's ``adjoint_synthesis_general`` / ``synthesis_genera
   (and its transpose for a non-symmetric ``M``);
 * energies ``b^T A_K b / 2``; entropies ``log Z - Q / Z`` with ``Q = beta <x, M S_h[y]>`` for exp kernels.
 
-The same semantics as the direct sums of :mod:`meanfield.core.sums` (self term included) to ``tolerance``
+The same semantics as the direct sums of :mod:`meanfield.core.sums` (self term included) to ``kernel_tol``
 (relative to the largest aggregate; tokens off the sphere, Runge-Kutta stages, are evaluated at ``x / |x|``).
 :class:`GeneralSpectralSum` has the public methods of :class:`meanfield.models.fastsum.SpectralSum`.
 """
@@ -44,8 +44,9 @@ from ..core.sums import LastScalings
 __all__ = ["GeneralSpectralSum", "general_degree"]
 
 
-def general_degree(heads, tolerance):
-    """The operator degree of ``heads`` at ``tolerance``: the largest :func:`~meanfield.core.bispherical.kernel_degree`
+@validate.renamed(tolerance="kernel_tol")
+def general_degree(heads, kernel_tol):
+    """The operator degree of ``heads`` at ``kernel_tol``: the largest :func:`~meanfield.core.bispherical.kernel_degree`
     (ValueError naming the head when one needs more than
     :data:`~meanfield.core.bispherical.OPERATOR_LMAX_CAP`, or has no degree rule).
 
@@ -53,7 +54,7 @@ def general_degree(heads, tolerance):
     ----------
     heads : sequence of Head
         Heads of dimension 3.
-    tolerance : float
+    kernel_tol : float
         Relative accuracy, in (0, 1).
 
     Returns
@@ -66,20 +67,23 @@ def general_degree(heads, tolerance):
     ValueError
         A head needing a degree above the cap, a kernel without a degree rule, or a head
         :func:`~meanfield.core.bispherical.kernel_degree` refuses.
+    TypeError
+        The keyword ``tolerance`` of 0.2 (now ``kernel_tol``).
     """
     L = 2
     for i, h in enumerate(heads):
-        Li = kernel_degree(h, tolerance, where=f"heads[{i}]")
+        Li = kernel_degree(h, kernel_tol, where=f"heads[{i}]")
         if Li is None:
             mem = cost.memory_text(estimate_operator(OPERATOR_LMAX_CAP, axial=is_axial(h.M)).bytes)
             raise ValueError(f"heads[{i}] needs an operator degree L above OPERATOR_LMAX_CAP = {OPERATOR_LMAX_CAP} at "
-                             f"tolerance = {tolerance:.1e} (beta |M|_2 = {h.beta * np.linalg.norm(h.M, 2):.4g}; an "
-                             f"operator at the cap alone needs about {mem}); use a larger tolerance, an explicit lmax, "
+                             f"kernel_tol = {kernel_tol:.1e} (beta |M|_2 = {h.beta * np.linalg.norm(h.M, 2):.4g}; an "
+                             f"operator at the cap alone needs about {mem}); use a larger kernel_tol, an explicit lmax, "
                              f"or summation='direct'")
         L = max(L, Li)
     return L
 
 
+@validate.renamed(tolerance="kernel_tol")
 @dataclass(frozen=True, eq=False)
 class GeneralSpectralSum:
     """Spectral (bi-spherical operator) evaluation of the particle velocity, forces, energies and entropies.
@@ -88,10 +92,10 @@ class GeneralSpectralSum:
     ----------
     heads : sequence of Head
         Heads of dimension 3, any ``M``, ``V``, kernel and normalization.
-    tolerance : float
+    kernel_tol : float
         Requested accuracy relative to the size of the sums, in ``[1e-14, 1)``.
     lmax : int, optional
-        Operator degree ``L``; default :func:`general_degree` of the heads at ``tolerance`` (kernels without a
+        Operator degree ``L``; default :func:`general_degree` of the heads at ``kernel_tol`` (kernels without a
         degree rule, ReLU, need it given; its accuracy is measured in ``benchmarks/RESULTS_general_heads.md``).
     nthreads : int
         Threads of the transforms.
@@ -105,13 +109,15 @@ class GeneralSpectralSum:
     Raises
     ------
     ValueError
-        Heads :func:`~meanfield.core.heads.check_heads` refuses or not of dimension 3; ``tolerance`` outside
+        Heads :func:`~meanfield.core.heads.check_heads` refuses or not of dimension 3; ``kernel_tol`` outside
         ``[1e-14, 1)``; ``lmax`` below 2; a degree the rule cannot give (:func:`general_degree`); or a grid or
         operators above the memory or time limit.
+    TypeError
+        The keyword ``tolerance`` of 0.2 (now ``kernel_tol``).
     """
 
     heads: tuple
-    tolerance: float = 1e-10
+    kernel_tol: float = 1e-10
     lmax: int | None = None
     nthreads: int = 1
     sinkhorn_tol: float = SINKHORN_TOL
@@ -123,17 +129,17 @@ class GeneralSpectralSum:
         heads = check_heads(self.heads)
         if heads[0].dim != 3:
             raise ValueError(f"spectral summation needs d = 3 (tokens on S^2); received d = {heads[0].dim}")
-        tol = validate.real("tolerance", self.tolerance, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
+        tol = validate.real("kernel_tol", self.kernel_tol, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
         if self.lmax is None:
             lmax = general_degree(heads, tol)
         else:
             lmax = validate.integer("lmax", self.lmax, 2, what="an integer >= 2 or None")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("heads", heads)
-        set_("tolerance", tol)
+        set_("kernel_tol", tol)
         set_("lmax", int(lmax))
         set_("grid", SphereGrid(int(lmax), nthreads=self.nthreads))
-        # the accuracy the operators' checks assume: the requested tolerance, or what an explicit degree reaches
+        # the accuracy the operators' checks assume: the requested kernel_tol, or what an explicit degree reaches
         reach = tol if self.lmax is None else max([tol] + [truncation_tolerance(h, lmax) for h in heads])
         set_("operator", GeneralOperator(heads, int(lmax), nthreads=self.nthreads, tolerance=reach))
         set_("_epsilon", max(tol * 1e-3, 1e-14))
@@ -144,7 +150,7 @@ class GeneralSpectralSum:
     def conditioning(self) -> float:
         """The a-priori loss of accuracy of the normalizing (softmax) heads: the largest ``max k / min k`` over the
         scores ``|s| <= |M|_2`` (row sums are at least ``min k`` times the total weight, the sums' absolute accuracy is
-        the tolerance times ``max k`` times it); 1 without such heads, ``inf`` for kernels that vanish.  ``summation=
+        ``kernel_tol`` times ``max k`` times it); 1 without such heads, ``inf`` for kernels that vanish.  ``summation=
         "auto"`` stays direct above :data:`meanfield.core.bispherical.ACCURACY_LOSS` (exp: ``beta |M|_2 > 2.30``), the
         loss the operators' own check warns beyond.
 

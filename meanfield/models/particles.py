@@ -28,7 +28,7 @@ Memory is bounded by processing rows of the n x n score matrix in chunks of abou
 ``r, p < d``) are summed through their factors (:func:`meanfield.core.sums.score_sides`): ``O(n^2 r)`` per head
 instead of ``O(n^2 d)``, velocities, energies and their gradients alike.  For zonal
 heads on S^2 the sums can instead be evaluated spectrally in O(n + lmax^2 log lmax)
-(:mod:`meanfield.models.fastsum`, field ``summation``), with the same semantics to ``tolerance``.
+(:mod:`meanfield.models.fastsum`, field ``summation``), with the same semantics to ``kernel_tol``.
 
 The direct sums run on the backend of the fields ``backend``, ``device`` and ``dtype`` (numpy by default; torch on the
 CPU or a CUDA device: :mod:`meanfield.core.backends`).  The state stays a float64 numpy array at the driver and in
@@ -53,6 +53,7 @@ from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL, SinkhornResult
 from ..core.sums import DirectSums, LastScalings, aggregate, lift_values, pair_sum, row_chunks, score_sides
 from .fastsum import spectral_sum, spectral_supported
 from .generalsum import GeneralSpectralSum
+from .plans import check_particle_run, particle_plan
 
 SPECTRAL_MIN_N = 2000
 """Smallest n for which ``summation="auto"`` uses the spectral sum.  Measured (benchmarks/RESULTS.md):
@@ -95,12 +96,36 @@ def _width(head):
 
 
 def project_tangent(X, V):
-    """Tangent projection ``P_x v = v - <v, x> x`` row by row; shapes (n, d) -> (n, d)."""
+    """Tangent projection ``P_x v = v - <v, x> x`` row by row.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, d)
+        The points (unit rows: the tangent spaces of the sphere); not checked.
+    V : ndarray, shape (n, d)
+        Vectors at those points.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+        ``V`` less its component along each row of ``X``.
+    """
     return V - np.einsum("nd,nd->n", V, X)[:, None] * X
 
 
 def retract_sphere(X):
-    """Retraction onto the unit sphere: each row divided by its norm."""
+    """Retraction onto the unit sphere: each row divided by its norm.
+
+    Parameters
+    ----------
+    X : ndarray, shape (..., d)
+        Nonzero rows (not checked: a zero row gives NaN).
+
+    Returns
+    -------
+    ndarray, shape (..., d)
+        ``X / |X|`` row by row.
+    """
     return X / np.linalg.norm(X, axis=-1, keepdims=True)
 
 
@@ -108,6 +133,28 @@ def check_tokens(X, d=None, geometry="sphere", name="X"):
     """Validate tokens: shape (n, d) with n >= 2, finite, and unit rows on the sphere.
 
     Nothing is renormalized: rows off the sphere by more than ``UNIT_NORM_TOL`` raise.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+        The tokens.
+    d : int, optional
+        The dimension the heads need (None: any ``d >= 2``).
+    geometry : {"sphere", "flat"}
+        ``"sphere"`` checks ``| |x_i| - 1 | <= UNIT_NORM_TOL`` for every row; any other value checks nothing more.
+    name : str
+        The argument's name in the messages.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+        ``X`` as a float64 array (not renormalized).
+
+    Raises
+    ------
+    ValueError
+        ``X`` not a finite real array of two dimensions, fewer than 2 rows or columns, ``d`` columns expected and
+        another number received, or (sphere) a row whose norm is off 1 by more than ``UNIT_NORM_TOL``.
     """
     X = validate.real_array(name, X, ("n", "d"))
     if X.shape[0] < 2 or X.shape[1] < 2:
@@ -139,10 +186,32 @@ def check_stage(y, d, lead=("n",), name="y"):
 
 
 def check_weights(w, n, name="w"):
-    """Validate token weights: shape (n,), finite, nonnegative, summing to 1. None -> uniform."""
+    """Validate token weights: shape (n,), finite, nonnegative, summing to 1. None -> uniform.
+
+    Parameters
+    ----------
+    w : array_like, shape (n,), or None
+        The weights (None: ``1/n`` each).
+    n : int
+        The number of tokens.
+    name : str
+        The argument's name in the messages.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        The weights as float64 (not renormalized).
+
+    Raises
+    ------
+    ValueError
+        Not ``n`` finite weights ``>= 0`` summing to 1 to :data:`meanfield.core.validate.WEIGHTS_TOL`
+        (:func:`meanfield.core.validate.probability_weights`).
+    """
     return validate.probability_weights(name, w, n)
 
 
+@validate.renamed(tolerance="kernel_tol")
 @dataclass(frozen=True, eq=False)
 class ParticleSystem:
     """The n-token system for a set of heads.
@@ -160,13 +229,14 @@ class ParticleSystem:
         ``"spectral"`` (d = 3, sphere, any heads whose kernels have an lmax rule, e.g. exp and sigmoid, or an
         explicit ``lmax``; ``ValueError`` otherwise: :class:`meanfield.models.fastsum.SpectralSum` for zonal
         heads, :class:`meanfield.models.generalsum.GeneralSpectralSum`, bi-spherical operators, for any other
-        ``M_h``, ``V_h``) or ``"auto"``: spectral when it applies, ``tolerance`` is reachable and
+        ``M_h``, ``V_h``) or ``"auto"``: spectral when it applies, ``kernel_tol`` is reachable and
         ``n >= SPECTRAL_MIN_N`` (general softmax heads: also ``GeneralSpectralSum.conditioning() <=
         meanfield.core.bispherical.ACCURACY_LOSS``, i.e. ``beta |M|_2 <= 2.30`` for exp kernels).
         :meth:`energy_gradients` and :meth:`energy_rates` are always direct.  Every direct path is
         refused up front (:meth:`check_direct`) when estimated to exceed :data:`DIRECT_TIME_LIMIT_S`.
-    tolerance : float
-        Accuracy of the spectral sums relative to the size of the aggregates, in ``[1e-14, 1)``.
+    kernel_tol : float
+        Accuracy of the spectral sums relative to the size of the aggregates (the relative truncation accuracy
+        of the kernels' expansion), in ``[1e-14, 1)``.
     nthreads : int
         Threads of the spherical-harmonic transforms of the spectral sums (ducc0; the numpy glue around
         them is single-threaded).  2 threads cut a velocity call at n = 10^6 by about a third on the
@@ -179,7 +249,7 @@ class ParticleSystem:
         (:mod:`meanfield.core.sde`) when ``nu > 0``.
     lmax : int, optional
         Degree of the spectral sums (None: :func:`meanfield.required_lmax` of zonal heads at
-        ``tolerance``, :func:`meanfield.models.generalsum.general_degree` of general ones).  Kernels without an lmax rule (ReLU) need it for ``summation="spectral"``;
+        ``kernel_tol``, :func:`meanfield.models.generalsum.general_degree` of general ones).  Kernels without an lmax rule (ReLU) need it for ``summation="spectral"``;
         the degree in use is :attr:`spectral_lmax`.
     sinkhorn_tol : float
         Marginal tolerance of the Sinkhorn scalings of ``normalization="sinkhorn"`` heads
@@ -200,6 +270,8 @@ class ParticleSystem:
     ValueError
         A field out of its domain (named, with the allowed values); ``BackendError`` (a ``ValueError``) when torch is
         not installed or ``device="cuda"`` finds no GPU.
+    TypeError
+        The keyword ``tolerance`` of 0.2 (now ``kernel_tol``).
 
     Notes
     -----
@@ -212,9 +284,9 @@ class ParticleSystem:
 
     heads: tuple
     geometry: str = "sphere"
-    chunk_bytes: int = 1 * 2**20
+    chunk_bytes: int = 1 * 2**20        # not CHUNK_BYTES (8 MiB): see its docstring (the bits of the direct sums)
     summation: str = "auto"
-    tolerance: float = 1e-10
+    kernel_tol: float = 1e-10
     nthreads: int = 1
     nu: float = 0.0
     lmax: int | None = None
@@ -233,8 +305,8 @@ class ParticleSystem:
         if self.geometry == "sphere":
             check_exp_range(self.heads)
         validate.choice("summation", self.summation, SUMMATIONS)
-        tol = self.tolerance
-        validate.real("tolerance", tol, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
+        tol = self.kernel_tol
+        validate.real("kernel_tol", tol, 1e-14, 1, hi_open=True, what="a number in [1e-14, 1)")
         object.__setattr__(self, "nthreads", validate.integer("nthreads", self.nthreads, 1))
         object.__setattr__(self, "sinkhorn_tol", validate.real("sinkhorn_tol", self.sinkhorn_tol, 0, 1, lo_open=True,
                                                                hi_open=True, what="a number in (0, 1)"))
@@ -283,6 +355,26 @@ class ParticleSystem:
         """Validated ``(X, w)``; see :func:`check_tokens` and :func:`check_weights`.
 
         ``name`` and ``w_name`` are the argument names the errors use (``solve_particles`` passes ``"X0"``).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Tokens (unit rows for the sphere geometry), ``d`` the heads' dimension.
+        w : array_like, shape (n,), optional
+            Token weights (None: uniform).
+        name, w_name : str
+            The argument names of the messages.
+
+        Returns
+        -------
+        X : ndarray, shape (n, d)
+        w : ndarray, shape (n,)
+            Float64 arrays, not renormalized.
+
+        Raises
+        ------
+        ValueError
+            What :func:`check_tokens` or :func:`check_weights` refuses.
         """
         X = check_tokens(X, self.d, self.geometry, name)
         return X, check_weights(w, X.shape[0], w_name)
@@ -294,7 +386,18 @@ class ParticleSystem:
         return self._spectral
 
     def uses_spectral(self, n) -> bool:
-        """Whether sums over ``n`` tokens are evaluated spectrally (see ``summation``)."""
+        """Whether sums over ``n`` tokens are evaluated spectrally (see ``summation``).
+
+        Parameters
+        ----------
+        n : int
+            The number of tokens.
+
+        Returns
+        -------
+        bool
+            True when the system has a spectral sum and either ``summation="spectral"`` or ``n >= SPECTRAL_MIN_N``.
+        """
         if self._spectral is None:
             return False
         return self.summation == "spectral" or n >= SPECTRAL_MIN_N
@@ -303,6 +406,18 @@ class ParticleSystem:
         """Estimated cost of ``passes`` direct sums over all ``n x n`` pairs for every head.
 
         A head whose normalization solves over the tokens (Sinkhorn) counts :data:`SOLVE_PASSES` passes.
+
+        Parameters
+        ----------
+        n : int
+            The number of tokens, ``>= 0``.
+        passes : int or float
+            Direct passes over all pairs (per row-local head).
+
+        Raises
+        ------
+        ValueError
+            ``n`` not an integer ``>= 0``.
 
         Returns
         -------
@@ -322,8 +437,23 @@ class ParticleSystem:
     def check_direct(self, n, what, passes=1, argument="summation='spectral' (or 'auto')"):
         """Refuse up front a direct O(n^2) evaluation estimated to exceed :data:`DIRECT_TIME_LIMIT_S`.
 
-        Raises ``ValueError`` naming ``what``, the estimate (pairs, time, memory), the limit and the
-        argument to change (``argument``, or fewer tokens).
+        Parameters
+        ----------
+        n : int
+            The number of tokens.
+        what : str
+            What is evaluated, for the message.
+        passes : int
+            Direct passes over all pairs (:meth:`direct_cost`).
+        argument : str
+            The argument to change, for the message (the spectral path when these heads have one).
+
+        Raises
+        ------
+        ValueError
+            Naming ``what``, the estimate (pairs, time, memory), the limit and the argument to change
+            (``argument``, or fewer tokens), when the estimate exceeds :data:`DIRECT_TIME_LIMIT_S`
+            (:func:`meanfield.core.cost.guard`); ``n`` not an integer ``>= 0``.
         """
         cost = self.direct_cost(n, passes)
         if cost["seconds"] > DIRECT_TIME_LIMIT_S:
@@ -366,8 +496,11 @@ class ParticleSystem:
             :meth:`direct_cost` of the run (``passes`` added), zero when nothing is direct; ``seconds``
             includes ``overhead_s``, the steps' overhead.
 
-        Raises ``ValueError`` with the estimate, the limit and what to change (through
-        :func:`meanfield.core.cost.guard`).
+        Raises
+        ------
+        ValueError
+            With the estimate, the limit and what to change, when the estimate exceeds ``limit_s`` (through
+            :func:`meanfield.core.cost.guard`); ``limit_s`` not a positive number (named ``direct_limit_s``).
         """
         limit_s = validate.real("direct_limit_s", limit_s, positive=True, finite=False)
         spectral_n = self.uses_spectral(n)
@@ -403,13 +536,122 @@ class ParticleSystem:
                   lift="pass direct_limit_s=<seconds> (default DIRECT_RUN_LIMIT_S; inf: no limit) to run it anyway")
         return cost
 
+    def check_run(self, n, t_final, *, t_eval=None, method=None, dt=None, record_passes=0,
+                  direct_limit_s=DIRECT_RUN_LIMIT_S, adaptive=None):
+        """The up-front checks of a run of ``n`` tokens to ``t_final``, without running it; returns the method.
+
+        :func:`meanfield.models.plans.check_particle_run`: the method resolved (``"dopri5"``, or
+        ``"geodesic_strang"`` with noise, which needs ``dt``), the memory guard and the whole-run time estimate
+        (:meth:`check_direct_run`) against ``direct_limit_s``.
+
+        Parameters
+        ----------
+        n : int
+            Tokens.
+        t_final : float
+            End time.
+        t_eval : array_like, optional
+            Output times (None: 11 equispaced).
+        method : str, Tableau or Stepper, optional
+            The scheme (None: the default above).
+        dt : float, optional
+            Fixed step.
+        record_passes : int
+            Direct passes of one observer record.
+        direct_limit_s : float
+            Seconds allowed (default :data:`DIRECT_RUN_LIMIT_S`; ``inf``: no limit).
+        adaptive : bool, optional
+            ``StepControl.adaptive`` of the run.
+
+        Returns
+        -------
+        str, Tableau or Stepper
+            The resolved method.
+
+        Raises
+        ------
+        ValueError
+            What :func:`~meanfield.models.plans.check_particle_run` refuses (named, with what to change).
+        """
+        return check_particle_run(self, n, t_final, t_eval=t_eval, method=method, dt=dt, record_passes=record_passes,
+                                  direct_limit_s=direct_limit_s, adaptive=adaptive)
+
+    def plan(self, start, t_final, *, method=None, step=None, t_eval=None, w=None, seed=None, record_passes=0,
+             direct_limit_s=DIRECT_RUN_LIMIT_S):
+        """The driver's arguments for a run from tokens ``start`` (:class:`~meanfield.core.model.SolvableModel`).
+
+        :func:`meanfield.models.plans.particle_plan`: tokens and weights checked, the method resolved
+        (``"dopri5"``, or ``"geodesic_strang"`` with noise), tolerances ``rtol = 1e-8``, ``atol = 1e-10`` unless
+        given, the noise of ``seed`` for a stochastic scheme (the retraction otherwise), and the run checked by
+        :meth:`check_run`.
+
+        Parameters
+        ----------
+        start : array_like, shape (n, d)
+            Start tokens (named ``X0`` in errors).
+        t_final : float
+            End time.
+        method : str, Tableau or Stepper, optional
+            The scheme.
+        step : StepControl, optional
+            Step settings.
+        t_eval : array_like, optional
+            Output times.
+        w : array_like, optional
+            Token weights.
+        seed : int or numpy.random.Generator, optional
+            Brownian increments of a noisy run (do not reuse the integer that drew ``start``).
+        record_passes : int or callable
+            Direct passes of one observer record, or ``record_passes(n, w) -> int``.
+        direct_limit_s : float
+            Time limit of the run's estimate.
+
+        Returns
+        -------
+        RunPlan
+
+        Raises
+        ------
+        ValueError
+            Bad tokens or weights, or what :meth:`check_run` refuses.
+        """
+        return particle_plan(self, start, t_final, method=method, step=step, t_eval=t_eval, w=w, seed=seed,
+                             record_passes=record_passes, direct_limit_s=direct_limit_s)
+
     def chunks(self, n):
-        """Row slices of at most ``chunk_bytes`` of float64 score rows (n x n scores)."""
+        """Row slices of at most ``chunk_bytes`` of float64 score rows (n x n scores).
+
+        Parameters
+        ----------
+        n : int
+            The number of tokens (rows and columns of the scores).
+
+        Returns
+        -------
+        list of slice
+            Consecutive slices covering ``range(n)`` (:func:`meanfield.core.sums.row_chunks`).
+        """
         return row_chunks(n, n, self.chunk_bytes)
 
     # ------------------------------------------------------------------ dynamics
     def forces(self, X, w=None, *, checked=False):
         """Per-head aggregates ``u_i^h`` before projection, and their normalizers.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Tokens (unit rows for the sphere geometry).
+        w : array_like, shape (n,), optional
+            Token weights (None: uniform).
+        checked : bool
+            ``X`` and ``w`` are already validated float64 arrays (skips :meth:`check`).
+
+        Raises
+        ------
+        ValueError
+            What :meth:`check` refuses; a direct evaluation above :data:`DIRECT_TIME_LIMIT_S`
+            (:meth:`check_direct`).  ``SinkhornError`` (a ``ValueError``) when a Sinkhorn head's solve does not reach
+            ``sinkhorn_tol`` within ``sinkhorn_maxiter``.
 
         Returns
         -------
@@ -487,7 +729,28 @@ class ParticleSystem:
         """The Sinkhorn scalings of each head at these tokens: a list over heads of
         :class:`~meanfield.core.sinkhorn.SinkhornResult` (``a``, ``b``, the marginal ``error`` reached,
         ``n_apply``) for heads with ``normalization="sinkhorn"``, None for the others (row-local).
-        Summed as the velocity is (``summation``), or directly with ``direct=True`` (for direct diagnostics)."""
+        Summed as the velocity is (``summation``), or directly with ``direct=True`` (for direct diagnostics).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Tokens.
+        w : array_like, shape (n,), optional
+            Token weights (None: uniform).
+        direct : bool
+            Solve with the direct sums whatever ``summation`` chooses.
+
+        Returns
+        -------
+        list of SinkhornResult or None
+            One entry per head; all None when no head is a Sinkhorn head.
+
+        Raises
+        ------
+        ValueError
+            What :meth:`check` refuses; a direct solve above :data:`DIRECT_TIME_LIMIT_S` (:meth:`check_direct`);
+            ``SinkhornError`` (a ``ValueError``) when a solve does not converge.
+        """
         X, w = self.check(X, w)
         if all(NORMALIZATIONS[h.normalization].row_local for h in self.heads):
             return [None] * self.n_heads
@@ -497,7 +760,26 @@ class ParticleSystem:
         return list(self._direct(X, w)[1])
 
     def velocity(self, X, w=None):
-        """Token velocities ``dx_i/dt``, shape (n, d)."""
+        """Token velocities ``dx_i/dt``, shape (n, d).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Tokens (unit rows for the sphere geometry).
+        w : array_like, shape (n,), optional
+            Token weights (None: uniform).
+
+        Returns
+        -------
+        ndarray, shape (n, d)
+            ``sum_h u_i^h``, projected onto the tangent spaces on the sphere (the spectral sums return it tangent).
+
+        Raises
+        ------
+        ValueError
+            What :meth:`check` refuses; a direct evaluation above :data:`DIRECT_TIME_LIMIT_S`; a Sinkhorn solve that
+            does not converge (``SinkhornError``).
+        """
         v = self._spectral_velocity_checked(X, w)
         if v is not None:
             return v
@@ -565,12 +847,46 @@ class ParticleSystem:
         Runge-Kutta stages leave the sphere by O(dt^2) before the retraction, so the unit-norm
         check is skipped here: the formula is a smooth extension of the field off the sphere
         (the spectral sum evaluates the field at ``y / |y|``, another smooth extension).
+
+        Parameters
+        ----------
+        t : float
+            Time (unused: the system is autonomous).
+        y : array_like, shape (n, d)
+            A stage of the tokens (type and shape checked only; NaN and inf are passed on to the driver).
+
+        Returns
+        -------
+        ndarray, shape (n, d)
+            The velocity at ``y`` with weights ``1/n``.
+
+        Raises
+        ------
+        ValueError
+            ``y`` not a real array of shape ``(n, d)``; a direct evaluation above :data:`DIRECT_TIME_LIMIT_S`.
         """
         y = check_stage(y, self.d)
         return self._velocity(y, np.full(y.shape[0], 1.0 / y.shape[0]))
 
     def weighted_rhs(self, w):
-        """Right-hand side for fixed token weights ``w`` (validated once here)."""
+        """Right-hand side for fixed token weights ``w`` (validated once here).
+
+        Parameters
+        ----------
+        w : array_like, shape (n,)
+            Token weights (finite, ``>= 0``, summing to 1).
+
+        Returns
+        -------
+        callable
+            ``rhs(t, y)`` with ``y`` of shape ``(n, d)``: the velocity at ``y`` with weights ``w``; it raises
+            ``ValueError`` when ``y`` is not a real array of ``n`` rows and ``d`` columns.
+
+        Raises
+        ------
+        ValueError
+            Weights :func:`check_weights` refuses.
+        """
         w = check_weights(w, len(w))
 
         def rhs(t, y):
@@ -586,7 +902,26 @@ class ParticleSystem:
         """Per-head energies, shape (H,): ``E_h = 1/2 sum_ij w_i w_j K_h(s_ij)`` (row-local normalizations)
         or, for Sinkhorn heads, ``E_S = -(1/(2 beta)) sum_i w_i (log a_i + log b_i)``
         (:meth:`meanfield.core.kernels.SinkhornNormalization.energy`; ``dE/dt = sum_i w_i |dx_i/dt|^2``
-        for exp kernels, symmetric ``M`` and ``V = M``)."""
+        for exp kernels, symmetric ``M`` and ``V = M``).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Tokens.
+        w : array_like, shape (n,), optional
+            Token weights (None: uniform).
+
+        Returns
+        -------
+        ndarray, shape (H,)
+            ``E_h`` of each head (spectral sums at ``n >= SPECTRAL_MIN_N`` when the system has them).
+
+        Raises
+        ------
+        ValueError
+            What :meth:`check` refuses; a direct evaluation above :data:`DIRECT_TIME_LIMIT_S`; a Sinkhorn solve that
+            does not converge (``SinkhornError``).
+        """
         X, w = self.check(X, w)
         if self.uses_spectral(X.shape[0]):
             return self._spectral.energies(X, w)
@@ -603,7 +938,25 @@ class ParticleSystem:
         return out
 
     def energy(self, X, w=None):
-        """Total energy ``E_multi = sum_h E_h``."""
+        """Total energy ``E_multi = sum_h E_h``.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Tokens.
+        w : array_like, shape (n,), optional
+            Token weights (None: uniform).
+
+        Returns
+        -------
+        float
+            The sum of :meth:`energies`.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`energies`.
+        """
         return float(self.energies(X, w).sum())
 
     def energy_gradients(self, X, w=None):
@@ -614,6 +967,24 @@ class ParticleSystem:
 
         For Sinkhorn heads (exp kernels; envelope theorem for ``E_S = -OT_eps(mu, mu) / 2``), ``k(s_ij)``
         becomes ``P_ij = a_i k(s_ij) b_j`` and ``k(s_ji)`` becomes ``P_ji``.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Tokens.
+        w : array_like, shape (n,), optional
+            Token weights (None: uniform).
+
+        Returns
+        -------
+        ndarray, shape (H, n, d)
+            ``dE_h/dx_i`` (always the direct sums).
+
+        Raises
+        ------
+        ValueError
+            What :meth:`check` refuses; two direct passes above :data:`DIRECT_TIME_LIMIT_S`; a Sinkhorn head whose
+            kernel is not ``exp(beta s)`` (not ``log_linear``); a Sinkhorn solve that does not converge.
         """
         X, w = self.check(X, w)
         n, d = X.shape
@@ -641,7 +1012,28 @@ class ParticleSystem:
         return G
 
     def energy_rates(self, X, Xdot=None, w=None):
-        """Exact per-head ``dE_h/dt = sum_i <dE_h/dx_i, dx_i/dt>`` along ``Xdot`` (default: the flow)."""
+        """Exact per-head ``dE_h/dt = sum_i <dE_h/dx_i, dx_i/dt>`` along ``Xdot`` (default: the flow).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Tokens.
+        Xdot : array_like, shape (n, d), optional
+            Token velocities (None: :meth:`velocity`).
+        w : array_like, shape (n,), optional
+            Token weights (None: uniform).
+
+        Returns
+        -------
+        ndarray, shape (H,)
+            ``dE_h/dt`` from :meth:`energy_gradients` (direct sums).
+
+        Raises
+        ------
+        ValueError
+            What :meth:`check` or :meth:`energy_gradients` refuses; ``Xdot`` not a finite real array of the shape of
+            ``X``.
+        """
         X, w = self.check(X, w)
         self.check_direct(X.shape[0], "ParticleSystem.energy_rates (always direct)", passes=2,
                           argument="diagnostics.dissipation (spectral at large n; = dE/dt for symmetric mean heads)")

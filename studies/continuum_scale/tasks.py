@@ -26,7 +26,7 @@ def _particles(setup: dict, n: int, seed: int):
     times = np.asarray(setup["times"], float)
     X0 = mf.densities.sample_particles(pde.grid, np.asarray(setup["rho0"]), n,
                                        seed=np.random.default_rng([int(setup["base_seed"]), n, seed]))
-    system = mf.ParticleSystem(heads, summation="spectral", tolerance=float(setup["spectral_tol"]))
+    system = mf.ParticleSystem(heads, summation="spectral", kernel_tol=float(setup["spectral_tol"]))
     traj = mf.solve_particles(system, X0, times[-1],
                               step=StepControl(rtol=float(setup["rtol"]), atol=float(setup["atol"])),
                               save=SaveAt(t_eval=times, observe=False), progress=False)

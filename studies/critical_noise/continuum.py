@@ -164,7 +164,7 @@ def _step_check(nu, n, seeds, last, s, grid):
     last time; the coarse replay is compared with the main run's state (``replay_max_diff``).
     """
     pde = mf.ContinuumPDE(heads(), s.limit_lmax, nu=nu)
-    system = mf.ParticleSystem(pde.heads, summation=ParticleSettings().sums, tolerance=ParticleSettings().spectral_tol,
+    system = mf.ParticleSystem(pde.heads, summation=ParticleSettings().sums, kernel_tol=ParticleSettings().spectral_tol,
                                nu=nu)
     tg = paired.resolve_transport_grid(pde, None)
     ts = TransportSettings(method="semidiscrete")

@@ -324,7 +324,7 @@ The i.i.d. uniform sample (no deliberate perturbation; rate of the degree power 
 signal = noise ~ n^(-1/2), so the same coupling is relatively n^(1/2) times stronger: it is at the
 percent level for l <= 4 and fails for the slow degrees l = 5, 6 unless n is much larger.
 Large-n runs evaluate the particle velocity through its Funk-Hecke
-expansion (`ParticleSystem(summation="spectral", tolerance=1e-10)`, i.e. `meanfield.models.fastsum`): the same
+expansion (`ParticleSystem(summation="spectral", kernel_tol=1e-10)`, i.e. `meanfield.models.fastsum`): the same
 ODE as the pairwise sums, checked against them to ~1e-11, but O(n) instead of O(n^2).
 
 **Clusters vs l*.** The uniform state amplifies a band of degrees around l*; when the perturbation becomes

@@ -152,7 +152,7 @@ def particle_system(lambdas, beta, normalization="mean", direct=False):
     """Tokens on S^2 with heads ``lambda_h I``: pairwise sums, or spectral (Funk-Hecke) sums to
     ``SPECTRAL_TOL`` (the same velocity, O(n + lmax^2 log lmax))."""
     heads = mf.scalar_heads(list(lambdas), 3, beta=beta, normalization=normalization)
-    return mf.ParticleSystem(heads, summation="direct" if direct else "spectral", tolerance=SPECTRAL_TOL)
+    return mf.ParticleSystem(heads, summation="direct" if direct else "spectral", kernel_tol=SPECTRAL_TOL)
 
 
 def moments(grid, Xs):

@@ -28,7 +28,7 @@ def clusters_case(case, cfg, out_dir: Path):
     path = out_dir / f"clusters_{case}.npz"
     if path.exists():
         return dict(np.load(path))
-    system = mf.ParticleSystem(heads(case, cfg), summation="spectral", tolerance=cfg.spectral_tol)
+    system = mf.ParticleSystem(heads(case, cfg), summation="spectral", kernel_tol=cfg.spectral_tol)
     g = mf.ContinuumPDE(heads(case, cfg), cfg.lmax).grid
     start = initial_density(g, cfg)
     centres, masses, seeds, energy = [], [], [], []

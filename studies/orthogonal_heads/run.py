@@ -164,7 +164,7 @@ def solve_pde(case, cfg):
 
 
 def particle_run(case, cfg, pde, rho, t, n, seed):
-    system = mf.ParticleSystem(heads(case, cfg), summation="spectral", tolerance=cfg.spectral_tol)
+    system = mf.ParticleSystem(heads(case, cfg), summation="spectral", kernel_tol=cfg.spectral_tol)
     X0 = mf.densities.sample_particles(pde.grid, rho[0], n, seed=seed)
     tr = mf.solve_particles(system, X0, float(t[-1]), step=StepControl(rtol=cfg.rtol, atol=cfg.atol),
                             save=SaveAt(t_eval=t, observe=False), progress=False)
