@@ -451,7 +451,7 @@ def test_continuum_attention_received_integrates_to_one_and_is_the_particles_lim
 
 
 # ------------------------------------------------------------------ summation="auto" and the run estimate
-def test_auto_summation_is_spectral_at_large_n_and_direct_below(rng):
+def test_auto_summation_is_spectral_at_large_n_and_direct_below(rng, monkeypatch):
     from meanfield.models.causal import CAUSAL_SPECTRAL_MIN_N
 
     heads = scalar_heads([1.0, -0.5], 3, beta=3.0, normalization="softmax")
@@ -468,9 +468,15 @@ def test_auto_summation_is_spectral_at_large_n_and_direct_below(rng):
     np.testing.assert_allclose(v, direct.velocity(X), rtol=0, atol=SPECTRAL_AGREEMENT)   # the same numbers
     # where the spectral sums do not apply, "auto" is the direct sums at any n (no refusal)
     for other in (CausalSystem(random_symmetric_heads(3, 1, seed=1)), CausalSystem(scalar_heads([1.0], 4)),
-                  CausalSystem(scalar_heads([1.0], 3), geometry="flat"),
-                  CausalSystem(scalar_heads([1.0], 2, beta=200.0), kernel_tol=1e-14)):
-        assert other.spectral_degree is None or not other.uses_spectral(10) and other.uses_spectral(n)
+                  CausalSystem(scalar_heads([1.0], 3), geometry="flat")):
+        assert other.spectral_degree is None and not other.uses_spectral(n)
+    # a kernel_tol that needs a degree beyond the cap: "auto" stays direct (the spectral set-up's refusal is caught)
+    import meanfield.models.causal as causal
+    monkeypatch.setattr(causal, "sphere_lmax", lambda heads, tol, cap=None: None)   # as if beyond the cap
+    capped = CausalSystem(heads)
+    assert capped.spectral_degree is None and not capped.uses_spectral(n)
+    with pytest.raises(ValueError, match="needs lmax beyond the cap"):
+        CausalSystem(heads, summation="spectral")                      # asked for explicitly: refused by name
     assert CausalSystem(random_symmetric_heads(3, 1, seed=1)).spectral_degree is None
     with pytest.raises(ValueError, match=r"degree must be an integer in \[2, 512\]"):
         CausalSystem(heads, degree=1)                                  # an explicit degree is checked, never dropped

@@ -54,14 +54,50 @@ def test_other_token_models_and_plain_models_go_to_the_driver():
 
 # ------------------------------------------------------------------------------ the protocol carries the load (issue 32)
 def test_every_model_of_the_package_plans_its_own_runs():
-    from meanfield.core.model import SolvableModel
-    from meanfield.models.causal import CausalSystem
+    """Every class of meanfield.models with rhs(t, y) has plan, but BatchedSystem (ensembles of systems, solved by the
+    driver with its check and retraction: the generic token-model row of solve)."""
+    import importlib
+    import inspect
+    import pkgutil
 
-    models = [mf.ParticleSystem(HEADS), mf.ContinuumPDE(HEADS, lmax=8, kernel_tol=1e-8),
-              mf.CirclePDE(mf.scalar_heads([1.0], 2, 1.0), kmax=16, nu=0.1),
-              mf.AxisymmetricPDE(mf.scalar_heads([1.0], 4, beta=1.0), d=4, lmax=8, kernel_tol=1e-8),
-              CausalSystem(HEADS)]
-    assert all(isinstance(m, SolvableModel) for m in models)
+    import meanfield.models
+    from meanfield.core.model import SolvableModel
+
+    with_rhs = {}
+    for info in pkgutil.iter_modules(meanfield.models.__path__):
+        mod = importlib.import_module(f"meanfield.models.{info.name}")
+        for name, obj in vars(mod).items():
+            if inspect.isclass(obj) and obj.__module__ == mod.__name__ and not name.startswith("_") \
+                    and callable(getattr(obj, "rhs", None)):
+                with_rhs[name] = obj
+    assert {"ParticleSystem", "ContinuumPDE", "CirclePDE", "AxisymmetricPDE", "CausalSystem", "CausalCirclePDE",
+            "CausalSpherePDE", "BatchedSystem"} <= set(with_rhs)
+    without = sorted(n for n, cls in with_rhs.items() if not callable(getattr(cls, "plan", None)))
+    assert without == ["BatchedSystem"]
+    assert all(issubclass(cls, SolvableModel) for n, cls in with_rhs.items() if n != "BatchedSystem")
+
+
+def test_solves_own_options_are_refused_where_they_do_not_apply():
+    X0 = mf.initial.uniform_sphere(10, 3, seed=1)
+    with pytest.raises(ValueError, match=r"tail_tol applies to the models with a resolution monitor.*ParticleSystem"):
+        mf.solve(mf.ParticleSystem(HEADS), X0, 0.1, tail_tol=1e-2)
+    with pytest.raises(ValueError, match=r"monitor applies to .*received monitor=False for ParticleSystem"):
+        mf.solve_particles(mf.ParticleSystem(HEADS), X0, 0.1, monitor=False)
+    pde = mf.ContinuumPDE(HEADS, lmax=8, kernel_tol=1e-8)
+    with pytest.raises(ValueError, match=r"threshold applies to a ParticleSystem.*ContinuumPDE"):
+        mf.solve(pde, mf.zonal_density(pde.grid, legendre=[1.0, 0.3]), 0.1, threshold=0.5)
+
+
+def test_the_causal_continuum_is_solved_by_its_plan():
+    from meanfield.models.causal_continuum import CausalCirclePDE
+
+    pde = CausalCirclePDE(mf.scalar_heads([1.0], 2, 4.0), kmax=16, positions=8)
+    a = mf.solve(pde, pde.uniform(), 0.2, save=SaveAt(t_eval=[0.0, 0.2]))
+    b = integrate(pde.rhs, pde.state(pde.uniform()), (0.0, 0.2), method="dopri5",
+                  step=StepControl(rtol=1e-8, atol=1e-12), save=SaveAt(t_eval=[0.0, 0.2]))
+    np.testing.assert_array_equal(a.y, b.y)                       # the same call: tolerance 0
+    with pytest.raises(ValueError, match="CausalCirclePDE has no split part"):
+        mf.solve(pde, pde.uniform(), 0.2, method="etdrk4")
 
 
 def test_the_plans_resolve_each_models_defaults():
@@ -102,6 +138,14 @@ def test_a_model_of_ones_own_is_solved_by_its_plan():
         mf.solve(Decay(), [1.0], 1.0, speed=2.0)
 
 
+    class Observed(Decay):                                    # an observer of its own, a plan that counts no records
+        def observer(self):
+            return lambda t, y: {"norm": float(np.linalg.norm(y))}
+
+    tr = mf.solve(Observed(), [1.0, 2.0], 1.0, progress=False)
+    np.testing.assert_allclose(tr.observables["norm"][-1], np.exp(-1.0) * np.sqrt(5.0), rtol=1e-9)
+
+
 def test_causal_attention_goes_through_solve_with_its_estimate_and_observer():
     from meanfield.models.causal import CausalSystem
 
@@ -116,3 +160,5 @@ def test_causal_attention_goes_through_solve_with_its_estimate_and_observer():
         mf.solve(system, X0, 10.0, method="rk4", step=StepControl(dt=1e-6), direct_limit_s=1.0)
     with pytest.raises(ValueError, match="method must be an explicit scheme for CausalSystem"):
         mf.solve(system, X0, 0.1, method="geodesic_strang", step=StepControl(dt=0.01))
+    with pytest.raises(ValueError, match="direct_limit_s must be"):          # the name solve was given
+        mf.solve(system, X0, 0.1, direct_limit_s=-1.0)

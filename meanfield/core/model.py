@@ -62,8 +62,9 @@ class RunPlan:
         The Brownian increments of a stochastic scheme.
     weights : ndarray, optional
         Checked token weights (None: uniform), for the observer.
-    estimate : dict, optional
-        The model's cost estimate of the run (seconds, passes, ...), where it makes one.
+    estimate : object, optional
+        The model's cost estimate of the run where the plan keeps it (:class:`~meanfield.models.causal.CausalSystem`:
+        a :class:`meanfield.core.cost.Cost`).
     """
 
     rhs: Any

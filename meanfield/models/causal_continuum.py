@@ -51,6 +51,7 @@ from ..core import validate
 from ..core.heads import check_heads
 from ..core.kernels import NORMALIZATIONS
 from .circle import CirclePDE
+from .plans import density_plan
 
 __all__ = ["CausalCirclePDE", "CausalSpherePDE", "POSITION_RULES", "position_rule"]
 
@@ -227,6 +228,40 @@ class _CausalContinuum:
         """
         c = validate.complex_array("c", c, (self.positions, self._ncoef))
         return np.ascontiguousarray(c, dtype=np.complex128).view(np.float64).copy()
+
+    def plan(self, start, t_final, *, method=None, step=None, t_eval=None):
+        """The driver's arguments for a run from coefficients ``start`` (:class:`~meanfield.core.model.SolvableModel`).
+
+        :func:`meanfield.models.plans.density_plan` on :meth:`state`: ``"dopri5"`` by default, tolerances
+        ``rtol = 1e-8``, ``atol = 1e-12`` unless given, the :meth:`cfl_dt` step of a fixed-step scheme without
+        ``dt``; a split scheme is refused by name (no split part).
+
+        Parameters
+        ----------
+        start : array_like of complex, shape (Q, coefficients per position)
+            Coefficients (:meth:`uniform`-shaped).
+        t_final : float
+            End time.
+        method : str, Tableau or Stepper, optional
+            The scheme.
+        step : StepControl, optional
+            Step settings.
+        t_eval : array_like, optional
+            Output times.
+
+        Returns
+        -------
+        RunPlan
+
+        Raises
+        ------
+        ValueError
+            ``t_final`` not positive and finite, coefficients of another shape or not finite, a split scheme.
+        """
+        t_final = validate.real("t_final", t_final, positive=True)
+        y0 = self.state(start)
+        return density_plan(self, y0, self.coefficients(y0), t_final, method=method, step=step, t_eval=t_eval,
+                            label="causal PDE")
 
     def coefficients(self, y):
         """The coefficients (a complex view, one row per position) of a real state ``y``.

@@ -24,6 +24,7 @@ analysis layer, above the models.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
 
 import numpy as np
@@ -220,7 +221,7 @@ def token_plan(model, start, t_final, *, limit_s, method=None, step=None, t_eval
     Returns
     -------
     RunPlan
-        With the model's estimate in ``estimate``.
+        With the model's estimate (``model.check_run``'s return) in ``estimate``.
 
     Raises
     ------
@@ -228,6 +229,7 @@ def token_plan(model, start, t_final, *, limit_s, method=None, step=None, t_eval
         Bad tokens, ``t_final``, a split or stochastic scheme, or a run above ``limit_s``.
     """
     t_final = validate.real("t_final", t_final, positive=True)
+    limit_s = validate.real("direct_limit_s", limit_s, positive=True, finite=False)   # the name solve takes
     sc = option("step", step, StepControl).with_defaults(1e-8, 1e-10)
     X0 = model.check(start, name="X0")
     method = "dopri5" if method is None else method
@@ -288,7 +290,10 @@ def density_plan(model, y0, c0, t_final, *, method=None, step=None, t_eval=None,
         linear, rhs = model.split()        # the diffusion as the split scheme's linear part (implicit / exact)
     dt = sc.dt
     if (sc.adaptive is False or not stepper.adaptive) and dt is None:
-        dt = model.cfl_dt(c0, 0.5 if sc.cfl is None else sc.cfl, stepper)
+        cfl = 0.5 if sc.cfl is None else sc.cfl
+        # the scheme's own stability reach where the model's rule takes one (a rule of cfl alone otherwise)
+        takes_scheme = len(inspect.signature(model.cfl_dt).parameters) >= 3
+        dt = model.cfl_dt(c0, cfl, stepper) if takes_scheme else model.cfl_dt(c0, cfl)
     return RunPlan(rhs, y0, method, replace(sc, dt=dt, cfl=None), output_times(t_final, t_eval), label=label,
                    linear=linear)
 

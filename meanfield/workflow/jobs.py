@@ -265,9 +265,9 @@ class JobFolder:
             p.unlink()
         return removed
 
-    def save(self, ds, name=None) -> Path:
-        """Add :func:`~meanfield.workflow.results.provenance` (started when the folder was opened) to ``ds`` in
-        place and write it atomically (:func:`~meanfield.workflow.results.save`) into the folder.
+    def save(self, ds, name=None, started=None) -> Path:
+        """Add :func:`~meanfield.workflow.results.provenance` to ``ds`` in place and write it atomically
+        (:func:`~meanfield.workflow.results.save`) into the folder.
 
         Parameters
         ----------
@@ -275,6 +275,9 @@ class JobFolder:
             The job's dataset (``schema_version`` of :mod:`meanfield.workflow.results`).
         name : str, optional
             The file name (default ``result_name``).
+        started : float, optional
+            The job's start (``time.time()``) in the provenance (default: when the folder was opened; the main job
+            passes the start of its run, after the preflight).
 
         Returns
         -------
@@ -287,7 +290,7 @@ class JobFolder:
             The folder is not open (outside the ``with`` block).
         """
         self._check_open("save a dataset")
-        ds.attrs.update(provenance(started=self.started))
+        ds.attrs.update(provenance(started=self.started if started is None else started))
         path = save(ds, self.result if name is None else self.path / name)
         self.paths.append(path)
         return path
@@ -474,9 +477,10 @@ def _checkpoint_every(config):
 
 
 def _finish(config, folder, checkpoints, progress):
+    started = time.time()                       # the run's own start (after the preflight and its pilot), as before
     ds = run(config, progress=progress, checkpoints=checkpoints, checkpoint_every=_checkpoint_every(config))
     describe(ds)                                # the run's CF attributes; the folder adds the provenance
-    result = folder.save(ds)
+    result = folder.save(ds, started=started)
     checkpoints.clear()
     if config.outputs.figures or config.outputs.animation:
         try:

@@ -16,6 +16,30 @@ from .solve import solve
 
 __all__ = ["solve_particles", "solve_continuum"]
 
+_MOVED = {"check_particle_run": "ParticleSystem.check_run (meanfield.models.plans.check_particle_run)",
+          "RUN_BYTES_PER_TOKEN": "meanfield.models.plans.RUN_BYTES_PER_TOKEN"}
+"""The names of 0.2 that moved to the model's plan (issue 32, item 1), and their new homes."""
+
+
+def __getattr__(name):
+    """Module attribute fallback: the names of 0.2 (:data:`_MOVED`) raise an ``AttributeError`` naming their new
+    home.
+
+    Parameters
+    ----------
+    name : str
+        The attribute looked up.
+
+    Raises
+    ------
+    AttributeError
+        Always (this is called only for names the module does not define).
+    """
+    if name in _MOVED:
+        raise AttributeError(f"meanfield.workflow.simulate.{name} moved in 0.3: use {_MOVED[name]} (the model "
+                             f"checks its own runs)")
+    raise AttributeError(f"module 'meanfield.workflow.simulate' has no attribute {name!r}")
+
 
 def solve_particles(system: ParticleSystem, X0, t_final, *, method=None, step=None, save=None, checkpointing=None,
                     w=None, seed=None, threshold=0.99, progress=None, direct_limit_s=DIRECT_RUN_LIMIT_S, **kw):

@@ -40,6 +40,33 @@ from ..models.plans import reduced_plan
 __all__ = ["solve"]
 
 
+_DENSITY_OPTIONS = {"monitor": True, "tail_tol": 1e-3, "negative_tol": 1e-4}
+_PARTICLE_OPTIONS = {"threshold": 0.99}
+
+
+def _own_options(model, given):
+    """Solve's own options resolved for ``model``: the density models' monitor settings and the particles'
+    clustering threshold take their defaults where not given; given to a model that has no use for them, they are
+    refused by name (never silently dropped)."""
+    density = isinstance(model, (ContinuumPDE, ReducedDensityModel))
+    particles = isinstance(model, ParticleSystem)
+    for table, applies, what in ((_DENSITY_OPTIONS, density, "the models with a resolution monitor (ContinuumPDE, "
+                                                               "CirclePDE, AxisymmetricPDE, a ReducedDensityModel)"),
+                                 (_PARTICLE_OPTIONS, particles, "a ParticleSystem (its observer's clustering)")):
+        for key in table:
+            if given[key] is not None and not applies:
+                raise ValueError(f"solve: {key} applies to {what}; received {key}={given[key]!r} for "
+                                 f"{type(model).__name__}")
+    return {k: (table[k] if given[k] is None else given[k])
+            for table in (_DENSITY_OPTIONS, _PARTICLE_OPTIONS) for k in table}
+
+
+def _takes(fn, name):
+    """Whether ``fn`` accepts the keyword ``name``."""
+    params = inspect.signature(fn).parameters
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 def _measures(model, threshold, monitor, tail_tol, negative_tol):
     """The analysis layer's default observer, the direct passes of one of its records (for the model's cost
     estimate) and the resolution monitor of ``model``: ``(observer, passes, event)``."""
@@ -80,8 +107,8 @@ def _check_options(plan, options):
                          f"tail_tol, negative_tol, threshold, progress, progress_label, event, events")
 
 
-def solve(model, start, t_final, *, method=None, step=None, save=None, checkpointing=None, monitor=True,
-          tail_tol=1e-3, negative_tol=1e-4, threshold=0.99, progress=None, progress_label=None, event=None,
+def solve(model, start, t_final, *, method=None, step=None, save=None, checkpointing=None, monitor=None,
+          tail_tol=None, negative_tol=None, threshold=None, progress=None, progress_label=None, event=None,
           events=(), **options) -> Trajectory:
     """Evolve ``model`` from ``start`` (tokens or coefficients) to ``t_final`` (module docstring).
 
@@ -104,15 +131,17 @@ def solve(model, start, t_final, *, method=None, step=None, save=None, checkpoin
         densities ``atol = 1e-12``).
     save : SaveAt, optional
         Output times (default 11 equispaced) and the observer: ``observe=True`` (the default) records the
-        model's diagnostics (table above), a callable its own, False none.
+        model's diagnostics (the list above), a callable its own, False none.
     checkpointing : Checkpointing, optional
         Saves and resume (:class:`~meanfield.core.options.Checkpointing`).
-    monitor : bool
-        Density models: stop (status 1, with the reason) once the truncation no longer resolves the density.
-    tail_tol, negative_tol : float
-        The monitor's tolerances on the spectral tail and the negative mass.
-    threshold : float
-        Particles: the clustering threshold of the default observer.
+    monitor : bool, optional
+        Density models: stop (status 1, with the reason) once the truncation no longer resolves the density
+        (None: True).
+    tail_tol, negative_tol : float, optional
+        Density models: the monitor's tolerances on the spectral tail and the negative mass (None: 1e-3, 1e-4).
+    threshold : float, optional
+        Particles: the clustering threshold of the default observer (None: 0.99).  These four are refused by name
+        when given for a model they do not apply to.
     progress : bool, optional
         Progress bar (None: only on a terminal).
     progress_label : str, optional
@@ -135,7 +164,8 @@ def solve(model, start, t_final, *, method=None, step=None, save=None, checkpoin
     Raises
     ------
     ValueError
-        ``model`` without ``rhs(t, y)`` (the message names what it lacks), an option the model does not take,
+        ``model`` without ``rhs(t, y)`` (the message names what it lacks), an option the model does not take
+        (its plan's options, or ``monitor``/``tail_tol``/``negative_tol``/``threshold`` given where they do not apply),
         and whatever the model's ``plan`` or the driver refuses (a bad start, a method that does not fit the
         model, a run above the cost limits).
     """
@@ -143,13 +173,16 @@ def solve(model, start, t_final, *, method=None, step=None, save=None, checkpoin
         raise ValueError(f"model must implement rhs(t, y) (meanfield.core.model.Model); received "
                          f"{type(model).__name__}, missing {missing(model, Model)}")
     sv = option("save", save, SaveAt)
-    observer, passes, event_m = _measures(model, threshold, monitor, tail_tol, negative_tol)
+    own = _own_options(model, {"monitor": monitor, "tail_tol": tail_tol, "negative_tol": negative_tol,
+                               "threshold": threshold})
+    observer, passes, event_m = _measures(model, own["threshold"], own["monitor"], own["tail_tol"],
+                                          own["negative_tol"])
     if isinstance(model, SolvableModel) or isinstance(model, ReducedDensityModel):
         plan_of = model.plan if isinstance(model, SolvableModel) else (
             lambda start, t_final, **kw: reduced_plan(model, start, t_final, **kw))
         if isinstance(model, SolvableModel):
             _check_options(model.plan, options)
-        if passes and sv.observe is True:
+        if passes and sv.observe is True and _takes(plan_of, "record_passes"):   # a plan may not count records
             options["record_passes"] = passes
         plan = plan_of(start, t_final, method=method, step=step, t_eval=sv.t_eval, **options)
         if sv.observe is True:
