@@ -167,7 +167,7 @@ FULL = Settings(seeds=10, conv_betas=(0.5, 1.0, 2.0, 4.0, 6.0), conv_ns=(16, 64,
                 mf_kmax=64, mf_positions=24, w2_windows=4, w2_nodes=1024, lim_beta=4.0, lim_amp=0.5,
                 lim_times=(0.0, 1.0, 3.0), lim_ns=(256, 512, 1024, 2048, 4096, 8192), lim_kmax=64, lim_positions=24,
                 lim_windows=8, lim_uniform_n=2048, lim_uniform_seeds=10, lim_seeds=20, sph_beta=2.0, sph_amp=0.5,
-                sph_time=1.0, sph_ns=(128, 256, 512, 1024, 2048), sph_seeds=8, sph_lmax=12, sph_positions=8,
+                sph_time=1.0, sph_ns=(128, 256, 512, 1024, 2048), sph_seeds=10, sph_lmax=12, sph_positions=8,
                 sph_windows=4, sph_grid=32)
 QUICK = Settings(seeds=3, conv_betas=(1.0, 4.0), conv_ns=(16, 32), conv_eps=1e-3, t_max=2000.0,
                  park_betas=(16.0, 64.0), park_n=100, park_times=(10.0, 30.0), park_primary=30.0, park_n_large=0,
