@@ -23,16 +23,16 @@
 * ``meanfield theory {beta-star,lambda-max,growth-rates}`` -- closed forms of MODEL.md.
 * ``meanfield phase-diagram CONFIG.toml [--out DIR] [--force]`` -- beta x t phase diagram of batched systems
   (:mod:`meanfield.workflow.phase_diagram`).
-
-Every job (run, equilibria, equilibria --map, phase-diagram) has one folder shape
-(:class:`meanfield.workflow.jobs.JobFolder`): a folder in use by another job is refused, a finished result is
-refused unless ``--force``, and the dataset (with provenance) is written before the figures.
 * ``meanfield equilibria [CONFIG.toml] [--out DIR] [--force]`` -- branches of stationary states of the noisy
   PDE (uniform, switched at its branch points), their stability, free energy, folds and Maxwell point: a
   NetCDF dataset and a bifurcation figure (:mod:`meanfield.workflow.equilibria_job`; resumable, a rerun
   continues an interrupted job; exit 1 when a branch failed); ``--print-default`` prints the default config;
   ``--map MAP.toml [--scheduler ADDRESS]`` the transition over a (d, beta) grid as dask tasks
   (:mod:`meanfield.workflow.transition_map`).
+
+Every job (run, equilibria, equilibria --map, phase-diagram) has one folder shape
+(:class:`meanfield.workflow.jobs.JobFolder`): a folder in use by another job is refused, a finished result is
+refused unless ``--force``, and the dataset (with provenance) is written before the figures.
 
 Invalid arguments, configs and files exit with status 2 and a one-line message, never a traceback;
 ``-q`` silences the status lines on stderr, ``-v`` adds the checks' details; ``meanfield --version``.
