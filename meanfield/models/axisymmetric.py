@@ -36,7 +36,7 @@ from ..core.heads import check_heads
 from ..core.kernels import KERNELS, check_finite_multipliers
 from ..core.methods import stable_step
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
-from .plans import reduced_plan
+from .plans import ReducedPlans
 
 __all__ = ["AxisymmetricPDE", "AxisymmetricResolutionWarning", "zonal_multipliers_d"]
 
@@ -93,7 +93,7 @@ def zonal_multipliers_d(head, lmax, d, *, where="head"):
 
 
 @dataclass(frozen=True, eq=False)
-class AxisymmetricPDE:
+class AxisymmetricPDE(ReducedPlans):
     """Continuity equation on ``S^{d-1}`` for densities that depend on ``t = <x, axis>`` only.
 
     Parameters
@@ -570,37 +570,6 @@ class AxisymmetricPDE:
         float
         """
         return resolution.negative_mass(np.asarray(b, dtype=float) @ self._Q, lambda g: (self.weights * g).sum())
-
-    def plan(self, start, t_final, *, method=None, step=None, t_eval=None):
-        """The driver's arguments for a run from coefficients ``start`` (:class:`~meanfield.core.model.SolvableModel`).
-
-        :func:`meanfield.models.plans.reduced_plan`: a start of mass 1, ``"dopri5"`` by default, tolerances
-        ``rtol = 1e-8``, ``atol = 1e-12`` unless given, the CFL step (:meth:`cfl_dt`) of a fixed-step scheme; a split
-        scheme is refused by name (no split part: the diffusion is in :meth:`rhs`).
-
-        Parameters
-        ----------
-        start : array_like
-            Coefficients (named ``c0`` in errors).
-        t_final : float
-            End time.
-        method : str, Tableau or Stepper, optional
-            The scheme.
-        step : StepControl, optional
-            Step settings.
-        t_eval : array_like, optional
-            Output times.
-
-        Returns
-        -------
-        RunPlan
-
-        Raises
-        ------
-        ValueError
-            What :func:`~meanfield.models.plans.reduced_plan` refuses.
-        """
-        return reduced_plan(self, start, t_final, method=method, step=step, t_eval=t_eval)
 
     def cfl_dt(self, b, cfl=0.5, scheme="rk4") -> float:
         """A stable fixed step of ``scheme``: ``cfl / (lmax max|u sqrt(1-t^2)| / I + nu lmax (lmax + d - 2) / R)``

@@ -39,7 +39,7 @@ from ..core.kernels import KERNELS, check_finite_multipliers
 from ..core.methods import stable_step
 from ..core.sinkhorn import SINKHORN_MAXITER, SINKHORN_TOL
 from ..core.sums import aggregate, pair_sum
-from .plans import reduced_plan
+from .plans import ReducedPlans
 
 __all__ = ["CirclePDE", "CircleResolutionWarning", "circle_multipliers"]
 
@@ -93,7 +93,7 @@ def circle_multipliers(head, kmax, *, where="head"):
 
 @validate.renamed(method="summation")
 @dataclass(frozen=True, eq=False)
-class CirclePDE:
+class CirclePDE(ReducedPlans):
     """Multi-head continuity equation on ``S^1``.
 
     Parameters
@@ -568,37 +568,6 @@ class CirclePDE:
         float
         """
         return resolution.negative_mass(self.synthesis(c), np.mean)
-
-    def plan(self, start, t_final, *, method=None, step=None, t_eval=None):
-        """The driver's arguments for a run from coefficients ``start`` (:class:`~meanfield.core.model.SolvableModel`).
-
-        :func:`meanfield.models.plans.reduced_plan`: a start of mass 1, ``"dopri5"`` by default, tolerances
-        ``rtol = 1e-8``, ``atol = 1e-12`` unless given, the CFL step (:meth:`cfl_dt`) of a fixed-step scheme; a split
-        scheme is refused by name (no split part: the diffusion is in :meth:`rhs`).
-
-        Parameters
-        ----------
-        start : array_like
-            Coefficients (named ``c0`` in errors).
-        t_final : float
-            End time.
-        method : str, Tableau or Stepper, optional
-            The scheme.
-        step : StepControl, optional
-            Step settings.
-        t_eval : array_like, optional
-            Output times.
-
-        Returns
-        -------
-        RunPlan
-
-        Raises
-        ------
-        ValueError
-            What :func:`~meanfield.models.plans.reduced_plan` refuses.
-        """
-        return reduced_plan(self, start, t_final, method=method, step=step, t_eval=t_eval)
 
     def cfl_dt(self, c, cfl=0.5, scheme="rk4") -> float:
         """A stable fixed step of ``scheme``, ``cfl / (K max|X| / I + nu K^2 / R)`` (``I``, ``R``: its

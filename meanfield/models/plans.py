@@ -37,7 +37,7 @@ from ..core.model import RunPlan, SplitModel
 from ..core.options import StepControl, option
 from ..core.sde import Noise
 
-__all__ = ["particle_plan", "token_plan", "density_plan", "reduced_plan", "check_particle_run", "output_times",
+__all__ = ["particle_plan", "token_plan", "density_plan", "reduced_plan", "ReducedPlans", "check_particle_run", "output_times",
            "RUN_BYTES_PER_TOKEN"]
 
 RUN_BYTES_PER_TOKEN = 600
@@ -334,3 +334,39 @@ def reduced_plan(model, start, t_final, *, method=None, step=None, t_eval=None):
     c0 = model.coefficients(y0)
     validate.unit_mass("c0", model.mass(c0))
     return density_plan(model, y0, c0, t_final, method=method, step=step, t_eval=t_eval, label=None)
+
+
+class ReducedPlans:
+    """The ``plan`` method of the reduced density models (:class:`~meanfield.models.circle.CirclePDE`,
+    :class:`~meanfield.models.axisymmetric.AxisymmetricPDE`): one definition, :func:`reduced_plan`."""
+
+    def plan(self, start, t_final, *, method=None, step=None, t_eval=None):
+        """The driver's arguments for a run from coefficients ``start`` (:class:`~meanfield.core.model.SolvableModel`).
+
+        :func:`meanfield.models.plans.reduced_plan`: a start of mass 1, ``"dopri5"`` by default, tolerances
+        ``rtol = 1e-8``, ``atol = 1e-12`` unless given, the CFL step (:meth:`cfl_dt`) of a fixed-step scheme; a split
+        scheme is refused by name (no split part: the diffusion is in :meth:`rhs`).
+
+        Parameters
+        ----------
+        start : array_like
+            Coefficients (named ``c0`` in errors).
+        t_final : float
+            End time.
+        method : str, Tableau or Stepper, optional
+            The scheme.
+        step : StepControl, optional
+            Step settings.
+        t_eval : array_like, optional
+            Output times.
+
+        Returns
+        -------
+        RunPlan
+
+        Raises
+        ------
+        ValueError
+            What :func:`~meanfield.models.plans.reduced_plan` refuses.
+        """
+        return reduced_plan(self, start, t_final, method=method, step=step, t_eval=t_eval)
