@@ -26,7 +26,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       integrate         the one driver: integrate(rhs, y0, ...) -> Trajectory (t_eval, hooks, checkpoints)
       sde               token noise: stochastic steppers on S^{d-1} (Noise) of the one driver
       methods           METHODS: every scheme by name with its capability flags
-      options           the driver's option objects: StepControl, SaveAt, Checkpointing
+      options           the driver's option objects: StepControl, SaveAt, Checkpointing, Monitor
       dense             dense output (cubic Hermite) and root-located events (Event) of the driver
       driver_parts      the driver's recorder, checkpoint schedule, progress bar, Brownian stream
       model             structural protocols of the models (Model, TokenModel, DensityModel, SplitModel, ...)
@@ -131,7 +131,7 @@ from .core.heads import (
 )
 from .core.integrate import Trajectory, integrate
 from .core.methods import METHODS
-from .core.options import Checkpointing, SaveAt, StepControl
+from .core.options import Checkpointing, Monitor, SaveAt, StepControl
 from .core.sde import Noise
 from .core.sphere import SphereGrid
 from .core.tableaux import SCHEMES
@@ -147,7 +147,7 @@ from .workflow.solve import solve
 
 __all__ = ["Head", "scalar_heads", "orthogonal_block_heads", "random_symmetric_heads", "perturbed_value_heads",
            "approx_orthogonal_heads", "ParticleSystem", "ContinuumPDE", "CirclePDE", "AxisymmetricPDE", "SphereGrid",
-           "integrate", "SCHEMES", "METHODS", "Trajectory", "Noise", "StepControl", "SaveAt", "Checkpointing",
+           "integrate", "SCHEMES", "METHODS", "Trajectory", "Noise", "StepControl", "SaveAt", "Checkpointing", "Monitor",
            "required_lmax", "solve", "solve_particles", "solve_continuum", "solve_reduced", "zonal_density",
            "density_from_coefficients", "densities", "initial", "diagnostics", "field_diagnostics", "theory",
            "__version__"]

@@ -88,8 +88,8 @@ def paired_kw(**flat):
     groups = {"particles": ({"sampling": "sampling", "particle_sums": "sums", "spectral_tol": "spectral_tol",
                              "particle_method": "method"}, {"particle_dt": "dt", "particle_rtol": "rtol",
                                                             "particle_atol": "atol"}, ParticleSettings),
-              "pde": ({"lmax": "lmax", "pde_method": "method", "monitor": "monitor", "tail_tol": "tail_tol",
-                       "negative_tol": "negative_tol"}, {"pde_dt": "dt", "pde_rtol": "rtol", "pde_atol": "atol"},
+              "pde": ({"lmax": "lmax", "pde_method": "method", "monitor": "monitor"},
+                      {"pde_dt": "dt", "pde_rtol": "rtol", "pde_atol": "atol"},
                       PDESettings),
               "transport": ({"transport_grid": "grid", "w2_method": "method", "metric": "metric",
                              "negative": "negative", "w2_options": "options"}, {}, TransportSettings)}

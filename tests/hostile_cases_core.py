@@ -152,6 +152,8 @@ entry("StepControl", mf.StepControl, lambda: dict(dt=0.1), finite=False,     # d
            "max_steps": int_pos(1)})
 entry("SaveAt", mf.SaveAt, lambda: dict(t_eval=[0.0, 1.0]),
       bad={"t_eval": [np.array([1.0, NAN]), "t", [1j], [[0.0, 1.0]]], "states": flag(), "dense": flag()})
+entry("Monitor", mf.Monitor, lambda: dict(tail_tol=1e-3, negative_tol=1e-4), finite=False,   # inf: never stops
+      bad={"tail_tol": [None, "1", True, NAN, 0.0, -1.0], "negative_tol": [None, "1", True, NAN, 0.0, -1.0]})
 entry("Checkpointing", mf.Checkpointing, lambda: dict(save=None, every=None),
       bad={"every": real_pos(), "resume": ["resume", 3, [1, 2]]})
 entry("solve", mf.solve, lambda: dict(model=PS(), start=X3(), t_final=0.1),

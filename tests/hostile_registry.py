@@ -407,7 +407,7 @@ MODULES_NOT_FUZZED = {
                               "normalization=) (fuzzed); their classes are not built by users",
     "meanfield.core.methods": "the METHODS registry, fuzzed through integrate(method=...)",
     "meanfield.core.model": "structural protocols (typing.Protocol classes), no input",
-    "meanfield.core.options": _TOP + " (StepControl, SaveAt, Checkpointing)",
+    "meanfield.core.options": _TOP + " (StepControl, SaveAt, Checkpointing, Monitor)",
     "meanfield.core.resolution": "the resolution monitor, covered through field_diagnostics and "
                                  "axisymmetric.reduced_resolution_monitor entries",
     "meanfield.core.sde": _TOP + " (Noise); its steppers are built by integrate from Noise",

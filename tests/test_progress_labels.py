@@ -22,6 +22,11 @@ def test_solve_particles_and_continuum_bars_say_what_runs(capsys):
     pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta=1.0, normalization="mean"), lmax=8, kernel_tol=1e-6)
     mf.solve_continuum(pde, uniform_density(pde.grid), 0.1, save=SaveAt(observe=False), progress=True)
     assert _bar_labels(capsys.readouterr().err) == {"PDE"}
+    # a string is the bar's label (shown), the 0.2 progress_label
+    mf.solve_continuum(pde, uniform_density(pde.grid), 0.1, save=SaveAt(observe=False), progress="decay")
+    assert _bar_labels(capsys.readouterr().err) == {"decay"}
+    with pytest.raises(ValueError, match="progress must be None, True, False or a non-empty label; received ''"):
+        mf.solve_continuum(pde, uniform_density(pde.grid), 0.1, progress="")
 
 
 def test_integrate_label_default_is_the_scheme_and_can_be_given(capsys):

@@ -145,7 +145,7 @@ def test_solve_continuum_noise_records_free_energy():
 
 @pytest.mark.parametrize("criterion, kw, start", [
     ("negative mass", dict(), lambda g: perturbed_uniform(g, {(1, 0): 0.5})),
-    ("spectral tail", dict(tail_tol=1e-12), lambda g: vmf_density(g, [0, 0, 1.0], 1.0)),
+    ("spectral tail", dict(monitor=mf.Monitor(tail_tol=1e-12)), lambda g: vmf_density(g, [0, 0, 1.0], 1.0)),
 ])
 def test_monitor_stops_with_status_and_message(criterion, kw, start):
     pde = small_pde()
@@ -156,7 +156,7 @@ def test_monitor_stops_with_status_and_message(criterion, kw, start):
     assert tr.message.startswith("event at t = 0.0: density no longer resolved at lmax = 8: " + criterion)
     np.testing.assert_array_equal(tr.t, [0.0])                      # the stopping state is recorded
     assert set(tr.observables) >= {"negative_mass", "spectral_tail"}
-    off = mf.solve_continuum(pde, rho0, 0.05, monitor=False, save=SaveAt(observe=False), **kw)
+    off = mf.solve_continuum(pde, rho0, 0.05, monitor=False, save=SaveAt(observe=False))
     assert off.status == 0 and off.t_final == 0.05                 # monitor=False: runs to the end
 
 
@@ -165,7 +165,7 @@ def test_monitor_stops_during_a_run():
     pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta=4.0), lmax=12, kernel_tol=1e-6)
     rho0 = vmf_density(pde.grid, [0, 0, 1.0], 4.0)
     tol = 2.0 * field_diagnostics.field_spectral_tail(pde, rho0)         # concentration doubles the tail
-    tr = mf.solve_continuum(pde, rho0, 5.0, tail_tol=tol)
+    tr = mf.solve_continuum(pde, rho0, 5.0, monitor=mf.Monitor(tail_tol=tol))
     assert tr.status == 1 and 0 < tr.t_final < 5.0 and tr.t[-1] == tr.t_final
     assert f"event at t = {tr.t_final}" in tr.message and "spectral tail" in tr.message
     assert tr.observables["spectral_tail"][-1] > tol >= tr.observables["spectral_tail"][-2]

@@ -79,13 +79,60 @@ def test_every_model_of_the_package_plans_its_own_runs():
 
 def test_solves_own_options_are_refused_where_they_do_not_apply():
     X0 = mf.initial.uniform_sphere(10, 3, seed=1)
-    with pytest.raises(ValueError, match=r"tail_tol applies to the models with a resolution monitor.*ParticleSystem"):
-        mf.solve(mf.ParticleSystem(HEADS), X0, 0.1, tail_tol=1e-2)
+    with pytest.raises(ValueError, match=r"monitor applies to the models with a resolution monitor.*ParticleSystem"):
+        mf.solve(mf.ParticleSystem(HEADS), X0, 0.1, monitor=mf.Monitor(tail_tol=1e-2))
     with pytest.raises(ValueError, match=r"monitor applies to .*received monitor=False for ParticleSystem"):
         mf.solve_particles(mf.ParticleSystem(HEADS), X0, 0.1, monitor=False)
+    with pytest.raises(ValueError, match=r"monitor must be None, True, False or a meanfield.Monitor"):
+        mf.solve(mf.ContinuumPDE(HEADS, lmax=8, kernel_tol=1e-8), None, 0.1, monitor=1e-3)
     pde = mf.ContinuumPDE(HEADS, lmax=8, kernel_tol=1e-8)
-    with pytest.raises(ValueError, match=r"threshold applies to a ParticleSystem.*ContinuumPDE"):
-        mf.solve(pde, mf.zonal_density(pde.grid, legendre=[1.0, 0.3]), 0.1, threshold=0.5)
+    rho = mf.zonal_density(pde.grid, legendre=[1.0, 0.3])
+    with pytest.raises(ValueError, match=r"default observer of ContinuumPDE takes no settings; received \['threshold'\]"):
+        mf.solve(pde, rho, 0.1, save=SaveAt(observe={"threshold": 0.5}))
+    with pytest.raises(ValueError, match=r"particles' default observer takes the setting 'threshold'.*\['thresh'\]"):
+        mf.solve(mf.ParticleSystem(HEADS), X0, 0.1, save=SaveAt(observe={"thresh": 0.5}))
+    with pytest.raises(ValueError, match=r"threshold is a setting of the default observer"):
+        mf.solve_particles(mf.ParticleSystem(HEADS), X0, 0.1, threshold=0.5, save=SaveAt(observe=False))
+
+
+@pytest.mark.parametrize("old, where", [("tail_tol", r"monitor=Monitor\(tail_tol=...\)"),
+                                        ("negative_tol", r"monitor=Monitor\(negative_tol=...\)"),
+                                        ("threshold", r"save=SaveAt\(observe=\{'threshold': ...\}\)"),
+                                        ("progress_label", r"progress='label'")])
+def test_options_of_0_2_name_their_option_object(old, where):
+    """The four loose options of 0.2 joined an option object; passing one names where it is now (a TypeError, as
+    for a renamed keyword), for every model."""
+    X0 = mf.initial.uniform_sphere(10, 3, seed=1)
+    pde = mf.ContinuumPDE(HEADS, lmax=8, kernel_tol=1e-8)
+    for model, start in ((mf.ParticleSystem(HEADS), X0), (pde, mf.zonal_density(pde.grid, legendre=[1.0, 0.3]))):
+        with pytest.raises(TypeError, match=rf"^solve: {old} is now .*{where}; received {old}=0.5$"):
+            mf.solve(model, start, 0.1, **{old: 0.5})
+
+
+def test_observer_settings_and_monitor_objects_are_the_old_options():
+    """``save.observe={"threshold": s}`` is the 0.2 ``threshold=s``, ``monitor=Monitor(...)`` the 0.2 tolerances:
+    the same calls, so the records agree exactly (tolerance 0)."""
+    X0 = mf.initial.uniform_sphere(40, 3, seed=2)
+    system = mf.ParticleSystem(HEADS)
+    a = mf.solve(system, X0, 0.3, save=SaveAt(observe={"threshold": 0.5}))
+    b = mf.solve_particles(system, X0, 0.3, threshold=0.5)
+    c = mf.solve(system, X0, 0.3)
+    for key in a.observables:
+        np.testing.assert_array_equal(a.observables[key], b.observables[key])
+    assert not np.array_equal(a.observables["n_clusters"], c.observables["n_clusters"])   # 0.5 is not 0.99
+    from meanfield.analysis import diagnostics
+    assert a.observables["n_clusters"][0] == diagnostics.observer(system, None, 0.5)(0.0, X0)["n_clusters"]
+    pde = mf.ContinuumPDE(mf.scalar_heads([1.0], 3, beta=4.0), lmax=12, kernel_tol=1e-6)
+    from meanfield.core.densities import vmf_density
+    rho0 = vmf_density(pde.grid, [0, 0, 1.0], 4.0)
+    tol = 2.0 * mf.field_diagnostics.field_spectral_tail(pde, rho0)
+    m = mf.solve(pde, rho0, 5.0, monitor=mf.Monitor(tail_tol=tol))
+    hook = mf.field_diagnostics.field_resolution_monitor(pde, tol, 1e-4)
+    n = mf.solve(pde, rho0, 5.0, monitor=False, event=hook)
+    assert m.status == n.status == 1 and m.t_final == n.t_final and m.message == n.message
+    with pytest.raises(ValueError, match=r"tail_tol must be a number > 0 or inf"):
+        mf.Monitor(tail_tol=0.0)
+    assert mf.Monitor(tail_tol=np.inf).tail_tol == np.inf
 
 
 def test_the_causal_continuum_is_solved_by_its_plan():

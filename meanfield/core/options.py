@@ -1,9 +1,11 @@
-"""The driver's options in three frozen parameter objects (in the manner of diffrax's ``SaveAt`` /
-``StepSizeController``): what to save, how to step, how to checkpoint.
+"""The driver's options in frozen parameter objects (in the manner of diffrax's ``SaveAt`` /
+``StepSizeController``): what to save, how to step, how to checkpoint, when a density is no longer resolved.
 
-* :class:`SaveAt`: the recorded times, whether states are kept, the observer, dense output;
+* :class:`SaveAt`: the recorded times, whether states are kept, the observer (or its settings), dense output;
 * :class:`StepControl`: the step size or the tolerances of error control, their limits;
-* :class:`Checkpointing`: the checkpoint callback, its period, and the state to resume from.
+* :class:`Checkpointing`: the checkpoint callback, its period, and the state to resume from;
+* :class:`Monitor`: the tolerances of the density models' resolution monitor (``monitor=`` of
+  :func:`meanfield.solve`).
 
 :func:`meanfield.core.integrate.integrate` and the entry points over it (``solve_particles``,
 ``solve_continuum``, ``solve_reduced``) take them as ``save=``, ``step=`` and ``checkpointing=``; None
@@ -20,7 +22,7 @@ import numpy as np
 
 from . import validate
 
-__all__ = ["SaveAt", "StepControl", "Checkpointing", "option"]
+__all__ = ["SaveAt", "StepControl", "Checkpointing", "Monitor", "option"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,9 +37,11 @@ class SaveAt:
         times for the solvers).
     states : bool
         Keep the recorded states in ``Trajectory.y``.
-    observe : True, False, None or callable ``observe(t, y) -> dict``
+    observe : True, False, None, dict or callable ``observe(t, y) -> dict``
         True: the entry point's default observer (the model's diagnostics in the solvers; none in
-        :func:`integrate`); False or None: none; a callable: that one.
+        :func:`integrate`); a dict: that default observer with these settings (the solvers only, e.g.
+        ``{"threshold": 0.95}``, the clustering threshold of the particles' diagnostics); False or None: none; a
+        callable: that one.
     dense : bool
         Keep the dense output ``Trajectory.dense`` (cubic Hermite through the step points).
 
@@ -45,7 +49,7 @@ class SaveAt:
     ------
     ValueError
         ``t_eval`` not a non-empty 1-d strictly increasing array of finite reals; ``states`` or ``dense`` not
-        a boolean; ``observe`` not True, False, None or a callable.
+        a boolean; ``observe`` not True, False, None, a dict with string keys or a callable.
     """
 
     t_eval: object = None
@@ -60,8 +64,13 @@ class SaveAt:
                 raise ValueError(f"t_eval must be a non-empty 1-d strictly increasing array; received {self.t_eval!r}")
         validate.boolean("states", self.states)
         validate.boolean("dense", self.dense)
-        if not (self.observe is None or isinstance(self.observe, (bool, np.bool_)) or callable(self.observe)):
-            raise ValueError(f"observe must be True, False, None or a callable observe(t, y); received {self.observe!r}")
+        if isinstance(self.observe, dict):
+            if not all(isinstance(k, str) for k in self.observe):
+                raise ValueError(f"observe as a dict holds the default observer's settings by name; received "
+                                 f"{self.observe!r}")
+        elif not (self.observe is None or isinstance(self.observe, (bool, np.bool_)) or callable(self.observe)):
+            raise ValueError(f"observe must be True, False, None, a dict of the default observer's settings or a "
+                             f"callable observe(t, y); received {self.observe!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,6 +170,41 @@ class Checkpointing:
         if self.resume is not None and not isinstance(self.resume, dict):
             raise ValueError(f"resume must be None or a state dict received by a checkpoint save; "
                              f"received {self.resume!r}")
+
+
+@dataclass(frozen=True)
+class Monitor:
+    """The tolerances of the density models' resolution monitor: a run stops (status 1, with the time and the
+    reason) once the truncation no longer resolves the density.
+
+    ``monitor=`` of :func:`meanfield.solve` (and of ``solve_continuum`` / ``solve_reduced``) takes one (None or
+    True: the defaults below; False: no monitor).  The monitors themselves are
+    :func:`meanfield.analysis.field_diagnostics.field_resolution_monitor` (S^2) and
+    :func:`meanfield.analysis.axisymmetric.reduced_resolution_monitor` (the circle, the axisymmetric S^{d-1}).
+
+    Attributes
+    ----------
+    tail_tol : float
+        Largest admitted spectral tail (:func:`meanfield.core.resolution.resolution_monitor`), ``> 0`` or ``inf``
+        (that criterion never stops).
+    negative_tol : float
+        Largest admitted negative mass of the density, ``> 0`` or ``inf``.
+
+    Raises
+    ------
+    ValueError
+        ``tail_tol`` or ``negative_tol`` not a number ``> 0`` or ``inf`` (0 would stop a run at any tail or
+        negative mass, round-off included).
+    """
+
+    tail_tol: float = 1e-3
+    negative_tol: float = 1e-4
+
+    def __post_init__(self):
+        what = "a number > 0 or inf (never stop; 0 stops at any tail or negative mass, round-off included)"
+        for name in ("tail_tol", "negative_tol"):
+            object.__setattr__(self, name, validate.real(name, getattr(self, name), 0, lo_open=True, finite=False,
+                                                         what=what))
 
 
 def option(name, value, cls):

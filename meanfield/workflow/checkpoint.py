@@ -12,6 +12,8 @@ import os
 import pickle
 from pathlib import Path
 
+from ..core import validate
+
 __all__ = ["Checkpointer", "RunInterrupted"]
 
 class RunInterrupted(Exception):
@@ -42,11 +44,20 @@ class Checkpointer:
         The checkpoint folder.
     log : callable, optional
         ``log(line)``, called with a line per saved state and finished phase.
+    every : float, optional
+        Simulated time between saved states of each phase (None: only on Ctrl-C); when saves happen, never the
+        numbers.
+
+    Raises
+    ------
+    ValueError
+        ``every`` given and not a positive finite number.
     """
 
-    def __init__(self, folder, log=None):
+    def __init__(self, folder, log=None, every=None):
         self.folder = Path(folder)
         self.log = log                  # optional callable(str): a line per saved state / finished phase
+        self.every = None if every is None else validate.real("every", every, positive=True)
 
     def _write(self, name, obj):
         self.folder.mkdir(parents=True, exist_ok=True)

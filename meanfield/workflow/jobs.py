@@ -470,7 +470,7 @@ AUTO_CHECKPOINT_S = 60.0
 
 def _checkpoint_every(config):
     if config.outputs.checkpoint_every is not None:
-        return None                          # the config's own
+        return config.outputs.checkpoint_every          # the config's own
     if estimate_cost(config, pilot=False)["seconds"] > AUTO_CHECKPOINT_S:   # from sizes: the same decision every time
         return config.integrator.t_final / 20
     return None
@@ -478,7 +478,8 @@ def _checkpoint_every(config):
 
 def _finish(config, folder, checkpoints, progress):
     started = time.time()                       # the run's own start (after the preflight and its pilot), as before
-    ds = run(config, progress=progress, checkpoints=checkpoints, checkpoint_every=_checkpoint_every(config))
+    checkpoints.every = _checkpoint_every(config)
+    ds = run(config, progress=progress, checkpoints=checkpoints)
     describe(ds)                                # the run's CF attributes; the folder adds the provenance
     result = folder.save(ds, started=started)
     checkpoints.clear()

@@ -37,7 +37,7 @@ from ..analysis import diagnostics, transport
 from ..core import validate
 from ..core.choices import SAMPLINGS, SUMMATIONS, W2_METHODS, W2_METRICS, W2_NEGATIVE_POLICIES
 from ..core.densities import check_density, sample_particles
-from ..core.options import Checkpointing, SaveAt, StepControl, option
+from ..core.options import Checkpointing, Monitor, SaveAt, StepControl, option
 from ..core.sphere import SphereGrid
 from ..models.continuum import ContinuumPDE
 from ..models.particles import ParticleSystem
@@ -68,6 +68,11 @@ class ParticleSettings:
         ``"geodesic_strang"`` with).
     step : StepControl
         Its step control (``rtol``/``atol`` None: 1e-8, 1e-10); with noise a fixed ``dt`` is needed.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``sampling`` or ``sums``, or ``step`` not a ``StepControl``.
     """
 
     sampling: str = "iid"
@@ -75,6 +80,11 @@ class ParticleSettings:
     spectral_tol: float = 1e-12
     method: object = None
     step: StepControl = StepControl()
+
+    def __post_init__(self):
+        validate.choice("sampling", self.sampling, SAMPLINGS)
+        validate.choice("particle_sums", self.sums, SUMMATIONS)
+        object.__setattr__(self, "step", option("particles.step", self.step, StepControl))
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,16 +98,27 @@ class PDESettings:
     method : str
         :func:`meanfield.solve_continuum` ``method``; ``step`` its step control (``rtol``/``atol``
         None: 1e-8, 1e-12).
-    monitor : bool
-        Stop once the density is no longer resolved (``tail_tol``, ``negative_tol``).
+    monitor : bool or Monitor
+        Stop once the density is no longer resolved, with the tolerances of a
+        :class:`~meanfield.core.options.Monitor` (True: ``Monitor()``; False: never): ``monitor=`` of
+        :func:`meanfield.solve`.
+
+    Raises
+    ------
+    ValueError
+        ``monitor`` neither a boolean nor a ``Monitor``.
     """
 
     lmax: int = 31
     method: object = "dopri5"
     step: StepControl = StepControl()
-    monitor: bool = True
-    tail_tol: float = 1e-3
-    negative_tol: float = 1e-4
+    monitor: object = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "step", option("pde.step", self.step, StepControl))
+        if not isinstance(self.monitor, (bool, Monitor)):
+            raise ValueError(f"monitor must be True, False or a meanfield.Monitor(tail_tol, negative_tol); received "
+                             f"{self.monitor!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,6 +136,11 @@ class TransportSettings:
     options : dict or None
         More keywords for :func:`meanfield.analysis.transport.w2_distance` (``max_exact``, ``n_projections``,
         ``seed``, ``reg``); ``seed`` defaults to the run's ``seed``.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``method``, ``metric`` or ``negative``, or ``options`` neither None nor a dict.
     """
 
     grid: object = None
@@ -122,6 +148,14 @@ class TransportSettings:
     metric: str = "geodesic"
     negative: str = "drop"
     options: object = None
+
+    def __post_init__(self):
+        validate.choice("negative", self.negative, W2_NEGATIVE_POLICIES)
+        validate.choice("metric", self.metric, W2_METRICS)
+        validate.choice("w2_method", self.method, W2_METHODS)
+        if self.options is not None and not isinstance(self.options, dict):
+            raise ValueError(f"transport.options must be None or a dict of w2_distance keywords; received "
+                             f"{self.options!r}")
 
 
 # ---------------------------------------------------------------------------- density side
@@ -395,14 +429,16 @@ def align_times(t_eval, t_recorded, tol=1e-9):
     return np.array(rows, dtype=int), np.array(cols, dtype=int)
 
 
-def _phase(checkpoints, phase, every, solve, *args, **kw):
-    """One integration phase, checkpointed and resumable when ``checkpoints`` is given."""
+def _phase(checkpoints, phase, solve, *args, **kw):
+    """One integration phase, checkpointed (every ``checkpoints.every``) and resumable when ``checkpoints`` is
+    given."""
     if checkpoints is None:
         return solve(*args, **kw)
     done = checkpoints.finished(phase)
     if done is not None:
         return done
-    traj = solve(*args, checkpointing=Checkpointing(checkpoints.saver(phase), every, checkpoints.state(phase)), **kw)
+    traj = solve(*args, checkpointing=Checkpointing(checkpoints.saver(phase), checkpoints.every,
+                                                    checkpoints.state(phase)), **kw)
     if traj.status == 2:
         raise RunInterrupted(checkpoints.folder, f"{phase} run {traj.message}; state saved in {checkpoints.folder}")
     checkpoints.finish(phase, traj)
@@ -410,7 +446,7 @@ def _phase(checkpoints, phase, every, solve, *args, **kw):
 
 
 def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=None, pde=None, transport=None,
-               nu=0.0, seed=None, progress=False, checkpoints=None, checkpoint_every=None, X0=None) -> PairedResult:
+               nu=0.0, seed=None, progress=False, checkpoints=None, X0=None) -> PairedResult:
     """Run particles and the PDE from the same density and compare them by W2.
 
     Parameters
@@ -443,11 +479,9 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=N
         tqdm bars for both integrations and the W2 series (None: only when stderr is a terminal).
     checkpoints : Checkpointer, optional
         Save the integrator state of each phase (``"pde"``, then ``"particles"``) every
-        ``checkpoint_every`` units of simulated time and on Ctrl-C, and continue from the states
-        found there: a resumed run gives the same numbers, bit for bit.  An interrupt then raises
+        ``checkpoints.every`` units of simulated time (None: only on Ctrl-C) and on Ctrl-C, and continue from the
+        states found there: a resumed run gives the same numbers, bit for bit.  An interrupt then raises
         :class:`~meanfield.workflow.checkpoint.RunInterrupted`.
-    checkpoint_every : float, optional
-        Simulated time between checkpoints (None: only on Ctrl-C).
     X0 : array_like, shape (n_particles, 3), optional
         Given initial particles (unit vectors) instead of a sample of ``rho_lm0`` (``particles.sampling`` is
         then not used; the config records ``sampling = "given"``), e.g. tokens from a file or the
@@ -471,19 +505,12 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=N
         On Ctrl-C with ``checkpoints`` (the states are saved first).
     """
     validate.integer("n_particles", n_particles, 2)
-    ps = option("particles", particles, ParticleSettings)
+    ps = option("particles", particles, ParticleSettings)       # each settings object checked its own fields
     qs = option("pde", pde, PDESettings)
     ts = option("transport", transport, TransportSettings)
-    sampling, particle_sums, spectral_tol, particle_method = ps.sampling, ps.sums, ps.spectral_tol, ps.method
-    particle_step = option("particles.step", ps.step, StepControl).with_defaults(1e-8, 1e-10)
-    lmax, pde_method, monitor, tail_tol, negative_tol = qs.lmax, qs.method, qs.monitor, qs.tail_tol, qs.negative_tol
-    pde_step = option("pde.step", qs.step, StepControl).with_defaults(1e-8, 1e-12)
-    transport_grid, w2_method, metric, negative, w2_options = ts.grid, ts.method, ts.metric, ts.negative, ts.options
-    validate.choice("sampling", sampling, SAMPLINGS)
-    validate.choice("particle_sums", particle_sums, SUMMATIONS)
-    validate.choice("negative", negative, W2_NEGATIVE_POLICIES)
-    validate.choice("metric", metric, W2_METRICS)
-    validate.choice("w2_method", w2_method, W2_METHODS)
+    particle_step = ps.step.with_defaults(1e-8, 1e-10)
+    pde_step = qs.step.with_defaults(1e-8, 1e-12)
+    tolerances = Monitor() if isinstance(qs.monitor, bool) else qs.monitor      # recorded in the result's config
     if progress is not None:
         validate.boolean("progress", progress)
     nu = validate.real("nu", nu, 0.0)      # one noise for both sides: the particles' law is the noisy PDE's
@@ -491,16 +518,17 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=N
         raise ValueError(f"checkpoints must be a Checkpointer or None; received {type(checkpoints).__name__}")
     t = _times(t_final, t_eval)
     n = int(n_particles)
-    w2_options = dict(w2_options or {})
+    w2_options = dict(ts.options or {})
     w2_options.setdefault("seed", seed)
-    pde = ContinuumPDE(heads, lmax, nu=nu)
-    system = ParticleSystem(pde.heads, summation=particle_sums, kernel_tol=spectral_tol, nu=nu)
-    tg = resolve_transport_grid(pde, transport_grid)      # checked before the runs
+    pde = ContinuumPDE(heads, qs.lmax, nu=nu)
+    system = ParticleSystem(pde.heads, summation=ps.sums, kernel_tol=ps.spectral_tol, nu=nu)
+    tg = resolve_transport_grid(pde, ts.grid)      # checked before the runs
     rho0 = rho_lm0(pde.grid) if callable(rho_lm0) else rho_lm0
     rho0 = check_density(pde.grid, rho0, "rho_lm0")
     timings = {}
 
     tic = time.perf_counter()
+    sampling = ps.sampling
     if X0 is None:
         X0 = sample_particles(pde.grid, rho0, n, method=sampling, seed=seed)
     else:
@@ -510,37 +538,36 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=N
         sampling = "given"
     timings["sampling"] = time.perf_counter() - tic
     # the particle run's up-front checks (method, dt, the direct-sum budget) before the PDE's minutes
-    system.check_run(n, t_final, t_eval=t, method=particle_method, dt=particle_step.dt,
+    system.check_run(n, t_final, t_eval=t, method=ps.method, dt=particle_step.dt,
                      record_passes=diagnostics.observer_passes(system, n))
 
     tic = time.perf_counter()
-    qtraj = _phase(checkpoints, "pde", checkpoint_every, solve, pde, rho0, t_final,
-                   method=pde_method, step=pde_step, save=SaveAt(t_eval=t),
-                   monitor=monitor, tail_tol=tail_tol, negative_tol=negative_tol, progress=progress)
+    qtraj = _phase(checkpoints, "pde", solve, pde, rho0, t_final, method=qs.method, step=pde_step,
+                   save=SaveAt(t_eval=t), monitor=qs.monitor, progress=progress)
     timings["pde"] = time.perf_counter() - tic
     coeffs = np.array([pde.coefficients(y) for y in qtraj.y], dtype=np.complex128).reshape(-1, pde.grid.nalm)
 
     tic = time.perf_counter()
-    ptraj = _phase(checkpoints, "particles", checkpoint_every, solve, system, X0, t_final,
-                   method=particle_method, step=particle_step,
+    ptraj = _phase(checkpoints, "particles", solve, system, X0, t_final, method=ps.method, step=particle_step,
                    save=SaveAt(t_eval=t, observe=diagnostics.observer(system)), progress=progress,
                    **({"seed": None if seed is None else np.random.default_rng([seed, 1])} if nu > 0 else {}))
     timings["particles"] = time.perf_counter() - tic
     spectral = system.uses_spectral(n)
 
     tic = time.perf_counter()
-    w2, neg, methods, infos = _w2_series(pde, tg, t, ptraj, qtraj.t, coeffs, progress, negative=negative,
-                                         metric=metric, method=w2_method, **w2_options)
+    w2, neg, methods, infos = _w2_series(pde, tg, t, ptraj, qtraj.t, coeffs, progress, negative=ts.negative,
+                                         metric=ts.metric, method=ts.method, **w2_options)
     timings["w2"] = time.perf_counter() - tic
 
     config = {"heads": [h.to_dict() for h in pde.heads], "n_particles": n, "t_final": float(t_final),
-              "t_eval": t.tolist(), "lmax": int(lmax), "sampling": sampling, "seed": seed, "nu": nu,
-              "particle_sums": "spectral" if spectral else "direct", "particle_sums_requested": particle_sums,
-              "spectral_lmax": system.spectral.lmax if spectral else None, "spectral_tol": spectral_tol,
+              "t_eval": t.tolist(), "lmax": int(qs.lmax), "sampling": sampling, "seed": seed, "nu": nu,
+              "particle_sums": "spectral" if spectral else "direct", "particle_sums_requested": ps.sums,
+              "spectral_lmax": system.spectral.lmax if spectral else None, "spectral_tol": ps.spectral_tol,
               "particle_method": ptraj.method, "particle_nfev": ptraj.nfev, "pde_method": qtraj.method,
-              "pde_nfev": qtraj.nfev, "tail_tol": tail_tol, "negative_tol": negative_tol, "monitor": monitor,
-              "transport_grid": _grid_record(pde, tg), "w2_method": w2_method, "metric": metric,
-              "negative": negative, "w2_options": dict(w2_options), "timings": timings}
+              "pde_nfev": qtraj.nfev, "tail_tol": tolerances.tail_tol, "negative_tol": tolerances.negative_tol,
+              "monitor": qs.monitor is not False,
+              "transport_grid": _grid_record(pde, tg), "w2_method": ts.method, "metric": ts.metric,
+              "negative": ts.negative, "w2_options": dict(w2_options), "timings": timings}
     return PairedResult(times=t, w2=w2, w2_methods=tuple(methods), w2_negative_mass=neg, w2_info=tuple(infos),
                         particle_times=ptraj.t, particles=dict(ptraj.observables), particle_states=ptraj.y,
                         pde_times=qtraj.t, pde=dict(qtraj.observables), pde_coefficients=coeffs,

@@ -173,7 +173,7 @@ def _estimate(config, pilot):
     if piloted:
         tic = time.perf_counter()
         traj = solve_continuum(pde, rho0, ic.t_final, method=qs.method, step=qs.step, monitor=qs.monitor,
-                               tail_tol=qs.tail_tol, negative_tol=qs.negative_tol, progress=False)
+                               progress=False)
         pde_s = time.perf_counter() - tic
         t_stop, rate = float(traj.t_final), traj.nfev / max(float(traj.t_final), 1e-12)
         measured.append(f"PDE {pde_s:.2g} s (run in full)")

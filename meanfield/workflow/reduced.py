@@ -17,7 +17,7 @@ __all__ = ["solve_reduced"]
 
 
 def solve_reduced(pde, c0, t_final, *, method="dopri5", step=None, save=None, checkpointing=None, monitor=True,
-                  tail_tol=1e-3, negative_tol=1e-4, **kw):
+                  **kw):
     """Evolve a circle or axisymmetric PDE from coefficients ``c0`` to ``t_final``.
 
     Parameters
@@ -38,12 +38,11 @@ def solve_reduced(pde, c0, t_final, *, method="dopri5", step=None, save=None, ch
         negative_mass, spectral_tail.
     checkpointing : Checkpointing, optional
         Saves and resume.
-    monitor : bool
-        Stop (status 1, with the reason) once the truncation no longer resolves the density.
-    tail_tol, negative_tol : float
-        The monitor's tolerances.
+    monitor : bool or Monitor
+        Stop (status 1, with the reason) once the truncation no longer resolves the density, with the tolerances
+        of a :class:`~meanfield.core.options.Monitor` (True: ``Monitor()``; False: no monitor).
     **kw
-        Further options of :func:`meanfield.solve` (``progress``, ``progress_label``, ``events``).
+        Further options of :func:`meanfield.solve` (``progress``, ``event``, ``events``).
 
     Returns
     -------
@@ -60,4 +59,4 @@ def solve_reduced(pde, c0, t_final, *, method="dopri5", step=None, save=None, ch
                          f"meanfield.core.model.ReducedDensityModel); received {type(pde).__name__}, missing "
                          f"{missing(pde, ReducedDensityModel)}")
     return solve(pde, c0, t_final, method=method, step=step, save=save, checkpointing=checkpointing,
-                 monitor=monitor, tail_tol=tail_tol, negative_tol=negative_tol, **kw)
+                 monitor=monitor, **kw)

@@ -17,6 +17,7 @@ and the estimate of time and memory.  Writing the dataset and the figures into a
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 
@@ -27,7 +28,7 @@ from .._version import __version__
 from ..core import validate
 from ..core.densities import vmf_mixture_density
 from ..core.heads import Head
-from ..core.options import StepControl
+from ..core.options import Monitor, StepControl
 from ..core.sphere import SphereGrid, to_lm_table
 from .config import RunConfig, resolve_positions
 from .inputs import parse_json
@@ -154,7 +155,7 @@ SPECTRAL_TOL = 1e-10
 """Accuracy of spectral particle sums in the main job (``ParticleSystem``'s default tolerance, as since 0.1)."""
 
 
-def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkpoint_every=None) -> xr.Dataset:
+def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.Dataset:
     """Run the main job and return its dataset (nothing is written but checkpoints).
 
     Parameters
@@ -164,12 +165,10 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
     progress : bool or None
         tqdm bars (None: only when stderr is a terminal).
     checkpoints : meanfield.workflow.checkpoint.Checkpointer, optional
-        Save integrator states every ``config.outputs.checkpoint_every`` (simulated time) and on
-        Ctrl-C, and continue from the states found there: a resumed run gives the same numbers,
-        bit for bit, as an uninterrupted one.  An interrupt raises
-        :class:`~meanfield.workflow.checkpoint.RunInterrupted`.
-    checkpoint_every : float, optional
-        Overrides ``config.outputs.checkpoint_every`` (when saves happen; never the numbers).
+        Save integrator states every ``checkpoints.every`` (simulated time; None: every
+        ``config.outputs.checkpoint_every``) and on Ctrl-C, and continue from the states found there: a resumed
+        run gives the same numbers, bit for bit, as an uninterrupted one (the period says when saves happen,
+        never the numbers).  An interrupt raises :class:`~meanfield.workflow.checkpoint.RunInterrupted`.
 
     Returns
     -------
@@ -192,10 +191,12 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None, checkp
     config = resolve_positions(config)               # particles.n from particles.positions, if given
     ic = config.integrator
     times = np.linspace(0.0, ic.t_final, ic.n_frames)
+    if checkpoints is not None and checkpoints.every is None:      # the config's period (the caller's object kept)
+        checkpoints = copy.copy(checkpoints)
+        checkpoints.every = config.outputs.checkpoint_every
     result = paired_run(                 # samples the particles from the density
         build_heads(config), lambda grid: initial_density(config, grid), config.particles.n, ic.t_final, times,
         **paired_settings(config), progress=progress, checkpoints=checkpoints,
-        checkpoint_every=config.outputs.checkpoint_every if checkpoint_every is None else checkpoint_every,
         **({} if config.particles.positions is None else {"X0": initial_particles(config)}))
     return run_dataset(result, config, elapsed_s=time.perf_counter() - started)
 
@@ -220,8 +221,8 @@ def paired_settings(config: RunConfig) -> dict:
     return dict(particles=ParticleSettings(sampling=config.particles.sampling, sums="auto", spectral_tol=SPECTRAL_TOL,
                                            method=ic.method if not config.pde.nu else None,   # noisy: the SDE default
                                            step=step),
-                pde=PDESettings(lmax=lmax, method=config.pde.method or ic.method, step=step, monitor=True,
-                                tail_tol=config.pde.tail_tol, negative_tol=config.pde.negative_tol),
+                pde=PDESettings(lmax=lmax, method=config.pde.method or ic.method, step=step,
+                                monitor=Monitor(config.pde.tail_tol, config.pde.negative_tol)),
                 transport=TransportSettings(grid=transport_grid(lmax + 1), method=config.outputs.w2_method,
                                             metric="geodesic", negative="drop"),
                 seed=config.seed, nu=config.pde.nu)

@@ -10,6 +10,9 @@ monitor) into :func:`meanfield.core.integrate.integrate` and returns its
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ..core.options import SaveAt, option
 from ..models.continuum import ContinuumPDE
 from ..models.particles import DIRECT_RUN_LIMIT_S, ParticleSystem
 from .solve import solve
@@ -42,7 +45,7 @@ def __getattr__(name):
 
 
 def solve_particles(system: ParticleSystem, X0, t_final, *, method=None, step=None, save=None, checkpointing=None,
-                    w=None, seed=None, threshold=0.99, progress=None, direct_limit_s=DIRECT_RUN_LIMIT_S, **kw):
+                    w=None, seed=None, threshold=None, progress=None, direct_limit_s=DIRECT_RUN_LIMIT_S, **kw):
     """Evolve tokens ``X0`` (n, d) from ``t = 0`` to ``t_final``: :func:`meanfield.solve` for a particle system.
 
     ``save.observe=True`` (the default) records :func:`meanfield.analysis.diagnostics.observer` (energy, per-head
@@ -82,15 +85,16 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, method=None, step=No
         Token weights (None: uniform).
     seed : int or numpy.random.Generator, optional
         The Brownian increments of a noisy run.
-    threshold : float
-        Clustering threshold of the default observer.
-    progress : bool, optional
-        Progress bar (labelled ``"particles"`` unless ``progress_label`` says otherwise).
+    threshold : float, optional
+        Clustering threshold of the default observer (None: 0.99); the same as ``save=SaveAt(observe={"threshold":
+        threshold})``, refused with an observer of one's own (a callable ``observe``) or none.
+    progress : bool or str, optional
+        Progress bar (labelled ``"particles"``; a string shows it with that label).
     direct_limit_s : float
         Time limit of the run's estimate (default :data:`meanfield.models.particles.DIRECT_RUN_LIMIT_S`, 1 h;
         ``inf`` switches it off).
     **kw
-        Further options of :func:`meanfield.solve` (``progress_label``, ``events``).
+        Further options of :func:`meanfield.solve` (``event``, ``events``).
 
     Returns
     -------
@@ -100,17 +104,23 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, method=None, step=No
     Raises
     ------
     ValueError
-        ``system`` not a :class:`ParticleSystem`, and what :meth:`ParticleSystem.plan` or the driver refuses.
+        ``system`` not a :class:`ParticleSystem`, ``threshold`` with an observer of one's own (or none), and what
+        :meth:`ParticleSystem.plan` or the driver refuses.
     """
     if not isinstance(system, ParticleSystem):
         raise ValueError(f"system must be a meanfield.ParticleSystem; received {type(system).__name__}")
+    if threshold is not None:
+        sv = option("save", save, SaveAt)
+        if not (sv.observe is True or isinstance(sv.observe, dict)):
+            raise ValueError(f"threshold is a setting of the default observer (save.observe = True); received "
+                             f"threshold={threshold!r} with save.observe = {sv.observe!r}")
+        save = replace(sv, observe={**(sv.observe if isinstance(sv.observe, dict) else {}), "threshold": threshold})
     return solve(system, X0, t_final, method=method, step=step, save=save, checkpointing=checkpointing, w=w,
-                 seed=seed, threshold=threshold, progress=progress, direct_limit_s=direct_limit_s, **kw)
+                 seed=seed, progress=progress, direct_limit_s=direct_limit_s, **kw)
 
 
 def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, method="dopri5", step=None, save=None,
-                    checkpointing=None, monitor=True, tail_tol=1e-3, negative_tol=1e-4, normalize=False,
-                    progress=None, **kw):
+                    checkpointing=None, monitor=True, normalize=False, progress=None, **kw):
     """Evolve the density with coefficients ``rho_lm0`` from ``t = 0`` to ``t_final``: :func:`meanfield.solve`
     for the continuum on S^2.
 
@@ -135,17 +145,16 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, method="dopri5", ste
         the PDE.
     checkpointing : Checkpointing, optional
         Saves and resume.
-    monitor : bool
+    monitor : bool or Monitor
         Stop (status 1, with the time and the reason) once the density is no longer resolved:
-        :func:`meanfield.field_diagnostics.field_resolution_monitor` with ``tail_tol``, ``negative_tol``.
-    tail_tol, negative_tol : float
-        The monitor's tolerances.
+        :func:`meanfield.field_diagnostics.field_resolution_monitor` with the tolerances of a
+        :class:`~meanfield.core.options.Monitor` (True: ``Monitor()``; False: no monitor).
     normalize : bool
         Scale ``rho_lm0`` to mass 1 rather than refusing another mass.
-    progress : bool or None
-        tqdm bar labelled ``"PDE"`` (another ``progress_label`` may be passed); None: only on a terminal.
+    progress : bool, str or None
+        tqdm bar labelled ``"PDE"`` (a string: shown with that label); None: only on a terminal.
     **kw
-        Further options of :func:`meanfield.solve` (``progress_label``, ``events``).
+        Further options of :func:`meanfield.solve` (``event``, ``events``).
 
     Returns
     -------
@@ -161,5 +170,4 @@ def solve_continuum(pde: ContinuumPDE, rho_lm0, t_final, *, method="dopri5", ste
         raise ValueError(f"pde must be a meanfield.ContinuumPDE (solve_reduced takes the circle and axisymmetric "
                          f"PDEs); received {type(pde).__name__}")
     return solve(pde, rho_lm0, t_final, method=method, step=step, save=save, checkpointing=checkpointing,
-                 monitor=monitor, tail_tol=tail_tol, negative_tol=negative_tol, normalize=normalize,
-                 progress=progress, **kw)
+                 monitor=monitor, normalize=normalize, progress=progress, **kw)

@@ -32,7 +32,7 @@ from ..analysis.axisymmetric import reduced_observer, reduced_resolution_monitor
 from ..core import validate
 from ..core.integrate import Trajectory, integrate
 from ..core.model import Model, ReducedDensityModel, SolvableModel, TokenModel, missing
-from ..core.options import SaveAt, option
+from ..core.options import Monitor, SaveAt, option
 from ..models.continuum import ContinuumPDE
 from ..models.particles import ParticleSystem
 from ..models.plans import reduced_plan
@@ -40,25 +40,40 @@ from ..models.plans import reduced_plan
 __all__ = ["solve"]
 
 
-_DENSITY_OPTIONS = {"monitor": True, "tail_tol": 1e-3, "negative_tol": 1e-4}
-_PARTICLE_OPTIONS = {"threshold": 0.99}
+_MOVED = {"tail_tol": "a field of monitor: monitor=Monitor(tail_tol=...)",
+          "negative_tol": "a field of monitor: monitor=Monitor(negative_tol=...)",
+          "threshold": "a setting of the default observer: save=SaveAt(observe={'threshold': ...})",
+          "progress_label": "part of progress (a label is shown): progress='label'"}
+"""The options of 0.2 that joined an option object (issue 32, item 1), and where they are now."""
 
 
-def _own_options(model, given):
-    """Solve's own options resolved for ``model``: the density models' monitor settings and the particles'
-    clustering threshold take their defaults where not given; given to a model that has no use for them, they are
-    refused by name (never silently dropped)."""
-    density = isinstance(model, (ContinuumPDE, ReducedDensityModel))
-    particles = isinstance(model, ParticleSystem)
-    for table, applies, what in ((_DENSITY_OPTIONS, density, "the models with a resolution monitor (ContinuumPDE, "
-                                                               "CirclePDE, AxisymmetricPDE, a ReducedDensityModel)"),
-                                 (_PARTICLE_OPTIONS, particles, "a ParticleSystem (its observer's clustering)")):
-        for key in table:
-            if given[key] is not None and not applies:
-                raise ValueError(f"solve: {key} applies to {what}; received {key}={given[key]!r} for "
-                                 f"{type(model).__name__}")
-    return {k: (table[k] if given[k] is None else given[k])
-            for table in (_DENSITY_OPTIONS, _PARTICLE_OPTIONS) for k in table}
+def _monitor(model, monitor):
+    """The resolution monitor's settings for ``model`` (a :class:`~meanfield.core.options.Monitor`, or None for
+    none): None or True give the defaults on the density models, False none; given to a model without a
+    resolution monitor (anything but True/False/None/Monitor refused), it is refused by name, never dropped."""
+    if not (monitor is None or isinstance(monitor, (bool, Monitor))):
+        raise ValueError(f"monitor must be None, True, False or a meanfield.Monitor(tail_tol, negative_tol); "
+                         f"received {monitor!r}")
+    if not isinstance(model, (ContinuumPDE, ReducedDensityModel)):
+        if monitor is not None:
+            raise ValueError(f"solve: monitor applies to the models with a resolution monitor (ContinuumPDE, "
+                             f"CirclePDE, AxisymmetricPDE, a ReducedDensityModel); received monitor={monitor!r} "
+                             f"for {type(model).__name__}")
+        return None
+    if monitor is False:
+        return None
+    return Monitor() if monitor is None or monitor is True else monitor
+
+
+def _progress(progress):
+    """``(show, label)`` of solve's ``progress``: None, a boolean, or a label (shown)."""
+    if isinstance(progress, str):
+        if not progress:
+            raise ValueError("progress must be None, True, False or a non-empty label; received ''")
+        return True, progress
+    if progress is not None:
+        validate.boolean("progress", progress)
+    return progress, None
 
 
 def _takes(fn, name):
@@ -67,17 +82,27 @@ def _takes(fn, name):
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def _measures(model, threshold, monitor, tail_tol, negative_tol):
-    """The analysis layer's default observer, the direct passes of one of its records (for the model's cost
-    estimate) and the resolution monitor of ``model``: ``(observer, passes, event)``."""
+def _measures(model, settings, monitor):
+    """The analysis layer's default observer (``settings``: its keyword settings), the direct passes of one of its
+    records (for the model's cost estimate) and the resolution monitor of ``model``: ``(observer, passes,
+    event)``."""
     if isinstance(model, ParticleSystem):
+        unknown = sorted(set(settings) - {"threshold"})
+        if unknown:
+            raise ValueError(f"save.observe: the particles' default observer takes the setting 'threshold' (its "
+                             f"clustering threshold); received {unknown}")
+        threshold = settings.get("threshold", 0.99)
         return (lambda w: diagnostics.observer(model, w, threshold)), \
             (lambda n, w: diagnostics.observer_passes(model, n, w)), None
+    if settings:
+        raise ValueError(f"save.observe: the default observer of {type(model).__name__} takes no settings; "
+                         f"received {sorted(settings)}")
     if isinstance(model, ContinuumPDE):
-        event = field_diagnostics.field_resolution_monitor(model, tail_tol, negative_tol) if monitor else None
+        event = None if monitor is None else field_diagnostics.field_resolution_monitor(model, monitor.tail_tol,
+                                                                                          monitor.negative_tol)
         return (lambda w: field_diagnostics.field_observer(model)), 0, event
     if isinstance(model, ReducedDensityModel):
-        event = reduced_resolution_monitor(model, tail_tol, negative_tol) if monitor else None
+        event = None if monitor is None else reduced_resolution_monitor(model, monitor.tail_tol, monitor.negative_tol)
         return (lambda w: reduced_observer(model)), 0, event
     if isinstance(model, SolvableModel) and callable(getattr(model, "observer", None)):
         return (lambda w: model.observer()), 1, None      # the model's own (CausalSystem: one velocity a record)
@@ -104,12 +129,11 @@ def _check_options(plan, options):
     if unknown:
         raise ValueError(f"solve: unknown option(s) {unknown} for {type(plan.__self__).__name__}; the model's run "
                          f"options are {allowed}, and solve's own: method, step, save, checkpointing, monitor, "
-                         f"tail_tol, negative_tol, threshold, progress, progress_label, event, events")
+                         f"progress, event, events")
 
 
 def solve(model, start, t_final, *, method=None, step=None, save=None, checkpointing=None, monitor=None,
-          tail_tol=None, negative_tol=None, threshold=None, progress=None, progress_label=None, event=None,
-          events=(), **options) -> Trajectory:
+          progress=None, event=None, events=(), **options) -> Trajectory:
     """Evolve ``model`` from ``start`` (tokens or coefficients) to ``t_final`` (module docstring).
 
     Parameters
@@ -131,21 +155,18 @@ def solve(model, start, t_final, *, method=None, step=None, save=None, checkpoin
         densities ``atol = 1e-12``).
     save : SaveAt, optional
         Output times (default 11 equispaced) and the observer: ``observe=True`` (the default) records the
-        model's diagnostics (the list above), a callable its own, False none.
+        model's diagnostics (the list above); a dict, those diagnostics with these settings (particles:
+        ``{"threshold": 0.95}``, the clustering threshold, default 0.99; the other models' take none); a callable
+        its own; False none.
     checkpointing : Checkpointing, optional
         Saves and resume (:class:`~meanfield.core.options.Checkpointing`).
-    monitor : bool, optional
-        Density models: stop (status 1, with the reason) once the truncation no longer resolves the density
-        (None: True).
-    tail_tol, negative_tol : float, optional
-        Density models: the monitor's tolerances on the spectral tail and the negative mass (None: 1e-3, 1e-4).
-    threshold : float, optional
-        Particles: the clustering threshold of the default observer (None: 0.99).  These four are refused by name
-        when given for a model they do not apply to.
-    progress : bool, optional
-        Progress bar (None: only on a terminal).
-    progress_label : str, optional
-        The bar's label (None: the model's: ``"particles"``, ``"PDE"``).
+    monitor : bool or Monitor, optional
+        Density models: stop (status 1, with the reason) once the truncation no longer resolves the density,
+        with the tolerances of a :class:`~meanfield.core.options.Monitor` (None or True: ``Monitor()``, tails
+        ``1e-3``, negative mass ``1e-4``; False: no monitor).  Refused by name for a model without one.
+    progress : bool or str, optional
+        Progress bar (None: only on a terminal) labelled by the model (``"particles"``, ``"PDE"``); a string
+        shows it with that label.
     event : callable, optional
         ``event(t, y) -> None or str``: a string stops the run (status 1); checked after the model's resolution
         monitor.
@@ -165,18 +186,25 @@ def solve(model, start, t_final, *, method=None, step=None, save=None, checkpoin
     ------
     ValueError
         ``model`` without ``rhs(t, y)`` (the message names what it lacks), an option the model does not take
-        (its plan's options, or ``monitor``/``tail_tol``/``negative_tol``/``threshold`` given where they do not apply),
-        and whatever the model's ``plan`` or the driver refuses (a bad start, a method that does not fit the
-        model, a run above the cost limits).
+        (its plan's options, ``monitor`` or observer settings given where they do not apply), and whatever the
+        model's ``plan`` or the driver refuses (a bad start, a method that does not fit the model, a run above
+        the cost limits).
+    TypeError
+        An option of 0.2 that joined an option object (``tail_tol``, ``negative_tol``, ``threshold``,
+        ``progress_label``): the message says where it is now.
     """
     if not isinstance(model, Model):
         raise ValueError(f"model must implement rhs(t, y) (meanfield.core.model.Model); received "
                          f"{type(model).__name__}, missing {missing(model, Model)}")
+    for old in _MOVED:
+        if old in options:
+            raise TypeError(f"solve: {old} is now {_MOVED[old]}; received {old}={options[old]!r}")
     sv = option("save", save, SaveAt)
-    own = _own_options(model, {"monitor": monitor, "tail_tol": tail_tol, "negative_tol": negative_tol,
-                               "threshold": threshold})
-    observer, passes, event_m = _measures(model, own["threshold"], own["monitor"], own["tail_tol"],
-                                          own["negative_tol"])
+    show, label = _progress(progress)
+    settings = sv.observe if isinstance(sv.observe, dict) else {}
+    observer, passes, event_m = _measures(model, settings, _monitor(model, monitor))
+    if settings:
+        sv = replace(sv, observe=True)                 # the default observer, with these settings
     if isinstance(model, SolvableModel) or isinstance(model, ReducedDensityModel):
         plan_of = model.plan if isinstance(model, SolvableModel) else (
             lambda start, t_final, **kw: reduced_plan(model, start, t_final, **kw))
@@ -192,12 +220,11 @@ def solve(model, start, t_final, *, method=None, step=None, save=None, checkpoin
         return integrate(plan.rhs, plan.y0, (0.0, float(t_final)), method=plan.method, step=plan.step,
                          save=replace(sv, t_eval=plan.t_eval, observe=hook), checkpointing=checkpointing,
                          retraction=plan.retraction, event=_first_of(event_m, event), events=events, linear=plan.linear,
-                         noise=plan.noise, progress=progress,
-                         progress_label=plan.label if progress_label is None else progress_label)
+                         noise=plan.noise, progress=show, progress_label=plan.label if label is None else label)
     t_final = validate.real("t_final", t_final, positive=True)
     y0 = model.check(start) if isinstance(model, TokenModel) else start
     if isinstance(model, TokenModel):
         options.setdefault("retraction", model.retraction)
     return integrate(model.rhs, y0, (0.0, t_final), method="rk4" if method is None else method, step=step,
-                     save=sv, checkpointing=checkpointing, event=event, events=events, progress=progress,
-                     progress_label=progress_label, **options)   # a bare model: the driver's own options
+                     save=sv, checkpointing=checkpointing, event=event, events=events, progress=show,
+                     progress_label=label, **options)   # a bare model: the driver's own options
