@@ -3,7 +3,8 @@
 The jobs: ``meanfield run`` (the main job), ``meanfield equilibria``, ``meanfield equilibria --map`` (the transition
 map) and ``meanfield phase-diagram``.  Each refuses a finished result without ``--force`` (naming it), is refused
 while another writer holds the folder's lock, removes the hidden temporaries of a killed save and writes its dataset
-with the provenance attributes, then its figures.
+with the provenance attributes, then its figures.  ``meanfield sweep`` has the same shape but is always resumable:
+a re-run of a finished sweep is not refused and rewrites its ``sweep.nc`` (:func:`test_the_sweep_job`).
 """
 
 import os
@@ -11,7 +12,7 @@ import os
 import pytest
 import xarray as xr
 
-from meanfield.workflow import equilibria_job, transition_map
+from meanfield.workflow import equilibria_job, sweep, transition_map
 from meanfield.workflow.cli import main
 from meanfield.workflow.config import RunConfig
 from meanfield.workflow.equilibria_config import EquilibriaConfig
@@ -26,6 +27,8 @@ EQUILIBRIA = EquilibriaConfig.from_dict({"geometry": {"lmax": 24}, "continuation
                                          "outputs": {"figures": False}}).to_toml()
 MAP = "[map]\nd = [2]\nbeta_ratio = [2.0]\nlmax = 24\n"
 PHASE = "[phase_diagram]\nbetas = [1.0]\nt_final = 0.2\nbatch = 2\nn = 4\nrecord_every = 1\n"
+SWEEP = ('mode = "list"\n[base_config]\nseed = 2\n[base_config.pde]\nlmax = 11\n[base_config.particles]\nn = 40\n'
+         '[base_config.integrator]\nt_final = 0.3\nn_frames = 3\n[parameters]\nseed = [1]\n')
 
 # job: (config text, the command line before --out, the result's file name)
 JOBS = {"run": (RUN, ["run", "{cfg}", "--no-progress", "-q"], "result.nc"),
@@ -99,6 +102,33 @@ def test_stale_temporaries_removed_provenance_written_force_replaces(job, tmp_pa
     assert (out / name).stat().st_mtime_ns > first
 
 
+def test_the_sweep_job(tmp_path, capsys, monkeypatch):
+    """The sweep: refused while another writer holds the lock, stale temporaries removed, ``sweep.nc`` with the
+    provenance then ``sweep.png``; finished, it is resumed (rewritten), not refused."""
+    from distributed import Client, LocalCluster
+
+    real = sweep.run_sweep
+    cfg, out = tmp_path / "sweep.toml", tmp_path / "out"
+    cfg.write_text(SWEEP)
+    args = ["sweep", str(cfg), "--out", str(out), "--no-progress", "-q"]
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        monkeypatch.setattr(sweep, "run_sweep", lambda spec, out_dir, **kw: real(spec, out_dir, client=client,
+                                                                                progress=False))
+        with FolderLock(out):
+            assert main(args) == 2
+        assert f"is in use by process {os.getpid()}" in capsys.readouterr().err
+        stale = out / ".sweep.nc.x1y2.tmp"
+        stale.write_bytes(b"half a file")
+        assert main(args) == 0
+        assert not stale.exists() and not list(out.glob(".*.tmp")) and (out / "sweep.png").is_file()
+        with xr.open_dataset(out / "sweep.nc") as ds:
+            assert [k for k in PROVENANCE if k not in ds.attrs] == []
+        first = (out / "sweep.nc").stat().st_mtime_ns
+        assert main(args) == 0                                # finished: resumed, not refused
+    assert (out / "sweep.nc").stat().st_mtime_ns > first
+
+
 def test_equilibria_force_keeps_the_result_when_the_checks_refuse(tmp_path, capsys):
     """--force removes the previous result only once the job's checks have passed (the main job's rule)."""
     out = tmp_path / "out"
@@ -123,9 +153,13 @@ def test_job_folder_lifecycle(tmp_path):
         assert folder.save(ds) == out / "r.nc"
         assert "git_commit" in ds.attrs and "started_at" in ds.attrs
         assert folder.save_figures(lambda path: [path / "fig.png"]) == [out / "fig.png"]
+        (out / ".index.json.7.tmp").write_bytes(b"")        # a killed save of another file of the job
+        assert folder.remove_temporaries("index.json") == [out / ".index.json.7.tmp"]
     assert folder.paths == [out / "r.nc", out / "fig.png"]
     with pytest.raises(RuntimeError, match="not open"):
         folder.save(ds)
+    with pytest.raises(RuntimeError, match="not open"):
+        folder.remove_temporaries("index.json")
     with pytest.raises(ResultExists, match="--force to replace it and its figure$"):
         JobFolder(out, "r.nc", outputs=("fig.png",)).open()
     (out / "fig.png").write_bytes(b"")

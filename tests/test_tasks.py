@@ -172,3 +172,29 @@ def test_compute_tasks_in_process_and_iter_tasks_refusals():
 
     with pytest.raises(AttributeError, match="moved to meanfield.workflow.tasks.EXECUTORS"):
         phase_diagram.PHASE_SCHEDULERS
+
+
+def test_the_folder_is_a_job_folder_or_the_callers_open_one(tmp_path, client):
+    """run_tasks opens its folder as a JobFolder (index.json its result, always resumed): the temporaries of a killed
+    index write are removed.  A job's own open JobFolder of the same folder is used as it is (its lock covers the
+    tasks, as the sweep's does); another folder's or a closed one is refused."""
+    from meanfield.workflow.jobs import FolderInUse, JobFolder
+
+    out, func = tmp_path / "t", functools.partial(square, 0)
+    out.mkdir()
+    (out / ".index.json.999.tmp").write_text("[")                 # a killed index write
+    rows = run_tasks(func, [{"x": 1}], out, client=client, progress=False)
+    assert rows[0]["status"] == "done" and not list(out.glob(".*.tmp"))
+    with JobFolder(out, "combined.nc", resume=True) as folder:
+        (out / ".index.json.998.tmp").write_text("[")
+        rows = run_tasks(func, [{"x": 1}, {"x": 2}], out, client=client, progress=False, folder=folder)
+        assert [r["status"] for r in rows] == ["done", "done"] and not list(out.glob(".*.tmp"))
+        with pytest.raises(FolderInUse, match="in use"):        # without the job's folder: a second runner
+            run_tasks(func, [{"x": 1}], out, client=client, progress=False)
+        with pytest.raises(ValueError, match="folder must be the open JobFolder of out_dir"):
+            run_tasks(func, [{"x": 1}], tmp_path / "other", folder=folder)
+        with pytest.raises(ValueError, match="folder must be the open JobFolder of out_dir"):
+            run_tasks(func, [{"x": 1}], out, folder=str(out))
+    assert not (tmp_path / "other").exists()
+    with pytest.raises(RuntimeError, match="not open"):
+        run_tasks(func, [{"x": 1}], out, folder=folder)

@@ -11,7 +11,8 @@
   ``meanfield run --extend DIR --t-final T`` continues the finished run in DIR to T and writes the
   whole run as a new file ``DIR/result_to_T.nc`` (:mod:`meanfield.workflow.extend`).
 * ``meanfield sweep SWEEP.toml [--scheduler ADDRESS]`` -- the main job over parameter points on
-  dask.distributed (see :mod:`meanfield.workflow.sweep`); re-running skips finished points.
+  dask.distributed (see :mod:`meanfield.workflow.sweep`); re-running skips finished points.  When every point
+  is done, the combined dataset ``sweep.nc`` and its figure ``sweep.png`` are written (rewritten by a re-run).
 * ``meanfield config --default`` -- print the default config as TOML (every key; keys without a
   default are commented out); ``meanfield config FILE`` validates a config file and
   ``meanfield config check FILE`` also runs every check ``run`` makes before computing.
@@ -23,8 +24,9 @@
 * ``meanfield theory {beta-star,lambda-max,growth-rates}`` -- closed forms of MODEL.md.
 * ``meanfield phase-diagram CONFIG.toml [--out DIR] [--force]`` -- beta x t phase diagram of batched systems
   (:mod:`meanfield.workflow.phase_diagram`).
-* ``meanfield equilibria [CONFIG.toml] [--out DIR] [--force]`` -- branches of stationary states of the noisy
-  PDE (uniform, switched at its branch points), their stability, free energy, folds and Maxwell point: a
+* ``meanfield equilibria [CONFIG.toml] [--out DIR] [--force] [--executor threads|processes|synchronous]`` --
+  branches of stationary states of the noisy PDE (uniform, switched at its branch points; ``--executor`` runs the
+  switched branches as dask tasks), their stability, free energy, folds and Maxwell point: a
   NetCDF dataset and a bifurcation figure (:mod:`meanfield.workflow.equilibria_job`; resumable, a rerun
   continues an interrupted job; exit 1 when a branch failed); ``--print-default`` prints the default config;
   ``--map MAP.toml [--scheduler ADDRESS]`` the transition over a (d, beta) grid as dask tasks
@@ -149,7 +151,7 @@ def _run(args):
 
 
 def _sweep(args):
-    from .sweep import load_sweep_spec, run_sweep
+    from .sweep import SWEEP_FIGURE, SWEEP_FILE, load_sweep_spec, run_sweep
 
     spec = load_sweep_spec(args.sweep)
     out = Path(args.out) if args.out else Path(args.sweep).with_suffix("")
@@ -162,6 +164,11 @@ def _sweep(args):
     print(f"{len(rows) - len(failed)} of {len(rows)} points done; index: {out / 'index.json'}")
     for r in failed:
         print(f"  {r['id']} {r['params']}: {r['status']} {r['error']}")
+    if failed:
+        print(f"no {SWEEP_FILE} written ({len(failed)} point{'s' * (len(failed) != 1)} not done); re-run the sweep to "
+              f"retry {'them' if len(failed) != 1 else 'it'}")
+    else:
+        print(f"wrote {out / SWEEP_FILE} (all points, one dataset) and {out / SWEEP_FIGURE}")
     return 0 if not failed else 1
 
 
@@ -455,7 +462,8 @@ def build_parser():
     sw = sub.add_parser("sweep", parents=[common],
                         help="run the main job over a grid or list of parameter points (dask)")
     sw.add_argument("sweep", help="sweep TOML file (see meanfield.workflow.sweep)")
-    sw.add_argument("--out", default=None, help="output folder (default: the sweep file's name)")
+    sw.add_argument("--out", default=None, help="output folder (default: the sweep file's name); it gets "
+                    "points/, index.json and, when every point is done, sweep.nc and sweep.png")
     sw.add_argument("--scheduler", default=None, metavar="ADDRESS", help="an existing dask scheduler")
     sw.add_argument("--workers", type=_positive_int_1, default=2, help="LocalCluster workers (default 2)")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -534,6 +542,9 @@ def build_parser():
     e.add_argument("--map", default=None, metavar="MAP.toml", help="the (d, beta) map of the transition (dask tasks)")
     e.add_argument("--scheduler", default=None, metavar="ADDRESS", help="with --map: an existing dask scheduler")
     e.add_argument("--workers", type=_positive_int_1, default=2, help="with --map: LocalCluster workers (default 2)")
+    e.add_argument("--executor", default=None, choices=["threads", "processes", "synchronous"],
+                   help="run the switched branches as dask tasks on this local executor (--scheduler means a dask "
+                        "scheduler's ADDRESS in every command: sweep, equilibria --map)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.set_defaults(func=_equilibria)
     return p
@@ -541,6 +552,9 @@ def build_parser():
 
 def _equilibria(args):
     if args.map is not None:
+        if args.executor is not None:
+            raise ValueError(f"--executor applies to the branches of one config; --map runs its cells on a dask "
+                             f"cluster (--scheduler ADDRESS or --workers N); received --executor {args.executor}")
         return _transition_map(args)
     from .equilibria_config import EquilibriaConfig, load_equilibria_config
     from .equilibria_job import equilibria_job
@@ -560,7 +574,8 @@ def _equilibria(args):
     _say(args, f"meanfield equilibria: {'built-in default' if args.config is None else args.config} -> {out_dir}/")
     try:
         out = equilibria_job(config, out_dir, progress=False if args.no_progress or args.verbosity < 0 else None,
-                             force=args.force, log=lambda line: _say(args, f"meanfield equilibria: {line}"))
+                             force=args.force, log=lambda line: _say(args, f"meanfield equilibria: {line}"),
+                             executor=args.executor)
     except KeyboardInterrupt:
         print(f"meanfield: interrupted ({_signal_name()}); the finished branches are kept in {out_dir}/partial; "
               f"continue with the same command", file=sys.stderr)

@@ -5,10 +5,16 @@ Each branch is a :class:`BranchRecord` (a frozen record of arrays, :func:`comput
 ``<name>.npz`` into the job's partial folder as it finishes (:meth:`BranchRecord.to_npz`) and taken from there by a
 rerun (:meth:`BranchRecord.from_npz`); :mod:`meanfield.workflow.equilibria_job` turns the records into the dataset
 and runs the job.
+
+:func:`compute_branches` works in two stages: the uniform branch, then the branches switched at its branch points
+(which depend on it only), one task per requested degree and side through
+:func:`meanfield.workflow.tasks.iter_tasks`, the task runner of every grid of the package (a plain loop, or a local
+dask scheduler of :data:`~meanfield.workflow.tasks.EXECUTORS`: ``executor``, ``meanfield equilibria --executor``).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -17,11 +23,11 @@ import numpy as np
 from ..analysis import continuation as ct
 from ..analysis import equilibria as eq
 from ..analysis.phase_transition import MARCH_SECONDS_PER_CUBE, MARCH_SECONDS_PER_STATE
-from ..core import cost
+from ..core import cost, validate
 from ..core.heads import scalar_heads
 from ..models.axisymmetric import AxisymmetricPDE
 from .equilibria_config import EquilibriaConfig
-from .tasks import NpzStore
+from .tasks import EXECUTORS, NpzStore, iter_tasks
 
 __all__ = ["build_model", "check_config", "compute_branches", "config_has_free_energy", "degree_of", "Problem",
            "GAP_TOL", "BranchRecord", "kept_branch", "estimate_job", "JACOBIANS_PER_POINT",
@@ -519,9 +525,34 @@ def kept_branch(folder, name, make, bar=None, log=None) -> BranchRecord:
     return rec
 
 
-def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=None) -> list[BranchRecord]:
+def _switched_task(config, folder, progress, shared, item):
+    """Stage 2 of :func:`compute_branches`, one task: the switched branch ``item = (ell, side, sign, u, p, phi,
+    index)`` (the branch point's state, parameter, critical direction and segment) through :func:`kept_branch`, on
+    the ``shared`` :class:`Problem` of stage 1 when the tasks run one after the other in this process (None: a
+    Problem of its own, for threads, whose tasks must not share its closures and model caches, and for processes, to
+    which a config pickles where a Problem does not; the same records either way); returns ``(record, log
+    lines)``."""
+    ell, side, sign, u, p, phi, index = item
+    prob = shared
+    if prob is None:
+        prob = Problem(config, build_model(config))
+        prob.progress = progress
+    point = ct.SpecialPoint("branch_point", u, p, phi, index)
+    lines = []
+    rec = kept_branch(folder, _name(ell, side),
+                      lambda: _branch_record(prob, _switched(prob, point, sign), ell, side), log=lines.append)
+    return rec, lines
+
+
+def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=None, executor=None
+                     ) -> list[BranchRecord]:
     """Every branch of ``config`` as a :class:`BranchRecord` (uniform first), saving each into ``folder`` as it
     finishes and taking the ones already there.
+
+    Two stages: the uniform branch (here), then the switched branches, which depend on it only, one task per
+    requested ``(degree, side)`` through :func:`meanfield.workflow.tasks.iter_tasks` (a plain loop, or a local
+    dask scheduler of :data:`~meanfield.workflow.tasks.EXECUTORS`: the same calls, so the same records bit for
+    bit, in the same order).  Every requested degree's branch point is checked before any switched branch starts.
 
     Parameters
     ----------
@@ -529,51 +560,66 @@ def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=N
     folder : pathlib.Path, optional
         The job's partial folder (None: nothing is saved or taken).
     progress : bool, optional
-        Progress bars (None: tqdm decides).
+        Progress bar over the branches (None: tqdm decides).
     log : callable, optional
         ``log(line)`` told of each branch taken from ``folder``.
+    executor : {"threads", "processes", "synchronous"}, optional
+        Run the switched branches on this local dask scheduler (None: a plain loop).
 
     Returns
     -------
     list of BranchRecord
+        The uniform branch, then the switched ones in the order of ``continuation.degrees`` x ``sides``.
 
     Raises
     ------
     ValueError
-        If ``config`` is not an :class:`EquilibriaConfig`, is above the cost limits, or its range never reaches a
-        requested degree's branch point.
+        If ``config`` is not an :class:`EquilibriaConfig`, is above the cost limits, its range never reaches a
+        requested degree's branch point, or ``executor`` is not None or one of
+        :data:`~meanfield.workflow.tasks.EXECUTORS`.
     """
     from tqdm import tqdm
 
     if not isinstance(config, EquilibriaConfig):
         raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
+    if progress is not None:                          # before the uniform branch (iter_tasks checks them again)
+        validate.boolean("progress", progress)
+    if executor is not None:
+        validate.choice("executor", executor, list(EXECUTORS))
     pde = check_config(config)
     prob = Problem(config, pde)
     prob.progress = progress
     c = config.continuation
     folder = None if folder is None else Path(folder)
     wanted = [(ell, s) for ell in c.degrees for s in c.sides]
-    bar = tqdm(total=1 + len(wanted), desc="equilibria (branches)", disable=None if progress is None else not progress)
-
-    def branch(name, make):
-        return kept_branch(folder, name, make, bar, log)
-
-    out = [branch("uniform", lambda: _branch_record(prob, _uniform(prob), 0, 0))]
-    uni = out[0]
+    # stage 1: the uniform branch (its bar is replaced by stage 2's, which starts at 1: one bar on screen)
+    bar = tqdm(total=1 + len(wanted), desc="equilibria (branches)", leave=False,
+               disable=None if progress is None else not progress)
+    try:
+        uni = kept_branch(folder, "uniform", lambda: _branch_record(prob, _uniform(prob), 0, 0), bar, log)
+    finally:
+        bar.close()
     points = [ct.SpecialPoint("branch_point", uni.special_u[j], float(uni.special_p[j]), uni.special_phi[j],
                               int(uni.special_index[j]))
               for j in np.flatnonzero(uni.special_kind == "branch_point")]
+    items = []
     for ell, side in wanted:
         at = [bp for bp in points if degree_of(bp.phi) == ell]
         if not at:
-            bar.close()
             raise ValueError(f"continuation.{c.parameter}_range = {list(c.range)} holds no branch point of degree "
                              f"{ell} of the uniform state (the uniform branch found "
                              f"{[(degree_of(bp.phi), round(bp.p, 8)) for bp in points]}): widen the range, or drop "
                              f"{ell} from continuation.degrees")
         bp = at[0]
         sign = side * (1.0 if bp.phi[ell - 1] > 0 else -1.0)
-        out.append(branch(_name(ell, side), lambda bp=bp, sign=sign, ell=ell, side=side:
-                          _branch_record(prob, _switched(prob, bp, sign), ell, side)))
-    bar.close()
+        items.append((ell, side, sign, bp.u, bp.p, bp.phi, bp.index))
+    # stage 2: the switched branches, one task each
+    out = [uni] + [None] * len(items)
+    shared = prob if executor in (None, "synchronous") else None     # one model per job where the tasks run in turn
+    for i, (rec, lines) in iter_tasks(functools.partial(_switched_task, config, folder, progress, shared), items,
+                                      executor=executor, catch=False, progress=progress,
+                                      desc="equilibria (branches)", done=1):
+        out[1 + i] = rec
+        for line in lines if log else ():
+            log(line)
     return out

@@ -55,6 +55,7 @@ from .equilibria_branches import (
 from .equilibria_config import EquilibriaConfig
 from .inputs import parse_json
 from .jobs import JobFolder, remove_stale_temporaries
+from .tasks import EXECUTORS
 
 __all__ = ["equilibria_dataset", "equilibria", "equilibria_job", "load_equilibria",
            "equilibria_summary", "failures", "equilibria_config_of", "EQUILIBRIA_SCHEMA_VERSION",
@@ -241,7 +242,8 @@ def _classification(config):
     return {k: (float(v) if not isinstance(v, str) else v) for k, v in res.to_dict().items()}
 
 
-def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=None, log=None) -> xr.Dataset:
+def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=None, log=None,
+               executor=None) -> xr.Dataset:
     """The equilibria dataset of ``config`` (default: the built-in one); ``folder``: where finished branches are
     kept (and taken from) while it runs.
 
@@ -255,6 +257,10 @@ def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=Non
         Progress bars (None: only on a terminal).
     log : callable, optional
         ``log(line)`` told of each branch taken from ``folder``.
+    executor : {"threads", "processes", "synchronous"}, optional
+        Run the switched branches on this local dask scheduler
+        (:func:`~meanfield.workflow.equilibria_branches.compute_branches`; None: a plain loop).  Axisymmetric heads
+        only: the branches of general heads run in a loop.
 
     Returns
     -------
@@ -264,14 +270,16 @@ def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=Non
     Raises
     ------
     ValueError
-        ``config`` not an EquilibriaConfig, a non-boolean ``progress``, or what the job's checks refuse (cost,
-        a range missing a requested branch point, heads the general path refuses).
+        ``config`` not an EquilibriaConfig, a non-boolean ``progress``, an unknown ``executor`` (or one with general
+        heads), or what the job's checks refuse (cost, a range missing a requested branch point, heads the general
+        path refuses).
     """
     config = EquilibriaConfig() if config is None else config
     if not isinstance(config, EquilibriaConfig):
         raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
     if progress is not None:
         validate.boolean("progress", progress)
+    _check_executor(config, executor)
     started = time.perf_counter()
     if config.general:
         from .equilibria_general import general_branches, general_dataset
@@ -280,7 +288,7 @@ def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=Non
         ds = general_dataset(config, records, elapsed_s=time.perf_counter() - started)
         ds.attrs["equilibria_schema_version"] = EQUILIBRIA_SCHEMA_VERSION
         return ds
-    records = compute_branches(config, folder, progress, log)
+    records = compute_branches(config, folder, progress, log, executor=executor)
     return equilibria_dataset(config, records, _classification(config), elapsed_s=time.perf_counter() - started)
 
 
@@ -422,6 +430,16 @@ def equilibria_summary(ds: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
+def _check_executor(config, executor):
+    """``executor``: None or one of :data:`~meanfield.workflow.tasks.EXECUTORS`, and None with general heads."""
+    if executor is None:
+        return
+    validate.choice("executor", executor, list(EXECUTORS))
+    if config.general:
+        raise ValueError(f"executor applies to the branches of axisymmetric heads; the branches of general heads "
+                         f"(M, V given) run in a loop: drop executor (--executor); received executor = {executor!r}")
+
+
 def _check(config):
     """The config's checks and cost estimate (axisymmetric, or general heads on the full sphere)."""
     if config.general:
@@ -437,7 +455,7 @@ def _partial_matches(partial, text):
 
 
 def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-output", progress=None, force=False,
-                   log=None) -> dict:
+                   log=None, executor=None) -> dict:
     """Compute the branches of ``config`` and write the dataset and the bifurcation figure into ``out_dir``.
 
     Finished branches go to ``out_dir/partial/`` as they finish; a rerun with the same config continues from
@@ -459,6 +477,9 @@ def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-o
         Replace a finished result, or discard another config's partial branches.
     log : callable, optional
         ``log(line)`` told of each branch taken from the partial folder.
+    executor : {"threads", "processes", "synchronous"}, optional
+        Run the switched branches on this local dask scheduler (None: a plain loop; axisymmetric heads only), the
+        same records bit for bit (:func:`~meanfield.workflow.equilibria_branches.compute_branches`).
 
     Returns
     -------
@@ -472,13 +493,15 @@ def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-o
         A finished result in ``out_dir`` without ``force`` (:class:`meanfield.workflow.jobs.ResultExists`).
     ValueError
         ``config`` not an EquilibriaConfig, a non-boolean ``force``, an empty ``out_dir``, another config's partial
-        branches without ``force``, or what the job's checks refuse.
+        branches without ``force``, an unknown ``executor`` (or one with general heads), or what the job's checks
+        refuse.
     FolderInUse
         Another process holds the folder's lock.
     """
     config = EquilibriaConfig() if config is None else config
     if not isinstance(config, EquilibriaConfig):
         raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
+    _check_executor(config, executor)                     # before the folder is touched
     text = config.to_toml()
     with JobFolder(out_dir, config.outputs.dataset, force=force, outputs=(FIGURE_FILE,)) as folder:
         partial = folder.path / PARTIAL
@@ -493,7 +516,7 @@ def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-o
         partial.mkdir(exist_ok=True)
         remove_stale_temporaries(partial)
         (partial / "config.toml").write_text(text)
-        ds = equilibria(config, partial, progress, log)
+        ds = equilibria(config, partial, progress, log, executor)
         folder.save(ds)
         shutil.rmtree(partial)
         if config.outputs.figures:

@@ -16,11 +16,13 @@ A job folder (``meanfield run CONFIG --out DIR``) goes through, in :func:`main_j
 
 Every job of the package has this one shape, :class:`JobFolder` (issue 32): the main job, the equilibria
 job (:func:`meanfield.workflow.equilibria_job.equilibria_job`), the phase diagram
-(:func:`meanfield.workflow.phase_diagram.run_phase_diagram`) and the transition map
-(:func:`meanfield.workflow.transition_map.run_transition_map`) make and lock their folder, refuse a finished
-result unless ``force``, remove stale temporaries, save their dataset with provenance, atomically, and write their
-figures after it, through it.  The task farm (:func:`meanfield.workflow.tasks.run_tasks`) locks its folders with
-the same :class:`FolderLock`.
+(:func:`meanfield.workflow.phase_diagram.run_phase_diagram`), the transition map
+(:func:`meanfield.workflow.transition_map.run_transition_map`) and the sweep
+(:func:`meanfield.workflow.sweep.run_sweep`) make and lock their folder, refuse a finished result unless
+``force`` (the sweep, resumable, never refuses: a re-run rewrites its ``sweep.nc``), remove stale temporaries, save
+their dataset with provenance, atomically, and write their figures after it, through it.  The task farm
+(:func:`meanfield.workflow.tasks.run_tasks`) opens its folder as a ``JobFolder`` too (its index is the result,
+always resumed), or runs inside the open ``JobFolder`` of the job that called it (the sweep).
 """
 
 from __future__ import annotations
@@ -250,6 +252,28 @@ class JobFolder:
     def __exit__(self, *exc):
         self.close()
         return False
+
+    def remove_temporaries(self, *names) -> list[Path]:
+        """Remove the hidden temporaries of a killed save of the job's other files ``names`` (:meth:`open` removes
+        those of the result only), e.g. the ``index.json`` of a task farm that runs inside the job's folder.
+
+        Parameters
+        ----------
+        *names : str
+            File names (or glob patterns) in the folder.
+
+        Returns
+        -------
+        list of pathlib.Path
+            The removed temporaries.
+
+        Raises
+        ------
+        RuntimeError
+            The folder is not open (a live writer could own them).
+        """
+        self._check_open("remove temporaries")
+        return remove_stale_temporaries(self.path, names)
 
     def remove_previous(self) -> list[Path]:
         """Remove the previous result (there is one only with ``force`` or ``resume``) and the job's ``outputs``

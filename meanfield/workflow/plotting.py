@@ -13,10 +13,12 @@ is available.
 * :func:`save_figures` -- all of the above into a folder (what ``meanfield plot`` calls)
 * :func:`phase_diagram_figure`, :func:`bifurcation_figure`, :func:`transition_map_figure` -- the figures of
   ``meanfield phase-diagram`` and ``meanfield equilibria`` (branches; the (d, beta) map)
+* :func:`sweep_figure` -- the final energy and W2 of each point of a ``meanfield sweep``
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -41,7 +43,7 @@ from .results import density_coefficients  # noqa: E402
 
 __all__ = ["density_maps", "orthographic_views", "energy_curves", "w2_curve", "growth_rate_spectrum",
            "save_animation", "save_figures", "phase_diagram_figure", "bifurcation_figure",
-           "transition_map_figure"]
+           "transition_map_figure", "sweep_figure"]
 
 CMAP = "viridis"
 PDE_STYLE = dict(color="C0", lw=2)
@@ -613,4 +615,80 @@ def transition_map_figure(ds: xr.Dataset) -> Figure:
         ax.set_xlabel(r"$\beta / \beta_*^{(d)}$" if xname == "beta_ratio" else r"$\beta$")
         ax.set_title(title, fontsize=10)
     ax1.set_ylabel("d")
+    return fig
+
+
+def _last_finite(values):
+    """The last finite value of each row of ``values`` (points x times; NaN for a row without one)."""
+    ok = np.isfinite(values)
+    last = values.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1)
+    return np.where(ok.any(axis=1), values[np.arange(values.shape[0]), last], np.nan)
+
+
+def sweep_figure(ds: xr.Dataset) -> Figure:
+    """The final energy (PDE solid, particles dashed) and the final W2 of each point of a sweep against its first
+    swept parameter, one line per value of the others (what ``meanfield sweep`` writes as ``sweep.png``).
+
+    A point's final value is its last finite one in time (a point that stopped early counts where it stopped).
+    Numeric values of the first parameter are its axis; other values (strings, booleans, lists) are categories in
+    the order of the points.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A sweep (:func:`meanfield.workflow.sweep.load_sweep`, or its ``sweep.nc``): a grid with one dimension per
+        swept key, or a list along ``point``, with the attribute ``sweep_parameters``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        ``ds`` not a Dataset, or without ``sweep_parameters`` naming its coordinates.
+    """
+    if not isinstance(ds, xr.Dataset):
+        raise ValueError(f"ds must be the xarray.Dataset of a sweep; received {type(ds).__name__}")
+    try:
+        keys = json.loads(ds.attrs["sweep_parameters"])
+    except (KeyError, TypeError, ValueError):
+        keys = None
+    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) and k in ds.coords for k in keys):
+        raise ValueError(f"ds must be a sweep (meanfield.workflow.sweep.load_sweep) whose attribute sweep_parameters "
+                         f"names its swept coordinates; received {ds.attrs.get('sweep_parameters')!r}")
+    flat = ds if "point" in ds.dims else ds.stack(point=keys)          # one entry per point, grid or list
+    params = {k: flat[k].values for k in keys}
+    x = params[keys[0]]
+    numeric = np.issubdtype(x.dtype, np.number) and not np.issubdtype(x.dtype, np.bool_)
+    labels = list(dict.fromkeys(str(v) for v in x))
+    pos = x.astype(float) if numeric else np.array([labels.index(str(v)) for v in x], float)
+    groups = list(dict.fromkeys(tuple(str(params[k][i]) for k in keys[1:]) for i in range(x.size)))
+    final = {name: _last_finite(flat[name].transpose("point", "time").values)
+             for name in ("pde_energy", "particle_energy", "w2") if name in flat and flat[name].ndim == 2}
+    fig = Figure(figsize=(11, 4.3), layout="constrained")
+    ax_e, ax_w = fig.subplots(1, 2)
+    for c, group in enumerate(groups):
+        members = [i for i in range(x.size) if tuple(str(params[k][i]) for k in keys[1:]) == group]
+        members.sort(key=lambda i: pos[i])
+        label = ", ".join(f"{k} = {v}" for k, v in zip(keys[1:], group)) or None
+        color = f"C{c % 10}"
+        for name, ax, style in (("pde_energy", ax_e, dict(PDE_STYLE, marker="o")),
+                                ("particle_energy", ax_e, dict(PARTICLE_STYLE, marker="s")),
+                                ("w2", ax_w, dict(color="C2", lw=1.5, marker="o"))):
+            if name in final:
+                style = dict(style, color=color)
+                ax.plot(pos[members], final[name][members], **style,
+                        label=label if name in ("pde_energy", "w2") else None)
+    for ax, ylabel, title in ((ax_e, "final energy E = sum_h E_h", "Energy at the end (PDE solid, particles dashed)"),
+                              (ax_w, "final W2 (radians)", "W2(particles, PDE) at the end")):
+        ax.set_xlabel(keys[0])
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        if not numeric:
+            ax.set_xticks(np.arange(len(labels)), labels, fontsize=8)
+        if len(keys) > 1:
+            ax.legend(fontsize=7)
+    fig.suptitle(f"Sweep of {x.size} point{'s' * (x.size != 1)} over {', '.join(keys)}", fontsize=9)
     return fig

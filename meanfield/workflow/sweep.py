@@ -26,8 +26,20 @@ Swept values are scalars or lists (``"initial.kappas" = [[3.0], [8.0]]``; a list
 string coordinate such as ``"[3.0]"``).  :func:`load_sweep` returns all results as one Dataset
 along the swept dimensions, from any working directory.
 
+A sweep is a job of the one shape (:class:`~meanfield.workflow.jobs.JobFolder`): its folder is locked
+while it runs (a second runner is refused with :class:`~meanfield.workflow.jobs.FolderInUse`), the
+hidden temporaries of killed writes are removed, and when every point is done the combined dataset
+``sweep.nc`` (what :func:`load_sweep` returns, with the provenance attributes, written atomically)
+and then its figure ``sweep.png`` (:func:`meanfield.workflow.plotting.sweep_figure`: the final
+energy and W2 of each point) are written into the folder.  A sweep is always resumable, so a
+finished one is never refused: a re-run rewrites ``sweep.nc`` and ``sweep.png`` (a point may have
+been recomputed).  While points are pending or failed the folder holds neither: a previous
+``sweep.nc`` is removed when a run starts, so the file is always the combination of the index's
+points.
+
 The machinery is generic and lives in :mod:`meanfield.workflow.tasks`: :func:`run_sweep` is
-:func:`~meanfield.workflow.tasks.run_tasks` over main-job configs (one NetCDF file per point).
+:func:`~meanfield.workflow.tasks.run_tasks` over main-job configs (one NetCDF file per point),
+inside the sweep's ``JobFolder``.
 """
 
 from __future__ import annotations
@@ -41,12 +53,21 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core import validate
 from ..core.choices import SWEEP_MODES
 from .config import RunConfig, load_config
+from .jobs import JobFolder
 from .schema import ConfigError, check_keys, choice_check, read_toml_file
 from .tasks import call_task, read_index, run_tasks
 
-__all__ = ["SweepSpec", "load_sweep_spec", "run_sweep", "load_sweep", "run_point", "compute_point"]
+__all__ = ["SweepSpec", "load_sweep_spec", "run_sweep", "load_sweep", "run_point", "compute_point", "SWEEP_FILE",
+           "SWEEP_FIGURE"]
+
+SWEEP_FILE = "sweep.nc"
+"""The combined dataset of a finished sweep in its folder (:func:`run_sweep`; what :func:`load_sweep` returns)."""
+
+SWEEP_FIGURE = "sweep.png"
+"""The figure of a finished sweep, written after :data:`SWEEP_FILE` (:func:`meanfield.workflow.plotting.sweep_figure`)."""
 
 _KEY = re.compile(r"^(heads\[(\d+)\]\.\w+|\w+(\.\w+)?)$")
 
@@ -255,14 +276,19 @@ def _point_path(out: Path, row: dict) -> Path:
 
 
 def run_sweep(spec: SweepSpec, out_dir, *, scheduler=None, n_workers=2, retries=2, progress=None,
-              client=None) -> list[dict]:
-    """Run every point of ``spec`` not already finished in ``out_dir``; return the index rows.
+              client=None, combine=True) -> list[dict]:
+    """Run every point of ``spec`` not already finished in ``out_dir``; when all are done, write ``sweep.nc`` and
+    ``sweep.png``; return the index rows.
 
-    The points run through :func:`run_tasks` (one main-job run per point, results as NetCDF files;
-    each point's full config is its fingerprinted input, so editing the base config recomputes the
-    points it changes).  ``scheduler``, ``n_workers``, ``retries``, ``progress`` and ``client`` are
-    :func:`run_tasks`'s, and so are the errors (``ValueError`` before anything starts,
-    ``FolderInUse`` when another process runs in ``out_dir``).
+    The sweep's folder is a :class:`~meanfield.workflow.jobs.JobFolder` (``sweep.nc`` its result, always resumed):
+    locked for the whole sweep, the temporaries of killed writes removed, a previous ``sweep.nc`` and ``sweep.png``
+    removed once the arguments are checked.  The points run through :func:`run_tasks` inside it (one main-job run
+    per point, results as NetCDF files; each point's full config is its fingerprinted input, so editing the base
+    config recomputes the points it changes).  When every point is done (and ``combine``), the combined dataset
+    (:func:`load_sweep`) is saved as :data:`SWEEP_FILE` with the provenance attributes, atomically, then its figure
+    :data:`SWEEP_FIGURE` (:func:`meanfield.workflow.plotting.sweep_figure`).  A re-run of a finished sweep
+    computes nothing and rewrites both (a point may have been recomputed since).  When a point failed, neither is
+    written (re-run the sweep to retry the failed points).
 
     Parameters
     ----------
@@ -272,15 +298,39 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler=None, n_workers=2, retries=
         The sweep folder.
     scheduler, n_workers, retries, progress, client
         As for :func:`run_tasks`.
+    combine : bool
+        Write ``sweep.nc`` and ``sweep.png`` when every point is done (False: the points and the index only).
 
     Returns
     -------
     list of dict
         The index rows.
+
+    Raises
+    ------
+    ValueError
+        Bad ``n_workers``, ``retries``, ``progress`` or ``combine``, or an empty ``out_dir``, before anything
+        starts; what :func:`run_tasks` refuses.
+    FolderInUse
+        Another process runs in ``out_dir`` (:class:`meanfield.workflow.jobs.FolderInUse`).
     """
-    return run_tasks(_run_config, spec.points, out_dir, inputs=[spec.config(p).to_dict() for p in spec.points],
-                     store="netcdf", scheduler=scheduler, n_workers=n_workers, retries=retries, progress=progress,
-                     client=client, key_prefix="point", desc="sweep points")
+    validate.integer("n_workers", n_workers, 1)             # run_tasks' checks, before the folder is touched
+    validate.integer("retries", retries, 0)
+    if progress is not None:
+        validate.boolean("progress", progress)
+    combine = bool(validate.boolean("combine", combine))
+    with JobFolder(out_dir, SWEEP_FILE, what="sweep", outputs=(SWEEP_FIGURE,), resume=True) as folder:
+        folder.remove_previous()                 # sweep.nc is only ever the combination of the index's points
+        rows = run_tasks(_run_config, spec.points, folder.path, inputs=[spec.config(p).to_dict() for p in spec.points],
+                         store="netcdf", scheduler=scheduler, n_workers=n_workers, retries=retries,
+                         progress=progress, client=client, key_prefix="point", desc="sweep points", folder=folder)
+        if combine and all(r["status"] == "done" for r in rows):
+            from .plotting import sweep_figure  # matplotlib only once there is a sweep to draw
+
+            ds = load_sweep(folder.path)
+            folder.save(ds)
+            folder.save_figure(sweep_figure(ds), SWEEP_FIGURE, dpi=110)
+    return rows
 
 
 def load_sweep(out_dir):
@@ -288,7 +338,9 @@ def load_sweep(out_dir):
 
     Grid sweeps are unstacked into one dimension per swept key (named by the key); list
     sweeps keep a ``point`` dimension with the keys as coordinates.  Points that failed or are
-    missing are NaN (grid) or absent (list).
+    missing are NaN (grid) or absent (list).  The attributes are those the points share, with
+    ``kind = "sweep"`` and ``sweep_parameters`` (the swept keys in order, as JSON).  A finished
+    sweep also holds this dataset as ``sweep.nc`` (:func:`run_sweep`).
 
     Parameters
     ----------
@@ -323,6 +375,9 @@ def load_sweep(out_dir):
                    combine_attrs="drop_conflicts")
     spec_grid = len(rows) > 1 and np.prod([len(set(_coordinate(r["params"][k]) for r in rows))
                                            for k in keys]) == len(rows)
-    if spec_grid:
+    if spec_grid and len(keys) == 1:            # one key: its values are the dimension (no multi-index to unstack),
+        ds = ds.swap_dims(point=keys[0]).drop_vars("point").transpose(..., keys[0])   # last, as unstack puts it
+    elif spec_grid:
         ds = ds.set_index(point=keys).unstack("point")
+    ds.attrs.update(kind="sweep", sweep_parameters=json.dumps(keys))
     return ds

@@ -5,14 +5,18 @@ one task per point on a LocalCluster (or an existing scheduler), each result ret
 client and written atomically (``points/<id><suffix>``; :class:`NpzStore` for dicts of arrays,
 :class:`NetCDFStore` for datasets), an index ``index.json`` (parameters, status, path, error,
 seconds, and the SHA-256 fingerprint of each task's input), finished points skipped on a re-run,
-failures recorded without stopping the others, and the folder locked for the whole run
-(:class:`~meanfield.workflow.jobs.FolderLock`).  :func:`meanfield.workflow.sweep.run_sweep` is
-``run_tasks`` over main-job configs, and a study can farm its own tasks out the same way (e.g.
+failures recorded without stopping the others, and the folder opened as the one shape of a job
+(:class:`~meanfield.workflow.jobs.JobFolder` with the index as its result, always resumed: locked for the whole
+run, a second runner refused, the temporaries of killed writes removed), or run inside the open ``JobFolder`` of
+the job that calls it.  :func:`meanfield.workflow.sweep.run_sweep` is ``run_tasks`` over main-job configs inside
+the sweep's folder (which then writes the combined ``sweep.nc``), and a study can farm its own tasks out the same way (e.g.
 ``studies/continuum_scale``: one PDE solve, then the (n, seed) particle runs on a LocalCluster).
 
 Every task of the package is executed by :func:`iter_tasks`: on a client for :func:`run_tasks` (the sweep, the
 transition map), in this process for :func:`compute_tasks` (a plain loop or a local dask scheduler of
-:data:`EXECUTORS`: the phase diagram's cells, which keep no files).
+:data:`EXECUTORS`: the phase diagram's cells, which keep no files) and for the equilibria branches
+(:func:`meanfield.workflow.equilibria_branches.compute_branches`: the uniform branch, then one task per switched
+branch, each kept as ``<name>.npz`` in the job's partial folder as it finishes).
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ import numpy as np
 
 from ..core import validate
 from .inputs import parse_json
-from .jobs import FolderLock
+from .jobs import JobFolder, remove_stale_temporaries
 
 __all__ = ["run_tasks", "iter_tasks", "compute_tasks", "call_task", "NpzStore", "NetCDFStore", "STORES", "read_index",
-           "EXECUTORS"]
+           "EXECUTORS", "INDEX_NAME"]
+
+INDEX_NAME = "index.json"
+"""The index of a task folder (:func:`run_tasks`, :func:`read_index`)."""
 
 EXECUTORS = ("threads", "processes", "synchronous")
 """The local dask schedulers of :func:`iter_tasks` / :func:`compute_tasks` (``dask.compute`` in this process;
@@ -319,7 +326,7 @@ STORES = {"netcdf": NetCDFStore, "npz": NpzStore}
 
 
 def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None, n_workers=2, retries=2,
-              progress=None, client=None, key_prefix="task", desc="tasks") -> list[dict]:
+              progress=None, client=None, key_prefix="task", desc="tasks", folder=None) -> list[dict]:
     """Run ``func`` on every point not already finished in ``out_dir``, resumably; return the index rows.
 
     The folder holds ``index.json`` (one row per point: ``id``, ``params``, ``status``, ``path``
@@ -331,8 +338,11 @@ def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None
     JSON-serializable, the same SHA-256 of their input, kept as ``inputs_sha256``) whose file loads,
     and starts no cluster when nothing is left to do.  Fixed arguments in a ``functools.partial`` are
     not compared: put everything a result depends on into ``params`` or ``inputs`` (e.g. a hash of a
-    shared setup, as ``studies/continuum_scale`` does).  One runner per folder: the folder is locked
-    (:class:`~meanfield.workflow.jobs.FolderLock`) for the whole run.  A task that raises is recorded as failed with its error and
+    shared setup, as ``studies/continuum_scale`` does).  One runner per folder: the folder is a
+    :class:`~meanfield.workflow.jobs.JobFolder` (``index.json`` its result, always resumed), locked for the whole
+    run, and the temporaries of killed writes (of the index and of the points) are removed before the tasks start;
+    a job that writes more into the folder after the tasks (the sweep's ``sweep.nc``) passes its own open
+    ``folder`` instead.  A task that raises is recorded as failed with its error and
     does not stop the others; a task whose worker dies is re-run by the scheduler (``retries``), and
     its file is still written exactly once.
 
@@ -363,6 +373,9 @@ def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None
         Use this client; otherwise one is created and closed here.
     key_prefix, desc : str
         Dask key of a task (``<key_prefix>-<id>-<random run id>``) and the progress bar's label.
+    folder : meanfield.workflow.jobs.JobFolder, optional
+        The open folder of the calling job, of ``out_dir`` itself, whose lock covers the tasks (default: a
+        ``JobFolder(out_dir, "index.json", resume=True)`` opened and closed here).
 
     Returns
     -------
@@ -373,9 +386,11 @@ def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None
     ------
     ValueError
         Bad ``n_workers``, ``retries``, ``progress``, ``store``, ``points`` (not dicts, not JSON, or
-        non-finite numbers) or ``inputs``, before anything starts.
+        non-finite numbers), ``inputs`` or ``folder`` (not a JobFolder of ``out_dir``), before anything starts.
     FolderInUse
         Another process is running tasks (or a run) in ``out_dir``.
+    RuntimeError
+        A ``folder`` that is not open.
     """
     n_workers, retries = validate.integer("n_workers", n_workers, 1), validate.integer("retries", retries, 0)
     if progress is not None:
@@ -405,8 +420,15 @@ def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None
         raise ValueError(f"inputs must have one entry per point ({len(points)}); received {len(inputs)}")
 
     out = Path(out_dir).resolve()              # once: workers may run in any directory
-    (out / "points").mkdir(parents=True, exist_ok=True)
-    with FolderLock(out):                       # one runner per folder: a second one is refused by name
+    if folder is not None and (not isinstance(folder, JobFolder) or folder.path.resolve() != out):
+        raise ValueError(f"folder must be the open JobFolder of out_dir {str(out)!r} (or None); received {folder!r}")
+    if folder is not None:                      # the calling job holds the lock
+        folder.remove_temporaries(INDEX_NAME)   # (RuntimeError when it is not open)
+        (out / "points").mkdir(exist_ok=True)
+        return _run_tasks_locked(func, points, inputs, explicit, out, store, scheduler, n_workers, retries,
+                                 progress, client, key_prefix, desc)
+    with JobFolder(out, INDEX_NAME, what="task index", resume=True):   # one runner per folder, refused by name;
+        (out / "points").mkdir(exist_ok=True)                          # the index's temporaries removed
         return _run_tasks_locked(func, points, inputs, explicit, out, store, scheduler, n_workers, retries,
                                  progress, client, key_prefix, desc)
 
@@ -487,15 +509,14 @@ def _loads(path: Path) -> bool:
 
 
 def _remove_partials(out: Path):
-    """Delete temporary files of attempts killed mid-write (they never carry a result's name)."""
-    for stale in (out / "points").glob(".*.tmp"):
-        stale.unlink(missing_ok=True)
+    """Delete temporary files of point writes killed mid-write (they never carry a result's name)."""
+    remove_stale_temporaries(out / "points")
 
 
 def _write_index(out: Path, rows: list):
-    tmp = out / f".index.json.{os.getpid()}.tmp"
+    tmp = out / f".{INDEX_NAME}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(rows, indent=2))
-    os.replace(tmp, out / "index.json")
+    os.replace(tmp, out / INDEX_NAME)
 
 
 def read_index(out: Path) -> dict:
@@ -516,7 +537,7 @@ def read_index(out: Path) -> dict:
     ValueError
         An index that is not valid JSON or not a list of records with an ``id``.
     """
-    f = out / "index.json"
+    f = out / INDEX_NAME
     if not f.is_file():
         return {}
     rows = parse_json(f.read_text(), f"the task index {f} (remove it to start the points again)")
