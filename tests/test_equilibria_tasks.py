@@ -1,15 +1,19 @@
 """The equilibria branches on the package's task runner (workflow/equilibria_branches.compute_branches through
 tasks.iter_tasks): the uniform branch first, then one task per switched branch; the same records bit for bit on
 every executor, a resumed job takes the finished records, bad executors are refused by name, and
-``meanfield equilibria --executor``."""
+``meanfield equilibria --executor``; the same for general heads (workflow/equilibria_general.general_branches: the
+primary branch, then one task per switched branch)."""
 
 import dataclasses
+import shutil
 import threading
 
 import numpy as np
 import pytest
 
+from meanfield.analysis import sphere_states as ss
 from meanfield.workflow import equilibria_branches as branches
+from meanfield.workflow import equilibria_general as general
 from meanfield.workflow import equilibria_job as job
 from meanfield.workflow import tasks
 from meanfield.workflow.cli import build_parser, main
@@ -130,17 +134,105 @@ def test_an_unknown_executor_is_refused_by_name_before_anything_runs(config, tmp
     assert not (tmp_path / "out").exists() and not list(tmp_path.iterdir())
 
 
-def test_general_heads_refuse_an_executor_by_name(tmp_path):
-    P1, P2 = np.diag([1.0, 1.0, 0.0]), np.diag([0.0, 0.0, 1.0])
-    cfg = EquilibriaConfig.from_dict({
-        "heads": [{"M": (2 * P1).tolist(), "V": P1.tolist()}, {"M": (2 * P2).tolist(), "V": P2.tolist()}],
-        "geometry": {"d": "sphere", "lmax": 20}, "continuation": {"nu_range": [0.39, 0.5], "step": 0.08}})
+# general heads (test_equilibria_general's paper heads) at lmax 18, the cheapest resolved there, both sides and four
+# points per switched branch: the primary (about 8 s, most of it locating its branch point) and two switched branches
+# (about 1 s each)
+P1, P2 = np.diag([1.0, 1.0, 0.0]), np.diag([0.0, 0.0, 1.0])
+GENERAL = {"heads": [{"M": (2 * P1).tolist(), "V": P1.tolist()}, {"M": (2 * P2).tolist(), "V": P2.tolist()}],
+           "geometry": {"d": "sphere", "lmax": 18},
+           "continuation": {"nu_range": [0.39, 0.5], "step": 0.08, "n_eigenvalues": 1, "sides": [1, -1],
+                            "max_points": 4}}
+
+
+@pytest.fixture(scope="module")
+def gconfig():
+    cfg = EquilibriaConfig.from_dict(GENERAL)
     assert cfg.general
-    for call in (lambda: job.equilibria(cfg, executor="threads"),
-                 lambda: job.equilibria_job(cfg, tmp_path / "out", executor="threads")):
-        with pytest.raises(ValueError, match="executor applies to the branches of axisymmetric heads"):
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def gloop(gconfig, tmp_path_factory):
+    """The loop's records and a folder holding its primary branch only (stage 1, the same code on every executor:
+    the executors' runs start from it, so that each computes its switched branches only)."""
+    folder = tmp_path_factory.mktemp("gloop")
+    recs = general.general_branches(gconfig, folder, progress=False)
+    for p in folder.glob("switched*.npz"):
+        p.unlink()
+    assert [p.name for p in folder.iterdir()] == ["primary.npz"]
+    return recs, folder / "primary.npz"
+
+
+def _gnames(recs):
+    first = recs[0]
+    (j,) = [j for j in np.flatnonzero(first.special_kind == "branch_point") if first.special_located[j]]
+    return ["primary", f"switched{j}_plus", f"switched{j}_minus"]
+
+
+def test_general_heads_loop_gives_the_primary_then_its_switched_branches(gloop):
+    recs, _ = gloop
+    assert [(str(r.kind), r.side) for r in recs] == [("primary", 0), ("switched", 1), ("switched", -1)]
+    assert all(r.n_points > 1 for r in recs) and len(_gnames(recs)) == 3
+
+
+@pytest.mark.parametrize("executor", ["threads", "synchronous", "processes"])
+def test_general_heads_every_executor_gives_the_loop_records_bit_for_bit(gconfig, gloop, executor, tmp_path,
+                                                                         monkeypatch):
+    recs, primary = gloop
+    shutil.copy(primary, tmp_path / "primary.npz")
+    seen, lines = [], []
+    real = tasks.iter_tasks
+
+    def spy(func, inputs, **kw):
+        seen.append((len(list(inputs)), kw["executor"], kw["done"], kw["desc"]))
+        return real(func, inputs, **kw)
+    monkeypatch.setattr(general, "iter_tasks", spy)
+    _assert_same(general.general_branches(gconfig, tmp_path, progress=False, log=lines.append, executor=executor),
+                 recs)
+    assert seen == [(2, executor, 1, "equilibria (general heads, branches)")]   # one task per switched branch
+    assert sorted(p.stem for p in tmp_path.glob("*.npz")) == sorted(_gnames(recs)) and not list(tmp_path.glob(".*"))
+    assert [line.split(":")[0] for line in lines] == ["primary"]
+
+
+def test_general_heads_a_resumed_run_takes_every_record(gconfig, gloop, tmp_path, monkeypatch):
+    recs, primary = gloop
+    shutil.copy(primary, tmp_path / "primary.npz")
+    _assert_same(general.general_branches(gconfig, tmp_path, progress=False, executor="threads"), recs)
+    assert sorted(p.stem for p in tmp_path.glob("*.npz")) == sorted(_gnames(recs))
+    lines = []
+    with monkeypatch.context() as m:
+        m.setattr(ss.GibbsProblem, "solve", lambda *a, **k: pytest.fail("the primary branch was computed again"))
+        m.setattr(general.ct, "continue_branch", lambda *a, **k: pytest.fail("a branch was computed again"))
+        m.setattr(general.ct, "switch_branch", lambda *a, **k: pytest.fail("a switched branch was computed again"))
+        again = general.general_branches(gconfig, tmp_path, progress=False, log=lines.append, executor="threads")
+    _assert_same(again, recs)
+    assert [line.split(":")[0] for line in lines] == _gnames(recs)
+    assert all("finished earlier" in line for line in lines)
+
+
+@pytest.mark.parametrize("bad", ["dask", "Threads", "", 1, True])
+def test_general_heads_refuse_an_unknown_executor_before_anything_runs(gconfig, tmp_path, monkeypatch, bad):
+    monkeypatch.setattr(general, "check_general", lambda *a: pytest.fail("the primary branch started"))
+    with pytest.raises(ValueError, match="executor must be one of"):
+        general.general_branches(gconfig, tmp_path, progress=False, executor=bad)
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_job_passes_the_executor_to_the_general_branches(gconfig, tmp_path, monkeypatch):
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(config, folder=None, progress=None, log=None, executor=None):
+        seen.append(executor)
+        raise Stop
+    monkeypatch.setattr(general, "general_branches", spy)
+    for call in (lambda: job.equilibria(gconfig, executor="threads"),
+                 lambda: job.equilibria_job(gconfig, tmp_path / "out", progress=False, executor="processes")):
+        with pytest.raises(Stop):
             call()
-    assert not (tmp_path / "out").exists()
+    assert seen == ["threads", "processes"]
 
 
 def test_the_cli_runs_the_branches_on_an_executor(tmp_path, capsys):

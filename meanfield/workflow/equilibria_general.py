@@ -18,12 +18,16 @@ identified and left out of the stability verdict, and the resolution error.
 A symmetry-breaking bifurcation whose critical modes form a pair (a rotation-invariant family: the ``m = 1`` pair
 of heads symmetric about an axis) does not change the sign of the Jacobian's determinant and is not a located
 branch point: it shows as the loss of stability of the branch (two eigenvalues crossing together), which the
-dataset records.  Resume, lock and provenance are the job's (:mod:`meanfield.workflow.equilibria_job`).
+dataset records.  The switched branches, which depend on the primary only, run as one task each through
+:func:`meanfield.workflow.tasks.iter_tasks` (a plain loop, or a local dask scheduler: ``executor``, the same records
+bit for bit).  Resume, lock and provenance are the job's (:mod:`meanfield.workflow.equilibria_job`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -31,10 +35,11 @@ import xarray as xr
 from ..analysis import continuation as ct
 from ..analysis import sphere_states as ss
 from ..analysis.equilibria import at_noise
-from ..core import cost
+from ..core import cost, validate
 from ..models.continuum import ContinuumPDE
 from .equilibria_branches import JACOBIANS_PER_POINT, BranchRecord, kept_branch
 from .equilibria_sphere import EXTRA_EIGENVALUES, NEUTRAL_TOL
+from .tasks import EXECUTORS, iter_tasks
 
 __all__ = ["general_model", "check_general", "general_branches", "general_dataset",
            "general_summary", "branch_label", "START_TOL"]
@@ -179,9 +184,54 @@ def _record(prob, config, br, kind, side, parent_p):
                         special_index=np.array([s.index for s in sp], dtype=int))
 
 
-def general_branches(config, folder=None, progress=None, log=None) -> list[BranchRecord]:
+def _stop(prob):
+    """The march's ``stop``: why it ends at ``(u, p)`` (a state ``prob``'s lmax does not resolve), or None."""
+    def resolved(u, p):
+        err = ss.sphere_resolution_error(at_noise(prob.pde, p), prob.coefficients(u))
+        if err > ss.SPHERE_RESOLUTION_TOL:
+            return (f"state not resolved at lmax = {prob.grid.lmax}: resolution error {err:.2e} > "
+                    f"{ss.SPHERE_RESOLUTION_TOL:g} at nu = {p:.10g} (use a larger geometry.lmax)")
+        return None
+    return resolved
+
+
+def _march(prob, config):
+    """The pseudo-arclength settings of every branch of ``config`` (its ``stop`` on ``prob``)."""
+    c = config.continuation
+    return dict(ds_max=c.step, ds_min=c.step * 1e-6, p_range=tuple(c.nu_range), max_steps=c.max_points,
+                stop=_stop(prob))
+
+
+def _name(j, side):
+    return f"switched{j}_{'plus' if side > 0 else 'minus'}"
+
+
+def _switched_task(config, folder, shared, item):
+    """Stage 2 of :func:`general_branches`, one task: the switched branch ``item = (j, side, u, p, phi, index)``
+    (the primary's special point ``j``: its state, ``nu``, oriented critical direction and segment) through
+    :func:`~meanfield.workflow.equilibria_branches.kept_branch`, on the ``shared`` problem of stage 1 when the tasks
+    run one after the other in this process (None: a problem of its own, :func:`check_general` of the config, for
+    threads, which must not share a model, and for processes, to which a config pickles; the same records either
+    way); returns ``(record, log lines)``."""
+    j, side, u, p, phi, index = item
+    prob = check_general(config) if shared is None else shared
+    march = _march(prob, config)
+    bp = ct.SpecialPoint("branch_point", u, p, phi, index)
+    lines = []
+    rec = kept_branch(folder, _name(j, side), lambda: _record(
+        prob, config, ct.switch_branch(prob.F, prob.jacobian, bp, side=side, ds=config.continuation.step / 2,
+                                       **march), "switched", side, bp.p), log=lines.append)
+    return rec, lines
+
+
+def general_branches(config, folder=None, progress=None, log=None, executor=None) -> list[BranchRecord]:
     """The primary branch and the switched ones (:class:`~meanfield.workflow.equilibria_branches.BranchRecord`),
     each saved into ``folder`` as it finishes and taken from there by a rerun.
+
+    Two stages: the primary branch (here), then the switched branches, which depend on it only, one task per
+    located branch point and side through :func:`meanfield.workflow.tasks.iter_tasks` (a plain loop, or a local
+    dask scheduler of :data:`~meanfield.workflow.tasks.EXECUTORS`: the same calls, so the same records bit for
+    bit, in the same order).
 
     Parameters
     ----------
@@ -189,38 +239,35 @@ def general_branches(config, folder=None, progress=None, log=None) -> list[Branc
     folder : pathlib.Path, optional
         The job's partial folder (None: nothing is saved or taken).
     progress : bool, optional
-        Progress bars (None: tqdm decides).
+        Progress bar over the branches (None: tqdm decides).
     log : callable, optional
         ``log(line)`` told of each branch taken from ``folder``.
+    executor : {"threads", "processes", "synchronous"}, optional
+        Run the switched branches on this local dask scheduler (None: a plain loop).
 
     Returns
     -------
     list of BranchRecord
+        The primary branch, then the switched ones by branch point (in the primary's order) and
+        ``continuation.sides``.
 
     Raises
     ------
     ValueError
-        If the config is refused (:func:`check_general`) or the first state cannot be found.
+        If the config is refused (:func:`check_general`), the first state cannot be found, or ``progress`` is not
+        a boolean or ``executor`` not None or one of :data:`~meanfield.workflow.tasks.EXECUTORS` (checked first).
     """
     from tqdm import tqdm
 
+    if progress is not None:                          # before the primary branch (iter_tasks checks them again)
+        validate.boolean("progress", progress)
+    if executor is not None:
+        validate.choice("executor", executor, list(EXECUTORS))
     prob = check_general(config)
     c = config.continuation
-    lo, hi = c.nu_range
-
-    def resolved(u, p):
-        err = ss.sphere_resolution_error(at_noise(prob.pde, p), prob.coefficients(u))
-        if err > ss.SPHERE_RESOLUTION_TOL:
-            return (f"state not resolved at lmax = {prob.grid.lmax}: resolution error {err:.2e} > "
-                    f"{ss.SPHERE_RESOLUTION_TOL:g} at nu = {p:.10g} (use a larger geometry.lmax)")
-        return None
-
-    march = dict(ds_max=c.step, ds_min=c.step * 1e-6, p_range=(lo, hi), max_steps=c.max_points, stop=resolved)
-    bar = tqdm(total=1, desc="equilibria (general heads, branches)",
-               disable=None if progress is None else not progress)
-
-    def branch(name, make):
-        return kept_branch(folder, name, make, bar, log)
+    hi = c.nu_range[1]
+    folder = None if folder is None else Path(folder)
+    desc = "equilibria (general heads, branches)"
 
     def primary():
         u0, res, it = prob.solve(np.zeros(prob.size), hi, tol=START_TOL)
@@ -228,22 +275,27 @@ def general_branches(config, folder=None, progress=None, log=None) -> list[Branc
             raise ValueError(f"continuation.nu_range: Newton from the uniform density at nu = nu_range[1] = {hi:g} "
                              f"did not converge (residual {res:.3g} after {it} steps): raise nu_range[1], where the "
                              f"stationary state is close to uniform")
-        br = ct.continue_branch(prob.F, prob.jacobian, u0, hi, ds=c.step, direction=-1, **march)
+        br = ct.continue_branch(prob.F, prob.jacobian, u0, hi, ds=c.step, direction=-1, **_march(prob, config))
         return _record(prob, config, br, "primary", 0, None)
 
-    out = [branch("primary", primary)]
-    first = out[0]
-    points = [j for j in np.flatnonzero(first.special_kind == "branch_point") if first.special_located[j]]
-    bar.total = 1 + len(points) * len(c.sides)
-    bar.refresh()
-    for j in points:
-        bp = ct.SpecialPoint("branch_point", first.special_u[j], float(first.special_p[j]),
-                             first.special_phi[j], int(first.special_index[j]))
-        for side in c.sides:
-            out.append(branch(f"switched{j}_{'plus' if side > 0 else 'minus'}", lambda bp=bp, side=side: _record(
-                prob, config, ct.switch_branch(prob.F, prob.jacobian, bp, side=side, ds=c.step / 2, **march),
-                "switched", side, bp.p)))
-    bar.close()
+    # stage 1: the primary branch (its bar is replaced by stage 2's, which starts at 1: one bar on screen)
+    bar = tqdm(total=1, desc=desc, leave=False, disable=None if progress is None else not progress)
+    try:
+        first = kept_branch(folder, "primary", primary, bar, log)
+    finally:
+        bar.close()
+    items = [(int(j), side, first.special_u[j], float(first.special_p[j]), first.special_phi[j],
+              int(first.special_index[j]))
+             for j in np.flatnonzero(first.special_kind == "branch_point") if first.special_located[j]
+             for side in c.sides]
+    # stage 2: the switched branches, one task each
+    out = [first] + [None] * len(items)
+    shared = prob if executor in (None, "synchronous") else None     # one model per job where the tasks run in turn
+    for i, (rec, lines) in iter_tasks(functools.partial(_switched_task, config, folder, shared), items,
+                                      executor=executor, catch=False, progress=progress, desc=desc, done=1):
+        out[1 + i] = rec
+        for line in lines if log else ():
+            log(line)
     return out
 
 

@@ -22,7 +22,7 @@ From an :class:`~meanfield.workflow.equilibria_config.EquilibriaConfig` it compu
 
 With general heads (``M``, ``V`` given; ``geometry.d = "sphere"``) the branches are the primary branch and its
 switches on the full sphere instead (:mod:`meanfield.workflow.equilibria_general`, its own dataset variables,
-``attrs["heads"] = "general"``); the job's folder, lock and resume are the same.
+``attrs["heads"] = "general"``); the job's folder, lock, resume and ``executor`` are the same.
 
 :func:`equilibria_job` writes the dataset (:func:`equilibria_dataset`, variables listed there) and the bifurcation
 figure into a folder.  Each branch is saved to ``DIR/partial/`` as it finishes; a rerun of the same config
@@ -259,8 +259,8 @@ def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=Non
         ``log(line)`` told of each branch taken from ``folder``.
     executor : {"threads", "processes", "synchronous"}, optional
         Run the switched branches on this local dask scheduler
-        (:func:`~meanfield.workflow.equilibria_branches.compute_branches`; None: a plain loop).  Axisymmetric heads
-        only: the branches of general heads run in a loop.
+        (:func:`~meanfield.workflow.equilibria_branches.compute_branches`, or with general heads
+        :func:`~meanfield.workflow.equilibria_general.general_branches`; None: a plain loop).
 
     Returns
     -------
@@ -270,21 +270,21 @@ def equilibria(config: EquilibriaConfig | None = None, folder=None, progress=Non
     Raises
     ------
     ValueError
-        ``config`` not an EquilibriaConfig, a non-boolean ``progress``, an unknown ``executor`` (or one with general
-        heads), or what the job's checks refuse (cost, a range missing a requested branch point, heads the general
-        path refuses).
+        ``config`` not an EquilibriaConfig, a non-boolean ``progress``, an unknown ``executor``, or what the job's
+        checks refuse (cost, a range missing a requested branch point, heads the general path refuses).
     """
     config = EquilibriaConfig() if config is None else config
     if not isinstance(config, EquilibriaConfig):
         raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
     if progress is not None:
         validate.boolean("progress", progress)
-    _check_executor(config, executor)
+    _check_executor(executor)
     started = time.perf_counter()
     if config.general:
         from .equilibria_general import general_branches, general_dataset
 
-        records = general_branches(config, None if folder is None else Path(folder), progress, log)
+        records = general_branches(config, None if folder is None else Path(folder), progress, log,
+                                   executor=executor)
         ds = general_dataset(config, records, elapsed_s=time.perf_counter() - started)
         ds.attrs["equilibria_schema_version"] = EQUILIBRIA_SCHEMA_VERSION
         return ds
@@ -430,14 +430,10 @@ def equilibria_summary(ds: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
-def _check_executor(config, executor):
-    """``executor``: None or one of :data:`~meanfield.workflow.tasks.EXECUTORS`, and None with general heads."""
-    if executor is None:
-        return
-    validate.choice("executor", executor, list(EXECUTORS))
-    if config.general:
-        raise ValueError(f"executor applies to the branches of axisymmetric heads; the branches of general heads "
-                         f"(M, V given) run in a loop: drop executor (--executor); received executor = {executor!r}")
+def _check_executor(executor):
+    """``executor``: None or one of :data:`~meanfield.workflow.tasks.EXECUTORS`."""
+    if executor is not None:
+        validate.choice("executor", executor, list(EXECUTORS))
 
 
 def _check(config):
@@ -478,8 +474,9 @@ def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-o
     log : callable, optional
         ``log(line)`` told of each branch taken from the partial folder.
     executor : {"threads", "processes", "synchronous"}, optional
-        Run the switched branches on this local dask scheduler (None: a plain loop; axisymmetric heads only), the
-        same records bit for bit (:func:`~meanfield.workflow.equilibria_branches.compute_branches`).
+        Run the switched branches on this local dask scheduler (None: a plain loop), the same records bit for bit
+        (:func:`~meanfield.workflow.equilibria_branches.compute_branches`, or with general heads
+        :func:`~meanfield.workflow.equilibria_general.general_branches`).
 
     Returns
     -------
@@ -493,15 +490,14 @@ def equilibria_job(config: EquilibriaConfig | None = None, out_dir="equilibria-o
         A finished result in ``out_dir`` without ``force`` (:class:`meanfield.workflow.jobs.ResultExists`).
     ValueError
         ``config`` not an EquilibriaConfig, a non-boolean ``force``, an empty ``out_dir``, another config's partial
-        branches without ``force``, an unknown ``executor`` (or one with general heads), or what the job's checks
-        refuse.
+        branches without ``force``, an unknown ``executor``, or what the job's checks refuse.
     FolderInUse
         Another process holds the folder's lock.
     """
     config = EquilibriaConfig() if config is None else config
     if not isinstance(config, EquilibriaConfig):
         raise ValueError(f"config must be an EquilibriaConfig; received {type(config).__name__}")
-    _check_executor(config, executor)                     # before the folder is touched
+    _check_executor(executor)                             # before the folder is touched
     text = config.to_toml()
     with JobFolder(out_dir, config.outputs.dataset, force=force, outputs=(FIGURE_FILE,)) as folder:
         partial = folder.path / PARTIAL
