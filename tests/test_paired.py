@@ -134,11 +134,15 @@ def test_negative_density_error_and_drop():
 
 @pytest.mark.parametrize("kw, match", [
     (dict(n_particles=1), "n_particles"),
-    (dict(sampling="sobol"), "sampling"),
-    (dict(particle_sums="fmm"), "particle_sums"),
-    (dict(negative="clip"), "negative"),
-    (dict(metric="euclid"), "metric"),
-    (dict(w2_method="emd"), "w2_method"),
+    (dict(sampling="sobol"), "^particles.sampling must be"),
+    (dict(particle_sums="fmm"), "^particles.sums must be"),
+    (dict(spectral_tol=-1.0), "^particles.spectral_tol must be"),
+    (dict(lmax=0), "^pde.lmax must be"),
+    (dict(monitor="yes"), "^pde.monitor must be True, False or a meanfield.Monitor"),
+    (dict(negative="clip"), "^transport.negative must be"),
+    (dict(metric="euclid"), "^transport.metric must be"),
+    (dict(w2_method="emd"), "^transport.method must be"),
+    (dict(transport_grid=16), "^transport.grid must be None or a SphereGrid"),
     (dict(nu=-0.1), "nu must be"),
     (dict(nu=float("nan")), "nu must be"),
     (dict(nu=0.1), "dt must be a positive number"),        # noisy particles need a fixed particle_dt

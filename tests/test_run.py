@@ -40,3 +40,27 @@ def test_to_dataset_refuses_a_result_of_another_config():
     with pytest.raises(ValueError, match=r"made from config \(lmax, n_particles, heads\) = \(15, 31, 2\); "
                                          r"received a run with \(15, 30, 2\)"):
         run_module.run_dataset(res, config)
+
+
+def test_run_takes_the_configs_checkpoint_period_and_keeps_the_callers_checkpointer(tmp_path, monkeypatch):
+    """``run(config, checkpoints=Checkpointer(folder))``: the period is ``checkpoints.every`` or, when None, the
+    config's ``outputs.checkpoint_every``, on a copy (the caller's object unchanged); not a Checkpointer: named."""
+    import meanfield.workflow.run as run_module
+    from meanfield.workflow.checkpoint import Checkpointer
+    from meanfield.workflow.config import RunConfig
+
+    seen = []
+
+    def fake(*args, checkpoints=None, **kw):
+        seen.append(None if checkpoints is None else checkpoints.every)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(run_module, "paired_run", fake)
+    config = RunConfig.from_dict({"outputs": {"checkpoint_every": 0.25, "figures": False, "animation": False}})
+    mine = Checkpointer(tmp_path / "ck")
+    for ck in (mine, Checkpointer(tmp_path / "ck2", every=0.1)):
+        with pytest.raises(RuntimeError, match="stop here"):
+            run_module.run(config, progress=False, checkpoints=ck)
+    assert seen == [0.25, 0.1] and mine.every is None
+    with pytest.raises(ValueError, match="^checkpoints must be a Checkpointer or None; received str"):
+        run_module.run(config, progress=False, checkpoints="ck")

@@ -209,3 +209,33 @@ def test_causal_attention_goes_through_solve_with_its_estimate_and_observer():
         mf.solve(system, X0, 0.1, method="geodesic_strang", step=StepControl(dt=0.01))
     with pytest.raises(ValueError, match="direct_limit_s must be"):          # the name solve was given
         mf.solve(system, X0, 0.1, direct_limit_s=-1.0)
+
+
+def test_empty_observer_settings_are_the_default_observer_and_integrate_refuses_a_dict():
+    """``observe={}`` is the default observer with no settings (never silently none); a bare ``integrate`` has
+    no default observer, so a dict there is refused by name."""
+    X0 = mf.initial.uniform_sphere(20, 3, seed=3)
+    system = mf.ParticleSystem(HEADS)
+    a = mf.solve(system, X0, 0.2, save=SaveAt(observe={}))
+    b = mf.solve(system, X0, 0.2)
+    assert a.observables and set(a.observables) == set(b.observables)
+    for key in b.observables:
+        np.testing.assert_array_equal(a.observables[key], b.observables[key])      # the same calls: tolerance 0
+    with pytest.raises(ValueError, match=r"^save.observe must be True, False, None or a callable for integrate"):
+        integrate(lambda t, y: -y, np.ones(2), (0.0, 0.1), save=SaveAt(observe={"threshold": 0.5}))
+
+
+def test_threshold_given_twice_blank_labels_and_numpy_booleans():
+    X0 = mf.initial.uniform_sphere(10, 3, seed=1)
+    system = mf.ParticleSystem(HEADS)
+    with pytest.raises(ValueError, match=r"threshold given twice: threshold=0.5 and save.observe\['threshold'\] = 0.9"):
+        mf.solve_particles(system, X0, 0.1, threshold=0.5, save=SaveAt(observe={"threshold": 0.9}))
+    same = mf.solve_particles(system, X0, 0.1, threshold=0.5, save=SaveAt(observe={"threshold": 0.5}))
+    assert same.status == 0
+    with pytest.raises(ValueError, match=r"progress must be None, True, False or a non-empty label; received '  '"):
+        mf.solve(system, X0, 0.1, progress="  ")
+    pde = mf.ContinuumPDE(HEADS, lmax=8, kernel_tol=1e-8)
+    rho = mf.zonal_density(pde.grid, legendre=[1.0, 0.3])
+    on = mf.solve(pde, rho, 0.05, monitor=np.True_, save=SaveAt(observe=False))
+    off = mf.solve(pde, rho, 0.05, monitor=np.False_, save=SaveAt(observe=False))
+    assert on.status == off.status == 0

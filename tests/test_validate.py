@@ -489,7 +489,7 @@ def test_workflow_and_diagnostics_refuse_previously_unchecked_arguments(tmp_path
     refused(pair, n_particles=10.0, name="n_particles", echo="10.0")
     refused(pair, t_final="1", name="t_final", echo="'1'")
     refused(pair, t_eval=[0.0, np.nan], name="t_eval", echo="nan")          # NaN passed the order check
-    refused(pair, sampling=np.array(["iid"]), name="sampling", echo="array(['iid']")
+    refused(pair, sampling=np.array(["iid"]), name="particles.sampling", echo="array(['iid']")
     refused(pair, progress="yes", name="progress", echo="'yes'")
     refused(paired.transport_grid, 8.0, name="nlat", echo="8.0")
     refused(paired.transport_grid, 8, np.bool_(True), name="nlon", echo="True")

@@ -255,6 +255,9 @@ def integrate(rhs, y0, t_span, *, method="rk4", step=None, save=None, checkpoint
     sc = sc.with_defaults(1e-6, 1e-9)
     dt, rtol, atol, dt_max, max_steps, adaptive = sc.dt, sc.rtol, sc.atol, sc.dt_max, sc.max_steps, sc.adaptive
     t_eval, save_states, dense = sv.t_eval, sv.states, sv.dense
+    if isinstance(sv.observe, dict):
+        _fail("save.observe", "True, False, None or a callable for integrate (a dict holds the settings of a "
+              "solver's default observer: meanfield.solve; integrate has none)", sv.observe)
     observe = None if sv.observe is True or sv.observe is False else sv.observe
     checkpoint, checkpoint_every, resume = ck.save, ck.every, ck.resume
     stepper, adaptive = _resolve_method(method, adaptive)

@@ -575,8 +575,8 @@ def compute_branches(config: EquilibriaConfig, folder=None, progress=None, log=N
     ------
     ValueError
         If ``config`` is not an :class:`EquilibriaConfig`, is above the cost limits, its range never reaches a
-        requested degree's branch point, or ``executor`` is not None or one of
-        :data:`~meanfield.workflow.tasks.EXECUTORS`.
+        requested degree's branch point, ``progress`` not a boolean or None, or ``executor`` is not None or one of
+        :data:`~meanfield.workflow.tasks.EXECUTORS` (both checked before any branch).
     """
     from tqdm import tqdm
 

@@ -72,7 +72,8 @@ class ParticleSettings:
     Raises
     ------
     ValueError
-        An unknown ``sampling`` or ``sums``, or ``step`` not a ``StepControl``.
+        An unknown ``sampling`` or ``sums``, ``spectral_tol`` not a positive number, or ``step`` not a
+        ``StepControl`` (the method is checked by the run).
     """
 
     sampling: str = "iid"
@@ -82,8 +83,10 @@ class ParticleSettings:
     step: StepControl = StepControl()
 
     def __post_init__(self):
-        validate.choice("sampling", self.sampling, SAMPLINGS)
-        validate.choice("particle_sums", self.sums, SUMMATIONS)
+        validate.choice("particles.sampling", self.sampling, SAMPLINGS)
+        validate.choice("particles.sums", self.sums, SUMMATIONS)
+        object.__setattr__(self, "spectral_tol", validate.real("particles.spectral_tol", self.spectral_tol,
+                                                               positive=True))
         object.__setattr__(self, "step", option("particles.step", self.step, StepControl))
 
 
@@ -106,7 +109,8 @@ class PDESettings:
     Raises
     ------
     ValueError
-        ``monitor`` neither a boolean nor a ``Monitor``.
+        ``lmax`` not an integer ``>= 1``, ``step`` not a ``StepControl``, or ``monitor`` neither a boolean nor a
+        ``Monitor`` (the method is checked by the run).
     """
 
     lmax: int = 31
@@ -115,10 +119,13 @@ class PDESettings:
     monitor: object = True
 
     def __post_init__(self):
+        object.__setattr__(self, "lmax", validate.integer("pde.lmax", self.lmax, 1))
         object.__setattr__(self, "step", option("pde.step", self.step, StepControl))
-        if not isinstance(self.monitor, (bool, Monitor)):
-            raise ValueError(f"monitor must be True, False or a meanfield.Monitor(tail_tol, negative_tol); received "
-                             f"{self.monitor!r}")
+        if not isinstance(self.monitor, (bool, np.bool_, Monitor)):
+            raise ValueError(f"pde.monitor must be True, False or a meanfield.Monitor(tail_tol, negative_tol); "
+                             f"received {self.monitor!r}")
+        if not isinstance(self.monitor, Monitor):
+            object.__setattr__(self, "monitor", bool(self.monitor))
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,7 +147,8 @@ class TransportSettings:
     Raises
     ------
     ValueError
-        An unknown ``method``, ``metric`` or ``negative``, or ``options`` neither None nor a dict.
+        An unknown ``method``, ``metric`` or ``negative``, ``grid`` neither None nor a ``SphereGrid``, or
+        ``options`` neither None nor a dict.
     """
 
     grid: object = None
@@ -150,9 +158,12 @@ class TransportSettings:
     options: object = None
 
     def __post_init__(self):
-        validate.choice("negative", self.negative, W2_NEGATIVE_POLICIES)
-        validate.choice("metric", self.metric, W2_METRICS)
-        validate.choice("w2_method", self.method, W2_METHODS)
+        validate.choice("transport.negative", self.negative, W2_NEGATIVE_POLICIES)
+        validate.choice("transport.metric", self.metric, W2_METRICS)
+        validate.choice("transport.method", self.method, W2_METHODS)
+        if self.grid is not None and not isinstance(self.grid, SphereGrid):
+            raise ValueError(f"transport.grid must be None or a SphereGrid (e.g. transport_grid(nlat)); received "
+                             f"{type(self.grid).__name__}")
         if self.options is not None and not isinstance(self.options, dict):
             raise ValueError(f"transport.options must be None or a dict of w2_distance keywords; received "
                              f"{self.options!r}")

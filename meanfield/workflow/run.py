@@ -30,6 +30,7 @@ from ..core.densities import vmf_mixture_density
 from ..core.heads import Head
 from ..core.options import Monitor, StepControl
 from ..core.sphere import SphereGrid, to_lm_table
+from .checkpoint import Checkpointer
 from .config import RunConfig, resolve_positions
 from .inputs import parse_json
 from .paired import PairedResult, ParticleSettings, PDESettings, TransportSettings, align_times, paired_run, transport_grid
@@ -179,7 +180,8 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.
     Raises
     ------
     ValueError
-        ``config`` not a RunConfig, a non-boolean ``progress``, a positions file the config cannot use, or what
+        ``config`` not a RunConfig, a non-boolean ``progress``, ``checkpoints`` not a ``Checkpointer``, a positions
+        file the config cannot use, or what
         the paired run refuses (heads, sizes above the cost limits).
     """
     config = RunConfig() if config is None else config
@@ -191,6 +193,8 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.
     config = resolve_positions(config)               # particles.n from particles.positions, if given
     ic = config.integrator
     times = np.linspace(0.0, ic.t_final, ic.n_frames)
+    if checkpoints is not None and not isinstance(checkpoints, Checkpointer):
+        raise ValueError(f"checkpoints must be a Checkpointer or None; received {type(checkpoints).__name__}")
     if checkpoints is not None and checkpoints.every is None:      # the config's period (the caller's object kept)
         checkpoints = copy.copy(checkpoints)
         checkpoints.every = config.outputs.checkpoint_every

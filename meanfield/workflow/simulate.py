@@ -104,7 +104,8 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, method=None, step=No
     Raises
     ------
     ValueError
-        ``system`` not a :class:`ParticleSystem`, ``threshold`` with an observer of one's own (or none), and what
+        ``system`` not a :class:`ParticleSystem`, ``threshold`` with an observer of one's own (or none) or
+        another one in ``save.observe``, and what
         :meth:`ParticleSystem.plan` or the driver refuses.
     """
     if not isinstance(system, ParticleSystem):
@@ -114,7 +115,11 @@ def solve_particles(system: ParticleSystem, X0, t_final, *, method=None, step=No
         if not (sv.observe is True or isinstance(sv.observe, dict)):
             raise ValueError(f"threshold is a setting of the default observer (save.observe = True); received "
                              f"threshold={threshold!r} with save.observe = {sv.observe!r}")
-        save = replace(sv, observe={**(sv.observe if isinstance(sv.observe, dict) else {}), "threshold": threshold})
+        given = sv.observe if isinstance(sv.observe, dict) else {}
+        if "threshold" in given and given["threshold"] != threshold:
+            raise ValueError(f"threshold given twice: threshold={threshold!r} and save.observe['threshold'] = "
+                             f"{given['threshold']!r}; give one")
+        save = replace(sv, observe={**given, "threshold": threshold})
     return solve(system, X0, t_final, method=method, step=step, save=save, checkpointing=checkpointing, w=w,
                  seed=seed, progress=progress, direct_limit_s=direct_limit_s, **kw)
 

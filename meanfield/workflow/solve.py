@@ -27,6 +27,8 @@ from __future__ import annotations
 import inspect
 from dataclasses import replace
 
+import numpy as np
+
 from ..analysis import diagnostics, field_diagnostics
 from ..analysis.axisymmetric import reduced_observer, reduced_resolution_monitor
 from ..core import validate
@@ -51,7 +53,7 @@ def _monitor(model, monitor):
     """The resolution monitor's settings for ``model`` (a :class:`~meanfield.core.options.Monitor`, or None for
     none): None or True give the defaults on the density models, False none; given to a model without a
     resolution monitor (anything but True/False/None/Monitor refused), it is refused by name, never dropped."""
-    if not (monitor is None or isinstance(monitor, (bool, Monitor))):
+    if not (monitor is None or isinstance(monitor, (bool, np.bool_, Monitor))):
         raise ValueError(f"monitor must be None, True, False or a meanfield.Monitor(tail_tol, negative_tol); "
                          f"received {monitor!r}")
     if not isinstance(model, (ContinuumPDE, ReducedDensityModel)):
@@ -60,16 +62,16 @@ def _monitor(model, monitor):
                              f"CirclePDE, AxisymmetricPDE, a ReducedDensityModel); received monitor={monitor!r} "
                              f"for {type(model).__name__}")
         return None
-    if monitor is False:
-        return None
-    return Monitor() if monitor is None or monitor is True else monitor
+    if isinstance(monitor, Monitor):
+        return monitor
+    return Monitor() if monitor is None or bool(monitor) else None
 
 
 def _progress(progress):
     """``(show, label)`` of solve's ``progress``: None, a boolean, or a label (shown)."""
     if isinstance(progress, str):
-        if not progress:
-            raise ValueError("progress must be None, True, False or a non-empty label; received ''")
+        if not progress.strip():
+            raise ValueError(f"progress must be None, True, False or a non-empty label; received {progress!r}")
         return True, progress
     if progress is not None:
         validate.boolean("progress", progress)
@@ -203,8 +205,8 @@ def solve(model, start, t_final, *, method=None, step=None, save=None, checkpoin
     show, label = _progress(progress)
     settings = sv.observe if isinstance(sv.observe, dict) else {}
     observer, passes, event_m = _measures(model, settings, _monitor(model, monitor))
-    if settings:
-        sv = replace(sv, observe=True)                 # the default observer, with these settings
+    if isinstance(sv.observe, dict):
+        sv = replace(sv, observe=True)                 # the default observer, with these settings (or none)
     if isinstance(model, SolvableModel) or isinstance(model, ReducedDensityModel):
         plan_of = model.plan if isinstance(model, SolvableModel) else (
             lambda start, t_final, **kw: reduced_plan(model, start, t_final, **kw))
