@@ -168,3 +168,14 @@ def test_sweep_figure_draws_list_and_grid_sweeps_and_refuses_other_datasets(tmp_
         sweep_figure(ds.drop_attrs())
     with pytest.raises(ValueError, match="must be the xarray.Dataset of a sweep"):
         sweep_figure(ds["w2"])
+
+
+def test_a_refused_spec_keeps_the_previous_sweep_nc(tmp_path, client):
+    """A bad ``spec`` is refused by name before the folder is touched: the finished sweep's files stay."""
+    out = tmp_path / "sw"
+    run_sweep(SweepSpec(BASE, {"seed": [1]}), out, client=client, progress=False)
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    assert SWEEP_FILE in before and SWEEP_FIGURE in before
+    with pytest.raises(ValueError, match="^spec must be a SweepSpec .*; received dict"):
+        run_sweep({"base": {}}, out, client=client, progress=False)
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before

@@ -309,8 +309,8 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler=None, n_workers=2, retries=
     Raises
     ------
     ValueError
-        Bad ``n_workers``, ``retries``, ``progress`` or ``combine``, or an empty ``out_dir``, before anything
-        starts; what :func:`run_tasks` refuses.
+        ``spec`` not a :class:`SweepSpec`, bad ``n_workers``, ``retries``, ``progress`` or ``combine``, or an empty
+        ``out_dir``, before anything starts (a previous ``sweep.nc`` is kept); what :func:`run_tasks` refuses.
     FolderInUse
         Another process runs in ``out_dir`` (:class:`meanfield.workflow.jobs.FolderInUse`).
     """
@@ -319,9 +319,13 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler=None, n_workers=2, retries=
     if progress is not None:
         validate.boolean("progress", progress)
     combine = bool(validate.boolean("combine", combine))
+    if not isinstance(spec, SweepSpec):
+        raise ValueError(f"spec must be a SweepSpec (meanfield.workflow.sweep.load_sweep_spec); received "
+                         f"{type(spec).__name__}")
+    inputs = [spec.config(p).to_dict() for p in spec.points]     # every point's config, before the folder is touched
     with JobFolder(out_dir, SWEEP_FILE, what="sweep", outputs=(SWEEP_FIGURE,), resume=True) as folder:
         folder.remove_previous()                 # sweep.nc is only ever the combination of the index's points
-        rows = run_tasks(_run_config, spec.points, folder.path, inputs=[spec.config(p).to_dict() for p in spec.points],
+        rows = run_tasks(_run_config, spec.points, folder.path, inputs=inputs,
                          store="netcdf", scheduler=scheduler, n_workers=n_workers, retries=retries,
                          progress=progress, client=client, key_prefix="point", desc="sweep points", folder=folder)
         if combine and all(r["status"] == "done" for r in rows):
