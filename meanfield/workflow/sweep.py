@@ -340,8 +340,9 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler=None, n_workers=2, retries=
 def load_sweep(out_dir):
     """All finished points of a sweep as one Dataset along the swept dimensions.
 
-    Grid sweeps are unstacked into one dimension per swept key (named by the key); list
-    sweeps keep a ``point`` dimension with the keys as coordinates.  Points that failed or are
+    Points that fill the grid of the swept values (every grid sweep, and a list sweep that does,
+    e.g. one over a single key) are unstacked into one dimension per swept key (named by the key);
+    other list sweeps keep a ``point`` dimension with the keys as coordinates.  Points that failed or are
     missing are NaN (grid) or absent (list).  The attributes are those the points share, with
     ``kind = "sweep"`` and ``sweep_parameters`` (the swept keys in order, as JSON).  A finished
     sweep also holds this dataset as ``sweep.nc`` (:func:`run_sweep`).
