@@ -191,10 +191,52 @@ def test_the_folder_is_a_job_folder_or_the_callers_open_one(tmp_path, client):
         assert [r["status"] for r in rows] == ["done", "done"] and not list(out.glob(".*.tmp"))
         with pytest.raises(FolderInUse, match="in use"):        # without the job's folder: a second runner
             run_tasks(func, [{"x": 1}], out, client=client, progress=False)
-        with pytest.raises(ValueError, match="folder must be the open JobFolder of out_dir"):
+        with pytest.raises(ValueError, match="folder must be the open JobFolder of out_dir") as err:
             run_tasks(func, [{"x": 1}], tmp_path / "other", folder=folder)
-        with pytest.raises(ValueError, match="folder must be the open JobFolder of out_dir"):
+        assert f"received the JobFolder of {str(out)!r}" in str(err.value) and " at 0x" not in str(err.value)
+        with pytest.raises(ValueError, match="folder must be the open JobFolder of out_dir.*received str '"):
             run_tasks(func, [{"x": 1}], out, folder=str(out))
     assert not (tmp_path / "other").exists()
     with pytest.raises(RuntimeError, match="not open"):
         run_tasks(func, [{"x": 1}], out, folder=folder)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")          # os.fork with threads (Python >= 3.12)
+def test_a_dataset_loads_right_after_its_save_while_another_thread_forks(tmp_path):
+    """HDF5 takes an flock on each file it opens, and a process forked by another thread while the file being saved
+    was open kept it until it closed its descriptors: reading the file back failed with 'NetCDF: HDF error' (the
+    sweep's points, whose worker thread runs ``git`` for the provenance in an in-process cluster; here forked
+    children that keep the descriptors 20 ms).  ``results.save`` renames a copy of the file HDF5 wrote, on which no
+    HDF5 lock was ever taken; with the old save most of these loads failed."""
+    import os
+    import threading
+    import time
+
+    from meanfield.workflow.config import RunConfig
+    from meanfield.workflow.run import run
+    from meanfield.workflow.tasks import NetCDFStore
+
+    ds = run(RunConfig.from_dict({"pde": {"lmax": 9}, "particles": {"n": 10}, "integrator": {"t_final": 0.1,
+                                  "n_frames": 2}, "outputs": {"figures": False, "animation": False}}), progress=False)
+    stop = threading.Event()
+
+    def fork():
+        while not stop.is_set():
+            pid = os.fork()
+            if pid == 0:                        # the child: holds every inherited descriptor, then ends
+                time.sleep(0.02)
+                os._exit(0)
+            os.waitpid(pid, 0)
+
+    thread = threading.Thread(target=fork, daemon=True)
+    thread.start()
+    try:
+        failed = []
+        for i in range(12):
+            NetCDFStore.save(ds, tmp_path / f"p{i}.nc")
+            if not NetCDFStore.loads(tmp_path / f"p{i}.nc"):      # read back at once, as run_tasks does
+                failed.append(i)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert failed == []

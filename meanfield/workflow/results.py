@@ -18,6 +18,7 @@ unknown schema version; :func:`config_of` rebuilds the config, so a run can be r
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -351,7 +352,12 @@ def add_provenance(ds: xr.Dataset, command=None, started=None, ended=None) -> xr
 def save(ds: xr.Dataset, path) -> Path:
     """Write ``ds`` to NetCDF (netCDF4 engine) atomically: a temporary file in the same folder, then rename.
 
-    Boolean attributes are stored as 0/1 integers (NetCDF has no boolean type).
+    Boolean attributes are stored as 0/1 integers (NetCDF has no boolean type).  HDF5 writes a first temporary
+    file, which is then copied by Python into the one renamed to ``path``, so the file HDF5 held open is never the
+    result: HDF5 takes an ``flock`` on each file it opens, a process forked by another thread meanwhile (e.g. for
+    the ``git`` of :func:`provenance` in the worker thread of an in-process dask cluster) keeps that lock until it
+    closes its inherited descriptors, and reading the file back right after the save then failed with
+    ``NetCDF: HDF error``.
 
     Parameters
     ----------
@@ -384,17 +390,22 @@ def save(ds: xr.Dataset, path) -> Path:
             ok = np.isfinite(v)
             if np.array_equal(v[ok], np.round(v[ok])) and (v[ok].size == 0 or np.abs(v[ok]).max() < 2**31):
                 ds[name].encoding.update(dtype="int32", _FillValue=np.int32(-1))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    temporaries = []
     try:
-        ds.to_netcdf(tmp, engine=ENGINE)
+        for _ in range(2):
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            temporaries.append(tmp)
+        written, result = temporaries
+        ds.to_netcdf(written, engine=ENGINE)
+        shutil.copyfile(written, result)        # a file HDF5 never opened: no inherited lock can hold it
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)          # mkstemp creates 0600; give the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        os.chmod(result, 0o666 & ~umask)       # mkstemp creates 0600; give the usual permissions
+        os.replace(result, path)
+    finally:
+        for tmp in temporaries:
+            Path(tmp).unlink(missing_ok=True)
     return path
 
 

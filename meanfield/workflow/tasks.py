@@ -421,7 +421,9 @@ def run_tasks(func, points, out_dir, *, inputs=None, store="npz", scheduler=None
 
     out = Path(out_dir).resolve()              # once: workers may run in any directory
     if folder is not None and (not isinstance(folder, JobFolder) or folder.path.resolve() != out):
-        raise ValueError(f"folder must be the open JobFolder of out_dir {str(out)!r} (or None); received {folder!r}")
+        got = (f"the JobFolder of {str(folder.path)!r}" if isinstance(folder, JobFolder)
+               else f"{type(folder).__name__} {folder!r}")
+        raise ValueError(f"folder must be the open JobFolder of out_dir {str(out)!r} (or None); received {got}")
     if folder is not None:                      # the calling job holds the lock
         folder.remove_temporaries(INDEX_NAME)   # (RuntimeError when it is not open)
         (out / "points").mkdir(exist_ok=True)
@@ -481,7 +483,7 @@ def _run_tasks_locked(func, points, inputs, explicit, out, store, scheduler, n_w
                 value = result.pop("result", None)
                 if result["status"] == "done":     # the client writes, atomically, where the index says
                     store.save(value, out / row["path"])
-                    if not _loads_again(store, out / row["path"]):
+                    if not store.loads(out / row["path"]):
                         result.update(status="failed", error=f"{row['path']} was written but does not load")
                 row.update(result)
             except Exception as err:  # noqa: BLE001 - a result the store refuses is a failed point
@@ -495,23 +497,6 @@ def _run_tasks_locked(func, points, inputs, explicit, out, store, scheduler, n_w
             if cluster is not None:
                 cluster.close()
     return rows
-
-
-LOAD_ATTEMPTS = (0.0, 0.2, 1.0)
-"""Pauses (seconds) before each check that a freshly written result loads.  With a dask worker running in a thread
-of this process (``LocalCluster(processes=False)``), opening a just-written NetCDF file failed now and then with
-"NetCDF: HDF error" (measured: about 1 run in 15 of ``tests/test_sweep_job.py``), and read correctly 0.2 s later in
-every case logged; the cause is not pinned down.  A file that still does not load after the last pause marks its
-point failed."""
-
-
-def _loads_again(store, path: Path) -> bool:
-    """``store.loads(path)``, tried after each pause of :data:`LOAD_ATTEMPTS` until it holds."""
-    for pause in LOAD_ATTEMPTS:
-        time.sleep(pause)
-        if store.loads(path):
-            return True
-    return False
 
 
 def _loads(path: Path) -> bool:
