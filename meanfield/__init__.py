@@ -13,6 +13,7 @@ Package map: four layers, imports flow downwards only and form no cycle, lazy im
       kernels           KERNELS and NORMALIZATIONS: registries of what a head's kernel / normalization means
       sums              chunked kernel sums shared by particles and the continuum quadrature path
       backends          where the direct sums run (numpy, torch on CPU/CUDA): the only torch / array_api_compat user
+      prefix            compiled causal prefix sums of zonal features on S^1 / S^2: the only numba user
       sinkhorn          the Sinkhorn scaling solve of doubly stochastic (Sinkhorn) attention
       funk_hecke        Funk-Hecke multipliers of zonal kernels on S^2 (and on S^{d-1}, Gegenbauer basis)
       zonal             ZonalOperator (zonal heads in spherical harmonics) and required_lmax

@@ -417,6 +417,8 @@ MODULES_NOT_FUZZED = {
     "meanfield.core.sphere": _TOP + " (SphereGrid); its conversions are called on the grid's own arrays",
     "meanfield.core.steppers": "steppers built by integrate from method names (fuzzed through integrate)",
     "meanfield.core.sums": "chunked kernel sums under ParticleSystem / BatchedSystem velocity (fuzzed)",
+    "meanfield.core.prefix": "the compiled causal prefix sums under CausalSystem(summation='spectral') (fuzzed through "
+                             "CausalSystem); causal_far_sums refuses bad shapes by name (tests/test_prefix.py)",
     "meanfield.core.backends": "backend plumbing chosen through ParticleSystem / BatchedSystem(backend=, device=, "
                                "dtype=) (validated by get_backend; bad values tested in tests/test_backends.py)",
     "meanfield.core.tableaux": "Butcher tableaux of SCHEMES, chosen by name through integrate(method=...)",

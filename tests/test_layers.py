@@ -24,7 +24,7 @@ LAYERS = ("core", "models", "analysis", "workflow")
 OWNERS = {"ducc0": "core/sphere.py", "pyshtools": "core/sphere.py", "ot": "analysis/transport.py",
           "matplotlib": "workflow/plotting.py", "pyamg": "analysis/semidiscrete.py", "plotly": "workflow/view.py",
           "safetensors": "workflow/pretrained.py", "tokenizers": "workflow/pretrained.py",
-          "torch": "core/backends.py", "array_api_compat": "core/backends.py"}
+          "torch": "core/backends.py", "array_api_compat": "core/backends.py", "numba": "core/prefix.py"}
 
 
 def _modules():

@@ -26,16 +26,18 @@ Two summations, the same semantics:
   multipliers of :func:`meanfield.models.circle.circle_multipliers`; real spherical harmonics on S^2 with the
   Funk-Hecke multipliers of :func:`meanfield.core.zonal.zonal_multipliers`), so the causal sums are prefix sums
   of the sources' coefficients ``B_a = sum_{j < start} w_j F_a(x_j) (1, x_j)``.  Tokens are processed in blocks
-  of ``block``: each block is evaluated against the coefficients of every earlier block (one matrix product)
-  plus the direct masked sums inside the block, then adds its own coefficients.  Work ``O(n D (d + 1) + n
-  block)`` with ``D = (lmax + 1)^2`` on S^2 (``2 kmax + 1`` on S^1), memory ``O(block (D + block))``.  The
+  of ``block``: each block is evaluated against the coefficients of every earlier block plus the direct masked
+  sums inside the block, then adds its own coefficients (the features of a block are made, used and dropped by
+  compiled code, :func:`meanfield.core.prefix.causal_far_sums`).  Work ``O(n D (d + 1) + n block)`` with ``D =
+  (lmax + 1)^2`` on S^2 (``2 kmax + 1`` on S^1), memory ``O(D + chunk)``.  The
   degree is the smallest one whose neglected multipliers are below ``kernel_tol`` relative to the kernel's
   largest value (S^2: :func:`sphere_lmax`; S^1: :func:`circle_kmax`); the error of a prefix sum is then at most
   about ``kernel_tol`` times its total weight times the kernel's largest value, so a softmax velocity is accurate
   to about ``kernel_tol (sum_{j<=i} w_j) / w_i`` relative (the self term bounds ``Z_i`` below).  Measured against
   the direct sums at kernel_tol 1e-10: 1e-13 to 7e-11 (``tests/test_causal.py``, n = 150-200), 9e-13 and 5e-12 on
-  the first 4000 of 10^5 tokens (``benchmarks/RESULTS_causal.md``, lmax 13 and 22).  Time at n = 10^5 on S^2:
-  4.4-4.7x the non-causal spectral velocity at lmax 13, 13.5x at lmax 22 (the work grows as lmax^2 per token).
+  the first 4000 of 10^5 tokens (``benchmarks/RESULTS_causal.md``, lmax 13 and 22).  Time at n = 10^5 on S^2
+  against the non-causal spectral velocity: 2.7x at lmax 13, 4.2x at lmax 22, 6.1x at lmax 29 and 9.3x at lmax
+  40 (the work grows as lmax^2 per token, the non-causal point transforms' hardly at all).
 
 ``"auto"`` (the default) is the spectral sums from :data:`CAUSAL_SPECTRAL_MIN_N` tokens on where they apply, the direct
 sums otherwise; :meth:`CausalSystem.check_run` estimates a whole trajectory's time and refuses a too-long one;
@@ -86,9 +88,10 @@ CAUSAL_RUN_LIMIT_S = 3600.0
 KMAX_CAP = 4096
 """Largest Fourier mode the S^1 spectral sums pick by themselves (beyond: refused, use the direct sums)."""
 
-CAUSAL_SECONDS_PER_FEATURE = 8e-9
-"""Seconds per token, spectral feature and head of the causal spectral sums (the cost guard's estimate; measured
-3.3e-9 to 6.2e-9 at n = 10^5, lmax 13 and 22, two heads and one, on one thread)."""
+CAUSAL_SECONDS_PER_FEATURE = 3e-9
+"""Seconds per token, head and unit of work of the causal spectral sums, whose units are the ``D`` features plus
+``2 block`` for the direct sums inside a block (the cost guard's estimate; measured 1.3e-9 at n = 10^5 with lmax 13
+and two heads and with lmax 22 and one head, block 64, on one thread of a 2-core machine: about 2x margin)."""
 
 CAUSAL_PAIR_FACTOR = 1.5
 """Cost of one head-pair of the masked direct sums in units of :func:`meanfield.core.cost.pair_seconds` (measured
@@ -596,7 +599,7 @@ class CausalSystem:
         """Estimated seconds of one velocity evaluation over ``n`` tokens (the summation :meth:`uses_spectral` picks).
 
         Direct: ``n^2 / 2`` head-pairs at ``CAUSAL_PAIR_FACTOR * cost.pair_seconds(d)``; spectral: ``n`` tokens x
-        features x heads at :data:`CAUSAL_SECONDS_PER_FEATURE`.
+        heads x (features + ``2 block``) at :data:`CAUSAL_SECONDS_PER_FEATURE`.
 
         Parameters
         ----------
@@ -614,8 +617,12 @@ class CausalSystem:
         """
         n = validate.integer("n", n, 1, what="an integer >= 1 (tokens)")
         if self.uses_spectral(n):
-            return float(n) * self._spectral["coef"].shape[1] * len(self.heads) * CAUSAL_SECONDS_PER_FEATURE
+            return self._spectral_seconds(n)
         return 0.5 * float(n) ** 2 * len(self.heads) * _causal_pair_seconds(self.d)
+
+    def _spectral_seconds(self, n):
+        units = self._spectral["coef"].shape[1] + 2 * self.block
+        return float(n) * len(self.heads) * units * CAUSAL_SECONDS_PER_FEATURE
 
     def check_run(self, n, nfev, records=0, *, steps=0, limit_s=CAUSAL_RUN_LIMIT_S, what="CausalSystem run"):
         """Refuse up front a whole trajectory estimated to take longer than ``limit_s``; the estimate otherwise.
@@ -791,24 +798,25 @@ class CausalSystem:
         return np.stack([causal_direct_sums(h, X, w, self.chunk_bytes) for h in self.heads])
 
     def _spectral_forces(self, X, w):
+        from ..core.prefix import causal_far_sums  # numba: compiled on first use, only on this path
+
         sp = self._spectral
         n, d = X.shape
-        D, B = sp["coef"].shape[1], self.block
-        cost.guard(f"CausalSystem spectral prefix sums over n = {n} tokens (degree {sp['L']}, {D} features)",
-                   bytes=4.0 * max(self.chunk_bytes, 8.0 * B * (D + B + 2 * d + 2)) + 8.0 * n * (3 * d + 4),
-                   seconds=float(n) * D * len(self.heads) * CAUSAL_SECONDS_PER_FEATURE,
-                   fix="fewer tokens, a larger kernel_tol (a smaller degree) or a smaller beta",
-                   detail=f"{n} tokens x {D} features x {len(self.heads)} head(s)")
-        P = X / np.linalg.norm(X, axis=1, keepdims=True)              # directions (RK stages leave the sphere)
-        feats = sphere_features if d == 3 else circle_features
         coef, logscale = sp["coef"], sp["logscale"]
-        D = coef.shape[1]
-        H, B = len(self.heads), self.block
-        src = np.concatenate([np.ones((n, 1)), P], axis=1) * w[:, None]   # (1, x_j) w_j
+        D, H, B = coef.shape[1], len(self.heads), self.block
+        row = 8 * (2 * B + (d + 1) * (H + 2) + d)                    # bytes per token of a chunk's work space
+        cost.guard(f"CausalSystem spectral prefix sums over n = {n} tokens (degree {sp['L']}, {D} features)",
+                   bytes=4.0 * max(self.chunk_bytes, row * B) + 8.0 * D * (d + 1) + 8.0 * n * (3 * d + 4),
+                   seconds=self._spectral_seconds(n),
+                   fix="fewer tokens, a larger kernel_tol (a smaller degree) or a smaller beta",
+                   detail=f"{n} tokens x {D} features x {H} head(s)")
+        P = X / np.linalg.norm(X, axis=1, keepdims=True)              # directions (RK stages leave the sphere)
+        cdeg = coef[:, :sp["L"] + 1]                                  # per degree: the first L + 1 features are
+        src = np.concatenate([np.ones((n, 1)), P], axis=1) * w[:, None]   # degrees 0..L; sources (1, x_j) w_j
         prefix = np.cumsum(w)
         carry = np.zeros((D, d + 1))
         out = np.empty((H, n, d))
-        per = max(B, (max(1, int(self.chunk_bytes // (8 * (D + B + 2 * d + 2)))) // B) * B)   # tokens per chunk
+        per = max(1, int(self.chunk_bytes // (row * B))) * B          # tokens per chunk, whole blocks
         tri = np.tril(np.ones((B, B), dtype=bool))
         for a in range(0, n, per):
             b = min(a + per, n)
@@ -818,24 +826,19 @@ class CausalSystem:
             Sc = np.zeros((m, d + 1))
             Sc[:b - a] = src[a:b]
             nb = m // B
-            Ft = feats(Pc, sp["L"]).T.reshape(D, nb, B)               # features first (a view of the rows)
+            far_all = causal_far_sums(Pc, Sc, cdeg, carry, B)         # (H, 1 + d, m): every earlier block's sums
             Pb, Sb = Pc.reshape(nb, B, d), Sc.reshape(nb, B, d + 1)
-            own = Ft.transpose(1, 0, 2) @ Sb                          # coefficients of each block, (nb, D, 1 + d)
-            before = np.cumsum(own, axis=0) - own + carry             # of every earlier token (exclusive prefix)
             G = Pb @ Pb.transpose(0, 2, 1)                            # (nb, B, B) Gram matrices of the blocks
             K = np.empty_like(G)
-            # every head's far sums in one product: (B, D) @ (D, H (1 + d)) per block
-            far_all = Ft.transpose(1, 2, 0) @ np.concatenate([c[None, :, None] * before for c in coef], axis=2)
             for h, head in enumerate(self.heads):
                 kern = KERNELS[head.kernel]
-                far = far_all[:, :, h * (d + 1):(h + 1) * (d + 1)]
                 np.multiply(G, kern.rate(head) * float(head.scalar), out=K)          # rate * scores
                 with np.errstate(divide="ignore"):
                     K = kern.log_scaled(head, K, out=K)                # log k (in place)
                 K -= logscale[h]
                 np.exp(K, out=K)
                 K *= tri
-                tot = (far + K @ Sb).reshape(m, d + 1)[:b - a]
+                tot = (far_all[h].T + (K @ Sb).reshape(m, d + 1))[:b - a]
                 lam = float(head.scalar)
                 if NORMALIZATIONS[head.normalization].uses_normalizer:
                     Z = tot[:, :1]
@@ -843,7 +846,6 @@ class CausalSystem:
                         out[h, a:b] = np.where(Z > 0, lam * tot[:, 1:] / Z, 0.0)
                 else:
                     out[h, a:b] = lam * math.exp(logscale[h]) * tot[:, 1:] / prefix[a:b, None]
-            carry = carry + own.sum(axis=0)
         return out
 
     def velocity(self, X, w=None):
