@@ -177,3 +177,27 @@ def test_direct_sums_depend_on_the_chunk_size_only_through_round_off():
         if n == 50:
             assert np.array_equal(a, b)
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
+
+
+def test_moved_options_say_where_they_went():
+    # issue 32 moved these into option objects; each old keyword is refused with its new place, not Python's bare
+    # "unexpected keyword argument"
+    from meanfield.workflow.paired import PDESettings, paired_run
+    from meanfield.workflow.run import run
+
+    cases = [(PDESettings, "tail_tol", r"PDESettings: tail_tol is now a field of monitor: monitor=Monitor\(tail_tol"),
+             (PDESettings, "negative_tol", r"negative_tol is now a field of monitor: monitor=Monitor\(negative_tol"),
+             (paired_run, "checkpoint_every", r"paired_run: checkpoint_every is now .*Checkpointer\(folder, every"),
+             (run, "checkpoint_every", r"run: checkpoint_every is now .*Checkpointer\(folder, every")]
+    for fn, old, message in cases:
+        with pytest.raises(TypeError, match=message + r".*; received " + old + "=3$"):
+            fn(**{old: 3})
+    assert PDESettings(lmax=8).lmax == 8 and "tail_tol" not in inspect.signature(PDESettings).parameters
+
+    @validate.moved(old="part of x: x=X(old=...)")
+    def g(x=None):
+        return x
+
+    assert g(x=1) == 1 and not hasattr(g, "__renamed__")
+    with pytest.raises(TypeError, match=r"^g: old is now part of x: x=X\(old=\.\.\.\); received old=2$"):
+        g(old=2)

@@ -33,7 +33,7 @@ import numpy as np
 
 __all__ = ["integer", "integer_array", "real", "choice", "boolean", "real_array", "complex_array", "unit_vector",
            "unit_vectors", "points3", "real_vector", "probability_weights", "signed_weights", "unit_mass", "MASS_TOL",
-           "WEIGHTS_TOL", "rng", "renamed"]
+           "WEIGHTS_TOL", "rng", "renamed", "moved"]
 
 MASS_TOL = 1e-10
 """Allowed ``| total - 1 |`` of everything that must have mass 1: token and mixture weights, the
@@ -697,10 +697,48 @@ def renamed(**old_to_new):
         When the decorated callable is called with an old keyword (``"{name}: {old} is now {new} (the same
         meaning); received {old}={value!r}"``).
     """
+    return _refusing(old_to_new, "{where}: {old} is now {new} (the same meaning); received {old}={value!r}",
+                     record="__renamed__")
+
+
+def moved(**old_to_where):
+    """Decorator refusing keyword arguments that moved into an option object, saying where each one went.
+
+    Like :func:`renamed` (on a class it wraps ``__init__``, on a function the function), for an option that is no
+    longer a keyword of its own but a field of another argument::
+
+        >>> @moved(tail_tol="a field of monitor: monitor=Monitor(tail_tol=...)")
+        ... def g(monitor=True):
+        ...     return monitor
+        >>> g(tail_tol=1e-3)
+        Traceback (most recent call last):
+            ...
+        TypeError: g: tail_tol is now a field of monitor: monitor=Monitor(tail_tol=...); received tail_tol=0.001
+
+    Parameters
+    ----------
+    **old_to_where : str
+        Each old keyword and where it is now.
+
+    Returns
+    -------
+    callable
+        The decorator (a class is returned itself, ``__init__`` replaced; a function is wrapped).
+
+    Raises
+    ------
+    TypeError
+        When the decorated callable is called with an old keyword (``"{name}: {old} is now {where}; received
+        {old}={value!r}"``).
+    """
+    return _refusing(old_to_where, "{where}: {old} is now {new}; received {old}={value!r}", record=None)
+
+
+def _refusing(table, message, record):
     def refuse(where, kwargs):
-        for old, new in old_to_new.items():
+        for old, new in table.items():
             if old in kwargs:
-                raise TypeError(f"{where}: {old} is now {new} (the same meaning); received {old}={kwargs[old]!r}")
+                raise TypeError(message.format(where=where, old=old, new=new, value=kwargs[old]))
 
     def decorate(obj):
         if isinstance(obj, type):
@@ -712,7 +750,8 @@ def renamed(**old_to_new):
                 init(self, *args, **kwargs)
 
             obj.__init__ = __init__
-            obj.__renamed__ = {**getattr(obj, "__renamed__", {}), **old_to_new}
+            if record:
+                setattr(obj, record, {**getattr(obj, record, {}), **table})
             return obj
 
         @functools.wraps(obj)
@@ -720,7 +759,8 @@ def renamed(**old_to_new):
             refuse(obj.__name__, kwargs)
             return obj(*args, **kwargs)
 
-        wrapper.__renamed__ = dict(old_to_new)
+        if record:
+            setattr(wrapper, record, dict(table))
         return wrapper
 
     return decorate

@@ -90,6 +90,8 @@ class ParticleSettings:
         object.__setattr__(self, "step", option("particles.step", self.step, StepControl))
 
 
+@validate.moved(tail_tol="a field of monitor: monitor=Monitor(tail_tol=...)",
+                negative_tol="a field of monitor: monitor=Monitor(negative_tol=...)")
 @dataclass(frozen=True, eq=False)
 class PDESettings:
     """The PDE side of :func:`paired_run` (from the ``[pde]`` and ``[integrator]`` sections).
@@ -111,6 +113,8 @@ class PDESettings:
     ValueError
         ``lmax`` not an integer ``>= 1``, ``step`` not a ``StepControl``, or ``monitor`` neither a boolean nor a
         ``Monitor`` (the method is checked by the run).
+    TypeError
+        ``tail_tol`` or ``negative_tol`` of 0.2: the message says they are fields of ``monitor`` now.
     """
 
     lmax: int = 31
@@ -456,6 +460,7 @@ def _phase(checkpoints, phase, solve, *args, **kw):
     return traj
 
 
+@validate.moved(checkpoint_every="the period of the checkpointer: checkpoints=Checkpointer(folder, every=...)")
 def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=None, pde=None, transport=None,
                nu=0.0, seed=None, progress=False, checkpoints=None, X0=None) -> PairedResult:
     """Run particles and the PDE from the same density and compare them by W2.
@@ -514,6 +519,8 @@ def paired_run(heads, rho_lm0, n_particles, t_final, t_eval=None, *, particles=N
         refuse, and the W2 solvers' errors.
     RunInterrupted
         On Ctrl-C with ``checkpoints`` (the states are saved first).
+    TypeError
+        ``checkpoint_every`` of 0.2: the message says where the period is now (``Checkpointer(folder, every=)``).
     """
     validate.integer("n_particles", n_particles, 2)
     ps = option("particles", particles, ParticleSettings)       # each settings object checked its own fields

@@ -156,6 +156,7 @@ SPECTRAL_TOL = 1e-10
 """Accuracy of spectral particle sums in the main job (``ParticleSystem``'s default tolerance, as since 0.1)."""
 
 
+@validate.moved(checkpoint_every="the period of the checkpointer: checkpoints=Checkpointer(folder, every=...)")
 def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.Dataset:
     """Run the main job and return its dataset (nothing is written but checkpoints).
 
@@ -183,6 +184,8 @@ def run(config: RunConfig | None = None, progress=None, checkpoints=None) -> xr.
         ``config`` not a RunConfig, a non-boolean ``progress``, ``checkpoints`` not a ``Checkpointer``, a positions
         file the config cannot use, or what
         the paired run refuses (heads, sizes above the cost limits).
+    TypeError
+        ``checkpoint_every`` of 0.2: the message says where the period is now (``Checkpointer(folder, every=)``).
     """
     config = RunConfig() if config is None else config
     if not isinstance(config, RunConfig):
