@@ -475,7 +475,7 @@ MODULES_NOT_FUZZED = {
     "meanfield.models.causal": "CausalSystem (issue 36): its refusals (Sinkhorn by name, summations, spectral "
                                "geometry/d/zonal, shapes, unit rows, weights, rhs stages) are tested by "
                                "tests/test_causal.py; the feature and degree helpers take its validated arrays",
-    "meanfield.models.causal_continuum": "CausalCirclePDE and CausalSpherePDE (issue 36): their refusals (Sinkhorn, non-zonal heads, rules, "
+    "meanfield.models.causal_continuum": "CausalCirclePDE and CausalSpherePDE (issue 36): their refusals (Sinkhorn, non-zonal heads on S^1, general heads without an operator rule on S^2, rules, "
                                          "positions, state shapes, windows, a too coarse position grid with the "
                                          "measured error) are tested by tests/test_causal.py",
     "meanfield.workflow.schema": "the one config schema (checkers, Section, TOML in and out) under every config loader; "

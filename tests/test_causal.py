@@ -508,3 +508,67 @@ def test_check_run_estimates_and_refuses_by_name():
                        ({"n": 10, "nfev": 1, "limit_s": 0.0}, r"limit_s must be")):
         with pytest.raises(ValueError, match=match):
             cs.check_run(**bad)
+
+
+def _general_heads(normalization):
+    rng = np.random.default_rng(3)
+    M = np.eye(3) + 0.3 * rng.standard_normal((3, 3))          # not symmetric: the transposed sums matter
+    V = np.eye(3) + 0.3 * rng.standard_normal((3, 3))
+    return [Head(M, V, beta=1.5, normalization=normalization),
+            Head(0.5 * np.eye(3), 0.5 * np.eye(3), beta=1.5, normalization=normalization)]
+
+
+@pytest.mark.parametrize("normalization", ["mean", "softmax"])
+def test_sphere_continuum_with_general_heads_matches_the_quadrature_sums(normalization):
+    from meanfield.models.causal_continuum import CausalSpherePDE
+    from meanfield.models.continuum import ContinuumPDE
+
+    heads = _general_heads(normalization)
+    pde = CausalSpherePDE(heads, 12, positions=5)
+    assert pde.operators is not None and pde.operators.general is not None
+    e = np.array([0.3, 0.2, 0.93]) / np.linalg.norm([0.3, 0.2, 0.93])
+    B = np.diag([1.0, -0.4, -0.6])
+    quad2 = lambda X: np.einsum("...i,ij,...j->...", X, B, X)            # noqa: E731
+    # polynomial in s of degree 2 < Q: the Gauss rule's prefix average is exact, (1/s) int_0^s of each term
+    c = pde.project(lambda X, s: (1 + 0.6 * s * (X @ e) + 0.5 * s * s * quad2(X)) / (4 * math.pi))
+    v = pde.velocity(c)
+    quad = ContinuumPDE(heads, 12, summation="quadrature")              # direct sums over the grid nodes
+    for q, s in enumerate(pde.s):
+        a = quad.grid.analysis((1 + 0.3 * s * (quad.grid.nodes @ e) + 0.5 / 3 * s * s * quad2(quad.grid.nodes))
+                               / (4 * math.pi))
+        mass = math.sqrt(4 * math.pi) * a[0].real
+        # the causal normalizations are the non-causal ones at the unit-mass prefix average; the operators at
+        # operator_tol 1e-10 against the node sums: measured 1.3e-13 / 1.5e-13 on O(1-2) velocities
+        np.testing.assert_allclose(v[q], quad.fields(a / mass)["X"], rtol=0, atol=1e-10)
+    # the mass of every position is conserved (no degree 0 in a divergence), and a short run moves the density
+    tr = integrate(pde.rhs, pde.state(c), (0.0, 0.5), method="dopri5", save=SaveAt(t_eval=[0.0, 0.5]))
+    c1 = pde.coefficients(tr.y[-1])
+    assert tr.status == 0 and np.abs(c1 - c).max() > 1e-3
+    np.testing.assert_allclose(pde.mass(c1), pde.mass(c), rtol=0, atol=1e-13)
+
+
+def test_sphere_continuum_attention_received_with_general_heads_integrates_to_one():
+    from meanfield.models.causal_continuum import CausalSpherePDE
+
+    pde = CausalSpherePDE(_general_heads("softmax"), 12, positions=12)
+    e = np.array([0.3, 0.2, 0.93]) / np.linalg.norm([0.3, 0.2, 0.93])
+    c = pde.project(lambda X, s: (1 + 0.8 * np.sin(2 * s) * (X @ e) + 0.3 * s * X[..., 0] * X[..., 1]) / (4 * math.pi))
+    x, wq = np.polynomial.legendre.leggauss(200)
+    u = (x + 1) / 2                                         # s = u^4 removes the log singularity at 0
+    r = pde.attention_received(c, u ** 4)
+    total = (wq / 2 * 4 * u ** 3) @ r.T
+    # softmax rows with unit masses: one unit of attention per position, for each head (the non-symmetric head's
+    # sums transposed; untransposed they give 1.27 here); measured 5e-15
+    np.testing.assert_allclose(total, 1.0, rtol=0, atol=1e-10)
+
+
+def test_sphere_continuum_general_heads_refusals():
+    from meanfield.models.causal_continuum import CausalSpherePDE
+
+    M = np.diag([1.0, 0.5, -0.3])
+    with pytest.raises(ValueError, match=r"normalization must be one of \['mean', 'softmax'\].*'sinkhorn'"):
+        CausalSpherePDE([Head(M, np.eye(3), beta=1.0, normalization="sinkhorn")], 12)
+    with pytest.raises(ValueError, match=r"heads\[0\] is a general head with kernel 'relu'.*\['exp', 'sigmoid'\]"):
+        CausalSpherePDE([Head(M, np.eye(3), beta=1.0, kernel="relu", normalization="softmax")], 12)
+    with pytest.raises(ValueError, match=r"operator_tol must be"):
+        CausalSpherePDE([Head(M, np.eye(3), beta=1.0, normalization="softmax")], 12, operator_tol=-1.0)

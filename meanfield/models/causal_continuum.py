@@ -33,10 +33,11 @@ saying the measured error.
 
 The state ``y`` has shape ``(Q, 2 (K + 1))``: per position the real view (re, im pairs) of ``c_0..c_K``.
 
-:class:`CausalSpherePDE` is the same equation on ``S^2`` (zonal heads): spherical-harmonic coefficients per position
-with the Funk-Hecke multipliers and grid operators of :class:`meanfield.models.continuum.ContinuumPDE` (for a density
-that does not depend on ``s`` both give the same velocity, checked to round-off), one dealiased grid transform pair
-per position and evaluation.
+:class:`CausalSpherePDE` is the same equation on ``S^2``: spherical-harmonic coefficients per position with the
+Funk-Hecke multipliers and grid operators of :class:`meanfield.models.continuum.ContinuumPDE` for zonal heads (for a
+density that does not depend on ``s`` both give the same velocity, checked to round-off), one dealiased grid
+transform pair per position and evaluation; general heads (any ``M``, ``V``) through ContinuumPDE's bi-spherical
+operators at the unit-mass prefix average of each position (checked against the quadrature sums to 1e-13).
 """
 
 from __future__ import annotations
@@ -179,9 +180,9 @@ class _CausalContinuum:
     transforms (``_to_grid``, ``_from_grid``), kernel convolutions (``_convolve``), the inner product of two fields
     (``_inner``) and the velocity ``_velocity(c, avg)``."""
 
-    def _setup(self, heads, d, convolution):
-        """Check the heads (``d``, row-local, zonal) and the rule; set ``heads, rule, positions, _rule, s, _avg,
-        _softmax``.  ``convolution`` names the zonal operator in the error message."""
+    def _setup(self, heads, d, convolution, zonal_only=True):
+        """Check the heads (``d``, row-local, zonal unless not ``zonal_only``) and the rule; set ``heads, rule,
+        positions, _rule, s, _avg, _softmax``.  ``convolution`` names the zonal operator in the error message."""
         heads = check_heads(heads)
         if heads[0].dim != d:
             raise ValueError(f"heads must have dimension d = {d} (the causal continuum on S^{d - 1}); received d = "
@@ -191,7 +192,7 @@ class _CausalContinuum:
                 raise ValueError(f"heads[{i}].normalization must be one of ['mean', 'softmax'] under a causal mask "
                                  f"(a doubly stochastic scaling of a causal kernel has no positive solution); "
                                  f"received {h.normalization!r}")
-            if not h.is_zonal:
+            if zonal_only and not h.is_zonal:
                 raise ValueError(f"heads[{i}] must be zonal (M = V = lambda I: {convolution}); received a non-zonal "
                                  f"head")
         rule = validate.choice("rule", self.rule, tuple(POSITION_RULES))
@@ -461,11 +462,21 @@ class _CausalContinuum:
         f = self._to_grid(c)                                         # (Q, grid)
         A = self._avg @ c
         out = np.full((len(self.heads), s.size), np.inf)
-        for h, soft in enumerate(self._softmax):
-            D = self._to_grid(self._convolve(A, h)) if soft else self.mass(A).reshape((-1,) + (1,) * (f.ndim - 1))
-            G = np.tensordot(W, f / D, axes=1)                        # (S, grid)
-            out[h, pos] = self._inner(F, self._convolve(self._from_grid(G), h))
+        for h in range(len(self.heads)):
+            G = np.tensordot(W, f / self._normalizer(A, h, f.ndim), axes=1)   # (S, grid)
+            out[h, pos] = self._inner(F, self._received(G, h))
         return out
+
+    def _normalizer(self, A, h, ndim):
+        """``D_h`` on the grid at every position of the prefix averages ``A`` (zonal heads: the convolution); ``ndim``
+        the number of dimensions of a stack of grid fields."""
+        if self._softmax[h]:
+            return self._to_grid(self._convolve(A, h))
+        return self.mass(A).reshape((-1,) + (1,) * (ndim - 1))
+
+    def _received(self, G, h):
+        """Coefficients of ``int k_h(<x', M_h y>) G(x') dx'`` (as functions of ``y``) of grid fields ``G`` (rows)."""
+        return self._convolve(self._from_grid(G), h)
 
 
 @dataclass(frozen=True, eq=False)
@@ -686,7 +697,7 @@ class CausalCirclePDE(_CausalContinuum):
 
 @dataclass(frozen=True, eq=False)
 class CausalSpherePDE(_CausalContinuum):
-    r"""The causal continuity equation on ``S^2 x [0, 1]`` (sphere x position), zonal heads.
+    r"""The causal continuity equation on ``S^2 x [0, 1]`` (sphere x position), zonal or general heads.
 
     The same equation as :class:`CausalCirclePDE` on ``S^2``: densities ``rho(x, s)`` relative to the surface measure
     (``int rho(., s) dx`` the mass of position ``s``), spherical-harmonic coefficients ``rho_lm(s)`` up to ``lmax`` per
@@ -695,26 +706,36 @@ class CausalSpherePDE(_CausalContinuum):
     .. math:: X(x, s) = \sum_h \frac{\nabla_S (c_h[K] \bar\rho_s)(x)}{D_h(x, s)},\qquad
               D_h = c_h[k] \bar\rho_s \ (\text{softmax}) \text{ or } \int \bar\rho_s \ (\text{mean}),
 
-    with the Funk-Hecke multipliers of :func:`meanfield.core.zonal.zonal_multipliers` (those of
-    :class:`meanfield.models.continuum.ContinuumPDE`: for a density that does not depend on ``s`` the velocity is
-    ContinuumPDE's).  The mass of every position is conserved to round-off (the divergence has no degree 0).
+    with the Funk-Hecke multipliers of :func:`meanfield.core.zonal.zonal_multipliers` when every head is zonal (those
+    of :class:`meanfield.models.continuum.ContinuumPDE`: for a density that does not depend on ``s`` the velocity is
+    ContinuumPDE's).  General heads (any ``M``, ``V``; MODEL.md section 8) go through the bi-spherical operators of
+    a :class:`~meanfield.models.continuum.ContinuumPDE` (:attr:`operators`): the prefix average commutes with the
+    kernel sums, and the causal normalizations (softmax ``Z_h[\bar\rho_s]``, mean the prefix-averaged mass) are
+    the non-causal ones at the unit-mass density ``\bar\rho_s / m_s``, so position ``s`` moves with ContinuumPDE's
+    velocity at ``\bar\rho_s / m_s``.  The mass of every position is conserved to round-off (the divergence has no
+    degree 0).
 
     Parameters
     ----------
     heads : sequence of Head
-        Zonal heads of dimension 3, normalization ``"mean"`` or ``"softmax"``.
+        Heads of dimension 3 (zonal or general), normalization ``"mean"`` or ``"softmax"``.
     lmax : int
         Degree ``>= 2``.
     positions : int
     rule : {"gauss", "trapezoid"}
     kernel_tol : float
-        Refuse heads whose first neglected potential multiplier exceeds ``max(kernel_tol, 1e-2)`` of the largest.
+        Zonal heads: refuse heads whose first neglected potential multiplier exceeds ``max(kernel_tol, 1e-2)`` of
+        the largest.
+    operator_tol : float
+        General heads: the tolerance of their operators (``kernel_tol`` of
+        :class:`~meanfield.models.continuum.ContinuumPDE`, which refuses or warns about an ``lmax`` that does not
+        resolve them).
 
     Raises
     ------
     ValueError
-        Non-zonal or Sinkhorn heads, dimension other than 3, an unknown rule, too few positions, a degree that does
-        not resolve the heads.
+        Sinkhorn heads, dimension other than 3, an unknown rule, too few positions, a degree that does not resolve
+        the heads, general heads ContinuumPDE refuses (a kernel without an operator degree rule, ReLU).
     """
 
     heads: tuple
@@ -722,21 +743,41 @@ class CausalSpherePDE(_CausalContinuum):
     positions: int = 16
     rule: str = "gauss"
     kernel_tol: float = 1e-2
+    operator_tol: float = 1e-10
     s: np.ndarray = field(init=False, repr=False)
+    operators: object = field(init=False, repr=False)
 
     def __post_init__(self):
-        from ..core.sphere import SphereGrid
+        from ..core.sphere import NodeTransforms, SphereGrid
         from ..core.zonal import truncation_level, zonal_multipliers
 
-        heads = self._setup(self.heads, 3, "Funk-Hecke multipliers")
+        heads = self._setup(self.heads, 3, "Funk-Hecke multipliers", zonal_only=False)
         L = validate.integer("lmax", self.lmax, 2, 256, what="an integer in [2, 256]")
+        validate.real("operator_tol", self.operator_tol, 0.0)
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        if not all(h.is_zonal for h in heads):
+            from ..core.kernels import KERNELS
+            from .continuum import ContinuumPDE
+
+            for i, h in enumerate(heads):
+                if not h.is_zonal and not KERNELS[h.kernel].has_lmax_rule:
+                    raise ValueError(f"heads[{i}] is a general head with kernel {h.kernel!r}, which has no operator "
+                                     f"degree rule; general heads need one of "
+                                     f"{[k for k in KERNELS if KERNELS[k].has_lmax_rule]} here")
+
+            ops = ContinuumPDE(heads, L, kernel_tol=self.operator_tol, summation="spectral")
+            set_("lmax", L)
+            set_("grid", ops.grid)
+            set_("operators", ops)
+            set_("_node_transforms", NodeTransforms(ops.grid, ops.general.lmax))
+            return
+        set_("operators", None)
         tol = max(validate.real("kernel_tol", self.kernel_tol, 0.0), 1e-2)
         for i, h in enumerate(heads):
             level = truncation_level(h, L, where=f"heads[{i}]")
             if level > tol:
                 raise ValueError(f"lmax = {L} does not resolve heads[{i}]: its first neglected potential multiplier is "
                                  f"{level:.2e} of the largest (allowed {tol:.0e}); use a larger lmax")
-        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         set_("lmax", L)
         set_("grid", SphereGrid.dealiased(L))
         mults = [zonal_multipliers(h, L, where=f"heads[{i}]") for i, h in enumerate(heads)]
@@ -821,7 +862,37 @@ class CausalSpherePDE(_CausalContinuum):
         """
         return math.sqrt(4 * math.pi) * np.asarray(c)[:, 0].real
 
+    def _unit(self, A):
+        """General heads: the unit-mass density ``A / m`` of prefix-averaged coefficients ``A`` and its mass ``m``
+        (a non-positive mass gives NaN coefficients: the driver rejects the stage)."""
+        m = math.sqrt(4 * math.pi) * float(np.real(A[0]))
+        return (A / m if m > 0 else np.full_like(A, np.nan)), m
+
+    def _normalizer(self, A, h, ndim):
+        if self.operators is None:
+            return super()._normalizer(A, h, ndim)
+        out = np.empty((A.shape[0],) + self.grid.shape)
+        for q in range(A.shape[0]):
+            unit, m = self._unit(A[q])
+            out[q] = self.operators.fields(unit)["D"][h] * m         # D_h[A] = D_h[A / m] m (mean: D = 1)
+        return out
+
+    def _received(self, G, h):
+        if self.operators is None:
+            return super()._received(G, h)
+        from ..core.bispherical import NodeSources
+
+        out = []
+        for row in G:                  # int k_h(<x', M_h y>) G(x') dx' at the nodes y: G as the sources, transposed
+            sums = self.operators.general.head_sums(h, NodeSources(self._node_transforms, np.asarray(row)))
+            T = (sums.apply_t or sums.apply)(None)                    # apply_t is None for a symmetric M
+            out.append(self.grid.analysis(np.reshape(T, self.grid.shape)))
+        return np.stack(out)
+
     def _velocity_q(self, A):
+        if self.operators is not None:
+            unit, _ = self._unit(A)
+            return self.operators.fields(unit)["X"]
         g = self.grid
         X = np.zeros((2,) + g.shape)
         for pot, nm, soft in zip(self._pot, self._norm, self._softmax):
