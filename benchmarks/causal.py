@@ -149,8 +149,8 @@ def run(quick=False, write=False, path=None):
         "causal sums need, for each token, the coefficients of its own prefix: (lmax + 1)^2 real harmonics per token "
         "(three-term recurrences), one sum against the carried coefficients and one into the block's own (4 sums: "
         "Z and the 3 components of sum w k x), plus direct sums inside blocks of 64 tokens: O(n lmax^2) work, about "
-        "10 (lmax + 1)^2 flops a token against the point transforms' constant, so the ratio grows with lmax (about "
-        "as beta). Compiled (`meanfield.core.prefix`, numba), a block's harmonics are made, used twice and dropped "
+        "10 (lmax + 1)^2 flops a token against the point transforms' constant, so the ratio grows with lmax (as "
+        "lmax^2 once the harmonics dominate the in-block sums). Compiled (`meanfield.core.prefix`, numba), a block's harmonics are made, used twice and dropped "
         "while in cache. Before (numpy recurrences for the harmonics of every token of a chunk, then two matrix "
         "products), the beta 8 velocity took 0.21-0.30 s, 10-13.5x the non-causal one, on this machine.",
         "",

@@ -73,3 +73,36 @@ def test_far_sums_refuse_bad_shapes_by_name(rng):
         causal_far_sums(P, S, cdeg, np.zeros((9, 4)), 4)
     with pytest.raises(ValueError, match="carry must be a writeable"):
         causal_far_sums(P, S, cdeg, np.zeros((4, 16)).T, 4)      # not C-contiguous: an update would be lost
+
+
+def test_far_sums_use_directions_and_take_zero_rows(rng):
+    # rows of any length give the sums of their directions (the S^2 kernel normalizes as sphere_features does)
+    for d, D in ((3, 16), (2, 7)):
+        P = _tokens(rng, 16, d)
+        S, cdeg = rng.standard_normal((16, d + 1)), rng.uniform(-1, 1, (1, 4))
+        a = causal_far_sums(P, S, cdeg, np.ones((D, d + 1)), 4)
+        b = causal_far_sums(P * rng.uniform(0.5, 3.0, (16, 1)), S, cdeg, np.ones((D, d + 1)), 4)
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-13 * np.abs(a).max())       # round-off of the division
+        Z = P.copy()
+        Z[5] = 0.0                                  # a zero row: the north pole (S^2), theta = 0 (S^1); finite
+        assert np.all(np.isfinite(causal_far_sums(Z, S, cdeg, np.ones((D, d + 1)), 4)))
+
+
+def test_kernels_compile_without_a_writable_cache(monkeypatch):
+    # a read-only install without a writable home: numba refuses cache=True when decorating ("no locator
+    # available"); the kernels are then compiled without a disk cache instead of failing the import
+    import numba
+
+    from meanfield.core import prefix
+
+    real, calls = numba.njit, []
+
+    def njit(**options):
+        calls.append(options["cache"])
+        if options["cache"]:
+            raise RuntimeError("cannot cache function 'f': no locator available for file 'prefix.py'")
+        return real(**options)
+
+    monkeypatch.setattr(prefix.numba, "njit", njit)
+    f = prefix._compiled(lambda x: 2.0 * x)
+    assert f(1.5) == 3.0 and calls == [True, False]

@@ -8,14 +8,16 @@ sqrt2 sin k theta`` with ``k <= K`` on S^1, ``D = 2 K + 1``), so the sum over ev
 :func:`causal_far_sums` walks the tokens block by block: it evaluates each block's features once, by the same
 three-term recurrences as :func:`meanfield.models.causal.sphere_features` (S^2) or by rotations (S^1), takes the
 block's far sums against the carried coefficients, then adds the block's own coefficients to them.  The features
-never leave the cache (a block's ``D x block`` numbers are made, used twice and dropped): at lmax 22 and 10^5
-tokens this is about 4x faster than the numpy recurrences plus two matrix products it replaces
-(``benchmarks/RESULTS_causal.md``).
+never leave the cache (a block's ``D x block`` numbers are made, used twice and dropped).  Measured at lmax 22 and
+10^5 tokens on one thread: 0.046 s for the harmonics and both sums, where the numpy recurrences took 0.19 s for the
+harmonics alone; the whole causal velocity went from 0.21-0.30 s to 0.09 s (``benchmarks/RESULTS_causal.md``).
 
 numba is imported here and nowhere else.  The kernels are compiled on first use (a few seconds) and cached on disk
-(``cache=True``).  They run on one thread; ``fastmath`` allows only reassociation and fused multiply-adds (the block
-reductions over tokens vectorize), so a result is the same, bit for bit, from run to run on one machine and within
-a few units in the last place of the plain loops across machines.
+(``cache=True``: next to this file, or in ``NUMBA_CACHE_DIR``; where no cache folder is writable they are compiled
+in every process instead).  They run on one thread; ``fastmath`` allows only reassociation and fused multiply-adds
+(the block reductions over tokens vectorize), so a result is the same, bit for bit, from run to run on one machine,
+and within about 1e-14 of the largest sum of the plain loops' result (a CPU with other vector widths reassociates
+differently).  Rows are normalized here (a zero row counts as the north pole on S^2, as ``theta = 0`` on S^1).
 """
 
 from __future__ import annotations
@@ -30,7 +32,15 @@ from . import validate
 _FASTMATH = {"reassoc", "contract"}
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+def _compiled(fn):
+    """``fn`` compiled by numba on first call, cached on disk where a cache folder is writable."""
+    try:
+        return numba.njit(cache=True, fastmath=_FASTMATH)(fn)
+    except RuntimeError:                         # "cannot cache function ...: no locator available" (read-only)
+        return numba.njit(cache=False, fastmath=_FASTMATH)(fn)
+
+
+@_compiled
 def _sphere_far(P, S, cdeg, carry, B):           # pragma: no cover - compiled (checked against numpy in tests)
     m, ncol = P.shape[0], S.shape[1]
     H, L = cdeg.shape[0], cdeg.shape[1] - 1
@@ -53,6 +63,11 @@ def _sphere_far(P, S, cdeg, carry, B):           # pragma: no cover - compiled (
     for a in range(0, m, B):
         for t in range(B):
             x, y, zz = P[a + t, 0], P[a + t, 1], P[a + t, 2]
+            r = math.sqrt(x * x + y * y + zz * zz)
+            if r > 0:
+                x, y, zz = x / r, y / r, zz / r
+            else:
+                zz = 1.0
             rho = math.sqrt(x * x + y * y)
             z[t] = min(1.0, max(-1.0, zz))
             st[t] = rho
@@ -135,7 +150,7 @@ def _sphere_far(P, S, cdeg, carry, B):           # pragma: no cover - compiled (
     return far
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@_compiled
 def _circle_far(P, S, cdeg, carry, B):           # pragma: no cover - compiled (checked against numpy in tests)
     m, ncol = P.shape[0], S.shape[1]
     H, K = cdeg.shape[0], cdeg.shape[1] - 1
@@ -151,8 +166,12 @@ def _circle_far(P, S, cdeg, carry, B):           # pragma: no cover - compiled (
         for t in range(B):
             x, y = P[a + t, 0], P[a + t, 1]
             r = math.sqrt(x * x + y * y)
-            c1[t] = x / r
-            s1[t] = y / r
+            if r > 0:
+                c1[t] = x / r
+                s1[t] = y / r
+            else:
+                c1[t] = 1.0
+                s1[t] = 0.0
             ck[t] = 1.0
             sk[t] = 0.0
             for k in range(ncol):
@@ -210,7 +229,7 @@ def causal_far_sums(P, S, cdeg, carry, block):
     Parameters
     ----------
     P : ndarray, shape (m, d)
-        Unit rows, ``d`` in {2, 3}; ``m`` a multiple of ``block``.
+        Points (their directions are used), ``d`` in {2, 3}; ``m`` a multiple of ``block``.
     S : ndarray, shape (m, c)
         The tokens' sources (e.g. ``w_j (1, x_j)``).
     cdeg : ndarray, shape (H, L + 1)

@@ -37,7 +37,8 @@ Two summations, the same semantics:
   the direct sums at kernel_tol 1e-10: 1e-13 to 7e-11 (``tests/test_causal.py``, n = 150-200), 9e-13 and 5e-12 on
   the first 4000 of 10^5 tokens (``benchmarks/RESULTS_causal.md``, lmax 13 and 22).  Time at n = 10^5 on S^2
   against the non-causal spectral velocity: 2.7x at lmax 13, 4.2x at lmax 22, 6.1x at lmax 29 and 9.3x at lmax
-  40 (the work grows as lmax^2 per token, the non-causal point transforms' hardly at all).
+  40 (the work per token grows as lmax^2, with a constant part, the in-block sums; the non-causal point transforms'
+  hardly at all).
 
 ``"auto"`` (the default) is the spectral sums from :data:`CAUSAL_SPECTRAL_MIN_N` tokens on where they apply, the direct
 sums otherwise; :meth:`CausalSystem.check_run` estimates a whole trajectory's time and refuses a too-long one;
@@ -77,10 +78,10 @@ on, direct otherwise), masked pairwise sums (any heads) or prefix sums of spectr
 
 CAUSAL_SPECTRAL_MIN_N = 2000
 """Smallest n for which ``summation="auto"`` uses the spectral prefix sums (zonal heads on S^1 / S^2).  Measured
-(``benchmarks/RESULTS_causal.md``, "auto"): the spectral sums are faster than the masked direct sums from n ~ 500
-(S^1 at beta 1-256, kmax 10-104; S^2 at beta 2-8, lmax 13-22: 3-12x at n = 1000-4000) and about even at n =
-1000-4000 on S^2 at beta 32 (lmax 40); 2000 keeps small systems on the exact pairwise sums, as
-:data:`meanfield.models.particles.SPECTRAL_MIN_N` does for the non-causal system."""
+(``benchmarks/RESULTS_causal.md``, "auto", compiled prefix sums): the spectral sums are faster than the masked direct
+sums from n = 250 on in every row but S^2 at beta 32 (lmax 40, 0.8x at 250, 1.5x at 500), and 4-28x at n =
+2000-4000; 2000 keeps small systems on the exact pairwise sums, as :data:`meanfield.models.particles.SPECTRAL_MIN_N`
+does for the non-causal system."""
 
 CAUSAL_RUN_LIMIT_S = 3600.0
 """A whole run estimated by :meth:`CausalSystem.check_run` to take longer than this is refused up front."""
