@@ -36,3 +36,6 @@ def test_causal_attention_quick(tmp_path):
     assert float(d["lim_uniform_tendency"]) < 1e-15 and all(s["primacy"] for s in a["lim"]["shapes"])
     # the S^2 continuum conserves every position's mass; W2 to the particles falls with n at t = 0
     assert float(d["sph_mass_drift"]) < 1e-12 and a["sph"]["m0"][-1] < a["sph"]["m0"][0]
+    # part 6, a general head: the same checks, and its verdict row is in the report
+    assert a["sphg"]["verdict"] in VERDICTS and float(d["sphg_mass_drift"]) < 1e-12
+    assert a["sphg"]["m0"][-1] < a["sphg"]["m0"][0] and "on S^2 with a general head" in text

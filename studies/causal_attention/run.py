@@ -72,11 +72,15 @@ Parts and decision rules (fixed before any data of the full run were seen):
    particles on S^2 (start ``(1 + sph_amp <x, e(s)>) / 4 pi``, ``e(s)`` turning by pi over the positions, beta =
    ``sph_beta``): W2 (geodesic, exact) per window of positions to the window's density on the grid nodes, at
    ``sph_time``; the rule of part 3 on the slope in n.
+6. **The S^2 continuum with a general head** (added 2026-12-04, rule fixed before its data were seen: the rule of
+   part 3): as part 5 with one softmax head ``M = I + gen_perturb R_1``, ``V = I + gen_perturb R_2`` (fixed standard
+   normal ``R``, neither symmetric nor ``V = I``: outside the zonal setting, inside the hypotheses of 2501.18322,
+   which allow any ``Q``, ``K``, ``V``), the continuum through the bi-spherical operators (``CausalSpherePDE``
+   general path), the particles by the direct causal sums, fresh seeds (stream 10).
 
-Not done (said in the report): the paper's next-order retrieval profile itself; general (non-zonal) heads in the
-continuum.
+Not done (said in the report): the paper's next-order retrieval profile itself.
 
-Cost (2 cores): quick about 25 s; full about 12-16 min (``run(out, parts=(...))`` reruns some parts only, keeping the
+Cost (2 cores): quick about 25 s; full about 14-18 min (part 6: 2.2 min) (``run(out, parts=(...))`` reruns some parts only, keeping the
 others' data).  Run from the repository root::
 
     python -m studies.causal_attention.run [--quick]
@@ -90,7 +94,7 @@ from pathlib import Path
 
 import numpy as np
 
-from meanfield.core.heads import scalar_heads
+from meanfield.core.heads import Head, scalar_heads
 from meanfield.core.integrate import integrate
 from meanfield.core.options import SaveAt, StepControl
 from meanfield.models.causal import CausalSystem
@@ -157,6 +161,7 @@ class Settings:
     sph_positions: int
     sph_windows: int
     sph_grid: int
+    gen_perturb: float
 
 
 FULL = Settings(seeds=10, conv_betas=(0.5, 1.0, 2.0, 4.0, 6.0), conv_ns=(16, 64, 256), conv_eps=1e-3, t_max=5000.0,
@@ -168,14 +173,15 @@ FULL = Settings(seeds=10, conv_betas=(0.5, 1.0, 2.0, 4.0, 6.0), conv_ns=(16, 64,
                 lim_times=(0.0, 1.0, 3.0), lim_ns=(256, 512, 1024, 2048, 4096, 8192), lim_kmax=64, lim_positions=24,
                 lim_windows=8, lim_uniform_n=2048, lim_uniform_seeds=10, lim_seeds=20, sph_beta=2.0, sph_amp=0.5,
                 sph_time=1.0, sph_ns=(128, 256, 512, 1024, 2048), sph_seeds=10, sph_lmax=12, sph_positions=8,
-                sph_windows=4, sph_grid=32)
+                sph_windows=4, sph_grid=32, gen_perturb=0.3)
 QUICK = Settings(seeds=3, conv_betas=(1.0, 4.0), conv_ns=(16, 32), conv_eps=1e-3, t_max=2000.0,
                  park_betas=(16.0, 64.0), park_n=100, park_times=(10.0, 30.0), park_primary=30.0, park_n_large=0,
                  park_betas_large=(), park_seeds_large=0, sphere_betas=(16.0,), sphere_n=100, mf_beta=1.0,
                  mf_amp=0.5, mf_time=1.0, mf_ns=(64, 256), mf_kmax=32, mf_positions=12, w2_windows=2, w2_nodes=256,
                  lim_beta=4.0, lim_amp=0.5, lim_times=(0.0, 1.0), lim_ns=(128, 512), lim_kmax=32, lim_positions=12,
                  lim_windows=4, lim_uniform_n=256, lim_uniform_seeds=3, lim_seeds=3, sph_beta=2.0, sph_amp=0.5,
-                 sph_time=0.5, sph_ns=(64, 256), sph_seeds=2, sph_lmax=8, sph_positions=4, sph_windows=2, sph_grid=16)
+                 sph_time=0.5, sph_ns=(64, 256), sph_seeds=2, sph_lmax=8, sph_positions=4, sph_windows=2, sph_grid=16,
+                 gen_perturb=0.3)
 
 STEP = StepControl(rtol=1e-6, atol=1e-9, max_steps=500000)
 
@@ -329,9 +335,16 @@ def run_lost_in_middle(cfg):
     return out
 
 
-def run_sphere_continuum(cfg):
+def general_head(cfg):
+    """Part 6's head: ``M = I + gen_perturb R_1``, ``V = I + gen_perturb R_2`` (``R`` standard normal, fixed by the
+    study's seed; neither symmetric), softmax, exp, ``beta = sph_beta``."""
+    R = np.random.default_rng([SEED, 6]).standard_normal((2, 3, 3))
+    return [Head(np.eye(3) + cfg.gen_perturb * R[0], np.eye(3) + cfg.gen_perturb * R[1], beta=cfg.sph_beta,
+                 normalization="softmax")]
+
+
+def _sphere_w2(cfg, heads, particles, stream, tag):
     """CausalSpherePDE against causal particles on S^2: W2 per window of positions at ``sph_time``."""
-    heads = _head(cfg.sph_beta, 3)
     amp = cfg.sph_amp
 
     def prof(X, s):
@@ -345,23 +358,34 @@ def run_sphere_continuum(cfg):
                    step=StepControl(rtol=1e-8, atol=1e-10), save=SaveAt(t_eval=[0.0, cfg.sph_time], observe=False))
     pde_seconds = time.perf_counter() - t0
     c = pde.coefficients(tr.y[-1])
-    cs = CausalSystem(heads, summation="spectral", kernel_tol=1e-9)
     w2 = np.empty((len(cfg.sph_ns), cfg.sph_seeds, 2))
     for a, n in enumerate(cfg.sph_ns):
         for s in range(cfg.sph_seeds):
-            X0 = sample_sphere_tokens(np.random.default_rng([SEED, 9, a, s]), n, prof, (1 + amp) / (4 * np.pi))
-            tp = integrate(cs.rhs, X0, (0.0, cfg.sph_time), method="dopri5", retraction=cs.retraction, step=STEP,
-                           save=SaveAt(t_eval=[0.0, cfg.sph_time], observe=False))
+            X0 = sample_sphere_tokens(np.random.default_rng([SEED, stream, a, s]), n, prof, (1 + amp) / (4 * np.pi))
+            tp = integrate(particles.rhs, X0, (0.0, cfg.sph_time), method="dopri5", retraction=particles.retraction,
+                           step=STEP, save=SaveAt(t_eval=[0.0, cfg.sph_time], observe=False))
             w2[a, s, 0] = sphere_w2_windows(tp.y[0], pde, c0, cfg.sph_windows, cfg.sph_grid).mean()
             Y = tp.y[-1] / np.linalg.norm(tp.y[-1], axis=1, keepdims=True)
             w2[a, s, 1] = sphere_w2_windows(Y, pde, c, cfg.sph_windows, cfg.sph_grid).mean()
-    return {"sph_w2": w2, "sph_pde_status": tr.status, "sph_pde_seconds": pde_seconds,
-            "sph_mass_drift": float(np.abs(pde.mass(c) - pde.mass(c0)).max()),
-            "sph_position_error": pde.position_error(c)}
+    return {f"{tag}_w2": w2, f"{tag}_pde_status": tr.status, f"{tag}_pde_seconds": pde_seconds,
+            f"{tag}_mass_drift": float(np.abs(pde.mass(c) - pde.mass(c0)).max()),
+            f"{tag}_position_error": pde.position_error(c)}
+
+
+def run_sphere_continuum(cfg):
+    """Part 5: the zonal head (Funk-Hecke path), particles by the causal spectral sums."""
+    heads = _head(cfg.sph_beta, 3)
+    return _sphere_w2(cfg, heads, CausalSystem(heads, summation="spectral", kernel_tol=1e-9), 9, "sph")
+
+
+def run_sphere_general(cfg):
+    """Part 6: a general head (bi-spherical operators), particles by the direct causal sums, fresh seeds."""
+    heads = general_head(cfg)
+    return _sphere_w2(cfg, heads, CausalSystem(heads, summation="direct"), 10, "sphg")
 
 
 PARTS = {"convergence": run_convergence, "parking": run_parking, "mean_field": run_mean_field,
-         "lost_in_middle": run_lost_in_middle, "sphere": run_sphere_continuum}
+         "lost_in_middle": run_lost_in_middle, "sphere": run_sphere_continuum, "sphere_general": run_sphere_general}
 
 
 def run(out_dir: Path, quick: bool = False, parts=None) -> dict:
