@@ -89,10 +89,14 @@ CAUSAL_RUN_LIMIT_S = 3600.0
 KMAX_CAP = 4096
 """Largest Fourier mode the S^1 spectral sums pick by themselves (beyond: refused, use the direct sums)."""
 
-CAUSAL_SECONDS_PER_FEATURE = 3e-9
-"""Seconds per token, head and unit of work of the causal spectral sums, whose units are the ``D`` features plus
-``2 block`` for the direct sums inside a block (the cost guard's estimate; measured 1.3e-9 at n = 10^5 with lmax 13
-and two heads and with lmax 22 and one head, block 64, on one thread of a 2-core machine: about 2x margin)."""
+CAUSAL_SPECTRAL_SECONDS = {"token": 4e-7, "feature": 2e-9, "block_pair": 8e-9, "block_feature": 2e-8}
+"""The cost guard's model of one causal spectral velocity over ``n`` tokens, ``H`` heads, ``D`` features and blocks
+of ``B`` tokens: ``n (token + H (D feature + B block_pair)) + (n / B) D block_feature`` seconds (per token: the
+normalizations; per token, head and feature: the far sums; the in-block sums, ``B`` scores a token and head; per block
+and feature: the carried coefficients' update).  Fitted on 25 cases (S^1 kmax 10 and 53, S^2 lmax 13 and 22, one and
+three heads, blocks 1 to 256, n = 2 10^4, one thread of a 2-core machine: 1.7e-7, 8.2e-10, 4.0e-9, 1.1e-8, within
+0.63-1.38 of every measurement; ``benchmarks/causal_cost.py``) and doubled: the estimate is 1.3-3x the measured
+time."""
 
 CAUSAL_PAIR_FACTOR = 1.5
 """Cost of one head-pair of the masked direct sums in units of :func:`meanfield.core.cost.pair_seconds` (measured
@@ -600,7 +604,7 @@ class CausalSystem:
         """Estimated seconds of one velocity evaluation over ``n`` tokens (the summation :meth:`uses_spectral` picks).
 
         Direct: ``n^2 / 2`` head-pairs at ``CAUSAL_PAIR_FACTOR * cost.pair_seconds(d)``; spectral: ``n`` tokens x
-        heads x (features + ``2 block``) at :data:`CAUSAL_SECONDS_PER_FEATURE`.
+        the model of :data:`CAUSAL_SPECTRAL_SECONDS`.
 
         Parameters
         ----------
@@ -622,8 +626,9 @@ class CausalSystem:
         return 0.5 * float(n) ** 2 * len(self.heads) * _causal_pair_seconds(self.d)
 
     def _spectral_seconds(self, n):
-        units = self._spectral["coef"].shape[1] + 2 * self.block
-        return float(n) * len(self.heads) * units * CAUSAL_SECONDS_PER_FEATURE
+        c, D, B = CAUSAL_SPECTRAL_SECONDS, self._spectral["coef"].shape[1], self.block
+        per_token = c["token"] + len(self.heads) * (D * c["feature"] + B * c["block_pair"])
+        return float(n) * per_token + float(n) / B * D * c["block_feature"]
 
     def check_run(self, n, nfev, records=0, *, steps=0, limit_s=CAUSAL_RUN_LIMIT_S, what="CausalSystem run"):
         """Refuse up front a whole trajectory estimated to take longer than ``limit_s``; the estimate otherwise.
