@@ -41,6 +41,39 @@ def _compiled(fn):
 
 
 @_compiled
+def _pair(acc, own, carry, c, ic, js, fc, fs, St):   # pragma: no cover - compiled
+    """One cos/sin pair of features ``fc``, ``fs`` (columns ``ic``, ``js``) of a block: its far sums against the
+    carried coefficients (times each head's multiplier ``c[h]``) into ``acc``, its own coefficients into ``own``."""
+    H, ncol, B = acc.shape
+    for h in range(H):
+        for k in range(ncol):
+            gc, gs = c[h] * carry[ic, k], c[h] * carry[js, k]
+            for t in range(B):
+                acc[h, k, t] += gc * fc[t] + gs * fs[t]
+    for k in range(ncol):
+        sc, ss = 0.0, 0.0
+        for t in range(B):
+            sc += fc[t] * St[k, t]
+            ss += fs[t] * St[k, t]
+        own[ic, k] += sc
+        own[js, k] += ss
+
+
+@_compiled
+def _flush(far, acc, own, carry, a):             # pragma: no cover - compiled
+    """End of a block starting at row ``a``: its far sums out, its own coefficients into the carry."""
+    H, ncol, B = acc.shape
+    for h in range(H):
+        for k in range(ncol):
+            for t in range(B):
+                far[h, k, a + t] = acc[h, k, t]
+    for i in range(own.shape[0]):
+        for k in range(ncol):
+            carry[i, k] += own[i, k]
+            own[i, k] = 0.0
+
+
+@_compiled
 def _sphere_far(P, S, cdeg, carry, B):           # pragma: no cover - compiled (checked against numpy in tests)
     m, ncol = P.shape[0], S.shape[1]
     H, L = cdeg.shape[0], cdeg.shape[1] - 1
@@ -126,27 +159,9 @@ def _sphere_far(P, S, cdeg, carry, B):           # pragma: no cover - compiled (
                     for t in range(B):
                         fc[t] = r2 * p0[t] * cm[t]
                         fs[t] = r2 * p0[t] * sm[t]
-                    for h in range(H):
-                        for k in range(ncol):
-                            gc, gs = cdeg[h, l] * carry[ic, k], cdeg[h, l] * carry[js, k]
-                            for t in range(B):
-                                acc[h, k, t] += gc * fc[t] + gs * fs[t]
-                    for k in range(ncol):
-                        sc, ss = 0.0, 0.0
-                        for t in range(B):
-                            sc += fc[t] * St[k, t]
-                            ss += fs[t] * St[k, t]
-                        own[ic, k] += sc
-                        own[js, k] += ss
+                    _pair(acc, own, carry, cdeg[:, l], ic, js, fc, fs, St)
             col += width if mm == 0 else 2 * width
-        for h in range(H):
-            for k in range(ncol):
-                for t in range(B):
-                    far[h, k, a + t] = acc[h, k, t]
-        for i in range(D):
-            for k in range(ncol):
-                carry[i, k] += own[i, k]
-                own[i, k] = 0.0
+        _flush(far, acc, own, carry, a)
     return far
 
 
@@ -193,26 +208,8 @@ def _circle_far(P, S, cdeg, carry, B):           # pragma: no cover - compiled (
                 sk[t] = s * c1[t] + c * s1[t]
                 fc[t] = r2 * ck[t]
                 fs[t] = r2 * sk[t]
-            for h in range(H):
-                for k in range(ncol):
-                    gc, gs = cdeg[h, q] * carry[q, k], cdeg[h, q] * carry[K + q, k]
-                    for t in range(B):
-                        acc[h, k, t] += gc * fc[t] + gs * fs[t]
-            for k in range(ncol):
-                sc, ss = 0.0, 0.0
-                for t in range(B):
-                    sc += fc[t] * St[k, t]
-                    ss += fs[t] * St[k, t]
-                own[q, k] += sc
-                own[K + q, k] += ss
-        for h in range(H):
-            for k in range(ncol):
-                for t in range(B):
-                    far[h, k, a + t] = acc[h, k, t]
-        for i in range(D):
-            for k in range(ncol):
-                carry[i, k] += own[i, k]
-                own[i, k] = 0.0
+            _pair(acc, own, carry, cdeg[:, q], q, K + q, fc, fs, St)
+        _flush(far, acc, own, carry, a)
     return far
 
 
