@@ -572,3 +572,23 @@ def test_sphere_continuum_general_heads_refusals():
         CausalSpherePDE([Head(M, np.eye(3), beta=1.0, kernel="relu", normalization="softmax")], 12)
     with pytest.raises(ValueError, match=r"operator_tol must be"):
         CausalSpherePDE([Head(M, np.eye(3), beta=1.0, normalization="softmax")], 12, operator_tol=-1.0)
+    with pytest.raises(ValueError, match=r"kernel_tol must be"):                # checked on both paths
+        CausalSpherePDE([Head(M, np.eye(3), beta=1.0, normalization="softmax")], 12, kernel_tol=-1.0)
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_sphere_continuum_takes_a_fixed_step_scheme(general):
+    # the plan's CFL step for a fixed-step scheme (CausalSpherePDE had no cfl_dt: rk4 raised an AttributeError)
+    import meanfield as mf
+    from meanfield.models.causal_continuum import CausalSpherePDE
+
+    heads = _general_heads("softmax") if general else scalar_heads([1.0], 3, beta=1.5, normalization="softmax")
+    pde = CausalSpherePDE(heads, 8, positions=4)
+    c = pde.project(lambda X, s: (1 + 0.5 * s * X[..., 0]) / (4 * math.pi))
+    dt = pde.cfl_dt(c)
+    X = pde.velocity(c)
+    # rk4 reaches 2 sqrt 2 on the imaginary axis: dt = cfl 2 sqrt 2 / (lmax max|X|), cfl 0.5
+    assert dt == pytest.approx(0.5 * 2 * math.sqrt(2) / (8 * np.sqrt((X ** 2).sum(axis=1)).max()), rel=1e-12)
+    tr = mf.solve(pde, c, 0.2, method="rk4")
+    assert tr.status == 0
+    np.testing.assert_allclose(pde.mass(pde.coefficients(tr.y[-1])), pde.mass(c), rtol=0, atol=1e-13)

@@ -17,7 +17,8 @@ numba is imported here and nowhere else.  The kernels are compiled on first use 
 in every process instead).  They run on one thread; ``fastmath`` allows only reassociation and fused multiply-adds
 (the block reductions over tokens vectorize), so a result is the same, bit for bit, from run to run on one machine,
 and within about 1e-14 of the largest sum of the plain loops' result (a CPU with other vector widths reassociates
-differently).  Rows are normalized here (a zero row counts as the north pole on S^2, as ``theta = 0`` on S^1).
+differently).  Rows are normalized here (for direct callers: a zero row counts as the north pole on S^2, as ``theta = 0`` on S^1;
+:class:`~meanfield.models.causal.CausalSystem` refuses such rows before).
 """
 
 from __future__ import annotations

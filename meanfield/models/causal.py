@@ -79,7 +79,7 @@ on, direct otherwise), masked pairwise sums (any heads) or prefix sums of spectr
 CAUSAL_SPECTRAL_MIN_N = 2000
 """Smallest n for which ``summation="auto"`` uses the spectral prefix sums (zonal heads on S^1 / S^2).  Measured
 (``benchmarks/RESULTS_causal.md``, "auto", compiled prefix sums): the spectral sums are faster than the masked direct
-sums from n = 250 on in every row but S^2 at beta 32 (lmax 40, 0.8x at 250, 1.5x at 500), and 4-28x at n =
+sums from n = 250 on in every row but S^2 at beta 32 (lmax 40, 0.86x at 250, 1.65x at 500), and 4.5-29x at n =
 2000-4000; 2000 keeps small systems on the exact pairwise sums, as :data:`meanfield.models.particles.SPECTRAL_MIN_N`
 does for the non-causal system."""
 
@@ -89,14 +89,16 @@ CAUSAL_RUN_LIMIT_S = 3600.0
 KMAX_CAP = 4096
 """Largest Fourier mode the S^1 spectral sums pick by themselves (beyond: refused, use the direct sums)."""
 
-CAUSAL_SPECTRAL_SECONDS = {"token": 4e-7, "feature": 2e-9, "block_pair": 8e-9, "block_feature": 2e-8}
+CAUSAL_SPECTRAL_SECONDS = {"token": 5e-7, "feature": 1e-9, "block_pair": 7e-9, "block_feature": 3e-8,
+                           "block_head_feature": 8e-9}
 """The cost guard's model of one causal spectral velocity over ``n`` tokens, ``H`` heads, ``D`` features and blocks
-of ``B`` tokens: ``n (token + H (D feature + B block_pair)) + (n / B) D block_feature`` seconds (per token: the
-normalizations; per token, head and feature: the far sums; the in-block sums, ``B`` scores a token and head; per block
-and feature: the carried coefficients' update).  Fitted on 25 cases (S^1 kmax 10 and 53, S^2 lmax 13 and 22, one and
-three heads, blocks 1 to 256, n = 2 10^4, one thread of a 2-core machine: 1.7e-7, 8.2e-10, 4.0e-9, 1.1e-8, within
-0.63-1.38 of every measurement; ``benchmarks/causal_cost.py``) and doubled: the estimate is 1.3-3x the measured
-time."""
+of ``B`` tokens: ``n (token + H (D feature + B block_pair)) + (n / B) D (block_feature + H block_head_feature)``
+seconds (per token: the normalizations; per token, head and feature: the far sums; the in-block sums, ``B`` scores
+a token and head; per block and feature: the carried coefficients' update, and each head's multipliers).  Fitted
+by ``benchmarks/causal_cost.py`` on 35 cases (S^1 kmax 10 and 53, S^2 lmax 13 and 22, one, three and eight heads,
+blocks 1 to 256, n = 2 10^4, one thread of a 2-core machine: 2.4e-7, 4.8e-10, 3.5e-9, 1.3e-8, 4e-9, within
+0.71-1.17 of every measurement) and doubled, rounded up: the estimate is 1.4-2.6x the measured time (a second run of
+the benchmark)."""
 
 CAUSAL_PAIR_FACTOR = 1.5
 """Cost of one head-pair of the masked direct sums in units of :func:`meanfield.core.cost.pair_seconds` (measured
@@ -626,9 +628,9 @@ class CausalSystem:
         return 0.5 * float(n) ** 2 * len(self.heads) * _causal_pair_seconds(self.d)
 
     def _spectral_seconds(self, n):
-        c, D, B = CAUSAL_SPECTRAL_SECONDS, self._spectral["coef"].shape[1], self.block
-        per_token = c["token"] + len(self.heads) * (D * c["feature"] + B * c["block_pair"])
-        return float(n) * per_token + float(n) / B * D * c["block_feature"]
+        c, D, B, H = CAUSAL_SPECTRAL_SECONDS, self._spectral["coef"].shape[1], self.block, len(self.heads)
+        per_token = c["token"] + H * (D * c["feature"] + B * c["block_pair"])
+        return float(n) * per_token + float(n) / B * D * (c["block_feature"] + H * c["block_head_feature"])
 
     def check_run(self, n, nfev, records=0, *, steps=0, limit_s=CAUSAL_RUN_LIMIT_S, what="CausalSystem run"):
         """Refuse up front a whole trajectory estimated to take longer than ``limit_s``; the estimate otherwise.

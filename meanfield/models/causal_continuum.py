@@ -724,18 +724,19 @@ class CausalSpherePDE(_CausalContinuum):
     positions : int
     rule : {"gauss", "trapezoid"}
     kernel_tol : float
-        Zonal heads: refuse heads whose first neglected potential multiplier exceeds ``max(kernel_tol, 1e-2)`` of
-        the largest.
+        Zonal heads (every head zonal): refuse heads whose first neglected potential multiplier exceeds
+        ``max(kernel_tol, 1e-2)`` of the largest.
     operator_tol : float
-        General heads: the tolerance of their operators (``kernel_tol`` of
-        :class:`~meanfield.models.continuum.ContinuumPDE`, which refuses or warns about an ``lmax`` that does not
-        resolve them).
+        General heads (any head not zonal): the tolerance of the operators, ``kernel_tol`` of
+        :class:`~meanfield.models.continuum.ContinuumPDE` (its warnings and refusals name ``kernel_tol``: here it is
+        this field).
 
     Raises
     ------
     ValueError
-        Sinkhorn heads, dimension other than 3, an unknown rule, too few positions, a degree that does not resolve
-        the heads, general heads ContinuumPDE refuses (a kernel without an operator degree rule, ReLU).
+        Sinkhorn heads, dimension other than 3, an unknown rule, too few positions, a negative ``kernel_tol`` or
+        ``operator_tol``, a degree that does not resolve zonal heads, general heads ContinuumPDE refuses, a general
+        head whose kernel has no operator degree rule (ReLU).
     """
 
     heads: tuple
@@ -753,6 +754,7 @@ class CausalSpherePDE(_CausalContinuum):
 
         heads = self._setup(self.heads, 3, "Funk-Hecke multipliers", zonal_only=False)
         L = validate.integer("lmax", self.lmax, 2, 256, what="an integer in [2, 256]")
+        validate.real("kernel_tol", self.kernel_tol, 0.0)
         validate.real("operator_tol", self.operator_tol, 0.0)
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         if not all(h.is_zonal for h in heads):
@@ -871,10 +873,14 @@ class CausalSpherePDE(_CausalContinuum):
     def _normalizer(self, A, h, ndim):
         if self.operators is None:
             return super()._normalizer(A, h, ndim)
+        if not self._softmax[h]:
+            return super()._normalizer(A, h, ndim)                      # the prefix-averaged mass
+        from ..core.bispherical import NodeSources
+
         out = np.empty((A.shape[0],) + self.grid.shape)
-        for q in range(A.shape[0]):
-            unit, m = self._unit(A[q])
-            out[q] = self.operators.fields(unit)["D"][h] * m         # D_h[A] = D_h[A / m] m (mean: D = 1)
+        for q in range(A.shape[0]):                                      # Z_h[A] = int k_h(<x, M_h y>) A(y) dy
+            space = NodeSources(self._node_transforms, self.grid.synthesis(A[q]))
+            out[q] = np.reshape(self.operators.general.head_sums(h, space).apply(None), self.grid.shape)
         return out
 
     def _received(self, G, h):
@@ -913,6 +919,35 @@ class CausalSpherePDE(_CausalContinuum):
         ndarray, shape (Q, 2, nlat, nlon)
         """
         return self._velocity(c, self._avg)
+
+    def cfl_dt(self, c, cfl=0.5, scheme="rk4"):
+        """A stable fixed step of ``scheme`` for transport of degree ``lmax`` at the largest speed of every position:
+        ``cfl / (a / I)`` with ``a = lmax max|X|`` (:meth:`meanfield.models.continuum.ContinuumPDE.cfl_dt` without
+        diffusion).
+
+        Parameters
+        ----------
+        c : array_like of complex, shape (Q, nalm)
+        cfl : float
+            Safety factor, positive and finite.
+        scheme : str, Tableau or Stepper
+            A ``method`` of :func:`meanfield.core.integrate.integrate`.
+
+        Returns
+        -------
+        float
+
+        Raises
+        ------
+        ValueError
+            An unknown ``scheme``, a bad ``cfl``, or a scheme whose stability region reaches no part of the imaginary
+            axis while ``max|X| > 0`` (:func:`meanfield.core.methods.stable_step`).
+        """
+        from ..core.methods import stable_step
+
+        X = self.velocity(c)
+        speed = float(np.sqrt((X ** 2).sum(axis=1)).max())
+        return stable_step(self.lmax * speed, 0.0, scheme, cfl, what=f"at speed max|X| = {speed:.3g}")
 
     def tendency(self, c):
         """``d rho_lm / dt = -div(rho X)`` per position, shape (Q, nalm).

@@ -134,6 +134,7 @@ def _check_options(plan, options):
                          f"progress, event, events")
 
 
+@validate.moved(**_MOVED)
 def solve(model, start, t_final, *, method=None, step=None, save=None, checkpointing=None, monitor=None,
           progress=None, event=None, events=(), **options) -> Trajectory:
     """Evolve ``model`` from ``start`` (tokens or coefficients) to ``t_final`` (module docstring).
@@ -198,9 +199,6 @@ def solve(model, start, t_final, *, method=None, step=None, save=None, checkpoin
     if not isinstance(model, Model):
         raise ValueError(f"model must implement rhs(t, y) (meanfield.core.model.Model); received "
                          f"{type(model).__name__}, missing {missing(model, Model)}")
-    for old in _MOVED:
-        if old in options:
-            raise TypeError(f"solve: {old} is now {_MOVED[old]}; received {old}={options[old]!r}")
     sv = option("save", save, SaveAt)
     show, label = _progress(progress)
     settings = sv.observe if isinstance(sv.observe, dict) else {}
