@@ -38,7 +38,7 @@ def main():
                 t0 = time.perf_counter()
                 cs.velocity(X)
                 best = min(best, time.perf_counter() - t0)
-            D = cs._spectral["coef"].shape[1]
+            D = cs._spectral["D"]
             rows.append((len(lams), D, B, best))
             ratios.append(cs.evaluation_seconds(N) / best)
             print(f"d = {d}, beta = {beta:g}, H = {len(lams)}, D = {D}, block = {B}: {best:.4f} s, estimate / "

@@ -42,6 +42,13 @@ def _compiled(fn):
 
 
 @_compiled
+def _cos_sin(x, y):                              # pragma: no cover - compiled
+    """``(cos phi, sin phi)`` of the direction of ``(x, y)``; ``(1, 0)`` at the origin (the pole, ``arctan2(0, 0)``)."""
+    r = math.sqrt(x * x + y * y)
+    return (x / r, y / r) if r > 0 else (1.0, 0.0)
+
+
+@_compiled
 def _pair(acc, own, carry, c, ic, js, fc, fs, St):   # pragma: no cover - compiled
     """One cos/sin pair of features ``fc``, ``fs`` (columns ``ic``, ``js``) of a block: its far sums against the
     carried coefficients (times each head's multiplier ``c[h]``) into ``acc``, its own coefficients into ``own``."""
@@ -102,15 +109,9 @@ def _sphere_far(P, S, cdeg, carry, B):           # pragma: no cover - compiled (
                 x, y, zz = x / r, y / r, zz / r
             else:
                 zz = 1.0
-            rho = math.sqrt(x * x + y * y)
             z[t] = min(1.0, max(-1.0, zz))
-            st[t] = rho
-            if rho > 0:
-                cp[t] = x / rho
-                sp[t] = y / rho
-            else:
-                cp[t] = 1.0
-                sp[t] = 0.0
+            st[t] = math.sqrt(x * x + y * y)
+            cp[t], sp[t] = _cos_sin(x, y)
             pmm[t] = math.sqrt(1.0 / (4.0 * math.pi))
             cm[t] = 1.0
             sm[t] = 0.0
@@ -180,14 +181,7 @@ def _circle_far(P, S, cdeg, carry, B):           # pragma: no cover - compiled (
     acc = np.empty((H, ncol, B))
     for a in range(0, m, B):
         for t in range(B):
-            x, y = P[a + t, 0], P[a + t, 1]
-            r = math.sqrt(x * x + y * y)
-            if r > 0:
-                c1[t] = x / r
-                s1[t] = y / r
-            else:
-                c1[t] = 1.0
-                s1[t] = 0.0
+            c1[t], s1[t] = _cos_sin(P[a + t, 0], P[a + t, 1])
             ck[t] = 1.0
             sk[t] = 0.0
             for k in range(ncol):

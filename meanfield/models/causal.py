@@ -553,7 +553,7 @@ class CausalSystem:
             else:
                 L = validate.integer("degree", self.degree, 2, 512, what="an integer in [2, 512] or None")
             mults = [zonal_multipliers(h, L, where=f"heads[{i}]")["normalizer"] for i, h in enumerate(heads)]
-            degrees = _sphere_degrees(L)
+            D = (L + 1) ** 2                                   # real harmonics (sphere_features)
         else:
             if self.degree is None:
                 L = circle_kmax(heads, self.kernel_tol)
@@ -563,14 +563,14 @@ class CausalSystem:
             else:
                 L = validate.integer("degree", self.degree, 2, KMAX_CAP, what=f"an integer in [2, {KMAX_CAP}] or None")
             mults = [circle_multipliers(h, L, where=f"heads[{i}]")["normalizer"] for i, h in enumerate(heads)]
-            degrees = _circle_degrees(L)
-        logscale, coef = [], []
+            D = 2 * L + 1                                      # Fourier modes (circle_features)
+        logscale, cdeg = [], []
         for h, m in zip(heads, mults):
             lam = float(h.scalar)
             ls = float(max(KERNELS[h.kernel].log_value(h, lam), KERNELS[h.kernel].log_value(h, -lam)))
             logscale.append(ls)
-            coef.append(m[degrees] * math.exp(-ls))          # multipliers of k / max k
-        return {"L": int(L), "coef": np.array(coef), "logscale": np.array(logscale), "d": d}
+            cdeg.append(m[:L + 1] * math.exp(-ls))           # multipliers of k / max k, per degree 0..L
+        return {"L": int(L), "D": D, "cdeg": np.array(cdeg), "logscale": np.array(logscale), "d": d}
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -628,7 +628,7 @@ class CausalSystem:
         return 0.5 * float(n) ** 2 * len(self.heads) * _causal_pair_seconds(self.d)
 
     def _spectral_seconds(self, n):
-        c, D, B, H = CAUSAL_SPECTRAL_SECONDS, self._spectral["coef"].shape[1], self.block, len(self.heads)
+        c, D, B, H = CAUSAL_SPECTRAL_SECONDS, self._spectral["D"], self.block, len(self.heads)
         per_token = c["token"] + H * (D * c["feature"] + B * c["block_pair"])
         return float(n) * per_token + float(n) / B * D * (c["block_feature"] + H * c["block_head_feature"])
 
@@ -810,8 +810,8 @@ class CausalSystem:
 
         sp = self._spectral
         n, d = X.shape
-        coef, logscale = sp["coef"], sp["logscale"]
-        D, H, B = coef.shape[1], len(self.heads), self.block
+        cdeg, logscale = sp["cdeg"], sp["logscale"]
+        D, H, B = sp["D"], len(self.heads), self.block
         row = 8 * (2 * B + (d + 1) * (H + 2) + d)                    # bytes per token of a chunk's work space
         cost.guard(f"CausalSystem spectral prefix sums over n = {n} tokens (degree {sp['L']}, {D} features)",
                    bytes=4.0 * max(self.chunk_bytes, row * B) + 8.0 * D * (d + 1) + 8.0 * n * (3 * d + 4),
@@ -819,8 +819,7 @@ class CausalSystem:
                    fix="fewer tokens, a larger kernel_tol (a smaller degree) or a smaller beta",
                    detail=f"{n} tokens x {D} features x {H} head(s)")
         P = X / np.linalg.norm(X, axis=1, keepdims=True)              # directions (RK stages leave the sphere)
-        cdeg = coef[:, :sp["L"] + 1]                                  # per degree: the first L + 1 features are
-        src = np.concatenate([np.ones((n, 1)), P], axis=1) * w[:, None]   # degrees 0..L; sources (1, x_j) w_j
+        src = np.concatenate([np.ones((n, 1)), P], axis=1) * w[:, None]   # sources (1, x_j) w_j
         prefix = np.cumsum(w)
         carry = np.zeros((D, d + 1))
         out = np.empty((H, n, d))
